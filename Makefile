@@ -1,0 +1,70 @@
+# Vortex build. `make` builds build/vx; `make test` builds and runs all tests.
+# Options: WERROR=1 (warnings are errors), SAN=1 (ASan+UBSan, into build-san/),
+# DEBUG=1 (-O0), CC=clang.
+CC ?= cc
+BUILD ?= build
+OPT ?= -O2
+ifeq ($(DEBUG),1)
+OPT = -O0
+endif
+WARN = -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wpointer-arith \
+       -Wcast-align -Wformat=2 -Wundef -Wvla -Wno-unused-parameter
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+SANFLAGS =
+ifeq ($(SAN),1)
+BUILD = build-san
+SANFLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+endif
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANFLAGS) -Iinclude -Isrc -Itools -pthread \
+              $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
+LDLIBS = $(SANFLAGS) -pthread -lm -lpcre2-8 -lcjson
+
+# Per-ISA kernel files get their own flags; everything else is portable C.
+ISA_FLAGS_avx2 = -mavx2 -mfma -mf16c -mbmi2
+ISA_FLAGS_avx512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mfma -mf16c -mbmi2
+ISA_FLAGS_amx = $(ISA_FLAGS_avx512) -mamx-tile -mamx-int8 -mamx-bf16
+
+LIB_SRC = $(wildcard src/*.c) $(wildcard src/x86/*.c)
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
+TOOL_SRC = $(wildcard tools/*.c)
+TOOL_OBJ = $(TOOL_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC = $(wildcard tests/test_*.c)
+TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_UTIL_OBJ = $(BUILD)/tests/testutil.o
+
+.PHONY: all test clean check
+all: $(BUILD)/vx
+
+$(BUILD)/libvortex.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	ar rcs $@ $^
+
+$(BUILD)/src/x86/%.o: src/x86/%.c $(wildcard src/*.h include/*.h src/x86/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(ISA_FLAGS_$(firstword $(subst _, ,$*))) -c $< -o $@
+
+$(BUILD)/%.o: %.c $(wildcard src/*.h include/*.h tests/*.h tools/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -c $< -o $@
+
+$(BUILD)/vx: $(TOOL_OBJ) $(BUILD)/libvortex.a
+	$(CC) -o $@ $(TOOL_OBJ) $(BUILD)/libvortex.a $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_UTIL_OBJ) $(BUILD)/libvortex.a
+	$(CC) -o $@ $< $(TEST_UTIL_OBJ) $(BUILD)/libvortex.a $(LDLIBS)
+
+test: $(BUILD)/vx $(TEST_BIN)
+	@BUILD=$(BUILD) tests/run_tests.sh $(TEST_BIN)
+
+clean:
+	rm -rf build build-san
+
+# Everything CI runs: warnings as errors, the test suite with the best
+# kernels, with the generic kernels forced, and under ASan+UBSan.
+check:
+	$(MAKE) WERROR=1 test
+	VX_FORCE_GENERIC=1 $(MAKE) WERROR=1 test
+	$(MAKE) SAN=1 WERROR=1 test
+.SECONDARY:

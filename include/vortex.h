@@ -1,0 +1,239 @@
+/*
+ * vortex.h - public API of Vortex (vx), an LLM inference engine in C.
+ *
+ * Handles are opaque. Every fallible call returns a vx_status; calls that
+ * create a handle also fill a caller-provided message buffer (may be NULL)
+ * with a precise, human-readable reason on failure. The library never calls
+ * exit() or abort() on bad input.
+ *
+ *   vx_model    read-only weights + vocabulary, shared by any number of contexts
+ *   vx_context  per-engine state: KV cache, scratch buffers, thread pool
+ *   vx_batch    tokens to evaluate, each with a position and a sequence id
+ *   vx_sampler  a chain of sampling steps (penalties, top-k, top-p, ...)
+ *
+ * Typical use:
+ *   vx_model *m; vx_context *c;
+ *   vx_model_params mp = vx_model_default_params();
+ *   if (vx_model_load("model.gguf", &mp, &m, err, sizeof err) != VX_OK) ...
+ *   vx_context_params cp = vx_context_default_params();
+ *   vx_context_init(m, &cp, &c, err, sizeof err);
+ *   ... vx_tokenize, vx_decode, vx_get_logits, vx_sampler_sample ...
+ */
+#ifndef VORTEX_H
+#define VORTEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VX_VERSION "0.1.0"
+#define VX_ERRMSG_MAX 512
+
+typedef enum vx_status {
+    VX_OK = 0,
+    VX_EINVAL = -1,       /* invalid argument */
+    VX_ENOMEM = -2,       /* out of memory */
+    VX_EIO = -3,          /* file or system I/O error */
+    VX_EFORMAT = -4,      /* malformed or corrupt input (file, JSON, ...) */
+    VX_EUNSUPPORTED = -5, /* well-formed but not supported (type, architecture) */
+    VX_ERANGE = -6,       /* value out of range (position beyond context, ...) */
+    VX_EFULL = -7,        /* no room left (KV cache, queue) */
+    VX_ECANCELED = -8,    /* canceled by the caller */
+    VX_EINTERNAL = -9     /* internal invariant broken (a bug: please report) */
+} vx_status;
+
+/* Name of a status code ("ok", "invalid argument", ...). */
+const char *vx_status_str(vx_status s);
+
+typedef int32_t vx_token;
+typedef int32_t vx_pos;
+typedef int32_t vx_seq_id;
+
+typedef struct vx_model vx_model;
+typedef struct vx_vocab vx_vocab;
+typedef struct vx_context vx_context;
+typedef struct vx_sampler vx_sampler;
+
+/* ------------------------------------------------------------------ model */
+
+/* Called while a model loads with progress in [0, 1]; return false to cancel. */
+typedef bool (*vx_progress_fn)(float progress, void *user_data);
+
+typedef struct vx_model_params {
+    bool use_mmap;           /* map tensor data instead of reading it (default true) */
+    bool vocab_only;         /* load only metadata and the tokenizer */
+    bool check_tensors;      /* validate tensor data (NaN/Inf in scales); slower */
+    vx_progress_fn progress; /* optional */
+    void *progress_user_data;
+} vx_model_params;
+
+vx_model_params vx_model_default_params(void);
+
+/* Loads a GGUF model. On failure *out is NULL and errmsg (if given) says why. */
+vx_status vx_model_load(const char *path, const vx_model_params *params, vx_model **out,
+                        char *errmsg, size_t errmsg_size);
+void vx_model_free(vx_model *model);
+
+const vx_vocab *vx_model_get_vocab(const vx_model *model);
+const char *vx_model_arch(const vx_model *model); /* "llama", "qwen2", ... */
+int32_t vx_model_n_embd(const vx_model *model);
+int32_t vx_model_n_layer(const vx_model *model);
+int32_t vx_model_n_ctx_train(const vx_model *model);
+uint64_t vx_model_n_params(const vx_model *model);
+uint64_t vx_model_size(const vx_model *model); /* bytes of tensor data */
+
+/* Metadata as text (numbers formatted, arrays summarized). Returns the length
+ * the full value needs (like snprintf) or -1 if the key does not exist. */
+int32_t vx_model_meta_str(const vx_model *model, const char *key, char *buf, size_t size);
+
+/* A multi-line human-readable description: architecture, hyperparameters,
+ * tensor type histogram, sizes. Returns the length needed (like snprintf). */
+int32_t vx_model_describe(const vx_model *model, char *buf, size_t size);
+
+/* ------------------------------------------------------------------ vocab */
+
+int32_t vx_vocab_n_tokens(const vx_vocab *vocab);
+vx_token vx_vocab_bos(const vx_vocab *vocab); /* -1 when none */
+vx_token vx_vocab_eos(const vx_vocab *vocab);
+vx_token vx_vocab_eot(const vx_vocab *vocab);
+bool vx_vocab_add_bos(const vx_vocab *vocab);
+bool vx_vocab_add_eos(const vx_vocab *vocab);
+bool vx_vocab_is_eog(const vx_vocab *vocab, vx_token token); /* end of generation */
+bool vx_vocab_is_control(const vx_vocab *vocab, vx_token token);
+const char *vx_vocab_text(const vx_vocab *vocab, vx_token token); /* raw piece */
+
+/* Tokenizes text[0..len). add_special adds BOS/EOS as the vocabulary asks;
+ * parse_special matches control-token text such as "<|im_start|>".
+ * Returns the number of tokens written, or -(needed) if n_max is too small.
+ * Never fails otherwise (invalid UTF-8 is tokenized bytewise). */
+int32_t vx_tokenize(const vx_vocab *vocab, const char *text, int32_t len, vx_token *tokens,
+                    int32_t n_max, bool add_special, bool parse_special);
+
+/* Writes the text of one token (byte-fallback tokens become their byte,
+ * "▁" becomes a space). Control tokens are rendered only when special is true.
+ * Returns the length, or -(needed) if size is too small. Not NUL-terminated. */
+int32_t vx_token_to_piece(const vx_vocab *vocab, vx_token token, char *buf, int32_t size,
+                          bool special);
+
+/* Detokenizes a sequence (handles the leading space of SentencePiece, and
+ * the vocabulary's clean-up rules). Returns length or -(needed). */
+int32_t vx_detokenize(const vx_vocab *vocab, const vx_token *tokens, int32_t n_tokens, char *buf,
+                      int32_t size, bool remove_special, bool unparse_special);
+
+/* ---------------------------------------------------------------- context */
+
+typedef enum vx_kv_type { VX_KV_F32 = 0, VX_KV_F16 = 1 } vx_kv_type;
+
+typedef struct vx_context_params {
+    uint32_t n_ctx;     /* max positions per sequence (0 = model's training context) */
+    uint32_t n_batch;   /* max tokens per vx_decode call */
+    uint32_t n_seq_max; /* max distinct sequence ids [0, n_seq_max) */
+    int32_t n_threads;  /* 0 = number of online cores */
+    vx_kv_type kv_type; /* KV cache storage type */
+} vx_context_params;
+
+vx_context_params vx_context_default_params(void);
+
+vx_status vx_context_init(const vx_model *model, const vx_context_params *params,
+                          vx_context **out, char *errmsg, size_t errmsg_size);
+void vx_context_free(vx_context *ctx);
+const char *vx_context_errmsg(const vx_context *ctx); /* reason of the last failure */
+uint32_t vx_context_n_ctx(const vx_context *ctx);
+int32_t vx_context_n_vocab(const vx_context *ctx);
+
+/* A batch of tokens: parallel arrays of n_tokens entries owned by the caller.
+ * logits[i] != 0 asks for the logits of token i (NULL: only the last token). */
+typedef struct vx_batch {
+    int32_t n_tokens;
+    const vx_token *token;
+    const vx_pos *pos;
+    const vx_seq_id *seq_id;
+    const int8_t *logits;
+} vx_batch;
+
+/* Runs the model on a batch. Each token attends to the cached positions of
+ * its own sequence and to earlier tokens of that sequence in the batch.
+ * Positions of a sequence must continue where its cache ends. */
+vx_status vx_decode(vx_context *ctx, const vx_batch *batch);
+
+/* Logits of the i-th batch token of the last vx_decode ([n_vocab] floats),
+ * or NULL if that token did not ask for logits. */
+const float *vx_get_logits_ith(const vx_context *ctx, int32_t i);
+
+/* Removes positions [p0, p1) of a sequence from the cache (p1 < 0: to the end).
+ * Only removing a suffix is supported by the contiguous cache. */
+vx_status vx_kv_seq_rm(vx_context *ctx, vx_seq_id seq, vx_pos p0, vx_pos p1);
+/* Number of positions cached for a sequence. */
+vx_pos vx_kv_seq_len(const vx_context *ctx, vx_seq_id seq);
+
+/* ---------------------------------------------------------------- sampler */
+
+typedef struct vx_logit_bias {
+    vx_token token;
+    float bias;
+} vx_logit_bias;
+
+typedef struct vx_sampler_params {
+    uint64_t seed;            /* RNG seed; same seed + same logits = same tokens */
+    float temperature;        /* <= 0: greedy */
+    int32_t top_k;            /* <= 0: disabled */
+    float top_p;              /* >= 1: disabled */
+    float min_p;              /* <= 0: disabled */
+    float repeat_penalty;     /* 1: disabled */
+    float presence_penalty;   /* 0: disabled */
+    float frequency_penalty;  /* 0: disabled */
+    int32_t penalty_last_n;   /* penalty window in accepted tokens (-1 = all, 0 = off) */
+    const vx_logit_bias *logit_bias; /* copied at init; -INFINITY bans a token */
+    int32_t n_logit_bias;
+} vx_sampler_params;
+
+/* llama.cpp's CLI defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05,
+ * no penalties (repeat 1, presence 0, frequency 0) over a 64-token window,
+ * seed UINT64_MAX (random: drawn from /dev/urandom at init and at reset). */
+vx_sampler_params vx_sampler_default_params(void);
+/* The chain, in this order (llama.cpp's default order): logit bias,
+ * penalties, top-k, top-p, min-p, temperature, softmax + seeded draw.
+ * top-p and min-p see the temperature-1 probabilities of the tokens that
+ * survived the previous steps. VX_EINVAL for n_vocab <= 0, NaN parameters,
+ * temperature +inf, repeat_penalty <= 0, penalty_last_n < -1 or a logit_bias
+ * token outside [0, n_vocab). Allocates everything vx_sampler_sample needs. */
+vx_status vx_sampler_init(const vx_sampler_params *params, int32_t n_vocab, vx_sampler **out);
+void vx_sampler_free(vx_sampler *s);
+/* Picks a token from logits [n_vocab]. Does not modify logits and never
+ * allocates. Greedy (temperature <= 0) is the argmax after bias and
+ * penalties, ties to the lowest id. NaN logits count as -inf. Returns -1 if
+ * s or logits is NULL or every token is banned (all logits -inf). */
+vx_token vx_sampler_sample(vx_sampler *s, const float *logits);
+/* Records a token in the penalty history (sampled or from the prompt).
+ * Tokens outside [0, n_vocab) are ignored. */
+void vx_sampler_accept(vx_sampler *s, vx_token token);
+/* Forgets the penalty history and the last distribution, and reseeds the
+ * RNG (same seed: the same draws as a fresh sampler; random: a new seed). */
+void vx_sampler_reset(vx_sampler *s);
+/* Natural-log probability of token t under the final distribution of the
+ * last vx_sampler_sample call (after all filters and the temperature);
+ * -INFINITY for a token that was filtered out or banned; NaN if there was
+ * no successful sample since init/reset or t is out of range. For greedy
+ * sampling it is the log-softmax of the biased/penalized logits at
+ * temperature 1 (top-k/top-p/min-p are not applied). */
+float vx_sampler_last_logprob(const vx_sampler *s, vx_token t);
+/* The (at most) n most likely tokens of that same distribution, most likely
+ * first (ties: lower id first), with their log-probabilities, for OpenAI's
+ * top_logprobs. Returns how many were written (0 if none available); never
+ * more than the tokens that survived the filters. */
+int32_t vx_sampler_last_top(const vx_sampler *s, int32_t n, vx_token *ids, float *logprobs);
+
+/* ------------------------------------------------------------------ misc */
+
+/* Features of this CPU the kernels use, e.g. "AVX2 FMA F16C". */
+const char *vx_cpu_features(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VORTEX_H */

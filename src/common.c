@@ -1,0 +1,105 @@
+/* common.c - error messages, assertions, half-precision conversion, time. */
+#include "common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+vx_status vx_seterr(char *err, size_t size, vx_status code, const char *fmt, ...) {
+    if (err && size > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, size, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+void vx_assert_fail(const char *expr, const char *file, int line) {
+    fprintf(stderr, "vortex: internal error: %s:%d: assertion '%s' failed\n", file, line, expr);
+    fflush(stderr);
+    abort(); /* an internal invariant, never user input */
+}
+
+const char *vx_status_str(vx_status s) {
+    switch (s) {
+    case VX_OK: return "ok";
+    case VX_EINVAL: return "invalid argument";
+    case VX_ENOMEM: return "out of memory";
+    case VX_EIO: return "I/O error";
+    case VX_EFORMAT: return "malformed input";
+    case VX_EUNSUPPORTED: return "unsupported";
+    case VX_ERANGE: return "out of range";
+    case VX_EFULL: return "no room left";
+    case VX_ECANCELED: return "canceled";
+    case VX_EINTERNAL: return "internal error";
+    }
+    return "unknown status";
+}
+
+float vx_fp16_to_fp32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t mant = h & 0x3ff;
+    uint32_t u;
+    if (exp == 0) {
+        if (mant == 0) {
+            u = sign;
+        } else { /* subnormal: normalize */
+            int e = -1;
+            do {
+                e++;
+                mant <<= 1;
+            } while (!(mant & 0x400));
+            mant &= 0x3ff;
+            u = sign | ((uint32_t)(127 - 15 - e) << 23) | (mant << 13);
+        }
+    } else if (exp == 31) {
+        u = sign | 0x7f800000u | (mant << 13);
+    } else {
+        u = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t vx_fp32_to_fp16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000;
+    uint32_t absu = u & 0x7fffffff;
+    if (absu > 0x7f800000u) return (uint16_t)(sign | 0x7e00); /* NaN */
+    if (absu >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* overflow -> inf */
+    if (absu < 0x38800000u) {                                  /* subnormal or zero in fp16 */
+        if (absu < 0x33000000u) return (uint16_t)sign;        /* rounds to zero */
+        uint32_t e = absu >> 23;
+        uint32_t m = (absu & 0x7fffff) | 0x800000;
+        uint32_t shift = 126 - e; /* 14..24 */
+        uint32_t r = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1);
+        uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t e = (absu >> 23) - 127 + 15;
+    uint32_t m = absu & 0x7fffff;
+    uint32_t r = (e << 10) | (m >> 13);
+    uint32_t rem = m & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) r++; /* may carry into exponent: correct */
+    return (uint16_t)(sign | r);
+}
+
+uint16_t vx_fp32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffff) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+int64_t vx_time_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}

@@ -1,0 +1,51 @@
+/*
+ * common.h - internal helpers shared by every module: error reporting,
+ * overflow-safe arithmetic, internal assertions, fp16/bf16 conversion.
+ */
+#ifndef VX_COMMON_H
+#define VX_COMMON_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "vortex.h"
+
+#define VX_UNUSED(x) ((void)(x))
+#define VX_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define VX_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Writes a formatted message into err[0..size) (if err != NULL) and returns code. */
+vx_status vx_seterr(char *err, size_t size, vx_status code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Internal invariant: reports file:line on stderr and aborts. Never used on
+ * anything that depends on user input (files, requests). */
+void vx_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
+#define VX_ASSERT(x) ((x) ? (void)0 : vx_assert_fail(#x, __FILE__, __LINE__))
+
+/* Overflow-checked size arithmetic: return false on overflow. */
+static inline bool vx_mul_ovf(uint64_t a, uint64_t b, uint64_t *r) {
+    return __builtin_mul_overflow(a, b, r);
+}
+static inline bool vx_add_ovf(uint64_t a, uint64_t b, uint64_t *r) {
+    return __builtin_add_overflow(a, b, r);
+}
+
+/* Half-precision conversions (IEEE binary16 and bfloat16), exact for all inputs. */
+float vx_fp16_to_fp32(uint16_t h);
+uint16_t vx_fp32_to_fp16(float f); /* round to nearest even */
+static inline float vx_bf16_to_fp32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+uint16_t vx_fp32_to_bf16(float f); /* round to nearest even, NaN kept quiet */
+
+/* Monotonic time in microseconds. */
+int64_t vx_time_us(void);
+
+#endif

@@ -1,0 +1,81 @@
+/*
+ * cpu.c - CPU feature detection (CPUID and XGETBV: the OS must have enabled
+ * the register state, not only the CPU support it) and the kernel table.
+ */
+#include <cpuid.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "ops.h"
+#include "x86/kernels_x86.h"
+
+typedef struct cpu_feats {
+    bool avx2, fma, f16c, avx512f, avx512bw, avx512vnni, avx512bf16, amx_int8, amx_bf16;
+    bool os_avx, os_avx512, os_amx;
+} cpu_feats;
+
+static uint64_t xgetbv0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static cpu_feats detect(void) {
+    cpu_feats f;
+    memset(&f, 0, sizeof f);
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+    bool osxsave = (c >> 27) & 1;
+    f.fma = (c >> 12) & 1;
+    f.f16c = (c >> 29) & 1;
+    if (osxsave) {
+        uint64_t xcr0 = xgetbv0();
+        f.os_avx = (xcr0 & 0x6) == 0x6;
+        f.os_avx512 = f.os_avx && (xcr0 & 0xe0) == 0xe0;
+        f.os_amx = (xcr0 & 0x60000) == 0x60000;
+    }
+    if (__get_cpuid_max(0, NULL) >= 7) {
+        __cpuid_count(7, 0, a, b, c, d);
+        f.avx2 = (b >> 5) & 1;
+        f.avx512f = (b >> 16) & 1;
+        f.avx512bw = (b >> 30) & 1;
+        f.avx512vnni = (c >> 11) & 1;
+        f.amx_bf16 = (d >> 22) & 1;
+        f.amx_int8 = (d >> 25) & 1;
+        __cpuid_count(7, 1, a, b, c, d);
+        f.avx512bf16 = (a >> 5) & 1;
+    }
+    return f;
+}
+
+vx_isa vx_cpu_best_isa(void) {
+    const char *force = getenv("VX_FORCE_GENERIC");
+    if (force && *force && strcmp(force, "0") != 0) return VX_ISA_GENERIC;
+    cpu_feats f = detect();
+    if (f.os_avx && f.avx2 && f.fma && f.f16c) return VX_ISA_AVX2;
+    return VX_ISA_GENERIC;
+}
+
+const char *vx_cpu_features(void) {
+    cpu_feats f = detect();
+    /* Constant strings: the set is small and fixed. */
+    if (f.os_amx && f.amx_int8 && f.os_avx512 && f.avx512vnni)
+        return "AVX2 FMA F16C AVX512F AVX512BW AVX512VNNI AMX";
+    if (f.os_avx512 && f.avx512f && f.avx512vnni) return "AVX2 FMA F16C AVX512F AVX512BW AVX512VNNI";
+    if (f.os_avx512 && f.avx512f) return "AVX2 FMA F16C AVX512F";
+    if (f.os_avx && f.avx2 && f.fma) return "AVX2 FMA F16C";
+    return "generic";
+}
+
+void vx_kernels_init(vx_kernels *k, vx_isa isa) {
+    k->name = "generic";
+    k->dot_f32 = vx_dot_f32_ref;
+    k->axpy_f32 = vx_axpy_f32_ref;
+    k->matmul = vx_matmul_ref;
+    if (isa >= VX_ISA_AVX2) {
+        k->name = "avx2";
+        k->dot_f32 = vx_dot_f32_avx2;
+        k->axpy_f32 = vx_axpy_f32_avx2;
+    }
+}

@@ -1,0 +1,558 @@
+/*
+ * forward.c - the context (KV cache, scratch, thread pool) and the
+ * batch-first forward pass: a list of tokens, each with a position and a
+ * sequence id, runs through every layer together. Decode, prefill and mixed
+ * batches of many sequences are the same code path.
+ *
+ * All threads run forward_worker(); each op splits its work by (ith, nth)
+ * and ends at a barrier. Nothing here allocates: buffers are sized at
+ * context init for n_batch tokens.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+#include "kv_cache.h"
+#include "model.h"
+#include "ops.h"
+#include "threadpool.h"
+
+struct vx_context {
+    const vx_model *model;
+    vx_context_params params;
+    vx_kernels kern;
+    vx_pool *pool;
+    vx_kv_cache *kv;
+    char errmsg[VX_ERRMSG_MAX];
+
+    /* activations, [n_batch][...] */
+    float *x;      /* [nb][E] residual stream */
+    float *xn;     /* [nb][E] normed input of the current block */
+    float *q;      /* [nb][QD] */
+    float *k;      /* [nb][KD] */
+    float *v;      /* [nb][KD] */
+    float *qkv;    /* [nb][QD + 2 KD] fused projection output */
+    float *att;    /* [nb][QD] attention output */
+    float *gate;   /* [nb][FF] (FF = 2 n_ff when fused gate/up) */
+    float *up;     /* [nb][FF] */
+    float *rope;   /* [nb][n_rot/2][2] cos, sin */
+    float *logits; /* [nb][V] rows of tokens that asked for logits */
+    int32_t *out_row; /* [nb] logits row of each batch token, -1 if none */
+    int32_t *out_tok; /* [nb] batch index of each logits row */
+    int32_t n_out;
+
+    /* MoE routing, [nb][n_expert_used] and per-expert token lists */
+    float *router;       /* [nb][X] */
+    int32_t *sel;        /* [nb][K] */
+    float *sel_w;        /* [nb][K] */
+    int32_t *exp_tok;    /* [X][nb] token index */
+    float *exp_w;        /* [X][nb] weight */
+    int32_t *exp_n;      /* [X] */
+    float *moe_in;       /* [nb][E] gathered inputs */
+    float *moe_out;      /* [nb][E] */
+
+    /* per-thread scratch */
+    float *scratch;      /* [nth][scratch_per] */
+    int64_t scratch_per;
+    int64_t att_scratch_off; /* attention tiles start after the dequantized row */
+
+    /* the batch being run */
+    const vx_batch *batch;
+    int32_t n_tok;
+};
+
+vx_context_params vx_context_default_params(void) {
+    vx_context_params p;
+    memset(&p, 0, sizeof p);
+    p.n_ctx = 4096;
+    p.n_batch = 512;
+    p.n_seq_max = 1;
+    p.n_threads = 0;
+    p.kv_type = VX_KV_F16;
+    return p;
+}
+
+static void *xalloc(size_t n, bool *ok) {
+    void *p = NULL;
+    if (n == 0) n = 64;
+    if (posix_memalign(&p, 64, (n + 63) & ~(size_t)63) != 0) {
+        *ok = false;
+        return NULL;
+    }
+    return p;
+}
+
+void vx_context_free(vx_context *c) {
+    if (!c) return;
+    vx_pool_free(c->pool);
+    vx_kv_free(c->kv);
+    void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->qkv, c->att, c->gate, c->up, c->rope,
+                    c->logits, c->out_row, c->out_tok, c->router, c->sel, c->sel_w, c->exp_tok,
+                    c->exp_w, c->exp_n, c->moe_in, c->moe_out, c->scratch};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    free(c);
+}
+
+vx_status vx_context_init(const vx_model *model, const vx_context_params *params,
+                          vx_context **out, char *err, size_t err_size) {
+    vx_context_params defp = vx_context_default_params();
+    if (!params) params = &defp;
+    if (!model || !out) return vx_seterr(err, err_size, VX_EINVAL, "model and out are required");
+    *out = NULL;
+    if (!model->layers)
+        return vx_seterr(err, err_size, VX_EINVAL, "model was loaded vocab-only");
+    const vx_hparams *hp = &model->hp;
+    vx_context *c = calloc(1, sizeof *c);
+    if (!c) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    c->model = model;
+    c->params = *params;
+    vx_context_params *p = &c->params;
+    if (p->n_ctx == 0) p->n_ctx = (uint32_t)hp->n_ctx_train;
+    if (p->n_batch == 0) p->n_batch = 512;
+    if (p->n_batch > p->n_ctx) p->n_batch = p->n_ctx;
+    if (p->n_seq_max == 0) p->n_seq_max = 1;
+    if (p->n_ctx > (1u << 24) || p->n_batch > (1u << 16) || p->n_seq_max > 4096) {
+        vx_context_free(c);
+        return vx_seterr(err, err_size, VX_EINVAL, "n_ctx/n_batch/n_seq_max out of range");
+    }
+    vx_kernels_init(&c->kern, vx_cpu_best_isa());
+    if (vx_pool_init(p->n_threads, &c->pool) != VX_OK) {
+        vx_context_free(c);
+        return vx_seterr(err, err_size, VX_ENOMEM, "cannot start %d threads", p->n_threads);
+    }
+    p->n_threads = vx_pool_n_threads(c->pool);
+    vx_kv_params kp = {hp->n_layer, hp->n_head_kv * hp->head_dim, (int32_t)p->n_seq_max,
+                       (int32_t)p->n_ctx, 16, p->kv_type};
+    if (vx_kv_init(&kp, &c->kv) != VX_OK) {
+        vx_context_free(c);
+        return vx_seterr(err, err_size, VX_ENOMEM, "cannot allocate the KV cache (%u positions)",
+                         p->n_ctx);
+    }
+    const size_t nb = p->n_batch, E = (size_t)hp->n_embd;
+    const size_t QD = (size_t)hp->n_head * (size_t)hp->head_dim;
+    const size_t KD = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+    const size_t FF = (size_t)hp->n_ff * (hp->fused_gate_up ? 2 : 1);
+    const size_t V = (size_t)hp->n_vocab, X = (size_t)hp->n_expert, K = (size_t)hp->n_expert_used;
+    const size_t F = sizeof(float);
+    bool ok = true;
+    c->x = xalloc(nb * E * F, &ok);
+    c->xn = xalloc(nb * E * F, &ok);
+    c->q = xalloc(nb * QD * F, &ok);
+    c->k = xalloc(nb * KD * F, &ok);
+    c->v = xalloc(nb * KD * F, &ok);
+    c->qkv = hp->fused_qkv ? xalloc(nb * (QD + 2 * KD) * F, &ok) : NULL;
+    c->att = xalloc(nb * QD * F, &ok);
+    c->gate = xalloc(nb * FF * F, &ok);
+    c->up = xalloc(nb * FF * F, &ok);
+    c->rope = xalloc(nb * (size_t)hp->n_rot * F, &ok);
+    c->logits = xalloc(nb * V * F, &ok);
+    c->out_row = xalloc(nb * sizeof(int32_t), &ok);
+    c->out_tok = xalloc(nb * sizeof(int32_t), &ok);
+    if (X) {
+        c->router = xalloc(nb * X * F, &ok);
+        c->sel = xalloc(nb * K * sizeof(int32_t), &ok);
+        c->sel_w = xalloc(nb * K * F, &ok);
+        c->exp_tok = xalloc(X * nb * sizeof(int32_t), &ok);
+        c->exp_w = xalloc(X * nb * F, &ok);
+        c->exp_n = xalloc(X * sizeof(int32_t), &ok);
+        c->moe_in = xalloc(nb * E * F, &ok);
+        c->moe_out = xalloc(nb * E * F, &ok);
+    }
+    /* per thread: a dequantized row, plus attention tiles for one block:
+     * K and V converted to float [bs][hd] each, scores [g][bs], acc [g][hd], m/l [g] */
+    const size_t bs = (size_t)vx_kv_block_size(c->kv), hd = (size_t)hp->head_dim;
+    const size_t g = (size_t)(hp->n_head / hp->n_head_kv);
+    size_t row = VX_MAX(VX_MAX(E, FF), VX_MAX(QD, (size_t)hp->n_ff));
+    size_t att = 2 * bs * hd + g * bs + g * hd + 2 * g;
+    c->att_scratch_off = (int64_t)((row + 15) & ~(size_t)15);
+    c->scratch_per = c->att_scratch_off + (int64_t)((att + 15) & ~(size_t)15);
+    c->scratch = xalloc((size_t)p->n_threads * (size_t)c->scratch_per * F, &ok);
+    if (!ok) {
+        vx_context_free(c);
+        return vx_seterr(err, err_size, VX_ENOMEM, "out of memory for activations (n_batch %u)",
+                         p->n_batch);
+    }
+    *out = c;
+    return VX_OK;
+}
+
+const char *vx_context_errmsg(const vx_context *c) { return c->errmsg; }
+uint32_t vx_context_n_ctx(const vx_context *c) { return c->params.n_ctx; }
+int32_t vx_context_n_vocab(const vx_context *c) { return c->model->hp.n_vocab; }
+
+/* ------------------------------------------------------------ forward */
+
+/* Rows [0, w->ne[1]) of y = W x for n tokens, split across threads. */
+static void mm(vx_context *c, int ith, int nth, const vx_weight *w, size_t mat_off, const float *x,
+               int64_t n, int64_t ldx, float *y, int64_t ldy, bool acc) {
+    int64_t r0, r1;
+    vx_split(w->ne[1], ith, nth, 4, &r0, &r1);
+    if (r0 < r1)
+        c->kern.matmul(&c->kern, w, mat_off, r0, r1, x, n, ldx, y, ldy, acc,
+                       c->scratch + (size_t)ith * (size_t)c->scratch_per);
+}
+
+static void add_bias(float *y, const vx_weight *b, int64_t n) {
+    if (!b->data) return;
+    const float *bb = b->data;
+    for (int64_t i = 0; i < n; i++) y[i] += bb[i];
+}
+
+/* Loads a row of n KV elements as float. */
+static inline void kv_load(const vx_kv_cache *kv, const void *src, float *dst, int64_t n) {
+    if (vx_kv_type_of(kv) == VX_KV_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    } else {
+        const uint16_t *h = src;
+        for (int64_t i = 0; i < n; i++) dst[i] = vx_fp16_to_fp32(h[i]);
+    }
+}
+
+static inline void kv_store(const vx_kv_cache *kv, void *dst, const float *src, int64_t n) {
+    if (vx_kv_type_of(kv) == VX_KV_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    } else {
+        uint16_t *h = dst;
+        for (int64_t i = 0; i < n; i++) h[i] = vx_fp32_to_fp16(src[i]);
+    }
+}
+
+/* Attention of one (token, kv head) unit: all query heads of the GQA group
+ * read each K/V row once. Online softmax over the sequence's blocks, so no
+ * score row of context length is ever materialized. */
+static void attend_unit(vx_context *c, int il, int32_t t, int32_t kvh, float *scr) {
+    const vx_hparams *hp = &c->model->hp;
+    const vx_kv_cache *kv = c->kv;
+    const int32_t hd = hp->head_dim, g = hp->n_head / hp->n_head_kv;
+    const int32_t KD = hp->n_head_kv * hd, QD = hp->n_head * hd;
+    const int32_t bs = vx_kv_block_size(kv);
+    const size_t es = vx_kv_elem_size(kv);
+    const int32_t seq = c->batch->seq_id[t], pos = c->batch->pos[t];
+    const int32_t *blocks = vx_kv_blocks(kv, seq);
+    const float scale = 1.0f / sqrtf((float)hd);
+
+    float *kf = scr, *vf = kf + (size_t)bs * hd, *s = vf + (size_t)bs * hd;
+    float *acc = s + (size_t)g * bs, *m = acc + (size_t)g * hd, *l = m + g;
+    const float *q = c->q + (size_t)t * QD + (size_t)kvh * g * hd;
+    for (int32_t h = 0; h < g; h++) {
+        m[h] = -INFINITY;
+        l[h] = 0;
+    }
+    memset(acc, 0, (size_t)g * hd * sizeof(float));
+
+    const int32_t n_pos = pos + 1;
+    for (int32_t b0 = 0; b0 < n_pos; b0 += bs) {
+        const int32_t nj = VX_MIN(bs, n_pos - b0);
+        const uint8_t *kb = vx_kv_k_block(kv, il, blocks[b0 / bs]);
+        const uint8_t *vb = vx_kv_v_block(kv, il, blocks[b0 / bs]);
+        for (int32_t j = 0; j < nj; j++) {
+            kv_load(kv, kb + ((size_t)j * KD + (size_t)kvh * hd) * es, kf + (size_t)j * hd, hd);
+            kv_load(kv, vb + ((size_t)j * KD + (size_t)kvh * hd) * es, vf + (size_t)j * hd, hd);
+        }
+        for (int32_t h = 0; h < g; h++) {
+            float *sh = s + (size_t)h * bs;
+            float mb = -INFINITY;
+            for (int32_t j = 0; j < nj; j++) {
+                sh[j] = c->kern.dot_f32(q + (size_t)h * hd, kf + (size_t)j * hd, hd) * scale;
+                mb = sh[j] > mb ? sh[j] : mb;
+            }
+            const float mnew = mb > m[h] ? mb : m[h];
+            const float corr = expf(m[h] - mnew); /* exp(-inf) = 0 on the first block */
+            float *ah = acc + (size_t)h * hd;
+            if (corr != 1.0f) {
+                for (int32_t d = 0; d < hd; d++) ah[d] *= corr;
+                l[h] *= corr;
+            }
+            for (int32_t j = 0; j < nj; j++) {
+                const float e = expf(sh[j] - mnew);
+                l[h] += e;
+                c->kern.axpy_f32(ah, e, vf + (size_t)j * hd, hd);
+            }
+            m[h] = mnew;
+        }
+    }
+    float *out = c->att + (size_t)t * QD + (size_t)kvh * g * hd;
+    for (int32_t h = 0; h < g; h++) {
+        const float inv = 1.0f / l[h];
+        for (int32_t d = 0; d < hd; d++) out[(size_t)h * hd + d] = acc[(size_t)h * hd + d] * inv;
+    }
+}
+
+/* Mixtral-style routing: softmax over experts, top-k, renormalized. Run by
+ * one thread; fills the per-expert token lists. */
+static void moe_route(vx_context *c) {
+    const vx_hparams *hp = &c->model->hp;
+    const int32_t X = hp->n_expert, K = hp->n_expert_used, n = c->n_tok;
+    for (int32_t e = 0; e < X; e++) c->exp_n[e] = 0;
+    for (int32_t t = 0; t < n; t++) {
+        float *r = c->router + (size_t)t * X;
+        vx_softmax(r, X);
+        int32_t *sel = c->sel + (size_t)t * K;
+        float *w = c->sel_w + (size_t)t * K;
+        float wsum = 0;
+        for (int32_t k = 0; k < K; k++) {
+            int32_t best = -1;
+            for (int32_t e = 0; e < X; e++) {
+                bool taken = false;
+                for (int32_t j = 0; j < k; j++) taken |= sel[j] == e;
+                if (!taken && (best < 0 || r[e] > r[best])) best = e;
+            }
+            sel[k] = best;
+            w[k] = r[best];
+            wsum += r[best];
+        }
+        for (int32_t k = 0; k < K; k++) {
+            const int32_t e = sel[k];
+            c->exp_tok[(size_t)e * c->params.n_batch + c->exp_n[e]] = t;
+            c->exp_w[(size_t)e * c->params.n_batch + c->exp_n[e]] = w[k] / wsum;
+            c->exp_n[e]++;
+        }
+    }
+}
+
+static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
+    const vx_hparams *hp = &c->model->hp;
+    const int64_t E = hp->n_embd, F = hp->n_ff, n = c->n_tok;
+    int64_t t0, t1;
+    mm(c, ith, nth, &L->ffn_gate_inp, 0, c->xn, n, E, c->router, hp->n_expert, false);
+    vx_pool_barrier(c->pool);
+    if (ith == 0) moe_route(c);
+    vx_pool_barrier(c->pool);
+    for (int32_t e = 0; e < hp->n_expert; e++) {
+        const int32_t ne = c->exp_n[e];
+        if (ne == 0) continue;
+        const int32_t *toks = c->exp_tok + (size_t)e * c->params.n_batch;
+        const float *ws = c->exp_w + (size_t)e * c->params.n_batch;
+        vx_split(ne, ith, nth, 1, &t0, &t1);
+        for (int64_t i = t0; i < t1; i++)
+            memcpy(c->moe_in + i * E, c->xn + (size_t)toks[i] * E, (size_t)E * sizeof(float));
+        vx_pool_barrier(c->pool);
+        mm(c, ith, nth, &L->ffn_gate_exps, (size_t)e * L->ffn_gate_exps.mat_size, c->moe_in, ne, E,
+           c->gate, F, false);
+        mm(c, ith, nth, &L->ffn_up_exps, (size_t)e * L->ffn_up_exps.mat_size, c->moe_in, ne, E,
+           c->up, F, false);
+        vx_pool_barrier(c->pool);
+        for (int64_t i = t0; i < t1; i++) vx_swiglu(c->gate + i * F, c->up + i * F, F);
+        vx_pool_barrier(c->pool);
+        mm(c, ith, nth, &L->ffn_down_exps, (size_t)e * L->ffn_down_exps.mat_size, c->gate, ne, F,
+           c->moe_out, E, false);
+        vx_pool_barrier(c->pool);
+        /* tokens are distinct within one expert, so threads never add to
+         * the same residual row concurrently */
+        for (int64_t i = t0; i < t1; i++)
+            c->kern.axpy_f32(c->x + (size_t)toks[i] * E, ws[i], c->moe_out + i * E, E);
+        vx_pool_barrier(c->pool);
+    }
+}
+
+static void forward_worker(void *arg, int ith, int nth) {
+    vx_context *c = arg;
+    const vx_model *M = c->model;
+    const vx_hparams *hp = &M->hp;
+    const vx_batch *b = c->batch;
+    const int64_t n = c->n_tok, E = hp->n_embd, hd = hp->head_dim;
+    const int64_t QD = (int64_t)hp->n_head * hd, KD = (int64_t)hp->n_head_kv * hd;
+    const int64_t F = hp->n_ff;
+    const int32_t half = hp->n_rot / 2;
+    int64_t t0, t1;
+    vx_split(n, ith, nth, 1, &t0, &t1);
+
+    /* embeddings and per-token rotary tables */
+    for (int64_t t = t0; t < t1; t++) {
+        vx_weight_row_f32(&M->tok_embd, b->token[t], c->x + t * E);
+        float *cs = c->rope + t * hp->n_rot;
+        const float *ff = M->rope_freqs.data;
+        const double p = (double)b->pos[t] / hp->rope_scale;
+        for (int32_t i = 0; i < half; i++) {
+            double theta = p * pow((double)hp->rope_base, -2.0 * i / hp->n_rot);
+            if (ff) theta /= ff[i];
+            cs[2 * i] = (float)cos(theta);
+            cs[2 * i + 1] = (float)sin(theta);
+        }
+    }
+    vx_pool_barrier(c->pool);
+
+    for (int il = 0; il < hp->n_layer; il++) {
+        const vx_layer *L = &M->layers[il];
+        for (int64_t t = t0; t < t1; t++)
+            vx_rmsnorm(c->xn + t * E, c->x + t * E, L->attn_norm.data, E, hp->rms_eps);
+        vx_pool_barrier(c->pool);
+        if (hp->fused_qkv) {
+            mm(c, ith, nth, &L->wqkv, 0, c->xn, n, E, c->qkv, QD + 2 * KD, false);
+        } else {
+            mm(c, ith, nth, &L->wq, 0, c->xn, n, E, c->q, QD, false);
+            mm(c, ith, nth, &L->wk, 0, c->xn, n, E, c->k, KD, false);
+            mm(c, ith, nth, &L->wv, 0, c->xn, n, E, c->v, KD, false);
+        }
+        vx_pool_barrier(c->pool);
+        for (int64_t t = t0; t < t1; t++) {
+            float *q = c->q + t * QD, *k = c->k + t * KD, *v = c->v + t * KD;
+            if (hp->fused_qkv) {
+                const float *src = c->qkv + t * (QD + 2 * KD);
+                add_bias((float *)src, &L->bqkv, QD + 2 * KD);
+                memcpy(q, src, (size_t)QD * sizeof(float));
+                memcpy(k, src + QD, (size_t)KD * sizeof(float));
+                memcpy(v, src + QD + KD, (size_t)KD * sizeof(float));
+            }
+            add_bias(q, &L->bq, QD);
+            add_bias(k, &L->bk, KD);
+            add_bias(v, &L->bv, KD);
+            const float *cs = c->rope + t * hp->n_rot;
+            for (int32_t h = 0; h < hp->n_head; h++) {
+                if (L->q_norm.data) vx_rmsnorm(q + h * hd, q + h * hd, L->q_norm.data, hd, hp->rms_eps);
+                vx_rope_apply(q + h * hd, cs, hp->n_rot, M->arch->rope);
+            }
+            for (int32_t h = 0; h < hp->n_head_kv; h++) {
+                if (L->k_norm.data) vx_rmsnorm(k + h * hd, k + h * hd, L->k_norm.data, hd, hp->rms_eps);
+                vx_rope_apply(k + h * hd, cs, hp->n_rot, M->arch->rope);
+            }
+            kv_store(c->kv, vx_kv_k_row(c->kv, il, b->seq_id[t], b->pos[t]), k, KD);
+            kv_store(c->kv, vx_kv_v_row(c->kv, il, b->seq_id[t], b->pos[t]), v, KD);
+        }
+        vx_pool_barrier(c->pool);
+        {
+            /* units (token, kv head); interleaved so long and short rows mix */
+            const int64_t units = n * hp->n_head_kv;
+            float *scr = c->scratch + (size_t)ith * (size_t)c->scratch_per +
+                         (size_t)c->att_scratch_off;
+            for (int64_t u = ith; u < units; u += nth)
+                attend_unit(c, il, (int32_t)(u / hp->n_head_kv), (int32_t)(u % hp->n_head_kv), scr);
+        }
+        vx_pool_barrier(c->pool);
+        mm(c, ith, nth, &L->wo, 0, c->att, n, QD, c->x, E, true);
+        vx_pool_barrier(c->pool);
+        for (int64_t t = t0; t < t1; t++) {
+            add_bias(c->x + t * E, &L->bo, E);
+            vx_rmsnorm(c->xn + t * E, c->x + t * E, L->ffn_norm.data, E, hp->rms_eps);
+        }
+        vx_pool_barrier(c->pool);
+        if (hp->n_expert > 0) {
+            ffn_moe(c, L, ith, nth);
+        } else if (hp->fused_gate_up) {
+            mm(c, ith, nth, &L->ffn_up, 0, c->xn, n, E, c->up, 2 * F, false);
+            vx_pool_barrier(c->pool);
+            for (int64_t t = t0; t < t1; t++) {
+                vx_swiglu(c->up + t * 2 * F, c->up + t * 2 * F + F, F);
+                memcpy(c->gate + t * F, c->up + t * 2 * F, (size_t)F * sizeof(float));
+            }
+            vx_pool_barrier(c->pool);
+            mm(c, ith, nth, &L->ffn_down, 0, c->gate, n, F, c->x, E, true);
+            vx_pool_barrier(c->pool);
+        } else {
+            mm(c, ith, nth, &L->ffn_gate, 0, c->xn, n, E, c->gate, F, false);
+            mm(c, ith, nth, &L->ffn_up, 0, c->xn, n, E, c->up, F, false);
+            vx_pool_barrier(c->pool);
+            for (int64_t t = t0; t < t1; t++) vx_swiglu(c->gate + t * F, c->up + t * F, F);
+            vx_pool_barrier(c->pool);
+            mm(c, ith, nth, &L->ffn_down, 0, c->gate, n, F, c->x, E, true);
+            vx_pool_barrier(c->pool);
+        }
+    }
+
+    /* final norm of the tokens that want logits, gathered in output order */
+    int64_t o0, o1;
+    vx_split(c->n_out, ith, nth, 1, &o0, &o1);
+    for (int64_t o = o0; o < o1; o++)
+        vx_rmsnorm(c->xn + o * E, c->x + (size_t)c->out_tok[o] * E, M->output_norm.data, E,
+                   hp->rms_eps);
+    vx_pool_barrier(c->pool);
+    mm(c, ith, nth, &M->output, 0, c->xn, c->n_out, E, c->logits, hp->n_vocab, false);
+}
+
+static vx_status fail(vx_context *c, vx_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static vx_status fail(vx_context *c, vx_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+vx_status vx_decode(vx_context *c, const vx_batch *b) {
+    if (!c || !b || !b->token || !b->pos || !b->seq_id)
+        return c ? fail(c, VX_EINVAL, "batch arrays are required") : VX_EINVAL;
+    const vx_hparams *hp = &c->model->hp;
+    const int32_t n = b->n_tokens;
+    c->n_out = 0;
+    if (n <= 0 || (uint32_t)n > c->params.n_batch)
+        return fail(c, VX_EINVAL, "batch of %d tokens (allowed 1..%u)", n, c->params.n_batch);
+    const int32_t n_seq = (int32_t)c->params.n_seq_max;
+    /* validate: ids in range, each sequence's positions continue its cache */
+    int32_t *next;
+    int32_t stack_next[64];
+    int32_t *heap_next = NULL;
+    if (n_seq <= 64) next = stack_next;
+    else {
+        heap_next = malloc((size_t)n_seq * sizeof(int32_t));
+        if (!heap_next) return fail(c, VX_ENOMEM, "out of memory");
+        next = heap_next;
+    }
+    for (int32_t s = 0; s < n_seq; s++) next[s] = vx_kv_len(c->kv, s);
+    vx_status st = VX_OK;
+    for (int32_t i = 0; i < n && !st; i++) {
+        const int32_t s = b->seq_id[i];
+        if (b->token[i] < 0 || b->token[i] >= hp->n_vocab)
+            st = fail(c, VX_EINVAL, "token %d at batch index %d is outside the vocabulary (%d)",
+                      b->token[i], i, hp->n_vocab);
+        else if (s < 0 || s >= n_seq)
+            st = fail(c, VX_EINVAL, "sequence id %d at batch index %d is outside [0, %d)", s, i,
+                      n_seq);
+        else if (b->pos[i] != next[s])
+            st = fail(c, VX_EINVAL,
+                      "position %d of sequence %d at batch index %d: expected %d (positions "
+                      "must continue the cached sequence)",
+                      b->pos[i], s, i, next[s]);
+        else if (b->pos[i] >= (int32_t)c->params.n_ctx)
+            st = fail(c, VX_ERANGE, "position %d exceeds the context size %u", b->pos[i],
+                      c->params.n_ctx);
+        else
+            next[s]++;
+    }
+    for (int32_t s = 0; s < n_seq && !st; s++) {
+        if (next[s] == vx_kv_len(c->kv, s)) continue;
+        if (vx_kv_reserve(c->kv, s, next[s]) != VX_OK) {
+            st = fail(c, VX_EFULL, "KV cache is full: sequence %d needs %d positions, %d blocks "
+                      "free", s, next[s], vx_kv_free_blocks(c->kv));
+            for (int32_t r = 0; r < s; r++) vx_kv_truncate(c->kv, r, vx_kv_len(c->kv, r));
+        }
+    }
+    if (st) {
+        free(heap_next);
+        return st;
+    }
+    /* logits rows */
+    for (int32_t i = 0; i < n; i++) {
+        const bool want = b->logits ? b->logits[i] != 0 : i == n - 1;
+        c->out_row[i] = want ? c->n_out : -1;
+        if (want) c->out_tok[c->n_out++] = i;
+    }
+    c->batch = b;
+    c->n_tok = n;
+    vx_pool_run(c->pool, forward_worker, c);
+    c->batch = NULL;
+    for (int32_t s = 0; s < n_seq; s++)
+        if (next[s] != vx_kv_len(c->kv, s)) vx_kv_set_len(c->kv, s, next[s]);
+    free(heap_next);
+    return VX_OK;
+}
+
+const float *vx_get_logits_ith(const vx_context *c, int32_t i) {
+    if (i < 0 || i >= c->n_tok || c->out_row[i] < 0) return NULL;
+    return c->logits + (size_t)c->out_row[i] * (size_t)c->model->hp.n_vocab;
+}
+
+vx_status vx_kv_seq_rm(vx_context *c, vx_seq_id seq, vx_pos p0, vx_pos p1) {
+    if (seq < 0 || seq >= (int32_t)c->params.n_seq_max)
+        return fail(c, VX_EINVAL, "sequence id %d out of range", seq);
+    if (p1 >= 0 && p1 < vx_kv_len(c->kv, seq))
+        return fail(c, VX_EUNSUPPORTED, "only a suffix of a sequence can be removed");
+    vx_kv_truncate(c->kv, seq, p0);
+    return VX_OK;
+}
+
+vx_pos vx_kv_seq_len(const vx_context *c, vx_seq_id seq) {
+    if (seq < 0 || seq >= (int32_t)c->params.n_seq_max) return 0;
+    return vx_kv_len(c->kv, seq);
+}

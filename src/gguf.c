@@ -1,0 +1,644 @@
+/*
+ * gguf.c - GGUF reader: maps a file and validates its header, metadata and
+ * tensor table. Everything read from the file is untrusted: every length,
+ * count and offset is checked against the remaining bytes with overflow-safe
+ * arithmetic before use. The writer lives in gguf_write.c.
+ */
+#include "gguf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "quant.h"
+
+/* Hard limits well above any real model, so hostile counts fail early
+ * instead of asking for absurd allocations. */
+#define GGUF_MAX_KV (1u << 20)
+#define GGUF_MAX_TENSORS (1u << 20)
+#define GGUF_MAX_STR (1ull << 30)
+
+struct vx_gguf {
+    const uint8_t *base; /* whole file */
+    uint64_t size;
+    bool mapped;         /* base is an mmap we own */
+    uint32_t version;
+    size_t alignment;
+    uint64_t data_offset;
+    int64_t n_kv;
+    vx_gguf_kv *kv;
+    int64_t n_tensors;
+    vx_gguf_tensor *tensors;
+    /* open-addressing hash tables of indices (-1 = empty) for name lookup */
+    int64_t *kv_hash, *t_hash;
+    uint64_t kv_hcap, t_hcap;
+    /* owned allocations: one arena of copied strings and string tables */
+    char *strpool;
+    uint64_t strpool_used, strpool_cap;
+    vx_gguf_str **str_arrays;
+    int64_t n_str_arrays;
+};
+
+typedef struct cursor {
+    const uint8_t *p;
+    uint64_t off, size;
+    char *err;
+    size_t err_size;
+} cursor;
+
+static vx_status need(cursor *c, uint64_t n, const char *what) {
+    if (n > c->size - c->off)
+        return vx_seterr(c->err, c->err_size, VX_EFORMAT,
+                         "truncated file: %s needs %llu bytes at offset %llu, file has %llu",
+                         what, (unsigned long long)n, (unsigned long long)c->off,
+                         (unsigned long long)c->size);
+    return VX_OK;
+}
+
+static vx_status rd(cursor *c, void *dst, uint64_t n, const char *what) {
+    vx_status s = need(c, n, what);
+    if (s) return s;
+    memcpy(dst, c->p + c->off, n);
+    c->off += n;
+    return VX_OK;
+}
+
+static vx_status rd_u32(cursor *c, uint32_t *v, const char *what) { return rd(c, v, 4, what); }
+static vx_status rd_u64(cursor *c, uint64_t *v, const char *what) { return rd(c, v, 8, what); }
+
+static uint64_t hash_bytes(const char *s, uint64_t n) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (uint64_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* First pass sizes the string pool; strings are copied so they can be
+ * NUL-terminated. The pool is sized up front so pointers stay stable. */
+static char *pool_put(vx_gguf *g, const uint8_t *src, uint64_t len) {
+    VX_ASSERT(g->strpool_used + len + 1 <= g->strpool_cap);
+    char *d = g->strpool + g->strpool_used;
+    if (len) memcpy(d, src, len);
+    d[len] = 0;
+    g->strpool_used += len + 1;
+    return d;
+}
+
+/* Reads a string header and returns a pointer to its bytes in the file. */
+static vx_status rd_str_raw(cursor *c, const uint8_t **s, uint64_t *len, const char *what) {
+    vx_status st = rd_u64(c, len, what);
+    if (st) return st;
+    if (*len > GGUF_MAX_STR)
+        return vx_seterr(c->err, c->err_size, VX_EFORMAT, "%s: string length %llu is too large",
+                         what, (unsigned long long)*len);
+    st = need(c, *len, what);
+    if (st) return st;
+    *s = c->p + c->off;
+    c->off += *len;
+    return VX_OK;
+}
+
+size_t vx_gguf_type_size(vx_gguf_type t) {
+    switch (t) {
+    case VX_GGUF_UINT8: case VX_GGUF_INT8: case VX_GGUF_BOOL: return 1;
+    case VX_GGUF_UINT16: case VX_GGUF_INT16: return 2;
+    case VX_GGUF_UINT32: case VX_GGUF_INT32: case VX_GGUF_FLOAT32: return 4;
+    case VX_GGUF_UINT64: case VX_GGUF_INT64: case VX_GGUF_FLOAT64: return 8;
+    default: return 0;
+    }
+}
+
+const char *vx_gguf_type_name(vx_gguf_type t) {
+    static const char *const names[VX_GGUF_TYPE_COUNT] = {
+        "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "str", "arr", "u64", "i64", "f64"};
+    return (unsigned)t < VX_GGUF_TYPE_COUNT ? names[t] : "?";
+}
+
+static bool is_signed(vx_gguf_type t) {
+    return t == VX_GGUF_INT8 || t == VX_GGUF_INT16 || t == VX_GGUF_INT32 || t == VX_GGUF_INT64;
+}
+
+/* Decodes a scalar at p (little-endian, maybe unaligned) into the kv union. */
+static void scalar_decode(vx_gguf_kv *kv, vx_gguf_type t, const uint8_t *p) {
+    switch (t) {
+    case VX_GGUF_UINT8: kv->v.u64 = p[0]; break;
+    case VX_GGUF_INT8: kv->v.i64 = (int8_t)p[0]; break;
+    case VX_GGUF_BOOL: kv->v.b = p[0] != 0; break;
+    case VX_GGUF_UINT16: { uint16_t x; memcpy(&x, p, 2); kv->v.u64 = x; break; }
+    case VX_GGUF_INT16: { int16_t x; memcpy(&x, p, 2); kv->v.i64 = x; break; }
+    case VX_GGUF_UINT32: { uint32_t x; memcpy(&x, p, 4); kv->v.u64 = x; break; }
+    case VX_GGUF_INT32: { int32_t x; memcpy(&x, p, 4); kv->v.i64 = x; break; }
+    case VX_GGUF_FLOAT32: { float x; memcpy(&x, p, 4); kv->v.f64 = x; break; }
+    case VX_GGUF_UINT64: { uint64_t x; memcpy(&x, p, 8); kv->v.u64 = x; break; }
+    case VX_GGUF_INT64: { int64_t x; memcpy(&x, p, 8); kv->v.i64 = x; break; }
+    case VX_GGUF_FLOAT64: { double x; memcpy(&x, p, 8); kv->v.f64 = x; break; }
+    default: break;
+    }
+}
+
+/* Skips (pass 1) or decodes (pass 2) one value. In pass 1 it only validates
+ * and accumulates the string pool size and the string-table count. */
+static vx_status value(vx_gguf *g, cursor *c, vx_gguf_kv *kv, vx_gguf_type t, bool decode,
+                       uint64_t *pool, int64_t *n_arrays, const char *key) {
+    if (t == VX_GGUF_STRING) {
+        const uint8_t *s;
+        uint64_t len;
+        vx_status st = rd_str_raw(c, &s, &len, key);
+        if (st) return st;
+        if (decode) {
+            kv->v.str.s = pool_put(g, s, len);
+            kv->v.str.len = len;
+        } else {
+            *pool += len + 1;
+        }
+        return VX_OK;
+    }
+    if (t == VX_GGUF_ARRAY) {
+        uint32_t et;
+        uint64_t n;
+        vx_status st = rd_u32(c, &et, key);
+        if (!st) st = rd_u64(c, &n, key);
+        if (st) return st;
+        if (et == VX_GGUF_ARRAY)
+            return vx_seterr(c->err, c->err_size, VX_EUNSUPPORTED,
+                             "key '%s': nested arrays are not supported", key);
+        if (et >= VX_GGUF_TYPE_COUNT)
+            return vx_seterr(c->err, c->err_size, VX_EFORMAT,
+                             "key '%s': unknown array element type %u", key, et);
+        if (decode) {
+            kv->v.arr.type = (vx_gguf_type)et;
+            kv->v.arr.n = n;
+        }
+        if (et == VX_GGUF_STRING) {
+            /* every element needs at least its 8-byte length */
+            uint64_t minb;
+            if (vx_mul_ovf(n, 8, &minb) || minb > c->size - c->off)
+                return vx_seterr(c->err, c->err_size, VX_EFORMAT,
+                                 "key '%s': string array of %llu elements exceeds the file", key,
+                                 (unsigned long long)n);
+            vx_gguf_str *tab = NULL;
+            if (decode) {
+                tab = malloc((n ? n : 1) * sizeof *tab);
+                if (!tab)
+                    return vx_seterr(c->err, c->err_size, VX_ENOMEM,
+                                     "out of memory for string array '%s'", key);
+                g->str_arrays[g->n_str_arrays++] = tab;
+                kv->v.arr.strs = tab;
+            } else {
+                (*n_arrays)++;
+            }
+            for (uint64_t i = 0; i < n; i++) {
+                const uint8_t *s;
+                uint64_t len;
+                st = rd_str_raw(c, &s, &len, key);
+                if (st) return st;
+                if (decode) {
+                    tab[i].s = pool_put(g, s, len);
+                    tab[i].len = len;
+                } else {
+                    *pool += len + 1;
+                }
+            }
+            return VX_OK;
+        }
+        uint64_t bytes;
+        if (vx_mul_ovf(n, vx_gguf_type_size((vx_gguf_type)et), &bytes))
+            return vx_seterr(c->err, c->err_size, VX_EFORMAT, "key '%s': array size overflows",
+                             key);
+        st = need(c, bytes, key);
+        if (st) return st;
+        if (decode) kv->v.arr.data = c->p + c->off;
+        c->off += bytes;
+        return VX_OK;
+    }
+    size_t sz = vx_gguf_type_size(t);
+    if (sz == 0)
+        return vx_seterr(c->err, c->err_size, VX_EFORMAT, "key '%s': unknown value type %u", key,
+                         (unsigned)t);
+    vx_status st = need(c, sz, key);
+    if (st) return st;
+    if (decode) scalar_decode(kv, t, c->p + c->off);
+    c->off += sz;
+    return VX_OK;
+}
+
+static uint64_t pow2_at_least(uint64_t n) {
+    uint64_t c = 16;
+    while (c < n * 2) c <<= 1;
+    return c;
+}
+
+/* Inserts index i under name; returns false if the name already exists. */
+static bool hash_insert(int64_t *tab, uint64_t cap, const char *name, uint64_t len, int64_t i,
+                        const char *(*name_of)(const vx_gguf *, int64_t), const vx_gguf *g) {
+    uint64_t h = hash_bytes(name, len) & (cap - 1);
+    while (tab[h] >= 0) {
+        if (strcmp(name_of(g, tab[h]), name) == 0) return false;
+        h = (h + 1) & (cap - 1);
+    }
+    tab[h] = i;
+    return true;
+}
+
+static const char *kv_name(const vx_gguf *g, int64_t i) { return g->kv[i].key; }
+static const char *t_name(const vx_gguf *g, int64_t i) { return g->tensors[i].name; }
+
+static int64_t hash_find(const int64_t *tab, uint64_t cap, const char *name,
+                         const char *(*name_of)(const vx_gguf *, int64_t), const vx_gguf *g) {
+    if (!tab) return -1;
+    uint64_t h = hash_bytes(name, strlen(name)) & (cap - 1);
+    while (tab[h] >= 0) {
+        if (strcmp(name_of(g, tab[h]), name) == 0) return tab[h];
+        h = (h + 1) & (cap - 1);
+    }
+    return -1;
+}
+
+/* Parses header, metadata and tensor infos in two passes over the image:
+ * the first validates and sizes, the second copies. */
+static vx_status parse(vx_gguf *g, char *err, size_t err_size) {
+    cursor c = {g->base, 0, g->size, err, err_size};
+    char magic[4];
+    vx_status st = rd(&c, magic, 4, "magic");
+    if (st) return st;
+    if (memcmp(magic, "GGUF", 4) != 0)
+        return vx_seterr(err, err_size, VX_EFORMAT,
+                         "not a GGUF file (magic is %02x %02x %02x %02x, expected 'GGUF')",
+                         (uint8_t)magic[0], (uint8_t)magic[1], (uint8_t)magic[2],
+                         (uint8_t)magic[3]);
+    if ((st = rd_u32(&c, &g->version, "version"))) return st;
+    if (g->version == 1)
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                         "GGUF version 1 is not supported (re-convert the model to v3)");
+    if (g->version != 2 && g->version != 3)
+        return vx_seterr(err, err_size, VX_EFORMAT, "unknown GGUF version %u", g->version);
+    uint64_t n_tensors, n_kv;
+    if ((st = rd_u64(&c, &n_tensors, "tensor count"))) return st;
+    if ((st = rd_u64(&c, &n_kv, "metadata count"))) return st;
+    if (n_kv > GGUF_MAX_KV)
+        return vx_seterr(err, err_size, VX_EFORMAT, "metadata count %llu is implausibly large",
+                         (unsigned long long)n_kv);
+    if (n_tensors > GGUF_MAX_TENSORS)
+        return vx_seterr(err, err_size, VX_EFORMAT, "tensor count %llu is implausibly large",
+                         (unsigned long long)n_tensors);
+
+    /* pass 1: validate metadata, size the string pool */
+    uint64_t pool = 0;
+    int64_t n_arrays = 0;
+    uint64_t kv_start = c.off;
+    for (uint64_t i = 0; i < n_kv; i++) {
+        const uint8_t *ks;
+        uint64_t klen;
+        uint32_t t;
+        if ((st = rd_str_raw(&c, &ks, &klen, "metadata key"))) return st;
+        pool += klen + 1;
+        char kbuf[128];
+        snprintf(kbuf, sizeof kbuf, "%.*s", (int)VX_MIN(klen, 100), (const char *)ks);
+        if ((st = rd_u32(&c, &t, kbuf))) return st;
+        if (t >= VX_GGUF_TYPE_COUNT)
+            return vx_seterr(err, err_size, VX_EFORMAT, "key '%s': unknown value type %u", kbuf,
+                             t);
+        if ((st = value(g, &c, NULL, (vx_gguf_type)t, false, &pool, &n_arrays, kbuf))) return st;
+    }
+    uint64_t ti_start = c.off;
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        const uint8_t *ns;
+        uint64_t nlen;
+        uint32_t nd;
+        if ((st = rd_str_raw(&c, &ns, &nlen, "tensor name"))) return st;
+        pool += nlen + 1;
+        if ((st = rd_u32(&c, &nd, "tensor dims"))) return st;
+        if (nd == 0 || nd > VX_GGUF_MAX_DIMS)
+            return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%.*s': %u dimensions (1..%d)",
+                             (int)VX_MIN(nlen, 100), (const char *)ns, nd, VX_GGUF_MAX_DIMS);
+        if ((st = need(&c, (uint64_t)nd * 8 + 4 + 8, "tensor info"))) return st;
+        c.off += (uint64_t)nd * 8 + 4 + 8;
+    }
+
+    /* allocate everything at once */
+    g->n_kv = (int64_t)n_kv;
+    g->n_tensors = (int64_t)n_tensors;
+    g->kv = calloc(n_kv ? n_kv : 1, sizeof *g->kv);
+    g->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *g->tensors);
+    g->strpool_cap = pool + 1;
+    g->strpool = malloc(g->strpool_cap);
+    g->str_arrays = calloc((size_t)n_arrays + 1, sizeof *g->str_arrays);
+    g->kv_hcap = pow2_at_least(n_kv);
+    g->t_hcap = pow2_at_least(n_tensors);
+    g->kv_hash = malloc(g->kv_hcap * sizeof(int64_t));
+    g->t_hash = malloc(g->t_hcap * sizeof(int64_t));
+    if (!g->kv || !g->tensors || !g->strpool || !g->str_arrays || !g->kv_hash || !g->t_hash)
+        return vx_seterr(err, err_size, VX_ENOMEM, "out of memory reading GGUF metadata");
+    memset(g->kv_hash, 0xff, g->kv_hcap * sizeof(int64_t));
+    memset(g->t_hash, 0xff, g->t_hcap * sizeof(int64_t));
+
+    /* pass 2: decode (already validated, so errors here are not expected) */
+    c.off = kv_start;
+    g->alignment = VX_GGUF_DEFAULT_ALIGNMENT;
+    for (int64_t i = 0; i < g->n_kv; i++) {
+        vx_gguf_kv *kv = &g->kv[i];
+        const uint8_t *ks;
+        uint64_t klen;
+        uint32_t t;
+        if ((st = rd_str_raw(&c, &ks, &klen, "metadata key"))) return st;
+        kv->key = pool_put(g, ks, klen);
+        if (strlen(kv->key) != klen)
+            return vx_seterr(err, err_size, VX_EFORMAT, "metadata key %lld contains a NUL byte",
+                             (long long)i);
+        if ((st = rd_u32(&c, &t, kv->key))) return st;
+        kv->type = (vx_gguf_type)t;
+        if ((st = value(g, &c, kv, kv->type, true, NULL, NULL, kv->key))) return st;
+        if (!hash_insert(g->kv_hash, g->kv_hcap, kv->key, klen, i, kv_name, g))
+            return vx_seterr(err, err_size, VX_EFORMAT, "duplicate metadata key '%s'", kv->key);
+    }
+    VX_ASSERT(c.off == ti_start);
+
+    const vx_gguf_kv *al = vx_gguf_find(g, "general.alignment");
+    if (al) {
+        if (al->type != VX_GGUF_UINT32)
+            return vx_seterr(err, err_size, VX_EFORMAT, "general.alignment has type %s, not u32",
+                             vx_gguf_type_name(al->type));
+        uint64_t a = al->v.u64;
+        if (a == 0 || (a & (a - 1)) || a > (1u << 16))
+            return vx_seterr(err, err_size, VX_EFORMAT,
+                             "general.alignment %llu is not a power of two <= 65536",
+                             (unsigned long long)a);
+        g->alignment = (size_t)a;
+    }
+
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        vx_gguf_tensor *t = &g->tensors[i];
+        const uint8_t *ns;
+        uint64_t nlen;
+        if ((st = rd_str_raw(&c, &ns, &nlen, "tensor name"))) return st;
+        t->name = pool_put(g, ns, nlen);
+        if (strlen(t->name) != nlen)
+            return vx_seterr(err, err_size, VX_EFORMAT, "tensor %lld name contains a NUL byte",
+                             (long long)i);
+        if ((st = rd_u32(&c, &t->n_dims, t->name))) return st;
+        uint64_t nelem = 1;
+        for (uint32_t d = 0; d < VX_GGUF_MAX_DIMS; d++) t->ne[d] = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++) {
+            uint64_t ne;
+            if ((st = rd_u64(&c, &ne, t->name))) return st;
+            if (ne > INT64_MAX || vx_mul_ovf(nelem, ne, &nelem) || nelem > INT64_MAX)
+                return vx_seterr(err, err_size, VX_EFORMAT,
+                                 "tensor '%s': dimensions overflow the element count", t->name);
+            t->ne[d] = (int64_t)ne;
+        }
+        uint32_t type;
+        if ((st = rd_u32(&c, &type, t->name))) return st;
+        if ((st = rd_u64(&c, &t->offset, t->name))) return st;
+        t->type = (int)type;
+        const vx_type_traits *tr = vx_type_get_traits((int)type);
+        if (!tr)
+            return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                             "tensor '%s' has unsupported type id %u", t->name, type);
+        if (t->ne[0] % tr->blck_size != 0)
+            return vx_seterr(err, err_size, VX_EFORMAT,
+                             "tensor '%s': row length %lld is not a multiple of the %s block "
+                             "size %lld",
+                             t->name, (long long)t->ne[0], tr->name, (long long)tr->blck_size);
+        uint64_t blocks = nelem / (uint64_t)tr->blck_size;
+        if (vx_mul_ovf(blocks, tr->type_size, &t->size))
+            return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s': byte size overflows",
+                             t->name);
+        if (t->offset % g->alignment != 0)
+            return vx_seterr(err, err_size, VX_EFORMAT,
+                             "tensor '%s': offset %llu is not aligned to %zu", t->name,
+                             (unsigned long long)t->offset, g->alignment);
+        if (!hash_insert(g->t_hash, g->t_hcap, t->name, nlen, i, t_name, g))
+            return vx_seterr(err, err_size, VX_EFORMAT, "duplicate tensor name '%s'", t->name);
+    }
+
+    uint64_t data = c.off;
+    uint64_t rem = data % g->alignment;
+    if (rem) data += g->alignment - rem;
+    g->data_offset = data;
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        vx_gguf_tensor *t = &g->tensors[i];
+        uint64_t start, end;
+        if (vx_add_ovf(data, t->offset, &start) || vx_add_ovf(start, t->size, &end) ||
+            end > g->size)
+            return vx_seterr(err, err_size, VX_EFORMAT,
+                             "tensor '%s': data [%llu, +%llu) lies beyond the end of the file "
+                             "(%llu bytes): the file is truncated or corrupt",
+                             t->name, (unsigned long long)t->offset,
+                             (unsigned long long)t->size, (unsigned long long)g->size);
+        t->data = g->base + start;
+    }
+    /* Overlapping tensor data is a corrupt file: check on offsets sorted. */
+    if (g->n_tensors > 1) {
+        int64_t *ord = malloc((size_t)g->n_tensors * sizeof *ord);
+        if (!ord) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+        for (int64_t i = 0; i < g->n_tensors; i++) ord[i] = i;
+        /* insertion sort is fine: files are almost always already in order */
+        for (int64_t i = 1; i < g->n_tensors; i++) {
+            int64_t x = ord[i], j = i - 1;
+            while (j >= 0 && g->tensors[ord[j]].offset > g->tensors[x].offset) {
+                ord[j + 1] = ord[j];
+                j--;
+            }
+            ord[j + 1] = x;
+        }
+        for (int64_t i = 1; i < g->n_tensors; i++) {
+            const vx_gguf_tensor *a = &g->tensors[ord[i - 1]], *b = &g->tensors[ord[i]];
+            if (a->offset + a->size > b->offset) {
+                st = vx_seterr(err, err_size, VX_EFORMAT,
+                               "tensors '%s' and '%s' overlap in the data section", a->name,
+                               b->name);
+                free(ord);
+                return st;
+            }
+        }
+        free(ord);
+    }
+    return VX_OK;
+}
+
+static vx_status open_common(vx_gguf *g, vx_gguf **out, char *err, size_t err_size) {
+    vx_status st = parse(g, err, err_size);
+    if (st) {
+        vx_gguf_close(g);
+        return st;
+    }
+    *out = g;
+    return VX_OK;
+}
+
+vx_status vx_gguf_open_mem(const void *data, size_t size, vx_gguf **out, char *err,
+                           size_t err_size) {
+    *out = NULL;
+    vx_gguf *g = calloc(1, sizeof *g);
+    if (!g) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    g->base = data;
+    g->size = size;
+    return open_common(g, out, err, err_size);
+}
+
+vx_status vx_gguf_open(const char *path, vx_gguf **out, char *err, size_t err_size) {
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return vx_seterr(err, err_size, VX_EIO, "%s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return vx_seterr(err, err_size, VX_EIO, "%s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return vx_seterr(err, err_size, VX_EIO, "%s: not a regular file", path);
+    }
+    if (sb.st_size < 24) {
+        close(fd);
+        return vx_seterr(err, err_size, VX_EFORMAT,
+                         "%s: file is %lld bytes, too short for a GGUF header (24 bytes)", path,
+                         (long long)sb.st_size);
+    }
+    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) return vx_seterr(err, err_size, VX_EIO, "%s: mmap: %s", path, strerror(e));
+    vx_gguf *g = calloc(1, sizeof *g);
+    if (!g) {
+        munmap(p, (size_t)sb.st_size);
+        return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    }
+    g->base = p;
+    g->size = (uint64_t)sb.st_size;
+    g->mapped = true;
+    vx_status st = open_common(g, out, err, err_size);
+    if (st && err && err_size > 0) {
+        /* prefix the path to the message */
+        char tmp[VX_ERRMSG_MAX];
+        snprintf(tmp, sizeof tmp, "%s", err);
+        snprintf(err, err_size, "%s: %s", path, tmp);
+    }
+    return st;
+}
+
+void vx_gguf_close(vx_gguf *g) {
+    if (!g) return;
+    if (g->mapped) munmap((void *)g->base, g->size);
+    for (int64_t i = 0; i < g->n_str_arrays; i++) free(g->str_arrays[i]);
+    free(g->str_arrays);
+    free(g->kv);
+    free(g->tensors);
+    free(g->strpool);
+    free(g->kv_hash);
+    free(g->t_hash);
+    free(g);
+}
+
+uint32_t vx_gguf_version(const vx_gguf *g) { return g->version; }
+size_t vx_gguf_alignment(const vx_gguf *g) { return g->alignment; }
+uint64_t vx_gguf_file_size(const vx_gguf *g) { return g->size; }
+uint64_t vx_gguf_data_offset(const vx_gguf *g) { return g->data_offset; }
+int64_t vx_gguf_n_kv(const vx_gguf *g) { return g->n_kv; }
+int64_t vx_gguf_n_tensors(const vx_gguf *g) { return g->n_tensors; }
+
+const vx_gguf_kv *vx_gguf_kv_at(const vx_gguf *g, int64_t i) {
+    return i >= 0 && i < g->n_kv ? &g->kv[i] : NULL;
+}
+
+const vx_gguf_tensor *vx_gguf_tensor_at(const vx_gguf *g, int64_t i) {
+    return i >= 0 && i < g->n_tensors ? &g->tensors[i] : NULL;
+}
+
+const vx_gguf_kv *vx_gguf_find(const vx_gguf *g, const char *key) {
+    int64_t i = hash_find(g->kv_hash, g->kv_hcap, key, kv_name, g);
+    return i >= 0 ? &g->kv[i] : NULL;
+}
+
+const vx_gguf_tensor *vx_gguf_find_tensor(const vx_gguf *g, const char *name) {
+    int64_t i = hash_find(g->t_hash, g->t_hcap, name, t_name, g);
+    return i >= 0 ? &g->tensors[i] : NULL;
+}
+
+static int kv_to_i64(const vx_gguf_kv *kv, int64_t *out) {
+    switch (kv->type) {
+    case VX_GGUF_UINT8: case VX_GGUF_UINT16: case VX_GGUF_UINT32: case VX_GGUF_UINT64:
+        if (kv->v.u64 > INT64_MAX) return -1;
+        *out = (int64_t)kv->v.u64;
+        return 1;
+    case VX_GGUF_INT8: case VX_GGUF_INT16: case VX_GGUF_INT32: case VX_GGUF_INT64:
+        *out = kv->v.i64;
+        return 1;
+    default: return -1;
+    }
+}
+
+int vx_gguf_get_i64(const vx_gguf *g, const char *key, int64_t *out) {
+    const vx_gguf_kv *kv = vx_gguf_find(g, key);
+    if (!kv) return 0;
+    return kv_to_i64(kv, out);
+}
+
+int vx_gguf_get_f64(const vx_gguf *g, const char *key, double *out) {
+    const vx_gguf_kv *kv = vx_gguf_find(g, key);
+    if (!kv) return 0;
+    if (kv->type == VX_GGUF_FLOAT32 || kv->type == VX_GGUF_FLOAT64) {
+        *out = kv->v.f64;
+        return 1;
+    }
+    int64_t i;
+    if (kv_to_i64(kv, &i) == 1) {
+        *out = (double)i;
+        return 1;
+    }
+    return -1;
+}
+
+int vx_gguf_get_bool(const vx_gguf *g, const char *key, bool *out) {
+    const vx_gguf_kv *kv = vx_gguf_find(g, key);
+    if (!kv) return 0;
+    if (kv->type != VX_GGUF_BOOL) return -1;
+    *out = kv->v.b;
+    return 1;
+}
+
+int vx_gguf_get_str(const vx_gguf *g, const char *key, const char **out) {
+    const vx_gguf_kv *kv = vx_gguf_find(g, key);
+    if (!kv) return 0;
+    if (kv->type != VX_GGUF_STRING) return -1;
+    *out = kv->v.str.s;
+    return 1;
+}
+
+int vx_gguf_get_arr(const vx_gguf *g, const char *key, vx_gguf_type *type, uint64_t *n,
+                    const vx_gguf_kv **kvp) {
+    const vx_gguf_kv *kv = vx_gguf_find(g, key);
+    if (!kv) return 0;
+    if (kv->type != VX_GGUF_ARRAY) return -1;
+    if (type) *type = kv->v.arr.type;
+    if (n) *n = kv->v.arr.n;
+    if (kvp) *kvp = kv;
+    return 1;
+}
+
+int64_t vx_gguf_arr_i64(const vx_gguf_kv *kv, uint64_t i) {
+    vx_gguf_kv tmp;
+    vx_gguf_type t = kv->v.arr.type;
+    size_t sz = vx_gguf_type_size(t);
+    if (sz == 0) return 0;
+    scalar_decode(&tmp, t, (const uint8_t *)kv->v.arr.data + i * sz);
+    if (t == VX_GGUF_FLOAT32 || t == VX_GGUF_FLOAT64) return (int64_t)tmp.v.f64;
+    if (t == VX_GGUF_BOOL) return tmp.v.b;
+    return is_signed(t) ? tmp.v.i64 : (int64_t)tmp.v.u64;
+}
+
+double vx_gguf_arr_f64(const vx_gguf_kv *kv, uint64_t i) {
+    vx_gguf_kv tmp;
+    vx_gguf_type t = kv->v.arr.type;
+    size_t sz = vx_gguf_type_size(t);
+    if (sz == 0) return 0;
+    scalar_decode(&tmp, t, (const uint8_t *)kv->v.arr.data + i * sz);
+    if (t == VX_GGUF_FLOAT32 || t == VX_GGUF_FLOAT64) return tmp.v.f64;
+    if (t == VX_GGUF_BOOL) return tmp.v.b;
+    return is_signed(t) ? (double)tmp.v.i64 : (double)tmp.v.u64;
+}

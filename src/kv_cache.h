@@ -1,0 +1,60 @@
+/*
+ * kv_cache.h - the key/value cache behind an interface the attention
+ * kernels read through: a pool of fixed-size blocks (block_size positions of
+ * every layer) and a block table per sequence. This version allocates
+ * blocks from a free list on demand and frees a sequence's tail on removal;
+ * sharing (ref counts, prefix hashing, copy-on-write) builds on the same
+ * tables.
+ *
+ * Layout: K and V pools are [n_layer][n_blocks][block_size][kv_dim] of the
+ * element type (F32 or F16), so one layer's blocks are contiguous.
+ */
+#ifndef VX_KV_CACHE_H
+#define VX_KV_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vortex.h"
+
+typedef struct vx_kv_cache vx_kv_cache;
+
+typedef struct vx_kv_params {
+    int32_t n_layer;
+    int32_t kv_dim;     /* n_head_kv * head_dim */
+    int32_t n_seq_max;  /* sequence ids [0, n_seq_max) */
+    int32_t n_ctx;      /* max positions of one sequence, and total pool capacity */
+    int32_t block_size; /* positions per block */
+    vx_kv_type type;
+} vx_kv_params;
+
+vx_status vx_kv_init(const vx_kv_params *p, vx_kv_cache **out);
+void vx_kv_free(vx_kv_cache *kv);
+
+int32_t vx_kv_block_size(const vx_kv_cache *kv);
+vx_kv_type vx_kv_type_of(const vx_kv_cache *kv);
+size_t vx_kv_elem_size(const vx_kv_cache *kv);
+int32_t vx_kv_n_ctx(const vx_kv_cache *kv);
+int32_t vx_kv_n_seq_max(const vx_kv_cache *kv);
+int32_t vx_kv_free_blocks(const vx_kv_cache *kv);
+
+/* Positions cached for seq (the next position to write). */
+int32_t vx_kv_len(const vx_kv_cache *kv, int32_t seq);
+/* Makes room for positions [0, n_pos) of seq; VX_EFULL when the pool or the
+ * per-sequence limit is exhausted (nothing changes then). */
+vx_status vx_kv_reserve(vx_kv_cache *kv, int32_t seq, int32_t n_pos);
+/* Marks positions [0, n_pos) as written (after a successful forward). */
+void vx_kv_set_len(vx_kv_cache *kv, int32_t seq, int32_t n_pos);
+/* Drops positions >= p0 and returns their blocks to the pool. */
+void vx_kv_truncate(vx_kv_cache *kv, int32_t seq, int32_t p0);
+
+/* Block ids of seq, in position order ((len + bs - 1) / bs of them). */
+const int32_t *vx_kv_blocks(const vx_kv_cache *kv, int32_t seq);
+/* Base of one block of one layer: [block_size][kv_dim] elements. */
+void *vx_kv_k_block(const vx_kv_cache *kv, int32_t layer, int32_t block);
+void *vx_kv_v_block(const vx_kv_cache *kv, int32_t layer, int32_t block);
+/* Row of position pos of seq (which must be reserved). */
+void *vx_kv_k_row(const vx_kv_cache *kv, int32_t layer, int32_t seq, int32_t pos);
+void *vx_kv_v_row(const vx_kv_cache *kv, int32_t layer, int32_t seq, int32_t pos);
+
+#endif

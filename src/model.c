@@ -1,0 +1,438 @@
+/*
+ * model.c - loading a GGUF model: architecture table, hyperparameters from
+ * metadata, binding weight views (with shape and type checks), and the
+ * public model API (vx_model_*).
+ */
+#include "model.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+#include "vocab.h"
+
+static const vx_arch vx_archs[] = {
+    {"llama", VX_ROPE_NORM, false, false},
+    {"mistral", VX_ROPE_NORM, false, false},
+    {"qwen2", VX_ROPE_NEOX, false, false},
+    {"qwen3", VX_ROPE_NEOX, false, false},
+    {"phi3", VX_ROPE_NEOX, true, true},
+};
+
+static const vx_arch *arch_find(const char *name) {
+    for (size_t i = 0; i < sizeof vx_archs / sizeof vx_archs[0]; i++)
+        if (strcmp(vx_archs[i].name, name) == 0) return &vx_archs[i];
+    return NULL;
+}
+
+vx_model_params vx_model_default_params(void) {
+    vx_model_params p;
+    memset(&p, 0, sizeof p);
+    p.use_mmap = true;
+    return p;
+}
+
+typedef struct loader {
+    vx_model *m;
+    char *err;
+    size_t err_size;
+    const char *arch;
+} loader;
+
+/* Reads "<arch>.<suffix>" as an integer; required ones fail when absent. */
+static vx_status hp_int(loader *L, const char *suffix, bool required, int64_t def, int64_t lo,
+                        int64_t hi, int32_t *out) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
+    int64_t v = def;
+    int r = vx_gguf_get_i64(L->m->gguf, key, &v);
+    if (r < 0) {
+        /* Some converters store a per-layer array (e.g. head_count_kv); take
+         * the first element when all are equal. */
+        const vx_gguf_kv *kv;
+        vx_gguf_type t;
+        uint64_t n;
+        if (vx_gguf_get_arr(L->m->gguf, key, &t, &n, &kv) == 1 && n > 0 &&
+            vx_gguf_type_size(t) > 0 && t != VX_GGUF_FLOAT32 && t != VX_GGUF_FLOAT64) {
+            v = vx_gguf_arr_i64(kv, 0);
+            for (uint64_t i = 1; i < n; i++)
+                if (vx_gguf_arr_i64(kv, i) != v)
+                    return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
+                                     "%s: per-layer values that differ are not supported", key);
+        } else {
+            return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s has the wrong type", key);
+        }
+    } else if (r == 0 && required) {
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT, "missing required metadata key %s",
+                         key);
+    }
+    if (v < lo || v > hi)
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s = %" PRId64 " is out of range [%" PRId64
+                         ", %" PRId64 "]", key, v, lo, hi);
+    *out = (int32_t)v;
+    return VX_OK;
+}
+
+static vx_status hp_float(loader *L, const char *suffix, double def, float *out) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
+    double v = def;
+    if (vx_gguf_get_f64(L->m->gguf, key, &v) < 0)
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s has the wrong type", key);
+    if (!isfinite(v))
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s is not finite", key);
+    *out = (float)v;
+    return VX_OK;
+}
+
+/* Binds a tensor by name and checks its shape: ne0/ne1/ne2 (0 = any). */
+static vx_status bind(loader *L, vx_weight *w, const char *name, bool required, int64_t ne0,
+                      int64_t ne1, int64_t ne2) {
+    memset(w, 0, sizeof *w);
+    const vx_gguf_tensor *t = vx_gguf_find_tensor(L->m->gguf, name);
+    if (!t) {
+        if (required)
+            return vx_seterr(L->err, L->err_size, VX_EFORMAT, "missing tensor '%s'", name);
+        return VX_OK;
+    }
+    if (t->ne[3] != 1 || (ne0 && t->ne[0] != ne0) || (ne1 && t->ne[1] != ne1) ||
+        (ne2 && t->ne[2] != ne2) || (!ne2 && t->ne[2] != 1))
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT,
+                         "tensor '%s' has shape [%" PRId64 ", %" PRId64 ", %" PRId64
+                         "], expected [%" PRId64 ", %" PRId64 ", %" PRId64 "] (0 = any)",
+                         name, t->ne[0], t->ne[1], t->ne[2], ne0, ne1, ne2 ? ne2 : 1);
+    const vx_type_traits *tr = vx_type_get_traits(t->type);
+    if (!tr || !tr->to_float)
+        return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
+                         "tensor '%s': type %s is not supported for computation", name,
+                         vx_type_name(t->type));
+    w->data = t->data;
+    w->type = t->type;
+    w->ne[0] = t->ne[0];
+    w->ne[1] = t->ne[1];
+    w->ne[2] = t->ne[2];
+    w->row_size = vx_row_size((vx_type)t->type, t->ne[0]);
+    w->mat_size = w->row_size * (size_t)t->ne[1];
+    w->name = t->name;
+    return VX_OK;
+}
+
+/* Norm weights and biases are applied in float: require F32 to keep the
+ * hot path free of conversions. */
+static vx_status need_f32(loader *L, const vx_weight *w) {
+    if (w->data && w->type != VX_TYPE_F32)
+        return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
+                         "tensor '%s' is %s; norm weights and biases must be F32", w->name,
+                         vx_type_name(w->type));
+    return VX_OK;
+}
+
+static vx_status load_hparams(loader *L) {
+    vx_model *m = L->m;
+    vx_hparams *hp = &m->hp;
+    vx_status st;
+    if ((st = hp_int(L, "embedding_length", true, 0, 1, 1 << 20, &hp->n_embd))) return st;
+    if ((st = hp_int(L, "block_count", true, 0, 1, VX_MAX_LAYERS, &hp->n_layer))) return st;
+    if ((st = hp_int(L, "feed_forward_length", true, 0, 1, 1 << 22, &hp->n_ff))) return st;
+    if ((st = hp_int(L, "attention.head_count", true, 0, 1, 4096, &hp->n_head))) return st;
+    if ((st = hp_int(L, "attention.head_count_kv", false, hp->n_head, 1, 4096, &hp->n_head_kv)))
+        return st;
+    if ((st = hp_int(L, "context_length", false, 2048, 1, 1 << 24, &hp->n_ctx_train))) return st;
+    int32_t hd_def = hp->n_embd / hp->n_head;
+    if ((st = hp_int(L, "attention.key_length", false, hd_def, 1, 1 << 16, &hp->head_dim)))
+        return st;
+    int32_t vlen;
+    if ((st = hp_int(L, "attention.value_length", false, hp->head_dim, 1, 1 << 16, &vlen)))
+        return st;
+    if (vlen != hp->head_dim)
+        return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
+                         "key length %d != value length %d is not supported", hp->head_dim, vlen);
+    if (hp->n_head % hp->n_head_kv != 0)
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT,
+                         "head_count %d is not a multiple of head_count_kv %d", hp->n_head,
+                         hp->n_head_kv);
+    if ((st = hp_int(L, "rope.dimension_count", false, hp->head_dim, 2, hp->head_dim, &hp->n_rot)))
+        return st;
+    if (hp->n_rot % 2)
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT, "rope.dimension_count %d is odd",
+                         hp->n_rot);
+    if ((st = hp_int(L, "expert_count", false, 0, 0, 1024, &hp->n_expert))) return st;
+    if ((st = hp_int(L, "expert_used_count", false, 0, 0, hp->n_expert, &hp->n_expert_used)))
+        return st;
+    if (hp->n_expert > 0 && hp->n_expert_used == 0)
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT, "expert_count %d but no expert_used_count",
+                         hp->n_expert);
+    if ((st = hp_float(L, "attention.layer_norm_rms_epsilon", 1e-5, &hp->rms_eps))) return st;
+    if ((st = hp_float(L, "rope.freq_base", 10000.0, &hp->rope_base))) return st;
+    if (hp->rope_base <= 0)
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT, "rope.freq_base must be positive");
+    hp->rope_scale = 1.0f;
+    char key[160];
+    const char *stype = NULL;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", L->arch);
+    vx_gguf_get_str(m->gguf, key, &stype);
+    float factor = 1.0f;
+    if ((st = hp_float(L, "rope.scaling.factor", 1.0, &factor))) return st;
+    if (stype && strcmp(stype, "linear") == 0 && factor > 0) {
+        hp->rope_scale = factor;
+    } else if (stype && strcmp(stype, "none") != 0 && strcmp(stype, "linear") != 0 &&
+               factor != 1.0f) {
+        return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
+                         "rope scaling type '%s' is not supported yet", stype);
+    }
+    return VX_OK;
+}
+
+static vx_status load_weights(loader *L) {
+    vx_model *m = L->m;
+    vx_hparams *hp = &m->hp;
+    vx_status st;
+    const int64_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff;
+    const int64_t QD = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t KD = (int64_t)hp->n_head_kv * hp->head_dim;
+    if ((st = bind(L, &m->tok_embd, "token_embd.weight", true, E, V, 0))) return st;
+    if ((st = bind(L, &m->output_norm, "output_norm.weight", true, E, 1, 0))) return st;
+    if ((st = need_f32(L, &m->output_norm))) return st;
+    if ((st = bind(L, &m->output, "output.weight", false, E, V, 0))) return st;
+    hp->tied_output = m->output.data == NULL;
+    if (hp->tied_output) m->output = m->tok_embd;
+    if ((st = bind(L, &m->rope_freqs, "rope_freqs.weight", false, hp->n_rot / 2, 1, 0))) return st;
+    if ((st = need_f32(L, &m->rope_freqs))) return st;
+
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers) return vx_seterr(L->err, L->err_size, VX_ENOMEM, "out of memory");
+    char nm[128];
+#define NAME(s) (snprintf(nm, sizeof nm, "blk.%d.%s", il, s), nm)
+    for (int il = 0; il < hp->n_layer; il++) {
+        vx_layer *l = &m->layers[il];
+        if ((st = bind(L, &l->attn_norm, NAME("attn_norm.weight"), true, E, 1, 0))) return st;
+        if ((st = bind(L, &l->wqkv, NAME("attn_qkv.weight"), false, E, QD + 2 * KD, 0))) return st;
+        if (l->wqkv.data && !m->arch->fused_qkv_ok)
+            return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
+                             "fused attn_qkv is not expected for architecture %s", m->arch->name);
+        if (il == 0) hp->fused_qkv = l->wqkv.data != NULL;
+        if (hp->fused_qkv != (l->wqkv.data != NULL))
+            return vx_seterr(L->err, L->err_size, VX_EFORMAT,
+                             "layer %d: attn_qkv present in some layers only", il);
+        if (!hp->fused_qkv) {
+            if ((st = bind(L, &l->wq, NAME("attn_q.weight"), true, E, QD, 0))) return st;
+            if ((st = bind(L, &l->wk, NAME("attn_k.weight"), true, E, KD, 0))) return st;
+            if ((st = bind(L, &l->wv, NAME("attn_v.weight"), true, E, KD, 0))) return st;
+            if ((st = bind(L, &l->bq, NAME("attn_q.bias"), false, QD, 1, 0))) return st;
+            if ((st = bind(L, &l->bk, NAME("attn_k.bias"), false, KD, 1, 0))) return st;
+            if ((st = bind(L, &l->bv, NAME("attn_v.bias"), false, KD, 1, 0))) return st;
+        } else {
+            if ((st = bind(L, &l->bqkv, NAME("attn_qkv.bias"), false, QD + 2 * KD, 1, 0)))
+                return st;
+        }
+        if ((st = bind(L, &l->wo, NAME("attn_output.weight"), true, QD, E, 0))) return st;
+        if ((st = bind(L, &l->bo, NAME("attn_output.bias"), false, E, 1, 0))) return st;
+        if ((st = bind(L, &l->q_norm, NAME("attn_q_norm.weight"), false, hp->head_dim, 1, 0)))
+            return st;
+        if ((st = bind(L, &l->k_norm, NAME("attn_k_norm.weight"), false, hp->head_dim, 1, 0)))
+            return st;
+        if ((st = bind(L, &l->ffn_norm, NAME("ffn_norm.weight"), true, E, 1, 0))) return st;
+        const vx_weight *f32s[] = {&l->attn_norm, &l->bq, &l->bk, &l->bv, &l->bqkv, &l->bo,
+                                   &l->q_norm, &l->k_norm, &l->ffn_norm};
+        for (size_t i = 0; i < sizeof f32s / sizeof f32s[0]; i++)
+            if ((st = need_f32(L, f32s[i]))) return st;
+        if (hp->n_expert > 0) {
+            const int64_t X = hp->n_expert;
+            if ((st = bind(L, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), true, E, X, 0)))
+                return st;
+            if ((st = bind(L, &l->ffn_gate_exps, NAME("ffn_gate_exps.weight"), true, E, F, X)))
+                return st;
+            if ((st = bind(L, &l->ffn_up_exps, NAME("ffn_up_exps.weight"), true, E, F, X)))
+                return st;
+            if ((st = bind(L, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), true, F, E, X)))
+                return st;
+        } else {
+            if ((st = bind(L, &l->ffn_gate, NAME("ffn_gate.weight"), false, E, F, 0))) return st;
+            if (!l->ffn_gate.data && m->arch->fused_gate_up_ok) {
+                if ((st = bind(L, &l->ffn_up, NAME("ffn_up.weight"), true, E, 2 * F, 0)))
+                    return st;
+                hp->fused_gate_up = true;
+            } else {
+                if (!l->ffn_gate.data)
+                    return vx_seterr(L->err, L->err_size, VX_EFORMAT, "missing tensor '%s'",
+                                     NAME("ffn_gate.weight"));
+                if ((st = bind(L, &l->ffn_up, NAME("ffn_up.weight"), true, E, F, 0))) return st;
+            }
+            if ((st = bind(L, &l->ffn_down, NAME("ffn_down.weight"), true, F, E, 0))) return st;
+        }
+    }
+#undef NAME
+    return VX_OK;
+}
+
+vx_status vx_model_load(const char *path, const vx_model_params *params, vx_model **out,
+                        char *err, size_t err_size) {
+    vx_model_params defp = vx_model_default_params();
+    if (!params) params = &defp;
+    if (!out || !path) return vx_seterr(err, err_size, VX_EINVAL, "path and out are required");
+    *out = NULL;
+    vx_model *m = calloc(1, sizeof *m);
+    if (!m) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    vx_status st = vx_gguf_open(path, &m->gguf, err, err_size);
+    if (st) goto fail;
+    if (params->progress && !params->progress(0.0f, params->progress_user_data)) {
+        st = vx_seterr(err, err_size, VX_ECANCELED, "load canceled");
+        goto fail;
+    }
+    const char *arch = NULL;
+    if (vx_gguf_get_str(m->gguf, "general.architecture", &arch) != 1) {
+        st = vx_seterr(err, err_size, VX_EFORMAT,
+                       "%s: missing or invalid general.architecture", path);
+        goto fail;
+    }
+    const char *name = NULL;
+    if (vx_gguf_get_str(m->gguf, "general.name", &name) == 1)
+        snprintf(m->name, sizeof m->name, "%s", name);
+    st = vx_vocab_load(m->gguf, &m->vocab, err, err_size);
+    if (st) goto fail;
+    m->arch = arch_find(arch);
+    if (params->vocab_only) {
+        *out = m;
+        return VX_OK;
+    }
+    if (!m->arch) {
+        st = vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                       "%s: architecture '%s' is not supported (supported: llama, mistral, "
+                       "qwen2, qwen3, phi3)",
+                       path, arch);
+        goto fail;
+    }
+    loader L = {m, err, err_size, arch};
+    m->hp.n_vocab = vx_vocab_n_tokens(m->vocab);
+    if ((st = load_hparams(&L)) || (st = load_weights(&L))) {
+        /* prefix the file name once */
+        char tmp[VX_ERRMSG_MAX];
+        if (err && err_size) {
+            snprintf(tmp, sizeof tmp, "%s", err);
+            snprintf(err, err_size, "%s: %s", path, tmp);
+        }
+        goto fail;
+    }
+    for (int64_t i = 0; i < vx_gguf_n_tensors(m->gguf); i++) {
+        const vx_gguf_tensor *t = vx_gguf_tensor_at(m->gguf, i);
+        m->n_params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+        m->n_bytes += t->size;
+    }
+    if (params->progress && !params->progress(1.0f, params->progress_user_data)) {
+        st = vx_seterr(err, err_size, VX_ECANCELED, "load canceled");
+        goto fail;
+    }
+    *out = m;
+    return VX_OK;
+fail:
+    vx_model_free(m);
+    return st;
+}
+
+void vx_model_free(vx_model *m) {
+    if (!m) return;
+    vx_vocab_free(m->vocab);
+    vx_gguf_close(m->gguf);
+    free(m->layers);
+    free(m);
+}
+
+const vx_vocab *vx_model_get_vocab(const vx_model *m) { return m->vocab; }
+const char *vx_model_arch(const vx_model *m) { return m->arch ? m->arch->name : "?"; }
+int32_t vx_model_n_embd(const vx_model *m) { return m->hp.n_embd; }
+int32_t vx_model_n_layer(const vx_model *m) { return m->hp.n_layer; }
+int32_t vx_model_n_ctx_train(const vx_model *m) { return m->hp.n_ctx_train; }
+uint64_t vx_model_n_params(const vx_model *m) { return m->n_params; }
+uint64_t vx_model_size(const vx_model *m) { return m->n_bytes; }
+
+void vx_weight_row_f32(const vx_weight *w, int64_t r, float *dst) {
+    const vx_type_traits *tr = vx_type_get_traits(w->type);
+    tr->to_float((const uint8_t *)w->data + (size_t)r * w->row_size, dst, w->ne[0]);
+}
+
+int32_t vx_model_meta_str(const vx_model *m, const char *key, char *buf, size_t size) {
+    const vx_gguf_kv *kv = vx_gguf_find(m->gguf, key);
+    if (!kv) return -1;
+    switch (kv->type) {
+    case VX_GGUF_STRING: return snprintf(buf, size, "%s", kv->v.str.s);
+    case VX_GGUF_BOOL: return snprintf(buf, size, "%s", kv->v.b ? "true" : "false");
+    case VX_GGUF_FLOAT32: case VX_GGUF_FLOAT64: return snprintf(buf, size, "%g", kv->v.f64);
+    case VX_GGUF_INT8: case VX_GGUF_INT16: case VX_GGUF_INT32: case VX_GGUF_INT64:
+        return snprintf(buf, size, "%" PRId64, kv->v.i64);
+    case VX_GGUF_ARRAY:
+        return snprintf(buf, size, "[%s x %" PRIu64 "]", vx_gguf_type_name(kv->v.arr.type),
+                        kv->v.arr.n);
+    default: return snprintf(buf, size, "%" PRIu64, kv->v.u64);
+    }
+}
+
+/* snprintf-style appender: keeps counting past the end of buf. */
+typedef struct sbuf {
+    char *p;
+    size_t size, len;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = b->len < b->size ? b->size - b->len : 0;
+    int n = vsnprintf(room ? b->p + b->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) b->len += (size_t)n;
+}
+
+int32_t vx_model_describe(const vx_model *m, char *buf, size_t size) {
+    sbuf b = {buf, size, 0};
+    if (buf && size) buf[0] = 0;
+    const vx_hparams *hp = &m->hp;
+    const char *arch = "?";
+    vx_gguf_get_str(m->gguf, "general.architecture", &arch);
+    sb_printf(&b, "name            %s\n", m->name[0] ? m->name : "(none)");
+    sb_printf(&b, "architecture    %s%s\n", arch, m->arch ? "" : " (not supported)");
+    sb_printf(&b, "gguf version    %u, %" PRId64 " tensors, %" PRId64 " metadata keys\n",
+              vx_gguf_version(m->gguf), vx_gguf_n_tensors(m->gguf), vx_gguf_n_kv(m->gguf));
+    sb_printf(&b, "file size       %.2f MiB (tensor data %.2f MiB)\n",
+              (double)vx_gguf_file_size(m->gguf) / (1 << 20), (double)m->n_bytes / (1 << 20));
+    sb_printf(&b, "parameters      %.3f M (%.2f bits per weight)\n", (double)m->n_params / 1e6,
+              m->n_params ? 8.0 * (double)m->n_bytes / (double)m->n_params : 0.0);
+    if (m->layers) {
+        sb_printf(&b, "n_vocab         %d\n", hp->n_vocab);
+        sb_printf(&b, "n_embd          %d\n", hp->n_embd);
+        sb_printf(&b, "n_layer         %d\n", hp->n_layer);
+        sb_printf(&b, "n_head          %d (kv %d, head_dim %d, GQA group %d)\n", hp->n_head,
+                  hp->n_head_kv, hp->head_dim, hp->n_head / hp->n_head_kv);
+        sb_printf(&b, "n_ff            %d%s\n", hp->n_ff, hp->fused_gate_up ? " (fused gate/up)" : "");
+        if (hp->n_expert)
+            sb_printf(&b, "experts         %d, %d used per token\n", hp->n_expert, hp->n_expert_used);
+        sb_printf(&b, "n_ctx_train     %d\n", hp->n_ctx_train);
+        sb_printf(&b, "rope            %s, base %g, n_rot %d%s%s\n",
+                  m->arch->rope == VX_ROPE_NEOX ? "neox" : "norm", hp->rope_base, hp->n_rot,
+                  m->rope_freqs.data ? ", rope_freqs factors" : "",
+                  hp->rope_scale != 1.0f ? ", linear scaling" : "");
+        sb_printf(&b, "rms_norm_eps    %g\n", hp->rms_eps);
+        sb_printf(&b, "attention       %s%s%s\n", hp->fused_qkv ? "fused qkv" : "separate q/k/v",
+                  m->layers[0].bq.data || m->layers[0].bqkv.data ? ", biases" : "",
+                  m->layers[0].q_norm.data ? ", q/k norm" : "");
+        sb_printf(&b, "output          %s\n", hp->tied_output ? "tied to token_embd" : "output.weight");
+    }
+    /* tensor type histogram */
+    int64_t count[VX_TYPE_COUNT] = {0};
+    uint64_t bytes[VX_TYPE_COUNT] = {0};
+    for (int64_t i = 0; i < vx_gguf_n_tensors(m->gguf); i++) {
+        const vx_gguf_tensor *t = vx_gguf_tensor_at(m->gguf, i);
+        if (t->type >= 0 && t->type < VX_TYPE_COUNT) {
+            count[t->type]++;
+            bytes[t->type] += t->size;
+        }
+    }
+    sb_printf(&b, "tensor types   ");
+    for (int t = 0; t < VX_TYPE_COUNT; t++)
+        if (count[t])
+            sb_printf(&b, " %s x%" PRId64 " (%.2f MiB)", vx_type_name(t), count[t],
+                      (double)bytes[t] / (1 << 20));
+    sb_printf(&b, "\n");
+    return (int32_t)b.len;
+}

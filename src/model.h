@@ -1,0 +1,84 @@
+/*
+ * model.h - the loaded model: hyperparameters, architecture description and
+ * weight views into the mapped GGUF file. Read-only after load, so one model
+ * can serve any number of contexts and threads.
+ */
+#ifndef VX_MODEL_H
+#define VX_MODEL_H
+
+#include "gguf.h"
+#include "quant.h"
+#include "vortex.h"
+
+#define VX_MAX_LAYERS 512
+
+typedef enum vx_rope_kind {
+    VX_ROPE_NORM = 0, /* rotates adjacent pairs (2i, 2i+1): Llama */
+    VX_ROPE_NEOX = 1  /* rotates (i, i + n_rot/2): GPT-NeoX, Qwen, Phi-3 */
+} vx_rope_kind;
+
+/* What differs between architectures; the forward pass reads only this.
+ * Optional tensors (biases, q/k norms, fused projections) are detected from
+ * the file, so the table holds just what cannot be. */
+typedef struct vx_arch {
+    const char *name; /* general.architecture */
+    vx_rope_kind rope;
+    bool fused_qkv_ok;     /* attn_qkv may replace attn_q/k/v */
+    bool fused_gate_up_ok; /* ffn_up may hold [gate; up] without ffn_gate */
+} vx_arch;
+
+/* A 2-D (or 3-D, for stacked experts) weight matrix: ne0 elements per row,
+ * ne1 rows, ne2 matrices. Rows are row_size bytes apart. */
+typedef struct vx_weight {
+    const void *data;
+    int type;
+    int64_t ne[3];
+    size_t row_size; /* bytes per row */
+    size_t mat_size; /* bytes per ne0 x ne1 matrix */
+    const char *name;
+} vx_weight;
+
+typedef struct vx_layer {
+    vx_weight attn_norm;
+    vx_weight wq, wk, wv, wqkv, wo;
+    vx_weight bq, bk, bv, bqkv, bo; /* optional biases (data == NULL when absent) */
+    vx_weight q_norm, k_norm;       /* optional per-head RMSNorm weights [head_dim] */
+    vx_weight ffn_norm;
+    vx_weight ffn_gate, ffn_up, ffn_down; /* dense FFN */
+    vx_weight ffn_gate_inp;               /* MoE router [n_embd -> n_expert] */
+    vx_weight ffn_gate_exps, ffn_up_exps, ffn_down_exps;
+} vx_layer;
+
+typedef struct vx_hparams {
+    int32_t n_vocab;
+    int32_t n_embd;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim; /* key/value length per head */
+    int32_t n_ff;
+    int32_t n_ctx_train;
+    int32_t n_rot; /* rotary dimensions (<= head_dim) */
+    int32_t n_expert;
+    int32_t n_expert_used;
+    float rms_eps;
+    float rope_base;
+    float rope_scale; /* linear scaling: positions are divided by this (1 = none) */
+    bool fused_qkv, fused_gate_up, tied_output;
+} vx_hparams;
+
+struct vx_model {
+    vx_gguf *gguf;
+    vx_vocab *vocab;
+    const vx_arch *arch;
+    vx_hparams hp;
+    char name[128];
+    vx_weight tok_embd, output_norm, output, rope_freqs;
+    vx_layer *layers; /* [n_layer] */
+    uint64_t n_params, n_bytes;
+};
+
+/* Row r of a weight as float (any type); dst has ne[0] floats. */
+void vx_weight_row_f32(const vx_weight *w, int64_t r, float *dst);
+
+#endif

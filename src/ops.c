@@ -1,0 +1,83 @@
+/* ops.c - reference float ops and the generic matmul (dequantize a row,
+ * then dot it with every token). */
+#include "ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+float vx_dot_f32_ref(const float *a, const float *b, int64_t n) {
+    /* 8 partial sums: the same association order the SIMD variants use,
+     * and less rounding error than one running sum */
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
+    float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    for (; i < n; i++) r += a[i] * b[i];
+    return r;
+}
+
+void vx_axpy_f32_ref(float *y, float a, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+void vx_matmul_ref(const vx_kernels *k, const vx_weight *w, size_t mat_offset, int64_t r0,
+                   int64_t r1, const float *x, int64_t n, int64_t ldx, float *y, int64_t ldy,
+                   bool accumulate, float *scratch) {
+    const vx_type_traits *tr = vx_type_get_traits(w->type);
+    const uint8_t *base = (const uint8_t *)w->data + mat_offset;
+    const int64_t ne0 = w->ne[0];
+    for (int64_t r = r0; r < r1; r++) {
+        const float *row;
+        if (w->type == VX_TYPE_F32) {
+            row = (const float *)(const void *)(base + (size_t)r * w->row_size);
+        } else {
+            tr->to_float(base + (size_t)r * w->row_size, scratch, ne0);
+            row = scratch;
+        }
+        for (int64_t t = 0; t < n; t++) {
+            float d = k->dot_f32(row, x + t * ldx, ne0);
+            if (accumulate) y[t * ldy + r] += d;
+            else y[t * ldy + r] = d;
+        }
+    }
+}
+
+void vx_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
+    double ss = 0; /* double: n_embd up to 16k squares of values up to ~1e3 */
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(ss / (double)n + eps));
+    if (w)
+        for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
+    else
+        for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale;
+}
+
+void vx_rope_apply(float *v, const float *cs, int32_t n_rot, vx_rope_kind kind) {
+    const int32_t half = n_rot / 2;
+    for (int32_t i = 0; i < half; i++) {
+        const float c = cs[2 * i], s = cs[2 * i + 1];
+        const int32_t a = kind == VX_ROPE_NEOX ? i : 2 * i;
+        const int32_t b = kind == VX_ROPE_NEOX ? i + half : 2 * i + 1;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * c - x1 * s;
+        v[b] = x0 * s + x1 * c;
+    }
+}
+
+void vx_swiglu(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+void vx_softmax(float *x, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(x[i] / sum);
+}

@@ -1,0 +1,48 @@
+/*
+ * ops.h - the float operations of the forward pass (reference C), and the
+ * kernel table the context picks once at init (generic or per-ISA).
+ */
+#ifndef VX_OPS_H
+#define VX_OPS_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+/* Kernels that have SIMD variants. Filled once by vx_kernels_init(). */
+typedef struct vx_kernels {
+    const char *name; /* "generic", "avx2", ... */
+    float (*dot_f32)(const float *a, const float *b, int64_t n);
+    /* y += a * x */
+    void (*axpy_f32)(float *y, float a, const float *x, int64_t n);
+    /* Rows [r0, r1) of y[t][r] (+)= dot(W[r], x[t]) for t in [0, n).
+     * scratch holds at least ne0 floats. accumulate adds to y. */
+    void (*matmul)(const struct vx_kernels *k, const vx_weight *w, size_t mat_offset, int64_t r0,
+                   int64_t r1, const float *x, int64_t n, int64_t ldx, float *y, int64_t ldy,
+                   bool accumulate, float *scratch);
+} vx_kernels;
+
+typedef enum vx_isa { VX_ISA_GENERIC = 0, VX_ISA_AVX2 = 1 } vx_isa;
+
+/* Best ISA this CPU and OS support (CPUID + XGETBV). VX_FORCE_GENERIC=1 in
+ * the environment forces the reference kernels. */
+vx_isa vx_cpu_best_isa(void);
+void vx_kernels_init(vx_kernels *k, vx_isa isa);
+
+/* reference kernels */
+float vx_dot_f32_ref(const float *a, const float *b, int64_t n);
+void vx_axpy_f32_ref(float *y, float a, const float *x, int64_t n);
+void vx_matmul_ref(const vx_kernels *k, const vx_weight *w, size_t mat_offset, int64_t r0,
+                   int64_t r1, const float *x, int64_t n, int64_t ldx, float *y, int64_t ldy,
+                   bool accumulate, float *scratch);
+
+/* out = x / rms(x) * w (w may be NULL: no scale). out may alias x. */
+void vx_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
+/* Rotates one head vector in place; cs holds n_rot/2 (cos, sin) pairs. */
+void vx_rope_apply(float *v, const float *cs, int32_t n_rot, vx_rope_kind kind);
+/* silu(g) * u, elementwise into g */
+void vx_swiglu(float *g, const float *u, int64_t n);
+/* in-place softmax over n values */
+void vx_softmax(float *x, int64_t n);
+
+#endif

@@ -1,0 +1,137 @@
+/*
+ * quant.h - tensor element types: GGUF/ggml type ids, block layouts and the
+ * one traits table every kernel and loader consults.
+ *
+ * A quantized row of n elements is n / blck_size blocks of type_size bytes.
+ * Block layouts follow the GGUF specification (ggml's block_* structs), so
+ * rows can be read straight from a mapped file. Half-precision fields are
+ * stored as raw uint16_t bit patterns (IEEE fp16 unless named *_bf16).
+ */
+#ifndef VX_QUANT_H
+#define VX_QUANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ggml type ids as stored in GGUF tensor infos. */
+typedef enum vx_type {
+    VX_TYPE_F32 = 0,
+    VX_TYPE_F16 = 1,
+    VX_TYPE_Q4_0 = 2,
+    VX_TYPE_Q4_1 = 3,
+    VX_TYPE_Q5_0 = 6,
+    VX_TYPE_Q5_1 = 7,
+    VX_TYPE_Q8_0 = 8,
+    VX_TYPE_Q8_1 = 9,
+    VX_TYPE_Q2_K = 10,
+    VX_TYPE_Q3_K = 11,
+    VX_TYPE_Q4_K = 12,
+    VX_TYPE_Q5_K = 13,
+    VX_TYPE_Q6_K = 14,
+    VX_TYPE_Q8_K = 15,
+    VX_TYPE_IQ4_NL = 20,
+    VX_TYPE_I8 = 24,
+    VX_TYPE_I16 = 25,
+    VX_TYPE_I32 = 26,
+    VX_TYPE_I64 = 27,
+    VX_TYPE_F64 = 28,
+    VX_TYPE_BF16 = 30,
+    VX_TYPE_COUNT = 40 /* size of the traits table (ids above are sparse) */
+} vx_type;
+
+#define VX_QK4_0 32
+#define VX_QK4_1 32
+#define VX_QK5_0 32
+#define VX_QK5_1 32
+#define VX_QK8_0 32
+#define VX_QK8_1 32
+#define VX_QK_K 256
+#define VX_K_SCALE_SIZE 12
+#define VX_QK4_NL 32
+
+typedef struct { uint16_t d; uint8_t qs[VX_QK4_0 / 2]; } vx_block_q4_0;
+typedef struct { uint16_t d, m; uint8_t qs[VX_QK4_1 / 2]; } vx_block_q4_1;
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[VX_QK5_0 / 2]; } vx_block_q5_0;
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[VX_QK5_1 / 2]; } vx_block_q5_1;
+typedef struct { uint16_t d; int8_t qs[VX_QK8_0]; } vx_block_q8_0;
+typedef struct { uint16_t d, s; int8_t qs[VX_QK8_1]; } vx_block_q8_1; /* s = d * sum(qs) */
+typedef struct {
+    uint8_t scales[VX_QK_K / 16]; /* 4-bit scale | 4-bit min << 4 */
+    uint8_t qs[VX_QK_K / 4];
+    uint16_t d, dmin;
+} vx_block_q2_K;
+typedef struct {
+    uint8_t hmask[VX_QK_K / 8];
+    uint8_t qs[VX_QK_K / 4];
+    uint8_t scales[12]; /* 16 6-bit scales */
+    uint16_t d;
+} vx_block_q3_K;
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[VX_K_SCALE_SIZE]; /* 8 6-bit scales + 8 6-bit mins */
+    uint8_t qs[VX_QK_K / 2];
+} vx_block_q4_K;
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[VX_K_SCALE_SIZE];
+    uint8_t qh[VX_QK_K / 8];
+    uint8_t qs[VX_QK_K / 2];
+} vx_block_q5_K;
+typedef struct {
+    uint8_t ql[VX_QK_K / 2];
+    uint8_t qh[VX_QK_K / 4];
+    int8_t scales[VX_QK_K / 16];
+    uint16_t d;
+} vx_block_q6_K;
+typedef struct {
+    float d;
+    int8_t qs[VX_QK_K];
+    int16_t bsums[VX_QK_K / 16]; /* sum of qs in groups of 16 */
+} vx_block_q8_K;
+typedef struct { uint16_t d; uint8_t qs[VX_QK4_NL / 2]; } vx_block_iq4_nl;
+
+_Static_assert(sizeof(vx_block_q4_0) == 18, "q4_0 size");
+_Static_assert(sizeof(vx_block_q4_1) == 20, "q4_1 size");
+_Static_assert(sizeof(vx_block_q5_0) == 22, "q5_0 size");
+_Static_assert(sizeof(vx_block_q5_1) == 24, "q5_1 size");
+_Static_assert(sizeof(vx_block_q8_0) == 34, "q8_0 size");
+_Static_assert(sizeof(vx_block_q8_1) == 36, "q8_1 size");
+_Static_assert(sizeof(vx_block_q2_K) == 84, "q2_K size");
+_Static_assert(sizeof(vx_block_q3_K) == 110, "q3_K size");
+_Static_assert(sizeof(vx_block_q4_K) == 144, "q4_K size");
+_Static_assert(sizeof(vx_block_q5_K) == 176, "q5_K size");
+_Static_assert(sizeof(vx_block_q6_K) == 210, "q6_K size");
+_Static_assert(sizeof(vx_block_q8_K) == 292, "q8_K size");
+_Static_assert(sizeof(vx_block_iq4_nl) == 18, "iq4_nl size");
+
+/* Convert n elements (a multiple of blck_size) to float. */
+typedef void (*vx_to_float_fn)(const void *src, float *dst, int64_t n);
+/* Quantize n floats (a multiple of blck_size) into blocks. */
+typedef void (*vx_from_float_fn)(const float *src, void *dst, int64_t n);
+/* *s = dot(x, y) over n elements: x of this type, y of the type's vec_dot_type. */
+typedef void (*vx_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
+
+typedef struct vx_type_traits {
+    const char *name;            /* "Q4_K", ...; NULL for unused ids */
+    int64_t blck_size;           /* elements per block */
+    size_t type_size;            /* bytes per block */
+    bool is_quantized;
+    vx_to_float_fn to_float;     /* reference dequantization (plain C) */
+    vx_from_float_fn from_float; /* reference quantization (plain C); NULL if none */
+    vx_type vec_dot_type;        /* activation type the dot product pairs with */
+    vx_vec_dot_fn vec_dot;       /* reference dot product (plain C) */
+} vx_type_traits;
+
+/* Traits of a type id, or NULL for an unknown/unsupported id. */
+const vx_type_traits *vx_type_get_traits(int type);
+const char *vx_type_name(int type); /* "?" when unknown */
+/* Parses a type name ("q4_k", "Q8_0", "f16", ...); returns -1 if unknown. */
+int vx_type_from_name(const char *name);
+/* Bytes of a row of n elements; 0 if n is not a multiple of the block size. */
+size_t vx_row_size(vx_type type, int64_t n);
+
+/* IQ4_NL's non-linear 4-bit code book. */
+extern const int8_t vx_iq4nl_values[16];
+
+#endif

@@ -1,0 +1,517 @@
+/*
+ * quant_legacy.c - plain-C reference kernels for the float types (F32, F16,
+ * BF16), the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1) and
+ * IQ4_NL: dequantization, quantization and dot products.
+ *
+ * Dequantization reproduces the GGUF block definitions bit for bit, with
+ * the float operations in the reference order (the tests pin the exact
+ * output on the fixture models). The quantizers for Q4_0..Q8_1
+ * use the same round-to-nearest arithmetic as ggml's reference quantizers, so
+ * quantizing the same floats yields the same bytes (tests check this against
+ * the fixture models). Dot products accumulate integers within a block and
+ * doubles across blocks: each per-block term d_x*d_y*sumi is exact in double,
+ * which makes these kernels a sharp yardstick for the SIMD ones.
+ */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "common.h"
+#include "quant_ref.h"
+
+/* The quantizers reproduce ggml's bytes only if x*id + 8.5f and the like
+ * round after the product and again after the sum: a fused multiply-add
+ * rounds once and can land on the other side of a code boundary. GCC never
+ * fuses under -std=c11 (ISO mode implies -ffp-contract=off); clang fuses
+ * within an expression when FMA is enabled unless told not to. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+/* (int)v for v in [0, hi], with everything outside clamped (and NaN -> 0).
+ * Truncation of a non-negative value is floor, which the +0.5 / +8.5
+ * offsets below turn into round-half-up, as in ggml's quantizers. */
+static inline int trunc_clamp(float v, int hi) {
+    if (!(v >= 0.0f)) return 0;
+    if (v >= (float)hi) return hi;
+    return (int)v;
+}
+
+/* roundf (ties away from zero) clamped to [-127, 127]; NaN -> 0. */
+static inline int round_q8(float v) {
+    if (!(v > -127.0f)) return v != v ? 0 : -127;
+    if (v >= 127.0f) return 127;
+    return (int)roundf(v);
+}
+
+/* Signed value of largest magnitude (first one on ties) and its magnitude. */
+static float signed_absmax(const float *x, int n, float *amax_out) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++) {
+        float a = fabsf(x[j]);
+        if (a > amax) {
+            amax = a;
+            max = x[j];
+        }
+    }
+    *amax_out = amax;
+    return max;
+}
+
+static void min_max(const float *x, int n, float *mn, float *mx) {
+    float lo = FLT_MAX, hi = -FLT_MAX;
+    for (int j = 0; j < n; j++) {
+        if (x[j] < lo) lo = x[j];
+        if (x[j] > hi) hi = x[j];
+    }
+    *mn = lo;
+    *mx = hi;
+}
+
+static inline uint32_t load_u32(const uint8_t b[4]) {
+    uint32_t v;
+    memcpy(&v, b, 4); /* qh is 4 bytes inside a 2-aligned block */
+    return v;
+}
+
+/* ------------------------------------------------------------ float types */
+
+void vx_dequantize_row_f32(const void *src, float *dst, int64_t n) {
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+void vx_dequantize_row_f16(const void *src, float *dst, int64_t n) {
+    const uint16_t *x = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = vx_fp16_to_fp32(x[i]);
+}
+
+void vx_dequantize_row_bf16(const void *src, float *dst, int64_t n) {
+    const uint16_t *x = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = vx_bf16_to_fp32(x[i]);
+}
+
+void vx_quantize_row_f32(const float *src, void *dst, int64_t n) {
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+void vx_quantize_row_f16(const float *src, void *dst, int64_t n) {
+    uint16_t *y = dst;
+    for (int64_t i = 0; i < n; i++) y[i] = vx_fp32_to_fp16(src[i]);
+}
+
+void vx_quantize_row_bf16(const float *src, void *dst, int64_t n) {
+    uint16_t *y = dst;
+    for (int64_t i = 0; i < n; i++) y[i] = vx_fp32_to_bf16(src[i]);
+}
+
+void vx_vec_dot_f32(int64_t n, float *s, const void *vx, const void *vy) {
+    const float *x = vx, *y = vy;
+    double acc = 0.0;
+    for (int64_t i = 0; i < n; i++) acc += (double)x[i] * y[i];
+    *s = (float)acc;
+}
+
+void vx_vec_dot_f16(int64_t n, float *s, const void *vx, const void *vy) {
+    const uint16_t *x = vx, *y = vy;
+    double acc = 0.0;
+    for (int64_t i = 0; i < n; i++) acc += (double)vx_fp16_to_fp32(x[i]) * vx_fp16_to_fp32(y[i]);
+    *s = (float)acc;
+}
+
+void vx_vec_dot_bf16(int64_t n, float *s, const void *vx, const void *vy) {
+    const uint16_t *x = vx, *y = vy;
+    double acc = 0.0;
+    for (int64_t i = 0; i < n; i++) acc += (double)vx_bf16_to_fp32(x[i]) * vx_bf16_to_fp32(y[i]);
+    *s = (float)acc;
+}
+
+/* ------------------------------------------------------------------ Q4_0 */
+/* x = d * (q - 8); byte j holds element j (low nibble) and j + 16 (high). */
+
+void vx_dequantize_row_q4_0(const void *src, float *dst, int64_t n) {
+    const vx_block_q4_0 *b = src;
+    for (int64_t i = 0; i < n / VX_QK4_0; i++, dst += VX_QK4_0) {
+        const float d = vx_fp16_to_fp32(b[i].d);
+        for (int j = 0; j < VX_QK4_0 / 2; j++) {
+            dst[j] = (float)((b[i].qs[j] & 0x0F) - 8) * d;
+            dst[j + VX_QK4_0 / 2] = (float)((b[i].qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+void vx_quantize_row_q4_0(const float *src, void *dst, int64_t n) {
+    vx_block_q4_0 *b = dst;
+    for (int64_t i = 0; i < n / VX_QK4_0; i++, src += VX_QK4_0) {
+        float amax;
+        /* The signed extreme maps to -8, the level with no positive twin,
+         * so the full 16-level range is used on the side that needs it. */
+        const float max = signed_absmax(src, VX_QK4_0, &amax);
+        const float d = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = vx_fp32_to_fp16(d);
+        for (int j = 0; j < VX_QK4_0 / 2; j++) {
+            int lo = trunc_clamp(src[j] * id + 8.5f, 15);
+            int hi = trunc_clamp(src[j + VX_QK4_0 / 2] * id + 8.5f, 15);
+            b[i].qs[j] = (uint8_t)(lo | (hi << 4));
+        }
+    }
+}
+
+void vx_vec_dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    const vx_block_q4_0 *x = vx;
+    const vx_block_q8_0 *y = vy;
+    double acc = 0.0;
+    for (int64_t i = 0; i < n / VX_QK4_0; i++) {
+        int sumi = 0;
+        for (int j = 0; j < VX_QK4_0 / 2; j++) {
+            sumi += ((x[i].qs[j] & 0x0F) - 8) * y[i].qs[j];
+            sumi += ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + VX_QK4_0 / 2];
+        }
+        acc += (double)(vx_fp16_to_fp32(x[i].d) * vx_fp16_to_fp32(y[i].d)) * sumi;
+    }
+    *s = (float)acc;
+}
+
+/* ------------------------------------------------------------------ Q4_1 */
+/* x = d * q + m, q in 0..15, same nibble order as Q4_0. */
+
+void vx_dequantize_row_q4_1(const void *src, float *dst, int64_t n) {
+    const vx_block_q4_1 *b = src;
+    for (int64_t i = 0; i < n / VX_QK4_1; i++, dst += VX_QK4_1) {
+        const float d = vx_fp16_to_fp32(b[i].d);
+        const float m = vx_fp16_to_fp32(b[i].m);
+        for (int j = 0; j < VX_QK4_1 / 2; j++) {
+            dst[j] = (float)(b[i].qs[j] & 0x0F) * d + m;
+            dst[j + VX_QK4_1 / 2] = (float)(b[i].qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+void vx_quantize_row_q4_1(const float *src, void *dst, int64_t n) {
+    vx_block_q4_1 *b = dst;
+    for (int64_t i = 0; i < n / VX_QK4_1; i++, src += VX_QK4_1) {
+        float mn, mx;
+        min_max(src, VX_QK4_1, &mn, &mx);
+        const float d = (mx - mn) / 15.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = vx_fp32_to_fp16(d);
+        b[i].m = vx_fp32_to_fp16(mn);
+        for (int j = 0; j < VX_QK4_1 / 2; j++) {
+            int lo = trunc_clamp((src[j] - mn) * id + 0.5f, 15);
+            int hi = trunc_clamp((src[j + VX_QK4_1 / 2] - mn) * id + 0.5f, 15);
+            b[i].qs[j] = (uint8_t)(lo | (hi << 4));
+        }
+    }
+}
+
+void vx_vec_dot_q4_1_q8_1(int64_t n, float *s, const void *vx, const void *vy) {
+    const vx_block_q4_1 *x = vx;
+    const vx_block_q8_1 *y = vy;
+    double acc = 0.0;
+    for (int64_t i = 0; i < n / VX_QK4_1; i++) {
+        int sumi = 0;
+        for (int j = 0; j < VX_QK4_1 / 2; j++) {
+            sumi += (x[i].qs[j] & 0x0F) * y[i].qs[j];
+            sumi += (x[i].qs[j] >> 4) * y[i].qs[j + VX_QK4_1 / 2];
+        }
+        /* sum(d q + m)(dy qy) = d dy sum(q qy) + m * s, with s = dy sum(qy) */
+        acc += (double)(vx_fp16_to_fp32(x[i].d) * vx_fp16_to_fp32(y[i].d)) * sumi;
+        acc += (double)(vx_fp16_to_fp32(x[i].m) * vx_fp16_to_fp32(y[i].s));
+    }
+    *s = (float)acc;
+}
+
+/* ------------------------------------------------------------------ Q5_0 */
+/* x = d * (q - 16); low 4 bits as Q4_0, bit 4 of element j in bit j of qh. */
+
+void vx_dequantize_row_q5_0(const void *src, float *dst, int64_t n) {
+    const vx_block_q5_0 *b = src;
+    for (int64_t i = 0; i < n / VX_QK5_0; i++, dst += VX_QK5_0) {
+        const float d = vx_fp16_to_fp32(b[i].d);
+        const uint32_t qh = load_u32(b[i].qh);
+        for (int j = 0; j < VX_QK5_0 / 2; j++) {
+            int lo = (b[i].qs[j] & 0x0F) | (int)(((qh >> j) & 1u) << 4);
+            int hi = (b[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+            dst[j] = (float)(lo - 16) * d;
+            dst[j + VX_QK5_0 / 2] = (float)(hi - 16) * d;
+        }
+    }
+}
+
+void vx_quantize_row_q5_0(const float *src, void *dst, int64_t n) {
+    vx_block_q5_0 *b = dst;
+    for (int64_t i = 0; i < n / VX_QK5_0; i++, src += VX_QK5_0) {
+        float amax;
+        const float max = signed_absmax(src, VX_QK5_0, &amax);
+        const float d = max / -16.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint32_t qh = 0;
+        b[i].d = vx_fp32_to_fp16(d);
+        for (int j = 0; j < VX_QK5_0 / 2; j++) {
+            int lo = trunc_clamp(src[j] * id + 16.5f, 31);
+            int hi = trunc_clamp(src[j + VX_QK5_0 / 2] * id + 16.5f, 31);
+            b[i].qs[j] = (uint8_t)((lo & 0x0F) | ((hi & 0x0F) << 4));
+            qh |= (uint32_t)(lo >> 4) << j;
+            qh |= (uint32_t)(hi >> 4) << (j + 16);
+        }
+        memcpy(b[i].qh, &qh, 4);
+    }
+}
+
+void vx_vec_dot_q5_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    const vx_block_q5_0 *x = vx;
+    const vx_block_q8_0 *y = vy;
+    double acc = 0.0;
+    for (int64_t i = 0; i < n / VX_QK5_0; i++) {
+        const uint32_t qh = load_u32(x[i].qh);
+        int sumi = 0;
+        for (int j = 0; j < VX_QK5_0 / 2; j++) {
+            int lo = (x[i].qs[j] & 0x0F) | (int)(((qh >> j) & 1u) << 4);
+            int hi = (x[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+            sumi += (lo - 16) * y[i].qs[j] + (hi - 16) * y[i].qs[j + VX_QK5_0 / 2];
+        }
+        acc += (double)(vx_fp16_to_fp32(x[i].d) * vx_fp16_to_fp32(y[i].d)) * sumi;
+    }
+    *s = (float)acc;
+}
+
+/* ------------------------------------------------------------------ Q5_1 */
+/* x = d * q + m, q in 0..31, bits as Q5_0. */
+
+void vx_dequantize_row_q5_1(const void *src, float *dst, int64_t n) {
+    const vx_block_q5_1 *b = src;
+    for (int64_t i = 0; i < n / VX_QK5_1; i++, dst += VX_QK5_1) {
+        const float d = vx_fp16_to_fp32(b[i].d);
+        const float m = vx_fp16_to_fp32(b[i].m);
+        const uint32_t qh = load_u32(b[i].qh);
+        for (int j = 0; j < VX_QK5_1 / 2; j++) {
+            int lo = (b[i].qs[j] & 0x0F) | (int)(((qh >> j) & 1u) << 4);
+            int hi = (b[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+            dst[j] = (float)lo * d + m;
+            dst[j + VX_QK5_1 / 2] = (float)hi * d + m;
+        }
+    }
+}
+
+void vx_quantize_row_q5_1(const float *src, void *dst, int64_t n) {
+    vx_block_q5_1 *b = dst;
+    for (int64_t i = 0; i < n / VX_QK5_1; i++, src += VX_QK5_1) {
+        float mn, mx;
+        min_max(src, VX_QK5_1, &mn, &mx);
+        const float d = (mx - mn) / 31.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint32_t qh = 0;
+        b[i].d = vx_fp32_to_fp16(d);
+        b[i].m = vx_fp32_to_fp16(mn);
+        for (int j = 0; j < VX_QK5_1 / 2; j++) {
+            int lo = trunc_clamp((src[j] - mn) * id + 0.5f, 31);
+            int hi = trunc_clamp((src[j + VX_QK5_1 / 2] - mn) * id + 0.5f, 31);
+            b[i].qs[j] = (uint8_t)((lo & 0x0F) | ((hi & 0x0F) << 4));
+            qh |= (uint32_t)(lo >> 4) << j;
+            qh |= (uint32_t)(hi >> 4) << (j + 16);
+        }
+        memcpy(b[i].qh, &qh, 4);
+    }
+}
+
+void vx_vec_dot_q5_1_q8_1(int64_t n, float *s, const void *vx, const void *vy) {
+    const vx_block_q5_1 *x = vx;
+    const vx_block_q8_1 *y = vy;
+    double acc = 0.0;
+    for (int64_t i = 0; i < n / VX_QK5_1; i++) {
+        const uint32_t qh = load_u32(x[i].qh);
+        int sumi = 0;
+        for (int j = 0; j < VX_QK5_1 / 2; j++) {
+            int lo = (x[i].qs[j] & 0x0F) | (int)(((qh >> j) & 1u) << 4);
+            int hi = (x[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+            sumi += lo * y[i].qs[j] + hi * y[i].qs[j + VX_QK5_1 / 2];
+        }
+        acc += (double)(vx_fp16_to_fp32(x[i].d) * vx_fp16_to_fp32(y[i].d)) * sumi;
+        acc += (double)(vx_fp16_to_fp32(x[i].m) * vx_fp16_to_fp32(y[i].s));
+    }
+    *s = (float)acc;
+}
+
+/* ------------------------------------------------------------ Q8_0, Q8_1 */
+/* x = d * q; d = amax / 127 so the extreme lands on +-127. */
+
+void vx_dequantize_row_q8_0(const void *src, float *dst, int64_t n) {
+    const vx_block_q8_0 *b = src;
+    for (int64_t i = 0; i < n / VX_QK8_0; i++, dst += VX_QK8_0) {
+        const float d = vx_fp16_to_fp32(b[i].d);
+        for (int j = 0; j < VX_QK8_0; j++) dst[j] = (float)b[i].qs[j] * d;
+    }
+}
+
+void vx_quantize_row_q8_0(const float *src, void *dst, int64_t n) {
+    vx_block_q8_0 *b = dst;
+    for (int64_t i = 0; i < n / VX_QK8_0; i++, src += VX_QK8_0) {
+        float amax;
+        (void)signed_absmax(src, VX_QK8_0, &amax);
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = vx_fp32_to_fp16(d);
+        for (int j = 0; j < VX_QK8_0; j++) b[i].qs[j] = (int8_t)round_q8(src[j] * id);
+    }
+}
+
+void vx_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    const vx_block_q8_0 *x = vx;
+    const vx_block_q8_0 *y = vy;
+    double acc = 0.0;
+    for (int64_t i = 0; i < n / VX_QK8_0; i++) {
+        int sumi = 0;
+        for (int j = 0; j < VX_QK8_0; j++) sumi += x[i].qs[j] * y[i].qs[j];
+        acc += (double)(vx_fp16_to_fp32(x[i].d) * vx_fp16_to_fp32(y[i].d)) * sumi;
+    }
+    *s = (float)acc;
+}
+
+void vx_dequantize_row_q8_1(const void *src, float *dst, int64_t n) {
+    const vx_block_q8_1 *b = src;
+    for (int64_t i = 0; i < n / VX_QK8_1; i++, dst += VX_QK8_1) {
+        const float d = vx_fp16_to_fp32(b[i].d);
+        for (int j = 0; j < VX_QK8_1; j++) dst[j] = (float)b[i].qs[j] * d;
+    }
+}
+
+void vx_quantize_row_q8_1(const float *src, void *dst, int64_t n) {
+    vx_block_q8_1 *b = dst;
+    for (int64_t i = 0; i < n / VX_QK8_1; i++, src += VX_QK8_1) {
+        float amax;
+        (void)signed_absmax(src, VX_QK8_1, &amax);
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int sum = 0;
+        b[i].d = vx_fp32_to_fp16(d);
+        for (int j = 0; j < VX_QK8_1; j++) {
+            int q = round_q8(src[j] * id);
+            b[i].qs[j] = (int8_t)q;
+            sum += q;
+        }
+        /* s lets Q4_1/Q5_1 dots add m * sum(y) without touching y again */
+        b[i].s = vx_fp32_to_fp16((float)sum * d);
+    }
+}
+
+void vx_vec_dot_q8_1_q8_1(int64_t n, float *s, const void *vx, const void *vy) {
+    const vx_block_q8_1 *x = vx;
+    const vx_block_q8_1 *y = vy;
+    double acc = 0.0;
+    for (int64_t i = 0; i < n / VX_QK8_1; i++) {
+        int sumi = 0;
+        for (int j = 0; j < VX_QK8_1; j++) sumi += x[i].qs[j] * y[i].qs[j];
+        acc += (double)(vx_fp16_to_fp32(x[i].d) * vx_fp16_to_fp32(y[i].d)) * sumi;
+    }
+    *s = (float)acc;
+}
+
+/* ---------------------------------------------------------------- IQ4_NL */
+/* x = d * vx_iq4nl_values[q]; nibble order as Q4_0. */
+
+/* Midpoints between neighbouring IQ4_NL codes (the codes ascend). */
+static const float iq4nl_splits[15] = {-115.5f, -93.5f, -74.0f, -57.0f, -42.0f, -28.5f, -16.0f,
+                                       -4.5f,   7.0f,   19.0f,  31.5f,  45.5f,  61.0f,  79.0f,
+                                       101.0f};
+
+/* Index of the code-book value nearest to v, i.e. the number of midpoints
+ * below it, by a binary search written as selects: the searching quantizer
+ * calls this in its inner loop with unpredictable outcomes, which would
+ * make real branches mispredict. NaN gives 0. */
+static inline int iq4nl_nearest(float v) {
+    int k = v > iq4nl_splits[7] ? 8 : 0; /* answer in [k, k + 7] */
+    k += v > iq4nl_splits[k + 3] ? 4 : 0;  /* [k, k + 3] */
+    k += v > iq4nl_splits[k + 1] ? 2 : 0;  /* [k, k + 1] */
+    k += v > iq4nl_splits[k] ? 1 : 0;
+    return k;
+}
+
+void vx_dequantize_row_iq4_nl(const void *src, float *dst, int64_t n) {
+    const vx_block_iq4_nl *b = src;
+    for (int64_t i = 0; i < n / VX_QK4_NL; i++, dst += VX_QK4_NL) {
+        const float d = vx_fp16_to_fp32(b[i].d);
+        for (int j = 0; j < VX_QK4_NL / 2; j++) {
+            dst[j] = d * (float)vx_iq4nl_values[b[i].qs[j] & 0x0F];
+            dst[j + VX_QK4_NL / 2] = d * (float)vx_iq4nl_values[b[i].qs[j] >> 4];
+        }
+    }
+}
+
+/* For a trial inverse scale, picks the nearest codes and returns the
+ * least-squares scale for them (sum x v / sum v^2) and, via *gain, the
+ * error reduction (sum x v)^2 / sum v^2: maximizing it minimizes the error. */
+static float iq4nl_try(const float *x, float id, double *gain) {
+    int svv = 0;
+    float p[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* partial sums: no serial add chain */
+    for (int j = 0; j < VX_QK4_NL; j += 4) {
+        for (int k = 0; k < 4; k++) {
+            int v = vx_iq4nl_values[iq4nl_nearest(x[j + k] * id)];
+            p[k] += x[j + k] * (float)v;
+            svv += v * v;
+        }
+    }
+    double sxv = ((double)p[0] + p[1]) + ((double)p[2] + p[3]);
+    *gain = sxv * sxv / svv; /* svv > 0: no code is 0 */
+    return (float)(sxv / svv);
+}
+
+#define IQ4_TRIALS 4   /* trial scales on each side of each nominal one */
+#define IQ4_STEP 2.5f  /* in code-book units at the extreme (-127 / 113) */
+
+void vx_quantize_row_iq4_nl(const float *src, void *dst, int64_t n) {
+    vx_block_iq4_nl *b = dst;
+    for (int64_t i = 0; i < n / VX_QK4_NL; i++, src += VX_QK4_NL) {
+        float amax;
+        const float max = signed_absmax(src, VX_QK4_NL, &amax);
+        float best_d = 0.0f;
+        if (amax > 0.0f && isfinite(amax)) {
+            /* The code book is asymmetric (-127..113): try mapping the extreme
+             * onto either end, each with a spread of nearby scales, keep the
+             * least-squares fit with the smallest error, then polish it by
+             * re-picking codes for the fitted scale while that helps. */
+            double best_gain = -1.0;
+            for (int side = 0; side < 2; side++) {
+                const float end = side == 0 ? (float)vx_iq4nl_values[0] : (float)vx_iq4nl_values[15];
+                for (int t = -IQ4_TRIALS; t <= IQ4_TRIALS; t++) {
+                    double gain;
+                    float d = iq4nl_try(src, (end + IQ4_STEP * (float)t) / max, &gain);
+                    if (gain > best_gain) {
+                        best_gain = gain;
+                        best_d = d;
+                    }
+                }
+            }
+            for (int it = 0; it < 2 && best_d != 0.0f; it++) {
+                double gain;
+                float d = iq4nl_try(src, 1.0f / best_d, &gain);
+                if (!(gain > best_gain)) break;
+                best_gain = gain;
+                best_d = d;
+            }
+        }
+        b[i].d = vx_fp32_to_fp16(best_d);
+        /* Pick the codes against the scale actually stored (fp16). */
+        const float d = vx_fp16_to_fp32(b[i].d);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int j = 0; j < VX_QK4_NL / 2; j++) {
+            int lo = iq4nl_nearest(src[j] * id);
+            int hi = iq4nl_nearest(src[j + VX_QK4_NL / 2] * id);
+            b[i].qs[j] = (uint8_t)(lo | (hi << 4));
+        }
+    }
+}
+
+void vx_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    const vx_block_iq4_nl *x = vx;
+    const vx_block_q8_0 *y = vy;
+    double acc = 0.0;
+    for (int64_t i = 0; i < n / VX_QK4_NL; i++) {
+        int sumi = 0;
+        for (int j = 0; j < VX_QK4_NL / 2; j++) {
+            sumi += vx_iq4nl_values[x[i].qs[j] & 0x0F] * y[i].qs[j];
+            sumi += vx_iq4nl_values[x[i].qs[j] >> 4] * y[i].qs[j + VX_QK4_NL / 2];
+        }
+        acc += (double)(vx_fp16_to_fp32(x[i].d) * vx_fp16_to_fp32(y[i].d)) * sumi;
+    }
+    *s = (float)acc;
+}

@@ -1,0 +1,256 @@
+/*
+ * test_models.c - end-to-end accuracy against the model fixtures
+ * (../shared/fixtures/models, see its README):
+ *  - logits of all 48 prompt positions in one batch vs ref64 (exact float64
+ *    math): normalized RMSE <= max(1.25 x llama.cpp's, 1e-5) and top-1
+ *    agreement >= llama.cpp's - 1;
+ *  - the same prompt one token at a time (the decode path), against ref64
+ *    with the same bar and against the batched logits;
+ *  - greedy continuation of 64 tokens equals ref64's for F32/F16/BF16 files;
+ *    for quantized files a divergence is accepted only at a step where
+ *    ref64's top-2 margin is below 4x our measured max logit error;
+ *  - stories260K (a real trained model): 200 greedy ids from BOS equal
+ *    llama2.c's.
+ * VX_TEST_MODEL=substring limits the run to matching files.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "vortex.h"
+
+#define NPOS 48
+
+typedef struct stats {
+    double rel_rmse, max_abs;
+    int top1;
+} stats;
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static stats compare(const float *a, const float *ref, int npos, int nv) {
+    double se = 0, sr = 0, mx = 0;
+    int top1 = 0;
+    for (int p = 0; p < npos; p++) {
+        for (int i = 0; i < nv; i++) {
+            double d = (double)a[p * nv + i] - ref[p * nv + i];
+            se += d * d;
+            sr += (double)ref[p * nv + i] * ref[p * nv + i];
+            if (fabs(d) > mx) mx = fabs(d);
+        }
+        top1 += argmax(a + p * nv, nv) == argmax(ref + p * nv, nv);
+    }
+    stats s = {sqrt(se / sr), mx, top1};
+    return s;
+}
+
+static vx_context *new_ctx(vx_model *m, int n_ctx, int n_batch) {
+    vx_context_params cp = vx_context_default_params();
+    cp.n_ctx = (uint32_t)n_ctx;
+    cp.n_batch = (uint32_t)n_batch;
+    cp.n_threads = getenv("VX_TEST_THREADS") ? atoi(getenv("VX_TEST_THREADS")) : 2;
+    cp.kv_type = VX_KV_F32; /* the references use an exact cache */
+    vx_context *c = NULL;
+    char err[VX_ERRMSG_MAX];
+    if (vx_context_init(m, &cp, &c, err, sizeof err) != VX_OK) {
+        fprintf(stderr, "context: %s\n", err);
+        return NULL;
+    }
+    return c;
+}
+
+/* Evaluates ids[0..n) from position 0 with batches of `step` tokens; writes
+ * logits of every position into out [n][nv]. */
+static bool eval(vx_context *c, const vx_token *ids, int n, int step, float *out, int nv) {
+    vx_pos pos[NPOS];
+    vx_seq_id seq[NPOS] = {0};
+    int8_t want[NPOS];
+    for (int i = 0; i < n; i++) { pos[i] = i; want[i] = 1; }
+    for (int i0 = 0; i0 < n; i0 += step) {
+        int nb = n - i0 < step ? n - i0 : step;
+        vx_batch b = {nb, ids + i0, pos + i0, seq + i0, want + i0};
+        if (vx_decode(c, &b) != VX_OK) {
+            fprintf(stderr, "decode: %s\n", vx_context_errmsg(c));
+            return false;
+        }
+        for (int j = 0; j < nb; j++) memcpy(out + (size_t)(i0 + j) * nv, vx_get_logits_ith(c, j), sizeof(float) * nv);
+    }
+    return true;
+}
+
+/* Greedy: after evaluating the prompt, generate n ids one at a time. The
+ * last prompt logits are in `last`. */
+static bool greedy(vx_context *c, const float *last, int n_prompt, int n, int nv, vx_token *out) {
+    const float *lg = last;
+    for (int i = 0; i < n; i++) {
+        vx_token t = argmax(lg, nv);
+        out[i] = t;
+        vx_pos p = n_prompt + i;
+        vx_seq_id s = 0;
+        vx_batch b = {1, &t, &p, &s, NULL};
+        if (i + 1 < n) {
+            if (vx_decode(c, &b) != VX_OK) return false;
+            lg = vx_get_logits_ith(c, 0);
+        }
+    }
+    return true;
+}
+
+static float *read_f32(const char *rel, size_t n) {
+    size_t sz = 0;
+    char *buf = vx_test_read_file(vx_test_fixture_path(rel), &sz);
+    if (!buf || sz != n * sizeof(float)) {
+        free(buf);
+        return NULL;
+    }
+    return (float *)(void *)buf;
+}
+
+static void test_model(const cJSON *e, const vx_token *prompt) {
+    const char *rel = cJSON_GetObjectItem(e, "path")->valuestring;
+    const char *type = cJSON_GetObjectItem(e, "type")->valuestring;
+    const cJSON *lc = cJSON_GetObjectItem(e, "llamacpp_vs_ref64");
+    const double lc_rel = cJSON_GetObjectItem(lc, "rel_rmse")->valuedouble;
+    const int lc_top1 = cJSON_GetObjectItem(lc, "top1_agree")->valueint;
+    const double bound = fmax(1.25 * lc_rel, 1e-5);
+
+    char err[VX_ERRMSG_MAX];
+    vx_model *m = NULL;
+    vx_model_params mp = vx_model_default_params();
+    vx_status st = vx_model_load(vx_test_fixture_path(rel), &mp, &m, err, sizeof err);
+    CHECKF(st == VX_OK, "%s: %s", rel, err);
+    if (st) return;
+    const int nv = vx_vocab_n_tokens(vx_model_get_vocab(m));
+    const size_t nlog = (size_t)NPOS * nv;
+    float *ref = read_f32(cJSON_GetObjectItem(cJSON_GetObjectItem(e, "refs"), "ref64")->valuestring, nlog);
+    float *batched = malloc(nlog * sizeof(float)), *single = malloc(nlog * sizeof(float));
+    CHECKF(ref != NULL, "%s: reference logits missing", rel);
+    vx_context *c = new_ctx(m, 256, NPOS);
+    CHECK(c != NULL);
+    if (!ref || !c || !batched || !single) goto out;
+
+    CHECK(eval(c, prompt, NPOS, NPOS, batched, nv));
+    stats sb = compare(batched, ref, NPOS, nv);
+    CHECKF(sb.rel_rmse <= bound, "%s batched: rel_rmse %.3g > bound %.3g", rel, sb.rel_rmse, bound);
+    CHECKF(sb.top1 >= lc_top1 - 1, "%s batched: top-1 %d < llama.cpp %d - 1", rel, sb.top1, lc_top1);
+
+    /* greedy continuation on the batched cache */
+    const cJSON *g = cJSON_GetObjectItem(e, "greedy");
+    const cJSON *gref = cJSON_GetObjectItem(g, "ref64");
+    const cJSON *margins = cJSON_GetObjectItem(g, "ref64_step_margins");
+    const int ng = cJSON_GetArraySize(gref);
+    vx_token gen[64];
+    int agree = 0;
+    if (ng == 64 && greedy(c, batched + (size_t)(NPOS - 1) * nv, NPOS, ng, nv, gen)) {
+        while (agree < ng && gen[agree] == cJSON_GetArrayItem(gref, agree)->valueint) agree++;
+        const bool exact = !strcmp(type, "F32") || !strcmp(type, "F16") || !strcmp(type, "BF16");
+        if (exact) {
+            CHECKF(agree == ng, "%s greedy diverges from ref64 at step %d", rel, agree);
+        } else if (agree < ng) {
+            double margin = cJSON_GetArrayItem(margins, agree)->valuedouble;
+            CHECKF(margin < 4 * sb.max_abs,
+                   "%s greedy diverges at step %d where ref64's margin %.3g >= 4 x max error %.3g",
+                   rel, agree, margin, sb.max_abs);
+        }
+    } else {
+        CHECKF(false, "%s: greedy generation failed", rel);
+    }
+
+    /* the decode path: one token at a time in a fresh context */
+    vx_context_free(c);
+    c = new_ctx(m, 256, 1);
+    CHECK(c != NULL);
+    if (!c) goto out;
+    CHECK(eval(c, prompt, NPOS, 1, single, nv));
+    stats ss = compare(single, ref, NPOS, nv);
+    stats sx = compare(single, batched, NPOS, nv);
+    CHECKF(ss.rel_rmse <= bound, "%s decode: rel_rmse %.3g > bound %.3g", rel, ss.rel_rmse, bound);
+    CHECKF(ss.top1 >= lc_top1 - 1, "%s decode: top-1 %d < llama.cpp %d - 1", rel, ss.top1, lc_top1);
+    CHECKF(sx.rel_rmse <= bound, "%s decode vs batched: rel_rmse %.3g > %.3g", rel, sx.rel_rmse, bound);
+
+    printf("%-34s rel_rmse %.2e (llama.cpp %.2e, bound %.2e) max %.2e top1 %2d/%d (llama.cpp %2d) "
+           "decode %.2e greedy %2d/64\n",
+           rel, sb.rel_rmse, lc_rel, bound, sb.max_abs, sb.top1, NPOS, lc_top1, ss.rel_rmse, agree);
+out:
+    vx_context_free(c);
+    free(ref);
+    free(batched);
+    free(single);
+    vx_model_free(m);
+}
+
+static void test_stories(void) {
+    char *js = vx_test_read_file(vx_test_fixture_path("models/stories260K/stories260K.greedy200.json"), NULL);
+    CHECK(js != NULL);
+    if (!js) return;
+    cJSON *root = cJSON_Parse(js);
+    free(js);
+    const cJSON *ids = cJSON_GetObjectItem(root, "ids");
+    if (!ids) ids = cJSON_GetObjectItem(root, "run_c");
+    CHECKF(cJSON_IsArray(ids), "stories260K.greedy200.json: no id list");
+    if (!cJSON_IsArray(ids)) {
+        cJSON_Delete(root);
+        return;
+    }
+    char err[VX_ERRMSG_MAX];
+    vx_model *m = NULL;
+    vx_model_params mp = vx_model_default_params();
+    vx_status st = vx_model_load(vx_test_fixture_path("models/stories260K/stories260K.gguf"), &mp, &m, err, sizeof err);
+    CHECKF(st == VX_OK, "stories260K: %s", err);
+    if (st) {
+        cJSON_Delete(root);
+        return;
+    }
+    const int nv = vx_vocab_n_tokens(vx_model_get_vocab(m));
+    vx_context *c = new_ctx(m, 512, 1);
+    int n = cJSON_GetArraySize(ids), agree = 0;
+    vx_token t = vx_vocab_bos(vx_model_get_vocab(m));
+    CHECK(t == 1);
+    for (int i = 0; c && i < n; i++) {
+        vx_pos p = i;
+        vx_seq_id s = 0;
+        vx_batch b = {1, &t, &p, &s, NULL};
+        if (vx_decode(c, &b) != VX_OK) break;
+        t = argmax(vx_get_logits_ith(c, 0), nv);
+        if (t != cJSON_GetArrayItem(ids, i)->valueint) break;
+        agree++;
+    }
+    CHECKF(agree == n, "stories260K: greedy agrees for %d of %d ids", agree, n);
+    printf("stories260K greedy: %d/%d ids equal llama2.c's\n", agree, n);
+    vx_context_free(c);
+    vx_model_free(m);
+    cJSON_Delete(root);
+}
+
+int main(void) {
+    size_t sz;
+    char *js = vx_test_read_file(vx_test_fixture_path("models/manifest.json"), &sz);
+    CHECKF(js != NULL, "cannot read %s", vx_test_fixture_path("models/manifest.json"));
+    if (!js) return vx_test_finish("test_models");
+    cJSON *root = cJSON_Parse(js);
+    free(js);
+    const cJSON *pids = cJSON_GetObjectItem(root, "prompt_ids");
+    vx_token prompt[NPOS];
+    CHECK(cJSON_GetArraySize(pids) == NPOS);
+    for (int i = 0; i < NPOS; i++) prompt[i] = cJSON_GetArrayItem(pids, i)->valueint;
+    const char *only = getenv("VX_TEST_MODEL");
+    const cJSON *e;
+    int n = 0;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(root, "models")) {
+        const char *path = cJSON_GetObjectItem(e, "path")->valuestring;
+        if (only && !strstr(path, only)) continue;
+        test_model(e, prompt);
+        n++;
+    }
+    CHECKF(only || n >= 30, "only %d models in the manifest", n);
+    if (!only || strstr("stories260K", only)) test_stories();
+    cJSON_Delete(root);
+    return vx_test_finish("test_models");
+}

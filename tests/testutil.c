@@ -1,0 +1,40 @@
+/* testutil.c - see testutil.h */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int vx_test_failures = 0;
+int vx_test_checks = 0;
+
+const char *vx_test_fixtures(void) {
+    const char *e = getenv("VX_FIXTURES");
+    return e && *e ? e : "../shared/fixtures";
+}
+
+const char *vx_test_fixture_path(const char *rel) {
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s/%s", vx_test_fixtures(), rel);
+    return buf;
+}
+
+char *vx_test_read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return NULL; }
+    long n = ftell(f);
+    if (n < 0) { fclose(f); return NULL; }
+    rewind(f);
+    char *buf = malloc((size_t)n + 1);
+    if (!buf) { fclose(f); return NULL; }
+    if (fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); fclose(f); return NULL; }
+    fclose(f);
+    buf[n] = 0;
+    if (size) *size = (size_t)n;
+    return buf;
+}
+
+int vx_test_finish(const char *name) {
+    printf("%s: %d checks, %d failed\n", name, vx_test_checks, vx_test_failures);
+    return vx_test_failures == 0 ? 0 : 1;
+}

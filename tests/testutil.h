@@ -1,0 +1,42 @@
+/* testutil.h - tiny test harness: CHECK macros, fixture paths, file helpers. */
+#ifndef VX_TESTUTIL_H
+#define VX_TESTUTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+extern int vx_test_failures;
+extern int vx_test_checks;
+
+#define CHECK(cond)                                                                    \
+    do {                                                                               \
+        vx_test_checks++;                                                              \
+        if (!(cond)) {                                                                 \
+            vx_test_failures++;                                                        \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
+        }                                                                              \
+    } while (0)
+
+#define CHECKF(cond, ...)                                                              \
+    do {                                                                               \
+        vx_test_checks++;                                                              \
+        if (!(cond)) {                                                                 \
+            vx_test_failures++;                                                        \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);    \
+            fprintf(stderr, __VA_ARGS__);                                              \
+            fputc('\n', stderr);                                                       \
+        }                                                                              \
+    } while (0)
+
+/* Directory of the shared fixtures: $VX_FIXTURES or ../shared/fixtures. */
+const char *vx_test_fixtures(void);
+/* Joins the fixtures directory and a relative path into a static buffer. */
+const char *vx_test_fixture_path(const char *rel);
+/* Reads a whole file (malloc'd, NUL-terminated); NULL on failure. */
+char *vx_test_read_file(const char *path, size_t *size);
+/* Prints the summary line and returns the process exit code. */
+int vx_test_finish(const char *name);
+
+#endif

@@ -1,0 +1,131 @@
+/* cli.c - argument and loading helpers shared by the subcommands. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *cli_value(cli_args *a) {
+    if (a->i + 1 >= a->argc) {
+        fprintf(stderr, "error: option %s needs a value\n", a->argv[a->i]);
+        a->error = true;
+        return NULL;
+    }
+    a->i++;
+    return a->argv[a->i];
+}
+
+bool cli_int(cli_args *a, long lo, long hi, long *out) {
+    const char *opt = a->argv[a->i];
+    const char *v = cli_value(a);
+    if (!v) return false;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi) {
+        fprintf(stderr, "error: %s expects an integer in [%ld, %ld], got '%s'\n", opt, lo, hi, v);
+        a->error = true;
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+bool cli_float(cli_args *a, double lo, double hi, float *out) {
+    const char *opt = a->argv[a->i];
+    const char *v = cli_value(a);
+    if (!v) return false;
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || *end || end == v || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "error: %s expects a number in [%g, %g], got '%s'\n", opt, lo, hi, v);
+        a->error = true;
+        return false;
+    }
+    *out = (float)x;
+    return true;
+}
+
+bool cli_u64(cli_args *a, uint64_t *out) {
+    const char *opt = a->argv[a->i];
+    const char *v = cli_value(a);
+    if (!v) return false;
+    char *end;
+    errno = 0;
+    long long sx = strtoll(v, &end, 10);
+    if (errno || *end || end == v) {
+        fprintf(stderr, "error: %s expects an integer, got '%s'\n", opt, v);
+        a->error = true;
+        return false;
+    }
+    *out = sx < 0 ? UINT64_MAX : (uint64_t)sx; /* -1 = random, as in llama.cpp */
+    return true;
+}
+
+static bool progress_cb(float p, void *ud) {
+    (void)ud;
+    fprintf(stderr, "\rloading model %3d%%", (int)(p * 100));
+    if (p >= 1.0f) fprintf(stderr, "\r\033[K");
+    return true;
+}
+
+vx_model *cli_load_model(const char *path, bool vocab_only) {
+    if (!path) {
+        fprintf(stderr, "error: no model given (use -m FILE.gguf)\n");
+        return NULL;
+    }
+    vx_model_params mp = vx_model_default_params();
+    mp.vocab_only = vocab_only;
+    if (isatty(2)) mp.progress = progress_cb;
+    vx_model *m = NULL;
+    char err[VX_ERRMSG_MAX];
+    vx_status st = vx_model_load(path, &mp, &m, err, sizeof err);
+    if (st != VX_OK) {
+        if (isatty(2)) fprintf(stderr, "\r\033[K");
+        fprintf(stderr, "error: cannot load model: %s\n", err);
+        return NULL;
+    }
+    return m;
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "error: %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n + 1 >= cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) { free(buf); buf = NULL; break; }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        if (r == 0) break;
+        n += r;
+    }
+    fclose(f);
+    if (!buf) {
+        fprintf(stderr, "error: %s: out of memory\n", path);
+        return NULL;
+    }
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+bool cli_kv_type(const char *s, vx_kv_type *out) {
+    if (strcmp(s, "f16") == 0 || strcmp(s, "F16") == 0) *out = VX_KV_F16;
+    else if (strcmp(s, "f32") == 0 || strcmp(s, "F32") == 0) *out = VX_KV_F32;
+    else {
+        fprintf(stderr, "error: unknown KV cache type '%s' (use f16 or f32)\n", s);
+        return false;
+    }
+    return true;
+}

@@ -1,0 +1,39 @@
+/* cli.h - shared helpers of the vx command-line tool: argument parsing,
+ * model loading with a progress line, and the subcommand entry points. */
+#ifndef VX_CLI_H
+#define VX_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vortex.h"
+
+/* Subcommands: return the process exit code. */
+int vx_cmd_run(int argc, char **argv);
+int vx_cmd_info(int argc, char **argv);
+int vx_cmd_tokenize(int argc, char **argv);
+int vx_cmd_logits(int argc, char **argv);
+
+/* Argument cursor: argv[*i] is the option; its value is argv[*i + 1]. */
+typedef struct cli_args {
+    int argc;
+    char **argv;
+    int i;
+    bool error;
+} cli_args;
+
+/* Returns the option's value and advances, or reports a missing value. */
+const char *cli_value(cli_args *a);
+bool cli_int(cli_args *a, long lo, long hi, long *out);
+bool cli_float(cli_args *a, double lo, double hi, float *out);
+bool cli_u64(cli_args *a, uint64_t *out);
+
+/* Loads a model printing a progress bar on stderr when it is a terminal;
+ * prints the error and returns NULL on failure. */
+vx_model *cli_load_model(const char *path, bool vocab_only);
+/* Reads a file into a NUL-terminated buffer (malloc); NULL + message on error. */
+char *cli_read_file(const char *path, size_t *len);
+/* Parses "kv type" names: f16, f32. */
+bool cli_kv_type(const char *s, vx_kv_type *out);
+
+#endif

@@ -1,0 +1,207 @@
+/* cmd_run.c - `vx run`: tokenize a prompt, evaluate it in batches, then
+ * sample and stream tokens until -n tokens or an end-of-generation token. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* llama.h-style time source, kept local to the tool. */
+#include <time.h>
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void run_usage(void) {
+    printf("usage: vx run -m MODEL.gguf -p PROMPT [options]\n"
+           "\n"
+           "  -m, --model FILE        GGUF model (default: $VX_MODEL)\n"
+           "  -p, --prompt TEXT       prompt text\n"
+           "  -f, --file FILE         read the prompt from a file\n"
+           "  -n, --n-predict N       tokens to generate (default 128, -1 = until end/context)\n"
+           "  -c, --ctx-size N        context size (default 4096, capped at the model's)\n"
+           "  -b, --batch-size N      prompt tokens per forward (default 512)\n"
+           "  -t, --threads N         threads (default: all cores)\n"
+           "  --temp T                temperature (default 0.8; 0 = greedy)\n"
+           "  --top-k K               top-k (default 40; 0 = off)\n"
+           "  --top-p P               top-p (default 0.95; 1 = off)\n"
+           "  --min-p P               min-p (default 0.05; 0 = off)\n"
+           "  --repeat-penalty F      repetition penalty (default 1.0 = off)\n"
+           "  --repeat-last-n N       penalty window (default 64)\n"
+           "  --presence-penalty F    presence penalty (default 0)\n"
+           "  --frequency-penalty F   frequency penalty (default 0)\n"
+           "  -s, --seed N            RNG seed (default -1 = random)\n"
+           "  --ignore-eos            keep generating after an end-of-generation token\n"
+           "  --no-bos                do not add BOS to the prompt\n"
+           "  --no-display-prompt     do not echo the prompt\n"
+           "  --kv-type f16|f32       KV cache type (default f16)\n");
+}
+
+int vx_cmd_run(int argc, char **argv) {
+    const char *path = getenv("VX_MODEL"), *prompt = NULL, *pfile = NULL;
+    long n_predict = 128, n_ctx = 4096, n_batch = 512, threads = 0, last_n = 64;
+    bool ignore_eos = false, add_bos = true, show_prompt = true;
+    vx_kv_type kvt = VX_KV_F16;
+    vx_sampler_params sp = vx_sampler_default_params();
+    cli_args a = {argc, argv, 0, false};
+    for (a.i = 1; a.i < argc && !a.error; a.i++) {
+        const char *o = argv[a.i];
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            run_usage();
+            return 0;
+        } else if (!strcmp(o, "-m") || !strcmp(o, "--model")) path = cli_value(&a);
+        else if (!strcmp(o, "-p") || !strcmp(o, "--prompt")) prompt = cli_value(&a);
+        else if (!strcmp(o, "-f") || !strcmp(o, "--file")) pfile = cli_value(&a);
+        else if (!strcmp(o, "-n") || !strcmp(o, "--n-predict")) cli_int(&a, -1, 1 << 24, &n_predict);
+        else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) cli_int(&a, 0, 1 << 24, &n_ctx);
+        else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size")) cli_int(&a, 1, 1 << 16, &n_batch);
+        else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) cli_int(&a, 0, 512, &threads);
+        else if (!strcmp(o, "--temp")) cli_float(&a, 0, 100, &sp.temperature);
+        else if (!strcmp(o, "--top-k")) {
+            long k;
+            if (cli_int(&a, 0, 1 << 24, &k)) sp.top_k = (int32_t)k;
+        } else if (!strcmp(o, "--top-p")) cli_float(&a, 0, 1, &sp.top_p);
+        else if (!strcmp(o, "--min-p")) cli_float(&a, 0, 1, &sp.min_p);
+        else if (!strcmp(o, "--repeat-penalty")) cli_float(&a, 0, 100, &sp.repeat_penalty);
+        else if (!strcmp(o, "--repeat-last-n")) cli_int(&a, -1, 1 << 24, &last_n);
+        else if (!strcmp(o, "--presence-penalty")) cli_float(&a, -100, 100, &sp.presence_penalty);
+        else if (!strcmp(o, "--frequency-penalty")) cli_float(&a, -100, 100, &sp.frequency_penalty);
+        else if (!strcmp(o, "-s") || !strcmp(o, "--seed")) cli_u64(&a, &sp.seed);
+        else if (!strcmp(o, "--ignore-eos")) ignore_eos = true;
+        else if (!strcmp(o, "--no-bos")) add_bos = false;
+        else if (!strcmp(o, "--no-display-prompt")) show_prompt = false;
+        else if (!strcmp(o, "--kv-type")) {
+            const char *v = cli_value(&a);
+            if (v && !cli_kv_type(v, &kvt)) return 2;
+        } else {
+            fprintf(stderr, "error: unknown option '%s' (see vx run --help)\n", o);
+            return 2;
+        }
+    }
+    if (a.error) return 2;
+    sp.penalty_last_n = (int32_t)last_n;
+    char *owned = NULL;
+    if (pfile) {
+        owned = cli_read_file(pfile, NULL);
+        if (!owned) return 1;
+        prompt = owned;
+    }
+    if (!prompt) prompt = "";
+    if (!path) {
+        fprintf(stderr, "error: no model given: use -m FILE.gguf (or set VX_MODEL)\n");
+        free(owned);
+        return 2;
+    }
+    int rc = 1;
+    vx_model *m = cli_load_model(path, false);
+    vx_context *c = NULL;
+    vx_sampler *smp = NULL;
+    vx_token *toks = NULL;
+    vx_pos *pos = NULL;
+    vx_seq_id *seq = NULL;
+    if (!m) goto done;
+    const vx_vocab *v = vx_model_get_vocab(m);
+    vx_context_params cp = vx_context_default_params();
+    if (n_ctx == 0 || n_ctx > vx_model_n_ctx_train(m)) n_ctx = vx_model_n_ctx_train(m);
+    cp.n_ctx = (uint32_t)n_ctx;
+    cp.n_batch = (uint32_t)(n_batch < n_ctx ? n_batch : n_ctx);
+    cp.n_threads = (int32_t)threads;
+    cp.kv_type = kvt;
+    char err[VX_ERRMSG_MAX];
+    if (vx_context_init(m, &cp, &c, err, sizeof err) != VX_OK) {
+        fprintf(stderr, "error: %s\n", err);
+        goto done;
+    }
+    int32_t plen = (int32_t)strlen(prompt);
+    int32_t cap = plen + 8;
+    toks = malloc((size_t)(cap > n_ctx ? cap : n_ctx) * sizeof *toks);
+    pos = malloc((size_t)cp.n_batch * sizeof *pos);
+    seq = calloc((size_t)cp.n_batch, sizeof *seq);
+    if (!toks || !pos || !seq) {
+        fprintf(stderr, "error: out of memory\n");
+        goto done;
+    }
+    int32_t n_prompt = vx_tokenize(v, prompt, plen, toks, cap, add_bos, false);
+    if (n_prompt < 0) {
+        fprintf(stderr, "error: tokenization failed\n");
+        goto done;
+    }
+    if (n_prompt == 0) {
+        fprintf(stderr, "error: the prompt is empty and the model adds no BOS token\n");
+        goto done;
+    }
+    if (n_prompt >= n_ctx) {
+        fprintf(stderr, "error: the prompt has %d tokens; the context holds %ld (use -c)\n",
+                n_prompt, n_ctx);
+        goto done;
+    }
+    if (vx_sampler_init(&sp, vx_context_n_vocab(c), &smp) != VX_OK) {
+        fprintf(stderr, "error: cannot create the sampler\n");
+        goto done;
+    }
+    if (show_prompt) {
+        fwrite(prompt, 1, (size_t)plen, stdout);
+        fflush(stdout);
+    }
+    for (int32_t i = 0; i < n_prompt; i++) vx_sampler_accept(smp, toks[i]);
+
+    double t0 = now_s();
+    for (int32_t i0 = 0; i0 < n_prompt; i0 += (int32_t)cp.n_batch) {
+        int32_t nb = n_prompt - i0 < (int32_t)cp.n_batch ? n_prompt - i0 : (int32_t)cp.n_batch;
+        for (int32_t j = 0; j < nb; j++) pos[j] = i0 + j;
+        vx_batch b = {nb, toks + i0, pos, seq, NULL};
+        if (vx_decode(c, &b) != VX_OK) {
+            fprintf(stderr, "\nerror: %s\n", vx_context_errmsg(c));
+            goto done;
+        }
+    }
+    double t_prompt = now_s() - t0;
+    int32_t last = (n_prompt - 1) % (int32_t)cp.n_batch;
+    int32_t n_gen = 0, cur = n_prompt;
+    t0 = now_s();
+    const char *stop = "length";
+    while (n_predict < 0 || n_gen < n_predict) {
+        const float *lg = vx_get_logits_ith(c, last);
+        vx_token t = vx_sampler_sample(smp, lg);
+        vx_sampler_accept(smp, t);
+        n_gen++;
+        if (!ignore_eos && vx_vocab_is_eog(v, t)) {
+            stop = "end of generation token";
+            break;
+        }
+        char piece[256];
+        int32_t pl = vx_token_to_piece(v, t, piece, sizeof piece, false);
+        if (pl > 0) {
+            fwrite(piece, 1, (size_t)pl, stdout);
+            fflush(stdout);
+        }
+        if (cur >= n_ctx) {
+            stop = "context full";
+            break;
+        }
+        if (n_predict >= 0 && n_gen >= n_predict) break;
+        vx_pos p = cur++;
+        vx_batch b = {1, &t, &p, seq, NULL};
+        if (vx_decode(c, &b) != VX_OK) {
+            fprintf(stderr, "\nerror: %s\n", vx_context_errmsg(c));
+            goto done;
+        }
+        last = 0;
+    }
+    double t_gen = now_s() - t0;
+    printf("\n");
+    fprintf(stderr, "\n[stopped: %s]\n", stop);
+    fprintf(stderr, "prompt:     %5d tokens in %8.1f ms (%8.2f t/s)\n", n_prompt, t_prompt * 1e3,
+            t_prompt > 0 ? n_prompt / t_prompt : 0.0);
+    fprintf(stderr, "generation: %5d tokens in %8.1f ms (%8.2f t/s)\n", n_gen, t_gen * 1e3,
+            t_gen > 0 ? n_gen / t_gen : 0.0);
+    rc = 0;
+done:
+    free(toks); free(pos); free(seq); free(owned);
+    vx_sampler_free(smp);
+    vx_context_free(c);
+    vx_model_free(m);
+    return rc;
+}

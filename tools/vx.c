@@ -1,0 +1,46 @@
+/* vx.c - the `vx` command: dispatches to subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "vx %s - Vortex LLM inference engine\n"
+            "\n"
+            "usage: vx COMMAND [options]\n"
+            "\n"
+            "commands:\n"
+            "  run       generate text from a prompt (vx run -m MODEL.gguf -p \"...\")\n"
+            "  info      show a model's architecture, hyperparameters and tensor types\n"
+            "  tokenize  print the tokens of a text\n"
+            "  logits    evaluate token ids and write the logits of every position\n"
+            "\n"
+            "Run 'vx COMMAND --help' for the options of a command.\n"
+            "Models: any GGUF file of a supported architecture (llama, mistral, qwen2, qwen3,\n"
+            "phi3, Mixtral-style MoE), e.g. from https://huggingface.co (search \"GGUF\").\n",
+            VX_VERSION);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("vx %s (%s)\n", VX_VERSION, vx_cpu_features());
+        return 0;
+    }
+    if (!strcmp(cmd, "run")) return vx_cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "info")) return vx_cmd_info(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenize")) return vx_cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "logits")) return vx_cmd_logits(argc - 1, argv + 1);
+    fprintf(stderr, "error: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return 2;
+}
