@@ -829,6 +829,7 @@ int32_t vx_detokenize(const vx_vocab *v, const vx_token *tokens, int32_t n_token
     }
     if (total > (uint64_t)INT32_MAX) return -INT32_MAX;
     if (total > (uint64_t)size) return -(int32_t)total;
+    if (total == 0) return 0; /* buf may be NULL */
     size_t o = 0;
     for (int32_t i = 0; i < n_tokens; i++) {
         size_t l;
