@@ -35,7 +35,10 @@ TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_UTIL_OBJ = $(BUILD)/tests/testutil.o
 
 .PHONY: all test clean check
-all: $(BUILD)/vx
+all: $(BUILD)/vx $(BUILD)/simple
+
+$(BUILD)/simple: $(BUILD)/examples/simple.o $(BUILD)/libvortex.a
+	$(CC) -o $@ $< $(BUILD)/libvortex.a $(LDLIBS)
 
 $(BUILD)/libvortex.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -55,7 +58,7 @@ $(BUILD)/vx: $(TOOL_OBJ) $(BUILD)/libvortex.a
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_UTIL_OBJ) $(BUILD)/libvortex.a
 	$(CC) -o $@ $< $(TEST_UTIL_OBJ) $(BUILD)/libvortex.a $(LDLIBS)
 
-test: $(BUILD)/vx $(TEST_BIN)
+test: $(BUILD)/vx $(BUILD)/simple $(TEST_BIN)
 	@BUILD=$(BUILD) tests/run_tests.sh $(TEST_BIN)
 
 clean:

@@ -86,6 +86,11 @@ int32_t vx_model_n_ctx_train(const vx_model *model);
 uint64_t vx_model_n_params(const vx_model *model);
 uint64_t vx_model_size(const vx_model *model); /* bytes of tensor data */
 
+/* Weight bytes one token reads and matmul FLOPs it costs (2 per weight of
+ * every matrix it multiplies; MoE counts only the experts used; attention
+ * and the token-embedding row are not included). For bandwidth reports. */
+void vx_model_token_cost(const vx_model *model, uint64_t *bytes, uint64_t *flops);
+
 /* Metadata as text (numbers formatted, arrays summarized). Returns the length
  * the full value needs (like snprintf) or -1 if the key does not exist. */
 int32_t vx_model_meta_str(const vx_model *model, const char *key, char *buf, size_t size);
@@ -143,6 +148,7 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
 void vx_context_free(vx_context *ctx);
 const char *vx_context_errmsg(const vx_context *ctx); /* reason of the last failure */
 uint32_t vx_context_n_ctx(const vx_context *ctx);
+int32_t vx_context_n_threads(const vx_context *ctx);
 int32_t vx_context_n_vocab(const vx_context *ctx);
 
 /* A batch of tokens: parallel arrays of n_tokens entries owned by the caller.

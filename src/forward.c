@@ -179,6 +179,7 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
 
 const char *vx_context_errmsg(const vx_context *c) { return c->errmsg; }
 uint32_t vx_context_n_ctx(const vx_context *c) { return c->params.n_ctx; }
+int32_t vx_context_n_threads(const vx_context *c) { return c->params.n_threads; }
 int32_t vx_context_n_vocab(const vx_context *c) { return c->model->hp.n_vocab; }
 
 /* ------------------------------------------------------------ forward */

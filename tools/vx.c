@@ -15,6 +15,7 @@ static void usage(FILE *f) {
             "  info      show a model's architecture, hyperparameters and tensor types\n"
             "  tokenize  print the tokens of a text\n"
             "  logits    evaluate token ids and write the logits of every position\n"
+            "  bench     measure prompt and generation speed (like llama-bench)\n"
             "\n"
             "Run 'vx COMMAND --help' for the options of a command.\n"
             "Models: any GGUF file of a supported architecture (llama, mistral, qwen2, qwen3,\n"
@@ -40,6 +41,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "info")) return vx_cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return vx_cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "logits")) return vx_cmd_logits(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return vx_cmd_bench(argc - 1, argv + 1);
     fprintf(stderr, "error: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

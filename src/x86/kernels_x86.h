@@ -8,4 +8,55 @@
 float vx_dot_f32_avx2(const float *a, const float *b, int64_t n);
 void vx_axpy_f32_avx2(float *y, float a, const float *x, int64_t n);
 
+/* peak-throughput loops (machine.c): return a value so the work is kept */
+double vx_peak_fma_avx2(int64_t iters);   /* 80 FMA lanes x 2 flops per iteration */
+double vx_peak_int8_avx2(int64_t iters);  /* 8 x 32 int8 multiply-adds per iteration */
+
+/* ---- quantization kernels (avx2_quant.c, avx2_quant_k.c) -------------
+ * Same contracts as the reference kernels in quant_ref.h: n is a multiple
+ * of the block size (trailing partial blocks are ignored), activations come
+ * from the matching quantizer (codes in [-127, 127]). vec_dot and the
+ * quantizers have the traits-table signatures; every gemv has one shared
+ * signature: out[r] = dot(row r, y) for r < nrows, row r starting at
+ * w_rows + r * row_stride bytes, y one quantized activation row (an f32
+ * row for F16/BF16). */
+#include <stddef.h>
+
+void vx_quantize_row_q8_0_avx2(const float *src, void *dst, int64_t n);
+void vx_quantize_row_q8_1_avx2(const float *src, void *dst, int64_t n);
+void vx_quantize_row_q8_K_avx2(const float *src, void *dst, int64_t n);
+
+void vx_vec_dot_q4_0_q8_0_avx2(int64_t n, float *s, const void *x, const void *y);
+void vx_vec_dot_q4_1_q8_1_avx2(int64_t n, float *s, const void *x, const void *y);
+void vx_vec_dot_q5_0_q8_0_avx2(int64_t n, float *s, const void *x, const void *y);
+void vx_vec_dot_q5_1_q8_1_avx2(int64_t n, float *s, const void *x, const void *y);
+void vx_vec_dot_q8_0_q8_0_avx2(int64_t n, float *s, const void *x, const void *y);
+void vx_vec_dot_iq4_nl_q8_0_avx2(int64_t n, float *s, const void *x, const void *y);
+void vx_vec_dot_q2_K_q8_K_avx2(int64_t n, float *s, const void *x, const void *y);
+void vx_vec_dot_q3_K_q8_K_avx2(int64_t n, float *s, const void *x, const void *y);
+void vx_vec_dot_q4_K_q8_K_avx2(int64_t n, float *s, const void *x, const void *y);
+void vx_vec_dot_q5_K_q8_K_avx2(int64_t n, float *s, const void *x, const void *y);
+void vx_vec_dot_q6_K_q8_K_avx2(int64_t n, float *s, const void *x, const void *y);
+
+/* F16 / BF16 weights (n any length) against f32 activations. */
+float vx_dot_f16_f32_avx2(int64_t n, const uint16_t *w, const float *x);
+float vx_dot_bf16_f32_avx2(int64_t n, const uint16_t *w, const float *x);
+
+typedef void (*vx_gemv_fn)(int64_t n, const void *w_rows, size_t row_stride, int nrows,
+                           const void *y, float *out);
+void vx_gemv_q4_0_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q4_1_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q5_0_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q5_1_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q8_0_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_iq4_nl_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q2_K_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q3_K_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q4_K_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q5_K_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q6_K_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_f16_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_bf16_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
+/* ---- end of quantization kernels -------------------------------------- */
+
 #endif

@@ -1,0 +1,99 @@
+/* machine.c - see machine.h. */
+#include "machine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "ops.h"
+#include "threadpool.h"
+#include "x86/kernels_x86.h"
+
+typedef struct lim_task {
+    const uint8_t *buf;
+    size_t size;
+    int kind; /* 0 read, 1 fma, 2 int8 */
+    int64_t iters;
+    double sink[64];
+} lim_task;
+
+/* Reads this thread's share with 4 interleaved streams (the DRAM
+ * prefetchers track several streams; one stream per thread leaves
+ * bandwidth unused on this kind of machine). */
+static double read_share(const uint8_t *p, size_t n) {
+    const size_t q = n / 4 / 64 * 64;
+    const uint64_t *s0 = (const uint64_t *)(const void *)p;
+    const uint64_t *s1 = (const uint64_t *)(const void *)(p + q);
+    const uint64_t *s2 = (const uint64_t *)(const void *)(p + 2 * q);
+    const uint64_t *s3 = (const uint64_t *)(const void *)(p + 3 * q);
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (size_t i = 0; i < q / 8; i += 8) {
+        a ^= s0[i] + s0[i + 4];
+        b ^= s1[i] + s1[i + 4];
+        c ^= s2[i] + s2[i + 4];
+        d ^= s3[i] + s3[i + 4];
+    }
+    return (double)(a ^ b ^ c ^ d);
+}
+
+static void lim_worker(void *arg, int ith, int nth) {
+    lim_task *t = arg;
+    if (t->kind == 0) {
+        int64_t lo, hi;
+        vx_split((int64_t)t->size, ith, nth, 4096, &lo, &hi);
+        t->sink[ith] = read_share(t->buf + lo, (size_t)(hi - lo));
+    } else if (t->kind == 1) {
+        t->sink[ith] = vx_peak_fma_avx2(t->iters);
+    } else {
+        t->sink[ith] = vx_peak_int8_avx2(t->iters);
+    }
+}
+
+int vx_measure_limits(int n_threads, vx_limits *out) {
+    memset(out, 0, sizeof *out);
+    vx_pool *pool;
+    if (vx_pool_init(n_threads, &pool) != VX_OK) return -1;
+    const int nth = vx_pool_n_threads(pool);
+    out->n_threads = nth;
+    const size_t size = (size_t)1 << 30; /* 1 GiB: far beyond any L3 */
+    uint8_t *buf = NULL;
+    if (posix_memalign((void **)&buf, 4096, size) != 0) {
+        vx_pool_free(pool);
+        return -1;
+    }
+    memset(buf, 1, size);
+    lim_task t;
+    memset(&t, 0, sizeof t);
+    t.buf = buf;
+    t.size = size;
+    double best = 0;
+    for (int rep = 0; rep < 4; rep++) {
+        int64_t t0 = vx_time_us();
+        vx_pool_run(pool, lim_worker, &t);
+        double s = (double)(vx_time_us() - t0) * 1e-6;
+        if (size / s / 1e9 > best) best = (double)size / s / 1e9;
+    }
+    out->read_gbs = best;
+    free(buf);
+    out->isa = "generic";
+    if (vx_cpu_best_isa() >= VX_ISA_AVX2) {
+        out->isa = "avx2";
+        t.iters = 20 * 1000 * 1000;
+        for (int kind = 1; kind <= 2; kind++) {
+            t.kind = kind;
+            double bestk = 0;
+            for (int rep = 0; rep < 3; rep++) {
+                int64_t t0 = vx_time_us();
+                vx_pool_run(pool, lim_worker, &t);
+                double s = (double)(vx_time_us() - t0) * 1e-6;
+                /* fma: 10 vectors x 8 lanes x 2 flops; int8: 8 vectors x 32 lanes x 2 ops */
+                double ops = (double)t.iters * nth * (kind == 1 ? 160.0 : 512.0);
+                if (ops / s / 1e9 > bestk) bestk = ops / s / 1e9;
+            }
+            if (kind == 1) out->fma_gflops = bestk;
+            else out->int8_gops = bestk;
+        }
+    }
+    vx_pool_free(pool);
+    return 0;
+}

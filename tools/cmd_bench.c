@@ -1,0 +1,262 @@
+/*
+ * cmd_bench.c - `vx bench`: llama-bench-style throughput measurement.
+ *
+ * ppN: N random tokens evaluated from an empty cache in batches of -b.
+ * tgN: N tokens evaluated one at a time from an empty cache.
+ * Each test runs once as warm-up, then -r times; reports mean ± sd of t/s,
+ * achieved weight-read bandwidth (tg) and matmul GFLOP/s (pp), and their
+ * ratios to the machine limits measured at start (--no-limits skips that).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "machine.h"
+
+#define MAX_LIST 16
+
+typedef struct int_list {
+    int n;
+    long v[MAX_LIST];
+} int_list;
+
+static bool parse_list(const char *s, int_list *l, long lo, long hi) {
+    l->n = 0;
+    while (*s) {
+        char *end;
+        long x = strtol(s, &end, 10);
+        if (end == s || x < lo || x > hi || l->n == MAX_LIST) return false;
+        l->v[l->n++] = x;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return false;
+    }
+    return l->n > 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng_next(uint64_t *s) {
+    *s += 0x9e3779b97f4a7c15ull;
+    uint64_t z = *s;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Runs one pp or tg pass; returns seconds or a negative value on error. */
+static double run_once(vx_context *c, int n_prompt, int n_gen, int n_batch, int n_vocab,
+                       vx_token *toks, vx_pos *pos, vx_seq_id *seq, uint64_t *rng) {
+    vx_kv_seq_rm(c, 0, 0, -1);
+    int n = n_prompt > 0 ? n_prompt : n_gen;
+    for (int i = 0; i < n; i++) toks[i] = (vx_token)(rng_next(rng) % (uint64_t)n_vocab);
+    double t0 = now_s();
+    if (n_prompt > 0) {
+        for (int i0 = 0; i0 < n_prompt; i0 += n_batch) {
+            int nb = n_prompt - i0 < n_batch ? n_prompt - i0 : n_batch;
+            for (int j = 0; j < nb; j++) pos[j] = i0 + j;
+            vx_batch b = {nb, toks + i0, pos, seq, NULL};
+            if (vx_decode(c, &b) != VX_OK) return -1;
+        }
+    } else {
+        for (int i = 0; i < n_gen; i++) {
+            vx_pos p = i;
+            vx_batch b = {1, toks + i, &p, seq, NULL};
+            if (vx_decode(c, &b) != VX_OK) return -1;
+        }
+    }
+    return now_s() - t0;
+}
+
+static void bench_usage(void) {
+    printf("usage: vx bench -m MODEL.gguf [-m MODEL2.gguf ...] [options]\n"
+           "\n"
+           "  -p, --n-prompt LIST   prompt lengths (default 512; 0 = skip)\n"
+           "  -n, --n-gen LIST      generated lengths (default 128; 0 = skip)\n"
+           "  -t, --threads LIST    thread counts (default: all cores)\n"
+           "  -b, --batch-size N    tokens per forward for pp (default 512)\n"
+           "  -r, --repetitions N   measured runs per test (default 5)\n"
+           "  --kv-type f16|f32     KV cache type (default f16)\n"
+           "  -o, --output md|jsonl table (default) or one JSON object per line\n"
+           "  --json                same as -o jsonl\n"
+           "  --no-limits           do not measure the machine's limits first\n"
+           "  --limits              only measure and print the machine's limits\n"
+           "LISTs are comma-separated, e.g. -p 128,512 -t 1,2.\n");
+}
+
+int vx_cmd_bench(int argc, char **argv) {
+    const char *models[MAX_LIST];
+    int n_models = 0;
+    int_list np = {1, {512}}, ng = {1, {128}}, nt = {1, {0}};
+    long n_batch = 512, reps = 5;
+    bool jsonl = false, limits = true, limits_only = false;
+    vx_kv_type kvt = VX_KV_F16;
+    cli_args a = {argc, argv, 0, false};
+    for (a.i = 1; a.i < argc && !a.error; a.i++) {
+        const char *o = argv[a.i], *v;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            bench_usage();
+            return 0;
+        } else if (!strcmp(o, "-m") || !strcmp(o, "--model")) {
+            if ((v = cli_value(&a)) && n_models < MAX_LIST) models[n_models++] = v;
+        } else if (!strcmp(o, "-p") || !strcmp(o, "--n-prompt")) {
+            if ((v = cli_value(&a)) && !parse_list(v, &np, 0, 1 << 20)) a.error = true;
+        } else if (!strcmp(o, "-n") || !strcmp(o, "--n-gen")) {
+            if ((v = cli_value(&a)) && !parse_list(v, &ng, 0, 1 << 20)) a.error = true;
+        } else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) {
+            if ((v = cli_value(&a)) && !parse_list(v, &nt, 0, 512)) a.error = true;
+        } else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size")) cli_int(&a, 1, 1 << 16, &n_batch);
+        else if (!strcmp(o, "-r") || !strcmp(o, "--repetitions")) cli_int(&a, 1, 1000, &reps);
+        else if (!strcmp(o, "--json")) jsonl = true;
+        else if (!strcmp(o, "-o") || !strcmp(o, "--output")) {
+            if ((v = cli_value(&a))) {
+                if (!strcmp(v, "jsonl") || !strcmp(v, "json")) jsonl = true;
+                else if (strcmp(v, "md")) a.error = true;
+            }
+        } else if (!strcmp(o, "--no-limits")) limits = false;
+        else if (!strcmp(o, "--limits")) limits_only = true;
+        else if (!strcmp(o, "--kv-type")) {
+            if ((v = cli_value(&a)) && !cli_kv_type(v, &kvt)) return 2;
+        } else {
+            fprintf(stderr, "error: unknown option '%s' (see vx bench --help)\n", o);
+            return 2;
+        }
+        if (a.error) fprintf(stderr, "error: bad value for %s\n", o);
+    }
+    if (a.error) return 2;
+
+    vx_limits lim;
+    memset(&lim, 0, sizeof lim);
+    if (limits || limits_only) {
+        fprintf(stderr, "measuring machine limits...\n");
+        vx_measure_limits((int)nt.v[nt.n - 1], &lim);
+        if (jsonl)
+            printf("{\"limits\": true, \"n_threads\": %d, \"read_gbs\": %.2f, \"fp32_gflops\": %.1f, "
+                   "\"int8_gops\": %.1f, \"isa\": \"%s\"}\n",
+                   lim.n_threads, lim.read_gbs, lim.fma_gflops, lim.int8_gops, lim.isa);
+        else
+            printf("machine limits (%d threads, %s): read %.1f GB/s, fp32 FMA %.0f GFLOP/s, "
+                   "int8 %.0f GOP/s\n\n",
+                   lim.n_threads, lim.isa, lim.read_gbs, lim.fma_gflops, lim.int8_gops);
+        if (limits_only) return 0;
+    }
+    if (n_models == 0) {
+        fprintf(stderr, "error: no model given (use -m FILE.gguf)\n");
+        return 2;
+    }
+    if (!jsonl)
+        printf("| %-28s | %10s | %8s | %7s | %6s | %16s | %22s |\n"
+               "|%s|%s|%s|%s|%s|%s|%s|\n",
+               "model", "size", "params", "threads", "test", "t/s", "achieved",
+               "------------------------------", "-----------:", "---------:", "--------:",
+               "-------:", "-----------------:", "-----------------------:");
+    int rc = 0;
+    for (int mi = 0; mi < n_models && rc == 0; mi++) {
+        vx_model *m = cli_load_model(models[mi], false);
+        if (!m) return 1;
+        uint64_t bytes_tok, flops_tok;
+        vx_model_token_cost(m, &bytes_tok, &flops_tok);
+        char mname[64];
+        const char *base = strrchr(models[mi], '/');
+        base = base ? base + 1 : models[mi];
+        snprintf(mname, sizeof mname, "%.63s", base);
+        const double size_mib = (double)vx_model_size(m) / (1 << 20);
+        const double params_b = (double)vx_model_n_params(m) / 1e9;
+        for (int ti = 0; ti < nt.n && rc == 0; ti++) {
+            for (int kind = 0; kind < 2 && rc == 0; kind++) {
+                const int_list *lens = kind == 0 ? &np : &ng;
+                for (int li = 0; li < lens->n && rc == 0; li++) {
+                    const int n = (int)lens->v[li];
+                    if (n == 0) continue;
+                    const int n_prompt = kind == 0 ? n : 0, n_gen = kind == 1 ? n : 0;
+                    vx_context_params cp = vx_context_default_params();
+                    cp.n_ctx = (uint32_t)n;
+                    cp.n_batch = (uint32_t)(kind == 0 ? (n < n_batch ? n : n_batch) : 1);
+                    cp.n_threads = (int32_t)nt.v[ti];
+                    cp.kv_type = kvt;
+                    vx_context *c = NULL;
+                    char err[VX_ERRMSG_MAX];
+                    if (vx_context_init(m, &cp, &c, err, sizeof err) != VX_OK) {
+                        fprintf(stderr, "error: %s\n", err);
+                        rc = 1;
+                        break;
+                    }
+                    const int threads = vx_context_n_threads(c);
+                    vx_token *toks = malloc((size_t)n * sizeof *toks);
+                    vx_pos *pos = malloc((size_t)cp.n_batch * sizeof *pos);
+                    vx_seq_id *seq = calloc((size_t)cp.n_batch, sizeof *seq);
+                    double *ts = malloc((size_t)reps * sizeof *ts);
+                    uint64_t rng = 42;
+                    const int nv = vx_context_n_vocab(c);
+                    if (!toks || !pos || !seq || !ts ||
+                        run_once(c, n_prompt > 0 ? (n_prompt < 32 ? n_prompt : 32) : 0,
+                                 n_gen > 0 ? (n_gen < 16 ? n_gen : 16) : 0, (int)cp.n_batch, nv,
+                                 toks, pos, seq, &rng) < 0) {
+                        fprintf(stderr, "error: warm-up failed: %s\n", vx_context_errmsg(c));
+                        rc = 1;
+                    }
+                    double sum = 0, sum2 = 0;
+                    for (long r = 0; r < reps && rc == 0; r++) {
+                        double s = run_once(c, n_prompt, n_gen, (int)cp.n_batch, nv, toks, pos, seq, &rng);
+                        if (s <= 0) {
+                            fprintf(stderr, "error: %s\n", vx_context_errmsg(c));
+                            rc = 1;
+                            break;
+                        }
+                        ts[r] = n / s;
+                        sum += ts[r];
+                        sum2 += ts[r] * ts[r];
+                    }
+                    if (rc == 0) {
+                        const double mean = sum / (double)reps;
+                        const double sd = reps > 1 ? sqrt(fmax(0, (sum2 - sum * mean) / (double)(reps - 1))) : 0;
+                        const double gbs = mean * (double)bytes_tok / 1e9;
+                        const double gflops = mean * (double)flops_tok / 1e9;
+                        char test[32], ach[64];
+                        snprintf(test, sizeof test, "%s%d", kind == 0 ? "pp" : "tg", n);
+                        if (kind == 1)
+                            snprintf(ach, sizeof ach, "%.1f GB/s", gbs);
+                        else
+                            snprintf(ach, sizeof ach, "%.0f GFLOP/s", gflops);
+                        if (kind == 1 && lim.read_gbs > 0)
+                            snprintf(ach + strlen(ach), sizeof ach - strlen(ach), " (%.0f%%)",
+                                     100 * gbs / lim.read_gbs);
+                        if (kind == 0 && lim.int8_gops > 0)
+                            snprintf(ach + strlen(ach), sizeof ach - strlen(ach), " (%.0f%% i8)",
+                                     100 * gflops / lim.int8_gops);
+                        if (jsonl) {
+                            printf("{\"model_filename\": \"%s\", \"model_size\": %llu, "
+                                   "\"model_n_params\": %llu, \"n_threads\": %d, \"n_batch\": %u, "
+                                   "\"n_prompt\": %d, \"n_gen\": %d, \"avg_ts\": %.6f, "
+                                   "\"stddev_ts\": %.6f, \"samples_ts\": [",
+                                   models[mi], (unsigned long long)vx_model_size(m),
+                                   (unsigned long long)vx_model_n_params(m), threads, cp.n_batch,
+                                   n_prompt, n_gen, mean, sd);
+                            for (long r = 0; r < reps; r++) printf(r ? ", %.6f" : "%.6f", ts[r]);
+                            printf("], \"avg_ns\": %.0f, \"weight_gbs\": %.3f, \"matmul_gflops\": %.3f",
+                                   1e9 * n / mean, gbs, gflops);
+                            if (lim.read_gbs > 0)
+                                printf(", \"read_gbs_limit\": %.3f, \"int8_gops_limit\": %.3f",
+                                       lim.read_gbs, lim.int8_gops);
+                            printf("}\n");
+                        } else {
+                            printf("| %-28s | %6.2f MiB | %6.3f B | %7d | %6s | %8.2f ± %5.2f | %22s |\n",
+                                   mname, size_mib, params_b, threads, test, mean, sd, ach);
+                        }
+                        fflush(stdout);
+                    }
+                    free(toks); free(pos); free(seq); free(ts);
+                    vx_context_free(c);
+                }
+            }
+        }
+        vx_model_free(m);
+    }
+    return rc;
+}
