@@ -1,0 +1,372 @@
+/*
+ * avx2_quant_k.c - AVX2 kernels for the K-quants (compiled with -mavx2
+ * -mfma -mf16c -mbmi2): the Q8_K activation quantizer, byte-identical to
+ * the reference (quant_k.c), and the Q2_K..Q6_K x Q8_K dot products as
+ * vec_dot and multi-row gemv.
+ *
+ * Per super-block of 256: codes to bytes, _mm256_maddubs_epi16 with the
+ * activation bytes (pair sums in int16), _mm256_madd_epi16 with the integer
+ * sub-block scales broadcast to 16-bit lanes (int32), summed over the
+ * sub-blocks in int32; the mins go through the Q8_K group sums (bsums), so
+ * they cost one multiply-add per super-block instead of touching y again.
+ * Signed codes (Q3_K, Q6_K) are handled as unsigned codes plus an offset
+ * that is also applied through bsums. The int32 sums equal the
+ * reference's sums exactly; only the float accumulation across
+ * super-blocks differs (the reference sums in double).
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "avx2_quant_util.h"
+#include "kernels_x86.h"
+#include "quant.h"
+
+#define QK VX_QK_K
+
+/* ===================================================== Q8_K quantizer */
+
+/* The reference keeps the first element of largest magnitude and divides
+ * by its signed value, so a tie between +a and -a flips every code: find
+ * the largest |x| with vector max (NaNs never win, as in the reference),
+ * then the first index where it occurs. */
+AINLINE float first_signed_absmax256(const float *x, float *amax_out) {
+    const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
+    for (int k = 0; k < QK; k += 16) {
+        m0 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + k), abs), m0);
+        m1 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + k + 8), abs), m1);
+    }
+    const float amax = hmax_ps(_mm256_max_ps(m0, m1));
+    *amax_out = amax;
+    const __m256 va = _mm256_set1_ps(amax);
+    for (int k = 0; k < QK; k += 8) {
+        const int mask = _mm256_movemask_ps(
+            _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + k), abs), va, _CMP_EQ_OQ));
+        if (mask) return x[k + __builtin_ctz((unsigned)mask)];
+    }
+    return 0.0f; /* amax is 0 or not reached: the caller zeroes the block */
+}
+
+/* vx_q_round_clamp(v, -127, 127): max/min are "v > lo ? v : lo" and
+ * "v < hi ? v : hi" exactly as written there (NaN -> -127), and the
+ * conversion rounds to nearest even like its 1.5 * 2^23 addition. */
+AINLINE __m256i q8k_code(__m256 x, __m256 iscale) {
+    __m256 v = _mm256_max_ps(_mm256_mul_ps(iscale, x), _mm256_set1_ps(-127.0f));
+    v = _mm256_min_ps(v, _mm256_set1_ps(127.0f));
+    return _mm256_cvtps_epi32(v);
+}
+
+void vx_quantize_row_q8_K_avx2(const float *src, void *dst, int64_t n) {
+    vx_block_q8_K *y = dst;
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t i = 0; i < n / QK; i++, src += QK) {
+        float amax;
+        const float max = first_signed_absmax256(src, &amax);
+        if (!(amax > 0.0f) || !isfinite(amax)) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        const float iscale = -127.0f / max;
+        const __m256 vs = _mm256_set1_ps(iscale);
+        __m256i sums[8];
+        for (int k = 0; k < 8; k++) { /* 32 codes per step */
+            const float *s = src + 32 * k;
+            const __m256i a = q8k_code(_mm256_loadu_ps(s), vs), b = q8k_code(_mm256_loadu_ps(s + 8), vs);
+            const __m256i c = q8k_code(_mm256_loadu_ps(s + 16), vs), d = q8k_code(_mm256_loadu_ps(s + 24), vs);
+            /* per-lane dword sums of each group of 16 (a+b: group 2k, c+d: 2k+1) */
+            sums[k] = _mm256_hadd_epi32(_mm256_add_epi32(a, b), _mm256_add_epi32(c, d));
+            const __m256i q = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+            _mm256_storeu_si256((__m256i *)(y[i].qs + 32 * k), _mm256_permutevar8x32_epi32(q, perm));
+        }
+        /* sums[k] lanes: {g2k, g2k, g2k+1, g2k+1 | same}, each a partial;
+         * two more hadds and a lane fold finish 4 groups per 128 bits */
+        for (int k = 0; k < 8; k += 4) {
+            const __m256i h0 = _mm256_hadd_epi32(sums[k], sums[k + 1]);
+            const __m256i h1 = _mm256_hadd_epi32(sums[k + 2], sums[k + 3]);
+            const __m256i h = _mm256_hadd_epi32(h0, h1); /* g(2k..2k+7) per lane, partial */
+            const __m128i g = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            /* g = {g2k, g2k+1, ..., g2k+7} as int32, |g| <= 16 * 127 */
+            _mm_storeu_si128((__m128i *)(y[i].bsums + 2 * k), _mm_packs_epi32(g, g));
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
+/* ======================================================== dot products */
+
+/* 16-bit lane selectors for _mm256_shuffle_epi8 on a vector whose 128-bit
+ * lanes both hold 8 int16 scales. sel8(k): scale k in every lane (32-wide
+ * sub-blocks); sel16(j): scale 2j in the low lane, 2j + 1 in the high one
+ * (16-wide sub-blocks: each 128-bit lane of a 32-code step is one). */
+AINLINE __m256i sel8(int k) { return _mm256_set1_epi16((short)(0x0100 * (2 * k + 1) + 2 * k)); }
+AINLINE __m256i sel16(int j) {
+    return _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 * (4 * j + 3) + 4 * j + 2)),
+                            _mm_set1_epi16((short)(0x0100 * (4 * j + 1) + 4 * j)));
+}
+
+/* Q4_K / Q5_K: 8 (scale, min) 6-bit pairs packed in 12 bytes (see
+ * vx_q4_K_unpack_scales), unpacked four at a time in 32-bit words: scale
+ * bytes in the low 64 bits of the result, min bytes in the high 64. */
+AINLINE __m128i q4k_scales_mins(const uint8_t *p) {
+    uint32_t a, b, c;
+    memcpy(&a, p, 4);
+    memcpy(&b, p + 4, 4);
+    memcpy(&c, p + 8, 4);
+    const uint32_t sc_lo = a & 0x3F3F3F3F, mn_lo = b & 0x3F3F3F3F;
+    const uint32_t sc_hi = (c & 0x0F0F0F0F) | ((a >> 2) & 0x30303030);
+    const uint32_t mn_hi = ((c >> 4) & 0x0F0F0F0F) | ((b >> 2) & 0x30303030);
+    return _mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo);
+}
+
+/* Q8_K bsums pairwise (sums of 32: the Q4_K/Q5_K sub-blocks), 8 int16. */
+AINLINE __m128i bsums32(const vx_block_q8_K *y) {
+    return _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y->bsums),
+                          _mm_loadu_si128((const __m128i *)(y->bsums + 8)));
+}
+
+/* Q4_K: x = d sc q - dmin mn, q 0..15. Chunk c of 32 bytes holds sub-block
+ * 2c in its low nibbles and 2c + 1 in its high ones. Pairs <= 2*15*127,
+ * times sc <= 63: an int32 lane sums 4 codes of each of 8 sub-blocks,
+ * below 2^22, so converting it to float is exact too. */
+AINLINE void q4_K_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
+    const vx_block_q8_K *y = vy;
+    const vx_block_q4_K *x[4];
+    __m256 acc[4];
+    for (int r = 0; r < R; r++) {
+        x[r] = row_at(w, stride, r);
+        acc[r] = _mm256_setzero_ps();
+    }
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t i = 0; i < n / QK; i++) {
+        const __m128i ybs = bsums32(&y[i]);
+        const int8_t *yq = y[i].qs;
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const vx_block_q4_K *b = &x[r][i];
+            const __m128i sm = q4k_scales_mins(b->scales);
+            const __m128i msum = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)), ybs);
+            const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+            __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+                const __m256i lo = _mm256_and_si256(q, m4);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(yq + 64 * c)));
+                const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(yq + 64 * c + 32)));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_shuffle_epi8(sc, sel8(2 * c))));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_shuffle_epi8(sc, sel8(2 * c + 1))));
+            }
+            const float dall = y[i].d * f16(b->d), dmin = y[i].d * f16(b->dmin);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(isum), acc[r]);
+            acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_zextsi128_si256(msum)),
+                                      acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]);
+}
+
+/* Q5_K: Q4_K plus a fifth bit, bit s of qh[l] for element 32 s + l: the
+ * qh vector shifts down 2 bits per chunk, bits 0 and 1 go to bit 4. Pairs
+ * <= 2*31*127; an int32 lane stays below 2^23. */
+AINLINE void q5_K_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
+    const vx_block_q8_K *y = vy;
+    const vx_block_q5_K *x[4];
+    __m256 acc[4];
+    for (int r = 0; r < R; r++) {
+        x[r] = row_at(w, stride, r);
+        acc[r] = _mm256_setzero_ps();
+    }
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
+    for (int64_t i = 0; i < n / QK; i++) {
+        const __m128i ybs = bsums32(&y[i]);
+        const int8_t *yq = y[i].qs;
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const vx_block_q5_K *b = &x[r][i];
+            const __m128i sm = q4k_scales_mins(b->scales);
+            const __m128i msum = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)), ybs);
+            const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+            __m256i hb = _mm256_loadu_si256((const __m256i *)b->qh);
+            __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+                const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4),
+                                                   _mm256_and_si256(_mm256_slli_epi16(hb, 4), b4));
+                const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                                   _mm256_and_si256(_mm256_slli_epi16(hb, 3), b4));
+                hb = _mm256_srli_epi16(hb, 2);
+                const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(yq + 64 * c)));
+                const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(yq + 64 * c + 32)));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_shuffle_epi8(sc, sel8(2 * c))));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_shuffle_epi8(sc, sel8(2 * c + 1))));
+            }
+            const float dall = y[i].d * f16(b->d), dmin = y[i].d * f16(b->dmin);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(isum), acc[r]);
+            acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_zextsi128_si256(msum)),
+                                      acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]);
+}
+
+/* The 16-scale types (Q2_K, Q3_K, Q6_K) walk two 128-element halves of
+ * four 32-code steps; step j of half h covers sub-blocks 8h + 2j (low
+ * 128-bit lane) and 8h + 2j + 1 (high lane). sc16 holds the 16 scales as
+ * int16; half h shuffles from a copy of its 8 scales in both lanes. */
+AINLINE __m256i half_scales(__m256i sc16, int h) {
+    return h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+}
+
+/* Q2_K: x = d sc q - dmin mn with q 0..3 in 2-bit fields (element
+ * 128 h + 32 j + l: bits 2j of qs[32 h + l]), 4-bit sc and mn. */
+AINLINE void q2_K_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
+    const vx_block_q8_K *y = vy;
+    const vx_block_q2_K *x[4];
+    __m256 acc[4];
+    for (int r = 0; r < R; r++) {
+        x[r] = row_at(w, stride, r);
+        acc[r] = _mm256_setzero_ps();
+    }
+    const __m256i m2 = _mm256_set1_epi8(3);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    for (int64_t i = 0; i < n / QK; i++) {
+        const __m256i ybs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const int8_t *yq = y[i].qs;
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const vx_block_q2_K *b = &x[r][i];
+            const __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
+            const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s8, m4));
+            const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), m4));
+            const __m256i msum = _mm256_madd_epi16(mn16, ybs);
+            __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+                const __m256i sc = half_scales(sc16, h);
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) {
+                    const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m2);
+                    const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(yq + 128 * h + 32 * j)));
+                    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, sel16(j))));
+                }
+            }
+            const float dall = y[i].d * f16(b->d), dmin = y[i].d * f16(b->dmin);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(isum), acc[r]);
+            acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]);
+}
+
+/* Q3_K's 16 signed 6-bit scales (see vx_q3_K_unpack_scales), a 32-bit
+ * word per group of four: low 4 bits from the nibbles of bytes 0..7, high
+ * 2 bits from bytes 8..11 at bit 2 * group. */
+AINLINE __m128i q3k_scales(const uint8_t *p) {
+    uint32_t a0, a1, a2;
+    memcpy(&a0, p, 4);
+    memcpy(&a1, p + 4, 4);
+    memcpy(&a2, p + 8, 4);
+    const uint32_t m4 = 0x0F0F0F0F, m2 = 0x03030303;
+    const uint32_t g0 = (a0 & m4) | ((a2 & m2) << 4);
+    const uint32_t g1 = (a1 & m4) | (((a2 >> 2) & m2) << 4);
+    const uint32_t g2 = ((a0 >> 4) & m4) | (((a2 >> 4) & m2) << 4);
+    const uint32_t g3 = ((a1 >> 4) & m4) | (((a2 >> 6) & m2) << 4);
+    return _mm_sub_epi8(_mm_set_epi32((int)g3, (int)g2, (int)g1, (int)g0), _mm_set1_epi8(32));
+}
+
+/* Q3_K: x = d sc (q - 4 (1 - hbit)), q 0..3 as Q2_K, the high bit of
+ * element e in bit e / 32 of hmask[e % 32]. Computed as u = q + 4 hbit in
+ * 0..7 (unsigned for maddubs) minus 4 sum(sc * bsum): the same integer. */
+AINLINE void q3_K_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
+    const vx_block_q8_K *y = vy;
+    const vx_block_q3_K *x[4];
+    __m256 acc[4];
+    for (int r = 0; r < R; r++) {
+        x[r] = row_at(w, stride, r);
+        acc[r] = _mm256_setzero_ps();
+    }
+    const __m256i m2 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
+    for (int64_t i = 0; i < n / QK; i++) {
+        const __m256i ybs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const int8_t *yq = y[i].qs;
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const vx_block_q3_K *b = &x[r][i];
+            const __m256i sc16 = _mm256_cvtepi8_epi16(q3k_scales(b->scales));
+            __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
+            /* -4 sum(sc * bsum) up front: the correction for the offset */
+            __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, ybs), 2));
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+                const __m256i sc = half_scales(sc16, h);
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) {
+                    const __m256i hi = _mm256_and_si256(_mm256_slli_epi16(hm, 2), b2);
+                    hm = _mm256_srli_epi16(hm, 1);
+                    const __m256i v = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m2), hi);
+                    const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(yq + 128 * h + 32 * j)));
+                    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, sel16(j))));
+                }
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * f16(b->d)), _mm256_cvtepi32_ps(isum), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]);
+}
+
+/* Q6_K: x = d sc (u - 32), u = 4 low bits | 2 high bits << 4, in 0..63
+ * (unsigned for maddubs, pairs <= 2*63*127); the -32 goes through bsums.
+ * Step j of half h: nibble j / 2 of ql[64 h + 32 (j % 2) + l], bits 2j of
+ * qh[32 h + l]. */
+AINLINE void q6_K_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
+    const vx_block_q8_K *y = vy;
+    const vx_block_q6_K *x[4];
+    __m256 acc[4];
+    for (int r = 0; r < R; r++) {
+        x[r] = row_at(w, stride, r);
+        acc[r] = _mm256_setzero_ps();
+    }
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2h = _mm256_set1_epi8(0x30);
+    for (int64_t i = 0; i < n / QK; i++) {
+        const __m256i ybs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const int8_t *yq = y[i].qs;
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const vx_block_q6_K *b = &x[r][i];
+            const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+            __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, ybs), 5));
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+                const __m256i sc = half_scales(sc16, h);
+                __m256i v[4];
+                v[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h));
+                v[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h));
+                v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m2h));
+                v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h));
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) {
+                    const __m256i p = _mm256_maddubs_epi16(v[j], _mm256_loadu_si256((const __m256i *)(yq + 128 * h + 32 * j)));
+                    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, sel16(j))));
+                }
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * f16(b->d)), _mm256_cvtepi32_ps(isum), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]);
+}
+
+DEFINE_QDOT(q2_K_rows, vx_vec_dot_q2_K_q8_K_avx2, vx_gemv_q2_K_avx2)
+DEFINE_QDOT(q3_K_rows, vx_vec_dot_q3_K_q8_K_avx2, vx_gemv_q3_K_avx2)
+DEFINE_QDOT(q4_K_rows, vx_vec_dot_q4_K_q8_K_avx2, vx_gemv_q4_K_avx2)
+DEFINE_QDOT(q5_K_rows, vx_vec_dot_q5_K_q8_K_avx2, vx_gemv_q5_K_avx2)
+DEFINE_QDOT(q6_K_rows, vx_vec_dot_q6_K_q8_K_avx2, vx_gemv_q6_K_avx2)

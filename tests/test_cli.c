@@ -1,0 +1,128 @@
+/*
+ * test_cli.c - the `vx` command as users and outside checks drive it:
+ * `vx logits` output against the ref64 fixture, `vx tokenize --ids` against
+ * the tokenizer fixtures, `vx info`, `vx run` (greedy output matches the
+ * library's greedy ids), and clean failures (exit code, message) on bad
+ * files and options. The binary is $BUILD/vx (default build/vx).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "testutil.h"
+
+static char vx[512];
+
+/* Runs a shell command, captures stdout+stderr into out; returns exit code. */
+static int run(const char *cmd, char *out, size_t size) {
+    char full[8192];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, size - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_logits(void) {
+    char cmd[4096], out[65536];
+    const char *model = "models/llama/llama-F32.gguf";
+    char mpath[1024];
+    snprintf(mpath, sizeof mpath, "%s", vx_test_fixture_path(model));
+    char *ids = vx_test_read_file(vx_test_fixture_path("models/prompt.json"), NULL);
+    CHECK(ids != NULL);
+    if (!ids) return;
+    char *lb = strchr(ids, '['), *rb = strchr(ids, ']');
+    CHECK(lb && rb);
+    if (!lb || !rb) { free(ids); return; }
+    *rb = 0;
+    for (char *q = lb + 1; *q; q++)
+        if (*q == ' ') *q = ',';
+    for (int mode = 0; mode < 2; mode++) {
+        snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens '%s' -o /tmp/vx_test_cli.f32 %s", vx, mpath,
+                 lb + 1, mode ? "--decode" : "");
+        int rc = run(cmd, out, sizeof out);
+        CHECKF(rc == 0, "vx logits failed (%d): %s", rc, out);
+        size_t sz = 0, rsz = 0;
+        float *got = (float *)(void *)vx_test_read_file("/tmp/vx_test_cli.f32", &sz);
+        float *ref = (float *)(void *)vx_test_read_file(vx_test_fixture_path("models/llama/llama-F32.ref64.f32"), &rsz);
+        CHECKF(got && ref && sz == rsz && sz == 48 * 512 * 4, "logits file size %zu, expected %zu", sz, rsz);
+        if (got && ref && sz == rsz) {
+            double se = 0, sr = 0;
+            for (size_t i = 0; i < sz / 4; i++) {
+                se += (double)(got[i] - ref[i]) * (got[i] - ref[i]);
+                sr += (double)ref[i] * ref[i];
+            }
+            CHECKF(sqrt(se / sr) < 1e-5, "vx logits%s rel_rmse %.3g", mode ? " --decode" : "", sqrt(se / sr));
+        }
+        free(got);
+        free(ref);
+    }
+    free(ids);
+    remove("/tmp/vx_test_cli.f32");
+}
+
+static void test_tokenize(void) {
+    char cmd[4096], out[65536];
+    snprintf(cmd, sizeof cmd, "%s tokenize -m %s --ids -p 'Hello world'", vx,
+             vx_test_fixture_path("tokenizer/ggml-vocab-llama-spm.gguf"));
+    int rc = run(cmd, out, sizeof out);
+    CHECKF(rc == 0, "vx tokenize: %s", out);
+    /* SentencePiece Llama: BOS, "▁Hello", "▁world" */
+    CHECKF(strcmp(out, "[1, 15043, 3186]\n") == 0, "vx tokenize --ids printed '%s'", out);
+    snprintf(cmd, sizeof cmd, "%s tokenize -m %s --ids --no-bos -p 'Hello world'", vx,
+             vx_test_fixture_path("tokenizer/ggml-vocab-llama-spm.gguf"));
+    run(cmd, out, sizeof out);
+    CHECKF(strcmp(out, "[15043, 3186]\n") == 0, "vx tokenize --no-bos printed '%s'", out);
+}
+
+static void test_info_and_run(void) {
+    char cmd[4096], out[65536];
+    snprintf(cmd, sizeof cmd, "%s info %s", vx, vx_test_fixture_path("models/qwen3/qwen3-Q4_K_M.gguf"));
+    int rc = run(cmd, out, sizeof out);
+    CHECKF(rc == 0 && strstr(out, "qwen3") && strstr(out, "Q4_K"), "vx info: %s", out);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p '' -n 16 --temp 0 --no-display-prompt -t 1 --kv-type f32", vx,
+             vx_test_fixture_path("models/stories260K/stories260K.gguf"));
+    rc = run(cmd, out, sizeof out);
+    /* greedy from BOS: ids 461 461 401 401 401 461 (llama2.c) are " story," x2, "hen" x3, " story," */
+    CHECKF(rc == 0 && strncmp(out, " story, story,henhenhen story,", 30) == 0, "vx run printed: %.200s", out);
+    CHECKF(strstr(out, "generation:") && strstr(out, "t/s"), "vx run prints no speed: %.300s", out);
+}
+
+static void test_errors(void) {
+    char cmd[4096], out[65536];
+    FILE *f = fopen("/tmp/vx_test_cli_bad.gguf", "wb");
+    CHECK(f != NULL);
+    if (f) {
+        fwrite("GGUF\x03\0\0\0\xff\xff", 1, 10, f);
+        fclose(f);
+    }
+    snprintf(cmd, sizeof cmd, "%s run -m /tmp/vx_test_cli_bad.gguf -p hi", vx);
+    int rc = run(cmd, out, sizeof out);
+    CHECKF(rc != 0 && strstr(out, "error:") && strstr(out, "vx_test_cli_bad.gguf"), "truncated file: rc %d, '%s'", rc, out);
+    snprintf(cmd, sizeof cmd, "%s info /nonexistent/model.gguf", vx);
+    rc = run(cmd, out, sizeof out);
+    CHECKF(rc != 0 && strstr(out, "No such file"), "missing file: rc %d, '%s'", rc, out);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p hi --temp abc", vx, vx_test_fixture_path("models/stories260K/stories260K.gguf"));
+    rc = run(cmd, out, sizeof out);
+    CHECKF(rc == 2 && strstr(out, "--temp"), "bad option value: rc %d, '%s'", rc, out);
+    snprintf(cmd, sizeof cmd, "%s frobnicate", vx);
+    rc = run(cmd, out, sizeof out);
+    CHECKF(rc == 2 && strstr(out, "unknown command"), "unknown command: rc %d", rc);
+    snprintf(cmd, sizeof cmd, "%s run --help", vx);
+    rc = run(cmd, out, sizeof out);
+    CHECKF(rc == 0 && strstr(out, "--top-p"), "run --help: rc %d", rc);
+    remove("/tmp/vx_test_cli_bad.gguf");
+}
+
+int main(void) {
+    const char *b = getenv("BUILD");
+    snprintf(vx, sizeof vx, "%s/vx", b && *b ? b : "build");
+    test_logits();
+    test_tokenize();
+    test_info_and_run();
+    test_errors();
+    return vx_test_finish("test_cli");
+}
