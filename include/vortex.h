@@ -139,6 +139,9 @@ typedef struct vx_context_params {
     uint32_t n_seq_max; /* max distinct sequence ids [0, n_seq_max) */
     int32_t n_threads;  /* 0 = number of online cores */
     vx_kv_type kv_type; /* KV cache storage type */
+    bool f32_matmul;    /* dequantize weight rows and multiply in f32 instead of
+                           quantizing activations to 8 bits: slower, closest to
+                           exact math (for accuracy work) */
 } vx_context_params;
 
 vx_context_params vx_context_default_params(void);

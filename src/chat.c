@@ -5,6 +5,9 @@
  * extras), and the built-in templates that --chat-template NAME selects.
  * The interpreter itself lives in jinja_*.c.
  */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* localtime_r */
+#endif
 #include "chat.h"
 
 #include <limits.h>

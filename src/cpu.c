@@ -73,9 +73,16 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
     k->dot_f32 = vx_dot_f32_ref;
     k->axpy_f32 = vx_axpy_f32_ref;
     k->matmul = vx_matmul_ref;
+    k->f16_to_f32 = vx_f16_to_f32_ref;
+    k->f32_to_f16 = vx_f32_to_f16_ref;
+    memset(k->gemv, 0, sizeof k->gemv);
+    memset(k->act, 0, sizeof k->act);
+    vx_matmul_kernels_ref(k->gemv, k->act);
     if (isa >= VX_ISA_AVX2) {
         k->name = "avx2";
         k->dot_f32 = vx_dot_f32_avx2;
         k->axpy_f32 = vx_axpy_f32_avx2;
+        k->f16_to_f32 = vx_f16_to_f32_avx2;
+        k->f32_to_f16 = vx_f32_to_f16_avx2;
     }
 }

@@ -14,6 +14,7 @@
 
 #include "common.h"
 #include "kv_cache.h"
+#include "matmul.h"
 #include "model.h"
 #include "ops.h"
 #include "threadpool.h"
@@ -51,6 +52,12 @@ struct vx_context {
     int32_t *exp_n;      /* [X] */
     float *moe_in;       /* [nb][E] gathered inputs */
     float *moe_out;      /* [nb][E] */
+
+    /* activation rows converted for the weights' dot products, per
+     * activation type [nb][row]; act_src/act_stride say what they hold */
+    void *act_buf[VX_TYPE_COUNT];
+    const float *act_src[VX_TYPE_COUNT];
+    size_t act_stride[VX_TYPE_COUNT];
 
     /* per-thread scratch */
     float *scratch;      /* [nth][scratch_per] */
@@ -91,6 +98,7 @@ void vx_context_free(vx_context *c) {
                     c->logits, c->out_row, c->out_tok, c->router, c->sel, c->sel_w, c->exp_tok,
                     c->exp_w, c->exp_n, c->moe_in, c->moe_out, c->scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    for (int t = 0; t < VX_TYPE_COUNT; t++) free(c->act_buf[t]);
     free(c);
 }
 
@@ -159,6 +167,15 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
         c->moe_in = xalloc(nb * E * F, &ok);
         c->moe_out = xalloc(nb * E * F, &ok);
     }
+    {
+        const size_t maxin = VX_MAX(VX_MAX(E, FF), QD);
+        const int acts[] = {VX_TYPE_Q8_0, VX_TYPE_Q8_1, VX_TYPE_Q8_K};
+        for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
+            /* Q8_K rows need a multiple of 256: round up, unused tails are never read */
+            size_t rs = vx_row_size((vx_type)acts[i], (int64_t)((maxin + 255) / 256 * 256));
+            c->act_buf[acts[i]] = xalloc(nb * rs, &ok);
+        }
+    }
     /* per thread: a dequantized row, plus attention tiles for one block:
      * K and V converted to float [bs][hd] each, scores [g][bs], acc [g][hd], m/l [g] */
     const size_t bs = (size_t)vx_kv_block_size(c->kv), hd = (size_t)hp->head_dim;
@@ -184,14 +201,72 @@ int32_t vx_context_n_vocab(const vx_context *c) { return c->model->hp.n_vocab; }
 
 /* ------------------------------------------------------------ forward */
 
-/* Rows [0, w->ne[1]) of y = W x for n tokens, split across threads. */
+/* Converts rows [t0, t1) of x (ld floats apart, n elements used) into the
+ * activation types the given weights pair with. Run by the thread that
+ * produced those rows; a barrier must follow before the matmuls. */
+static void prep(vx_context *c, int64_t t0, int64_t t1, const float *x, int64_t ld, int64_t n,
+                 const vx_weight *w0, const vx_weight *w1, const vx_weight *w2) {
+    if (c->params.f32_matmul) return;
+    const vx_weight *ws[3] = {w0, w1, w2};
+    int done = -1;
+    for (int i = 0; i < 3; i++) {
+        if (!ws[i] || !ws[i]->data) continue;
+        const int at = vx_act_type(ws[i]->type);
+        if (at == VX_TYPE_F32 || at == done) continue;
+        const size_t rs = vx_row_size((vx_type)at, n);
+        for (int64_t t = t0; t < t1; t++)
+            c->kern.act[at](x + t * ld, (uint8_t *)c->act_buf[at] + (size_t)t * rs, n);
+        c->act_src[at] = x; /* every thread writes the same values */
+        c->act_stride[at] = rs;
+        done = at;
+    }
+}
+
+/* Rows of y = W x for n tokens, split across threads in blocks of 4 rows.
+ * x must have been prepared (prep) for W's activation type. */
 static void mm(vx_context *c, int ith, int nth, const vx_weight *w, size_t mat_off, const float *x,
                int64_t n, int64_t ldx, float *y, int64_t ldy, bool acc) {
     int64_t r0, r1;
     vx_split(w->ne[1], ith, nth, 4, &r0, &r1);
-    if (r0 < r1)
+    if (r0 >= r1) return;
+    if (c->params.f32_matmul) {
         c->kern.matmul(&c->kern, w, mat_off, r0, r1, x, n, ldx, y, ldy, acc,
                        c->scratch + (size_t)ith * (size_t)c->scratch_per);
+        return;
+    }
+    const int at = vx_act_type(w->type);
+    const uint8_t *act;
+    size_t stride;
+    if (at == VX_TYPE_F32) {
+        act = (const uint8_t *)x;
+        stride = (size_t)ldx * sizeof(float);
+    } else {
+        VX_ASSERT(c->act_src[at] == x);
+        act = c->act_buf[at];
+        stride = c->act_stride[at];
+    }
+    const vx_gemv_fn gemv = c->kern.gemv[w->type];
+    const uint8_t *base = (const uint8_t *)w->data + mat_off;
+    const int64_t ne0 = w->ne[0];
+    float out[4];
+    /* token tiles keep a tile's activation rows in L2 while weight-row
+     * blocks stream past them once per tile */
+    const int64_t tile = 64;
+    for (int64_t tt = 0; tt < n; tt += tile) {
+        const int64_t te = VX_MIN(n, tt + tile);
+        for (int64_t r = r0; r < r1; r += 4) {
+            const int nr = (int)VX_MIN(4, r1 - r);
+            const uint8_t *wr = base + (size_t)r * w->row_size;
+            for (int64_t t = tt; t < te; t++) {
+                gemv(ne0, wr, w->row_size, nr, act + (size_t)t * stride, out);
+                float *yt = y + t * ldy + r;
+                if (acc)
+                    for (int i = 0; i < nr; i++) yt[i] += out[i];
+                else
+                    for (int i = 0; i < nr; i++) yt[i] = out[i];
+            }
+        }
+    }
 }
 
 static void add_bias(float *y, const vx_weight *b, int64_t n) {
@@ -201,22 +276,14 @@ static void add_bias(float *y, const vx_weight *b, int64_t n) {
 }
 
 /* Loads a row of n KV elements as float. */
-static inline void kv_load(const vx_kv_cache *kv, const void *src, float *dst, int64_t n) {
-    if (vx_kv_type_of(kv) == VX_KV_F32) {
-        memcpy(dst, src, (size_t)n * sizeof(float));
-    } else {
-        const uint16_t *h = src;
-        for (int64_t i = 0; i < n; i++) dst[i] = vx_fp16_to_fp32(h[i]);
-    }
+static inline void kv_load(const vx_context *c, const void *src, float *dst, int64_t n) {
+    if (vx_kv_type_of(c->kv) == VX_KV_F32) memcpy(dst, src, (size_t)n * sizeof(float));
+    else c->kern.f16_to_f32(src, dst, n);
 }
 
-static inline void kv_store(const vx_kv_cache *kv, void *dst, const float *src, int64_t n) {
-    if (vx_kv_type_of(kv) == VX_KV_F32) {
-        memcpy(dst, src, (size_t)n * sizeof(float));
-    } else {
-        uint16_t *h = dst;
-        for (int64_t i = 0; i < n; i++) h[i] = vx_fp32_to_fp16(src[i]);
-    }
+static inline void kv_store(const vx_context *c, void *dst, const float *src, int64_t n) {
+    if (vx_kv_type_of(c->kv) == VX_KV_F32) memcpy(dst, src, (size_t)n * sizeof(float));
+    else c->kern.f32_to_f16(src, dst, n);
 }
 
 /* Attention of one (token, kv head) unit: all query heads of the GQA group
@@ -248,8 +315,8 @@ static void attend_unit(vx_context *c, int il, int32_t t, int32_t kvh, float *sc
         const uint8_t *kb = vx_kv_k_block(kv, il, blocks[b0 / bs]);
         const uint8_t *vb = vx_kv_v_block(kv, il, blocks[b0 / bs]);
         for (int32_t j = 0; j < nj; j++) {
-            kv_load(kv, kb + ((size_t)j * KD + (size_t)kvh * hd) * es, kf + (size_t)j * hd, hd);
-            kv_load(kv, vb + ((size_t)j * KD + (size_t)kvh * hd) * es, vf + (size_t)j * hd, hd);
+            kv_load(c, kb + ((size_t)j * KD + (size_t)kvh * hd) * es, kf + (size_t)j * hd, hd);
+            kv_load(c, vb + ((size_t)j * KD + (size_t)kvh * hd) * es, vf + (size_t)j * hd, hd);
         }
         for (int32_t h = 0; h < g; h++) {
             float *sh = s + (size_t)h * bs;
@@ -328,6 +395,7 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
         vx_split(ne, ith, nth, 1, &t0, &t1);
         for (int64_t i = t0; i < t1; i++)
             memcpy(c->moe_in + i * E, c->xn + (size_t)toks[i] * E, (size_t)E * sizeof(float));
+        prep(c, t0, t1, c->moe_in, E, E, &L->ffn_gate_exps, &L->ffn_up_exps, NULL);
         vx_pool_barrier(c->pool);
         mm(c, ith, nth, &L->ffn_gate_exps, (size_t)e * L->ffn_gate_exps.mat_size, c->moe_in, ne, E,
            c->gate, F, false);
@@ -335,6 +403,7 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
            c->up, F, false);
         vx_pool_barrier(c->pool);
         for (int64_t i = t0; i < t1; i++) vx_swiglu(c->gate + i * F, c->up + i * F, F);
+        prep(c, t0, t1, c->gate, F, F, &L->ffn_down_exps, NULL, NULL);
         vx_pool_barrier(c->pool);
         mm(c, ith, nth, &L->ffn_down_exps, (size_t)e * L->ffn_down_exps.mat_size, c->gate, ne, F,
            c->moe_out, E, false);
@@ -378,6 +447,8 @@ static void forward_worker(void *arg, int ith, int nth) {
         const vx_layer *L = &M->layers[il];
         for (int64_t t = t0; t < t1; t++)
             vx_rmsnorm(c->xn + t * E, c->x + t * E, L->attn_norm.data, E, hp->rms_eps);
+        if (hp->fused_qkv) prep(c, t0, t1, c->xn, E, E, &L->wqkv, NULL, NULL);
+        else prep(c, t0, t1, c->xn, E, E, &L->wq, &L->wk, &L->wv);
         vx_pool_barrier(c->pool);
         if (hp->fused_qkv) {
             mm(c, ith, nth, &L->wqkv, 0, c->xn, n, E, c->qkv, QD + 2 * KD, false);
@@ -408,8 +479,8 @@ static void forward_worker(void *arg, int ith, int nth) {
                 if (L->k_norm.data) vx_rmsnorm(k + h * hd, k + h * hd, L->k_norm.data, hd, hp->rms_eps);
                 vx_rope_apply(k + h * hd, cs, hp->n_rot, M->arch->rope);
             }
-            kv_store(c->kv, vx_kv_k_row(c->kv, il, b->seq_id[t], b->pos[t]), k, KD);
-            kv_store(c->kv, vx_kv_v_row(c->kv, il, b->seq_id[t], b->pos[t]), v, KD);
+            kv_store(c, vx_kv_k_row(c->kv, il, b->seq_id[t], b->pos[t]), k, KD);
+            kv_store(c, vx_kv_v_row(c->kv, il, b->seq_id[t], b->pos[t]), v, KD);
         }
         vx_pool_barrier(c->pool);
         {
@@ -421,12 +492,18 @@ static void forward_worker(void *arg, int ith, int nth) {
                 attend_unit(c, il, (int32_t)(u / hp->n_head_kv), (int32_t)(u % hp->n_head_kv), scr);
         }
         vx_pool_barrier(c->pool);
+        if (vx_act_type(L->wo.type) != VX_TYPE_F32 && !c->params.f32_matmul) {
+            prep(c, t0, t1, c->att, QD, QD, &L->wo, NULL, NULL);
+            vx_pool_barrier(c->pool);
+        }
         mm(c, ith, nth, &L->wo, 0, c->att, n, QD, c->x, E, true);
         vx_pool_barrier(c->pool);
         for (int64_t t = t0; t < t1; t++) {
             add_bias(c->x + t * E, &L->bo, E);
             vx_rmsnorm(c->xn + t * E, c->x + t * E, L->ffn_norm.data, E, hp->rms_eps);
         }
+        if (hp->n_expert > 0) prep(c, t0, t1, c->xn, E, E, &L->ffn_gate_inp, NULL, NULL);
+        else prep(c, t0, t1, c->xn, E, E, &L->ffn_gate, &L->ffn_up, NULL);
         vx_pool_barrier(c->pool);
         if (hp->n_expert > 0) {
             ffn_moe(c, L, ith, nth);
@@ -437,6 +514,7 @@ static void forward_worker(void *arg, int ith, int nth) {
                 vx_swiglu(c->up + t * 2 * F, c->up + t * 2 * F + F, F);
                 memcpy(c->gate + t * F, c->up + t * 2 * F, (size_t)F * sizeof(float));
             }
+            prep(c, t0, t1, c->gate, F, F, &L->ffn_down, NULL, NULL);
             vx_pool_barrier(c->pool);
             mm(c, ith, nth, &L->ffn_down, 0, c->gate, n, F, c->x, E, true);
             vx_pool_barrier(c->pool);
@@ -445,6 +523,7 @@ static void forward_worker(void *arg, int ith, int nth) {
             mm(c, ith, nth, &L->ffn_up, 0, c->xn, n, E, c->up, F, false);
             vx_pool_barrier(c->pool);
             for (int64_t t = t0; t < t1; t++) vx_swiglu(c->gate + t * F, c->up + t * F, F);
+            prep(c, t0, t1, c->gate, F, F, &L->ffn_down, NULL, NULL);
             vx_pool_barrier(c->pool);
             mm(c, ith, nth, &L->ffn_down, 0, c->gate, n, F, c->x, E, true);
             vx_pool_barrier(c->pool);
@@ -457,6 +536,7 @@ static void forward_worker(void *arg, int ith, int nth) {
     for (int64_t o = o0; o < o1; o++)
         vx_rmsnorm(c->xn + o * E, c->x + (size_t)c->out_tok[o] * E, M->output_norm.data, E,
                    hp->rms_eps);
+    prep(c, o0, o1, c->xn, E, E, &M->output, NULL, NULL);
     vx_pool_barrier(c->pool);
     mm(c, ith, nth, &M->output, 0, c->xn, c->n_out, E, c->logits, hp->n_vocab, false);
 }

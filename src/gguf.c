@@ -258,6 +258,17 @@ static int64_t hash_find(const int64_t *tab, uint64_t cap, const char *name,
     return -1;
 }
 
+typedef struct offset_ref {
+    uint64_t offset;
+    int64_t i;
+} offset_ref;
+
+static int offset_ref_cmp(const void *pa, const void *pb) {
+    const offset_ref *a = pa, *b = pb;
+    if (a->offset != b->offset) return a->offset < b->offset ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i; /* ties by index: deterministic messages */
+}
+
 /* Parses header, metadata and tensor infos in two passes over the image:
  * the first validates and sizes, the second copies. */
 static vx_status parse(vx_gguf *g, char *err, size_t err_size) {
@@ -380,14 +391,19 @@ static vx_status parse(vx_gguf *g, char *err, size_t err_size) {
             return vx_seterr(err, err_size, VX_EFORMAT, "tensor %lld name contains a NUL byte",
                              (long long)i);
         if ((st = rd_u32(&c, &t->n_dims, t->name))) return st;
-        uint64_t nelem = 1;
+        /* span = product of the dims with 0 counted as 1: a zero dim must
+         * not hide an overflowing product of the others (a [2^62, 0, 2^62]
+         * tensor holds no bytes, but ne0 * ne2 or its row size would wrap
+         * in any consumer that computes them) */
+        uint64_t nelem = 1, span = 1;
         for (uint32_t d = 0; d < VX_GGUF_MAX_DIMS; d++) t->ne[d] = 1;
         for (uint32_t d = 0; d < t->n_dims; d++) {
             uint64_t ne;
             if ((st = rd_u64(&c, &ne, t->name))) return st;
-            if (ne > INT64_MAX || vx_mul_ovf(nelem, ne, &nelem) || nelem > INT64_MAX)
+            if (ne > INT64_MAX || vx_mul_ovf(span, ne ? ne : 1, &span) || span > INT64_MAX)
                 return vx_seterr(err, err_size, VX_EFORMAT,
                                  "tensor '%s': dimensions overflow the element count", t->name);
+            nelem *= ne; /* <= span */
             t->ne[d] = (int64_t)ne;
         }
         uint32_t type;
@@ -403,10 +419,11 @@ static vx_status parse(vx_gguf *g, char *err, size_t err_size) {
                              "tensor '%s': row length %lld is not a multiple of the %s block "
                              "size %lld",
                              t->name, (long long)t->ne[0], tr->name, (long long)tr->blck_size);
-        uint64_t blocks = nelem / (uint64_t)tr->blck_size;
-        if (vx_mul_ovf(blocks, tr->type_size, &t->size))
+        uint64_t span_bytes;
+        if (vx_mul_ovf(span / (uint64_t)tr->blck_size, tr->type_size, &span_bytes))
             return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s': byte size overflows",
                              t->name);
+        t->size = nelem / (uint64_t)tr->blck_size * tr->type_size; /* <= span_bytes */
         if (t->offset % g->alignment != 0)
             return vx_seterr(err, err_size, VX_EFORMAT,
                              "tensor '%s': offset %llu is not aligned to %zu", t->name,
@@ -433,20 +450,14 @@ static vx_status parse(vx_gguf *g, char *err, size_t err_size) {
     }
     /* Overlapping tensor data is a corrupt file: check on offsets sorted. */
     if (g->n_tensors > 1) {
-        int64_t *ord = malloc((size_t)g->n_tensors * sizeof *ord);
+        /* sorted (offset, index) pairs: qsort, since a hostile file can list
+         * a million tensors in reverse order (quadratic sorts hang on it) */
+        offset_ref *ord = malloc((size_t)g->n_tensors * sizeof *ord);
         if (!ord) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
-        for (int64_t i = 0; i < g->n_tensors; i++) ord[i] = i;
-        /* insertion sort is fine: files are almost always already in order */
+        for (int64_t i = 0; i < g->n_tensors; i++) ord[i] = (offset_ref){g->tensors[i].offset, i};
+        qsort(ord, (size_t)g->n_tensors, sizeof *ord, offset_ref_cmp);
         for (int64_t i = 1; i < g->n_tensors; i++) {
-            int64_t x = ord[i], j = i - 1;
-            while (j >= 0 && g->tensors[ord[j]].offset > g->tensors[x].offset) {
-                ord[j + 1] = ord[j];
-                j--;
-            }
-            ord[j + 1] = x;
-        }
-        for (int64_t i = 1; i < g->n_tensors; i++) {
-            const vx_gguf_tensor *a = &g->tensors[ord[i - 1]], *b = &g->tensors[ord[i]];
+            const vx_gguf_tensor *a = &g->tensors[ord[i - 1].i], *b = &g->tensors[ord[i].i];
             if (a->offset + a->size > b->offset) {
                 st = vx_seterr(err, err_size, VX_EFORMAT,
                                "tensors '%s' and '%s' overlap in the data section", a->name,
@@ -621,13 +632,22 @@ int vx_gguf_get_arr(const vx_gguf *g, const char *key, vx_gguf_type *type, uint6
     return 1;
 }
 
+/* Float to int64 without UB: truncates toward zero, saturates out-of-range
+ * values and maps NaN to 0 (the values come from the file). */
+static int64_t f64_to_i64_sat(double x) {
+    if (x != x) return 0;
+    if (x >= 9223372036854775808.0) return INT64_MAX;
+    if (x <= -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)x;
+}
+
 int64_t vx_gguf_arr_i64(const vx_gguf_kv *kv, uint64_t i) {
     vx_gguf_kv tmp;
     vx_gguf_type t = kv->v.arr.type;
     size_t sz = vx_gguf_type_size(t);
     if (sz == 0) return 0;
     scalar_decode(&tmp, t, (const uint8_t *)kv->v.arr.data + i * sz);
-    if (t == VX_GGUF_FLOAT32 || t == VX_GGUF_FLOAT64) return (int64_t)tmp.v.f64;
+    if (t == VX_GGUF_FLOAT32 || t == VX_GGUF_FLOAT64) return f64_to_i64_sat(tmp.v.f64);
     if (t == VX_GGUF_BOOL) return tmp.v.b;
     return is_signed(t) ? tmp.v.i64 : (int64_t)tmp.v.u64;
 }

@@ -305,15 +305,19 @@ vx_status vx_gguf_add_tensor(vx_gguf_writer *w, const char *name, int type, uint
         return VX_EINVAL;
     const vx_type_traits *tr = vx_type_get_traits(type);
     if (!tr) return VX_EINVAL;
-    uint64_t nelem = 1;
-    for (uint32_t d = 0; d < n_dims; d++)
-        if (ne[d] < 0 || vx_mul_ovf(nelem, (uint64_t)ne[d], &nelem) || nelem > INT64_MAX)
+    /* the reader's geometry rules: the product of the dims, with zero dims
+     * counted as 1, must fit in int64 elements and in uint64 bytes */
+    uint64_t nelem = 1, span = 1, span_bytes;
+    for (uint32_t d = 0; d < n_dims; d++) {
+        if (ne[d] < 0 || vx_mul_ovf(span, ne[d] ? (uint64_t)ne[d] : 1, &span) || span > INT64_MAX)
             return VX_EINVAL;
-    if (ne[0] % tr->blck_size != 0) return VX_EINVAL;
-    /* whole rows of whole blocks: nelem / blck_size blocks in all */
-    uint64_t expect;
-    if (vx_mul_ovf(nelem / (uint64_t)tr->blck_size, tr->type_size, &expect) || expect != size)
+        nelem *= (uint64_t)ne[d]; /* <= span */
+    }
+    if (ne[0] % tr->blck_size != 0 ||
+        vx_mul_ovf(span / (uint64_t)tr->blck_size, tr->type_size, &span_bytes))
         return VX_EINVAL;
+    /* whole rows of whole blocks: nelem / blck_size blocks in all */
+    if (nelem / (uint64_t)tr->blck_size * tr->type_size != size) return VX_EINVAL;
     if (!data && size) return VX_EINVAL;
     for (size_t i = 0; i < w->n_t; i++)
         if (w->t[i].name_len == nlen && memcmp(w->t[i].name, name, nlen) == 0) return VX_EINVAL;

@@ -61,7 +61,8 @@ typedef enum jx_type {
 enum {
     JX_F_SAFE = 1,  /* str: markupsafe.Markup (|safe, |escape) */
     JX_F_TUPLE = 2, /* list: a Python tuple */
-    JX_F_ITER = 4   /* list: a generator/iterator (select, map, ...): no len, always true */
+    JX_F_ITER = 4,  /* list: a generator/iterator (select, map, ...): no len, always true */
+    JX_F_HINT = 8   /* undefined: undef_name is a whole message, not a name */
 };
 
 typedef struct jx_str {
@@ -89,7 +90,7 @@ typedef struct jx_val {
         jx_func *fn;
         jx_macro *m;
         jx_loop *loop;
-        const char *undef_name; /* JX_UNDEF: what was looked up, for messages (may be NULL) */
+        const char *undef_name; /* JX_UNDEF: what was looked up (or why, JX_F_HINT); may be NULL */
     } u;
 } jx_val;
 
@@ -353,6 +354,9 @@ jx_dict *jx_dict_new(jx_ctx *c, size_t cap);
 bool jx_dict_set(jx_ctx *c, jx_dict *d, jx_val k, jx_val v);
 bool jx_dict_get(const jx_dict *d, jx_val k, jx_val *out);
 bool jx_dict_get_cstr(const jx_dict *d, const char *k, jx_val *out);
+
+/* First occurrence of needle in hay (portable memmem); an empty needle is at hay. */
+const char *jx_find(const char *hay, size_t hn, const char *needle, size_t nn);
 
 bool jx_buf_put(jx_ctx *c, jx_buf *b, const char *s, size_t n);
 bool jx_buf_putc(jx_ctx *c, jx_buf *b, char ch);

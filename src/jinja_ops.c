@@ -106,6 +106,7 @@ bool jx_bind(jx_ctx *c, const char *fname, const jx_args *a, const char *const *
 }
 
 bool jx_undef_fail(jx_ctx *c, jx_val u) {
+    if (u.u.undef_name && (u.flags & JX_F_HINT)) return jx_fail(c, VX_EINVAL, "%s", u.u.undef_name);
     if (u.u.undef_name) return jx_fail(c, VX_EINVAL, "'%s' is undefined", u.u.undef_name);
     return jx_fail(c, VX_EINVAL, "undefined value used");
 }
@@ -187,6 +188,46 @@ static bool loop_attr(jx_ctx *c, const jx_loop *l, const char *name, jx_val *out
     return true;
 }
 
+/* Python's name for the type in jinja2's "has no attribute" messages. */
+static const char *obj_repr(jx_val obj) {
+    switch ((jx_type)obj.type) {
+    case JX_NONE: return "None";
+    case JX_BOOL: return "bool object";
+    case JX_INT: return "int object";
+    case JX_FLOAT: return "float object";
+    case JX_STR: return "str object";
+    case JX_LIST: return obj.flags & JX_F_ITER ? "generator object" : obj.flags & JX_F_TUPLE ? "tuple object" : "list object";
+    case JX_DICT: return "dict object";
+    case JX_NS: return "jinja2.utils.Namespace object";
+    case JX_LOOP: return "jinja2.runtime.LoopContext object";
+    default: return "object";
+    }
+}
+
+/* An Undefined that remembers why it is undefined, for the error raised if
+ * the template later uses it. Falls back to a plain Undefined if the
+ * message cannot be stored (it is only a message). */
+static jx_val missing(jx_ctx *c, jx_val obj, const char *attr, jx_val key) {
+    char buf[200];
+    if (attr && method_id(obj, attr) == HIDDEN)
+        snprintf(buf, sizeof buf, "access to attribute '%s' of '%s' object is unsafe", attr, jx_type_name(obj));
+    else if (attr)
+        snprintf(buf, sizeof buf, "'%s' has no attribute '%.80s'", obj_repr(obj), attr);
+    else if (jx_int_like(key))
+        snprintf(buf, sizeof buf, "%s has no element %lld", obj_repr(obj), (long long)jx_int_of(key));
+    else
+        snprintf(buf, sizeof buf, "%s has no element of type %s", obj_repr(obj), jx_type_name(key));
+    size_t n = strlen(buf);
+    char *msg = jx_arena_alloc(c->arena, n + 1);
+    jx_val u = jx_undef(NULL);
+    if (msg) {
+        memcpy(msg, buf, n + 1);
+        u.u.undef_name = msg;
+        u.flags = JX_F_HINT;
+    }
+    return u;
+}
+
 bool jx_getattr(jx_ctx *c, jx_val obj, const char *name, jx_val *out) {
     /* The sandbox hides private and dunder attributes; dunders exist even on
      * Undefined, so they do not raise there either. */
@@ -207,7 +248,7 @@ bool jx_getattr(jx_ctx *c, jx_val obj, const char *name, jx_val *out) {
             return true;
         }
     }
-    *out = jx_undef(name);
+    *out = missing(c, obj, name, jx_none());
     return true;
 }
 
@@ -246,12 +287,12 @@ bool jx_getitem(jx_ctx *c, jx_val obj, jx_val key, jx_val *out) {
         if (obj.type == JX_DICT) { /* the key missed: only methods are left */
             int id = method_id(obj, key.u.s->s);
             if (id > 0) return bound(c, id, obj, out);
-            *out = jx_undef(key.u.s->s);
+            *out = missing(c, obj, key.u.s->s, key);
             return true;
         }
         return jx_getattr(c, obj, key.u.s->s, out);
     }
-    *out = jx_undef(NULL);
+    *out = missing(c, obj, NULL, key);
     return true;
 }
 
@@ -583,7 +624,7 @@ bool jx_contains(jx_ctx *c, jx_val container, jx_val item, bool *out) {
         if (item.type != JX_STR)
             return jx_fail(c, VX_EINVAL, "'in <string>' requires string as left operand, not %s",
                            jx_type_name(item));
-        *out = item.u.s->len == 0 || memmem(container.u.s->s, container.u.s->len, item.u.s->s,
+        *out = item.u.s->len == 0 || jx_find(container.u.s->s, container.u.s->len, item.u.s->s,
                                             item.u.s->len) != NULL;
         return true;
     }
@@ -743,7 +784,7 @@ bool jx_call_builtin(jx_ctx *c, const jx_func *f, const jx_args *a, jx_val *out)
         return false;
     }
     case F_STRFTIME: {
-        const jx_str *fmt;
+        const jx_str *fmt = NULL;
         if (a->npos != 1 || a->nkw) return jx_fail(c, VX_EINVAL, "strftime_now() takes one argument");
         if (!jx_want_str(c, a->pos[0], "strftime_now() format", &fmt)) return false;
         return do_strftime(c, fmt, out);

@@ -434,7 +434,7 @@ bool jx_str_replace(jx_ctx *c, jx_val s, jx_val old, jx_val rep, int64_t count, 
     } else {
         size_t i = 0;
         while (ok && i <= str->len) {
-            const char *hit = done < count ? memmem(str->s + i, str->len - i, o->s, o->len) : NULL;
+            const char *hit = done < count ? jx_find(str->s + i, str->len - i, o->s, o->len) : NULL;
             if (!hit) {
                 ok = jx_buf_put(c, &b, str->s + i, str->len - i);
                 break;
@@ -482,7 +482,7 @@ static bool str_split(jx_ctx *c, jx_val s, jx_val sepv, int64_t maxsplit, bool f
         int64_t splits = 0;
         if (sep) {
             for (;;) {
-                const char *hit = splits < maxsplit ? memmem(str->s + i, str->len - i, sep->s, sep->len) : NULL;
+                const char *hit = splits < maxsplit ? jx_find(str->s + i, str->len - i, sep->s, sep->len) : NULL;
                 size_t end = hit ? (size_t)(hit - str->s) : str->len;
                 if (!jx_mkstr_like(c, s, str->s + i, end - i, &piece) || !jx_list_push(c, l, piece)) return false;
                 if (!hit) return true;
@@ -609,7 +609,7 @@ static bool find_sub(jx_ctx *c, const jx_str *s, jx_val subv, jx_val start, jx_v
     if (b > e || e - b < sub->len) return true;
     const char *hit = NULL;
     if (!rev) {
-        hit = sub->len ? memmem(s->s + b, e - b, sub->s, sub->len) : s->s + b;
+        hit = sub->len ? jx_find(s->s + b, e - b, sub->s, sub->len) : s->s + b;
     } else {
         for (size_t p = e - sub->len + 1; p-- > b;) {
             if (!memcmp(s->s + p, sub->s, sub->len)) {
@@ -745,7 +745,7 @@ bool jx_str_method(jx_ctx *c, int id, jx_val self, const jx_args *a, jx_val *out
                 k = (int64_t)jx_utf8_count(s->s + b, e - b) + 1;
             } else {
                 for (size_t p = b; p + sub->len <= e;) {
-                    const char *hit = memmem(s->s + p, e - p, sub->s, sub->len);
+                    const char *hit = jx_find(s->s + p, e - p, sub->s, sub->len);
                     if (!hit) break;
                     k++;
                     p = (size_t)(hit - s->s) + sub->len;

@@ -142,6 +142,19 @@ void jx_buf_free(jx_buf *b) {
     b->n = b->cap = 0;
 }
 
+const char *jx_find(const char *hay, size_t hn, const char *needle, size_t nn) {
+    if (nn == 0) return hay;
+    if (nn > hn) return NULL;
+    const char *end = hay + (hn - nn) + 1;
+    for (const char *p = hay; p < end;) {
+        p = memchr(p, needle[0], (size_t)(end - p));
+        if (!p) return NULL;
+        if (memcmp(p, needle, nn) == 0) return p;
+        p++;
+    }
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ UTF-8 */
 
 uint32_t jx_utf8_dec(const char *s, size_t n, size_t *len) {
@@ -580,9 +593,7 @@ static bool compare_depth(jx_ctx *c, jx_val a, jx_val b, bool fold, int *res, in
         return true;
     }
     if (a.type == JX_UNDEF || b.type == JX_UNDEF) {
-        jx_val u = a.type == JX_UNDEF ? a : b;
-        if (u.u.undef_name) return jx_fail(c, VX_EINVAL, "'%s' is undefined", u.u.undef_name);
-        return jx_fail(c, VX_EINVAL, "undefined value used in a comparison");
+        return jx_undef_fail(c, a.type == JX_UNDEF ? a : b);
     }
     return jx_fail(c, VX_EINVAL, "'<' not supported between instances of '%s' and '%s'",
                    jx_type_name(a), jx_type_name(b));

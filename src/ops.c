@@ -23,6 +23,14 @@ void vx_axpy_f32_ref(float *y, float a, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+void vx_f16_to_f32_ref(const uint16_t *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = vx_fp16_to_fp32(src[i]);
+}
+
+void vx_f32_to_f16_ref(const float *src, uint16_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = vx_fp32_to_fp16(src[i]);
+}
+
 void vx_matmul_ref(const vx_kernels *k, const vx_weight *w, size_t mat_offset, int64_t r0,
                    int64_t r1, const float *x, int64_t n, int64_t ldx, float *y, int64_t ldy,
                    bool accumulate, float *scratch) {

@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "matmul.h"
 #include "model.h"
 
 /* Kernels that have SIMD variants. Filled once by vx_kernels_init(). */
@@ -15,11 +16,18 @@ typedef struct vx_kernels {
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     /* y += a * x */
     void (*axpy_f32)(float *y, float a, const float *x, int64_t n);
+    /* fp16 <-> fp32 rows (KV cache) */
+    void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
+    void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
     /* Rows [r0, r1) of y[t][r] (+)= dot(W[r], x[t]) for t in [0, n).
      * scratch holds at least ne0 floats. accumulate adds to y. */
     void (*matmul)(const struct vx_kernels *k, const vx_weight *w, size_t mat_offset, int64_t r0,
                    int64_t r1, const float *x, int64_t n, int64_t ldx, float *y, int64_t ldy,
                    bool accumulate, float *scratch);
+    /* per weight type: GEMV against activation rows (see matmul.h) */
+    vx_gemv_fn gemv[VX_TYPE_COUNT];
+    /* per activation type (Q8_0, Q8_1, Q8_K): float row -> activation row */
+    vx_act_fn act[VX_TYPE_COUNT];
 } vx_kernels;
 
 typedef enum vx_isa { VX_ISA_GENERIC = 0, VX_ISA_AVX2 = 1 } vx_isa;
@@ -35,6 +43,9 @@ void vx_axpy_f32_ref(float *y, float a, const float *x, int64_t n);
 void vx_matmul_ref(const vx_kernels *k, const vx_weight *w, size_t mat_offset, int64_t r0,
                    int64_t r1, const float *x, int64_t n, int64_t ldx, float *y, int64_t ldy,
                    bool accumulate, float *scratch);
+
+void vx_f16_to_f32_ref(const uint16_t *src, float *dst, int64_t n);
+void vx_f32_to_f16_ref(const float *src, uint16_t *dst, int64_t n);
 
 /* out = x / rms(x) * w (w may be NULL: no scale). out may alias x. */
 void vx_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);

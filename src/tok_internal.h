@@ -78,6 +78,14 @@ struct vx_vocab {
      * in the text before the model tokenizer runs. */
     vx_token *special;
     int32_t n_special;
+    /* The special tokens indexed by their first two bytes, so one scan of
+     * a text finds those that occur in it (vocab.c, find_present). */
+    uint8_t *sp_pair_bits; /* 65536-bit set of first-two-byte keys */
+    uint16_t *sp_keys;     /* sorted keys ... */
+    int32_t *sp_order;     /* ... of these indices into special[] */
+    int32_t n_sp_order;
+    int32_t *sp_single; /* indices into special[] of one-byte tokens */
+    int32_t n_sp_single;
 
     vx_token byte_tok[256]; /* SPM: token for each raw byte (-1 if none) */
 

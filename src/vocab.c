@@ -108,6 +108,10 @@ void vx_vocab_free(vx_vocab *v) {
     free(v->piece_off);
     free(v->is_eog);
     free(v->special);
+    free(v->sp_pair_bits);
+    free(v->sp_keys);
+    free(v->sp_order);
+    free(v->sp_single);
     vx_bpe_merges_free(v->merges);
     vx_pretok_free(v->pretok);
     free(v);
@@ -292,6 +296,47 @@ static vx_status build_special(vx_vocab *v, char *err, size_t err_size) {
     for (int32_t i = 0; i < n; i++) v->special[i] = (vx_token)(uint32_t)keys[i];
     v->n_special = n;
     free(keys);
+    return VX_OK;
+}
+
+static uint16_t pair_key(const char *s) {
+    return (uint16_t)((unsigned char)s[0] << 8 | (unsigned char)s[1]);
+}
+
+/* Orders packed (key << 32 | index) values. */
+static int cmp_u64(const void *a, const void *b) {
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static vx_status build_special_index(vx_vocab *v, char *err, size_t err_size) {
+    int32_t n = v->n_special, n2 = 0, n1 = 0;
+    for (int32_t i = 0; i < n; i++) (v->tok[v->special[i]].len >= 2 ? n2++ : n1++);
+    v->sp_pair_bits = calloc(65536 / 8, 1);
+    v->sp_keys = malloc((size_t)(n2 ? n2 : 1) * sizeof *v->sp_keys);
+    v->sp_order = malloc((size_t)(n2 ? n2 : 1) * sizeof *v->sp_order);
+    v->sp_single = malloc((size_t)(n1 ? n1 : 1) * sizeof *v->sp_single);
+    uint64_t *tmp = malloc((size_t)(n2 ? n2 : 1) * sizeof *tmp);
+    if (!v->sp_pair_bits || !v->sp_keys || !v->sp_order || !v->sp_single || !tmp) {
+        free(tmp);
+        return vx_seterr(err, err_size, VX_ENOMEM, "out of memory (special tokens)");
+    }
+    for (int32_t i = 0; i < n; i++) {
+        vx_token id = v->special[i];
+        if (v->tok[id].len < 2) {
+            v->sp_single[v->n_sp_single++] = i;
+            continue;
+        }
+        uint16_t k = pair_key(vx_tok_str(v, id));
+        v->sp_pair_bits[k >> 3] |= (uint8_t)(1u << (k & 7));
+        tmp[v->n_sp_order++] = (uint64_t)k << 32 | (uint32_t)i;
+    }
+    qsort(tmp, (size_t)v->n_sp_order, sizeof *tmp, cmp_u64);
+    for (int32_t i = 0; i < v->n_sp_order; i++) {
+        v->sp_keys[i] = (uint16_t)(tmp[i] >> 32);
+        v->sp_order[i] = (int32_t)(uint32_t)tmp[i];
+    }
+    free(tmp);
     return VX_OK;
 }
 
@@ -523,6 +568,8 @@ static vx_status load(vx_vocab *v, const vx_gguf *g, char *err, size_t err_size)
     detect_special(v);
     st = build_special(v, err, err_size);
     if (st != VX_OK) return st;
+    st = build_special_index(v, err, err_size);
+    if (st != VX_OK) return st;
     st = build_pieces(v, err, err_size);
     if (st != VX_OK) return st;
     apply_name_rules(v, g);
@@ -613,21 +660,68 @@ static bool frag_push(fragvec *f, vx_token tok, size_t off, size_t len) {
     return true;
 }
 
+/* Whether a special token takes part in partitioning: CONTROL and UNKNOWN
+ * tokens only with parse_special, USER_DEFINED ones always. */
+static bool special_active(const vx_vocab *v, vx_token id, bool parse_special) {
+    return parse_special || !(v->tok[id].attr & (VX_TATTR_CONTROL | VX_TATTR_UNKNOWN));
+}
+
+/* Marks in present[] (indexed like v->special) the active special tokens
+ * that occur in the text, with one scan over it. Returns how many. */
+static int32_t find_present(const vx_vocab *v, const char *text, size_t len, bool parse_special,
+                            uint8_t *present) {
+    int32_t found = 0;
+    for (int32_t k = 0; k < v->n_sp_single; k++) {
+        int32_t si = v->sp_single[k];
+        vx_token id = v->special[si];
+        if (special_active(v, id, parse_special) && memchr(text, vx_tok_str(v, id)[0], len)) {
+            present[si] = 1;
+            found++;
+        }
+    }
+    for (size_t p = 0; p + 1 < len; p++) {
+        uint16_t key = pair_key(text + p);
+        if (!(v->sp_pair_bits[key >> 3] & (1u << (key & 7)))) continue;
+        size_t lo = 0, hi = (size_t)v->n_sp_order; /* first index with this key */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (v->sp_keys[mid] < key) lo = mid + 1;
+            else hi = mid;
+        }
+        for (size_t k = lo; k < (size_t)v->n_sp_order && v->sp_keys[k] == key; k++) {
+            int32_t si = v->sp_order[k];
+            vx_token id = v->special[si];
+            size_t sl = v->tok[id].len;
+            if (present[si] || sl > len - p || !special_active(v, id, parse_special)) continue;
+            if (memcmp(text + p, vx_tok_str(v, id), sl) == 0) {
+                present[si] = 1;
+                found++;
+            }
+        }
+    }
+    return found;
+}
+
 /* Splits the text on special tokens, longest token first: each one is cut
- * out of every raw fragment left by the previous ones. CONTROL and UNKNOWN
- * tokens take part only with parse_special; USER_DEFINED ones always do. */
+ * out of every raw fragment left by the previous ones (the order decides
+ * overlaps, as in llama.cpp). */
 static bool partition(const vx_vocab *v, const char *text, size_t len, bool parse_special,
                       fragvec *f) {
     fragvec tmp = {0};
     bool ok = frag_push(f, -1, 0, len);
+    if (v->n_special == 0) return ok;
+    uint8_t *present = calloc((size_t)v->n_special, 1);
+    if (!present) return false;
+    if (ok && find_present(v, text, len, parse_special, present) == 0) {
+        free(present);
+        return ok;
+    }
     for (int32_t si = 0; ok && si < v->n_special; si++) {
+        if (!present[si]) continue;
         vx_token id = v->special[si];
         uint32_t attr = v->tok[id].attr;
-        if (!parse_special && (attr & (VX_TATTR_CONTROL | VX_TATTR_UNKNOWN))) continue;
         const char *s = vx_tok_str(v, id);
         size_t sl = v->tok[id].len;
-        /* cheap skip when the token occurs nowhere */
-        if (!memmem(text, len, s, sl)) continue;
         tmp.n = 0;
         for (size_t fi = 0; ok && fi < f->n; fi++) {
             frag fr = f->v[fi];
@@ -660,6 +754,7 @@ static bool partition(const vx_vocab *v, const char *text, size_t len, bool pars
         tmp = sw;
     }
     free(tmp.v);
+    free(present);
     return ok;
 }
 

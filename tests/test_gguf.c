@@ -243,7 +243,7 @@ static const uint16_t a_u16[] = {0, 65535, 12345};
 static const int16_t a_i16[] = {-32768, 32767, -1};
 static const uint32_t a_u32[] = {0, 4294967295u, 7};
 static const int32_t a_i32[] = {INT32_MIN, INT32_MAX, -5};
-static const float a_f32[] = {-0.0f, 1.5f, 3.4e38f, 1e-45f};
+static const float a_f32[] = {-0.0f, 1.5f, 3.4e38f, 1e-45f, NAN, -INFINITY};
 static const uint8_t a_bool[] = {1, 0, 1, 1};
 static const uint64_t a_u64[] = {UINT64_MAX, 0, 1ull << 40};
 static const int64_t a_i64[] = {INT64_MIN, INT64_MAX, -3};
@@ -282,7 +282,7 @@ static vx_gguf_writer *build_roundtrip(void) {
     CHECK(vx_gguf_set_arr(w, "a.i16", VX_GGUF_INT16, a_i16, 3) == VX_OK);
     CHECK(vx_gguf_set_arr(w, "a.u32", VX_GGUF_UINT32, a_u32, 3) == VX_OK);
     CHECK(vx_gguf_set_arr(w, "a.i32", VX_GGUF_INT32, a_i32, 3) == VX_OK);
-    CHECK(vx_gguf_set_arr(w, "a.f32", VX_GGUF_FLOAT32, a_f32, 4) == VX_OK);
+    CHECK(vx_gguf_set_arr(w, "a.f32", VX_GGUF_FLOAT32, a_f32, 6) == VX_OK);
     CHECK(vx_gguf_set_arr(w, "a.bool", VX_GGUF_BOOL, a_bool, 4) == VX_OK);
     CHECK(vx_gguf_set_arr(w, "a.u64", VX_GGUF_UINT64, a_u64, 3) == VX_OK);
     CHECK(vx_gguf_set_arr(w, "a.i64", VX_GGUF_INT64, a_i64, 3) == VX_OK);
@@ -367,7 +367,7 @@ static void check_roundtrip(const vx_gguf *g, const char *how) {
         {"a.u8", VX_GGUF_UINT8, a_u8, 3},      {"a.i8", VX_GGUF_INT8, a_i8, 3},
         {"a.u16", VX_GGUF_UINT16, a_u16, 3},   {"a.i16", VX_GGUF_INT16, a_i16, 3},
         {"a.u32", VX_GGUF_UINT32, a_u32, 3},   {"a.i32", VX_GGUF_INT32, a_i32, 3},
-        {"a.f32", VX_GGUF_FLOAT32, a_f32, 4},  {"a.bool", VX_GGUF_BOOL, a_bool, 4},
+        {"a.f32", VX_GGUF_FLOAT32, a_f32, 6},  {"a.bool", VX_GGUF_BOOL, a_bool, 4},
         {"a.u64", VX_GGUF_UINT64, a_u64, 3},   {"a.i64", VX_GGUF_INT64, a_i64, 3},
         {"a.f64", VX_GGUF_FLOAT64, a_f64, 3},  {"a.empty_u32", VX_GGUF_UINT32, NULL, 0},
     };
@@ -386,6 +386,12 @@ static void check_roundtrip(const vx_gguf *g, const char *how) {
           vx_gguf_arr_f64(kv, 2) == (double)(1ull << 40));
     CHECK(vx_gguf_get_arr(g, "a.f32", NULL, NULL, &kv) == 1 && vx_gguf_arr_f64(kv, 1) == 1.5 &&
           signbit(vx_gguf_arr_f64(kv, 0)));
+    /* float elements read as integers truncate and saturate; NaN gives 0 */
+    CHECK(vx_gguf_arr_i64(kv, 1) == 1 && vx_gguf_arr_i64(kv, 2) == INT64_MAX &&
+          vx_gguf_arr_i64(kv, 4) == 0 && vx_gguf_arr_i64(kv, 5) == INT64_MIN &&
+          isnan(vx_gguf_arr_f64(kv, 4)));
+    CHECK(vx_gguf_get_arr(g, "a.f64", NULL, NULL, &kv) == 1 && vx_gguf_arr_i64(kv, 0) == 3 &&
+          vx_gguf_arr_i64(kv, 1) == INT64_MIN);
     CHECK(vx_gguf_get_arr(g, "a.bool", NULL, NULL, &kv) == 1 && vx_gguf_arr_i64(kv, 1) == 0 &&
           vx_gguf_arr_i64(kv, 3) == 1);
     CHECK(vx_gguf_get_arr(g, "t.u8", NULL, NULL, &kv) == -1);
@@ -551,6 +557,12 @@ static void test_writer_validation(void) {
     CHECK(vx_gguf_add_tensor(w, "t2", VX_TYPE_F32, 3, huge, data, 0, false) == VX_EINVAL);
     int64_t big[2] = {1ll << 40, 1ll << 20}; /* 2^60 elements: fine; 2^62 bytes: wrong size */
     CHECK(vx_gguf_add_tensor(w, "t2", VX_TYPE_F32, 2, big, data, 64, true) == VX_EINVAL);
+    int64_t hidden[3] = {1ll << 62, 0, 1ll << 62}; /* no bytes, but ne0 * ne2 overflows */
+    CHECK(vx_gguf_add_tensor(w, "t2", VX_TYPE_F32, 3, hidden, data, 0, true) == VX_EINVAL);
+    int64_t wide[2] = {1ll << 62, 0}; /* 2^62 F64 elements per row: 2^65 bytes */
+    CHECK(vx_gguf_add_tensor(w, "t2", VX_TYPE_F64, 2, wide, data, 0, true) == VX_EINVAL);
+    wide[0] = 1ll << 60; /* 2^63 bytes per row, zero rows: a valid empty tensor */
+    CHECK(vx_gguf_add_tensor(w, "t3", VX_TYPE_F64, 2, wide, NULL, 0, true) == VX_OK);
     free(toolong);
 
     /* an invalid general.alignment is refused at write time */
@@ -573,7 +585,7 @@ static void test_writer_validation(void) {
     CHECK(vx_gguf_write_file(w, "", err, sizeof err) == VX_EINVAL);
     vx_gguf *g = NULL;
     if (vx_gguf_open(path, &g, err, sizeof err) == VX_OK) {
-        CHECK(vx_gguf_alignment(g) == 1 && vx_gguf_n_tensors(g) == 1);
+        CHECK(vx_gguf_alignment(g) == 1 && vx_gguf_n_tensors(g) == 2);
         vx_gguf_close(g);
     } else {
         CHECKF(0, "align 1: %s", err);
@@ -978,6 +990,15 @@ static void test_corrupt(void) {
     const uint64_t bytes_ovf[2] = {1ull << 31, 1ull << 31}; /* 2^62 F64 elements: 2^65 bytes */
     ONE_TENSOR("t", 2, bytes_ovf, VX_TYPE_F64, 0, 32);
     expect_mem("tensor bytes overflow", b.p, b.n, VX_EFORMAT, "overflow");
+    const uint64_t hidden[3] = {1ull << 62, 0, 1ull << 62};
+    ONE_TENSOR("t", 3, hidden, VX_TYPE_F32, 0, 32);
+    expect_mem("zero dim hiding an overflow", b.p, b.n, VX_EFORMAT, "overflow");
+    const uint64_t wide[2] = {1ull << 62, 0};
+    ONE_TENSOR("t", 2, wide, VX_TYPE_F64, 0, 32);
+    expect_mem("row bytes overflow, zero rows", b.p, b.n, VX_EFORMAT, "byte size overflows");
+    const uint64_t wide_ok[2] = {1ull << 60, 0};
+    ONE_TENSOR("t", 2, wide_ok, VX_TYPE_F64, 0, 32);
+    expect_mem("huge empty tensor", b.p, b.n, VX_OK, NULL);
     const uint64_t ne33[2] = {33, 2};
     ONE_TENSOR("t", 2, ne33, VX_TYPE_Q8_0, 0, 256);
     expect_both("row not multiple of block", &b, VX_EFORMAT, "not a multiple of the Q8_0 block");

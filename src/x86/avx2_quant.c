@@ -71,7 +71,7 @@ void vx_quantize_row_q8_0_avx2(const float *src, void *dst, int64_t n) {
         const __m256i q = pack_codes(q8_code(_mm256_loadu_ps(src), id), q8_code(_mm256_loadu_ps(src + 8), id),
                                      q8_code(_mm256_loadu_ps(src + 16), id),
                                      q8_code(_mm256_loadu_ps(src + 24), id));
-        _mm256_storeu_si256((__m256i *)y[i].qs, q);
+        store256(y[i].qs, q);
     }
 }
 
@@ -82,7 +82,7 @@ void vx_quantize_row_q8_1_avx2(const float *src, void *dst, int64_t n) {
         const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
         const __m256i a = q8_code(_mm256_loadu_ps(src), id), b = q8_code(_mm256_loadu_ps(src + 8), id);
         const __m256i c = q8_code(_mm256_loadu_ps(src + 16), id), e = q8_code(_mm256_loadu_ps(src + 24), id);
-        _mm256_storeu_si256((__m256i *)y[i].qs, pack_codes(a, b, c, e));
+        store256(y[i].qs, pack_codes(a, b, c, e));
         const int32_t sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(a, b), _mm256_add_epi32(c, e)));
         y[i].d = to_f16(d);
         y[i].s = to_f16((float)sum * d);
@@ -112,7 +112,7 @@ AINLINE void q4_0_rows(int64_t n, const void *w, size_t stride, int R, const voi
     }
     const __m256i eight = _mm256_set1_epi8(8);
     for (int64_t i = 0; i < n / VX_QK4_0; i++) {
-        const __m256i yq = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i yq = load256(y[i].qs);
         const __m256i y8 = _mm256_maddubs_epi16(eight, yq);
         const float dy = f16(y[i].d);
 #pragma GCC unroll 4
@@ -138,7 +138,7 @@ AINLINE void q4_1_rows(int64_t n, const void *w, size_t stride, int R, const voi
         accm[r] = 0.0f;
     }
     for (int64_t i = 0; i < n / VX_QK4_1; i++) {
-        const __m256i yq = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i yq = load256(y[i].qs);
         const float dy = f16(y[i].d), sy = f16(y[i].s);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
@@ -163,7 +163,7 @@ AINLINE void q5_0_rows(int64_t n, const void *w, size_t stride, int R, const voi
     }
     const __m256i sixteen = _mm256_set1_epi8(16);
     for (int64_t i = 0; i < n / VX_QK5_0; i++) {
-        const __m256i yq = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i yq = load256(y[i].qs);
         const __m256i y16 = _mm256_maddubs_epi16(sixteen, yq);
         const float dy = f16(y[i].d);
 #pragma GCC unroll 4
@@ -191,7 +191,7 @@ AINLINE void q5_1_rows(int64_t n, const void *w, size_t stride, int R, const voi
     }
     const __m256i sixteen = _mm256_set1_epi8(16);
     for (int64_t i = 0; i < n / VX_QK5_1; i++) {
-        const __m256i yq = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i yq = load256(y[i].qs);
         const float dy = f16(y[i].d), sy = f16(y[i].s);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
@@ -221,11 +221,11 @@ AINLINE void q8_0_rows(int64_t n, const void *w, size_t stride, int R, const voi
         acc[r] = _mm256_setzero_ps();
     }
     for (int64_t i = 0; i < n / VX_QK8_0; i++) {
-        const __m256i yq = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i yq = load256(y[i].qs);
         const float dy = f16(y[i].d);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            const __m256i p = dot_i8_pairs(_mm256_loadu_si256((const __m256i *)x[r][i].qs), yq);
+            const __m256i p = dot_i8_pairs(load256(x[r][i].qs), yq);
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[r][i].d) * dy),
                                      _mm256_cvtepi32_ps(pairs_to_i32(p)), acc[r]);
         }
@@ -244,9 +244,9 @@ AINLINE void iq4_nl_rows(int64_t n, const void *w, size_t stride, int R, const v
         x[r] = row_at(w, stride, r);
         acc[r] = _mm256_setzero_ps();
     }
-    const __m256i book = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)vx_iq4nl_values));
+    const __m256i book = _mm256_broadcastsi128_si256(load128(vx_iq4nl_values));
     for (int64_t i = 0; i < n / VX_QK4_NL; i++) {
-        const __m256i yq = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i yq = load256(y[i].qs);
         const float dy = f16(y[i].d);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
@@ -268,12 +268,12 @@ DEFINE_QDOT(iq4_nl_rows, vx_vec_dot_iq4_nl_q8_0_avx2, vx_gemv_iq4_nl_avx2)
 /* ========================================== F16 / BF16 x f32 activations */
 
 AINLINE __m256 load_f16x8(const uint16_t *p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_cvtph_ps(load128(p));
 }
 
 /* bf16 is the top half of an f32: widen to 32 bits and shift into place. */
 AINLINE __m256 load_bf16x8(const uint16_t *p) {
-    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    const __m256i v = _mm256_cvtepu16_epi32(load128(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 

@@ -78,17 +78,18 @@ void vx_quantize_row_q8_K_avx2(const float *src, void *dst, int64_t n) {
             /* per-lane dword sums of each group of 16 (a+b: group 2k, c+d: 2k+1) */
             sums[k] = _mm256_hadd_epi32(_mm256_add_epi32(a, b), _mm256_add_epi32(c, d));
             const __m256i q = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
-            _mm256_storeu_si256((__m256i *)(y[i].qs + 32 * k), _mm256_permutevar8x32_epi32(q, perm));
+            store256((y[i].qs + 32 * k), _mm256_permutevar8x32_epi32(q, perm));
         }
         /* sums[k] lanes: {g2k, g2k, g2k+1, g2k+1 | same}, each a partial;
-         * two more hadds and a lane fold finish 4 groups per 128 bits */
+         * one more hadd gives 4 groups per 128-bit lane, the lane fold
+         * completes them */
         for (int k = 0; k < 8; k += 4) {
             const __m256i h0 = _mm256_hadd_epi32(sums[k], sums[k + 1]);
             const __m256i h1 = _mm256_hadd_epi32(sums[k + 2], sums[k + 3]);
-            const __m256i h = _mm256_hadd_epi32(h0, h1); /* g(2k..2k+7) per lane, partial */
-            const __m128i g = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-            /* g = {g2k, g2k+1, ..., g2k+7} as int32, |g| <= 16 * 127 */
-            _mm_storeu_si128((__m128i *)(y[i].bsums + 2 * k), _mm_packs_epi32(g, g));
+            const __m128i g0 = _mm_add_epi32(_mm256_castsi256_si128(h0), _mm256_extracti128_si256(h0, 1));
+            const __m128i g1 = _mm_add_epi32(_mm256_castsi256_si128(h1), _mm256_extracti128_si256(h1, 1));
+            /* groups 2k..2k+7, |sum| <= 16 * 127: packs does not saturate */
+            store128((y[i].bsums + 2 * k), _mm_packs_epi32(g0, g1));
         }
         y[i].d = 1.0f / iscale;
     }
@@ -122,8 +123,8 @@ AINLINE __m128i q4k_scales_mins(const uint8_t *p) {
 
 /* Q8_K bsums pairwise (sums of 32: the Q4_K/Q5_K sub-blocks), 8 int16. */
 AINLINE __m128i bsums32(const vx_block_q8_K *y) {
-    return _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y->bsums),
-                          _mm_loadu_si128((const __m128i *)(y->bsums + 8)));
+    return _mm_hadd_epi16(load128(y->bsums),
+                          load128((y->bsums + 8)));
 }
 
 /* Q4_K: x = d sc q - dmin mn, q 0..15. Chunk c of 32 bytes holds sub-block
@@ -151,11 +152,11 @@ AINLINE void q4_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
             __m256i isum = _mm256_setzero_si256();
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+                const __m256i q = load256((b->qs + 32 * c));
                 const __m256i lo = _mm256_and_si256(q, m4);
                 const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(yq + 64 * c)));
-                const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(yq + 64 * c + 32)));
+                const __m256i plo = _mm256_maddubs_epi16(lo, load256((yq + 64 * c)));
+                const __m256i phi = _mm256_maddubs_epi16(hi, load256((yq + 64 * c + 32)));
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_shuffle_epi8(sc, sel8(2 * c))));
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_shuffle_epi8(sc, sel8(2 * c + 1))));
             }
@@ -189,18 +190,18 @@ AINLINE void q5_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
             const __m128i sm = q4k_scales_mins(b->scales);
             const __m128i msum = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)), ybs);
             const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
-            __m256i hb = _mm256_loadu_si256((const __m256i *)b->qh);
+            __m256i hb = load256(b->qh);
             __m256i isum = _mm256_setzero_si256();
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+                const __m256i q = load256((b->qs + 32 * c));
                 const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4),
                                                    _mm256_and_si256(_mm256_slli_epi16(hb, 4), b4));
                 const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
                                                    _mm256_and_si256(_mm256_slli_epi16(hb, 3), b4));
                 hb = _mm256_srli_epi16(hb, 2);
-                const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(yq + 64 * c)));
-                const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(yq + 64 * c + 32)));
+                const __m256i plo = _mm256_maddubs_epi16(lo, load256((yq + 64 * c)));
+                const __m256i phi = _mm256_maddubs_epi16(hi, load256((yq + 64 * c + 32)));
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_shuffle_epi8(sc, sel8(2 * c))));
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_shuffle_epi8(sc, sel8(2 * c + 1))));
             }
@@ -234,24 +235,24 @@ AINLINE void q2_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
     const __m256i m2 = _mm256_set1_epi8(3);
     const __m128i m4 = _mm_set1_epi8(0x0F);
     for (int64_t i = 0; i < n / QK; i++) {
-        const __m256i ybs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const __m256i ybs = load256(y[i].bsums);
         const int8_t *yq = y[i].qs;
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const vx_block_q2_K *b = &x[r][i];
-            const __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
+            const __m128i s8 = load128(b->scales);
             const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s8, m4));
             const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), m4));
             const __m256i msum = _mm256_madd_epi16(mn16, ybs);
             __m256i isum = _mm256_setzero_si256();
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+                const __m256i q = load256((b->qs + 32 * h));
                 const __m256i sc = half_scales(sc16, h);
 #pragma GCC unroll 4
                 for (int j = 0; j < 4; j++) {
                     const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m2);
-                    const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(yq + 128 * h + 32 * j)));
+                    const __m256i p = _mm256_maddubs_epi16(v, load256((yq + 128 * h + 32 * j)));
                     isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, sel16(j))));
                 }
             }
@@ -292,25 +293,25 @@ AINLINE void q3_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
     }
     const __m256i m2 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
     for (int64_t i = 0; i < n / QK; i++) {
-        const __m256i ybs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const __m256i ybs = load256(y[i].bsums);
         const int8_t *yq = y[i].qs;
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const vx_block_q3_K *b = &x[r][i];
             const __m256i sc16 = _mm256_cvtepi8_epi16(q3k_scales(b->scales));
-            __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
+            __m256i hm = load256(b->hmask);
             /* -4 sum(sc * bsum) up front: the correction for the offset */
             __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, ybs), 2));
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+                const __m256i q = load256((b->qs + 32 * h));
                 const __m256i sc = half_scales(sc16, h);
 #pragma GCC unroll 4
                 for (int j = 0; j < 4; j++) {
                     const __m256i hi = _mm256_and_si256(_mm256_slli_epi16(hm, 2), b2);
                     hm = _mm256_srli_epi16(hm, 1);
                     const __m256i v = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m2), hi);
-                    const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(yq + 128 * h + 32 * j)));
+                    const __m256i p = _mm256_maddubs_epi16(v, load256((yq + 128 * h + 32 * j)));
                     isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, sel16(j))));
                 }
             }
@@ -334,18 +335,18 @@ AINLINE void q6_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
     }
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2h = _mm256_set1_epi8(0x30);
     for (int64_t i = 0; i < n / QK; i++) {
-        const __m256i ybs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const __m256i ybs = load256(y[i].bsums);
         const int8_t *yq = y[i].qs;
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const vx_block_q6_K *b = &x[r][i];
-            const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+            const __m256i sc16 = _mm256_cvtepi8_epi16(load128(b->scales));
             __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, ybs), 5));
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
-                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
-                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
-                const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+                const __m256i l0 = load256((b->ql + 64 * h));
+                const __m256i l1 = load256((b->ql + 64 * h + 32));
+                const __m256i qh = load256((b->qh + 32 * h));
                 const __m256i sc = half_scales(sc16, h);
                 __m256i v[4];
                 v[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h));
@@ -355,7 +356,7 @@ AINLINE void q6_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
                                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h));
 #pragma GCC unroll 4
                 for (int j = 0; j < 4; j++) {
-                    const __m256i p = _mm256_maddubs_epi16(v[j], _mm256_loadu_si256((const __m256i *)(yq + 128 * h + 32 * j)));
+                    const __m256i p = _mm256_maddubs_epi16(v[j], load256((yq + 128 * h + 32 * j)));
                     isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, sel16(j))));
                 }
             }

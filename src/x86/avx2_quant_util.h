@@ -15,6 +15,13 @@
 
 /* ------------------------------------------------------------- helpers */
 
+/* Unaligned loads and stores through void *: block fields are byte
+ * arrays, and a cast from them to a vector pointer trips -Wcast-align. */
+AINLINE __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+AINLINE __m128i load128(const void *p) { return _mm_loadu_si128((const __m128i *)p); }
+AINLINE void store256(void *p, __m256i v) { _mm256_storeu_si256((__m256i *)p, v); }
+AINLINE void store128(void *p, __m128i v) { _mm_storeu_si128((__m128i *)p, v); }
+
 AINLINE float hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -49,7 +56,7 @@ AINLINE const void *row_at(const void *w, size_t stride, int r) {
  * nibble and element j + 16 in its high one) as 32 bytes in element order:
  * both 128-bit lanes get the 16 bytes, the upper lane shifted by 4. */
 AINLINE __m256i nibbles32(const uint8_t *qs) {
-    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    const __m256i v = _mm256_broadcastsi128_si256(load128(qs));
     return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)),
                             _mm256_set1_epi8(0x0F));
 }

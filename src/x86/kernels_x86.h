@@ -7,6 +7,8 @@
 
 float vx_dot_f32_avx2(const float *a, const float *b, int64_t n);
 void vx_axpy_f32_avx2(float *y, float a, const float *x, int64_t n);
+void vx_f16_to_f32_avx2(const uint16_t *src, float *dst, int64_t n);
+void vx_f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
 
 /* peak-throughput loops (machine.c): return a value so the work is kept */
 double vx_peak_fma_avx2(int64_t iters);   /* 80 FMA lanes x 2 flops per iteration */

@@ -1,0 +1,80 @@
+/* matmul.c - activation types and the reference GEMV kernels (see matmul.h). */
+#include "matmul.h"
+
+#include "common.h"
+#include "ops.h"
+#include "quant.h"
+
+int vx_act_type(int t) {
+    if (t == VX_TYPE_F32 || t == VX_TYPE_F16 || t == VX_TYPE_BF16) return VX_TYPE_F32;
+    const vx_type_traits *tr = vx_type_get_traits(t);
+    return tr ? (int)tr->vec_dot_type : -1;
+}
+
+size_t vx_act_row_size(int t, int64_t n) { return vx_row_size((vx_type)vx_act_type(t), n); }
+
+void vx_gemv_ref(int t, int64_t n, const void *w, size_t row_stride, int nrows, const void *y,
+                 float *out) {
+    const vx_type_traits *tr = vx_type_get_traits(t);
+    for (int r = 0; r < nrows; r++) {
+        const uint8_t *row = (const uint8_t *)w + (size_t)r * row_stride;
+        if (t == VX_TYPE_F32) {
+            out[r] = vx_dot_f32_ref((const float *)(const void *)row, y, n);
+        } else if (t == VX_TYPE_F16 || t == VX_TYPE_BF16) {
+            /* float weights meet f32 activations: convert 256 at a time */
+            float buf[256];
+            float s = 0;
+            const size_t es = 2;
+            for (int64_t i = 0; i < n; i += 256) {
+                const int64_t m = VX_MIN(256, n - i);
+                tr->to_float(row + (size_t)i * es, buf, m);
+                s += vx_dot_f32_ref(buf, (const float *)y + i, m);
+            }
+            out[r] = s;
+        } else {
+            tr->vec_dot(n, &out[r], row, y);
+        }
+    }
+}
+
+/* One wrapper per type so the kernel table holds plain function pointers. */
+#define GEMV_REF(name, type)                                                                    \
+    static void gemv_ref_##name(int64_t n, const void *w, size_t rs, int nr, const void *y,    \
+                                float *out) {                                                  \
+        vx_gemv_ref(type, n, w, rs, nr, y, out);                                               \
+    }
+GEMV_REF(f32, VX_TYPE_F32)
+GEMV_REF(f16, VX_TYPE_F16)
+GEMV_REF(bf16, VX_TYPE_BF16)
+GEMV_REF(q4_0, VX_TYPE_Q4_0)
+GEMV_REF(q4_1, VX_TYPE_Q4_1)
+GEMV_REF(q5_0, VX_TYPE_Q5_0)
+GEMV_REF(q5_1, VX_TYPE_Q5_1)
+GEMV_REF(q8_0, VX_TYPE_Q8_0)
+GEMV_REF(q2_K, VX_TYPE_Q2_K)
+GEMV_REF(q3_K, VX_TYPE_Q3_K)
+GEMV_REF(q4_K, VX_TYPE_Q4_K)
+GEMV_REF(q5_K, VX_TYPE_Q5_K)
+GEMV_REF(q6_K, VX_TYPE_Q6_K)
+GEMV_REF(iq4_nl, VX_TYPE_IQ4_NL)
+#undef GEMV_REF
+
+void vx_matmul_kernels_ref(vx_gemv_fn *gemv, vx_act_fn *act) {
+    gemv[VX_TYPE_F32] = gemv_ref_f32;
+    gemv[VX_TYPE_F16] = gemv_ref_f16;
+    gemv[VX_TYPE_BF16] = gemv_ref_bf16;
+    gemv[VX_TYPE_Q4_0] = gemv_ref_q4_0;
+    gemv[VX_TYPE_Q4_1] = gemv_ref_q4_1;
+    gemv[VX_TYPE_Q5_0] = gemv_ref_q5_0;
+    gemv[VX_TYPE_Q5_1] = gemv_ref_q5_1;
+    gemv[VX_TYPE_Q8_0] = gemv_ref_q8_0;
+    gemv[VX_TYPE_Q2_K] = gemv_ref_q2_K;
+    gemv[VX_TYPE_Q3_K] = gemv_ref_q3_K;
+    gemv[VX_TYPE_Q4_K] = gemv_ref_q4_K;
+    gemv[VX_TYPE_Q5_K] = gemv_ref_q5_K;
+    gemv[VX_TYPE_Q6_K] = gemv_ref_q6_K;
+    gemv[VX_TYPE_IQ4_NL] = gemv_ref_iq4_nl;
+    const int acts[] = {VX_TYPE_Q8_0, VX_TYPE_Q8_1, VX_TYPE_Q8_K};
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
+        act[acts[i]] = vx_type_get_traits(acts[i])->from_float;
+}

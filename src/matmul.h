@@ -1,0 +1,35 @@
+/*
+ * matmul.h - y = W x for every weight type, the way decode and prefill run
+ * it: activations are converted once per row to the type the weight's dot
+ * product pairs with (Q8_0 / Q8_1 / Q8_K for quantized weights, f32 for
+ * F32/F16/BF16 weights), then per-type GEMV kernels stream weight rows and
+ * dot them with every token's activation row. Weights are never expanded
+ * to f32 in memory.
+ */
+#ifndef VX_MATMUL_H
+#define VX_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+/* out[i] = dot(row i of w, y) for i in [0, nrows): n elements per row, rows
+ * row_stride bytes apart, y in the weight's activation type. */
+typedef void (*vx_gemv_fn)(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,
+                           float *out);
+/* Converts n floats to an activation row (n a multiple of the block size). */
+typedef void (*vx_act_fn)(const float *x, void *y, int64_t n);
+
+/* Activation type of a weight type: VX_TYPE_F32 for float weights. */
+int vx_act_type(int weight_type);
+/* Bytes of an activation row of n elements of a weight type. */
+size_t vx_act_row_size(int weight_type, int64_t n);
+
+/* Reference kernels (plain C, through the traits table). */
+void vx_gemv_ref(int weight_type, int64_t n, const void *w, size_t row_stride, int nrows,
+                 const void *y, float *out);
+/* Fills gemv[weight type] and act[activation type] with the references. */
+void vx_matmul_kernels_ref(vx_gemv_fn *gemv, vx_act_fn *act);
+
+#endif

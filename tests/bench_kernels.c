@@ -1,0 +1,227 @@
+/*
+ * bench_kernels.c - single-thread micro-benchmark of the AVX2 quantization
+ * kernels (not a test: the runner only picks up tests/test_*.c).
+ *
+ * For every weight type: a 64 MiB weight matrix (larger than the 32 MiB L3,
+ * so every pass streams from DRAM) of rows of 4096, multiplied by one
+ * quantized activation row with the type's gemv (4 rows at a time), and
+ * row by row with vec_dot; printed as GB/s of weight bytes and ns per
+ * block (32 elements for F16/BF16). The same kernels on a 512 KiB matrix (L2-resident) show the
+ * compute ceiling, and a plain read loop over 64 MiB the DRAM ceiling.
+ * Also the activation quantizers, reference vs AVX2, per 4096-float row.
+ *
+ * Build (from the repository root):
+ *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc tests/bench_kernels.c src/quant*.c \
+ *       src/common.c avx2_quant.o avx2_quant_k.o -lm -o bench_kernels
+ * Options: bench_kernels [reps] (default 7; the best rep is reported).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+#include "quant.h"
+#include "quant_ref.h"
+#include "x86/kernels_x86.h"
+
+#define BIG_BYTES ((size_t)64 << 20)
+#define SMALL_BYTES ((size_t)512 << 10)
+#define NCOLS 4096
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static float gauss(uint64_t *s) {
+    double u = ((double)(splitmix(s) >> 11) + 0.5) / 9007199254740992.0;
+    double v = ((double)(splitmix(s) >> 11) + 0.5) / 9007199254740992.0;
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+static void *xalloc(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 1) != 0) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+typedef struct {
+    int type;
+    vx_gemv_fn gemv;
+    vx_vec_dot_fn dot; /* NULL for F16/BF16 (f32 activations) */
+} bcase;
+
+/* One pass over the matrix: gemv over all rows, or vec_dot row by row. */
+static double run_pass(const bcase *b, const uint8_t *w, size_t rs, int rows, const void *y, float *out,
+                       int use_dot) {
+    double t0 = now_s();
+    if (!use_dot) {
+        b->gemv(NCOLS, w, rs, rows, y, out);
+    } else if (b->dot) {
+        for (int r = 0; r < rows; r++) b->dot(NCOLS, &out[r], w + (size_t)r * rs, y);
+    } else {
+        for (int r = 0; r < rows; r++) {
+            const uint16_t *wr = (const uint16_t *)(const void *)(w + (size_t)r * rs);
+            out[r] = b->type == VX_TYPE_F16 ? vx_dot_f16_f32_avx2(NCOLS, wr, y)
+                                            : vx_dot_bf16_f32_avx2(NCOLS, wr, y);
+        }
+    }
+    return now_s() - t0;
+}
+
+static double best_of(const bcase *b, const uint8_t *w, size_t rs, int rows, const void *y, float *out,
+                      int use_dot, int reps) {
+    double best = INFINITY;
+    run_pass(b, w, rs, rows, y, out, use_dot); /* warm-up: page faults, clocks */
+    for (int k = 0; k < reps; k++) {
+        double t = run_pass(b, w, rs, rows, y, out, use_dot);
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+/* Plain streaming read of the buffer: the DRAM ceiling for one thread. */
+static double read_pass(const uint64_t *p, size_t n, uint64_t *sink) {
+    double t0 = now_s();
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        a0 ^= p[i];
+        a1 ^= p[i + 1];
+        a2 ^= p[i + 2];
+        a3 ^= p[i + 3];
+        a4 ^= p[i + 4];
+        a5 ^= p[i + 5];
+        a6 ^= p[i + 6];
+        a7 ^= p[i + 7];
+    }
+    *sink ^= a0 ^ a1 ^ a2 ^ a3 ^ a4 ^ a5 ^ a6 ^ a7;
+    return now_s() - t0;
+}
+
+static void bench_quantizers(int reps) {
+    const struct {
+        int type;
+        vx_from_float_fn avx2;
+    } q[] = {{VX_TYPE_Q8_0, vx_quantize_row_q8_0_avx2},
+             {VX_TYPE_Q8_1, vx_quantize_row_q8_1_avx2},
+             {VX_TYPE_Q8_K, vx_quantize_row_q8_K_avx2}};
+    uint64_t seed = 5;
+    float *x = xalloc(NCOLS * sizeof(float));
+    for (int i = 0; i < NCOLS; i++) x[i] = gauss(&seed);
+    uint8_t *dst = xalloc(vx_row_size(VX_TYPE_Q8_K, NCOLS) + vx_row_size(VX_TYPE_Q8_1, NCOLS));
+    printf("\nactivation quantizers, one row of %d floats (ns per row, best of %d x 1000):\n", NCOLS, reps);
+    for (size_t k = 0; k < sizeof q / sizeof q[0]; k++) {
+        const vx_type_traits *tr = vx_type_get_traits(q[k].type);
+        double best_ref = INFINITY, best_avx = INFINITY;
+        for (int r = 0; r < reps; r++) {
+            double t0 = now_s();
+            for (int i = 0; i < 1000; i++) tr->from_float(x, dst, NCOLS);
+            double t1 = now_s();
+            for (int i = 0; i < 1000; i++) q[k].avx2(x, dst, NCOLS);
+            double t2 = now_s();
+            if (t1 - t0 < best_ref) best_ref = t1 - t0;
+            if (t2 - t1 < best_avx) best_avx = t2 - t1;
+        }
+        printf("  %-5s ref %8.0f ns   avx2 %7.0f ns   (%.1fx)\n", tr->name, best_ref * 1e6, best_avx * 1e6,
+               best_ref / best_avx);
+    }
+    free(x);
+    free(dst);
+}
+
+int main(int argc, char **argv) {
+    const int reps = argc > 1 ? atoi(argv[1]) : 7;
+    const bcase cases[] = {
+        {VX_TYPE_Q4_0, vx_gemv_q4_0_avx2, vx_vec_dot_q4_0_q8_0_avx2},
+        {VX_TYPE_Q4_1, vx_gemv_q4_1_avx2, vx_vec_dot_q4_1_q8_1_avx2},
+        {VX_TYPE_Q5_0, vx_gemv_q5_0_avx2, vx_vec_dot_q5_0_q8_0_avx2},
+        {VX_TYPE_Q5_1, vx_gemv_q5_1_avx2, vx_vec_dot_q5_1_q8_1_avx2},
+        {VX_TYPE_Q8_0, vx_gemv_q8_0_avx2, vx_vec_dot_q8_0_q8_0_avx2},
+        {VX_TYPE_IQ4_NL, vx_gemv_iq4_nl_avx2, vx_vec_dot_iq4_nl_q8_0_avx2},
+        {VX_TYPE_Q2_K, vx_gemv_q2_K_avx2, vx_vec_dot_q2_K_q8_K_avx2},
+        {VX_TYPE_Q3_K, vx_gemv_q3_K_avx2, vx_vec_dot_q3_K_q8_K_avx2},
+        {VX_TYPE_Q4_K, vx_gemv_q4_K_avx2, vx_vec_dot_q4_K_q8_K_avx2},
+        {VX_TYPE_Q5_K, vx_gemv_q5_K_avx2, vx_vec_dot_q5_K_q8_K_avx2},
+        {VX_TYPE_Q6_K, vx_gemv_q6_K_avx2, vx_vec_dot_q6_K_q8_K_avx2},
+        {VX_TYPE_F16, vx_gemv_f16_avx2, NULL},
+        {VX_TYPE_BF16, vx_gemv_bf16_avx2, NULL},
+    };
+    uint8_t *w = xalloc(BIG_BYTES);
+    uint8_t *small = xalloc(SMALL_BYTES);
+    float *out = xalloc(BIG_BYTES / 64 * sizeof(float)); /* rows are >= 64 bytes */
+    float *x = xalloc(NCOLS * sizeof(float));
+    void *y = xalloc(vx_row_size(VX_TYPE_Q8_K, NCOLS) + vx_row_size(VX_TYPE_Q8_1, NCOLS) + NCOLS * 4);
+    uint64_t seed = 1;
+
+    memset(w, 1, BIG_BYTES);
+    uint64_t sink = 0;
+    double rbest = INFINITY;
+    for (int k = 0; k < reps; k++) {
+        double t = read_pass((const uint64_t *)(const void *)w, BIG_BYTES / 8, &sink);
+        if (t < rbest) rbest = t;
+    }
+    printf("single thread, rows of %d, weights 64 MiB (DRAM) and 512 KiB (L2); best of %d\n", NCOLS, reps);
+    printf("plain 64 MiB read loop: %.2f GB/s%s\n\n", (double)BIG_BYTES / rbest * 1e-9, sink == 42 ? " " : "");
+    printf("%-7s %6s %10s %10s %10s %12s %12s\n", "type", "B/blk", "gemv GB/s", "ns/block", "dot GB/s",
+           "L2 gemv GB/s", "L2 ns/block");
+
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const bcase *b = &cases[c];
+        const vx_type_traits *tr = vx_type_get_traits(b->type);
+        const size_t rs = vx_row_size((vx_type)b->type, NCOLS);
+        const int rows = (int)(BIG_BYTES / rs), srows = (int)(SMALL_BYTES / rs);
+        /* 8 distinct rows quantized by the reference, tiled over the matrix
+         * (the K-quantizers are far too slow for 64 MiB of fresh rows) */
+        float *f = xalloc(NCOLS * sizeof(float));
+        for (int r = 0; r < 8; r++) {
+            for (int i = 0; i < NCOLS; i++) f[i] = 0.02f * gauss(&seed);
+            tr->from_float(f, w + (size_t)r * rs, NCOLS);
+        }
+        for (int r = 8; r < rows; r++) memcpy(w + (size_t)r * rs, w + (size_t)(r % 8) * rs, rs);
+        memcpy(small, w, (size_t)srows * rs);
+        free(f);
+        for (int i = 0; i < NCOLS; i++) x[i] = gauss(&seed);
+        if (b->dot) {
+            const vx_type_traits *ty = vx_type_get_traits(tr->vec_dot_type);
+            ty->from_float(x, y, NCOLS);
+        } else {
+            memcpy(y, x, NCOLS * sizeof(float));
+        }
+        const int64_t bl = tr->blck_size == 1 ? 32 : tr->blck_size; /* F16/BF16: per 32 */
+        const double nblk = (double)rows * (double)(NCOLS / bl);
+        const double nblk_s = (double)srows * (double)(NCOLS / bl);
+        const double tg = best_of(b, w, rs, rows, y, out, 0, reps);
+        const double td = best_of(b, w, rs, rows, y, out, 1, reps);
+        /* the L2 runs repeat the small matrix to get comparable timings */
+        double ts = INFINITY;
+        for (int k = 0; k < reps; k++) {
+            double t0 = now_s();
+            for (int it = 0; it < 32; it++) b->gemv(NCOLS, small, rs, srows, y, out);
+            double t = (now_s() - t0) / 32;
+            if (t < ts) ts = t;
+        }
+        printf("%-7s %6zu %10.2f %10.2f %10.2f %12.2f %12.2f\n", tr->name, tr->type_size,
+               (double)rows * rs / tg * 1e-9, tg / nblk * 1e9, (double)rows * rs / td * 1e-9,
+               (double)srows * rs / ts * 1e-9, ts / nblk_s * 1e9);
+    }
+    bench_quantizers(reps);
+    free(w);
+    free(small);
+    free(out);
+    free(x);
+    free(y);
+    return 0;
+}

@@ -1,0 +1,501 @@
+/*
+ * test_kernels.c - tests of the AVX2 quantization kernels (src/x86/avx2_quant.c,
+ * avx2_quant_k.c) against the plain-C references of the traits table:
+ *   - the activation quantizers (Q8_0, Q8_1, Q8_K) must give the same bytes
+ *     on Gaussian rows over many scales, on exact rounding ties, signed
+ *     ties of the extreme, zeros, infinities, NaNs and random bit patterns;
+ *   - vec_dot and gemv (1..9 rows, covering the 4-row groups and every
+ *     remainder) must match the reference vec_dot to 1e-5 of sum |x_i y_i|
+ *     on rows quantized by the reference, on random-byte blocks (every code
+ *     and scale pattern, to catch 16-bit overflow) and on the tensors of the
+ *     fixture models;
+ *   - F16/BF16 x f32 dots and gemv against double-precision sums.
+ * Skipped when the CPU lacks AVX2 (or FMA/F16C, which the kernels also use).
+ */
+#include <cpuid.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "gguf.h"
+#include "quant.h"
+#include "quant_ref.h"
+#include "testutil.h"
+#include "x86/kernels_x86.h"
+
+/* ------------------------------------------------------------ helpers */
+
+typedef struct {
+    uint64_t s;
+} rng;
+
+static uint64_t rng_next(rng *r) { /* splitmix64 */
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double rng_uniform(rng *r) { /* (0, 1) */
+    return ((double)(rng_next(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+static float rng_gauss(rng *r) {
+    double u = rng_uniform(r), v = rng_uniform(r);
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+static void fill_gauss(rng *r, float *x, int64_t n, float scale) {
+    for (int64_t i = 0; i < n; i++) x[i] = scale * rng_gauss(r);
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+static float bits_to_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Every weight type with an AVX2 kernel. fp16_fields: byte offsets of the
+ * block's fp16 factors (overwritten with sane values in random-byte
+ * blocks, whose other bytes may be anything). */
+typedef struct {
+    int type;
+    vx_vec_dot_fn dot;
+    vx_gemv_fn gemv;
+    int nf16;
+    size_t fp16_fields[2];
+} kcase;
+
+static const kcase cases[] = {
+    {VX_TYPE_Q4_0, vx_vec_dot_q4_0_q8_0_avx2, vx_gemv_q4_0_avx2, 1, {offsetof(vx_block_q4_0, d), 0}},
+    {VX_TYPE_Q4_1, vx_vec_dot_q4_1_q8_1_avx2, vx_gemv_q4_1_avx2, 2,
+     {offsetof(vx_block_q4_1, d), offsetof(vx_block_q4_1, m)}},
+    {VX_TYPE_Q5_0, vx_vec_dot_q5_0_q8_0_avx2, vx_gemv_q5_0_avx2, 1, {offsetof(vx_block_q5_0, d), 0}},
+    {VX_TYPE_Q5_1, vx_vec_dot_q5_1_q8_1_avx2, vx_gemv_q5_1_avx2, 2,
+     {offsetof(vx_block_q5_1, d), offsetof(vx_block_q5_1, m)}},
+    {VX_TYPE_Q8_0, vx_vec_dot_q8_0_q8_0_avx2, vx_gemv_q8_0_avx2, 1, {offsetof(vx_block_q8_0, d), 0}},
+    {VX_TYPE_IQ4_NL, vx_vec_dot_iq4_nl_q8_0_avx2, vx_gemv_iq4_nl_avx2, 1,
+     {offsetof(vx_block_iq4_nl, d), 0}},
+    {VX_TYPE_Q2_K, vx_vec_dot_q2_K_q8_K_avx2, vx_gemv_q2_K_avx2, 2,
+     {offsetof(vx_block_q2_K, d), offsetof(vx_block_q2_K, dmin)}},
+    {VX_TYPE_Q3_K, vx_vec_dot_q3_K_q8_K_avx2, vx_gemv_q3_K_avx2, 1, {offsetof(vx_block_q3_K, d), 0}},
+    {VX_TYPE_Q4_K, vx_vec_dot_q4_K_q8_K_avx2, vx_gemv_q4_K_avx2, 2,
+     {offsetof(vx_block_q4_K, d), offsetof(vx_block_q4_K, dmin)}},
+    {VX_TYPE_Q5_K, vx_vec_dot_q5_K_q8_K_avx2, vx_gemv_q5_K_avx2, 2,
+     {offsetof(vx_block_q5_K, d), offsetof(vx_block_q5_K, dmin)}},
+    {VX_TYPE_Q6_K, vx_vec_dot_q6_K_q8_K_avx2, vx_gemv_q6_K_avx2, 1, {offsetof(vx_block_q6_K, d), 0}},
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+static const kcase *find_case(int type) {
+    for (int i = 0; i < NCASES; i++)
+        if (cases[i].type == type) return &cases[i];
+    return NULL;
+}
+
+#define DOT_TOL 1e-5
+
+/* ---------------------------------------------------------- quantizers */
+
+typedef struct {
+    int type;
+    vx_from_float_fn avx2;
+} qcase;
+
+static const qcase qcases[] = {
+    {VX_TYPE_Q8_0, vx_quantize_row_q8_0_avx2},
+    {VX_TYPE_Q8_1, vx_quantize_row_q8_1_avx2},
+    {VX_TYPE_Q8_K, vx_quantize_row_q8_K_avx2},
+};
+
+/* Quantizes x with the reference and the AVX2 quantizer; the bytes must
+ * be identical. Returns true when they are. */
+static bool same_bytes(const qcase *q, const float *x, int64_t n, const char *what) {
+    const vx_type_traits *tr = vx_type_get_traits(q->type);
+    const size_t rs = vx_row_size((vx_type)q->type, n);
+    uint8_t *a = xmalloc(rs), *b = xmalloc(rs);
+    memset(a, 0xA5, rs);
+    memset(b, 0x5A, rs);
+    tr->from_float(x, a, n);
+    q->avx2(x, b, n);
+    size_t diff = 0;
+    while (diff < rs && a[diff] == b[diff]) diff++;
+    CHECKF(diff == rs, "%s quantizer, %s, n=%lld: first differing byte %zu (block %zu): ref %02x avx2 %02x",
+           tr->name, what, (long long)n, diff, diff / tr->type_size, diff < rs ? a[diff] : 0,
+           diff < rs ? b[diff] : 0);
+    free(a);
+    free(b);
+    return diff == rs;
+}
+
+static void test_quantizers(void) {
+    rng r = {12345};
+    const int64_t ns[] = {256, 512, 4096, 14336};
+    const float scales[] = {1.0f, 1e-3f, 1e-8f, 1e-41f, 3e4f, 1e30f, 3e38f};
+    float *x = xmalloc(14336 * sizeof(float));
+    for (size_t qi = 0; qi < sizeof qcases / sizeof qcases[0]; qi++) {
+        const qcase *q = &qcases[qi];
+        char what[96];
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+            for (size_t s = 0; s < sizeof scales / sizeof scales[0]; s++) {
+                fill_gauss(&r, x, ns[k], scales[s]);
+                snprintf(what, sizeof what, "gauss scale %g", (double)scales[s]);
+                same_bytes(q, x, ns[k], what);
+            }
+        }
+        const int64_t n = 4096;
+
+        /* zeros and negative zeros */
+        for (int64_t i = 0; i < n; i++) x[i] = (i & 1) ? -0.0f : 0.0f;
+        same_bytes(q, x, n, "zeros");
+
+        /* constant and near-constant blocks */
+        for (int64_t i = 0; i < n; i++) x[i] = (i % 3 == 0) ? 0.75f : -0.75f;
+        same_bytes(q, x, n, "+-constant");
+
+        /* the extreme twice with opposite signs, at various positions (the
+         * first one decides the sign of Q8_K's scale) */
+        fill_gauss(&r, x, n, 1.0f);
+        for (int64_t b = 0; b < n / 256; b++) {
+            int i0 = (int)(rng_next(&r) % 256), i1 = (int)(rng_next(&r) % 256);
+            x[b * 256 + i0] = 9.0f;
+            x[b * 256 + i1] = -9.0f;
+            x[b * 256 + (b % 32)] = (b & 1) ? 9.0f : -9.0f;
+        }
+        same_bytes(q, x, n, "signed ties of the extreme");
+
+        /* exact rounding ties and their neighbours: 127 in every block
+         * makes the scale 1 exactly, so x * id is x itself */
+        {
+            int64_t i = 0;
+            for (int k = -127; k < 127 && i < n; k++) {
+                float t = (float)k + 0.5f;
+                for (int u = -6; u <= 6 && i < n; u++) {
+                    uint32_t bits;
+                    memcpy(&bits, &t, 4);
+                    bits = (uint32_t)((int32_t)bits + u);
+                    if (i % 32 == 0) x[i++] = 127.0f;
+                    x[i++] = bits_to_float(bits);
+                }
+            }
+            for (; i < n; i++) x[i] = (i % 32 == 0) ? 127.0f : (float)(i % 255) - 127.0f + 0.5f;
+            same_bytes(q, x, n, "rounding ties (scale 1)");
+            /* the same ties at d = 254 / 127 = 2 (id = 0.5) */
+            for (int64_t j = 0; j < n; j++) x[j] *= 2.0f;
+            same_bytes(q, x, n, "rounding ties (scale 2)");
+        }
+
+        /* infinities and NaNs in some blocks */
+        fill_gauss(&r, x, n, 1.0f);
+        x[5] = INFINITY;
+        x[300] = -INFINITY;
+        x[600] = NAN;
+        x[900] = -NAN;
+        x[1200] = NAN;
+        x[1201] = INFINITY;
+        for (int64_t i = 2048; i < 2048 + 256; i++) x[i] = NAN;
+        same_bytes(q, x, n, "inf/nan");
+
+        /* random bit patterns: denormals, huge values, NaNs, infinities */
+        for (int rep = 0; rep < 20; rep++) {
+            for (int64_t i = 0; i < n; i++) x[i] = bits_to_float((uint32_t)rng_next(&r));
+            same_bytes(q, x, n, "random bits");
+            /* finite random bits with a moderate exponent range */
+            for (int64_t i = 0; i < n; i++) {
+                uint32_t u = (uint32_t)rng_next(&r);
+                u = (u & 0x807FFFFFu) | ((uint32_t)(100 + rng_next(&r) % 60) << 23);
+                x[i] = bits_to_float(u);
+            }
+            same_bytes(q, x, n, "random finite bits");
+        }
+    }
+    free(x);
+
+    /* Every float in (-127.5, 127.5) near a half-integer tie (within 2^14
+     * ulps) through the Q8_0 rounding, with the scale pinned to 1. This is
+     * where roundf (ties away) and the vector emulation could disagree. */
+    {
+        const qcase *q = &qcases[0];
+        const int64_t n = 32 * 4096;
+        float *v = xmalloc((size_t)n * sizeof(float));
+        int64_t i = 0;
+        bool ok = true;
+        for (int k = -128; k < 127 && ok; k++) {
+            float t = (float)k + 0.5f;
+            uint32_t bits;
+            memcpy(&bits, &t, 4);
+            for (int32_t u = -(1 << 14); u <= (1 << 14) && ok; u++) {
+                float f = bits_to_float((uint32_t)((int32_t)bits + u));
+                if (!(fabsf(f) < 127.0f)) continue;
+                if (i % 32 == 0) v[i++] = -127.0f;
+                v[i++] = f;
+                if (i == n) {
+                    ok = same_bytes(q, v, n, "dense ties");
+                    i = 0;
+                }
+            }
+        }
+        if (ok && i > 0) {
+            while (i % 32) v[i++] = 0.0f;
+            same_bytes(q, v, i, "dense ties");
+        }
+        free(v);
+    }
+}
+
+/* -------------------------------------------------------- dot products */
+
+/* sum |x_i y_i| over the dequantized rows: the scale of the rounding
+ * differences a reordered float accumulation may show. */
+static double magnitude(const vx_type_traits *tx, const void *x, const vx_type_traits *ty,
+                        const void *y, int64_t n, float *fx, float *fy) {
+    tx->to_float(x, fx, n);
+    ty->to_float(y, fy, n);
+    double m = 0.0;
+    for (int64_t i = 0; i < n; i++) m += fabs((double)fx[i] * fy[i]);
+    return m;
+}
+
+/* Reference-quantized or random-byte rows: nrows rows of n against one
+ * activation row; vec_dot and gemv (every row count 1..nrows) vs the
+ * reference vec_dot. */
+#define MAX_ROWS 9
+
+static void check_rows(const kcase *kc, const uint8_t *w, size_t rs, int nrows, const void *yq, int64_t n,
+                       const char *what) {
+    const vx_type_traits *tx = vx_type_get_traits(kc->type);
+    const vx_type_traits *ty = vx_type_get_traits(tx->vec_dot_type);
+    float *fx = xmalloc((size_t)n * sizeof(float)), *fy = xmalloc((size_t)n * sizeof(float));
+    float ref[MAX_ROWS], out[MAX_ROWS];
+    double mag[MAX_ROWS];
+    for (int r = 0; r < nrows; r++) {
+        tx->vec_dot(n, &ref[r], w + (size_t)r * rs, yq);
+        mag[r] = magnitude(tx, w + (size_t)r * rs, ty, yq, n, fx, fy);
+        float s = NAN;
+        kc->dot(n, &s, w + (size_t)r * rs, yq);
+        CHECKF(fabs((double)s - ref[r]) <= DOT_TOL * mag[r], "%s vec_dot %s n=%lld row %d: %.9g vs ref %.9g (mag %.6g)",
+               tx->name, what, (long long)n, r, (double)s, (double)ref[r], mag[r]);
+    }
+    for (int nr = 1; nr <= nrows; nr++) {
+        for (int r = 0; r < MAX_ROWS; r++) out[r] = NAN;
+        kc->gemv(n, w, rs, nr, yq, out);
+        for (int r = 0; r < nr; r++)
+            CHECKF(fabs((double)out[r] - ref[r]) <= DOT_TOL * mag[r],
+                   "%s gemv %s n=%lld nrows=%d row %d: %.9g vs ref %.9g (mag %.6g)", tx->name, what,
+                   (long long)n, nr, r, (double)out[r], (double)ref[r], mag[r]);
+        for (int r = nr; r < MAX_ROWS; r++) CHECKF(isnan(out[r]), "%s gemv wrote past nrows", tx->name);
+    }
+    free(fx);
+    free(fy);
+}
+
+/* A random finite fp16 factor between 2^-14 and ~1, either sign allowed
+ * only where the format allows it (all of them store plain fp16). */
+static uint16_t rand_factor(rng *r) {
+    float v = (float)(rng_uniform(r) * pow(2.0, -(double)(rng_next(r) % 14)));
+    return vx_fp32_to_fp16((rng_next(r) & 1) ? -v : v);
+}
+
+static void test_dots(void) {
+    rng r = {777};
+    const int64_t ns32[] = {32, 64, 96, 896, 4096, 14336};
+    const int64_t nsK[] = {256, 512, 2048, 4096, 14336};
+    for (int c = 0; c < NCASES; c++) {
+        const kcase *kc = &cases[c];
+        const vx_type_traits *tx = vx_type_get_traits(kc->type);
+        const vx_type_traits *ty = vx_type_get_traits(tx->vec_dot_type);
+        const bool kq = tx->blck_size == VX_QK_K;
+        const int64_t *ns = kq ? nsK : ns32;
+        const int nn = kq ? (int)(sizeof nsK / sizeof nsK[0]) : (int)(sizeof ns32 / sizeof ns32[0]);
+        for (int k = 0; k < nn; k++) {
+            const int64_t n = ns[k];
+            /* the slow searching K-quantizers get fewer rows at the largest n */
+            const int nrows = n >= 4096 && kq ? 5 : MAX_ROWS;
+            const size_t rs = vx_row_size((vx_type)kc->type, n);
+            uint8_t *w = xmalloc(rs * MAX_ROWS);
+            void *yq = xmalloc(vx_row_size(tx->vec_dot_type, n));
+            float *f = xmalloc((size_t)n * sizeof(float));
+
+            fill_gauss(&r, f, n, 1.0f);
+            ty->from_float(f, yq, n);
+            for (int row = 0; row < nrows; row++) {
+                fill_gauss(&r, f, n, 0.02f * (float)(row + 1));
+                if (row == 1) /* a row with an offset: the mins carry weight */
+                    for (int64_t i = 0; i < n; i++) f[i] += 0.05f;
+                tx->from_float(f, w + (size_t)row * rs, n);
+            }
+            check_rows(kc, w, rs, nrows, yq, n, "gauss");
+
+            /* random bytes everywhere but the fp16 factors: every code and
+             * sub-block scale pattern, e.g. all-63 scales with 15/31/63
+             * codes, the worst cases for the 16-bit pair sums */
+            for (int row = 0; row < MAX_ROWS; row++) {
+                uint8_t *p = w + (size_t)row * rs;
+                for (size_t b = 0; b < rs; b++) p[b] = (uint8_t)rng_next(&r);
+                if (row == 0) memset(p, 0xFF, rs); /* largest codes and scales */
+                for (size_t b = 0; b < rs / tx->type_size; b++)
+                    for (int fi = 0; fi < kc->nf16; fi++) {
+                        uint16_t h = rand_factor(&r);
+                        memcpy(p + b * tx->type_size + kc->fp16_fields[fi], &h, 2);
+                    }
+            }
+            /* an activation row with extreme codes: all +-127 */
+            for (int64_t i = 0; i < n; i++) f[i] = (rng_next(&r) & 1) ? 1.0f : -1.0f;
+            ty->from_float(f, yq, n);
+            check_rows(kc, w, rs, MAX_ROWS, yq, n, "random bytes, +-127 activations");
+            fill_gauss(&r, f, n, 3.0f);
+            ty->from_float(f, yq, n);
+            check_rows(kc, w, rs, MAX_ROWS, yq, n, "random bytes");
+
+            free(w);
+            free(yq);
+            free(f);
+        }
+    }
+}
+
+/* ------------------------------------------------------- F16/BF16 x f32 */
+
+static void check_half(bool bf, const uint16_t *w, size_t stride_elems, int nrows, const float *x, int64_t n) {
+    double ref[MAX_ROWS], mag[MAX_ROWS];
+    float out[MAX_ROWS];
+    const char *name = bf ? "BF16" : "F16";
+    for (int r = 0; r < nrows; r++) {
+        const uint16_t *wr = w + (size_t)r * stride_elems;
+        ref[r] = mag[r] = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            double p = (double)(bf ? vx_bf16_to_fp32(wr[i]) : vx_fp16_to_fp32(wr[i])) * x[i];
+            ref[r] += p;
+            mag[r] += fabs(p);
+        }
+        float s = bf ? vx_dot_bf16_f32_avx2(n, wr, x) : vx_dot_f16_f32_avx2(n, wr, x);
+        CHECKF(fabs(s - ref[r]) <= DOT_TOL * mag[r], "%s dot n=%lld row %d: %.9g vs %.9g", name, (long long)n,
+               r, (double)s, ref[r]);
+    }
+    for (int nr = 1; nr <= nrows; nr++) {
+        if (bf)
+            vx_gemv_bf16_avx2(n, w, stride_elems * 2, nr, x, out);
+        else
+            vx_gemv_f16_avx2(n, w, stride_elems * 2, nr, x, out);
+        for (int r = 0; r < nr; r++)
+            CHECKF(fabs(out[r] - ref[r]) <= DOT_TOL * mag[r], "%s gemv n=%lld nrows=%d row %d: %.9g vs %.9g",
+                   name, (long long)n, nr, r, (double)out[r], ref[r]);
+    }
+}
+
+static void test_half(void) {
+    rng r = {99};
+    const int64_t ns[] = {1, 7, 8, 15, 16, 31, 33, 100, 896, 4096, 14336, 14339};
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        const int64_t n = ns[k];
+        uint16_t *w = xmalloc((size_t)n * MAX_ROWS * sizeof(uint16_t));
+        float *x = xmalloc((size_t)n * sizeof(float)), *f = xmalloc((size_t)n * sizeof(float));
+        fill_gauss(&r, x, n, 1.0f);
+        for (int bf = 0; bf < 2; bf++) {
+            for (int row = 0; row < MAX_ROWS; row++) {
+                fill_gauss(&r, f, n, 0.05f);
+                for (int64_t i = 0; i < n; i++)
+                    w[(size_t)row * n + i] = bf ? vx_fp32_to_bf16(f[i]) : vx_fp32_to_fp16(f[i]);
+            }
+            check_half(bf, w, (size_t)n, MAX_ROWS, x, n);
+        }
+        free(w);
+        free(x);
+        free(f);
+    }
+}
+
+/* ------------------------------------------------------------ fixtures */
+
+static const char *const fixture_types[] = {"F16",  "BF16",   "Q8_0",   "Q4_0",   "Q4_1",
+                                            "Q5_0", "Q5_1",   "Q2_K",   "Q3_K_M", "Q4_K_M",
+                                            "Q5_K_M", "Q6_K", "IQ4_NL"};
+
+/* Up to 64 rows of every tensor of every llama fixture whose type has a
+ * kernel, against a Gaussian activation row. */
+static void test_fixtures(void) {
+    char err[256];
+    int tested[VX_TYPE_COUNT];
+    memset(tested, 0, sizeof tested);
+    rng r = {2024};
+    for (size_t fi = 0; fi < sizeof fixture_types / sizeof fixture_types[0]; fi++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "models/llama/llama-%s.gguf", fixture_types[fi]);
+        const char *path = vx_test_fixture_path(rel);
+        vx_gguf *g = NULL;
+        vx_status st = vx_gguf_open(path, &g, err, sizeof err);
+        CHECKF(st == VX_OK, "cannot open %s: %s", path, err);
+        if (st != VX_OK) continue;
+        for (int64_t ti = 0; ti < vx_gguf_n_tensors(g); ti++) {
+            const vx_gguf_tensor *t = vx_gguf_tensor_at(g, ti);
+            const int64_t n = t->ne[0];
+            const int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
+            const int nrows = rows < 64 ? (int)rows : 64;
+            const size_t rs = vx_row_size((vx_type)t->type, n);
+            if (rs == 0) continue;
+            float *x = xmalloc((size_t)n * sizeof(float));
+            fill_gauss(&r, x, n, 1.0f);
+            if (t->type == VX_TYPE_F16 || t->type == VX_TYPE_BF16) {
+                const bool bf = t->type == VX_TYPE_BF16;
+                for (int r0 = 0; r0 < nrows; r0 += MAX_ROWS) {
+                    const int nr = nrows - r0 < MAX_ROWS ? nrows - r0 : MAX_ROWS;
+                    check_half(bf, (const uint16_t *)t->data + (size_t)r0 * (rs / 2), rs / 2, nr, x, n);
+                }
+                tested[t->type]++;
+            } else {
+                const kcase *kc = find_case(t->type);
+                if (kc) {
+                    const vx_type_traits *tx = vx_type_get_traits(t->type);
+                    const vx_type_traits *ty = vx_type_get_traits(tx->vec_dot_type);
+                    void *yq = xmalloc(vx_row_size(tx->vec_dot_type, n));
+                    ty->from_float(x, yq, n);
+                    for (int r0 = 0; r0 < nrows; r0 += MAX_ROWS) {
+                        const int nr = nrows - r0 < MAX_ROWS ? nrows - r0 : MAX_ROWS;
+                        check_rows(kc, (const uint8_t *)t->data + (size_t)r0 * rs, rs, nr, yq, n, t->name);
+                    }
+                    free(yq);
+                    tested[t->type]++;
+                }
+            }
+            free(x);
+        }
+        vx_gguf_close(g);
+    }
+    printf("fixture tensors checked:");
+    for (int t = 0; t < VX_TYPE_COUNT; t++)
+        if (tested[t]) printf(" %s %d", vx_type_name(t), tested[t]);
+    printf("\n");
+    for (int c = 0; c < NCASES; c++)
+        CHECKF(tested[cases[c].type] > 0, "no fixture tensor of type %s", vx_type_name(cases[c].type));
+}
+
+/* F16C from CPUID leaf 1 (ECX bit 29): not every compiler's
+ * __builtin_cpu_supports knows it. */
+static bool cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && ((c >> 29) & 1);
+}
+
+int main(void) {
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !cpu_has_f16c()) {
+        printf("skipped: no AVX2\n");
+        return vx_test_finish("test_kernels");
+    }
+    test_quantizers();
+    test_dots();
+    test_half();
+    test_fixtures();
+    return vx_test_finish("test_kernels");
+}
