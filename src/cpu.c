@@ -84,5 +84,21 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
         k->axpy_f32 = vx_axpy_f32_avx2;
         k->f16_to_f32 = vx_f16_to_f32_avx2;
         k->f32_to_f16 = vx_f32_to_f16_avx2;
+        k->act[VX_TYPE_Q8_0] = vx_quantize_row_q8_0_avx2;
+        k->act[VX_TYPE_Q8_1] = vx_quantize_row_q8_1_avx2;
+        k->act[VX_TYPE_Q8_K] = vx_quantize_row_q8_K_avx2;
+        k->gemv[VX_TYPE_F16] = vx_gemv_f16_avx2;
+        k->gemv[VX_TYPE_BF16] = vx_gemv_bf16_avx2;
+        k->gemv[VX_TYPE_Q4_0] = vx_gemv_q4_0_avx2;
+        k->gemv[VX_TYPE_Q4_1] = vx_gemv_q4_1_avx2;
+        k->gemv[VX_TYPE_Q5_0] = vx_gemv_q5_0_avx2;
+        k->gemv[VX_TYPE_Q5_1] = vx_gemv_q5_1_avx2;
+        k->gemv[VX_TYPE_Q8_0] = vx_gemv_q8_0_avx2;
+        k->gemv[VX_TYPE_IQ4_NL] = vx_gemv_iq4_nl_avx2;
+        k->gemv[VX_TYPE_Q2_K] = vx_gemv_q2_K_avx2;
+        k->gemv[VX_TYPE_Q3_K] = vx_gemv_q3_K_avx2;
+        k->gemv[VX_TYPE_Q4_K] = vx_gemv_q4_K_avx2;
+        k->gemv[VX_TYPE_Q5_K] = vx_gemv_q5_K_avx2;
+        k->gemv[VX_TYPE_Q6_K] = vx_gemv_q6_K_avx2;
     }
 }
