@@ -471,7 +471,7 @@ static bool repeat(jx_ctx *c, jx_val seq, int64_t times, jx_val *out) {
     if (n && (uint64_t)times > (c->lim.max_output / sizeof(jx_val)) / n)
         return jx_fail(c, VX_ERANGE, "list repetition too long");
     if (!jx_mklist(c, n * (size_t)times, out)) return false;
-    for (int64_t i = 0; i < times; i++)
+    for (int64_t i = 0; n && i < times; i++)
         jx_copy_vals(out->u.l->v + (size_t)i * n, seq.u.l->v, n);
     out->u.l->n = n * (size_t)times;
     out->flags = seq.flags & JX_F_TUPLE;

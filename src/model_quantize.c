@@ -91,7 +91,7 @@ static category categorize(const char *name) {
 
 /* Weight matrices only: vectors (norms, biases, rope factors) stay as they
  * are, and so do a few small matrices that are sensitive or tiny. */
-static bool convertible(const vx_gguf_tensor *t) {
+static bool convertible(const vx_quant_shape *t) {
     if (t->n_dims < 2) return false;
     const char *n = t->name;
     size_t len = strlen(n);
@@ -122,12 +122,19 @@ static bool use_more_bits(int64_t i, int64_t n) {
 /* Layer of an FFN tensor: llama.cpp counts them in file order, except for
  * MoE models whose expert tensors it locates by name. */
 static int64_t ffn_layer(const policy *P, const char *name, int64_t counter) {
-    int layer;
-    if (P->n_expert > 1 && sscanf(name, "blk.%d.", &layer) == 1 && layer >= 0) return layer;
-    return counter;
+    if (P->n_expert <= 1 || strncmp(name, "blk.", 4) != 0) return counter;
+    /* "blk.<n>." parsed by hand: sscanf's %d is undefined on overflow */
+    int64_t layer = 0;
+    const char *p = name + 4;
+    if (*p < '0' || *p > '9') return counter;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        layer = layer * 10 + (*p - '0');
+        if (layer > INT32_MAX) return counter;
+    }
+    return *p == '.' ? layer : counter;
 }
 
-static int mix_type(policy *P, const vx_gguf_tensor *t, category cat, int type) {
+static int mix_type(policy *P, const vx_quant_shape *t, category cat, int type) {
     const int F = P->F;
     const bool gqa4 = P->n_gqa >= 4;
     if (cat == CAT_OUTPUT || (P->tied && cat == CAT_TOKEN_EMBD)) {
@@ -220,44 +227,42 @@ static int64_t hparam(const vx_gguf *g, const char *arch, const char *suffix, in
     return def;
 }
 
-vx_status vx_quantize_plan(const vx_gguf *g, const vx_quant_mix *mix, bool pure,
-                           bool allow_requantize, int *types, bool *fallback, char *err,
-                           size_t err_size) {
-    if (!g || !mix || !types) return vx_seterr(err, err_size, VX_EINVAL, "missing argument");
+vx_status vx_quantize_plan_shapes(const vx_quant_shape *ts, int64_t n, const vx_quant_hparams *hp,
+                                  const vx_quant_mix *mix, bool pure, bool allow_requantize,
+                                  int *types, bool *fallback, char *err, size_t err_size) {
+    if (!ts || !hp || !mix || !types) return vx_seterr(err, err_size, VX_EINVAL, "missing argument");
     policy P = {0};
     P.F = mix->ftype;
-    const char *arch = "";
-    vx_gguf_get_str(g, "general.architecture", &arch);
+    const char *arch = hp->arch ? hp->arch : "";
     P.falcon = strcmp(arch, "falcon") == 0;
-    const int64_t n = vx_gguf_n_tensors(g);
     int64_t n_down = 0;
-    P.tied = vx_gguf_find_tensor(g, "output.weight") == NULL;
+    P.tied = true;
     for (int64_t i = 0; i < n; i++) {
-        category c = categorize(vx_gguf_tensor_at(g, i)->name);
+        category c = categorize(ts[i].name);
         P.n_attn_v += c == CAT_ATTN_V;
         n_down += c == CAT_FFN_DOWN;
+        if (c == CAT_OUTPUT) P.tied = false;
     }
-    P.n_layer = hparam(g, arch, "block_count", n_down);
-    if (P.n_layer <= 0) P.n_layer = n_down > 0 ? n_down : 1;
-    int64_t heads = hparam(g, arch, "attention.head_count", 1);
-    int64_t kv_heads = hparam(g, arch, "attention.head_count_kv", heads);
-    P.n_gqa = kv_heads > 0 && heads > 0 ? heads / kv_heads : 1;
-    P.n_expert = hparam(g, arch, "expert_count", 0);
+    P.n_layer = hp->n_layer > 0 ? hp->n_layer : n_down > 0 ? n_down : 1;
+    const int64_t heads = hp->n_head > 0 ? hp->n_head : 1;
+    const int64_t kv_heads = hp->n_head_kv > 0 ? hp->n_head_kv : heads;
+    P.n_gqa = heads / kv_heads;
+    P.n_expert = hp->n_expert;
 
     const bool quantized_mix = vx_type_get_traits(mix->base)->is_quantized;
     for (int64_t i = 0; i < n; i++) {
-        const vx_gguf_tensor *t = vx_gguf_tensor_at(g, i);
+        const vx_quant_shape *t = &ts[i];
         const vx_type_traits *src = vx_type_get_traits(t->type);
         bool fell = false;
         int type = t->type;
-        if (convertible(t) && src->to_float) {
+        if (convertible(t) && src && src->to_float) {
             type = mix->base;
             if (quantized_mix) {
                 if (!pure) type = mix_type(&P, t, categorize(t->name), type);
                 type = fit_row(type, t->ne[0], &fell);
             }
         }
-        if (type != t->type && src->is_quantized && !allow_requantize)
+        if (type != t->type && src && src->is_quantized && !allow_requantize)
             return vx_seterr(err, err_size, VX_EINVAL,
                              "tensor '%s' is already quantized (%s): converting it again loses "
                              "accuracy; allow requantization to do it anyway",
@@ -266,6 +271,32 @@ vx_status vx_quantize_plan(const vx_gguf *g, const vx_quant_mix *mix, bool pure,
         if (fallback) fallback[i] = fell;
     }
     return VX_OK;
+}
+
+vx_status vx_quantize_plan(const vx_gguf *g, const vx_quant_mix *mix, bool pure,
+                           bool allow_requantize, int *types, bool *fallback, char *err,
+                           size_t err_size) {
+    if (!g || !mix || !types) return vx_seterr(err, err_size, VX_EINVAL, "missing argument");
+    const char *arch = "";
+    vx_gguf_get_str(g, "general.architecture", &arch);
+    const int64_t n = vx_gguf_n_tensors(g);
+    vx_quant_shape *ts = calloc((size_t)(n ? n : 1), sizeof *ts);
+    if (!ts) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    for (int64_t i = 0; i < n; i++) {
+        const vx_gguf_tensor *t = vx_gguf_tensor_at(g, i);
+        ts[i].name = t->name;
+        ts[i].n_dims = t->n_dims;
+        memcpy(ts[i].ne, t->ne, sizeof ts[i].ne);
+        ts[i].type = t->type;
+    }
+    vx_quant_hparams hp = {arch, hparam(g, arch, "block_count", 0),
+                           hparam(g, arch, "attention.head_count", 1), 0,
+                           hparam(g, arch, "expert_count", 0)};
+    hp.n_head_kv = hparam(g, arch, "attention.head_count_kv", hp.n_head);
+    vx_status st = vx_quantize_plan_shapes(ts, n, &hp, mix, pure, allow_requantize, types, fallback,
+                                           err, err_size);
+    free(ts);
+    return st;
 }
 
 /* ------------------------------------------------------------ conversion */

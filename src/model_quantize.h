@@ -83,6 +83,26 @@ vx_status vx_quantize_plan(const vx_gguf *g, const vx_quant_mix *mix, bool pure,
                            bool allow_requantize, int *types, bool *fallback, char *err,
                            size_t err_size);
 
+/* The same plan from tensor shapes alone (for files written from scratch,
+ * e.g. `vx synth`): names, dims and current types, plus the hyperparameters
+ * the policy reads. n_layer <= 0 counts the ffn_down tensors. */
+typedef struct vx_quant_shape {
+    const char *name;
+    uint32_t n_dims;
+    int64_t ne[4];
+    int type;
+} vx_quant_shape;
+
+typedef struct vx_quant_hparams {
+    const char *arch;
+    int64_t n_layer, n_head, n_head_kv, n_expert;
+} vx_quant_hparams;
+
+vx_status vx_quantize_plan_shapes(const vx_quant_shape *tensors, int64_t n,
+                                  const vx_quant_hparams *hp, const vx_quant_mix *mix, bool pure,
+                                  bool allow_requantize, int *types, bool *fallback, char *err,
+                                  size_t err_size);
+
 /* Reads in, converts, writes out (atomically: temp file + rename). The
  * converted tensors are held in memory until the write, so it needs about
  * the output's size in RAM. stats may be NULL. */

@@ -26,9 +26,12 @@
 
 /* ------------------------------------------------------------ regexes */
 
-/* Regex texts as published with each pre-tokenizer (llama.cpp's adapted
- * versions, e.g. the case-insensitive contractions spelled out). "\s" and
- * "\S" are rewritten at compile time, see rewrite_pattern(). */
+/* Regex texts as published with each pre-tokenizer, in llama.cpp's form
+ * (e.g. the case-insensitive contractions spelled out, so that PCRE2's
+ * caseless matching cannot turn U+017F into an 's'); tekken keeps its
+ * original \p{Lu}... form, which PCRE2 supports. Non-ASCII characters are
+ * written as \x{..}. "\s" and "\S" are rewritten at compile time, see
+ * rewrite_pattern(). */
 #define RX_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
 #define RX_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 #define RX_LLAMA3                                                                           \
@@ -82,8 +85,11 @@ static const char *const k_sets[SET_COUNT][MAX_RX + 1] = {
          "\\x{FF21}-\\x{FF3A}\\x{FF41}-\\x{FF5A}\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}"
          "\\x{104D8}-\\x{104FB}\\x{10C80}-\\x{10CB2}\\x{10CC0}-\\x{10CF2}\\x{118A0}-\\x{118DF}"
          "\\x{1E900}-\\x{1E943}]+",
-         "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+", "\\s+$", RX_CJK, "\\p{N}+", NULL},
-    [SET_DEEPSEEK3_LLM] = {"\\p{N}{1,3}", "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+",
+         "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}"
+         "\\x{3000}-\\x{3002}]+",
+         "\\s+$", RX_CJK, "\\p{N}+", NULL},
+    [SET_DEEPSEEK3_LLM] = {"\\p{N}{1,3}",
+                           "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+",
                            "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+"
                            "|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*"
                            "|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",

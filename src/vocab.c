@@ -8,6 +8,13 @@
  * SPM's leading "▁", the decoded piece of each token type, and the
  * clean_spaces rules of detokenize. The model-specific merge loops live in
  * tok_spm.c, tok_bpe.c and tok_wpm.c.
+ *
+ * Deliberate differences from llama.cpp, all outside what its fixtures test:
+ * invalid UTF-8 keeps its raw bytes (llama.cpp substitutes U+FFFD, so bytes
+ * never round-trip); a BPE token character outside the byte alphabet
+ * decodes to itself (llama.cpp writes "[UNK_BYTE_0x..]"); when several EOT
+ * names exist the first in list order wins (llama.cpp: hash-map order);
+ * missing or out-of-range special ids are -1 instead of asserting.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -784,6 +791,8 @@ static bool spm_fragment(const vx_vocab *v, const char *s, size_t len, bool pref
     return ok;
 }
 
+/* len < 0 means text is NUL-terminated. Returns INT32_MIN if memory runs out
+ * (the only failure). */
 int32_t vx_tokenize(const vx_vocab *v, const char *text, int32_t len, vx_token *tokens,
                     int32_t n_max, bool add_special, bool parse_special) {
     if (!v) return 0;
@@ -894,7 +903,7 @@ static size_t clean_spaces(char *t, size_t n) {
         if (t[i - 1] == ' ' && x == '\'' && i + 1 < n) {
             char x1 = t[i + 1];
             if (x1 == 's' || x1 == 'm') o--;
-            else if (i + 2 < n && ((x1 == 'r' && t[i + 2] == 'e') || (x1 == 'v' && t[i + 2] == 'e')))
+            else if (i + 2 < n && (x1 == 'r' || x1 == 'v') && t[i + 2] == 'e')
                 o--;
         }
         t[o++] = x;

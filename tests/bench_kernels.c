@@ -13,9 +13,13 @@
  * Build (from the repository root):
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc tests/bench_kernels.c src/quant*.c \
  *       src/common.c avx2_quant.o avx2_quant_k.o -lm -o bench_kernels
- * Options: bench_kernels [reps] (default 7; the best rep is reported).
+ * Usage: bench_kernels [reps [type...]]: reps default 7 (the best rep is
+ * reported); naming types (e.g. q4_k f16) runs only those and skips the
+ * quantizer timings.
  */
 #include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +66,33 @@ typedef struct {
     int type;
     vx_gemv_fn gemv;
     vx_vec_dot_fn dot; /* NULL for F16/BF16 (f32 activations) */
+    int nf16;          /* fp16 factors per block and their offsets */
+    size_t f16_off[2];
 } bcase;
+
+/* Fills the matrix with random bytes, every block's fp16 factors then set
+ * to sane values: every page distinct (no cache or page-merging help),
+ * and the kernels do the same work whatever the codes. */
+static void fill_random(const bcase *b, uint8_t *w, size_t bytes, uint64_t *seed) {
+    for (size_t i = 0; i + 8 <= bytes; i += 8) {
+        uint64_t v = splitmix(seed);
+        memcpy(w + i, &v, 8);
+    }
+    const vx_type_traits *tr = vx_type_get_traits(b->type);
+    if (!tr->is_quantized) { /* F16/BF16: Gaussian weights */
+        uint16_t *h = (uint16_t *)(void *)w;
+        for (size_t i = 0; i < bytes / 2; i++) {
+            float f = 0.02f * gauss(seed);
+            h[i] = b->type == VX_TYPE_F16 ? vx_fp32_to_fp16(f) : vx_fp32_to_bf16(f);
+        }
+        return;
+    }
+    for (size_t blk = 0; blk < bytes / tr->type_size; blk++)
+        for (int k = 0; k < b->nf16; k++) {
+            uint16_t h = vx_fp32_to_fp16(0.001f + 0.01f * (float)(splitmix(seed) % 100));
+            memcpy(w + blk * tr->type_size + b->f16_off[k], &h, 2);
+        }
+}
 
 /* One pass over the matrix: gemv over all rows, or vec_dot row by row. */
 static double run_pass(const bcase *b, const uint8_t *w, size_t rs, int rows, const void *y, float *out,
@@ -80,17 +110,6 @@ static double run_pass(const bcase *b, const uint8_t *w, size_t rs, int rows, co
         }
     }
     return now_s() - t0;
-}
-
-static double best_of(const bcase *b, const uint8_t *w, size_t rs, int rows, const void *y, float *out,
-                      int use_dot, int reps) {
-    double best = INFINITY;
-    run_pass(b, w, rs, rows, y, out, use_dot); /* warm-up: page faults, clocks */
-    for (int k = 0; k < reps; k++) {
-        double t = run_pass(b, w, rs, rows, y, out, use_dot);
-        if (t < best) best = t;
-    }
-    return best;
 }
 
 /* Plain streaming read of the buffer: the DRAM ceiling for one thread. */
@@ -145,19 +164,20 @@ static void bench_quantizers(int reps) {
 int main(int argc, char **argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 7;
     const bcase cases[] = {
-        {VX_TYPE_Q4_0, vx_gemv_q4_0_avx2, vx_vec_dot_q4_0_q8_0_avx2},
-        {VX_TYPE_Q4_1, vx_gemv_q4_1_avx2, vx_vec_dot_q4_1_q8_1_avx2},
-        {VX_TYPE_Q5_0, vx_gemv_q5_0_avx2, vx_vec_dot_q5_0_q8_0_avx2},
-        {VX_TYPE_Q5_1, vx_gemv_q5_1_avx2, vx_vec_dot_q5_1_q8_1_avx2},
-        {VX_TYPE_Q8_0, vx_gemv_q8_0_avx2, vx_vec_dot_q8_0_q8_0_avx2},
-        {VX_TYPE_IQ4_NL, vx_gemv_iq4_nl_avx2, vx_vec_dot_iq4_nl_q8_0_avx2},
-        {VX_TYPE_Q2_K, vx_gemv_q2_K_avx2, vx_vec_dot_q2_K_q8_K_avx2},
-        {VX_TYPE_Q3_K, vx_gemv_q3_K_avx2, vx_vec_dot_q3_K_q8_K_avx2},
-        {VX_TYPE_Q4_K, vx_gemv_q4_K_avx2, vx_vec_dot_q4_K_q8_K_avx2},
-        {VX_TYPE_Q5_K, vx_gemv_q5_K_avx2, vx_vec_dot_q5_K_q8_K_avx2},
-        {VX_TYPE_Q6_K, vx_gemv_q6_K_avx2, vx_vec_dot_q6_K_q8_K_avx2},
-        {VX_TYPE_F16, vx_gemv_f16_avx2, NULL},
-        {VX_TYPE_BF16, vx_gemv_bf16_avx2, NULL},
+        {VX_TYPE_Q4_0, vx_gemv_q4_0_avx2, vx_vec_dot_q4_0_q8_0_avx2, 1, {0, 0}},
+        {VX_TYPE_Q4_1, vx_gemv_q4_1_avx2, vx_vec_dot_q4_1_q8_1_avx2, 2, {0, 2}},
+        {VX_TYPE_Q5_0, vx_gemv_q5_0_avx2, vx_vec_dot_q5_0_q8_0_avx2, 1, {0, 0}},
+        {VX_TYPE_Q5_1, vx_gemv_q5_1_avx2, vx_vec_dot_q5_1_q8_1_avx2, 2, {0, 2}},
+        {VX_TYPE_Q8_0, vx_gemv_q8_0_avx2, vx_vec_dot_q8_0_q8_0_avx2, 1, {0, 0}},
+        {VX_TYPE_IQ4_NL, vx_gemv_iq4_nl_avx2, vx_vec_dot_iq4_nl_q8_0_avx2, 1, {0, 0}},
+        {VX_TYPE_Q2_K, vx_gemv_q2_K_avx2, vx_vec_dot_q2_K_q8_K_avx2, 2,
+         {offsetof(vx_block_q2_K, d), offsetof(vx_block_q2_K, dmin)}},
+        {VX_TYPE_Q3_K, vx_gemv_q3_K_avx2, vx_vec_dot_q3_K_q8_K_avx2, 1, {offsetof(vx_block_q3_K, d), 0}},
+        {VX_TYPE_Q4_K, vx_gemv_q4_K_avx2, vx_vec_dot_q4_K_q8_K_avx2, 2, {0, 2}},
+        {VX_TYPE_Q5_K, vx_gemv_q5_K_avx2, vx_vec_dot_q5_K_q8_K_avx2, 2, {0, 2}},
+        {VX_TYPE_Q6_K, vx_gemv_q6_K_avx2, vx_vec_dot_q6_K_q8_K_avx2, 1, {offsetof(vx_block_q6_K, d), 0}},
+        {VX_TYPE_F16, vx_gemv_f16_avx2, NULL, 0, {0, 0}},
+        {VX_TYPE_BF16, vx_gemv_bf16_avx2, NULL, 0, {0, 0}},
     };
     uint8_t *w = xalloc(BIG_BYTES);
     uint8_t *small = xalloc(SMALL_BYTES);
@@ -166,7 +186,10 @@ int main(int argc, char **argv) {
     void *y = xalloc(vx_row_size(VX_TYPE_Q8_K, NCOLS) + vx_row_size(VX_TYPE_Q8_1, NCOLS) + NCOLS * 4);
     uint64_t seed = 1;
 
-    memset(w, 1, BIG_BYTES);
+    for (size_t i = 0; i + 8 <= BIG_BYTES; i += 8) {
+        uint64_t v = splitmix(&seed);
+        memcpy(w + i, &v, 8);
+    }
     uint64_t sink = 0;
     double rbest = INFINITY;
     for (int k = 0; k < reps; k++) {
@@ -181,18 +204,13 @@ int main(int argc, char **argv) {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const bcase *b = &cases[c];
         const vx_type_traits *tr = vx_type_get_traits(b->type);
+        bool wanted = argc <= 2;
+        for (int a = 2; a < argc; a++) wanted |= vx_type_from_name(argv[a]) == b->type;
+        if (!wanted) continue;
         const size_t rs = vx_row_size((vx_type)b->type, NCOLS);
         const int rows = (int)(BIG_BYTES / rs), srows = (int)(SMALL_BYTES / rs);
-        /* 8 distinct rows quantized by the reference, tiled over the matrix
-         * (the K-quantizers are far too slow for 64 MiB of fresh rows) */
-        float *f = xalloc(NCOLS * sizeof(float));
-        for (int r = 0; r < 8; r++) {
-            for (int i = 0; i < NCOLS; i++) f[i] = 0.02f * gauss(&seed);
-            tr->from_float(f, w + (size_t)r * rs, NCOLS);
-        }
-        for (int r = 8; r < rows; r++) memcpy(w + (size_t)r * rs, w + (size_t)(r % 8) * rs, rs);
+        fill_random(b, w, (size_t)rows * rs, &seed);
         memcpy(small, w, (size_t)srows * rs);
-        free(f);
         for (int i = 0; i < NCOLS; i++) x[i] = gauss(&seed);
         if (b->dot) {
             const vx_type_traits *ty = vx_type_get_traits(tr->vec_dot_type);
@@ -203,8 +221,15 @@ int main(int argc, char **argv) {
         const int64_t bl = tr->blck_size == 1 ? 32 : tr->blck_size; /* F16/BF16: per 32 */
         const double nblk = (double)rows * (double)(NCOLS / bl);
         const double nblk_s = (double)srows * (double)(NCOLS / bl);
-        const double tg = best_of(b, w, rs, rows, y, out, 0, reps);
-        const double td = best_of(b, w, rs, rows, y, out, 1, reps);
+        /* alternate the two so drifts in machine load hit both alike */
+        double tg = INFINITY, td = INFINITY;
+        run_pass(b, w, rs, rows, y, out, 0); /* warm-up: page faults, clocks */
+        for (int k = 0; k < reps; k++) {
+            double t = run_pass(b, w, rs, rows, y, out, 0);
+            if (t < tg) tg = t;
+            t = run_pass(b, w, rs, rows, y, out, 1);
+            if (t < td) td = t;
+        }
         /* the L2 runs repeat the small matrix to get comparable timings */
         double ts = INFINITY;
         for (int k = 0; k < reps; k++) {
@@ -217,7 +242,7 @@ int main(int argc, char **argv) {
                (double)rows * rs / tg * 1e-9, tg / nblk * 1e9, (double)rows * rs / td * 1e-9,
                (double)srows * rs / ts * 1e-9, ts / nblk_s * 1e9);
     }
-    bench_quantizers(reps);
+    if (argc <= 2) bench_quantizers(reps);
     free(w);
     free(small);
     free(out);

@@ -161,6 +161,16 @@ static void expect_file(const char *label, const uint8_t *data, size_t n, vx_sta
         CHECKF(strstr(err, want_msg) && strstr(err, path), "%s (file): message '%s'", label, err);
     }
     if (st == VX_OK) vx_gguf_close(g);
+    /* the model loader reports the same problem (or, for files the reader
+     * accepts, that it is not a model) and never crashes */
+    vx_model *m = (vx_model *)1;
+    err[0] = 0;
+    st = vx_model_load(path, NULL, &m, err, sizeof err);
+    CHECKF(st != VX_OK && m == NULL && err[0], "%s (model): status %d: %s", label, st, err);
+    if (want != VX_OK)
+        CHECKF(st == want && strstr(err, want_msg), "%s (model): status %d, message '%s'", label,
+               st, err);
+    if (st == VX_OK) vx_model_free(m);
     unlink(path);
 }
 

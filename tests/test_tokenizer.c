@@ -237,7 +237,8 @@ static void test_bos_eos(void) {
         free(t);
         /* SPM: "▁" prefix after every special token */
         t = tok(v, "a</s>b", 6, false, true, &n);
-        vx_token a = vx_tok_find(v, "\xe2\x96\x81" "a", 4), b = vx_tok_find(v, "\xe2\x96\x81" "b", 4);
+        vx_token a = vx_tok_find(v, "\xe2\x96\x81" "a", 4);
+        vx_token b = vx_tok_find(v, "\xe2\x96\x81" "b", 4);
         CHECK(n == 3 && t[0] == a && t[1] == 2 && t[2] == b);
         free(t);
         /* byte fallback for characters the vocab lacks */
@@ -400,6 +401,45 @@ static void test_long(const char *name, double max_ms) {
     vx_vocab_free(v);
 }
 
+/* Every pre-tokenizer name compiles, and its pieces tile the text exactly
+ * (also on invalid UTF-8). */
+static void test_pretok_sets(void) {
+    static const char *const names[] = {
+        "default", "llama3", "llama-v3", "llama-bpe", "falcon3", "deepseek-llm",
+        "deepseek-coder", "deepseek-v3", "falcon", "mpt", "starcoder", "gpt-2", "phi-2",
+        "jina-es", "jina-de", "gigachat", "jina-v1-en", "jina-v2-es", "jina-v2-de",
+        "jina-v2-code", "roberta-bpe", "refact", "command-r", "qwen2", "deepseek-r1-qwen",
+        "stablelm2", "olmo", "dbrx", "smaug-bpe", "poro-chat", "chatglm-bpe", "viking", "jais",
+        "tekken", "smollm", "codeshell", "bloom", "gpt3-finnish", "exaone", "chameleon",
+        "minerva-7b", "megrez", NULL};
+    static const char text[] =
+        "Hello, y'all! 123456 \xe4\xbd\xa0\xe5\xa5\xbd  \n\n\t<sentinel:3> IMGIMGABZ "
+        "caf\xc3\xa9 \xff\xfe\xc3 end   ";
+    CHECK(vx_pretok_lookup("no-such-pre") == NULL);
+    CHECK(vx_pretok_lookup(NULL) == vx_pretok_lookup("default"));
+    for (int i = 0; names[i]; i++) {
+        const vx_pretok_info *info = vx_pretok_lookup(names[i]);
+        CHECKF(info != NULL, "%s", names[i]);
+        if (!info) continue;
+        vx_pretok *p = NULL;
+        char err[256];
+        vx_status st = vx_pretok_create(info->regex_set, &p, err, sizeof err);
+        CHECKF(st == VX_OK, "%s: %s", names[i], err);
+        if (st != VX_OK) continue;
+        vx_spanvec sp = {0};
+        CHECK(vx_pretok_split(p, text, sizeof text - 1, &sp));
+        size_t o = 0;
+        bool tiled = true;
+        for (size_t k = 0; k < sp.n; k++) {
+            if (sp.v[k].off != o || sp.v[k].len == 0) tiled = false;
+            o += sp.v[k].len;
+        }
+        CHECKF(tiled && o == sizeof text - 1, "%s: pieces do not tile the text", names[i]);
+        vx_spanvec_free(&sp);
+        vx_pretok_free(p);
+    }
+}
+
 static void check_mem_vocab(const char *model, int n_tok, vx_status want);
 
 static void test_loaders(void) {
@@ -476,6 +516,7 @@ int main(void) {
         "deepseek-coder", "falcon", "starcoder", "refact", "mpt",  "bert-bge"};
     printf("fixtures:\n");
     for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) run_fixture(fixtures[i]);
+    test_pretok_sets();
     test_special_qwen2();
     test_bos_eos();
     test_model_rules();

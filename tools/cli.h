@@ -14,6 +14,7 @@ int vx_cmd_info(int argc, char **argv);
 int vx_cmd_tokenize(int argc, char **argv);
 int vx_cmd_logits(int argc, char **argv);
 int vx_cmd_bench(int argc, char **argv);
+int vx_cmd_synth(int argc, char **argv);
 int vx_cmd_quantize(int argc, char **argv);
 
 /* Argument cursor: argv[*i] is the option; its value is argv[*i + 1]. */

@@ -88,6 +88,8 @@ int vx_cmd_quantize(int argc, char **argv) {
     vx_status s = vx_quantize_model(pos[0], pos[1], &p, &st, err, sizeof err);
     if (s != VX_OK) {
         fprintf(stderr, "error: %s\n", err);
+        if (s == VX_EINVAL && strstr(err, "already quantized"))
+            fprintf(stderr, "(pass --allow-requantize to convert it anyway)\n");
         return 1;
     }
     printf("model size  = %8.2f MiB\n", mib(st.src_bytes));

@@ -16,6 +16,8 @@ static void usage(FILE *f) {
             "  tokenize  print the tokens of a text\n"
             "  logits    evaluate token ids and write the logits of every position\n"
             "  bench     measure prompt and generation speed (like llama-bench)\n"
+            "  quantize  convert a GGUF model to another type or mix (like llama-quantize)\n"
+            "  synth     write a GGUF file with a real model's shapes and random weights\n"
             "\n"
             "Run 'vx COMMAND --help' for the options of a command.\n"
             "Models: any GGUF file of a supported architecture (llama, mistral, qwen2, qwen3,\n"
@@ -42,6 +44,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "tokenize")) return vx_cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "logits")) return vx_cmd_logits(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return vx_cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "quantize")) return vx_cmd_quantize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "synth")) return vx_cmd_synth(argc - 1, argv + 1);
     fprintf(stderr, "error: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

@@ -110,6 +110,7 @@ AINLINE void q4_0_rows(int64_t n, const void *w, size_t stride, int R, const voi
         x[r] = row_at(w, stride, r);
         acc[r] = _mm256_setzero_ps();
     }
+    const size_t pf = prefetch_dist(R, stride);
     const __m256i eight = _mm256_set1_epi8(8);
     for (int64_t i = 0; i < n / VX_QK4_0; i++) {
         const __m256i yq = load256(y[i].qs);
@@ -117,6 +118,7 @@ AINLINE void q4_0_rows(int64_t n, const void *w, size_t stride, int R, const voi
         const float dy = f16(y[i].d);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
+            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
             const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(nibbles32(x[r][i].qs), yq), y8);
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[r][i].d) * dy),
                                      _mm256_cvtepi32_ps(pairs_to_i32(p)), acc[r]);
@@ -137,11 +139,13 @@ AINLINE void q4_1_rows(int64_t n, const void *w, size_t stride, int R, const voi
         acc[r] = _mm256_setzero_ps();
         accm[r] = 0.0f;
     }
+    const size_t pf = prefetch_dist(R, stride);
     for (int64_t i = 0; i < n / VX_QK4_1; i++) {
         const __m256i yq = load256(y[i].qs);
         const float dy = f16(y[i].d), sy = f16(y[i].s);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
+            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
             const __m256i p = _mm256_maddubs_epi16(nibbles32(x[r][i].qs), yq);
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[r][i].d) * dy),
                                      _mm256_cvtepi32_ps(pairs_to_i32(p)), acc[r]);
@@ -161,6 +165,7 @@ AINLINE void q5_0_rows(int64_t n, const void *w, size_t stride, int R, const voi
         x[r] = row_at(w, stride, r);
         acc[r] = _mm256_setzero_ps();
     }
+    const size_t pf = prefetch_dist(R, stride);
     const __m256i sixteen = _mm256_set1_epi8(16);
     for (int64_t i = 0; i < n / VX_QK5_0; i++) {
         const __m256i yq = load256(y[i].qs);
@@ -168,6 +173,7 @@ AINLINE void q5_0_rows(int64_t n, const void *w, size_t stride, int R, const voi
         const float dy = f16(y[i].d);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
+            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
             const __m256i hi = _mm256_and_si256(bits_to_bytes(load_u32(x[r][i].qh)), sixteen);
             const __m256i q = _mm256_or_si256(nibbles32(x[r][i].qs), hi);
             const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, yq), y16);
@@ -189,12 +195,14 @@ AINLINE void q5_1_rows(int64_t n, const void *w, size_t stride, int R, const voi
         acc[r] = _mm256_setzero_ps();
         accm[r] = 0.0f;
     }
+    const size_t pf = prefetch_dist(R, stride);
     const __m256i sixteen = _mm256_set1_epi8(16);
     for (int64_t i = 0; i < n / VX_QK5_1; i++) {
         const __m256i yq = load256(y[i].qs);
         const float dy = f16(y[i].d), sy = f16(y[i].s);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
+            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
             const __m256i hi = _mm256_and_si256(bits_to_bytes(load_u32(x[r][i].qh)), sixteen);
             const __m256i q = _mm256_or_si256(nibbles32(x[r][i].qs), hi);
             const __m256i p = _mm256_maddubs_epi16(q, yq);
@@ -220,11 +228,13 @@ AINLINE void q8_0_rows(int64_t n, const void *w, size_t stride, int R, const voi
         x[r] = row_at(w, stride, r);
         acc[r] = _mm256_setzero_ps();
     }
+    const size_t pf = prefetch_dist(R, stride);
     for (int64_t i = 0; i < n / VX_QK8_0; i++) {
         const __m256i yq = load256(y[i].qs);
         const float dy = f16(y[i].d);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
+            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
             const __m256i p = dot_i8_pairs(load256(x[r][i].qs), yq);
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[r][i].d) * dy),
                                      _mm256_cvtepi32_ps(pairs_to_i32(p)), acc[r]);
@@ -244,12 +254,14 @@ AINLINE void iq4_nl_rows(int64_t n, const void *w, size_t stride, int R, const v
         x[r] = row_at(w, stride, r);
         acc[r] = _mm256_setzero_ps();
     }
+    const size_t pf = prefetch_dist(R, stride);
     const __m256i book = _mm256_broadcastsi128_si256(load128(vx_iq4nl_values));
     for (int64_t i = 0; i < n / VX_QK4_NL; i++) {
         const __m256i yq = load256(y[i].qs);
         const float dy = f16(y[i].d);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
+            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
             const __m256i xq = _mm256_shuffle_epi8(book, nibbles32(x[r][i].qs));
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[r][i].d) * dy),
                                      _mm256_cvtepi32_ps(pairs_to_i32(dot_i8_pairs(xq, yq))), acc[r]);
@@ -322,11 +334,13 @@ AINLINE void half_rows(int64_t n, const void *w, size_t stride, int R, const voi
         wr[r] = row_at(w, stride, r);
         a0[r] = a1[r] = _mm256_setzero_ps();
     }
+    const size_t pf = prefetch_dist(R, stride);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
+            prefetch_ahead(wr[r] + i, pf, 32);
             a0[r] = _mm256_fmadd_ps(bf ? load_bf16x8(wr[r] + i) : load_f16x8(wr[r] + i), x0, a0[r]);
             a1[r] = _mm256_fmadd_ps(bf ? load_bf16x8(wr[r] + i + 8) : load_f16x8(wr[r] + i + 8), x1,
                                     a1[r]);

@@ -139,12 +139,14 @@ AINLINE void q4_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
         x[r] = row_at(w, stride, r);
         acc[r] = _mm256_setzero_ps();
     }
+    const size_t pf = prefetch_dist(R, stride);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t i = 0; i < n / QK; i++) {
         const __m128i ybs = bsums32(&y[i]);
         const int8_t *yq = y[i].qs;
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
+            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
             const vx_block_q4_K *b = &x[r][i];
             const __m128i sm = q4k_scales_mins(b->scales);
             const __m128i msum = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)), ybs);
@@ -180,12 +182,14 @@ AINLINE void q5_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
         x[r] = row_at(w, stride, r);
         acc[r] = _mm256_setzero_ps();
     }
+    const size_t pf = prefetch_dist(R, stride);
     const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
     for (int64_t i = 0; i < n / QK; i++) {
         const __m128i ybs = bsums32(&y[i]);
         const int8_t *yq = y[i].qs;
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
+            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
             const vx_block_q5_K *b = &x[r][i];
             const __m128i sm = q4k_scales_mins(b->scales);
             const __m128i msum = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)), ybs);
@@ -232,6 +236,7 @@ AINLINE void q2_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
         x[r] = row_at(w, stride, r);
         acc[r] = _mm256_setzero_ps();
     }
+    const size_t pf = prefetch_dist(R, stride);
     const __m256i m2 = _mm256_set1_epi8(3);
     const __m128i m4 = _mm_set1_epi8(0x0F);
     for (int64_t i = 0; i < n / QK; i++) {
@@ -239,6 +244,7 @@ AINLINE void q2_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
         const int8_t *yq = y[i].qs;
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
+            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
             const vx_block_q2_K *b = &x[r][i];
             const __m128i s8 = load128(b->scales);
             const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s8, m4));
@@ -291,12 +297,14 @@ AINLINE void q3_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
         x[r] = row_at(w, stride, r);
         acc[r] = _mm256_setzero_ps();
     }
+    const size_t pf = prefetch_dist(R, stride);
     const __m256i m2 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
     for (int64_t i = 0; i < n / QK; i++) {
         const __m256i ybs = load256(y[i].bsums);
         const int8_t *yq = y[i].qs;
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
+            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
             const vx_block_q3_K *b = &x[r][i];
             const __m256i sc16 = _mm256_cvtepi8_epi16(q3k_scales(b->scales));
             __m256i hm = load256(b->hmask);
@@ -333,12 +341,14 @@ AINLINE void q6_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
         x[r] = row_at(w, stride, r);
         acc[r] = _mm256_setzero_ps();
     }
+    const size_t pf = prefetch_dist(R, stride);
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2h = _mm256_set1_epi8(0x30);
     for (int64_t i = 0; i < n / QK; i++) {
         const __m256i ybs = load256(y[i].bsums);
         const int8_t *yq = y[i].qs;
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
+            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
             const vx_block_q6_K *b = &x[r][i];
             const __m256i sc16 = _mm256_cvtepi8_epi16(load128(b->scales));
             __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, ybs), 5));

@@ -81,14 +81,46 @@ AINLINE uint32_t load_u32(const uint8_t *p) {
 /* Pair sums of a 16-lane int16 vector as 8 int32 lanes. */
 AINLINE __m256i pairs_to_i32(__m256i p) { return _mm256_madd_epi16(p, _mm256_set1_epi16(1)); }
 
-/* Rows in groups of 4 (four weight streams in flight, one activation load
- * per block for all four), then the remainder; R is a compile-time
+/* Software prefetch distance (bytes ahead in each row stream; 0: none)
+ * and rows per group in gemv. */
+#ifndef VX_GEMV_PREFETCH
+#define VX_GEMV_PREFETCH 0
+#endif
+#ifndef VX_GEMV_ROWS
+#define VX_GEMV_ROWS 4
+#endif
+
+/* Prefetches the cache lines of a size-byte block dist bytes ahead of p
+ * (prefetches never fault, so running past the end is fine). */
+AINLINE void prefetch_ahead(const void *p, size_t dist, size_t size) {
+#if VX_GEMV_PREFETCH != 0
+    for (size_t o = 0; o < size; o += 64) _mm_prefetch((const char *)p + dist + o, _MM_HINT_T0);
+#else
+    (void)p;
+    (void)dist;
+    (void)size;
+#endif
+}
+
+/* The prefetch distance of a group of R rows: VX_GEMV_PREFETCH bytes, or
+ * with -1 the same position in the next group's rows (R rows on). */
+AINLINE size_t prefetch_dist(int R, size_t stride) {
+#if VX_GEMV_PREFETCH < 0
+    return stride ? (size_t)R * stride : 1024;
+#else
+    (void)R;
+    (void)stride;
+    return VX_GEMV_PREFETCH;
+#endif
+}
+
+/* Rows in groups of VX_GEMV_ROWS, then the remainder; R is a compile-time
  * constant in every call, so the per-row loops unroll into registers. */
 #define GEMV_DISPATCH(rows_fn, n, w, stride, nrows, y, out)                              \
     do {                                                                                 \
         int r_ = 0;                                                                      \
-        for (; r_ + 4 <= (nrows); r_ += 4)                                               \
-            rows_fn((n), row_at((w), (stride), r_), (stride), 4, (y), (out) + r_);       \
+        for (; r_ + VX_GEMV_ROWS <= (nrows); r_ += VX_GEMV_ROWS)                         \
+            rows_fn((n), row_at((w), (stride), r_), (stride), VX_GEMV_ROWS, (y), (out) + r_); \
         switch ((nrows) - r_) {                                                          \
         case 3: rows_fn((n), row_at((w), (stride), r_), (stride), 3, (y), (out) + r_); break; \
         case 2: rows_fn((n), row_at((w), (stride), r_), (stride), 2, (y), (out) + r_); break; \

@@ -1,0 +1,269 @@
+/*
+ * cmd_synth.c - `vx synth`: writes GGUF files with real model shapes and
+ * random weights, so anyone can reproduce the benchmark figures without
+ * downloads (speed does not depend on the weight values).
+ *
+ * Tensor names, metadata keys and quantization mixes are the standard ones
+ * (the mixes come from the same plan as `vx quantize`), so llama.cpp loads
+ * these files too. Weights: rows drawn from a pool of random N(0, 0.02)
+ * rows quantized with the reference quantizers, tiled in a shuffled order.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "gguf.h"
+#include "model_quantize.h"
+#include "quant.h"
+
+typedef struct preset {
+    const char *name, *arch, *title;
+    int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
+    double rope_base, eps;
+    bool tied, qkv_bias;
+} preset;
+
+static const preset presets[] = {
+    {"llama-1b", "llama", "Llama-3.2-1B shape (random weights)", 2048, 16, 32, 8, 8192, 128256,
+     131072, 500000.0, 1e-5, true, false},
+    {"llama-8b", "llama", "Llama-3-8B shape (random weights)", 4096, 32, 32, 8, 14336, 128256,
+     8192, 500000.0, 1e-5, false, false},
+    {"qwen-0.5b", "qwen2", "Qwen2.5-0.5B shape (random weights)", 896, 24, 14, 2, 4864, 151936,
+     32768, 1000000.0, 1e-6, true, true},
+    {"tiny", "llama", "tiny llama shape (random weights, for tests)", 256, 2, 4, 2, 512, 1024,
+     2048, 10000.0, 1e-5, false, false},
+};
+
+#define N_PRESETS (sizeof presets / sizeof presets[0])
+#define POOL_ROWS 64
+
+static uint64_t rng_u64(uint64_t *s) {
+    *s += 0x9e3779b97f4a7c15ull;
+    uint64_t z = *s;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float rng_normal(uint64_t *s) {
+    double u1 = ((double)(rng_u64(s) >> 11) + 0.5) / 9007199254740992.0;
+    double u2 = ((double)(rng_u64(s) >> 11) + 0.5) / 9007199254740992.0;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+typedef struct tensor_spec {
+    char name[64];
+    uint32_t n_dims;
+    int64_t ne[4];
+    bool vector; /* norms and biases: F32, filled with ~1 or ~0 */
+} tensor_spec;
+
+static int build_specs(const preset *p, tensor_spec *ts) {
+    int n = 0;
+    const int64_t E = p->n_embd, hd = p->n_embd / p->n_head;
+    const int64_t QD = p->n_head * hd, KD = p->n_head_kv * hd;
+#define MAT(nm, a, b) (snprintf(ts[n].name, 64, "%s", nm), ts[n].n_dims = 2, ts[n].ne[0] = a, \
+                       ts[n].ne[1] = b, ts[n].ne[2] = ts[n].ne[3] = 1, ts[n].vector = false, n++)
+#define VEC(nm, a) (snprintf(ts[n].name, 64, "%s", nm), ts[n].n_dims = 1, ts[n].ne[0] = a, \
+                    ts[n].ne[1] = ts[n].ne[2] = ts[n].ne[3] = 1, ts[n].vector = true, n++)
+    char nm[64];
+    MAT("token_embd.weight", E, p->n_vocab);
+    for (int64_t il = 0; il < p->n_layer; il++) {
+#define L(s) (snprintf(nm, sizeof nm, "blk.%lld.%s", (long long)il, s), nm)
+        VEC(L("attn_norm.weight"), E);
+        MAT(L("attn_q.weight"), E, QD);
+        MAT(L("attn_k.weight"), E, KD);
+        MAT(L("attn_v.weight"), E, KD);
+        if (p->qkv_bias) {
+            VEC(L("attn_q.bias"), QD);
+            VEC(L("attn_k.bias"), KD);
+            VEC(L("attn_v.bias"), KD);
+        }
+        MAT(L("attn_output.weight"), QD, E);
+        VEC(L("ffn_norm.weight"), E);
+        MAT(L("ffn_gate.weight"), E, p->n_ff);
+        MAT(L("ffn_up.weight"), E, p->n_ff);
+        MAT(L("ffn_down.weight"), p->n_ff, E);
+#undef L
+    }
+    VEC("output_norm.weight", E);
+    if (!p->tied) MAT("output.weight", E, p->n_vocab);
+#undef MAT
+#undef VEC
+    return n;
+}
+
+static void synth_usage(void) {
+    printf("usage: vx synth --preset NAME --type TYPE -o FILE.gguf [--seed N]\n"
+           "\n"
+           "Writes a GGUF file with a real model's shapes and random weights.\n"
+           "presets:\n");
+    for (size_t i = 0; i < N_PRESETS; i++) printf("  %-10s %s\n", presets[i].name, presets[i].title);
+    printf("types: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M\n"
+           "       Q5_K_S Q5_K_M Q6_K IQ4_NL (mixes follow llama-quantize's policy)\n");
+}
+
+int vx_cmd_synth(int argc, char **argv) {
+    const char *pname = NULL, *tname = NULL, *out = NULL;
+    uint64_t seed = 1;
+    cli_args a = {argc, argv, 0, false};
+    for (a.i = 1; a.i < argc && !a.error; a.i++) {
+        const char *o = argv[a.i];
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            synth_usage();
+            return 0;
+        } else if (!strcmp(o, "--preset")) pname = cli_value(&a);
+        else if (!strcmp(o, "--type")) tname = cli_value(&a);
+        else if (!strcmp(o, "-o") || !strcmp(o, "--output")) out = cli_value(&a);
+        else if (!strcmp(o, "--seed")) cli_u64(&a, &seed);
+        else {
+            fprintf(stderr, "error: unknown option '%s' (see vx synth --help)\n", o);
+            return 2;
+        }
+    }
+    if (a.error) return 2;
+    if (!pname || !tname || !out) {
+        fprintf(stderr, "error: --preset, --type and -o are required\n");
+        return 2;
+    }
+    const preset *p = NULL;
+    for (size_t i = 0; i < N_PRESETS; i++)
+        if (!strcmp(presets[i].name, pname)) p = &presets[i];
+    if (!p) {
+        fprintf(stderr, "error: unknown preset '%s' (see vx synth --help)\n", pname);
+        return 2;
+    }
+    const vx_quant_mix *mix = vx_quant_mix_find(tname);
+    if (!mix) {
+        fprintf(stderr, "error: unknown type '%s' (see vx synth --help)\n", tname);
+        return 2;
+    }
+    tensor_spec *ts = calloc((size_t)(p->n_layer * 16 + 8), sizeof *ts);
+    if (!ts) return 1;
+    const int nt = build_specs(p, ts);
+    vx_quant_shape *shapes = calloc((size_t)nt, sizeof *shapes);
+    int *types = calloc((size_t)nt, sizeof *types);
+    void **bufs = calloc((size_t)nt, sizeof *bufs);
+    vx_gguf_writer *w = vx_gguf_writer_init();
+    char err[VX_ERRMSG_MAX];
+    int rc = 1;
+    if (!shapes || !types || !bufs || !w) goto done;
+    for (int i = 0; i < nt; i++) {
+        shapes[i].name = ts[i].name;
+        shapes[i].n_dims = ts[i].n_dims;
+        memcpy(shapes[i].ne, ts[i].ne, sizeof ts[i].ne);
+        shapes[i].type = VX_TYPE_F32;
+    }
+    vx_quant_hparams qh = {p->arch, p->n_layer, p->n_head, p->n_head_kv, 0};
+    if (vx_quantize_plan_shapes(shapes, nt, &qh, mix, false, true, types, NULL, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        goto done;
+    }
+
+    /* metadata */
+    char key[128];
+#define K(s) (snprintf(key, sizeof key, "%s.%s", p->arch, s), key)
+    vx_gguf_set_str(w, "general.architecture", p->arch);
+    vx_gguf_set_str(w, "general.name", p->title);
+    vx_gguf_set_u32(w, "general.file_type", (uint32_t)mix->ftype);
+    vx_gguf_set_u32(w, "general.quantization_version", 2);
+    vx_gguf_set_u32(w, K("context_length"), (uint32_t)p->n_ctx);
+    vx_gguf_set_u32(w, K("embedding_length"), (uint32_t)p->n_embd);
+    vx_gguf_set_u32(w, K("block_count"), (uint32_t)p->n_layer);
+    vx_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)p->n_ff);
+    vx_gguf_set_u32(w, K("attention.head_count"), (uint32_t)p->n_head);
+    vx_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)p->n_head_kv);
+    vx_gguf_set_u32(w, K("rope.dimension_count"), (uint32_t)(p->n_embd / p->n_head));
+    vx_gguf_set_f32(w, K("rope.freq_base"), (float)p->rope_base);
+    vx_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), (float)p->eps);
+    vx_gguf_set_u32(w, K("vocab_size"), (uint32_t)p->n_vocab);
+#undef K
+    /* a SentencePiece-style vocabulary: <unk> <s> </s>, 256 byte tokens, pieces */
+    {
+        const int64_t V = p->n_vocab;
+        char **toks = calloc((size_t)V, sizeof *toks);
+        float *scores = calloc((size_t)V, sizeof *scores);
+        int32_t *ttype = calloc((size_t)V, sizeof *ttype);
+        char *pool = calloc((size_t)V, 24);
+        if (!toks || !scores || !ttype || !pool) {
+            free(toks); free(scores); free(ttype); free(pool);
+            goto done;
+        }
+        for (int64_t i = 0; i < V; i++) {
+            toks[i] = pool + i * 24;
+            if (i == 0) snprintf(toks[i], 24, "<unk>");
+            else if (i == 1) snprintf(toks[i], 24, "<s>");
+            else if (i == 2) snprintf(toks[i], 24, "</s>");
+            else if (i < 259) snprintf(toks[i], 24, "<0x%02X>", (unsigned)(i - 3));
+            else snprintf(toks[i], 24, "\xe2\x96\x81t%lld", (long long)i);
+            ttype[i] = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1;
+            scores[i] = i < 259 ? 0.0f : -(float)i;
+        }
+        vx_gguf_set_str(w, "tokenizer.ggml.model", "llama");
+        vx_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)toks, (uint64_t)V);
+        vx_gguf_set_arr(w, "tokenizer.ggml.scores", VX_GGUF_FLOAT32, scores, (uint64_t)V);
+        vx_gguf_set_arr(w, "tokenizer.ggml.token_type", VX_GGUF_INT32, ttype, (uint64_t)V);
+        vx_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+        vx_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+        vx_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+        free(toks); free(scores); free(ttype); free(pool);
+    }
+
+    /* tensors */
+    uint64_t rng = seed * 0x2545F4914F6CDD1Dull + 1, total = 0;
+    for (int i = 0; i < nt; i++) {
+        const tensor_spec *t = &ts[i];
+        const int type = t->vector ? VX_TYPE_F32 : types[i];
+        const vx_type_traits *tr = vx_type_get_traits(type);
+        const int64_t ne0 = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3];
+        const size_t rs = vx_row_size((vx_type)type, ne0);
+        const size_t bytes = rs * (size_t)rows;
+        uint8_t *data = malloc(bytes);
+        float *row = malloc((size_t)ne0 * sizeof(float));
+        const int64_t npool = rows < POOL_ROWS ? rows : POOL_ROWS;
+        uint8_t *pool = malloc(rs * (size_t)npool);
+        if (!data || !row || !pool) {
+            free(data); free(row); free(pool);
+            fprintf(stderr, "error: out of memory for %s\n", t->name);
+            goto done;
+        }
+        for (int64_t r = 0; r < npool; r++) {
+            for (int64_t j = 0; j < ne0; j++)
+                row[j] = t->vector ? (strstr(t->name, "norm") ? 1.0f : 0.0f) + 0.02f * rng_normal(&rng)
+                                   : 0.02f * rng_normal(&rng);
+            tr->from_float(row, pool + (size_t)r * rs, ne0);
+        }
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(data + (size_t)r * rs, pool + (size_t)(rng_u64(&rng) % (uint64_t)npool) * rs, rs);
+        free(row);
+        free(pool);
+        bufs[i] = data;
+        if (vx_gguf_add_tensor(w, t->name, type, t->n_dims, t->ne, data, bytes, true) != VX_OK) {
+            fprintf(stderr, "error: cannot add tensor %s\n", t->name);
+            goto done;
+        }
+        total += bytes;
+        if (isatty(2))
+            fprintf(stderr, "\r[%3d/%3d] %-28s %-6s %8.2f MiB\033[K", i + 1, nt, t->name, tr->name,
+                    (double)bytes / (1 << 20));
+    }
+    if (isatty(2)) fprintf(stderr, "\r\033[K");
+    if (vx_gguf_write_file(w, out, err, sizeof err) != VX_OK) {
+        fprintf(stderr, "error: %s\n", err);
+        goto done;
+    }
+    printf("%s: %s, %s, %d tensors, %.2f MiB\n", out, p->title, mix->name, nt, (double)total / (1 << 20));
+    rc = 0;
+done:
+    if (bufs)
+        for (int i = 0; i < nt; i++) free(bufs[i]);
+    free(bufs);
+    vx_gguf_writer_free(w);
+    free(types);
+    free(shapes);
+    free(ts);
+    return rc;
+}
