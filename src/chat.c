@@ -187,7 +187,9 @@ static int jr_hex4(jreader *r) {
     int v = 0;
     for (int k = 0; k < 4; k++) {
         char ch = r->s[r->i + (size_t)k];
-        int d = ch >= '0' && ch <= '9' ? ch - '0' : (ch | 0x20) >= 'a' && (ch | 0x20) <= 'f' ? (ch | 0x20) - 'a' + 10 : -1;
+        int d = ch >= '0' && ch <= '9'                     ? ch - '0'
+                : (ch | 0x20) >= 'a' && (ch | 0x20) <= 'f' ? (ch | 0x20) - 'a' + 10
+                                                           : -1;
         if (d < 0) return -1;
         v = v * 16 + d;
     }
@@ -406,19 +408,23 @@ static bool setup_root(jx_ctx *c, jx_scope *root, const vx_chat_message *msgs, s
     jx_val messages;
     if (p->messages_json) {
         if (!parse_json(c, p->messages_json, "messages_json", &messages)) return false;
-        if (messages.type != JX_LIST) return jx_fail(c, VX_EINVAL, "messages_json must be a JSON array");
+        if (messages.type != JX_LIST)
+            return jx_fail(c, VX_EINVAL, "messages_json must be a JSON array");
     } else if (!build_messages(c, msgs, n_msgs, &messages)) {
         return false;
     }
     if (!jx_scope_set(c, root, "messages", messages) ||
         !jx_scope_set(c, root, "add_generation_prompt", jx_bool(p->add_generation_prompt)) ||
-        !set_str(c, root, "bos_token", p->bos_token) || !set_str(c, root, "eos_token", p->eos_token) ||
-        !jx_scope_set(c, root, "tools", jx_none()) || !jx_scope_set(c, root, "documents", jx_none()))
+        !set_str(c, root, "bos_token", p->bos_token) ||
+        !set_str(c, root, "eos_token", p->eos_token) ||
+        !jx_scope_set(c, root, "tools", jx_none()) ||
+        !jx_scope_set(c, root, "documents", jx_none()))
         return false;
     if (p->extra_vars_json) {
         jx_val extra;
         if (!parse_json(c, p->extra_vars_json, "extra_vars_json", &extra)) return false;
-        if (extra.type != JX_DICT) return jx_fail(c, VX_EINVAL, "extra_vars_json must be a JSON object");
+        if (extra.type != JX_DICT)
+            return jx_fail(c, VX_EINVAL, "extra_vars_json must be a JSON object");
         for (size_t i = 0; i < extra.u.d->n; i++)
             if (!jx_scope_set(c, root, extra.u.d->k[i].u.s->s, extra.u.d->v[i])) return false;
     }

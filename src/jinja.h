@@ -310,7 +310,8 @@ typedef struct jx_args {
 } jx_args;
 
 jx_scope *jx_scope_new(jx_ctx *c, jx_scope *parent);
-bool jx_scope_set(jx_ctx *c, jx_scope *s, const char *name, jx_val v); /* name must outlive the render */
+bool jx_scope_set(jx_ctx *c, jx_scope *s, const char *name,
+                  jx_val v); /* name must outlive the render */
 /* Evaluates a parsed template with the variables already in root. */
 vx_status jx_render(jx_ctx *c, const jx_nodes *body, jx_scope *root, jx_buf *out);
 /* Calls a macro or builtin value (used by map()/select() and the evaluator). */
@@ -429,7 +430,9 @@ static inline bool jx_is_num(jx_val v) {
 static inline void jx_copy_vals(jx_val *dst, const jx_val *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = src[i];
 }
-static inline double jx_num_f(jx_val v) { return v.type == JX_FLOAT ? v.u.f : (double)jx_int_of(v); }
+static inline double jx_num_f(jx_val v) {
+    return v.type == JX_FLOAT ? v.u.f : (double)jx_int_of(v);
+}
 
 /* Builtin function ids (jx_func.id): globals, then methods by receiver type. */
 enum {

@@ -205,7 +205,8 @@ static bool f_dictsort(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
         else if (strcmp(by->s, "key"))
             return jx_fail(c, VX_EINVAL, "You can only sort by either \"key\" or \"value\"");
     }
-    if (v.type != JX_DICT) return jx_fail(c, VX_EINVAL, "dictsort expects a mapping, got %s", jx_type_name(v));
+    if (v.type != JX_DICT)
+        return jx_fail(c, VX_EINVAL, "dictsort expects a mapping, got %s", jx_type_name(v));
     const jx_dict *d = v.u.d;
     if (!jx_mklist(c, d->n, out)) return false;
     jx_val *keys = jx_alloc(c, (d->n ? d->n : 1) * sizeof(jx_val));
@@ -303,7 +304,9 @@ static bool parse_int(const jx_str *s, int base, int64_t *out) {
     for (size_t i = b; i < e; i++) {
         char ch = s->s[i];
         if (ch == '_' && i > b && i + 1 < e && s->s[i - 1] != '_') continue;
-        int d = ch >= '0' && ch <= '9' ? ch - '0' : (ch | 0x20) >= 'a' && (ch | 0x20) <= 'z' ? (ch | 0x20) - 'a' + 10 : 99;
+        int d = ch >= '0' && ch <= '9'                     ? ch - '0'
+                : (ch | 0x20) >= 'a' && (ch | 0x20) <= 'z' ? (ch | 0x20) - 'a' + 10
+                                                           : 99;
         if (d >= base) return false;
         if (v > (UINT64_MAX - (uint64_t)d) / (uint64_t)base) return false;
         v = v * (uint64_t)base + (uint64_t)d;
@@ -348,7 +351,8 @@ static bool f_int(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
         return true;
     }
     if (isinf(f) || f >= 9223372036854775808.0 || f < -9223372036854775808.0)
-        return jx_fail(c, VX_ERANGE, "cannot convert float %s to integer", isinf(f) ? "infinity" : "value");
+        return jx_fail(c, VX_ERANGE, "cannot convert float %s to integer",
+                       isinf(f) ? "infinity" : "value");
     *out = jx_int((int64_t)f);
     return true;
 }
@@ -369,7 +373,9 @@ static bool f_float(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
 static bool f_format(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
     jx_val s, args;
     if (!soft_str(c, v, &s)) return false;
-    if (a->npos && a->nkw) return jx_fail(c, VX_EINVAL, "can't handle positional and keyword arguments at the same time");
+    if (a->npos && a->nkw)
+        return jx_fail(c, VX_EINVAL,
+                       "can't handle positional and keyword arguments at the same time");
     if (a->nkw) {
         jx_dict *d = jx_dict_new(c, (size_t)a->nkw);
         if (!d) return false;
@@ -474,7 +480,8 @@ static bool f_map(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
             else if (!strcmp(a->kwn[k], "default")) def = a->kwv[k];
             else return jx_fail(c, VX_EINVAL, "Unexpected keyword argument '%s'", a->kwn[k]);
         }
-        if (attr.type == JX_UNDEF) return jx_fail(c, VX_EINVAL, "map requires a filter name or attribute=");
+        if (attr.type == JX_UNDEF)
+            return jx_fail(c, VX_EINVAL, "map requires a filter name or attribute=");
         for (size_t i = 0; i < l->n; i++) {
             jx_val r;
             if (!attr_get(c, l->v[i], attr, &r)) return false;
@@ -505,7 +512,8 @@ static bool select_impl(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out, bool
     if (attr && a->npos < 1) return jx_fail(c, VX_EINVAL, "Missing parameter for attribute name");
     const jx_str *test = NULL;
     if (a->npos > off && !jx_want_str(c, a->pos[off], "test name", &test)) return false;
-    jx_args rest = {a->npos > off + 1 ? a->npos - off - 1 : 0, a->pos + off + 1, a->nkw, a->kwn, a->kwv};
+    jx_args rest = {a->npos > off + 1 ? a->npos - off - 1 : 0, a->pos + off + 1, a->nkw, a->kwn,
+                    a->kwv};
     for (size_t i = 0; i < l->n; i++) {
         jx_val item = l->v[i], probe = item;
         bool r;
@@ -535,7 +543,8 @@ static bool f_rejectattr(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
 
 /* Keys for sort/unique/min/max: the attribute (comma-separated for sort) of
  * each item, lowercased unless case_sensitive. */
-static bool make_keys(jx_ctx *c, const jx_list *l, jx_val attr, bool fold, bool multi, jx_val **out) {
+static bool make_keys(jx_ctx *c, const jx_list *l, jx_val attr, bool fold, bool multi,
+                      jx_val **out) {
     jx_val *keys = jx_alloc(c, (l->n ? l->n : 1) * sizeof(jx_val));
     if (!keys) return false;
     bool has_attr = attr.type != JX_UNDEF && attr.type != JX_NONE;
@@ -581,7 +590,8 @@ static bool f_unique(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
     bool set[2];
     jx_list *l;
     if (!BIND("unique", P, p, set) || !jx_iterate(c, v, &l)) return false;
-    if (!make_keys(c, l, p[1], !jx_truthy(p[0]), false, &keys) || !jx_mklist(c, 0, out)) return false;
+    if (!make_keys(c, l, p[1], !jx_truthy(p[0]), false, &keys) || !jx_mklist(c, 0, out))
+        return false;
     mark_iter(out);
     for (size_t i = 0; i < l->n; i++) {
         if (keys[i].type == JX_DICT || (keys[i].type == JX_LIST && !(keys[i].flags & JX_F_TUPLE)))
@@ -615,8 +625,12 @@ static bool min_max(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out, bool wan
     *out = l->v[best];
     return true;
 }
-static bool f_max(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) { return min_max(c, v, a, out, true); }
-static bool f_min(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) { return min_max(c, v, a, out, false); }
+static bool f_max(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
+    return min_max(c, v, a, out, true);
+}
+static bool f_min(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
+    return min_max(c, v, a, out, false);
+}
 
 static bool f_replace(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
     static const char *const P[] = {"old", "new", "count"};
@@ -667,7 +681,8 @@ static bool f_round(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
     if (!common && strcmp(method, "ceil") && strcmp(method, "floor"))
         return jx_fail(c, VX_EINVAL, "method must be common, ceil or floor");
     if (v.type == JX_UNDEF) return jx_undef_fail(c, v);
-    if (!jx_is_num(v)) return jx_fail(c, VX_EINVAL, "type %s doesn't define __round__ method", jx_type_name(v));
+    if (!jx_is_num(v))
+        return jx_fail(c, VX_EINVAL, "type %s doesn't define __round__ method", jx_type_name(v));
     if (prec > 300) prec = 300;
     if (prec < -300) prec = -300;
     if (common && v.type != JX_FLOAT && prec >= 0) {
@@ -682,7 +697,8 @@ static bool f_round(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
         r = strtod(buf, NULL);
     } else {
         double scale = pow(10.0, (double)prec);
-        r = common ? nearbyint(x * scale) / scale : (method[0] == 'c' ? ceil(x * scale) : floor(x * scale)) / scale;
+        r = common ? nearbyint(x * scale) / scale
+                   : (method[0] == 'c' ? ceil(x * scale) : floor(x * scale)) / scale;
     }
     *out = (common && v.type != JX_FLOAT) ? jx_int((int64_t)r) : jx_float(r);
     return true;
@@ -811,7 +827,8 @@ static bool f_batch(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
     bool set[2];
     int64_t n;
     jx_list *l;
-    if (!BIND("batch", P, p, set) || !jx_want_int(c, p[0], "linecount", &n) || !jx_iterate(c, v, &l))
+    if (!BIND("batch", P, p, set) || !jx_want_int(c, p[0], "linecount", &n) ||
+        !jx_iterate(c, v, &l))
         return false;
     if (n <= 0) return jx_fail(c, VX_EINVAL, "batch size must be positive");
     if (!jx_mklist(c, 0, out) || !jx_mklist(c, 0, &cur)) return false;
@@ -922,9 +939,12 @@ bool jx_apply_test(jx_ctx *c, const char *name, jx_val v, const jx_args *a, bool
     else if (!strcmp(name, "number")) *out = jx_is_num(v);
     else if (!strcmp(name, "string")) *out = t == JX_STR;
     else if (!strcmp(name, "mapping")) *out = t == JX_DICT;
-    else if (!strcmp(name, "iterable")) *out = t == JX_STR || t == JX_LIST || t == JX_DICT || t == JX_UNDEF || t == JX_LOOP;
-    else if (!strcmp(name, "sequence")) *out = t == JX_STR || (t == JX_LIST && !iter) || t == JX_DICT || t == JX_UNDEF;
-    else if (!strcmp(name, "callable")) *out = t == JX_FUNC || t == JX_MACRO || t == JX_UNDEF || t == JX_LOOP;
+    else if (!strcmp(name, "iterable"))
+        *out = t == JX_STR || t == JX_LIST || t == JX_DICT || t == JX_UNDEF || t == JX_LOOP;
+    else if (!strcmp(name, "sequence"))
+        *out = t == JX_STR || (t == JX_LIST && !iter) || t == JX_DICT || t == JX_UNDEF;
+    else if (!strcmp(name, "callable"))
+        *out = t == JX_FUNC || t == JX_MACRO || t == JX_UNDEF || t == JX_LOOP;
     else if (!strcmp(name, "escaped")) *out = t == JX_STR && (v.flags & JX_F_SAFE);
     else if (!strcmp(name, "lower")) return t_str_case(c, v, M_ISLOWER, out);
     else if (!strcmp(name, "upper")) return t_str_case(c, v, M_ISUPPER, out);
@@ -936,11 +956,14 @@ bool jx_apply_test(jx_ctx *c, const char *name, jx_val v, const jx_args *a, bool
         jx_val r;
         if (!jx_binop(c, OP_MOD, v, arg, &r)) return false;
         *out = jx_num_f(r) == 0.0;
-    } else if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==")) return t_compare(c, v, a, out, OP_EQ);
+    } else if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "=="))
+        return t_compare(c, v, a, out, OP_EQ);
     else if (!strcmp(name, "ne") || !strcmp(name, "!=")) return t_compare(c, v, a, out, OP_NE);
-    else if (!strcmp(name, "lt") || !strcmp(name, "lessthan") || !strcmp(name, "<")) return t_compare(c, v, a, out, OP_LT);
+    else if (!strcmp(name, "lt") || !strcmp(name, "lessthan") || !strcmp(name, "<"))
+        return t_compare(c, v, a, out, OP_LT);
     else if (!strcmp(name, "le") || !strcmp(name, "<=")) return t_compare(c, v, a, out, OP_LE);
-    else if (!strcmp(name, "gt") || !strcmp(name, "greaterthan") || !strcmp(name, ">")) return t_compare(c, v, a, out, OP_GT);
+    else if (!strcmp(name, "gt") || !strcmp(name, "greaterthan") || !strcmp(name, ">"))
+        return t_compare(c, v, a, out, OP_GT);
     else if (!strcmp(name, "ge") || !strcmp(name, ">=")) return t_compare(c, v, a, out, OP_GE);
     else if (!strcmp(name, "in")) {
         return one_arg(c, name, a, &arg) && jx_contains(c, arg, v, out);
@@ -949,7 +972,8 @@ bool jx_apply_test(jx_ctx *c, const char *name, jx_val v, const jx_args *a, bool
         if (v.type != arg.type) *out = false;
         else if (t == JX_NONE || t == JX_UNDEF) *out = true;
         else if (t == JX_BOOL) *out = v.u.b == arg.u.b;
-        else if (t == JX_INT) *out = v.u.i == arg.u.i && v.u.i >= -5 && v.u.i <= 256; /* CPython's small ints */
+        else if (t == JX_INT)
+            *out = v.u.i == arg.u.i && v.u.i >= -5 && v.u.i <= 256; /* CPython's small ints */
         else if (t == JX_STR) *out = v.u.s == arg.u.s;
         else *out = jx_equal(v, arg) && v.u.l == arg.u.l;
     } else if (!strcmp(name, "filter") || !strcmp(name, "test")) {

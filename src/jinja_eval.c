@@ -193,7 +193,8 @@ static bool call_macro(jx_ctx *c, const jx_macro *m, const jx_args *a, jx_val *o
         flow f = capture(c, &def->list, out);
         c->depth--;
         ok = f == FL_OK;
-        if (f == FL_BREAK || f == FL_CONTINUE) ok = jx_fail(c, VX_EINTERNAL, "loop control escaped a macro");
+        if (f == FL_BREAK || f == FL_CONTINUE)
+            ok = jx_fail(c, VX_EINTERNAL, "loop control escaped a macro");
     }
     c->scope = saved;
     return ok;

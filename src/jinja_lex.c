@@ -263,11 +263,13 @@ static bool lex_number(lexer *L, bool *matched) {
         }
     }
     size_t from = base == 10 ? p : p + 2;
-    if (!plain_digits(L, from, q, buf, sizeof buf)) return lex_fail(L, p, "integer literal too large");
+    if (!plain_digits(L, from, q, buf, sizeof buf))
+        return lex_fail(L, p, "integer literal too large");
     errno = 0;
     char *endp;
     unsigned long long v = strtoull(buf, &endp, base);
-    if (errno || v > (unsigned long long)INT64_MAX) return lex_fail(L, p, "integer literal too large");
+    if (errno || v > (unsigned long long)INT64_MAX)
+        return lex_fail(L, p, "integer literal too large");
     jx_token *t = push(L, T_INT, p);
     if (!t) return false;
     t->i = (int64_t)v;
@@ -370,7 +372,8 @@ static bool lex_string(lexer *L) {
 }
 
 static bool name_char(unsigned char ch, bool first) {
-    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' || ch >= 0x80) return true;
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' || ch >= 0x80)
+        return true;
     return !first && ch >= '0' && ch <= '9';
 }
 

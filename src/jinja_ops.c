@@ -196,7 +196,10 @@ static const char *obj_repr(jx_val obj) {
     case JX_INT: return "int object";
     case JX_FLOAT: return "float object";
     case JX_STR: return "str object";
-    case JX_LIST: return obj.flags & JX_F_ITER ? "generator object" : obj.flags & JX_F_TUPLE ? "tuple object" : "list object";
+    case JX_LIST:
+        return obj.flags & JX_F_ITER    ? "generator object"
+               : obj.flags & JX_F_TUPLE ? "tuple object"
+                                        : "list object";
     case JX_DICT: return "dict object";
     case JX_NS: return "jinja2.utils.Namespace object";
     case JX_LOOP: return "jinja2.runtime.LoopContext object";
@@ -210,11 +213,13 @@ static const char *obj_repr(jx_val obj) {
 static jx_val missing(jx_ctx *c, jx_val obj, const char *attr, jx_val key) {
     char buf[200];
     if (attr && method_id(obj, attr) == HIDDEN)
-        snprintf(buf, sizeof buf, "access to attribute '%s' of '%s' object is unsafe", attr, jx_type_name(obj));
+        snprintf(buf, sizeof buf, "access to attribute '%s' of '%s' object is unsafe", attr,
+                 jx_type_name(obj));
     else if (attr)
         snprintf(buf, sizeof buf, "'%s' has no attribute '%.80s'", obj_repr(obj), attr);
     else if (jx_int_like(key))
-        snprintf(buf, sizeof buf, "%s has no element %lld", obj_repr(obj), (long long)jx_int_of(key));
+        snprintf(buf, sizeof buf, "%s has no element %lld", obj_repr(obj),
+                 (long long)jx_int_of(key));
     else
         snprintf(buf, sizeof buf, "%s has no element of type %s", obj_repr(obj), jx_type_name(key));
     size_t n = strlen(buf);
@@ -482,7 +487,8 @@ static bool int_pow(jx_ctx *c, int64_t base, int64_t e, int64_t *out) {
     int64_t r = 1;
     while (e > 0) {
         if (e & 1) {
-            if (__builtin_mul_overflow(r, base, &r)) return jx_fail(c, VX_ERANGE, "integer overflow");
+            if (__builtin_mul_overflow(r, base, &r))
+                return jx_fail(c, VX_ERANGE, "integer overflow");
         }
         e >>= 1;
         if (e && __builtin_mul_overflow(base, base, &base))
@@ -571,8 +577,10 @@ static bool arith(jx_ctx *c, int op, jx_val a, jx_val b, jx_val *out) {
         break;
     }
     case OP_POW:
-        if (x == 0.0 && y < 0) return jx_fail(c, VX_EINVAL, "0.0 cannot be raised to a negative power");
-        if (x < 0 && y != floor(y)) return jx_fail(c, VX_EINVAL, "complex results are not supported");
+        if (x == 0.0 && y < 0)
+            return jx_fail(c, VX_EINVAL, "0.0 cannot be raised to a negative power");
+        if (x < 0 && y != floor(y))
+            return jx_fail(c, VX_EINVAL, "complex results are not supported");
         r = pow(x, y);
         if (isinf(r) && isfinite(x) && isfinite(y))
             return jx_fail(c, VX_ERANGE, "numerical result out of range");
@@ -671,7 +679,8 @@ static bool dict_items(jx_ctx *c, const jx_dict *d, int what, jx_val *out) {
 static bool make_dict(jx_ctx *c, const char *fname, const jx_args *a, jx_dict **out) {
     jx_dict *d = jx_dict_new(c, 0);
     if (!d) return false;
-    if (a->npos > 1) return jx_fail(c, VX_EINVAL, "%s expected at most 1 positional argument", fname);
+    if (a->npos > 1)
+        return jx_fail(c, VX_EINVAL, "%s expected at most 1 positional argument", fname);
     if (a->npos == 1) {
         jx_val src = a->pos[0];
         if (src.type == JX_DICT || src.type == JX_NS) {
@@ -684,7 +693,10 @@ static bool make_dict(jx_ctx *c, const char *fname, const jx_args *a, jx_dict **
                 jx_list *pair;
                 if (!jx_iterate(c, items->v[i], &pair)) return false;
                 if (pair->n != 2)
-                    return jx_fail(c, VX_EINVAL, "dictionary update sequence element has length %zu; 2 is required", pair->n);
+                    return jx_fail(
+                        c, VX_EINVAL,
+                        "dictionary update sequence element has length %zu; 2 is required",
+                        pair->n);
                 if (!jx_dict_set(c, d, pair->v[0], pair->v[1])) return false;
             }
         }
@@ -707,7 +719,8 @@ static bool do_strftime(jx_ctx *c, const jx_str *fmt, jx_val *out) {
     bool ok = jx_buf_putc(c, &f, ' '); /* keeps the result non-empty, see below */
     for (size_t i = 0; ok && i < fmt->len; i++) {
         if (fmt->s[i] == '%' && i + 1 < fmt->len) {
-            ok = fmt->s[i + 1] == 'f' ? jx_buf_puts(c, &f, "000000") : jx_buf_put(c, &f, fmt->s + i, 2);
+            ok = fmt->s[i + 1] == 'f' ? jx_buf_puts(c, &f, "000000")
+                                      : jx_buf_put(c, &f, fmt->s + i, 2);
             i++;
         } else {
             ok = jx_buf_putc(c, &f, fmt->s[i]);
@@ -753,7 +766,8 @@ bool jx_call_builtin(jx_ctx *c, const jx_func *f, const jx_args *a, jx_val *out)
         if (set[2] && !jx_want_int(c, v[2], "range() argument", &step)) return false;
         if (step == 0) return jx_fail(c, VX_EINVAL, "range() arg 3 must not be zero");
         int64_t n = 0;
-        if (step > 0 && stop > start) n = (int64_t)(((uint64_t)stop - (uint64_t)start - 1) / (uint64_t)step) + 1;
+        if (step > 0 && stop > start)
+            n = (int64_t)(((uint64_t)stop - (uint64_t)start - 1) / (uint64_t)step) + 1;
         if (step < 0 && start > stop)
             n = (int64_t)(((uint64_t)start - (uint64_t)stop - 1) / (0 - (uint64_t)step)) + 1;
         if (n > MAX_RANGE)
@@ -785,7 +799,8 @@ bool jx_call_builtin(jx_ctx *c, const jx_func *f, const jx_args *a, jx_val *out)
     }
     case F_STRFTIME: {
         const jx_str *fmt = NULL;
-        if (a->npos != 1 || a->nkw) return jx_fail(c, VX_EINVAL, "strftime_now() takes one argument");
+        if (a->npos != 1 || a->nkw)
+            return jx_fail(c, VX_EINVAL, "strftime_now() takes one argument");
         if (!jx_want_str(c, a->pos[0], "strftime_now() format", &fmt)) return false;
         return do_strftime(c, fmt, out);
     }

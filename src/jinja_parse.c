@@ -181,7 +181,8 @@ static jx_node *const_str(parser *P, const jx_token *t, const char *s, size_t n)
 /* ------------------------------------------------------------ expressions */
 
 static jx_node *parse_expression(parser *P, bool with_condexpr);
-static jx_node *parse_tuple(parser *P, bool with_condexpr, const char *extra_end, bool explicit_parens);
+static jx_node *parse_tuple(parser *P, bool with_condexpr, const char *extra_end,
+                            bool explicit_parens);
 static jx_node *parse_unary(parser *P, bool with_filter);
 static jx_node *parse_primary(parser *P);
 static jx_node *parse_postfix(parser *P, jx_node *node);

@@ -100,7 +100,8 @@ bool jx_percent_format(jx_ctx *c, jx_val fmt, jx_val args, jx_val *out) {
         if (f->s[i] == '(') {
             const char *close = memchr(f->s + i, ')', f->len - i);
             if (!close || !mapping) {
-                ok = jx_fail(c, VX_EINVAL, close ? "format requires a mapping" : "incomplete format key");
+                ok = jx_fail(c, VX_EINVAL,
+                             close ? "format requires a mapping" : "incomplete format key");
                 break;
             }
             jx_val key;
@@ -213,11 +214,13 @@ static bool format_field(jx_ctx *c, jx_buf *b, jx_val v, const char *spec, size_
         i++;
     }
     int64_t width = 0, prec = -1;
-    while (i < n && spec[i] >= '0' && spec[i] <= '9' && width < 100000) width = width * 10 + spec[i++] - '0';
+    while (i < n && spec[i] >= '0' && spec[i] <= '9' && width < 100000)
+        width = width * 10 + spec[i++] - '0';
     if (i < n && spec[i] == '.') {
         prec = 0;
         i++;
-        while (i < n && spec[i] >= '0' && spec[i] <= '9' && prec < 1000) prec = prec * 10 + spec[i++] - '0';
+        while (i < n && spec[i] >= '0' && spec[i] <= '9' && prec < 1000)
+            prec = prec * 10 + spec[i++] - '0';
     }
     if (i < n) type = spec[i++];
     if (i != n) return jx_fail(c, VX_EINVAL, "unsupported format spec '%.*s'", (int)n, spec);
@@ -231,7 +234,8 @@ static bool format_field(jx_ctx *c, jx_buf *b, jx_val v, const char *spec, size_
             if (!jx_is_num(v)) ok = jx_fail(c, VX_EINVAL, "unknown format code '%%'");
         } else {
             if (strchr("fFeEgG", type) && prec < 0) prec = 6;
-            if (type == 'd' && !jx_int_like(v)) ok = jx_fail(c, VX_EINVAL, "unknown format code 'd' for %s", jx_type_name(v));
+            if (type == 'd' && !jx_int_like(v))
+                ok = jx_fail(c, VX_EINVAL, "unknown format code 'd' for %s", jx_type_name(v));
             else ok = format_number(c, &tmp, type, "", 0, prec, v);
         }
         if (!align) align = '>';
@@ -325,7 +329,8 @@ static bool str_format(jx_ctx *c, const jx_str *f, const jx_args *a, jx_val *out
             jx_buf_free(&tmp);
             if (!ok) break;
         }
-        ok = format_field(c, &b, v, colon ? colon + 1 : "", colon ? (size_t)(close - colon - 1) : 0);
+        ok =
+            format_field(c, &b, v, colon ? colon + 1 : "", colon ? (size_t)(close - colon - 1) : 0);
     }
     ok = ok && jx_mkstr(c, b.p ? b.p : "", b.n, out);
     jx_buf_free(&b);
@@ -384,7 +389,8 @@ static size_t prev_start(const char *s, size_t from, size_t end) {
 
 bool jx_str_strip(jx_ctx *c, jx_val s, jx_val chars, int which, jx_val *out) {
     const jx_str *set = NULL;
-    if (chars.type != JX_UNDEF && chars.type != JX_NONE && !jx_want_str(c, chars, "strip arg", &set))
+    if (chars.type != JX_UNDEF && chars.type != JX_NONE &&
+        !jx_want_str(c, chars, "strip arg", &set))
         return false;
     const jx_str *str = s.u.s;
     size_t b = 0, e = str->len;
@@ -482,9 +488,11 @@ static bool str_split(jx_ctx *c, jx_val s, jx_val sepv, int64_t maxsplit, bool f
         int64_t splits = 0;
         if (sep) {
             for (;;) {
-                const char *hit = splits < maxsplit ? jx_find(str->s + i, str->len - i, sep->s, sep->len) : NULL;
+                const char *hit =
+                    splits < maxsplit ? jx_find(str->s + i, str->len - i, sep->s, sep->len) : NULL;
                 size_t end = hit ? (size_t)(hit - str->s) : str->len;
-                if (!jx_mkstr_like(c, s, str->s + i, end - i, &piece) || !jx_list_push(c, l, piece)) return false;
+                if (!jx_mkstr_like(c, s, str->s + i, end - i, &piece) || !jx_list_push(c, l, piece))
+                    return false;
                 if (!hit) return true;
                 i = end + sep->len;
                 splits++;
@@ -497,7 +505,8 @@ static bool str_split(jx_ctx *c, jx_val s, jx_val sepv, int64_t maxsplit, bool f
             size_t j = i;
             if (splits >= maxsplit) j = str->len;
             while (j < str->len && !jx_is_space(jx_utf8_dec(str->s + j, str->len - j, &k))) j += k;
-            if (!jx_mkstr_like(c, s, str->s + i, j - i, &piece) || !jx_list_push(c, l, piece)) return false;
+            if (!jx_mkstr_like(c, s, str->s + i, j - i, &piece) || !jx_list_push(c, l, piece))
+                return false;
             splits++;
             i = j;
         }
@@ -517,7 +526,9 @@ static bool str_split(jx_ctx *c, jx_val s, jx_val sepv, int64_t maxsplit, bool f
                 }
             }
             size_t start = hit ? (size_t)(hit - str->s) + sep->len : 0;
-            if (!jx_mkstr_like(c, s, str->s + start, e - start, &piece) || !jx_list_push(c, l, piece)) return false;
+            if (!jx_mkstr_like(c, s, str->s + start, e - start, &piece) ||
+                !jx_list_push(c, l, piece))
+                return false;
             if (!hit) break;
             e = (size_t)(hit - str->s);
             splits++;
@@ -538,7 +549,8 @@ static bool str_split(jx_ctx *c, jx_val s, jx_val sepv, int64_t maxsplit, bool f
                 if (jx_is_space(jx_utf8_dec(str->s + st, b - st, &k))) break;
                 b = st;
             }
-            if (!jx_mkstr_like(c, s, str->s + b, e - b, &piece) || !jx_list_push(c, l, piece)) return false;
+            if (!jx_mkstr_like(c, s, str->s + b, e - b, &piece) || !jx_list_push(c, l, piece))
+                return false;
             splits++;
             e = b;
         }
@@ -586,7 +598,8 @@ static bool str_test(const jx_str *s, int id) {
         i += l;
         bool digit = cp >= '0' && cp <= '9';
         bool upper = jx_to_lower(cp) != cp, lower = jx_to_upper(cp) != cp;
-        bool alpha = upper || lower || (cp >= 0x3400 && cp <= 0x9FFF) || (cp >= 0xAC00 && cp <= 0xD7A3);
+        bool alpha =
+            upper || lower || (cp >= 0x3400 && cp <= 0x9FFF) || (cp >= 0xAC00 && cp <= 0xD7A3);
         switch (id) {
         case M_ISDIGIT: if (!digit) return false; break;
         case M_ISALPHA: if (!alpha) return false; break;
@@ -651,7 +664,8 @@ static bool str_pad(jx_ctx *c, jx_val s, int64_t width, jx_val fillv, int mode, 
     size_t fl = 1;
     if (fillv.type != JX_UNDEF) {
         if (!jx_want_str(c, fillv, "fill character", &fill)) return false;
-        if (fill->ncp != 1) return jx_fail(c, VX_EINVAL, "the fill character must be exactly one character long");
+        if (fill->ncp != 1)
+            return jx_fail(c, VX_EINVAL, "the fill character must be exactly one character long");
         memcpy(fb, fill->s, fill->len);
         fl = fill->len;
     }
@@ -830,7 +844,8 @@ bool jx_str_method(jx_ctx *c, int id, jx_val self, const jx_args *a, jx_val *out
             *out = self;
             return true;
         }
-        return jx_mkstr_like(c, self, id == M_REMOVEPREFIX ? s->s + p->len : s->s, s->len - p->len, out);
+        return jx_mkstr_like(c, self, id == M_REMOVEPREFIX ? s->s + p->len : s->s, s->len - p->len,
+                             out);
     }
     }
     return jx_fail(c, VX_EINTERNAL, "unknown str method");

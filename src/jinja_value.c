@@ -885,7 +885,9 @@ static bool json_key(jx_ctx *c, jx_buf *b, jx_val k, const json_opts *o) {
                                : json_string(c, b, k.u.s->s, k.u.s->len);
     case JX_NONE: return jx_buf_puts(c, b, "\"null\"");
     case JX_BOOL: return jx_buf_puts(c, b, k.u.b ? "\"true\"" : "\"false\"");
-    case JX_INT: snprintf(tmp, sizeof tmp, "\"%lld\"", (long long)k.u.i); return jx_buf_puts(c, b, tmp);
+    case JX_INT:
+        snprintf(tmp, sizeof tmp, "\"%lld\"", (long long)k.u.i);
+        return jx_buf_puts(c, b, tmp);
     case JX_FLOAT:
         if (isnan(k.u.f)) return jx_buf_puts(c, b, "\"NaN\"");
         if (isinf(k.u.f)) return jx_buf_puts(c, b, k.u.f < 0 ? "\"-Infinity\"" : "\"Infinity\"");

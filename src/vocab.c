@@ -98,6 +98,19 @@ void vx_spanvec_free(vx_spanvec *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* First occurrence of needle[0..m) (m > 0) in hay[0..n), or NULL. (memmem
+ * is not standard C.) */
+static const char *find_bytes(const char *hay, size_t n, const char *needle, size_t m) {
+    while (n >= m) {
+        const char *p = memchr(hay, needle[0], n - m + 1);
+        if (!p) return NULL;
+        if (memcmp(p + 1, needle + 1, m - 1) == 0) return p;
+        n -= (size_t)(p - hay) + 1;
+        hay = p + 1;
+    }
+    return NULL;
+}
+
 static bool is_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
@@ -738,7 +751,7 @@ static bool partition(const vx_vocab *v, const char *text, size_t len, bool pars
             }
             size_t base = fr.off, rem = fr.len;
             while (ok && rem > 0) {
-                const char *m = memmem(text + base, rem, s, sl);
+                const char *m = find_bytes(text + base, rem, s, sl);
                 if (!m) {
                     ok = frag_push(&tmp, -1, base, rem);
                     break;

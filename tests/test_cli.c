@@ -91,6 +91,21 @@ static void test_info_and_run(void) {
     CHECKF(strstr(out, "generation:") && strstr(out, "t/s"), "vx run prints no speed: %.300s", out);
 }
 
+static void test_chat(void) {
+    char cmd[4096], out[65536];
+    /* two turns through the chatml fallback; the second reuses the cache */
+    snprintf(cmd, sizeof cmd, "printf 'hello\\nagain\\n' | %s chat -m %s -n 4 --temp 0 -t 1 --chat-template chatml", vx,
+             vx_test_fixture_path("models/qwen2/qwen2-Q8_0.gguf"));
+    int rc = run(cmd, out, sizeof out);
+    int lines = 0;
+    for (const char *p = out; *p; p++) lines += *p == '\n';
+    CHECKF(rc == 0 && lines == 2, "vx chat: rc %d, %d lines: '%s'", rc, lines, out);
+    snprintf(cmd, sizeof cmd, "echo hi | %s chat -m %s --chat-template /nonexistent.jinja", vx,
+             vx_test_fixture_path("models/qwen2/qwen2-Q8_0.gguf"));
+    rc = run(cmd, out, sizeof out);
+    CHECKF(rc != 0 && strstr(out, "neither a built-in template nor a file"), "bad template: rc %d '%s'", rc, out);
+}
+
 static void test_errors(void) {
     char cmd[4096], out[65536];
     FILE *f = fopen("/tmp/vx_test_cli_bad.gguf", "wb");
@@ -123,6 +138,7 @@ int main(void) {
     test_logits();
     test_tokenize();
     test_info_and_run();
+    test_chat();
     test_errors();
     return vx_test_finish("test_cli");
 }

@@ -10,6 +10,7 @@
 
 /* Subcommands: return the process exit code. */
 int vx_cmd_run(int argc, char **argv);
+int vx_cmd_chat(int argc, char **argv);
 int vx_cmd_info(int argc, char **argv);
 int vx_cmd_tokenize(int argc, char **argv);
 int vx_cmd_logits(int argc, char **argv);

@@ -6,8 +6,15 @@
  * decode(encode(x)) == x for plain encodes (only meaningful for vocabs
  * without clean_spaces, e.g. qwen2).
  *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
- *       tests/fuzz/fuzz_tokenize.c src/vocab.c src/tok_*.c src/gguf.c ... -lpcre2-8 -lm
+ * Input: byte 0 = flags (bit 0 add_special, bit 1 remove_special, bit 2
+ * unparse_special, bit 3 special pieces), the rest = the text. Seeds: the
+ * fixture .inp strings, each prefixed by a flags byte.
+ *
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+ *       -Iinclude -Isrc tests/fuzz/fuzz_tokenize.c src/vocab.c src/tok_*.c src/gguf.c \
+ *       src/quant*.c src/common.c -lpcre2-8 -lm -o /tmp/fuzz_tokenize
+ *   VX_FUZZ_VOCAB=../shared/fixtures/tokenizer/ggml-vocab-llama-spm.gguf \
+ *       /tmp/fuzz_tokenize -max_total_time=120 -max_len=4096 /tmp/corpus_tok
  */
 #include <stdio.h>
 #include <stdlib.h>

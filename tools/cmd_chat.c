@@ -1,0 +1,245 @@
+/*
+ * cmd_chat.c - `vx chat`: an interactive conversation. Each turn renders
+ * the whole conversation with the model's chat template, tokenizes it, and
+ * evaluates only what is not already in the KV cache (the longest common
+ * token prefix is kept), so earlier turns are never recomputed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "chat.h"
+#include "cli.h"
+
+#define MAX_MSGS 1024
+
+static void chat_usage(void) {
+    printf("usage: vx chat -m MODEL.gguf [options]\n"
+           "\n"
+           "Reads one user message per line from standard input (Ctrl-D or /exit ends).\n"
+           "  -m, --model FILE        GGUF model (default: $VX_MODEL)\n"
+           "  --system TEXT           system prompt\n"
+           "  --chat-template NAME    override the model's template: chatml, llama3, llama2,\n"
+           "                          mistral, phi3, gemma (or a file with Jinja source)\n"
+           "  -n, --n-predict N       max tokens per reply (default -1: until end of turn)\n"
+           "  -c, --ctx-size N        context size (default 4096)\n"
+           "  -t, --threads N         threads\n"
+           "  --temp, --top-k, --top-p, --min-p, --repeat-penalty, -s/--seed as in vx run\n");
+}
+
+/* Template source: --chat-template NAME or FILE, else the model's, else chatml. */
+static char *template_source(const vx_model *m, const char *name) {
+    if (name) {
+        const char *b = vx_chat_template_builtin(name);
+        if (b) return strdup(b);
+        char *src = cli_read_file(name, NULL);
+        if (!src) fprintf(stderr, "error: '%s' is neither a built-in template nor a file\n", name);
+        return src;
+    }
+    int32_t n = vx_model_meta_str(m, "tokenizer.chat_template", NULL, 0);
+    if (n >= 0) {
+        char *src = malloc((size_t)n + 1);
+        if (src) vx_model_meta_str(m, "tokenizer.chat_template", src, (size_t)n + 1);
+        return src;
+    }
+    fprintf(stderr, "note: the model has no chat template; using chatml\n");
+    return strdup(vx_chat_template_builtin("chatml"));
+}
+
+int vx_cmd_chat(int argc, char **argv) {
+    const char *path = getenv("VX_MODEL"), *system = NULL, *tmpl_name = NULL;
+    long n_predict = -1, n_ctx = 4096, threads = 0;
+    vx_sampler_params sp = vx_sampler_default_params();
+    cli_args a = {argc, argv, 0, false};
+    for (a.i = 1; a.i < argc && !a.error; a.i++) {
+        const char *o = argv[a.i];
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            chat_usage();
+            return 0;
+        } else if (!strcmp(o, "-m") || !strcmp(o, "--model")) path = cli_value(&a);
+        else if (!strcmp(o, "--system")) system = cli_value(&a);
+        else if (!strcmp(o, "--chat-template")) tmpl_name = cli_value(&a);
+        else if (!strcmp(o, "-n") || !strcmp(o, "--n-predict")) cli_int(&a, -1, 1 << 24, &n_predict);
+        else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) cli_int(&a, 0, 1 << 24, &n_ctx);
+        else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) cli_int(&a, 0, 512, &threads);
+        else if (!strcmp(o, "--temp")) cli_float(&a, 0, 100, &sp.temperature);
+        else if (!strcmp(o, "--top-k")) {
+            long k;
+            if (cli_int(&a, 0, 1 << 24, &k)) sp.top_k = (int32_t)k;
+        } else if (!strcmp(o, "--top-p")) cli_float(&a, 0, 1, &sp.top_p);
+        else if (!strcmp(o, "--min-p")) cli_float(&a, 0, 1, &sp.min_p);
+        else if (!strcmp(o, "--repeat-penalty")) cli_float(&a, 0, 100, &sp.repeat_penalty);
+        else if (!strcmp(o, "-s") || !strcmp(o, "--seed")) cli_u64(&a, &sp.seed);
+        else {
+            fprintf(stderr, "error: unknown option '%s' (see vx chat --help)\n", o);
+            return 2;
+        }
+    }
+    if (a.error) return 2;
+    if (!path) {
+        fprintf(stderr, "error: no model given: use -m FILE.gguf (or set VX_MODEL)\n");
+        return 2;
+    }
+    int rc = 1;
+    vx_model *m = cli_load_model(path, false);
+    vx_context *c = NULL;
+    vx_sampler *smp = NULL;
+    vx_chat_template *tmpl = NULL;
+    char *src = NULL, *rendered = NULL, *reply = NULL;
+    vx_token *cached = NULL, *toks = NULL;
+    vx_pos *pos = NULL;
+    vx_seq_id *seq = NULL;
+    vx_chat_message *msgs = calloc(MAX_MSGS, sizeof *msgs);
+    char **owned = calloc(MAX_MSGS, sizeof *owned);
+    size_t n_msgs = 0;
+    char err[VX_ERRMSG_MAX];
+    if (!m || !msgs || !owned) goto done;
+    const vx_vocab *v = vx_model_get_vocab(m);
+    if (!(src = template_source(m, tmpl_name))) goto done;
+    if (vx_chat_template_parse(src, &tmpl, err, sizeof err) != VX_OK) {
+        fprintf(stderr, "error: the chat template cannot be parsed: %s\n(use --chat-template NAME)\n", err);
+        goto done;
+    }
+    vx_context_params cp = vx_context_default_params();
+    if (n_ctx == 0 || n_ctx > vx_model_n_ctx_train(m)) n_ctx = vx_model_n_ctx_train(m);
+    cp.n_ctx = (uint32_t)n_ctx;
+    cp.n_batch = (uint32_t)(n_ctx < 512 ? n_ctx : 512);
+    cp.n_threads = (int32_t)threads;
+    if (vx_context_init(m, &cp, &c, err, sizeof err) != VX_OK) {
+        fprintf(stderr, "error: %s\n", err);
+        goto done;
+    }
+    if (vx_sampler_init(&sp, vx_context_n_vocab(c), &smp) != VX_OK) goto done;
+    cached = malloc((size_t)n_ctx * sizeof *cached);
+    pos = malloc((size_t)cp.n_batch * sizeof *pos);
+    seq = calloc((size_t)cp.n_batch, sizeof *seq);
+    if (!cached || !pos || !seq) goto done;
+    int32_t n_cached = 0;
+    const vx_token bos = vx_vocab_bos(v), eos = vx_vocab_eos(v);
+    const char *bos_s = bos >= 0 ? vx_vocab_text(v, bos) : "";
+    const char *eos_s = eos >= 0 ? vx_vocab_text(v, eos) : "";
+    if (system) {
+        msgs[n_msgs].role = "system";
+        msgs[n_msgs++].content = system;
+    }
+    const bool tty = isatty(0);
+    char line[65536];
+    for (;;) {
+        if (tty) {
+            printf("> ");
+            fflush(stdout);
+        }
+        if (!fgets(line, sizeof line, stdin)) break;
+        size_t len = strlen(line);
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+        if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
+        if (len == 0) continue;
+        if (n_msgs + 2 > MAX_MSGS) {
+            fprintf(stderr, "error: conversation too long\n");
+            break;
+        }
+        owned[n_msgs] = strdup(line);
+        msgs[n_msgs].role = "user";
+        msgs[n_msgs].content = owned[n_msgs];
+        n_msgs++;
+        free(rendered);
+        rendered = NULL;
+        if (vx_chat_template_render(tmpl, msgs, n_msgs, true, bos_s, eos_s, &rendered, err, sizeof err) != VX_OK) {
+            fprintf(stderr, "error: chat template: %s\n", err);
+            goto done;
+        }
+        /* The template writes the BOS text itself when it wants it; the
+         * tokenizer adds the BOS token, so drop the text (as llama.cpp does). */
+        const char *text = rendered;
+        if (bos_s[0] && !strncmp(text, bos_s, strlen(bos_s))) text += strlen(bos_s);
+        int32_t tl = (int32_t)strlen(text);
+        free(toks);
+        toks = malloc(((size_t)tl + 8) * sizeof *toks);
+        if (!toks) goto done;
+        int32_t nt = vx_tokenize(v, text, tl, toks, tl + 8, true, true);
+        if (nt < 0 || nt >= n_ctx) {
+            fprintf(stderr, "error: the conversation (%d tokens) no longer fits the context (%ld)\n", nt, n_ctx);
+            break;
+        }
+        /* keep the common prefix in the cache, evaluate the rest */
+        int32_t keep = 0;
+        while (keep < n_cached && keep < nt && cached[keep] == toks[keep]) keep++;
+        if (keep == nt) keep--; /* always evaluate at least one token for fresh logits */
+        vx_kv_seq_rm(c, 0, keep, -1);
+        n_cached = keep;
+        int32_t last = 0;
+        for (int32_t i0 = keep; i0 < nt; i0 += (int32_t)cp.n_batch) {
+            int32_t nb = nt - i0 < (int32_t)cp.n_batch ? nt - i0 : (int32_t)cp.n_batch;
+            for (int32_t j = 0; j < nb; j++) pos[j] = i0 + j;
+            vx_batch b = {nb, toks + i0, pos, seq, NULL};
+            if (vx_decode(c, &b) != VX_OK) {
+                fprintf(stderr, "error: %s\n", vx_context_errmsg(c));
+                goto done;
+            }
+            last = nb - 1;
+        }
+        memcpy(cached, toks, (size_t)nt * sizeof *toks);
+        n_cached = nt;
+        size_t rcap = 4096, rlen = 0;
+        free(reply);
+        reply = malloc(rcap);
+        if (!reply) goto done;
+        for (long g = 0; n_predict < 0 || g < n_predict; g++) {
+            vx_token t = vx_sampler_sample(smp, vx_get_logits_ith(c, last));
+            vx_sampler_accept(smp, t);
+            if (t < 0 || vx_vocab_is_eog(v, t)) break;
+            char piece[256];
+            int32_t pl = vx_token_to_piece(v, t, piece, sizeof piece, false);
+            if (pl > 0) {
+                fwrite(piece, 1, (size_t)pl, stdout);
+                fflush(stdout);
+                if (rlen + (size_t)pl + 1 > rcap) {
+                    char *nr = realloc(reply, rcap * 2);
+                    if (!nr) goto done;
+                    reply = nr;
+                    rcap *= 2;
+                }
+                memcpy(reply + rlen, piece, (size_t)pl);
+                rlen += (size_t)pl;
+            }
+            if (n_cached >= n_ctx) {
+                fprintf(stderr, "\n[context full]\n");
+                break;
+            }
+            vx_pos p = n_cached;
+            vx_batch b = {1, &t, &p, seq, NULL};
+            if (vx_decode(c, &b) != VX_OK) {
+                fprintf(stderr, "\nerror: %s\n", vx_context_errmsg(c));
+                goto done;
+            }
+            cached[n_cached++] = t;
+            last = 0;
+        }
+        reply[rlen] = 0;
+        printf("\n");
+        owned[n_msgs] = reply;
+        reply = NULL;
+        msgs[n_msgs].role = "assistant";
+        msgs[n_msgs].content = owned[n_msgs];
+        n_msgs++;
+    }
+    rc = 0;
+done:
+    if (owned)
+        for (size_t i = 0; i < MAX_MSGS; i++) free(owned[i]);
+    free(owned);
+    free(msgs);
+    free(reply);
+    free(rendered);
+    free(src);
+    free(toks);
+    free(cached);
+    free(pos);
+    free(seq);
+    vx_chat_template_free(tmpl);
+    vx_sampler_free(smp);
+    vx_context_free(c);
+    vx_model_free(m);
+    return rc;
+}
