@@ -109,12 +109,13 @@ bool vx_vocab_add_bos(const vx_vocab *vocab);
 bool vx_vocab_add_eos(const vx_vocab *vocab);
 bool vx_vocab_is_eog(const vx_vocab *vocab, vx_token token); /* end of generation */
 bool vx_vocab_is_control(const vx_vocab *vocab, vx_token token);
-const char *vx_vocab_text(const vx_vocab *vocab, vx_token token); /* raw piece */
+const char *vx_vocab_text(const vx_vocab *vocab, vx_token token); /* raw piece; NULL if out of range */
 
 /* Tokenizes text[0..len). add_special adds BOS/EOS as the vocabulary asks;
  * parse_special matches control-token text such as "<|im_start|>".
- * Returns the number of tokens written, or -(needed) if n_max is too small.
- * Never fails otherwise (invalid UTF-8 is tokenized bytewise). */
+ * len < 0 means text is NUL-terminated.
+ * Returns the number of tokens written, or -(needed) if n_max is too small,
+ * or INT32_MIN when memory runs out. Invalid UTF-8 is tokenized bytewise. */
 int32_t vx_tokenize(const vx_vocab *vocab, const char *text, int32_t len, vx_token *tokens,
                     int32_t n_max, bool add_special, bool parse_special);
 

@@ -17,6 +17,7 @@
  * reported); naming types (e.g. q4_k f16) runs only those and skips the
  * quantizer timings.
  */
+#include <emmintrin.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -94,40 +95,77 @@ static void fill_random(const bcase *b, uint8_t *w, size_t bytes, uint64_t *seed
         }
 }
 
-/* One pass over the matrix: gemv over all rows, or vec_dot row by row. */
-static double run_pass(const bcase *b, const uint8_t *w, size_t rs, int rows, const void *y, float *out,
-                       int use_dot) {
-    double t0 = now_s();
+/* Rows [r0, r1) with gemv, or row by row with vec_dot (use_dot). */
+static void run_rows(const bcase *b, const uint8_t *w, size_t rs, int r0, int r1, const void *y, float *out,
+                     int use_dot) {
     if (!use_dot) {
-        b->gemv(NCOLS, w, rs, rows, y, out);
+        b->gemv(NCOLS, w + (size_t)r0 * rs, rs, r1 - r0, y, out + r0);
     } else if (b->dot) {
-        for (int r = 0; r < rows; r++) b->dot(NCOLS, &out[r], w + (size_t)r * rs, y);
+        for (int r = r0; r < r1; r++) b->dot(NCOLS, &out[r], w + (size_t)r * rs, y);
     } else {
-        for (int r = 0; r < rows; r++) {
+        for (int r = r0; r < r1; r++) {
             const uint16_t *wr = (const uint16_t *)(const void *)(w + (size_t)r * rs);
             out[r] = b->type == VX_TYPE_F16 ? vx_dot_f16_f32_avx2(NCOLS, wr, y)
                                             : vx_dot_bf16_f32_avx2(NCOLS, wr, y);
         }
     }
-    return now_s() - t0;
 }
 
-/* Plain streaming read of the buffer: the DRAM ceiling for one thread. */
-static double read_pass(const uint64_t *p, size_t n, uint64_t *sink) {
-    double t0 = now_s();
-    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
-    for (size_t i = 0; i + 8 <= n; i += 8) {
-        a0 ^= p[i];
-        a1 ^= p[i + 1];
-        a2 ^= p[i + 2];
-        a3 ^= p[i + 3];
-        a4 ^= p[i + 4];
-        a5 ^= p[i + 5];
-        a6 ^= p[i + 6];
-        a7 ^= p[i + 7];
+/* One pass over all rows in chunks of about 1 MiB, in order (the stream
+ * the prefetchers see is the real one), each chunk's time kept as the
+ * minimum over passes: the machine is shared, and a pass of several
+ * milliseconds is often preempted; 100-microsecond chunks mostly are not. */
+#define CHUNK_BYTES ((size_t)1 << 20)
+
+static void timed_pass(const bcase *b, const uint8_t *w, size_t rs, int rows, const void *y, float *out,
+                       int use_dot, double *chunk_min) {
+    const int per = (int)(CHUNK_BYTES / rs) & ~3; /* whole groups of 4 rows */
+    for (int c = 0, r0 = 0; r0 < rows; c++, r0 += per) {
+        const int r1 = r0 + per < rows ? r0 + per : rows;
+        double t0 = now_s();
+        run_rows(b, w, rs, r0, r1, y, out, use_dot);
+        double t = now_s() - t0;
+        if (t < chunk_min[c]) chunk_min[c] = t;
     }
-    *sink ^= a0 ^ a1 ^ a2 ^ a3 ^ a4 ^ a5 ^ a6 ^ a7;
-    return now_s() - t0;
+}
+
+static double sum_d(const double *v, int n) {
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += v[i];
+    return s;
+}
+
+/* Core clock from a chain of dependent adds (one per cycle), best of many
+ * short runs. */
+static double clock_ghz(void) {
+    double best = INFINITY;
+    for (int r = 0; r < 500; r++) {
+        long n = 100000, x = 0;
+        double t0 = now_s();
+        __asm__ volatile("1: add $1, %0\n add $1, %0\n add $1, %0\n add $1, %0\n sub $1, %1\n jnz 1b"
+                         : "+r"(x), "+r"(n));
+        double t = now_s() - t0;
+        if (t < best) best = t;
+    }
+    return 4e5 / best * 1e-9;
+}
+
+/* Plain streaming read of the buffer (SSE2 loads, two per cycle: far
+ * above DRAM speed): the DRAM ceiling for one thread. */
+static void read_pass(const uint8_t *p, size_t bytes, double *chunk_min, __m128i *sink) {
+    __m128i a = _mm_setzero_si128(), b = _mm_setzero_si128();
+    for (size_t c = 0, o = 0; o < bytes; c++, o += CHUNK_BYTES) {
+        double t0 = now_s();
+        for (size_t i = o; i < o + CHUNK_BYTES; i += 64) {
+            a = _mm_add_epi32(a, _mm_add_epi32(_mm_load_si128((const __m128i *)(const void *)(p + i)),
+                                               _mm_load_si128((const __m128i *)(const void *)(p + i + 16))));
+            b = _mm_add_epi32(b, _mm_add_epi32(_mm_load_si128((const __m128i *)(const void *)(p + i + 32)),
+                                               _mm_load_si128((const __m128i *)(const void *)(p + i + 48))));
+        }
+        double t = now_s() - t0;
+        if (t < chunk_min[c]) chunk_min[c] = t;
+    }
+    *sink = _mm_add_epi32(*sink, _mm_add_epi32(a, b));
 }
 
 static void bench_quantizers(int reps) {
@@ -185,21 +223,26 @@ int main(int argc, char **argv) {
     float *x = xalloc(NCOLS * sizeof(float));
     void *y = xalloc(vx_row_size(VX_TYPE_Q8_K, NCOLS) + vx_row_size(VX_TYPE_Q8_1, NCOLS) + NCOLS * 4);
     uint64_t seed = 1;
+    const double ghz = clock_ghz();
 
     for (size_t i = 0; i + 8 <= BIG_BYTES; i += 8) {
         uint64_t v = splitmix(&seed);
         memcpy(w + i, &v, 8);
     }
-    uint64_t sink = 0;
-    double rbest = INFINITY;
-    for (int k = 0; k < reps; k++) {
-        double t = read_pass((const uint64_t *)(const void *)w, BIG_BYTES / 8, &sink);
-        if (t < rbest) rbest = t;
+    {
+        const int nchunks = (int)(BIG_BYTES / CHUNK_BYTES);
+        double *cm = xalloc((size_t)nchunks * sizeof(double));
+        for (int k = 0; k < nchunks; k++) cm[k] = INFINITY;
+        __m128i sink = _mm_setzero_si128();
+        for (int k = 0; k < reps + 1; k++) read_pass(w, BIG_BYTES, cm, &sink);
+        printf("single thread, rows of %d, weights 64 MiB (DRAM) and 512 KiB (L2); core clock %.2f GHz\n", NCOLS,
+               ghz);
+        printf("plain 64 MiB read: %.2f GB/s%s\n\n", (double)BIG_BYTES / sum_d(cm, nchunks) * 1e-9,
+               _mm_cvtsi128_si32(sink) == 42 ? " " : "");
+        free(cm);
     }
-    printf("single thread, rows of %d, weights 64 MiB (DRAM) and 512 KiB (L2); best of %d\n", NCOLS, reps);
-    printf("plain 64 MiB read loop: %.2f GB/s%s\n\n", (double)BIG_BYTES / rbest * 1e-9, sink == 42 ? " " : "");
-    printf("%-7s %6s %10s %10s %10s %12s %12s\n", "type", "B/blk", "gemv GB/s", "ns/block", "dot GB/s",
-           "L2 gemv GB/s", "L2 ns/block");
+    printf("%-7s %6s %10s %9s %9s %10s %12s %10s\n", "type", "B/blk", "gemv GB/s", "ns/blk", "cyc/blk",
+           "dot GB/s", "L2 gemv GB/s", "L2 cyc/blk");
 
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const bcase *b = &cases[c];
@@ -221,26 +264,29 @@ int main(int argc, char **argv) {
         const int64_t bl = tr->blck_size == 1 ? 32 : tr->blck_size; /* F16/BF16: per 32 */
         const double nblk = (double)rows * (double)(NCOLS / bl);
         const double nblk_s = (double)srows * (double)(NCOLS / bl);
-        /* alternate the two so drifts in machine load hit both alike */
-        double tg = INFINITY, td = INFINITY;
-        run_pass(b, w, rs, rows, y, out, 0); /* warm-up: page faults, clocks */
+        /* gemv and vec_dot passes alternate, so drifts in machine load hit
+         * both alike */
+        const int nchunks = (int)((size_t)rows * rs / CHUNK_BYTES) + 2;
+        double *cg = xalloc((size_t)nchunks * sizeof(double)), *cd = xalloc((size_t)nchunks * sizeof(double));
+        for (int k = 0; k < nchunks; k++) cg[k] = cd[k] = INFINITY;
+        run_rows(b, w, rs, 0, rows, y, out, 0); /* warm-up: page faults, clocks */
         for (int k = 0; k < reps; k++) {
-            double t = run_pass(b, w, rs, rows, y, out, 0);
-            if (t < tg) tg = t;
-            t = run_pass(b, w, rs, rows, y, out, 1);
-            if (t < td) td = t;
+            timed_pass(b, w, rs, rows, y, out, 0, cg);
+            timed_pass(b, w, rs, rows, y, out, 1, cd);
         }
-        /* the L2 runs repeat the small matrix to get comparable timings */
-        double ts = INFINITY;
-        for (int k = 0; k < reps; k++) {
+        const double tg = sum_d(cg, nchunks), td = sum_d(cd, nchunks);
+        free(cg);
+        free(cd);
+        double ts = INFINITY; /* short passes: the best of many */
+        for (int k = 0; k < 64 * reps; k++) {
             double t0 = now_s();
-            for (int it = 0; it < 32; it++) b->gemv(NCOLS, small, rs, srows, y, out);
-            double t = (now_s() - t0) / 32;
+            b->gemv(NCOLS, small, rs, srows, y, out);
+            double t = now_s() - t0;
             if (t < ts) ts = t;
         }
-        printf("%-7s %6zu %10.2f %10.2f %10.2f %12.2f %12.2f\n", tr->name, tr->type_size,
-               (double)rows * rs / tg * 1e-9, tg / nblk * 1e9, (double)rows * rs / td * 1e-9,
-               (double)srows * rs / ts * 1e-9, ts / nblk_s * 1e9);
+        printf("%-7s %6zu %10.2f %9.2f %9.2f %10.2f %12.2f %10.2f\n", tr->name, tr->type_size,
+               (double)rows * rs / tg * 1e-9, tg / nblk * 1e9, tg / nblk * 1e9 * ghz, (double)rows * rs / td * 1e-9,
+               (double)srows * rs / ts * 1e-9, ts / nblk_s * 1e9 * ghz);
     }
     if (argc <= 2) bench_quantizers(reps);
     free(w);
