@@ -136,6 +136,7 @@ typedef enum vx_kv_type { VX_KV_F32 = 0, VX_KV_F16 = 1 } vx_kv_type;
 
 typedef struct vx_context_params {
     uint32_t n_ctx;     /* max positions per sequence (0 = model's training context) */
+    uint32_t kv_size;   /* positions the KV cache holds over all sequences (0 = n_ctx) */
     uint32_t n_batch;   /* max tokens per vx_decode call */
     uint32_t n_seq_max; /* max distinct sequence ids [0, n_seq_max) */
     int32_t n_threads;  /* 0 = number of online cores */
@@ -179,6 +180,9 @@ const float *vx_get_logits_ith(const vx_context *ctx, int32_t i);
 vx_status vx_kv_seq_rm(vx_context *ctx, vx_seq_id seq, vx_pos p0, vx_pos p1);
 /* Number of positions cached for a sequence. */
 vx_pos vx_kv_seq_len(const vx_context *ctx, vx_seq_id seq);
+/* KV cache blocks in the pool and in use, and positions per block. */
+void vx_kv_usage(const vx_context *ctx, int32_t *blocks_total, int32_t *blocks_used,
+                 int32_t *block_size);
 
 /* ---------------------------------------------------------------- sampler */
 

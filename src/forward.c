@@ -118,7 +118,7 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
     vx_context_params *p = &c->params;
     if (p->n_ctx == 0) p->n_ctx = (uint32_t)hp->n_ctx_train;
     if (p->n_batch == 0) p->n_batch = 512;
-    if (p->n_batch > p->n_ctx) p->n_batch = p->n_ctx;
+    /* n_batch may exceed n_ctx: a batch can hold many sequences */
     if (p->n_seq_max == 0) p->n_seq_max = 1;
     if (p->n_ctx > (1u << 24) || p->n_batch > (1u << 16) || p->n_seq_max > 4096) {
         vx_context_free(c);
@@ -130,12 +130,16 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
         return vx_seterr(err, err_size, VX_ENOMEM, "cannot start %d threads", p->n_threads);
     }
     p->n_threads = vx_pool_n_threads(c->pool);
+    if (p->kv_size > (1u << 26)) {
+        vx_context_free(c);
+        return vx_seterr(err, err_size, VX_EINVAL, "kv_size out of range");
+    }
     vx_kv_params kp = {hp->n_layer, hp->n_head_kv * hp->head_dim, (int32_t)p->n_seq_max,
-                       (int32_t)p->n_ctx, 16, p->kv_type};
+                       (int32_t)p->n_ctx, (int32_t)p->kv_size, 16, p->kv_type};
     if (vx_kv_init(&kp, &c->kv) != VX_OK) {
         vx_context_free(c);
         return vx_seterr(err, err_size, VX_ENOMEM, "cannot allocate the KV cache (%u positions)",
-                         p->n_ctx);
+                         p->kv_size ? p->kv_size : p->n_ctx);
     }
     const size_t nb = p->n_batch, E = (size_t)hp->n_embd;
     const size_t QD = (size_t)hp->n_head * (size_t)hp->head_dim;
@@ -636,4 +640,11 @@ vx_status vx_kv_seq_rm(vx_context *c, vx_seq_id seq, vx_pos p0, vx_pos p1) {
 vx_pos vx_kv_seq_len(const vx_context *c, vx_seq_id seq) {
     if (seq < 0 || seq >= (int32_t)c->params.n_seq_max) return 0;
     return vx_kv_len(c->kv, seq);
+}
+
+void vx_kv_usage(const vx_context *c, int32_t *total, int32_t *used, int32_t *bs) {
+    const int32_t t = vx_kv_total_blocks(c->kv);
+    if (total) *total = t;
+    if (used) *used = t - vx_kv_free_blocks(c->kv);
+    if (bs) *bs = vx_kv_block_size(c->kv);
 }

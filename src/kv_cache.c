@@ -33,7 +33,7 @@ vx_status vx_kv_init(const vx_kv_params *p, vx_kv_cache **out) {
     kv->p = *p;
     kv->elem = p->type == VX_KV_F16 ? 2 : 4;
     kv->max_blocks = (p->n_ctx + p->block_size - 1) / p->block_size;
-    kv->n_blocks = kv->max_blocks;
+    kv->n_blocks = p->kv_size > 0 ? (p->kv_size + p->block_size - 1) / p->block_size : kv->max_blocks;
     kv->block_bytes = (size_t)p->block_size * (size_t)p->kv_dim * kv->elem;
     uint64_t total;
     if (vx_mul_ovf((uint64_t)kv->block_bytes, (uint64_t)kv->n_blocks * (uint64_t)p->n_layer,
@@ -85,6 +85,7 @@ size_t vx_kv_elem_size(const vx_kv_cache *kv) { return kv->elem; }
 int32_t vx_kv_n_ctx(const vx_kv_cache *kv) { return kv->p.n_ctx; }
 int32_t vx_kv_n_seq_max(const vx_kv_cache *kv) { return kv->p.n_seq_max; }
 int32_t vx_kv_free_blocks(const vx_kv_cache *kv) { return kv->n_free; }
+int32_t vx_kv_total_blocks(const vx_kv_cache *kv) { return kv->n_blocks; }
 int32_t vx_kv_len(const vx_kv_cache *kv, int32_t seq) { return kv->seqs[seq].len; }
 const int32_t *vx_kv_blocks(const vx_kv_cache *kv, int32_t seq) { return kv->seqs[seq].blocks; }
 

@@ -23,7 +23,8 @@ typedef struct vx_kv_params {
     int32_t n_layer;
     int32_t kv_dim;     /* n_head_kv * head_dim */
     int32_t n_seq_max;  /* sequence ids [0, n_seq_max) */
-    int32_t n_ctx;      /* max positions of one sequence, and total pool capacity */
+    int32_t n_ctx;      /* max positions of one sequence */
+    int32_t kv_size;    /* positions the pool holds in total (0 = n_ctx) */
     int32_t block_size; /* positions per block */
     vx_kv_type type;
 } vx_kv_params;
@@ -37,6 +38,7 @@ size_t vx_kv_elem_size(const vx_kv_cache *kv);
 int32_t vx_kv_n_ctx(const vx_kv_cache *kv);
 int32_t vx_kv_n_seq_max(const vx_kv_cache *kv);
 int32_t vx_kv_free_blocks(const vx_kv_cache *kv);
+int32_t vx_kv_total_blocks(const vx_kv_cache *kv);
 
 /* Positions cached for seq (the next position to write). */
 int32_t vx_kv_len(const vx_kv_cache *kv, int32_t seq);

@@ -1,0 +1,524 @@
+/*
+ * engine.c - continuous batching (see engine.h).
+ *
+ * Every request keeps its whole token history (prompt + generated) and how
+ * much of it is in the KV cache (n_past). A step feeds each running request
+ * the tokens it still needs: decode requests one token, prefilling requests
+ * a chunk, within the step's token budget (decode first, so streams keep
+ * flowing while long prompts are chunked). Preemption simply drops a
+ * request's cache (n_past = 0) and puts it back at the head of the queue;
+ * recomputing from its history gives the same continuation.
+ */
+#include "engine.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+#define MAX_TOP 20
+
+typedef struct req {
+    uint64_t id;
+    vx_token *tokens; /* [cap] prompt then generated */
+    int32_t n_tokens, cap;
+    int32_t n_prompt, n_gen, n_past;
+    int32_t max_tokens;
+    int32_t n_logprobs;
+    bool ignore_eos;
+    vx_sampler *smp;
+    vx_event_fn cb;
+    void *ud;
+    atomic_bool cancel;
+    int32_t slot;      /* sequence id while running, -1 while queued */
+    uint64_t admitted; /* admission order, for choosing whom to preempt */
+    struct req *next;  /* queue link */
+} req;
+
+struct vx_engine {
+    const vx_model *model;
+    const vx_vocab *vocab;
+    vx_engine_params p;
+    vx_context *ctx;
+    int32_t n_vocab;
+
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    req *qhead, *qtail; /* waiting, FIFO */
+    int32_t n_queued;
+    req **running;      /* [n_parallel] by slot */
+    int32_t n_running;
+    uint64_t next_id, admissions;
+    vx_engine_stats stats;
+
+    /* step buffers [n_batch] */
+    vx_token *b_tok;
+    vx_pos *b_pos;
+    vx_seq_id *b_seq;
+    int8_t *b_logits;
+    req **b_req; /* owner of each batch entry */
+    req **done;  /* [n_parallel + queue_max] requests finishing this step */
+    vx_finish *done_why;
+};
+
+vx_engine_params vx_engine_default_params(void) {
+    vx_engine_params p;
+    memset(&p, 0, sizeof p);
+    p.n_ctx = 4096;
+    p.n_parallel = 4;
+    p.n_batch = 512;
+    p.n_threads = 0;
+    p.queue_max = 64;
+    p.kv_type = VX_KV_F16;
+    return p;
+}
+
+static void req_free(req *r) {
+    if (!r) return;
+    vx_sampler_free(r->smp);
+    free(r->tokens);
+    free(r);
+}
+
+/* Sends the final event and frees the request. Called without the lock. */
+static void finish(vx_engine *e, req *r, vx_finish why, const char *error) {
+    vx_token_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.id = r->id;
+    ev.token = -1;
+    ev.finish = why;
+    ev.n_prompt = r->n_prompt;
+    ev.n_gen = r->n_gen;
+    ev.error = error;
+    r->cb(&ev, r->ud);
+    pthread_mutex_lock(&e->mu);
+    e->stats.requests_finished++;
+    pthread_mutex_unlock(&e->mu);
+    req_free(r);
+}
+
+/* Takes a running request out of its slot and frees its cache. Lock held. */
+static void release_slot(vx_engine *e, req *r) {
+    if (r->slot < 0) return;
+    vx_kv_seq_rm(e->ctx, r->slot, 0, -1);
+    e->running[r->slot] = NULL;
+    e->n_running--;
+    r->slot = -1;
+}
+
+/* Preempts the most recently admitted running request: its cache is
+ * dropped and it waits at the head of the queue. Lock held. */
+static bool preempt_one(vx_engine *e, const req *keep) {
+    req *victim = NULL;
+    for (int32_t s = 0; s < e->p.n_parallel; s++) {
+        req *r = e->running[s];
+        if (r && r != keep && (!victim || r->admitted > victim->admitted)) victim = r;
+    }
+    if (!victim) return false;
+    release_slot(e, victim);
+    victim->n_past = 0;
+    victim->next = e->qhead;
+    e->qhead = victim;
+    if (!e->qtail) e->qtail = victim;
+    e->n_queued++;
+    e->stats.preemptions++;
+    return true;
+}
+
+/* Samples the next token of r from logits and reports it; returns the
+ * finish reason (NONE to continue). Lock not held. */
+static vx_finish emit(vx_engine *e, req *r, const float *logits) {
+    vx_token t = vx_sampler_sample(r->smp, logits);
+    vx_token_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.id = r->id;
+    ev.n_prompt = r->n_prompt;
+    if (t < 0) {
+        ev.token = -1;
+        ev.finish = VX_FINISH_ERROR;
+        ev.error = "no token can be sampled (every token is banned by logit_bias)";
+        ev.n_gen = r->n_gen;
+        r->cb(&ev, r->ud);
+        return VX_FINISH_ERROR;
+    }
+    vx_sampler_accept(r->smp, t);
+    r->tokens[r->n_tokens++] = t;
+    r->n_gen++;
+    char piece[256];
+    vx_token top_ids[MAX_TOP];
+    float top_lp[MAX_TOP];
+    const bool eog = !r->ignore_eos && vx_vocab_is_eog(e->vocab, t);
+    int32_t len = eog ? 0 : vx_token_to_piece(e->vocab, t, piece, sizeof piece, false);
+    ev.token = t;
+    ev.text = piece;
+    ev.text_len = len > 0 ? len : 0;
+    ev.logprob = vx_sampler_last_logprob(r->smp, t);
+    if (r->n_logprobs > 0) {
+        ev.n_top = vx_sampler_last_top(r->smp, r->n_logprobs, top_ids, top_lp);
+        ev.top_ids = top_ids;
+        ev.top_logprobs = top_lp;
+    }
+    ev.n_gen = r->n_gen;
+    if (eog) ev.finish = VX_FINISH_STOP;
+    else if ((r->max_tokens >= 0 && r->n_gen >= r->max_tokens) || r->n_tokens >= e->p.n_ctx)
+        ev.finish = VX_FINISH_LENGTH;
+    bool go_on = r->cb(&ev, r->ud);
+    if (ev.finish != VX_FINISH_NONE) return ev.finish;
+    return go_on ? VX_FINISH_NONE : VX_FINISH_CANCELED;
+}
+
+/* One step: admit, build a batch, run it, sample. Returns false when idle. */
+static bool step(vx_engine *e) {
+    req **done = e->done;
+    vx_finish *done_why = e->done_why;
+    int n_done = 0;
+
+    pthread_mutex_lock(&e->mu);
+    /* cancellations of waiting requests */
+    for (req **pp = &e->qhead, *prev = NULL; *pp;) {
+        req *r = *pp;
+        if (atomic_load(&r->cancel)) {
+            *pp = r->next;
+            if (e->qtail == r) e->qtail = prev;
+            e->n_queued--;
+            done[n_done] = r;
+            done_why[n_done++] = VX_FINISH_CANCELED;
+        } else {
+            prev = r;
+            pp = &r->next;
+        }
+    }
+    /* cancellations of running requests */
+    for (int32_t s = 0; s < e->p.n_parallel; s++) {
+        req *r = e->running[s];
+        if (r && atomic_load(&r->cancel)) {
+            release_slot(e, r);
+            done[n_done] = r;
+            done_why[n_done++] = VX_FINISH_CANCELED;
+        }
+    }
+    /* admission, FIFO, while the pool has blocks for the head's tokens (a
+     * preempted request waits here until others free their blocks) */
+    int32_t blk_total, blk_used, bs;
+    vx_kv_usage(e->ctx, &blk_total, &blk_used, &bs);
+    int32_t blk_free = blk_total - blk_used;
+    for (int32_t s = 0; s < e->p.n_parallel && e->qhead; s++) {
+        if (e->running[s]) continue;
+        req *r = e->qhead;
+        const int32_t need = (r->n_tokens + 1 + bs - 1) / bs;
+        if (need > blk_total) {
+            /* can never fit: fail it instead of blocking the queue */
+            e->qhead = r->next;
+            if (!e->qhead) e->qtail = NULL;
+            e->n_queued--;
+            done[n_done] = r;
+            done_why[n_done++] = VX_FINISH_ERROR;
+            s--;
+            continue;
+        }
+        /* keep one spare block per running sequence for this step's growth,
+         * or the newcomer would be preempted straight away, again and again */
+        if (need + e->n_running > blk_free) break;
+        blk_free -= need;
+        e->qhead = r->next;
+        if (!e->qhead) e->qtail = NULL;
+        e->n_queued--;
+        r->next = NULL;
+        r->slot = s;
+        r->admitted = ++e->admissions;
+        e->running[s] = r;
+        e->n_running++;
+    }
+    pthread_mutex_unlock(&e->mu);
+    for (int i = 0; i < n_done; i++)
+        finish(e, done[i], done_why[i],
+               done_why[i] == VX_FINISH_ERROR ? "the KV cache is too small for this request" : NULL);
+    n_done = 0;
+
+    /* build the batch: decode tokens first, then prefill chunks */
+    pthread_mutex_lock(&e->mu);
+    int32_t n = 0, budget = e->p.n_batch;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int32_t s = 0; s < e->p.n_parallel && budget > 0; s++) {
+            req *r = e->running[s];
+            if (!r) continue;
+            const int32_t pending = r->n_tokens - r->n_past;
+            const bool decoding = pending == 1;
+            if ((pass == 0) != decoding || pending <= 0) continue;
+            const int32_t take = VX_MIN(pending, budget);
+            for (int32_t j = 0; j < take; j++) {
+                e->b_tok[n] = r->tokens[r->n_past + j];
+                e->b_pos[n] = r->n_past + j;
+                e->b_seq[n] = s;
+                e->b_logits[n] = r->n_past + j == r->n_tokens - 1;
+                e->b_req[n] = r;
+                n++;
+            }
+            budget -= take;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (n == 0) return e->n_running > 0 || e->n_queued > 0 ? true : false;
+
+    vx_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
+    int64_t t0 = vx_time_us();
+    vx_status st = vx_decode(e->ctx, &b);
+    const double dt = (double)(vx_time_us() - t0) * 1e-6;
+    if (st == VX_EFULL) {
+        /* out of blocks: preempt the newest request and try again next step */
+        pthread_mutex_lock(&e->mu);
+        bool ok = preempt_one(e, NULL);
+        req *only = NULL;
+        if (!ok) {
+            for (int32_t s = 0; s < e->p.n_parallel; s++)
+                if (e->running[s]) only = e->running[s];
+            if (only) release_slot(e, only);
+        }
+        pthread_mutex_unlock(&e->mu);
+        if (only) finish(e, only, VX_FINISH_ERROR, "the KV cache is too small for this request");
+        return true;
+    }
+    if (st != VX_OK) {
+        /* unexpected: fail every request of the batch */
+        char msg[VX_ERRMSG_MAX];
+        snprintf(msg, sizeof msg, "forward pass failed: %s", vx_context_errmsg(e->ctx));
+        pthread_mutex_lock(&e->mu);
+        for (int32_t i = 0; i < n; i++) {
+            req *r = e->b_req[i];
+            if (r->slot >= 0) {
+                release_slot(e, r);
+                done[n_done] = r;
+                done_why[n_done++] = VX_FINISH_ERROR;
+            }
+        }
+        pthread_mutex_unlock(&e->mu);
+        for (int i = 0; i < n_done; i++) finish(e, done[i], done_why[i], msg);
+        return true;
+    }
+
+    /* advance and sample */
+    int32_t n_prompt_tok = 0, n_gen_tok = 0;
+    for (int32_t i = 0; i < n; i++) {
+        req *r = e->b_req[i];
+        r->n_past++;
+        if (r->n_past <= r->n_prompt) n_prompt_tok++;
+        if (!e->b_logits[i]) continue;
+        const int32_t gen0 = r->n_gen;
+        vx_finish why = atomic_load(&r->cancel) ? VX_FINISH_CANCELED
+                                                 : emit(e, r, vx_get_logits_ith(e->ctx, i));
+        n_gen_tok += r->n_gen - gen0;
+        if (why != VX_FINISH_NONE) {
+            pthread_mutex_lock(&e->mu);
+            release_slot(e, r);
+            pthread_mutex_unlock(&e->mu);
+            done[n_done] = r;
+            /* emit() already reported STOP/LENGTH/ERROR with the token */
+            done_why[n_done++] = why;
+        }
+    }
+    pthread_mutex_lock(&e->mu);
+    e->stats.steps++;
+    e->stats.busy_seconds += dt;
+    e->stats.tokens_prompt += (uint64_t)n_prompt_tok;
+    e->stats.tokens_generated += (uint64_t)n_gen_tok;
+    pthread_mutex_unlock(&e->mu);
+    for (int i = 0; i < n_done; i++) {
+        req *r = done[i];
+        if (done_why[i] == VX_FINISH_CANCELED) {
+            finish(e, r, VX_FINISH_CANCELED, NULL);
+        } else {
+            pthread_mutex_lock(&e->mu);
+            e->stats.requests_finished++;
+            pthread_mutex_unlock(&e->mu);
+            req_free(r);
+        }
+    }
+    return true;
+}
+
+static void *engine_main(void *arg) {
+    vx_engine *e = arg;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        while (!e->stop && e->n_queued == 0 && e->n_running == 0) pthread_cond_wait(&e->cv, &e->mu);
+        const bool stop = e->stop;
+        pthread_mutex_unlock(&e->mu);
+        if (stop) break;
+        step(e);
+    }
+    return NULL;
+}
+
+vx_status vx_engine_init(const vx_model *model, const vx_engine_params *params, vx_engine **out,
+                         char *err, size_t err_size) {
+    vx_engine_params defp = vx_engine_default_params();
+    if (!params) params = &defp;
+    *out = NULL;
+    if (params->n_parallel <= 0 || params->n_parallel > 256 || params->n_ctx <= 0 ||
+        params->n_batch <= 0 || params->queue_max < 0 || params->kv_size < 0)
+        return vx_seterr(err, err_size, VX_EINVAL, "engine parameters out of range");
+    vx_engine *e = calloc(1, sizeof *e);
+    if (!e) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    e->model = model;
+    e->vocab = vx_model_get_vocab(model);
+    e->p = *params;
+    if (e->p.n_ctx > vx_model_n_ctx_train(model)) e->p.n_ctx = vx_model_n_ctx_train(model);
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    vx_context_params cp = vx_context_default_params();
+    cp.n_ctx = (uint32_t)e->p.n_ctx;
+    /* by default the pool holds every slot's full context, so preemption is
+     * a fallback; a smaller kv_size shares blocks on demand */
+    cp.kv_size = e->p.kv_size > 0 ? (uint32_t)e->p.kv_size
+                                  : (uint32_t)e->p.n_ctx * (uint32_t)e->p.n_parallel;
+    cp.n_batch = (uint32_t)e->p.n_batch;
+    cp.n_seq_max = (uint32_t)e->p.n_parallel;
+    cp.n_threads = e->p.n_threads;
+    cp.kv_type = e->p.kv_type;
+    vx_status st = vx_context_init(model, &cp, &e->ctx, err, err_size);
+    if (st) {
+        vx_engine_free(e);
+        return st;
+    }
+    e->n_vocab = vx_context_n_vocab(e->ctx);
+    const size_t nb = (size_t)e->p.n_batch;
+    e->running = calloc((size_t)e->p.n_parallel, sizeof *e->running);
+    e->b_tok = malloc(nb * sizeof *e->b_tok);
+    e->b_pos = malloc(nb * sizeof *e->b_pos);
+    e->b_seq = malloc(nb * sizeof *e->b_seq);
+    e->b_logits = malloc(nb);
+    e->b_req = malloc(nb * sizeof *e->b_req);
+    const size_t nd = 2 * (size_t)e->p.n_parallel + (size_t)e->p.queue_max + 1;
+    e->done = malloc(nd * sizeof *e->done);
+    e->done_why = malloc(nd * sizeof *e->done_why);
+    if (!e->running || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->b_req ||
+        !e->done || !e->done_why) {
+        vx_engine_free(e);
+        return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    }
+    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+        vx_engine_free(e);
+        return vx_seterr(err, err_size, VX_ENOMEM, "cannot start the engine thread");
+    }
+    e->thread_started = true;
+    *out = e;
+    return VX_OK;
+}
+
+void vx_engine_free(vx_engine *e) {
+    if (!e) return;
+    if (e->thread_started) {
+        pthread_mutex_lock(&e->mu);
+        e->stop = true;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+    }
+    /* everyone still here gets a final event */
+    while (e->qhead) {
+        req *r = e->qhead;
+        e->qhead = r->next;
+        finish(e, r, VX_FINISH_CANCELED, NULL);
+    }
+    if (e->running)
+        for (int32_t s = 0; s < e->p.n_parallel; s++)
+            if (e->running[s]) finish(e, e->running[s], VX_FINISH_CANCELED, NULL);
+    vx_context_free(e->ctx);
+    free(e->running);
+    free(e->b_tok);
+    free(e->b_pos);
+    free(e->b_seq);
+    free(e->b_logits);
+    free(e->b_req);
+    free(e->done);
+    free(e->done_why);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    free(e);
+}
+
+vx_status vx_engine_submit(vx_engine *e, const vx_request_params *rp, uint64_t *id, char *err,
+                           size_t err_size) {
+    if (!rp || !rp->on_event || !rp->prompt || rp->n_prompt <= 0)
+        return vx_seterr(err, err_size, VX_EINVAL, "a request needs a non-empty prompt and a callback");
+    if (rp->n_prompt >= e->p.n_ctx)
+        return vx_seterr(err, err_size, VX_ERANGE,
+                         "the prompt has %d tokens; the context holds %d (prompt and at least one "
+                         "generated token)",
+                         rp->n_prompt, e->p.n_ctx);
+    if (rp->n_logprobs < 0 || rp->n_logprobs > MAX_TOP)
+        return vx_seterr(err, err_size, VX_EINVAL, "logprobs must be in [0, %d]", MAX_TOP);
+    for (int32_t i = 0; i < rp->n_prompt; i++)
+        if (rp->prompt[i] < 0 || rp->prompt[i] >= e->n_vocab)
+            return vx_seterr(err, err_size, VX_EINVAL, "token %d at prompt index %d is outside the "
+                             "vocabulary (%d)", rp->prompt[i], i, e->n_vocab);
+    req *r = calloc(1, sizeof *r);
+    if (!r) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    r->cap = e->p.n_ctx;
+    r->tokens = malloc((size_t)r->cap * sizeof *r->tokens);
+    if (!r->tokens) {
+        req_free(r);
+        return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    }
+    if (vx_sampler_init(&rp->sampling, e->n_vocab, &r->smp) != VX_OK) {
+        req_free(r);
+        return vx_seterr(err, err_size, VX_EINVAL, "invalid sampling parameters");
+    }
+    memcpy(r->tokens, rp->prompt, (size_t)rp->n_prompt * sizeof *r->tokens);
+    r->n_tokens = r->n_prompt = rp->n_prompt;
+    for (int32_t i = 0; i < rp->n_prompt; i++) vx_sampler_accept(r->smp, rp->prompt[i]);
+    r->max_tokens = rp->max_tokens;
+    r->n_logprobs = rp->n_logprobs;
+    r->ignore_eos = rp->ignore_eos;
+    r->cb = rp->on_event;
+    r->ud = rp->user_data;
+    r->slot = -1;
+    pthread_mutex_lock(&e->mu);
+    if (e->stop) {
+        pthread_mutex_unlock(&e->mu);
+        req_free(r);
+        return vx_seterr(err, err_size, VX_ECANCELED, "the engine is shutting down");
+    }
+    if (e->n_queued >= e->p.queue_max) {
+        pthread_mutex_unlock(&e->mu);
+        req_free(r);
+        return vx_seterr(err, err_size, VX_EFULL, "the request queue is full (%d waiting)",
+                         e->p.queue_max);
+    }
+    r->id = ++e->next_id;
+    if (e->qtail) e->qtail->next = r;
+    else e->qhead = r;
+    e->qtail = r;
+    e->n_queued++;
+    e->stats.requests_total++;
+    if (id) *id = r->id;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return VX_OK;
+}
+
+void vx_engine_cancel(vx_engine *e, uint64_t id) {
+    pthread_mutex_lock(&e->mu);
+    for (req *r = e->qhead; r; r = r->next)
+        if (r->id == id) atomic_store(&r->cancel, true);
+    for (int32_t s = 0; s < e->p.n_parallel; s++)
+        if (e->running[s] && e->running[s]->id == id) atomic_store(&e->running[s]->cancel, true);
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+void vx_engine_get_stats(vx_engine *e, vx_engine_stats *out) {
+    pthread_mutex_lock(&e->mu);
+    *out = e->stats;
+    out->queued = e->n_queued;
+    out->running = e->n_running;
+    vx_kv_usage(e->ctx, &out->kv_blocks_total, &out->kv_blocks_used, NULL);
+    out->kv_blocks_cached = 0;
+    pthread_mutex_unlock(&e->mu);
+}

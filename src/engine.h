@@ -1,0 +1,103 @@
+/*
+ * engine.h - the serving engine: one thread that owns a vx_context and
+ * runs continuous batching over many requests. Requests join and leave the
+ * running set every step; each step is one vx_decode() mixing the decode
+ * tokens of running sequences with chunks of new prompts under a token
+ * budget. When the KV cache runs out, the most recently admitted sequence
+ * is preempted (its cache freed, its tokens recomputed later), so a request
+ * that fits the context never fails for lack of blocks.
+ *
+ * Callers (the HTTP server) never run model code: they submit requests and
+ * receive token events through a callback that runs on the engine thread.
+ */
+#ifndef VX_ENGINE_H
+#define VX_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vortex.h"
+
+typedef struct vx_engine vx_engine;
+
+typedef struct vx_engine_params {
+    int32_t n_ctx;      /* max positions of one sequence (prompt + generated) */
+    int32_t kv_size;    /* KV positions over all sequences (0 = n_ctx x n_parallel) */
+    int32_t n_parallel; /* max sequences running at once */
+    int32_t n_batch;    /* token budget of one step (decode tokens + prefill chunks) */
+    int32_t n_threads;  /* 0 = all cores */
+    int32_t queue_max;  /* waiting requests beyond which submit returns VX_EFULL */
+    vx_kv_type kv_type;
+} vx_engine_params;
+
+vx_engine_params vx_engine_default_params(void);
+
+typedef enum vx_finish {
+    VX_FINISH_NONE = 0, /* more events follow */
+    VX_FINISH_STOP,     /* end-of-generation token */
+    VX_FINISH_LENGTH,   /* max_tokens or the context reached */
+    VX_FINISH_CANCELED, /* the callback returned false or vx_engine_cancel() */
+    VX_FINISH_ERROR     /* see error */
+} vx_finish;
+
+/* One event per generated token, then a final one (finish != NONE, token
+ * -1 unless the last token came with it). Pointers are valid only during
+ * the callback. */
+typedef struct vx_token_event {
+    uint64_t id;            /* request id */
+    vx_token token;         /* -1: no token in this event */
+    const char *text;       /* the token's bytes (may split a UTF-8 character) */
+    int32_t text_len;
+    float logprob;          /* of token under the sampling distribution */
+    int32_t n_top;          /* top alternatives (n_logprobs asked) */
+    const vx_token *top_ids;
+    const float *top_logprobs;
+    vx_finish finish;
+    int32_t n_prompt;       /* prompt tokens */
+    int32_t n_cached;       /* prompt tokens whose KV came from the prefix cache */
+    int32_t n_gen;          /* generated so far, this token included */
+    const char *error;      /* message when finish == VX_FINISH_ERROR */
+} vx_token_event;
+
+/* Runs on the engine thread: must return quickly (queue the data, do not
+ * block on a slow client). Return false to cancel the request; the final
+ * event (VX_FINISH_CANCELED) still follows. */
+typedef bool (*vx_event_fn)(const vx_token_event *ev, void *user_data);
+
+typedef struct vx_request_params {
+    const vx_token *prompt; /* copied at submit */
+    int32_t n_prompt;
+    int32_t max_tokens;     /* < 0: until the context is full */
+    vx_sampler_params sampling; /* copied (logit_bias too) */
+    int32_t n_logprobs;     /* top alternatives per token, 0..20 */
+    bool ignore_eos;
+    vx_event_fn on_event;
+    void *user_data;
+} vx_request_params;
+
+vx_status vx_engine_init(const vx_model *model, const vx_engine_params *params,
+                         vx_engine **out, char *err, size_t err_size);
+/* Cancels every request (each gets its final event) and stops the thread. */
+void vx_engine_free(vx_engine *engine);
+
+/* Queues a request. VX_EFULL: the queue is full (HTTP 429). VX_ERANGE: the
+ * prompt does not fit the context (err says the numbers). VX_EINVAL: bad
+ * parameters. On success *id identifies it and events will follow. */
+vx_status vx_engine_submit(vx_engine *engine, const vx_request_params *req, uint64_t *id,
+                           char *err, size_t err_size);
+/* Asks a request to stop; its final event says VX_FINISH_CANCELED. Unknown
+ * or finished ids are ignored. Safe from any thread. */
+void vx_engine_cancel(vx_engine *engine, uint64_t id);
+
+typedef struct vx_engine_stats {
+    int32_t queued, running;
+    int32_t kv_blocks_total, kv_blocks_used, kv_blocks_cached;
+    uint64_t requests_total, requests_finished;
+    uint64_t tokens_prompt, tokens_generated, tokens_prompt_cached;
+    uint64_t preemptions, steps;
+    double busy_seconds; /* time spent in forward passes */
+} vx_engine_stats;
+
+void vx_engine_get_stats(vx_engine *engine, vx_engine_stats *out);
+
+#endif
