@@ -19,7 +19,7 @@ SANFLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omi
 endif
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANFLAGS) -Iinclude -Isrc -Itools -pthread \
               $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
-LDLIBS = $(SANFLAGS) -pthread -lm -lpcre2-8 -lcjson
+LDLIBS = $(SANFLAGS) -pthread -lm -lpcre2-8 -lcjson -lmicrohttpd
 
 # Per-ISA kernel files get their own flags; everything else is portable C.
 ISA_FLAGS_avx2 = -mavx2 -mfma -mf16c -mbmi2

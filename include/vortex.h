@@ -180,9 +180,20 @@ const float *vx_get_logits_ith(const vx_context *ctx, int32_t i);
 vx_status vx_kv_seq_rm(vx_context *ctx, vx_seq_id seq, vx_pos p0, vx_pos p1);
 /* Number of positions cached for a sequence. */
 vx_pos vx_kv_seq_len(const vx_context *ctx, vx_seq_id seq);
-/* KV cache blocks in the pool and in use, and positions per block. */
+/* KV cache blocks in the pool, in use, kept only for prefix reuse, and
+ * positions per block (any pointer may be NULL). */
 void vx_kv_usage(const vx_context *ctx, int32_t *blocks_total, int32_t *blocks_used,
-                 int32_t *block_size);
+                 int32_t *blocks_cached, int32_t *block_size);
+/* Prefix caching: for an empty sequence, attaches cached KV blocks holding
+ * the longest block-aligned prefix of tokens[0, n) and returns how many
+ * positions are now cached (evaluate the rest from there). Pass n - 1 to
+ * keep at least one token to evaluate for fresh logits. */
+int32_t vx_kv_seq_reuse_prefix(vx_context *ctx, vx_seq_id seq, const vx_token *tokens, int32_t n);
+/* Makes empty sequence dst share src's cache (copy-on-write when either
+ * later writes into a shared block): n completions of one prompt. */
+vx_status vx_kv_seq_fork(vx_context *ctx, vx_seq_id src, vx_seq_id dst);
+/* Prefix blocks looked up and found so far. */
+void vx_kv_prefix_counts(const vx_context *ctx, uint64_t *lookups, uint64_t *hits);
 
 /* ---------------------------------------------------------------- sampler */
 

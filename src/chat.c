@@ -21,7 +21,7 @@
 
 #define DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
 #define DEFAULT_MAX_MEMORY ((size_t)256 << 20)
-#define DEFAULT_MAX_STEPS 50000000ull
+#define DEFAULT_MAX_STEPS 20000000ull
 #define MAX_MACRO_DEPTH 100
 #define MAX_JSON_DEPTH 128
 

@@ -29,7 +29,14 @@ const char *vx_chat_template_builtin(const char *name);
 void vx_chat_template_free(vx_chat_template *t);
 
 /* Renders messages. *out is malloc'd (caller frees). Errors (including the
- * template's own raise_exception(msg)) give a status and a message. */
+ * template's own raise_exception(msg)) give a status and a message.
+ * The text is exactly what HF's apply_chat_template(tokenize=False) gives:
+ * a leading bos_token / trailing eos_token the template writes is kept.
+ * A NULL content renders as None. Variables besides messages,
+ * add_generation_prompt, bos_token and eos_token: tools=None,
+ * documents=None, and strftime_now() reads the current local time.
+ * A parsed template is never modified by rendering, so several threads may
+ * render the same template at once. */
 vx_status vx_chat_template_render(const vx_chat_template *t, const vx_chat_message *msgs,
                                   size_t n_msgs, bool add_generation_prompt,
                                   const char *bos_token, const char *eos_token, char **out,
@@ -53,7 +60,7 @@ typedef struct vx_chat_render_params {
     /* Runaway-template limits; 0 = default. */
     size_t max_output;  /* bytes of rendered text (default 64 MiB) */
     size_t max_memory;  /* bytes of working memory per render (default 256 MiB) */
-    uint64_t max_steps; /* evaluation steps (default 50 million) */
+    uint64_t max_steps; /* work units: nodes, iterations, bulk work (default 20 million) */
 } vx_chat_render_params;
 
 vx_chat_render_params vx_chat_render_default_params(void);

@@ -26,6 +26,8 @@ typedef struct req {
     vx_token *tokens; /* [cap] prompt then generated */
     int32_t n_tokens, cap;
     int32_t n_prompt, n_gen, n_past;
+    int32_t n_cached; /* prompt positions reused from the prefix cache */
+    bool was_admitted;
     int32_t max_tokens;
     int32_t n_logprobs;
     bool ignore_eos;
@@ -94,6 +96,7 @@ static void finish(vx_engine *e, req *r, vx_finish why, const char *error) {
     ev.token = -1;
     ev.finish = why;
     ev.n_prompt = r->n_prompt;
+    ev.n_cached = r->n_cached;
     ev.n_gen = r->n_gen;
     ev.error = error;
     r->cb(&ev, r->ud);
@@ -139,6 +142,7 @@ static vx_finish emit(vx_engine *e, req *r, const float *logits) {
     memset(&ev, 0, sizeof ev);
     ev.id = r->id;
     ev.n_prompt = r->n_prompt;
+    ev.n_cached = r->n_cached;
     if (t < 0) {
         ev.token = -1;
         ev.finish = VX_FINISH_ERROR;
@@ -206,7 +210,7 @@ static bool step(vx_engine *e) {
     /* admission, FIFO, while the pool has blocks for the head's tokens (a
      * preempted request waits here until others free their blocks) */
     int32_t blk_total, blk_used, bs;
-    vx_kv_usage(e->ctx, &blk_total, &blk_used, &bs);
+    vx_kv_usage(e->ctx, &blk_total, &blk_used, NULL, &bs);
     int32_t blk_free = blk_total - blk_used;
     for (int32_t s = 0; s < e->p.n_parallel && e->qhead; s++) {
         if (e->running[s]) continue;
@@ -232,6 +236,14 @@ static bool step(vx_engine *e) {
         r->next = NULL;
         r->slot = s;
         r->admitted = ++e->admissions;
+        /* reuse cached blocks of the longest matching prefix; keep the last
+         * token to evaluate, its logits start the generation */
+        r->n_past = vx_kv_seq_reuse_prefix(e->ctx, s, r->tokens, r->n_tokens - 1);
+        if (!r->was_admitted) {
+            r->n_cached = VX_MIN(r->n_past, r->n_prompt);
+            e->stats.tokens_prompt_cached += (uint64_t)r->n_cached;
+            r->was_admitted = true;
+        }
         e->running[s] = r;
         e->n_running++;
     }
@@ -518,7 +530,7 @@ void vx_engine_get_stats(vx_engine *e, vx_engine_stats *out) {
     *out = e->stats;
     out->queued = e->n_queued;
     out->running = e->n_running;
-    vx_kv_usage(e->ctx, &out->kv_blocks_total, &out->kv_blocks_used, NULL);
-    out->kv_blocks_cached = 0;
+    vx_kv_usage(e->ctx, &out->kv_blocks_total, &out->kv_blocks_used, &out->kv_blocks_cached, NULL);
+    vx_kv_prefix_counts(e->ctx, &out->prefix_lookups, &out->prefix_hits);
     pthread_mutex_unlock(&e->mu);
 }

@@ -94,6 +94,7 @@ typedef struct vx_engine_stats {
     int32_t kv_blocks_total, kv_blocks_used, kv_blocks_cached;
     uint64_t requests_total, requests_finished;
     uint64_t tokens_prompt, tokens_generated, tokens_prompt_cached;
+    uint64_t prefix_lookups, prefix_hits; /* KV blocks looked up / reused */
     uint64_t preemptions, steps;
     double busy_seconds; /* time spent in forward passes */
 } vx_engine_stats;

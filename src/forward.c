@@ -607,6 +607,7 @@ vx_status vx_decode(vx_context *c, const vx_batch *b) {
         free(heap_next);
         return st;
     }
+    for (int32_t i = 0; i < n; i++) vx_kv_set_token(c->kv, b->seq_id[i], b->pos[i], b->token[i]);
     /* logits rows */
     for (int32_t i = 0; i < n; i++) {
         const bool want = b->logits ? b->logits[i] != 0 : i == n - 1;
@@ -642,9 +643,29 @@ vx_pos vx_kv_seq_len(const vx_context *c, vx_seq_id seq) {
     return vx_kv_len(c->kv, seq);
 }
 
-void vx_kv_usage(const vx_context *c, int32_t *total, int32_t *used, int32_t *bs) {
+void vx_kv_usage(const vx_context *c, int32_t *total, int32_t *used, int32_t *cached,
+                 int32_t *bs) {
     const int32_t t = vx_kv_total_blocks(c->kv);
     if (total) *total = t;
     if (used) *used = t - vx_kv_free_blocks(c->kv);
+    if (cached) *cached = vx_kv_cached_blocks(c->kv);
     if (bs) *bs = vx_kv_block_size(c->kv);
+}
+
+int32_t vx_kv_seq_reuse_prefix(vx_context *c, vx_seq_id seq, const vx_token *tokens, int32_t n) {
+    if (seq < 0 || seq >= (int32_t)c->params.n_seq_max || vx_kv_len(c->kv, seq) != 0 || n <= 0)
+        return 0;
+    return vx_kv_attach_prefix(c->kv, seq, tokens, n);
+}
+
+vx_status vx_kv_seq_fork(vx_context *c, vx_seq_id src, vx_seq_id dst) {
+    const int32_t ns = (int32_t)c->params.n_seq_max;
+    if (src < 0 || src >= ns || dst < 0 || dst >= ns || src == dst)
+        return fail(c, VX_EINVAL, "sequence ids %d -> %d out of range", src, dst);
+    if (vx_kv_len(c->kv, dst) != 0) return fail(c, VX_EINVAL, "sequence %d is not empty", dst);
+    return vx_kv_fork(c->kv, src, dst);
+}
+
+void vx_kv_prefix_counts(const vx_context *c, uint64_t *lookups, uint64_t *hits) {
+    vx_kv_prefix_stats(c->kv, lookups, hits);
 }

@@ -296,7 +296,8 @@ typedef struct jx_ctx {
     jx_scope *scope;
     jx_buf *out;
     uint64_t steps;
-    int depth;
+    int depth; /* macro calls in progress */
+    int nest;  /* evaluation recursion, see jinja_eval.c */
     jx_limits lim;
     struct tm now; /* what strftime_now() formats */
 } jx_ctx;
@@ -310,8 +311,8 @@ typedef struct jx_args {
 } jx_args;
 
 jx_scope *jx_scope_new(jx_ctx *c, jx_scope *parent);
-bool jx_scope_set(jx_ctx *c, jx_scope *s, const char *name,
-                  jx_val v); /* name must outlive the render */
+/* Binds name in s (name must outlive the render). */
+bool jx_scope_set(jx_ctx *c, jx_scope *s, const char *name, jx_val v);
 /* Evaluates a parsed template with the variables already in root. */
 vx_status jx_render(jx_ctx *c, const jx_nodes *body, jx_scope *root, jx_buf *out);
 /* Calls a macro or builtin value (used by map()/select() and the evaluator). */
@@ -322,7 +323,17 @@ bool jx_call(jx_ctx *c, jx_val fn, const jx_args *a, jx_val *out);
 /* Records the first error ("line N: ..." once a line is known); returns false. */
 bool jx_fail(jx_ctx *c, vx_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void *jx_alloc(jx_ctx *c, size_t n); /* NULL (error recorded) on failure */
-bool jx_step(jx_ctx *c);             /* counts one unit of work; false past the limit */
+/* Work accounting against lim.max_steps: one step per evaluated node or
+ * loop iteration, plus charges proportional to bulk work (bytes copied,
+ * elements scanned or compared) so no single operation runs unbounded. */
+bool jx_charge(jx_ctx *c, uint64_t units);
+static inline bool jx_step(jx_ctx *c) { return jx_charge(c, 1); }
+/* Bounds recursion through the evaluator, filters and calls so the C stack
+ * stays small (a few hundred bytes per level) even on small thread stacks.
+ * Every successful jx_enter is paired with jx_leave. */
+#define JX_MAX_EVAL_DEPTH 600
+bool jx_enter(jx_ctx *c);
+static inline void jx_leave(jx_ctx *c) { c->nest--; }
 
 static inline jx_val jx_undef(const char *name) {
     jx_val v = {JX_UNDEF, 0, {.undef_name = name}};
@@ -354,6 +365,8 @@ bool jx_mklist(jx_ctx *c, size_t cap, jx_val *out); /* empty list value */
 jx_dict *jx_dict_new(jx_ctx *c, size_t cap);
 bool jx_dict_set(jx_ctx *c, jx_dict *d, jx_val k, jx_val v);
 bool jx_dict_get(const jx_dict *d, jx_val k, jx_val *out);
+/* jx_dict_get that charges the search to the step budget. */
+bool jx_dict_lookup(jx_ctx *c, const jx_dict *d, jx_val k, jx_val *out, bool *found);
 bool jx_dict_get_cstr(const jx_dict *d, const char *k, jx_val *out);
 
 /* First occurrence of needle in hay (portable memmem); an empty needle is at hay. */
@@ -377,6 +390,7 @@ uint32_t jx_to_lower(uint32_t cp);
 const char *jx_type_name(jx_val v); /* Python type name for messages */
 bool jx_truthy(jx_val v);
 bool jx_equal(jx_val a, jx_val b);
+bool jx_equal_c(jx_ctx *c, jx_val a, jx_val b, bool *res); /* charges the work */
 /* Python ordering; fold_case lowercases strings (jinja2 sort/unique). Fails on
  * unorderable types. *res is <0, 0, >0. */
 bool jx_compare(jx_ctx *c, jx_val a, jx_val b, bool fold_case, int *res);
@@ -414,7 +428,7 @@ bool jx_str_strip(jx_ctx *c, jx_val s, jx_val chars, int which, jx_val *out);
 bool jx_str_replace(jx_ctx *c, jx_val s, jx_val old, jx_val rep, int64_t count, jx_val *out);
 /* Python "fmt % args". */
 bool jx_percent_format(jx_ctx *c, jx_val fmt, jx_val args, jx_val *out);
-/* A str method (id M_STRIP..M_REMOVESUFFIX) called on self. */
+/* A str method (id JXM_STRIP..JXM_REMOVESUFFIX) called on self. */
 bool jx_str_method(jx_ctx *c, int id, jx_val self, const jx_args *a, jx_val *out);
 bool jx_undef_fail(jx_ctx *c, jx_val u); /* "'x' is undefined"; returns false */
 bool jx_want_int(jx_ctx *c, jx_val v, const char *what, int64_t *out);
@@ -436,57 +450,57 @@ static inline double jx_num_f(jx_val v) {
 
 /* Builtin function ids (jx_func.id): globals, then methods by receiver type. */
 enum {
-    F_RANGE = 1,
-    F_NAMESPACE,
-    F_DICT,
-    F_RAISE,
-    F_STRFTIME,
-    M_STRIP,
-    M_LSTRIP,
-    M_RSTRIP,
-    M_SPLIT,
-    M_RSPLIT,
-    M_STARTSWITH,
-    M_ENDSWITH,
-    M_UPPER,
-    M_LOWER,
-    M_TITLE,
-    M_CAPITALIZE,
-    M_SWAPCASE,
-    M_REPLACE,
-    M_FIND,
-    M_RFIND,
-    M_INDEX,
-    M_RINDEX,
-    M_COUNT,
-    M_JOIN,
-    M_FORMAT,
-    M_ISDIGIT,
-    M_ISALPHA,
-    M_ISALNUM,
-    M_ISSPACE,
-    M_ISUPPER,
-    M_ISLOWER,
-    M_SPLITLINES,
-    M_CENTER,
-    M_LJUST,
-    M_RJUST,
-    M_ZFILL,
-    M_PARTITION,
-    M_RPARTITION,
-    M_REMOVEPREFIX,
-    M_REMOVESUFFIX,
-    D_ITEMS,
-    D_KEYS,
-    D_VALUES,
-    D_GET,
-    D_COPY,
-    L_INDEX,
-    L_COUNT,
-    L_COPY,
-    LP_CYCLE,
-    LP_CHANGED,
-    HIDDEN = -1 /* exists in Python but the immutable sandbox refuses it */
+    JXF_RANGE = 1,
+    JXF_NAMESPACE,
+    JXF_DICT,
+    JXF_RAISE,
+    JXF_STRFTIME,
+    JXM_STRIP,
+    JXM_LSTRIP,
+    JXM_RSTRIP,
+    JXM_SPLIT,
+    JXM_RSPLIT,
+    JXM_STARTSWITH,
+    JXM_ENDSWITH,
+    JXM_UPPER,
+    JXM_LOWER,
+    JXM_TITLE,
+    JXM_CAPITALIZE,
+    JXM_SWAPCASE,
+    JXM_REPLACE,
+    JXM_FIND,
+    JXM_RFIND,
+    JXM_INDEX,
+    JXM_RINDEX,
+    JXM_COUNT,
+    JXM_JOIN,
+    JXM_FORMAT,
+    JXM_ISDIGIT,
+    JXM_ISALPHA,
+    JXM_ISALNUM,
+    JXM_ISSPACE,
+    JXM_ISUPPER,
+    JXM_ISLOWER,
+    JXM_SPLITLINES,
+    JXM_CENTER,
+    JXM_LJUST,
+    JXM_RJUST,
+    JXM_ZFILL,
+    JXM_PARTITION,
+    JXM_RPARTITION,
+    JXM_REMOVEPREFIX,
+    JXM_REMOVESUFFIX,
+    JXD_ITEMS,
+    JXD_KEYS,
+    JXD_VALUES,
+    JXD_GET,
+    JXD_COPY,
+    JXL_INDEX,
+    JXL_COUNT,
+    JXL_COPY,
+    JXLP_CYCLE,
+    JXLP_CHANGED,
+    JX_HIDDEN = -1 /* exists in Python but the immutable sandbox refuses it */
 };
 
 /* Global names (range, namespace, dict, raise_exception, strftime_now). */

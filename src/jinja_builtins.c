@@ -3,7 +3,8 @@
  * override (json.dumps with ensure_ascii=False). Each follows the jinja2
  * 3.1 implementation's observable behavior, including its quirks: sort,
  * unique, min and max ignore case by default; select/map/unique/items
- * return one-shot generators (always true, no length); "42.5"|int is 42.
+ * return generators (always true, no length, printed as an object);
+ * "42.5"|int is 42. (Unlike Python's, our generators can be iterated twice.)
  */
 #include "jinja.h"
 
@@ -13,7 +14,6 @@
 #include <string.h>
 
 typedef bool (*filter_fn)(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out);
-typedef bool (*test_fn)(jx_ctx *c, jx_val v, const jx_args *a, bool *out);
 
 #define NARGS(p) ((int)(sizeof(p) / sizeof((p)[0])))
 #define BIND(fname, params, vals, set) jx_bind(c, fname, a, params, NARGS(params), vals, set)
@@ -72,7 +72,8 @@ static bool sort_by(jx_ctx *c, jx_val *items, jx_val *keys, size_t n, bool fold,
             size_t i = lo, j = mid, k = lo;
             while (i < mid && j < hi) {
                 int r;
-                if (!jx_compare(c, keys[idx[j]], keys[idx[i]], fold, &r)) return false;
+                if (!jx_step(c) || !jx_compare(c, keys[idx[j]], keys[idx[i]], fold, &r))
+                    return false;
                 if (reverse) r = -r;
                 tmp[k++] = r < 0 ? idx[j++] : idx[i++];
             }
@@ -162,7 +163,7 @@ static bool f_center(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
     if (!BIND("center", P, p, set) || !soft_str(c, v, &s)) return false;
     jx_val width = set[0] ? p[0] : jx_int(80);
     jx_args ma = {1, &width, 0, NULL, NULL};
-    jx_func fn = {M_CENTER, s};
+    jx_func fn = {JXM_CENTER, s};
     return jx_call_builtin(c, &fn, &ma, out);
 }
 
@@ -411,7 +412,7 @@ static bool f_indent(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
     if (jx_int_like(ind) && jx_int_of(ind) > 10000) return jx_fail(c, VX_ERANGE, "indent too wide");
     /* jinja2 appends "\n" before splitlines() so a trailing newline survives */
     if (!jx_mkstr(c, "\n", 1, &nl) || !jx_binop(c, OP_ADD, s, nl, &text)) return false;
-    jx_func split = {M_SPLITLINES, text};
+    jx_func split = {JXM_SPLITLINES, text};
     jx_args none = {0, NULL, 0, NULL, NULL};
     if (!jx_call_builtin(c, &split, &none, &lines)) return false;
     const jx_list *l = lines.u.l;
@@ -552,7 +553,7 @@ static bool make_keys(jx_ctx *c, const jx_list *l, jx_val attr, bool fold, bool 
         jx_val k = l->v[i];
         if (has_attr && multi && attr.type == JX_STR && memchr(attr.u.s->s, ',', attr.u.s->len)) {
             jx_val parts, list;
-            jx_func split = {M_SPLIT, attr};
+            jx_func split = {JXM_SPLIT, attr};
             jx_val comma;
             if (!jx_mkstr(c, ",", 1, &comma)) return false;
             jx_args sa = {1, &comma, 0, NULL, NULL};
@@ -597,7 +598,8 @@ static bool f_unique(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
         if (keys[i].type == JX_DICT || (keys[i].type == JX_LIST && !(keys[i].flags & JX_F_TUPLE)))
             return jx_fail(c, VX_EINVAL, "unhashable type: '%s'", jx_type_name(keys[i]));
         bool seen = false;
-        for (size_t j = 0; j < i && !seen; j++) seen = jx_equal(keys[i], keys[j]);
+        for (size_t j = 0; j < i && !seen; j++)
+            if (!jx_equal_c(c, keys[i], keys[j], &seen)) return false;
         if (!seen && !jx_list_push(c, out->u.l, l->v[i])) return false;
         if (!jx_step(c)) return false;
     }
@@ -727,21 +729,21 @@ static bool f_tojson(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
     jx_val p[4];
     bool set[4];
     if (!BIND("tojson", P, p, set)) return false;
-    jx_buf ind = {0}, b = {0};
-    const char *item_sep = NULL, *key_sep = NULL;
-    bool ok = true, has_indent = false;
-    jx_val indent = p[1];
-    if (set[1] && indent.type != JX_NONE) {
-        has_indent = true;
-        if (indent.type == JX_STR) {
-            ok = jx_buf_put(c, &ind, indent.u.s->s, indent.u.s->len);
-        } else if (jx_int_like(indent)) {
-            if (jx_int_of(indent) > 1000) ok = jx_fail(c, VX_ERANGE, "indent too wide");
-            for (int64_t i = 0; ok && i < jx_int_of(indent); i++) ok = jx_buf_putc(c, &ind, ' ');
-        } else {
-            ok = jx_fail(c, VX_EINVAL, "indent must be an int or str");
-        }
-        if (ok && !ind.p) ok = jx_buf_putc(c, &ind, 0) && ((ind.n = 0), true);
+    jx_buf b = {0};
+    const char *item_sep = NULL, *key_sep = NULL, *indent = NULL;
+    bool ok = true;
+    if (set[1] && p[1].type == JX_STR) {
+        indent = p[1].u.s->s;
+    } else if (set[1] && jx_int_like(p[1])) { /* json.dumps: that many spaces */
+        int64_t width = jx_int_of(p[1]) < 0 ? 0 : jx_int_of(p[1]);
+        if (width > 1000) return jx_fail(c, VX_ERANGE, "tojson indent too wide");
+        char *spaces = jx_alloc(c, (size_t)width + 1);
+        if (!spaces) return false;
+        memset(spaces, ' ', (size_t)width);
+        spaces[width] = 0;
+        indent = spaces;
+    } else if (set[1] && p[1].type != JX_NONE) {
+        return jx_fail(c, VX_EINVAL, "tojson indent must be an int or a string");
     }
     if (ok && set[2] && p[2].type != JX_NONE) {
         jx_list *seps;
@@ -753,11 +755,10 @@ static bool f_tojson(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
             key_sep = seps->v[1].u.s->s;
         }
     }
-    ok = ok && jx_write_json(c, &b, v, has_indent ? ind.p : NULL, item_sep, key_sep,
-                             jx_truthy(p[3]), jx_truthy(p[0]));
+    ok = ok && jx_write_json(c, &b, v, indent, item_sep, key_sep, jx_truthy(p[3]),
+                             jx_truthy(p[0]));
     ok = ok && jx_mkstr(c, b.p ? b.p : "", b.n, out);
     jx_buf_free(&b);
-    jx_buf_free(&ind);
     return ok;
 }
 
@@ -877,7 +878,10 @@ static filter_fn find_filter(const char *name) {
 bool jx_apply_filter(jx_ctx *c, const char *name, jx_val v, const jx_args *a, jx_val *out) {
     filter_fn fn = find_filter(name);
     if (!fn) return jx_fail(c, VX_EUNSUPPORTED, "no filter named '%s'", name);
-    return fn(c, v, a, out);
+    if (!jx_enter(c)) return false; /* map('map', 'map', ...) recurses */
+    bool ok = fn(c, v, a, out);
+    jx_leave(c);
+    return ok;
 }
 
 /* --------------------------------------------------------------- tests */
@@ -892,7 +896,8 @@ static bool t_compare(jx_ctx *c, jx_val v, const jx_args *a, bool *out, int op) 
     jx_val other;
     if (!one_arg(c, "comparison", a, &other)) return false;
     if (op == OP_EQ || op == OP_NE) {
-        *out = jx_equal(v, other) == (op == OP_EQ);
+        if (!jx_equal_c(c, v, other, out)) return false;
+        *out = *out == (op == OP_EQ);
         return true;
     }
     if ((v.type == JX_FLOAT && isnan(v.u.f)) || (other.type == JX_FLOAT && isnan(other.u.f))) {
@@ -924,7 +929,16 @@ static bool t_str_case(jx_ctx *c, jx_val v, int id, bool *out) {
     return true;
 }
 
+static bool apply_test(jx_ctx *c, const char *name, jx_val v, const jx_args *a, bool *out);
+
 bool jx_apply_test(jx_ctx *c, const char *name, jx_val v, const jx_args *a, bool *out) {
+    if (!jx_enter(c)) return false;
+    bool ok = apply_test(c, name, v, a, out);
+    jx_leave(c);
+    return ok;
+}
+
+static bool apply_test(jx_ctx *c, const char *name, jx_val v, const jx_args *a, bool *out) {
     jx_type t = (jx_type)v.type;
     bool iter = t == JX_LIST && (v.flags & JX_F_ITER);
     jx_val arg;
@@ -946,8 +960,8 @@ bool jx_apply_test(jx_ctx *c, const char *name, jx_val v, const jx_args *a, bool
     else if (!strcmp(name, "callable"))
         *out = t == JX_FUNC || t == JX_MACRO || t == JX_UNDEF || t == JX_LOOP;
     else if (!strcmp(name, "escaped")) *out = t == JX_STR && (v.flags & JX_F_SAFE);
-    else if (!strcmp(name, "lower")) return t_str_case(c, v, M_ISLOWER, out);
-    else if (!strcmp(name, "upper")) return t_str_case(c, v, M_ISUPPER, out);
+    else if (!strcmp(name, "lower")) return t_str_case(c, v, JXM_ISLOWER, out);
+    else if (!strcmp(name, "upper")) return t_str_case(c, v, JXM_ISUPPER, out);
     else if (!strcmp(name, "even") || !strcmp(name, "odd")) {
         if (!t_parity(c, v, 2, out)) return false;
         if (name[0] == 'o') *out = !*out;
@@ -975,7 +989,8 @@ bool jx_apply_test(jx_ctx *c, const char *name, jx_val v, const jx_args *a, bool
         else if (t == JX_INT)
             *out = v.u.i == arg.u.i && v.u.i >= -5 && v.u.i <= 256; /* CPython's small ints */
         else if (t == JX_STR) *out = v.u.s == arg.u.s;
-        else *out = jx_equal(v, arg) && v.u.l == arg.u.l;
+        else if (t == JX_FLOAT) *out = v.u.f == arg.u.f;
+        else *out = v.u.l == arg.u.l; /* containers: the same object */
     } else if (!strcmp(name, "filter") || !strcmp(name, "test")) {
         arg = v; /* "upper" is filter: the value is the name */
         if (arg.type != JX_STR) {

@@ -13,6 +13,7 @@
 
 typedef enum flow { FL_OK, FL_BREAK, FL_CONTINUE, FL_ERR } flow;
 
+
 static bool eval(jx_ctx *c, const jx_node *n, jx_val *out);
 static flow exec_body(jx_ctx *c, const jx_nodes *body);
 
@@ -27,6 +28,7 @@ jx_scope *jx_scope_new(jx_ctx *c, jx_scope *parent) {
 }
 
 bool jx_scope_set(jx_ctx *c, jx_scope *s, const char *name, jx_val v) {
+    if (!jx_charge(c, s->n >> 3)) return false;
     for (size_t i = 0; i < s->n; i++) {
         if (!strcmp(s->vars[i].name, name)) {
             s->vars[i].val = v;
@@ -49,6 +51,7 @@ bool jx_scope_set(jx_ctx *c, jx_scope *s, const char *name, jx_val v) {
 
 static bool lookup(jx_ctx *c, const char *name, jx_val *out) {
     for (const jx_scope *s = c->scope; s; s = s->parent) {
+        if (!jx_charge(c, s->n >> 3)) return false;
         for (size_t i = s->n; i-- > 0;) {
             if (!strcmp(s->vars[i].name, name)) {
                 *out = s->vars[i].val;
@@ -200,7 +203,16 @@ static bool call_macro(jx_ctx *c, const jx_macro *m, const jx_args *a, jx_val *o
     return ok;
 }
 
+static bool call_value(jx_ctx *c, jx_val fn, const jx_args *a, jx_val *out);
+
 bool jx_call(jx_ctx *c, jx_val fn, const jx_args *a, jx_val *out) {
+    if (!jx_enter(c)) return false;
+    bool ok = call_value(c, fn, a, out);
+    jx_leave(c);
+    return ok;
+}
+
+static bool call_value(jx_ctx *c, jx_val fn, const jx_args *a, jx_val *out) {
     switch (fn.type) {
     case JX_FUNC: return jx_call_builtin(c, fn.u.fn, a, out);
     case JX_MACRO: return call_macro(c, fn.u.m, a, out);
@@ -234,8 +246,11 @@ static bool apply_chain(jx_ctx *c, const jx_node *f, jx_val v, jx_val *out) {
 static bool compare(jx_ctx *c, int op, jx_val a, jx_val b, bool *res) {
     int r;
     switch (op) {
-    case OP_EQ: *res = jx_equal(a, b); return true;
-    case OP_NE: *res = !jx_equal(a, b); return true;
+    case OP_EQ: return jx_equal_c(c, a, b, res);
+    case OP_NE:
+        if (!jx_equal_c(c, a, b, res)) return false;
+        *res = !*res;
+        return true;
     case OP_IN: return jx_contains(c, b, a, res);
     case OP_NOTIN:
         if (!jx_contains(c, b, a, res)) return false;
@@ -261,7 +276,17 @@ static bool eval_seq(jx_ctx *c, const jx_node *n, jx_val *out) {
     return true;
 }
 
+static bool eval_node(jx_ctx *c, const jx_node *n, jx_val *out);
+
 static bool eval(jx_ctx *c, const jx_node *n, jx_val *out) {
+    c->line = n->line;
+    if (!jx_enter(c)) return false;
+    bool ok = eval_node(c, n, out);
+    jx_leave(c);
+    return ok;
+}
+
+static bool eval_node(jx_ctx *c, const jx_node *n, jx_val *out) {
     if (!jx_step(c)) return false;
     c->line = n->line;
     jx_val a, b;
@@ -460,7 +485,17 @@ static bool make_macro(jx_ctx *c, const jx_node *def, jx_val *out) {
     return true;
 }
 
+static flow exec_stmt(jx_ctx *c, const jx_node *n);
+
 static flow exec_node(jx_ctx *c, const jx_node *n) {
+    c->line = n->line;
+    if (!jx_enter(c)) return FL_ERR;
+    flow f = exec_stmt(c, n);
+    jx_leave(c);
+    return f;
+}
+
+static flow exec_stmt(jx_ctx *c, const jx_node *n) {
     jx_val v;
     c->line = n->line;
     if (!jx_step(c)) return FL_ERR;
@@ -479,8 +514,12 @@ static flow exec_node(jx_ctx *c, const jx_node *n) {
         if (!eval(c, n->b, &v)) return FL_ERR;
         c->line = n->line;
         return assign(c, n->a, v) ? FL_OK : FL_ERR;
-    case S_SETBLOCK: {
+    case S_SETBLOCK: { /* the body gets its own scope, as in jinja2 */
+        jx_scope *outer = c->scope, *s = jx_scope_new(c, outer);
+        if (!s) return FL_ERR;
+        c->scope = s;
         flow f = capture(c, &n->list, &v);
+        c->scope = outer;
         if (f != FL_OK) return f;
         c->line = n->line;
         if (n->b && !apply_chain(c, n->b, v, &v)) return FL_ERR;

@@ -21,43 +21,43 @@ static const struct {
     uint8_t type;
     int id;
 } METHODS[] = {
-    {"strip", JX_STR, M_STRIP},           {"lstrip", JX_STR, M_LSTRIP},
-    {"rstrip", JX_STR, M_RSTRIP},         {"split", JX_STR, M_SPLIT},
-    {"rsplit", JX_STR, M_RSPLIT},         {"startswith", JX_STR, M_STARTSWITH},
-    {"endswith", JX_STR, M_ENDSWITH},     {"upper", JX_STR, M_UPPER},
-    {"lower", JX_STR, M_LOWER},           {"title", JX_STR, M_TITLE},
-    {"capitalize", JX_STR, M_CAPITALIZE}, {"swapcase", JX_STR, M_SWAPCASE},
-    {"replace", JX_STR, M_REPLACE},       {"find", JX_STR, M_FIND},
-    {"rfind", JX_STR, M_RFIND},           {"index", JX_STR, M_INDEX},
-    {"rindex", JX_STR, M_RINDEX},         {"count", JX_STR, M_COUNT},
-    {"join", JX_STR, M_JOIN},             {"format", JX_STR, M_FORMAT},
-    {"isdigit", JX_STR, M_ISDIGIT},       {"isnumeric", JX_STR, M_ISDIGIT},
-    {"isdecimal", JX_STR, M_ISDIGIT},     {"isalpha", JX_STR, M_ISALPHA},
-    {"isalnum", JX_STR, M_ISALNUM},       {"isspace", JX_STR, M_ISSPACE},
-    {"isupper", JX_STR, M_ISUPPER},       {"islower", JX_STR, M_ISLOWER},
-    {"splitlines", JX_STR, M_SPLITLINES}, {"center", JX_STR, M_CENTER},
-    {"ljust", JX_STR, M_LJUST},           {"rjust", JX_STR, M_RJUST},
-    {"zfill", JX_STR, M_ZFILL},           {"partition", JX_STR, M_PARTITION},
-    {"rpartition", JX_STR, M_RPARTITION}, {"removeprefix", JX_STR, M_REMOVEPREFIX},
-    {"removesuffix", JX_STR, M_REMOVESUFFIX},
-    {"items", JX_DICT, D_ITEMS},          {"keys", JX_DICT, D_KEYS},
-    {"values", JX_DICT, D_VALUES},        {"get", JX_DICT, D_GET},
-    {"copy", JX_DICT, D_COPY},            {"pop", JX_DICT, HIDDEN},
-    {"popitem", JX_DICT, HIDDEN},         {"update", JX_DICT, HIDDEN},
-    {"setdefault", JX_DICT, HIDDEN},      {"clear", JX_DICT, HIDDEN},
-    {"fromkeys", JX_DICT, HIDDEN},
-    {"index", JX_LIST, L_INDEX},          {"count", JX_LIST, L_COUNT},
-    {"copy", JX_LIST, L_COPY},            {"append", JX_LIST, HIDDEN},
-    {"extend", JX_LIST, HIDDEN},          {"insert", JX_LIST, HIDDEN},
-    {"pop", JX_LIST, HIDDEN},             {"remove", JX_LIST, HIDDEN},
-    {"reverse", JX_LIST, HIDDEN},         {"sort", JX_LIST, HIDDEN},
-    {"clear", JX_LIST, HIDDEN},
-    {"cycle", JX_LOOP, LP_CYCLE},         {"changed", JX_LOOP, LP_CHANGED},
+    {"strip", JX_STR, JXM_STRIP},           {"lstrip", JX_STR, JXM_LSTRIP},
+    {"rstrip", JX_STR, JXM_RSTRIP},         {"split", JX_STR, JXM_SPLIT},
+    {"rsplit", JX_STR, JXM_RSPLIT},         {"startswith", JX_STR, JXM_STARTSWITH},
+    {"endswith", JX_STR, JXM_ENDSWITH},     {"upper", JX_STR, JXM_UPPER},
+    {"lower", JX_STR, JXM_LOWER},           {"title", JX_STR, JXM_TITLE},
+    {"capitalize", JX_STR, JXM_CAPITALIZE}, {"swapcase", JX_STR, JXM_SWAPCASE},
+    {"replace", JX_STR, JXM_REPLACE},       {"find", JX_STR, JXM_FIND},
+    {"rfind", JX_STR, JXM_RFIND},           {"index", JX_STR, JXM_INDEX},
+    {"rindex", JX_STR, JXM_RINDEX},         {"count", JX_STR, JXM_COUNT},
+    {"join", JX_STR, JXM_JOIN},             {"format", JX_STR, JXM_FORMAT},
+    {"isdigit", JX_STR, JXM_ISDIGIT},       {"isnumeric", JX_STR, JXM_ISDIGIT},
+    {"isdecimal", JX_STR, JXM_ISDIGIT},     {"isalpha", JX_STR, JXM_ISALPHA},
+    {"isalnum", JX_STR, JXM_ISALNUM},       {"isspace", JX_STR, JXM_ISSPACE},
+    {"isupper", JX_STR, JXM_ISUPPER},       {"islower", JX_STR, JXM_ISLOWER},
+    {"splitlines", JX_STR, JXM_SPLITLINES}, {"center", JX_STR, JXM_CENTER},
+    {"ljust", JX_STR, JXM_LJUST},           {"rjust", JX_STR, JXM_RJUST},
+    {"zfill", JX_STR, JXM_ZFILL},           {"partition", JX_STR, JXM_PARTITION},
+    {"rpartition", JX_STR, JXM_RPARTITION}, {"removeprefix", JX_STR, JXM_REMOVEPREFIX},
+    {"removesuffix", JX_STR, JXM_REMOVESUFFIX},
+    {"items", JX_DICT, JXD_ITEMS},          {"keys", JX_DICT, JXD_KEYS},
+    {"values", JX_DICT, JXD_VALUES},        {"get", JX_DICT, JXD_GET},
+    {"copy", JX_DICT, JXD_COPY},            {"pop", JX_DICT, JX_HIDDEN},
+    {"popitem", JX_DICT, JX_HIDDEN},         {"update", JX_DICT, JX_HIDDEN},
+    {"setdefault", JX_DICT, JX_HIDDEN},      {"clear", JX_DICT, JX_HIDDEN},
+    {"fromkeys", JX_DICT, JX_HIDDEN},
+    {"index", JX_LIST, JXL_INDEX},          {"count", JX_LIST, JXL_COUNT},
+    {"copy", JX_LIST, JXL_COPY},            {"append", JX_LIST, JX_HIDDEN},
+    {"extend", JX_LIST, JX_HIDDEN},          {"insert", JX_LIST, JX_HIDDEN},
+    {"pop", JX_LIST, JX_HIDDEN},             {"remove", JX_LIST, JX_HIDDEN},
+    {"reverse", JX_LIST, JX_HIDDEN},         {"sort", JX_LIST, JX_HIDDEN},
+    {"clear", JX_LIST, JX_HIDDEN},
+    {"cycle", JX_LOOP, JXLP_CYCLE},         {"changed", JX_LOOP, JXLP_CHANGED},
 };
 
 static const jx_func GLOBALS[] = {
-    {F_RANGE, {0, 0, {0}}},  {F_NAMESPACE, {0, 0, {0}}}, {F_DICT, {0, 0, {0}}},
-    {F_RAISE, {0, 0, {0}}},  {F_STRFTIME, {0, 0, {0}}},
+    {JXF_RANGE, {0, 0, {0}}},  {JXF_NAMESPACE, {0, 0, {0}}}, {JXF_DICT, {0, 0, {0}}},
+    {JXF_RAISE, {0, 0, {0}}},  {JXF_STRFTIME, {0, 0, {0}}},
 };
 static const char *const GLOBAL_NAMES[] = {"range", "namespace", "dict", "raise_exception",
                                            "strftime_now"};
@@ -162,8 +162,8 @@ static int method_id(jx_val obj, const char *name) {
     for (size_t i = 0; i < sizeof METHODS / sizeof METHODS[0]; i++) {
         if (METHODS[i].type != t || strcmp(METHODS[i].name, name)) continue;
         /* tuples have only count() and index() */
-        if (t == JX_LIST && (obj.flags & JX_F_TUPLE) && METHODS[i].id != L_INDEX &&
-            METHODS[i].id != L_COUNT)
+        if (t == JX_LIST && (obj.flags & JX_F_TUPLE) && METHODS[i].id != JXL_INDEX &&
+            METHODS[i].id != JXL_COUNT)
             return 0;
         return METHODS[i].id;
     }
@@ -212,7 +212,7 @@ static const char *obj_repr(jx_val obj) {
  * message cannot be stored (it is only a message). */
 static jx_val missing(jx_ctx *c, jx_val obj, const char *attr, jx_val key) {
     char buf[200];
-    if (attr && method_id(obj, attr) == HIDDEN)
+    if (attr && method_id(obj, attr) == JX_HIDDEN)
         snprintf(buf, sizeof buf, "access to attribute '%s' of '%s' object is unsafe", attr,
                  jx_type_name(obj));
     else if (attr)
@@ -243,6 +243,7 @@ bool jx_getattr(jx_ctx *c, jx_val obj, const char *name, jx_val *out) {
     if (obj.type == JX_UNDEF) return jx_undef_fail(c, obj);
     int id = method_id(obj, name);
     if (id > 0) return bound(c, id, obj, out);
+    if ((obj.type == JX_DICT || obj.type == JX_NS) && !jx_charge(c, obj.u.d->n >> 3)) return false;
     if (id == 0) {
         if ((obj.type == JX_DICT || obj.type == JX_NS) && jx_dict_get_cstr(obj.u.d, name, out))
             return true;
@@ -258,13 +259,17 @@ bool jx_getattr(jx_ctx *c, jx_val obj, const char *name, jx_val *out) {
 }
 
 bool jx_getitem(jx_ctx *c, jx_val obj, jx_val key, jx_val *out) {
+    if (obj.type == JX_STR && obj.u.s->ncp != obj.u.s->len && !jx_charge(c, obj.u.s->len >> 6))
+        return false; /* walking to a code point */
     switch ((jx_type)obj.type) {
     case JX_UNDEF: return jx_undef_fail(c, obj);
     case JX_DICT:
         if ((key.type == JX_LIST && !(key.flags & JX_F_TUPLE)) || key.type == JX_DICT ||
             key.type == JX_NS)
             break; /* unhashable: TypeError, handled as a miss */
-        if (jx_dict_get(obj.u.d, key, out)) return true;
+        bool found;
+        if (!jx_dict_lookup(c, obj.u.d, key, out, &found)) return false;
+        if (found) return true;
         break;
     case JX_LIST:
         if (!(obj.flags & JX_F_ITER) && jx_int_like(key)) {
@@ -356,6 +361,7 @@ bool jx_slice(jx_ctx *c, jx_val obj, jx_val start, jx_val stop, jx_val step, jx_
         return true;
     }
     int64_t len = is_list ? (int64_t)obj.u.l->n : (int64_t)obj.u.s->ncp;
+    if (!jx_charge(c, is_list ? 0 : obj.u.s->len >> 6)) return false;
     int64_t s, st, n;
     bool type_error;
     if (!slice_indices(start, stop, step, len, &s, &st, &n, &type_error))
@@ -626,6 +632,7 @@ bool jx_binop(jx_ctx *c, int op, jx_val a, jx_val b, jx_val *out) {
 }
 
 bool jx_contains(jx_ctx *c, jx_val container, jx_val item, bool *out) {
+    if (container.type == JX_STR && !jx_charge(c, container.u.s->len >> 6)) return false;
     switch ((jx_type)container.type) {
     case JX_UNDEF: *out = false; return true;
     case JX_STR: {
@@ -638,7 +645,9 @@ bool jx_contains(jx_ctx *c, jx_val container, jx_val item, bool *out) {
     }
     case JX_LIST:
         for (size_t i = 0; i < container.u.l->n; i++) {
-            if (jx_equal(container.u.l->v[i], item)) {
+            bool same;
+            if (!jx_equal_c(c, container.u.l->v[i], item, &same)) return false;
+            if (same) {
                 *out = true;
                 return true;
             }
@@ -649,8 +658,7 @@ bool jx_contains(jx_ctx *c, jx_val container, jx_val item, bool *out) {
         if ((item.type == JX_LIST && !(item.flags & JX_F_TUPLE)) || item.type == JX_DICT)
             return jx_fail(c, VX_EINVAL, "unhashable type: '%s'", jx_type_name(item));
         jx_val dummy;
-        *out = jx_dict_get(container.u.d, item, &dummy);
-        return true;
+        return jx_dict_lookup(c, container.u.d, item, &dummy, out);
     }
     default:
         return jx_fail(c, VX_EINVAL, "argument of type '%s' is not iterable",
@@ -663,9 +671,9 @@ bool jx_contains(jx_ctx *c, jx_val container, jx_val item, bool *out) {
 static bool dict_items(jx_ctx *c, const jx_dict *d, int what, jx_val *out) {
     if (!jx_mklist(c, d->n, out)) return false;
     for (size_t i = 0; i < d->n; i++) {
-        if (what == D_KEYS) {
+        if (what == JXD_KEYS) {
             out->u.l->v[i] = d->k[i];
-        } else if (what == D_VALUES) {
+        } else if (what == JXD_VALUES) {
             out->u.l->v[i] = d->v[i];
         } else {
             jx_val pair[2] = {d->k[i], d->v[i]};
@@ -751,11 +759,12 @@ static bool do_strftime(jx_ctx *c, const jx_str *fmt, jx_val *out) {
 
 bool jx_call_builtin(jx_ctx *c, const jx_func *f, const jx_args *a, jx_val *out) {
     jx_val self = f->self;
-    if (f->id >= M_STRIP && f->id <= M_REMOVESUFFIX) return jx_str_method(c, f->id, self, a, out);
+    if (f->id >= JXM_STRIP && f->id <= JXM_REMOVESUFFIX)
+        return jx_str_method(c, f->id, self, a, out);
     jx_val v[3];
     bool set[3];
     switch (f->id) {
-    case F_RANGE: {
+    case JXF_RANGE: {
         static const char *const P[] = {"start", "stop", "step"};
         if (a->nkw) return jx_fail(c, VX_EINVAL, "range() takes no keyword arguments");
         if (!jx_bind(c, "range", a, P, 3, v, set)) return false;
@@ -777,16 +786,16 @@ bool jx_call_builtin(jx_ctx *c, const jx_func *f, const jx_args *a, jx_val *out)
         out->u.l->n = (size_t)n;
         return true;
     }
-    case F_NAMESPACE:
-    case F_DICT: {
+    case JXF_NAMESPACE:
+    case JXF_DICT: {
         jx_dict *d = NULL;
-        if (!make_dict(c, f->id == F_DICT ? "dict" : "namespace", a, &d)) return false;
-        out->type = f->id == F_DICT ? JX_DICT : JX_NS;
+        if (!make_dict(c, f->id == JXF_DICT ? "dict" : "namespace", a, &d)) return false;
+        out->type = f->id == JXF_DICT ? JX_DICT : JX_NS;
         out->flags = 0;
         out->u.d = d;
         return true;
     }
-    case F_RAISE: {
+    case JXF_RAISE: {
         jx_val msg = a->npos ? a->pos[0] : jx_undef(NULL);
         jx_buf b = {0};
         if (!jx_write_str(c, &b, msg)) {
@@ -797,27 +806,28 @@ bool jx_call_builtin(jx_ctx *c, const jx_func *f, const jx_args *a, jx_val *out)
         jx_buf_free(&b);
         return false;
     }
-    case F_STRFTIME: {
+    case JXF_STRFTIME: {
         const jx_str *fmt = NULL;
         if (a->npos != 1 || a->nkw)
             return jx_fail(c, VX_EINVAL, "strftime_now() takes one argument");
         if (!jx_want_str(c, a->pos[0], "strftime_now() format", &fmt)) return false;
         return do_strftime(c, fmt, out);
     }
-    case D_ITEMS:
-    case D_KEYS:
-    case D_VALUES:
+    case JXD_ITEMS:
+    case JXD_KEYS:
+    case JXD_VALUES:
         if (a->npos || a->nkw) return jx_fail(c, VX_EINVAL, "dict method takes no arguments");
         return dict_items(c, self.u.d, f->id, out);
-    case D_GET: {
+    case JXD_GET: {
         static const char *const P[] = {"key", "default"};
         if (!jx_bind(c, "get", a, P, 2, v, set)) return false;
         if (!set[0]) return jx_fail(c, VX_EINVAL, "get expected at least 1 argument, got 0");
-        if (jx_dict_get(self.u.d, v[0], out)) return true;
-        *out = set[1] ? v[1] : jx_none();
+        bool found;
+        if (!jx_dict_lookup(c, self.u.d, v[0], out, &found)) return false;
+        if (!found) *out = set[1] ? v[1] : jx_none();
         return true;
     }
-    case D_COPY: {
+    case JXD_COPY: {
         jx_dict *d = jx_dict_new(c, self.u.d->n);
         if (!d) return false;
         jx_copy_vals(d->k, self.u.d->k, self.u.d->n);
@@ -828,36 +838,40 @@ bool jx_call_builtin(jx_ctx *c, const jx_func *f, const jx_args *a, jx_val *out)
         out->u.d = d;
         return true;
     }
-    case L_INDEX:
-    case L_COUNT: {
+    case JXL_INDEX:
+    case JXL_COUNT: {
         if (a->npos < 1) return jx_fail(c, VX_EINVAL, "method expects an argument");
         int64_t k = 0;
         for (size_t i = 0; i < self.u.l->n; i++) {
-            if (!jx_equal(self.u.l->v[i], a->pos[0])) continue;
-            if (f->id == L_INDEX) {
+            bool same;
+            if (!jx_equal_c(c, self.u.l->v[i], a->pos[0], &same)) return false;
+            if (!same) continue;
+            if (f->id == JXL_INDEX) {
                 *out = jx_int((int64_t)i);
                 return true;
             }
             k++;
         }
-        if (f->id == L_INDEX) return jx_fail(c, VX_EINVAL, "value is not in list");
+        if (f->id == JXL_INDEX) return jx_fail(c, VX_EINVAL, "value is not in list");
         *out = jx_int(k);
         return true;
     }
-    case L_COPY:
+    case JXL_COPY:
         if (!jx_mklist(c, self.u.l->n, out)) return false;
         jx_copy_vals(out->u.l->v, self.u.l->v, self.u.l->n);
         out->u.l->n = self.u.l->n;
         return true;
-    case LP_CYCLE:
+    case JXLP_CYCLE:
         if (a->npos == 0) return jx_fail(c, VX_EINVAL, "no items for cycling given");
         *out = a->pos[self.u.loop->index0 % (size_t)a->npos];
         return true;
-    case LP_CHANGED: {
+    case JXLP_CHANGED: {
         jx_val now;
         if (!jx_mktuple(c, a->pos, (size_t)a->npos, &now)) return false;
         jx_loop *l = self.u.loop;
-        bool changed = !l->has_changed || !jx_equal(l->last_changed, now);
+        bool same = false;
+        if (l->has_changed && !jx_equal_c(c, l->last_changed, now, &same)) return false;
+        bool changed = !same;
         l->last_changed = now;
         l->has_changed = true;
         *out = jx_bool(changed);

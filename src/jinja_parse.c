@@ -12,9 +12,11 @@
 #include "jinja.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#define MAX_NEST 200
+#define MAX_NEST 200         /* parser recursion */
+#define MAX_TREE_HEIGHT 1000 /* AST height, see check_height() */
 
 typedef struct parser {
     jx_arena *a;
@@ -863,29 +865,6 @@ static jx_node *parse_set(parser *P, const jx_token *opener) {
     return end_tag(P, "endset") ? n : NULL;
 }
 
-/* Which of the implicit macro variables a body reads: jinja2 only accepts
- * extra positional arguments when the macro uses varargs, unknown keywords
- * when it uses kwargs, and a caller when it uses caller. */
-static int implicit_names(const jx_node *n) {
-    if (!n) return 0;
-    int f = 0;
-    if (n->kind == E_NAME) {
-        if (!strcmp(n->name, "varargs")) f |= JX_MACRO_VARARGS;
-        else if (!strcmp(n->name, "kwargs")) f |= JX_MACRO_KWARGS;
-        else if (!strcmp(n->name, "caller")) f |= JX_MACRO_CALLER;
-    }
-    f |= implicit_names(n->a) | implicit_names(n->b) | implicit_names(n->c);
-    for (int i = 0; i < n->list.n; i++) f |= implicit_names(n->list.v[i]);
-    for (int i = 0; i < n->list2.n; i++) f |= implicit_names(n->list2.v[i]);
-    return f;
-}
-
-static int body_names(const jx_nodes *body) {
-    int f = 0;
-    for (int i = 0; i < body->n; i++) f |= implicit_names(body->v[i]);
-    return f;
-}
-
 /* Bodies of macros and call blocks run as functions: loops outside them do
  * not make break/continue legal inside. */
 static bool parse_function_body(parser *P, const char *end, const jx_token *opener, jx_nodes *out) {
@@ -907,9 +886,7 @@ static jx_node *parse_macro(parser *P, const jx_token *opener) {
     n->name = cur(P)->s;
     advance(P);
     if (!parse_signature(P, n)) return NULL;
-    if (!parse_function_body(P, "endmacro", opener, &n->list)) return NULL;
-    n->op = (uint8_t)body_names(&n->list);
-    return n;
+    return parse_function_body(P, "endmacro", opener, &n->list) ? n : NULL;
 }
 
 static jx_node *parse_call_block(parser *P, const jx_token *opener) {
@@ -922,9 +899,7 @@ static jx_node *parse_call_block(parser *P, const jx_token *opener) {
         fail_at(P, t, "expected a call after {%% call %%}");
         return NULL;
     }
-    if (!parse_function_body(P, "endcall", opener, &n->list)) return NULL;
-    n->op = (uint8_t)body_names(&n->list);
-    return n;
+    return parse_function_body(P, "endcall", opener, &n->list) ? n : NULL;
 }
 
 static jx_node *parse_with(parser *P, const jx_token *opener) {
@@ -1081,6 +1056,86 @@ static bool parse_body(parser *P, const char *const *ends, int nends, const jx_t
     }
 }
 
+/* Which of the implicit macro variables a body reads: jinja2 only accepts
+ * extra positional arguments when the macro uses varargs, unknown keywords
+ * when it uses kwargs, and a caller when it uses caller. */
+static int implicit_names(const jx_node *n) {
+    if (!n) return 0;
+    int f = 0;
+    if (n->kind == E_NAME) {
+        if (!strcmp(n->name, "varargs")) f |= JX_MACRO_VARARGS;
+        else if (!strcmp(n->name, "kwargs")) f |= JX_MACRO_KWARGS;
+        else if (!strcmp(n->name, "caller")) f |= JX_MACRO_CALLER;
+    }
+    f |= implicit_names(n->a) | implicit_names(n->b) | implicit_names(n->c);
+    for (int i = 0; i < n->list.n; i++) f |= implicit_names(n->list.v[i]);
+    for (int i = 0; i < n->list2.n; i++) f |= implicit_names(n->list2.v[i]);
+    return f;
+}
+
+static int body_names(const jx_nodes *body) {
+    int f = 0;
+    for (int i = 0; i < body->n; i++) f |= implicit_names(body->v[i]);
+    return f;
+}
+
+/* Sets the JX_MACRO_* flags of every macro and call block. */
+static void mark_macros(jx_node *n) {
+    if (!n) return;
+    if (n->kind == S_MACRO || n->kind == S_CALLBLOCK) n->op = (uint8_t)body_names(&n->list);
+    mark_macros(n->a);
+    mark_macros(n->b);
+    mark_macros(n->c);
+    for (int i = 0; i < n->list.n; i++) mark_macros(n->list.v[i]);
+    for (int i = 0; i < n->list2.n; i++) mark_macros(n->list2.v[i]);
+}
+
+/* Left-associative operators and postfix chains (a.b.c, x|f|g, 1+1+1) are
+ * built by loops, so the recursion bound of the parser does not limit how
+ * tall the tree gets. This iterative pass does, before anything walks the
+ * tree recursively. */
+static bool check_height(parser *P, const jx_nodes *body) {
+    typedef struct item {
+        const jx_node *n;
+        int depth;
+    } item;
+    size_t cap = 256 + (size_t)body->n, top = 0;
+    item *stack = malloc(cap * sizeof *stack);
+    if (!stack) return oom(P);
+    for (int i = 0; i < body->n; i++) stack[top++] = (item){body->v[i], 1};
+    bool ok = true;
+    while (ok && top > 0) {
+        item it = stack[--top];
+        if (it.depth > MAX_TREE_HEIGHT) {
+            jx_token at;
+            memset(&at, 0, sizeof at);
+            at.line = it.n->line;
+            at.col = it.n->col;
+            ok = fail_at(P, &at, "expression nested too deeply");
+            break;
+        }
+        const jx_node *kids[3] = {it.n->a, it.n->b, it.n->c};
+        size_t need = top + 3 + (size_t)it.n->list.n + (size_t)it.n->list2.n;
+        if (need > cap) {
+            while (cap < need) cap *= 2;
+            item *grown = realloc(stack, cap * sizeof *stack);
+            if (!grown) {
+                ok = oom(P);
+                break;
+            }
+            stack = grown;
+        }
+        for (int k = 0; k < 3; k++)
+            if (kids[k]) stack[top++] = (item){kids[k], it.depth + 1};
+        for (int k = 0; k < it.n->list.n; k++)
+            if (it.n->list.v[k]) stack[top++] = (item){it.n->list.v[k], it.depth + 1};
+        for (int k = 0; k < it.n->list2.n; k++)
+            if (it.n->list2.v[k]) stack[top++] = (item){it.n->list2.v[k], it.depth + 1};
+    }
+    free(stack);
+    return ok;
+}
+
 vx_status jx_parse(jx_arena *a, const jx_tokens *toks, jx_nodes *out, char *err,
                    size_t err_size) {
     parser P;
@@ -1095,6 +1150,8 @@ vx_status jx_parse(jx_arena *a, const jx_tokens *toks, jx_nodes *out, char *err,
         out->n = 0;
         return VX_OK;
     }
-    if (!parse_body(&P, NULL, 0, NULL, out)) return P.status != VX_OK ? P.status : VX_EFORMAT;
+    if (!parse_body(&P, NULL, 0, NULL, out) || !check_height(&P, out))
+        return P.status != VX_OK ? P.status : VX_EFORMAT;
+    for (int i = 0; i < out->n; i++) mark_macros(out->v[i]);
     return VX_OK;
 }

@@ -214,8 +214,10 @@ static bool format_field(jx_ctx *c, jx_buf *b, jx_val v, const char *spec, size_
         i++;
     }
     int64_t width = 0, prec = -1;
+    char group = 0;
     while (i < n && spec[i] >= '0' && spec[i] <= '9' && width < 100000)
         width = width * 10 + spec[i++] - '0';
+    if (i < n && (spec[i] == ',' || spec[i] == '_')) group = spec[i++];
     if (i < n && spec[i] == '.') {
         prec = 0;
         i++;
@@ -223,22 +225,44 @@ static bool format_field(jx_ctx *c, jx_buf *b, jx_val v, const char *spec, size_
             prec = prec * 10 + spec[i++] - '0';
     }
     if (i < n) type = spec[i++];
-    if (i != n) return jx_fail(c, VX_EINVAL, "unsupported format spec '%.*s'", (int)n, spec);
+    if (i != n || (type && !strchr("sdxXofFeEgG%", type)))
+        return jx_fail(c, VX_EINVAL, "unsupported format spec '%.*s'", (int)n, spec);
+    if (!type && v.type == JX_FLOAT && prec >= 0) type = 'g';
+    if (!type && jx_int_like(v) && v.type != JX_BOOL && group) type = 'd';
     jx_buf tmp = {0};
     bool ok;
-    if (type && strchr("dxXofFeEgG%", type)) {
-        if (type == '%') {
-            ok = jx_is_num(v) && format_number(c, &tmp, 'f', "", 0, prec < 0 ? 6 : prec,
-                                            jx_float(jx_num_f(v) * 100.0)) &&
+    if (type && type != 's') {
+        if (!jx_is_num(v)) {
+            ok = jx_fail(c, VX_EINVAL, "unknown format code '%c' for object of type '%s'", type,
+                         jx_type_name(v));
+        } else if (type == '%') {
+            ok = format_number(c, &tmp, 'f', "", 0, prec < 0 ? 6 : prec,
+                               jx_float(jx_num_f(v) * 100.0)) &&
                  jx_buf_putc(c, &tmp, '%');
-            if (!jx_is_num(v)) ok = jx_fail(c, VX_EINVAL, "unknown format code '%%'");
+        } else if (strchr("dxXo", type) && !jx_int_like(v)) {
+            ok = jx_fail(c, VX_EINVAL, "unknown format code '%c' for object of type 'float'",
+                         type);
         } else {
-            if (strchr("fFeEgG", type) && prec < 0) prec = 6;
-            if (type == 'd' && !jx_int_like(v))
-                ok = jx_fail(c, VX_EINVAL, "unknown format code 'd' for %s", jx_type_name(v));
-            else ok = format_number(c, &tmp, type, "", 0, prec, v);
+            if (strchr("fFeE", type) && prec < 0) prec = 6;
+            ok = format_number(c, &tmp, type, "", 0, prec, v);
+        }
+        if (ok && group && tmp.n) { /* thousands separators in the integer part */
+            size_t start = (tmp.p[0] == '-' || tmp.p[0] == '+') ? 1 : 0, end = start;
+            while (end < tmp.n && tmp.p[end] >= '0' && tmp.p[end] <= '9') end++;
+            jx_buf g = {0};
+            ok = jx_buf_put(c, &g, tmp.p, start);
+            for (size_t k = start; ok && k < end; k++) {
+                if (k > start && (end - k) % 3 == 0) ok = jx_buf_putc(c, &g, group);
+                ok = ok && jx_buf_putc(c, &g, tmp.p[k]);
+            }
+            ok = ok && jx_buf_put(c, &g, tmp.p + end, tmp.n - end);
+            jx_buf_free(&tmp);
+            tmp = g;
         }
         if (!align) align = '>';
+    } else if (type == 's' && v.type != JX_STR) {
+        ok = jx_fail(c, VX_EINVAL, "unknown format code 's' for object of type '%s'",
+                     jx_type_name(v));
     } else {
         ok = jx_write_str(c, &tmp, v);
         if (ok && prec >= 0 && v.type == JX_STR) {
@@ -251,6 +275,11 @@ static bool format_field(jx_ctx *c, jx_buf *b, jx_val v, const char *spec, size_
             tmp.n = cut;
         }
         if (!align) align = jx_is_num(v) ? '>' : '<';
+    }
+    if (ok && align == '=' && tmp.n && (tmp.p[0] == '-' || tmp.p[0] == '+')) {
+        ok = jx_buf_putc(c, b, tmp.p[0]); /* "=" pads between the sign and the digits */
+        memmove(tmp.p, tmp.p + 1, --tmp.n);
+        if (width > 0) width--;
     }
     if (ok) {
         size_t cps = jx_utf8_count(tmp.p ? tmp.p : "", tmp.n);
@@ -601,19 +630,20 @@ static bool str_test(const jx_str *s, int id) {
         bool alpha =
             upper || lower || (cp >= 0x3400 && cp <= 0x9FFF) || (cp >= 0xAC00 && cp <= 0xD7A3);
         switch (id) {
-        case M_ISDIGIT: if (!digit) return false; break;
-        case M_ISALPHA: if (!alpha) return false; break;
-        case M_ISALNUM: if (!alpha && !digit) return false; break;
-        case M_ISSPACE: if (!jx_is_space(cp)) return false; break;
-        case M_ISUPPER: if (lower) return false; any_cased |= upper; break;
-        case M_ISLOWER: if (upper) return false; any_cased |= lower; break;
+        case JXM_ISDIGIT: if (!digit) return false; break;
+        case JXM_ISALPHA: if (!alpha) return false; break;
+        case JXM_ISALNUM: if (!alpha && !digit) return false; break;
+        case JXM_ISSPACE: if (!jx_is_space(cp)) return false; break;
+        case JXM_ISUPPER: if (lower) return false; any_cased |= upper; break;
+        case JXM_ISLOWER: if (upper) return false; any_cased |= lower; break;
         }
     }
-    return (id == M_ISUPPER || id == M_ISLOWER) ? any_cased : true;
+    return (id == JXM_ISUPPER || id == JXM_ISLOWER) ? any_cased : true;
 }
 
 static bool find_sub(jx_ctx *c, const jx_str *s, jx_val subv, jx_val start, jx_val end, bool rev,
                      int64_t *out) {
+    if (!jx_charge(c, s->len >> 6)) return false;
     const jx_str *sub;
     if (!jx_want_str(c, subv, "substring", &sub)) return false;
     size_t b, e;
@@ -692,23 +722,31 @@ bool jx_str_method(jx_ctx *c, int id, jx_val self, const jx_args *a, jx_val *out
     jx_val v[3];
     bool set[3];
     const jx_str *s = self.u.s;
-    int np = 0;
+    if (!jx_charge(c, s->len >> 6)) return false; /* every method scans the string */
+    int np = 0; /* how many positional parameters the method takes */
     switch (id) {
-    case M_STRIP: case M_LSTRIP: case M_RSTRIP: case M_ZFILL: case M_JOIN: case M_PARTITION:
-    case M_RPARTITION: case M_REMOVEPREFIX: case M_REMOVESUFFIX: case M_SPLITLINES: np = 1; break;
-    case M_SPLIT: case M_RSPLIT: case M_CENTER: case M_LJUST: case M_RJUST: np = 2; break;
-    case M_STARTSWITH: case M_ENDSWITH: case M_REPLACE: case M_FIND: case M_RFIND: case M_INDEX:
-    case M_RINDEX: case M_COUNT: np = 3; break;
-    case M_FORMAT: return str_format(c, s, a, out);
-    default: np = 0; break;
+    case JXM_STRIP: case JXM_LSTRIP: case JXM_RSTRIP: case JXM_ZFILL: case JXM_JOIN:
+    case JXM_PARTITION: case JXM_RPARTITION: case JXM_REMOVEPREFIX: case JXM_REMOVESUFFIX:
+    case JXM_SPLITLINES:
+        np = 1;
+        break;
+    case JXM_SPLIT: case JXM_RSPLIT: case JXM_CENTER: case JXM_LJUST: case JXM_RJUST:
+        np = 2;
+        break;
+    case JXM_STARTSWITH: case JXM_ENDSWITH: case JXM_REPLACE: case JXM_FIND: case JXM_RFIND:
+    case JXM_INDEX: case JXM_RINDEX: case JXM_COUNT:
+        np = 3;
+        break;
+    case JXM_FORMAT: return str_format(c, s, a, out);
+    default: break;
     }
-    if (id == M_SPLIT || id == M_RSPLIT) {
+    if (id == JXM_SPLIT || id == JXM_RSPLIT) {
         static const char *const SP[] = {"sep", "maxsplit"};
-        if (!jx_bind(c, id == M_SPLIT ? "split" : "rsplit", a, SP, 2, v, set)) return false;
-    } else if (id == M_SPLITLINES) {
+        if (!jx_bind(c, id == JXM_SPLIT ? "split" : "rsplit", a, SP, 2, v, set)) return false;
+    } else if (id == JXM_SPLITLINES) {
         static const char *const KP[] = {"keepends"};
         if (!jx_bind(c, "splitlines", a, KP, 1, v, set)) return false;
-    } else if (id == M_REPLACE) {
+    } else if (id == JXM_REPLACE) {
         static const char *const RP[] = {"old", "new", "count"};
         if (!jx_bind(c, "replace", a, RP, 3, v, set)) return false;
     } else if (!jx_bind(c, "str method", a, np == 3 ? P3 : P2, np, v, set)) {
@@ -717,38 +755,39 @@ bool jx_str_method(jx_ctx *c, int id, jx_val self, const jx_args *a, jx_val *out
     int64_t n = -1;
     bool flag;
     switch (id) {
-    case M_STRIP: return jx_str_strip(c, self, v[0], 3, out);
-    case M_LSTRIP: return jx_str_strip(c, self, v[0], 1, out);
-    case M_RSTRIP: return jx_str_strip(c, self, v[0], 2, out);
-    case M_SPLIT:
-    case M_RSPLIT:
+    case JXM_STRIP: return jx_str_strip(c, self, v[0], 3, out);
+    case JXM_LSTRIP: return jx_str_strip(c, self, v[0], 1, out);
+    case JXM_RSTRIP: return jx_str_strip(c, self, v[0], 2, out);
+    case JXM_SPLIT:
+    case JXM_RSPLIT:
         if (set[1] && !jx_want_int(c, v[1], "maxsplit", &n)) return false;
-        return str_split(c, self, v[0], n, id == M_RSPLIT, out);
-    case M_SPLITLINES: return str_splitlines(c, self, jx_truthy(v[0]), out);
-    case M_STARTSWITH:
-    case M_ENDSWITH:
+        return str_split(c, self, v[0], n, id == JXM_RSPLIT, out);
+    case JXM_SPLITLINES: return str_splitlines(c, self, jx_truthy(v[0]), out);
+    case JXM_STARTSWITH:
+    case JXM_ENDSWITH:
         if (!set[0]) return jx_fail(c, VX_EINVAL, "startswith/endswith need an argument");
-        if (!starts_ends(c, s, v[0], v[1], v[2], id == M_ENDSWITH, &flag)) return false;
+        if (!starts_ends(c, s, v[0], v[1], v[2], id == JXM_ENDSWITH, &flag)) return false;
         *out = jx_bool(flag);
         return true;
-    case M_UPPER: return jx_str_case(c, self, JX_CASE_UPPER, out);
-    case M_LOWER: return jx_str_case(c, self, JX_CASE_LOWER, out);
-    case M_TITLE: return jx_str_case(c, self, JX_CASE_TITLE, out);
-    case M_CAPITALIZE: return jx_str_case(c, self, JX_CASE_CAPITALIZE, out);
-    case M_SWAPCASE: return jx_str_case(c, self, JX_CASE_SWAP, out);
-    case M_REPLACE:
+    case JXM_UPPER: return jx_str_case(c, self, JX_CASE_UPPER, out);
+    case JXM_LOWER: return jx_str_case(c, self, JX_CASE_LOWER, out);
+    case JXM_TITLE: return jx_str_case(c, self, JX_CASE_TITLE, out);
+    case JXM_CAPITALIZE: return jx_str_case(c, self, JX_CASE_CAPITALIZE, out);
+    case JXM_SWAPCASE: return jx_str_case(c, self, JX_CASE_SWAP, out);
+    case JXM_REPLACE:
         if (set[2] && !jx_want_int(c, v[2], "count", &n)) return false;
         return jx_str_replace(c, self, v[0], v[1], n, out);
-    case M_FIND:
-    case M_RFIND:
-    case M_INDEX:
-    case M_RINDEX:
-        if (!find_sub(c, s, v[0], v[1], v[2], id == M_RFIND || id == M_RINDEX, &n)) return false;
-        if (n < 0 && (id == M_INDEX || id == M_RINDEX))
+    case JXM_FIND:
+    case JXM_RFIND:
+    case JXM_INDEX:
+    case JXM_RINDEX:
+        if (!find_sub(c, s, v[0], v[1], v[2], id == JXM_RFIND || id == JXM_RINDEX, &n))
+            return false;
+        if (n < 0 && (id == JXM_INDEX || id == JXM_RINDEX))
             return jx_fail(c, VX_EINVAL, "substring not found");
         *out = jx_int(n);
         return true;
-    case M_COUNT: {
+    case JXM_COUNT: {
         const jx_str *sub;
         if (!jx_want_str(c, v[0], "count arg", &sub)) return false;
         size_t b, e;
@@ -769,7 +808,7 @@ bool jx_str_method(jx_ctx *c, int id, jx_val self, const jx_args *a, jx_val *out
         *out = jx_int(k);
         return true;
     }
-    case M_JOIN: {
+    case JXM_JOIN: {
         jx_list *items;
         if (!jx_iterate(c, v[0], &items)) return false;
         jx_buf b = {0};
@@ -787,16 +826,16 @@ bool jx_str_method(jx_ctx *c, int id, jx_val self, const jx_args *a, jx_val *out
         jx_buf_free(&b);
         return ok;
     }
-    case M_ISDIGIT: case M_ISALPHA: case M_ISALNUM: case M_ISSPACE: case M_ISUPPER:
-    case M_ISLOWER:
+    case JXM_ISDIGIT: case JXM_ISALPHA: case JXM_ISALNUM: case JXM_ISSPACE: case JXM_ISUPPER:
+    case JXM_ISLOWER:
         *out = jx_bool(str_test(s, id));
         return true;
-    case M_CENTER:
-    case M_LJUST:
-    case M_RJUST:
+    case JXM_CENTER:
+    case JXM_LJUST:
+    case JXM_RJUST:
         if (!jx_want_int(c, v[0], "width", &n)) return false;
-        return str_pad(c, self, n, v[1], id == M_CENTER ? 0 : id == M_LJUST ? 1 : 2, out);
-    case M_ZFILL: {
+        return str_pad(c, self, n, v[1], id == JXM_CENTER ? 0 : id == JXM_LJUST ? 1 : 2, out);
+    case JXM_ZFILL: {
         if (!jx_want_int(c, v[0], "width", &n)) return false;
         if (n <= (int64_t)s->ncp) {
             *out = self;
@@ -812,21 +851,21 @@ bool jx_str_method(jx_ctx *c, int id, jx_val self, const jx_args *a, jx_val *out
         memcpy(buf + sign + pad, s->s + sign, s->len - sign);
         return jx_mkstr_like(c, self, buf, s->len + pad, out);
     }
-    case M_PARTITION:
-    case M_RPARTITION: {
+    case JXM_PARTITION:
+    case JXM_RPARTITION: {
         const jx_str *sep;
         if (!jx_want_str(c, v[0], "separator", &sep)) return false;
         if (sep->len == 0) return jx_fail(c, VX_EINVAL, "empty separator");
         int64_t at;
-        if (!find_sub(c, s, v[0], jx_none(), jx_none(), id == M_RPARTITION, &at)) return false;
+        if (!find_sub(c, s, v[0], jx_none(), jx_none(), id == JXM_RPARTITION, &at)) return false;
         jx_val parts[3];
         bool ok;
         if (at < 0) {
             jx_val empty;
             ok = jx_mkstr_like(c, self, "", 0, &empty);
-            parts[0] = id == M_PARTITION ? self : empty;
+            parts[0] = id == JXM_PARTITION ? self : empty;
             parts[1] = empty;
-            parts[2] = id == M_PARTITION ? empty : self;
+            parts[2] = id == JXM_PARTITION ? empty : self;
         } else {
             size_t b = jx_cp_offset(s, at);
             ok = jx_mkstr_like(c, self, s->s, b, &parts[0]) &&
@@ -835,17 +874,17 @@ bool jx_str_method(jx_ctx *c, int id, jx_val self, const jx_args *a, jx_val *out
         }
         return ok && jx_mktuple(c, parts, 3, out);
     }
-    case M_REMOVEPREFIX:
-    case M_REMOVESUFFIX: {
+    case JXM_REMOVEPREFIX:
+    case JXM_REMOVESUFFIX: {
         const jx_str *p;
         if (!jx_want_str(c, v[0], "affix", &p)) return false;
         if (p->len > s->len || p->len == 0 ||
-            memcmp(id == M_REMOVEPREFIX ? s->s : s->s + s->len - p->len, p->s, p->len)) {
+            memcmp(id == JXM_REMOVEPREFIX ? s->s : s->s + s->len - p->len, p->s, p->len)) {
             *out = self;
             return true;
         }
-        return jx_mkstr_like(c, self, id == M_REMOVEPREFIX ? s->s + p->len : s->s, s->len - p->len,
-                             out);
+        return jx_mkstr_like(c, self, id == JXM_REMOVEPREFIX ? s->s + p->len : s->s,
+                             s->len - p->len, out);
     }
     }
     return jx_fail(c, VX_EINTERNAL, "unknown str method");

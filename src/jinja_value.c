@@ -96,6 +96,7 @@ bool jx_fail(jx_ctx *c, vx_status code, const char *fmt, ...) {
 }
 
 void *jx_alloc(jx_ctx *c, size_t n) {
+    if (!jx_charge(c, n >> 6)) return NULL; /* filling it costs about this much */
     void *p = jx_arena_alloc(c->arena, n);
     if (!p) {
         if (c->arena->over)
@@ -106,8 +107,17 @@ void *jx_alloc(jx_ctx *c, size_t n) {
     return p;
 }
 
-bool jx_step(jx_ctx *c) {
-    if (++c->steps > c->lim.max_steps)
+bool jx_enter(jx_ctx *c) {
+    if (c->nest >= JX_MAX_EVAL_DEPTH)
+        return jx_fail(c, VX_ERANGE, "template nested too deeply (more than %d levels)",
+                       JX_MAX_EVAL_DEPTH);
+    c->nest++;
+    return true;
+}
+
+bool jx_charge(jx_ctx *c, uint64_t units) {
+    c->steps += units;
+    if (c->steps > c->lim.max_steps)
         return jx_fail(c, VX_ERANGE, "template exceeded %llu evaluation steps (runaway loop?)",
                        (unsigned long long)c->lim.max_steps);
     return true;
@@ -117,6 +127,7 @@ bool jx_step(jx_ctx *c) {
 
 bool jx_buf_put(jx_ctx *c, jx_buf *b, const char *s, size_t n) {
     if (n == 0) return true;
+    if (n >= 64 && !jx_charge(c, n >> 6)) return false;
     if (n > c->lim.max_output || b->n > c->lim.max_output - n)
         return jx_fail(c, VX_ERANGE, "template output exceeds %zu bytes", c->lim.max_output);
     if (b->n + n + 1 > b->cap) {
@@ -396,13 +407,28 @@ static bool key_hashable(jx_ctx *c, jx_val k) {
     return true;
 }
 
-bool jx_dict_set(jx_ctx *c, jx_dict *d, jx_val k, jx_val v) {
-    if (!key_hashable(c, k)) return false;
+static bool equal_depth(jx_val a, jx_val b, int depth, uint64_t *work);
+
+/* Linear key search; *work counts the comparisons and bytes it took. */
+static bool dict_find(const jx_dict *d, jx_val k, size_t *at, uint64_t *work) {
     for (size_t i = 0; i < d->n; i++) {
-        if (jx_equal(d->k[i], k)) {
-            d->v[i] = v;
+        if (equal_depth(d->k[i], k, 0, work)) {
+            *at = i;
             return true;
         }
+    }
+    return false;
+}
+
+bool jx_dict_set(jx_ctx *c, jx_dict *d, jx_val k, jx_val v) {
+    if (!key_hashable(c, k)) return false;
+    uint64_t work = 0;
+    size_t at;
+    bool found = dict_find(d, k, &at, &work);
+    if (!jx_charge(c, work >> 2)) return false;
+    if (found) {
+        d->v[at] = v;
+        return true;
     }
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
@@ -425,13 +451,19 @@ bool jx_dict_set(jx_ctx *c, jx_dict *d, jx_val k, jx_val v) {
 }
 
 bool jx_dict_get(const jx_dict *d, jx_val k, jx_val *out) {
-    for (size_t i = 0; i < d->n; i++) {
-        if (jx_equal(d->k[i], k)) {
-            *out = d->v[i];
-            return true;
-        }
-    }
-    return false;
+    uint64_t work = 0;
+    size_t at;
+    if (!dict_find(d, k, &at, &work)) return false;
+    *out = d->v[at];
+    return true;
+}
+
+bool jx_dict_lookup(jx_ctx *c, const jx_dict *d, jx_val k, jx_val *out, bool *found) {
+    uint64_t work = 0;
+    size_t at;
+    *found = dict_find(d, k, &at, &work);
+    if (*found) *out = d->v[at];
+    return jx_charge(c, work >> 2);
 }
 
 bool jx_dict_get_cstr(const jx_dict *d, const char *k, jx_val *out) {
@@ -516,7 +548,8 @@ static int num_cmp(jx_val a, jx_val b) {
     return flip ? -r : r;
 }
 
-static bool equal_depth(jx_val a, jx_val b, int depth) {
+static bool equal_depth(jx_val a, jx_val b, int depth, uint64_t *work) {
+    (*work)++;
     if (is_num(a) && is_num(b)) return num_cmp(a, b) == 0;
     if (a.type != b.type) return false;
     if (depth > JX_MAX_NEST) return false;
@@ -524,21 +557,23 @@ static bool equal_depth(jx_val a, jx_val b, int depth) {
     case JX_UNDEF:
     case JX_NONE: return true;
     case JX_STR:
-        return a.u.s->len == b.u.s->len && memcmp(a.u.s->s, b.u.s->s, a.u.s->len) == 0;
+        if (a.u.s->len != b.u.s->len) return false;
+        *work += a.u.s->len >> 6;
+        return memcmp(a.u.s->s, b.u.s->s, a.u.s->len) == 0;
     case JX_LIST: {
         if ((a.flags | b.flags) & JX_F_ITER) return a.u.l == b.u.l;
         if ((a.flags & JX_F_TUPLE) != (b.flags & JX_F_TUPLE)) return false;
         if (a.u.l->n != b.u.l->n) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!equal_depth(a.u.l->v[i], b.u.l->v[i], depth + 1)) return false;
+            if (!equal_depth(a.u.l->v[i], b.u.l->v[i], depth + 1, work)) return false;
         return true;
     }
     case JX_DICT: {
         if (a.u.d->n != b.u.d->n) return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
-            jx_val other;
-            if (!jx_dict_get(b.u.d, a.u.d->k[i], &other)) return false;
-            if (!equal_depth(a.u.d->v[i], other, depth + 1)) return false;
+            size_t at;
+            if (!dict_find(b.u.d, a.u.d->k[i], &at, work)) return false;
+            if (!equal_depth(a.u.d->v[i], b.u.d->v[at], depth + 1, work)) return false;
         }
         return true;
     }
@@ -550,7 +585,16 @@ static bool equal_depth(jx_val a, jx_val b, int depth) {
     }
 }
 
-bool jx_equal(jx_val a, jx_val b) { return equal_depth(a, b, 0); }
+bool jx_equal(jx_val a, jx_val b) {
+    uint64_t work = 0;
+    return equal_depth(a, b, 0, &work);
+}
+
+bool jx_equal_c(jx_ctx *c, jx_val a, jx_val b, bool *res) {
+    uint64_t work = 0;
+    *res = equal_depth(a, b, 0, &work);
+    return jx_charge(c, work);
+}
 
 static int str_cmp(const jx_str *a, const jx_str *b, bool fold) {
     if (!fold) {
@@ -579,14 +623,16 @@ static bool compare_depth(jx_ctx *c, jx_val a, jx_val b, bool fold, int *res, in
     }
     if (a.type == JX_STR && b.type == JX_STR) {
         *res = str_cmp(a.u.s, b.u.s, fold);
-        return true;
+        return jx_charge(c, (a.u.s->len < b.u.s->len ? a.u.s->len : b.u.s->len) >> 6);
     }
     if (a.type == JX_LIST && b.type == JX_LIST && !((a.flags | b.flags) & JX_F_ITER) &&
         (a.flags & JX_F_TUPLE) == (b.flags & JX_F_TUPLE)) {
         if (depth > JX_MAX_NEST) return jx_fail(c, VX_ERANGE, "values nested too deeply");
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < n; i++) {
-            if (jx_equal(a.u.l->v[i], b.u.l->v[i])) continue;
+            bool same;
+            if (!jx_equal_c(c, a.u.l->v[i], b.u.l->v[i], &same)) return false;
+            if (same) continue;
             return compare_depth(c, a.u.l->v[i], b.u.l->v[i], fold, res, depth + 1);
         }
         *res = a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
@@ -990,6 +1036,9 @@ bool jx_write_json(jx_ctx *c, jx_buf *b, jx_val v, const char *indent, const cha
 /* ------------------------------------------------------------- iteration */
 
 bool jx_iterate(jx_ctx *c, jx_val v, jx_list **out) {
+    /* callers walk the result: charge for it here */
+    if (v.type == JX_LIST && !jx_charge(c, v.u.l->n)) return false;
+    if (v.type == JX_DICT && !jx_charge(c, v.u.d->n)) return false;
     switch ((jx_type)v.type) {
     case JX_LIST: *out = v.u.l; return true;
     case JX_UNDEF: return (*out = jx_list_new(c, 0)) != NULL;

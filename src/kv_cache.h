@@ -1,10 +1,9 @@
 /*
- * kv_cache.h - the key/value cache behind an interface the attention
- * kernels read through: a pool of fixed-size blocks (block_size positions of
- * every layer) and a block table per sequence. This version allocates
- * blocks from a free list on demand and frees a sequence's tail on removal;
- * sharing (ref counts, prefix hashing, copy-on-write) builds on the same
- * tables.
+ * kv_cache.h - the paged key/value cache the attention kernels read
+ * through: a pool of fixed-size blocks (block_size positions of every
+ * layer), a block table per sequence, reference counts, prefix caching
+ * (full blocks identified by a hash of the token prefix they end, kept on
+ * an LRU list when unused) and copy-on-write for forked sequences.
  *
  * Layout: K and V pools are [n_layer][n_blocks][block_size][kv_dim] of the
  * element type (F32 or F16), so one layer's blocks are contiguous.
@@ -39,16 +38,30 @@ int32_t vx_kv_n_ctx(const vx_kv_cache *kv);
 int32_t vx_kv_n_seq_max(const vx_kv_cache *kv);
 int32_t vx_kv_free_blocks(const vx_kv_cache *kv);
 int32_t vx_kv_total_blocks(const vx_kv_cache *kv);
+/* Unreferenced blocks kept for their prefix (counted as free above too). */
+int32_t vx_kv_cached_blocks(const vx_kv_cache *kv);
+/* Prefix blocks looked up and found by vx_kv_attach_prefix. */
+void vx_kv_prefix_stats(const vx_kv_cache *kv, uint64_t *lookups, uint64_t *hits);
 
 /* Positions cached for seq (the next position to write). */
 int32_t vx_kv_len(const vx_kv_cache *kv, int32_t seq);
 /* Makes room for positions [0, n_pos) of seq; VX_EFULL when the pool or the
  * per-sequence limit is exhausted (nothing changes then). */
 vx_status vx_kv_reserve(vx_kv_cache *kv, int32_t seq, int32_t n_pos);
-/* Marks positions [0, n_pos) as written (after a successful forward). */
+/* Records the token at a reserved position (a block's identity is its tokens). */
+void vx_kv_set_token(vx_kv_cache *kv, int32_t seq, int32_t pos, vx_token t);
+/* Marks positions [0, n_pos) as written (after a successful forward); blocks
+ * that became full are registered for prefix reuse. */
 void vx_kv_set_len(vx_kv_cache *kv, int32_t seq, int32_t n_pos);
 /* Drops positions >= p0 and returns their blocks to the pool. */
 void vx_kv_truncate(vx_kv_cache *kv, int32_t seq, int32_t p0);
+
+/* For an empty sequence: attaches the cached blocks that hold the longest
+ * block-aligned prefix of tokens[0, n); returns the positions now cached. */
+int32_t vx_kv_attach_prefix(vx_kv_cache *kv, int32_t seq, const vx_token *tokens, int32_t n);
+/* Makes empty sequence dst share all of src's blocks; a later write into a
+ * shared partial block copies it first. */
+vx_status vx_kv_fork(vx_kv_cache *kv, int32_t src, int32_t dst);
 
 /* Block ids of seq, in position order ((len + bs - 1) / bs of them). */
 const int32_t *vx_kv_blocks(const vx_kv_cache *kv, int32_t seq);

@@ -2,20 +2,27 @@
  * bench_kernels.c - single-thread micro-benchmark of the AVX2 quantization
  * kernels (not a test: the runner only picks up tests/test_*.c).
  *
- * For every weight type: a 64 MiB weight matrix (larger than the 32 MiB L3,
- * so every pass streams from DRAM) of rows of 4096, multiplied by one
- * quantized activation row with the type's gemv (4 rows at a time), and
- * row by row with vec_dot; printed as GB/s of weight bytes and ns per
- * block (32 elements for F16/BF16). The same kernels on a 512 KiB matrix (L2-resident) show the
- * compute ceiling, and a plain read loop over 64 MiB the DRAM ceiling.
- * Also the activation quantizers, reference vs AVX2, per 4096-float row.
+ * For every weight type: a 64 MiB weight matrix (twice the 32 MiB L3) of
+ * rows of n (default 4096) random-byte blocks with sane fp16 scales (every
+ * page distinct, the kernels' work does not depend on the codes), times one
+ * quantized activation row, with the type's gemv and row by row with
+ * vec_dot; printed as GB/s of weight bytes and ns (and core cycles) per
+ * block (32 elements for F16/BF16). The same gemv on a 512 KiB matrix
+ * (L2-resident) shows the compute ceiling, and a plain read of the 64 MiB
+ * a single stream's DRAM rate. Then the activation quantizers, reference
+ * vs AVX2, per row of n floats.
+ *
+ * The machine may be shared: each pass is timed in ~1 MiB chunks (in
+ * order, so the memory system sees the real stream) and each chunk keeps
+ * its best time over the repetitions; the L2 figures are the best of many
+ * short passes.
  *
  * Build (from the repository root):
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc tests/bench_kernels.c src/quant*.c \
  *       src/common.c avx2_quant.o avx2_quant_k.o -lm -o bench_kernels
- * Usage: bench_kernels [reps [type...]]: reps default 7 (the best rep is
- * reported); naming types (e.g. q4_k f16) runs only those and skips the
- * quantizer timings.
+ * Usage: bench_kernels [reps [n [type...]]]: reps default 7, n default 4096
+ * (K-quants are skipped unless n is a multiple of 256); naming types (e.g.
+ * q4_k f16) runs only those and skips the quantizer timings.
  */
 #include <emmintrin.h>
 #include <math.h>
@@ -33,7 +40,6 @@
 
 #define BIG_BYTES ((size_t)64 << 20)
 #define SMALL_BYTES ((size_t)512 << 10)
-#define NCOLS 4096
 
 static double now_s(void) {
     struct timespec ts;
@@ -96,17 +102,17 @@ static void fill_random(const bcase *b, uint8_t *w, size_t bytes, uint64_t *seed
 }
 
 /* Rows [r0, r1) with gemv, or row by row with vec_dot (use_dot). */
-static void run_rows(const bcase *b, const uint8_t *w, size_t rs, int r0, int r1, const void *y, float *out,
-                     int use_dot) {
+static void run_rows(const bcase *b, int ncols, const uint8_t *w, size_t rs, int r0, int r1, const void *y,
+                     float *out, int use_dot) {
     if (!use_dot) {
-        b->gemv(NCOLS, w + (size_t)r0 * rs, rs, r1 - r0, y, out + r0);
+        b->gemv(ncols, w + (size_t)r0 * rs, rs, r1 - r0, y, out + r0);
     } else if (b->dot) {
-        for (int r = r0; r < r1; r++) b->dot(NCOLS, &out[r], w + (size_t)r * rs, y);
+        for (int r = r0; r < r1; r++) b->dot(ncols, &out[r], w + (size_t)r * rs, y);
     } else {
         for (int r = r0; r < r1; r++) {
             const uint16_t *wr = (const uint16_t *)(const void *)(w + (size_t)r * rs);
-            out[r] = b->type == VX_TYPE_F16 ? vx_dot_f16_f32_avx2(NCOLS, wr, y)
-                                            : vx_dot_bf16_f32_avx2(NCOLS, wr, y);
+            out[r] = b->type == VX_TYPE_F16 ? vx_dot_f16_f32_avx2(ncols, wr, y)
+                                            : vx_dot_bf16_f32_avx2(ncols, wr, y);
         }
     }
 }
@@ -117,13 +123,13 @@ static void run_rows(const bcase *b, const uint8_t *w, size_t rs, int r0, int r1
  * milliseconds is often preempted; 100-microsecond chunks mostly are not. */
 #define CHUNK_BYTES ((size_t)1 << 20)
 
-static void timed_pass(const bcase *b, const uint8_t *w, size_t rs, int rows, const void *y, float *out,
-                       int use_dot, double *chunk_min) {
+static void timed_pass(const bcase *b, int ncols, const uint8_t *w, size_t rs, int rows, const void *y,
+                       float *out, int use_dot, double *chunk_min) {
     const int per = (int)(CHUNK_BYTES / rs) & ~3; /* whole groups of 4 rows */
     for (int c = 0, r0 = 0; r0 < rows; c++, r0 += per) {
         const int r1 = r0 + per < rows ? r0 + per : rows;
         double t0 = now_s();
-        run_rows(b, w, rs, r0, r1, y, out, use_dot);
+        run_rows(b, ncols, w, rs, r0, r1, y, out, use_dot);
         double t = now_s() - t0;
         if (t < chunk_min[c]) chunk_min[c] = t;
     }
@@ -168,7 +174,7 @@ static void read_pass(const uint8_t *p, size_t bytes, double *chunk_min, __m128i
     *sink = _mm_add_epi32(*sink, _mm_add_epi32(a, b));
 }
 
-static void bench_quantizers(int reps) {
+static void bench_quantizers(int reps, int ncols) {
     const struct {
         int type;
         vx_from_float_fn avx2;
@@ -176,18 +182,19 @@ static void bench_quantizers(int reps) {
              {VX_TYPE_Q8_1, vx_quantize_row_q8_1_avx2},
              {VX_TYPE_Q8_K, vx_quantize_row_q8_K_avx2}};
     uint64_t seed = 5;
-    float *x = xalloc(NCOLS * sizeof(float));
-    for (int i = 0; i < NCOLS; i++) x[i] = gauss(&seed);
-    uint8_t *dst = xalloc(vx_row_size(VX_TYPE_Q8_K, NCOLS) + vx_row_size(VX_TYPE_Q8_1, NCOLS));
-    printf("\nactivation quantizers, one row of %d floats (ns per row, best of %d x 1000):\n", NCOLS, reps);
+    float *x = xalloc((size_t)ncols * sizeof(float));
+    for (int i = 0; i < ncols; i++) x[i] = gauss(&seed);
+    uint8_t *dst = xalloc(vx_row_size(VX_TYPE_Q8_K, ncols) + vx_row_size(VX_TYPE_Q8_1, ncols));
+    printf("\nactivation quantizers, one row of %d floats (ns per row, best of %d x 1000):\n", ncols, reps);
     for (size_t k = 0; k < sizeof q / sizeof q[0]; k++) {
         const vx_type_traits *tr = vx_type_get_traits(q[k].type);
+        if (ncols % tr->blck_size != 0) continue;
         double best_ref = INFINITY, best_avx = INFINITY;
         for (int r = 0; r < reps; r++) {
             double t0 = now_s();
-            for (int i = 0; i < 1000; i++) tr->from_float(x, dst, NCOLS);
+            for (int i = 0; i < 1000; i++) tr->from_float(x, dst, ncols);
             double t1 = now_s();
-            for (int i = 0; i < 1000; i++) q[k].avx2(x, dst, NCOLS);
+            for (int i = 0; i < 1000; i++) q[k].avx2(x, dst, ncols);
             double t2 = now_s();
             if (t1 - t0 < best_ref) best_ref = t1 - t0;
             if (t2 - t1 < best_avx) best_avx = t2 - t1;
@@ -200,7 +207,8 @@ static void bench_quantizers(int reps) {
 }
 
 int main(int argc, char **argv) {
-    const int reps = argc > 1 ? atoi(argv[1]) : 7;
+    const int reps = argc > 1 && atoi(argv[1]) > 0 ? atoi(argv[1]) : 7;
+    const int ncols = argc > 2 && atoi(argv[2]) >= 32 ? atoi(argv[2]) / 32 * 32 : 4096;
     const bcase cases[] = {
         {VX_TYPE_Q4_0, vx_gemv_q4_0_avx2, vx_vec_dot_q4_0_q8_0_avx2, 1, {0, 0}},
         {VX_TYPE_Q4_1, vx_gemv_q4_1_avx2, vx_vec_dot_q4_1_q8_1_avx2, 2, {0, 2}},
@@ -208,7 +216,10 @@ int main(int argc, char **argv) {
         {VX_TYPE_Q5_1, vx_gemv_q5_1_avx2, vx_vec_dot_q5_1_q8_1_avx2, 2, {0, 2}},
         {VX_TYPE_Q8_0, vx_gemv_q8_0_avx2, vx_vec_dot_q8_0_q8_0_avx2, 1, {0, 0}},
         {VX_TYPE_IQ4_NL, vx_gemv_iq4_nl_avx2, vx_vec_dot_iq4_nl_q8_0_avx2, 1, {0, 0}},
-        {VX_TYPE_Q2_K, vx_gemv_q2_K_avx2, vx_vec_dot_q2_K_q8_K_avx2, 2,
+        {VX_TYPE_Q2_K,
+         vx_gemv_q2_K_avx2,
+         vx_vec_dot_q2_K_q8_K_avx2,
+         2,
          {offsetof(vx_block_q2_K, d), offsetof(vx_block_q2_K, dmin)}},
         {VX_TYPE_Q3_K, vx_gemv_q3_K_avx2, vx_vec_dot_q3_K_q8_K_avx2, 1, {offsetof(vx_block_q3_K, d), 0}},
         {VX_TYPE_Q4_K, vx_gemv_q4_K_avx2, vx_vec_dot_q4_K_q8_K_avx2, 2, {0, 2}},
@@ -220,8 +231,8 @@ int main(int argc, char **argv) {
     uint8_t *w = xalloc(BIG_BYTES);
     uint8_t *small = xalloc(SMALL_BYTES);
     float *out = xalloc(BIG_BYTES / 64 * sizeof(float)); /* rows are >= 64 bytes */
-    float *x = xalloc(NCOLS * sizeof(float));
-    void *y = xalloc(vx_row_size(VX_TYPE_Q8_K, NCOLS) + vx_row_size(VX_TYPE_Q8_1, NCOLS) + NCOLS * 4);
+    float *x = xalloc((size_t)ncols * sizeof(float));
+    void *y = xalloc((size_t)ncols * 2 * sizeof(float)); /* f32 row or any quantized row */
     uint64_t seed = 1;
     const double ghz = clock_ghz();
 
@@ -235,8 +246,8 @@ int main(int argc, char **argv) {
         for (int k = 0; k < nchunks; k++) cm[k] = INFINITY;
         __m128i sink = _mm_setzero_si128();
         for (int k = 0; k < reps + 1; k++) read_pass(w, BIG_BYTES, cm, &sink);
-        printf("single thread, rows of %d, weights 64 MiB (DRAM) and 512 KiB (L2); core clock %.2f GHz\n", NCOLS,
-               ghz);
+        printf("single thread, rows of %d, weights 64 MiB (DRAM) and 512 KiB (L2); core clock %.2f GHz\n",
+               ncols, ghz);
         printf("plain 64 MiB read: %.2f GB/s%s\n\n", (double)BIG_BYTES / sum_d(cm, nchunks) * 1e-9,
                _mm_cvtsi128_si32(sink) == 42 ? " " : "");
         free(cm);
@@ -247,32 +258,33 @@ int main(int argc, char **argv) {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const bcase *b = &cases[c];
         const vx_type_traits *tr = vx_type_get_traits(b->type);
-        bool wanted = argc <= 2;
-        for (int a = 2; a < argc; a++) wanted |= vx_type_from_name(argv[a]) == b->type;
-        if (!wanted) continue;
-        const size_t rs = vx_row_size((vx_type)b->type, NCOLS);
+        bool wanted = argc <= 3;
+        for (int a = 3; a < argc; a++) wanted |= vx_type_from_name(argv[a]) == b->type;
+        if (!wanted || ncols % tr->blck_size != 0) continue;
+        const size_t rs = vx_row_size((vx_type)b->type, ncols);
         const int rows = (int)(BIG_BYTES / rs), srows = (int)(SMALL_BYTES / rs);
         fill_random(b, w, (size_t)rows * rs, &seed);
         memcpy(small, w, (size_t)srows * rs);
-        for (int i = 0; i < NCOLS; i++) x[i] = gauss(&seed);
+        for (int i = 0; i < ncols; i++) x[i] = gauss(&seed);
         if (b->dot) {
             const vx_type_traits *ty = vx_type_get_traits(tr->vec_dot_type);
-            ty->from_float(x, y, NCOLS);
+            ty->from_float(x, y, ncols);
         } else {
-            memcpy(y, x, NCOLS * sizeof(float));
+            memcpy(y, x, (size_t)ncols * sizeof(float));
         }
         const int64_t bl = tr->blck_size == 1 ? 32 : tr->blck_size; /* F16/BF16: per 32 */
-        const double nblk = (double)rows * (double)(NCOLS / bl);
-        const double nblk_s = (double)srows * (double)(NCOLS / bl);
+        const double nblk = (double)rows * (double)(ncols / bl);
+        const double nblk_s = (double)srows * (double)(ncols / bl);
         /* gemv and vec_dot passes alternate, so drifts in machine load hit
          * both alike */
-        const int nchunks = (int)((size_t)rows * rs / CHUNK_BYTES) + 2;
+        const int per = (int)(CHUNK_BYTES / rs) & ~3;
+        const int nchunks = (rows + per - 1) / per;
         double *cg = xalloc((size_t)nchunks * sizeof(double)), *cd = xalloc((size_t)nchunks * sizeof(double));
         for (int k = 0; k < nchunks; k++) cg[k] = cd[k] = INFINITY;
-        run_rows(b, w, rs, 0, rows, y, out, 0); /* warm-up: page faults, clocks */
+        run_rows(b, ncols, w, rs, 0, rows, y, out, 0); /* warm-up: page faults, clocks */
         for (int k = 0; k < reps; k++) {
-            timed_pass(b, w, rs, rows, y, out, 0, cg);
-            timed_pass(b, w, rs, rows, y, out, 1, cd);
+            timed_pass(b, ncols, w, rs, rows, y, out, 0, cg);
+            timed_pass(b, ncols, w, rs, rows, y, out, 1, cd);
         }
         const double tg = sum_d(cg, nchunks), td = sum_d(cd, nchunks);
         free(cg);
@@ -280,15 +292,15 @@ int main(int argc, char **argv) {
         double ts = INFINITY; /* short passes: the best of many */
         for (int k = 0; k < 64 * reps; k++) {
             double t0 = now_s();
-            b->gemv(NCOLS, small, rs, srows, y, out);
+            b->gemv(ncols, small, rs, srows, y, out);
             double t = now_s() - t0;
             if (t < ts) ts = t;
         }
         printf("%-7s %6zu %10.2f %9.2f %9.2f %10.2f %12.2f %10.2f\n", tr->name, tr->type_size,
-               (double)rows * rs / tg * 1e-9, tg / nblk * 1e9, tg / nblk * 1e9 * ghz, (double)rows * rs / td * 1e-9,
-               (double)srows * rs / ts * 1e-9, ts / nblk_s * 1e9 * ghz);
+               (double)rows * rs / tg * 1e-9, tg / nblk * 1e9, tg / nblk * 1e9 * ghz,
+               (double)rows * rs / td * 1e-9, (double)srows * rs / ts * 1e-9, ts / nblk_s * 1e9 * ghz);
     }
-    if (argc <= 2) bench_quantizers(reps);
+    if (argc <= 3) bench_quantizers(reps, ncols);
     free(w);
     free(small);
     free(out);

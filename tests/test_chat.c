@@ -95,6 +95,12 @@ static cJSON *load_json(const char *rel) {
     return j;
 }
 
+/* A string member, or "" when missing (a malformed manifest fails checks, not the test). */
+static const char *jstr(const cJSON *obj, const char *key) {
+    const cJSON *v = cJSON_GetObjectItem(obj, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
 static void report_diff(const char *name, const char *want, size_t want_len, const char *got) {
     size_t got_len = strlen(got), i = 0;
     while (i < want_len && i < got_len && want[i] == got[i]) i++;
@@ -116,12 +122,12 @@ static void test_manifest(void) {
     int ok_total = 0, ok_pass = 0, raise_total = 0, raise_pass = 0, err_total = 0, err_pass = 0;
     const cJSON *cs;
     cJSON_ArrayForEach(cs, cases) {
-        const char *tname = cJSON_GetObjectItem(cs, "template")->valuestring;
-        const char *status = cJSON_GetObjectItem(cs, "status")->valuestring;
-        const char *conv_file = cJSON_GetObjectItem(cs, "conversation_file")->valuestring;
+        const char *tname = jstr(cs, "template");
+        const char *status = jstr(cs, "status");
+        const char *conv_file = jstr(cs, "conversation_file");
         const cJSON *tinfo = cJSON_GetObjectItem(templates, tname);
         char rel[512];
-        snprintf(rel, sizeof rel, "chat/%s", cJSON_GetObjectItem(tinfo, "file")->valuestring);
+        snprintf(rel, sizeof rel, "chat/%s", jstr(tinfo, "file"));
         char *src = vx_test_read_file(vx_test_fixture_path(rel), NULL);
         snprintf(rel, sizeof rel, "chat/%s", conv_file);
         cJSON *conv = load_json(rel);
@@ -138,18 +144,18 @@ static void test_manifest(void) {
         vx_chat_message *msgs = calloc((size_t)n + 1, sizeof *msgs);
         for (int i = 0; i < n; i++) {
             const cJSON *m = cJSON_GetArrayItem(jm, i);
-            msgs[i].role = cJSON_GetObjectItem(m, "role")->valuestring;
-            msgs[i].content = cJSON_GetObjectItem(m, "content")->valuestring;
+            msgs[i].role = jstr(m, "role");
+            msgs[i].content = jstr(m, "content");
         }
         struct tm now = fixed_time();
         vx_chat_render_params p = vx_chat_render_default_params();
         p.add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItem(conv, "add_generation_prompt"));
-        p.bos_token = cJSON_GetObjectItem(tinfo, "bos_token")->valuestring;
-        p.eos_token = cJSON_GetObjectItem(tinfo, "eos_token")->valuestring;
+        p.bos_token = jstr(tinfo, "bos_token");
+        p.eos_token = jstr(tinfo, "eos_token");
         p.now = &now;
 
         char err[512] = "", *out = NULL, name[512];
-        snprintf(name, sizeof name, "%s / %s", tname, cJSON_GetObjectItem(cs, "conversation")->valuestring);
+        snprintf(name, sizeof name, "%s / %s", tname, jstr(cs, "conversation"));
         vx_chat_template *t = NULL;
         vx_status st = vx_chat_template_parse(src, &t, err, sizeof err);
         if (st == VX_OK) st = vx_chat_template_render_ex(t, msgs, (size_t)n, &p, &out, err, sizeof err);
@@ -157,7 +163,7 @@ static void test_manifest(void) {
 
         if (!strcmp(status, "ok")) {
             ok_total++;
-            snprintf(rel, sizeof rel, "chat/%s", cJSON_GetObjectItem(cs, "expected")->valuestring);
+            snprintf(rel, sizeof rel, "chat/%s", jstr(cs, "expected"));
             size_t want_len = 0;
             char *want = vx_test_read_file(vx_test_fixture_path(rel), &want_len);
             bool same = st == VX_OK && want && out && strlen(out) == want_len &&
@@ -167,7 +173,7 @@ static void test_manifest(void) {
             ok_pass += same;
             free(want);
         } else {
-            const char *msg = cJSON_GetObjectItem(cs, "message")->valuestring;
+            const char *msg = jstr(cs, "message");
             bool is_raise = !strcmp(status, "raise_exception");
             bool good = st != VX_OK && out == NULL && (!is_raise || strstr(err, msg) != NULL);
             CHECKF(good, "%s: want an error%s%s, got %s", name, is_raise ? " containing " : "",
@@ -573,6 +579,140 @@ static void test_statements_and_methods(void) {
 
 }
 
+/* Sorting, aggregation, Unicode, number formatting, str.format and more
+ * scoping corners. Expected as above. */
+static void test_more_semantics(void) {
+    EXPECT("{{ [{'a':1,'b':'x'},{'a':0,'b':'y'},{'a':1,'b':'z'}] | sort(attribute='a', reverse=true) | map(attribute='b') | join }}",
+           "xzy");
+    EXPECT("{{ [{'a':{'b':2}},{'a':{'b':1}}] | sort(attribute='a.b') | map(attribute='a.b') | list }}",
+           "[1, 2]");
+    EXPECT("{{ ['B','a','C'] | max }} {{ ['B','a','C'] | max(case_sensitive=true) }} {{ ['B','a','C'] | min(case_sensitive=true) }}",
+           "C a B");
+    EXPECT("{{ ['1','2'] | map('int') | sum }} {{ ['a','b'] | select('equalto', 'a') | list }} {{ [{'a':1},{'a':5}] | selectattr('a', 'in', [5]) | list }}",
+           "3 ['a'] [{'a': 5}]");
+    EXPECT("{{ [1,2,3] | select('odd') | first }} {{ [1,2,3] | select('odd') | join('-') }} {{ [1,2,3,4] | select('even') | map('string') | join }}",
+           "1 1-3 24");
+    EXPECT("{{ messages | selectattr('role','equalto','user') | list | length }} {{ messages | map(attribute='role') | join(',') }}",
+           "1 user,assistant");
+    EXPECT("{% for m in messages if m.role == 'assistant' %}{{ loop.length }}{{ loop.revindex }}{{ m.content }}{% endfor %}",
+           "11Hello!");
+    EXPECT("{{ {'b':1,'a':2} | dictsort(reverse=true) }} {{ {'b':1,'a':2} | dictsort(true) }}",
+           "[('b', 1), ('a', 2)] [('a', 2), ('b', 1)]");
+    EXPECT("{{ [[1,2],[1]] | sort }} {{ [(2,'a'),(1,'b')] | sort }} {{ [3, 1.5, True] | sort }}",
+           "[[1], [1, 2]] [(1, 'b'), (2, 'a')] [True, 1.5, 3]");
+    EXPECT("{{ [1, 1.0, True, '1'] | unique | list }}",
+           "[1, '1']");
+    EXPECT("{{ 1.0 ~ '' }} {{ 1e3 ~ '' }} {{ [1.0] ~ '' }} {{ 3.0 | int }} {{ -3.7 | int }} {{ 2.5 | round(0) }}",
+           "1.0 1000.0 [1.0] 3 -3 2.0");
+    EXPECT("{{ 'abc'|upper|lower|capitalize }} {{ 'x'|safe|upper }} {{ ('<'|safe).upper() ~ '' }}",
+           "Abc X <");
+    EXPECT("{{ x is none }} {{ x is not none }} {{ x is string }} {{ x is mapping }} {{ x is number }}",
+           "False True False False False");
+    EXPECT("{{ 'a' if x else 'b' }} {{ x or 'default' }} {{ x and 'y' }}|",
+           "b default |");
+    EXPECT("{{ [] or 'empty' }} {{ {} or 'e' }} {{ 0.0 or 'z' }} {{ '0' or 'nz' }}",
+           "empty e z 0");
+    EXPECT("{{ 'x' in ['x'] and 'y' not in ['x'] }} {{ 1 in {1: 2} }} {{ (1,2) in [(1,2)] }} {{ [1,2] in [[1,2]] }}",
+           "True True True True");
+    EXPECT("{{ messages[-1]['content'] | trim | length }} {{ messages | length > 1 }} {{ (messages | length) - 1 }} {{ messages|length - 1 }}",
+           "6 True 1 1");
+    EXPECT("{{ range(messages|length - 1, -1, -1) | list }}",
+           "[1, 0]");
+    EXPECT("{{ '\316\243\316\257\317\203\317\205\317\206\316\277\317\202' | upper }} {{ '\316\221\316\222\316\223' | lower }} {{ '\320\237\321\200\320\270\320\262\320\265\321\202' | upper }}",
+           "\316\243\316\212\316\243\316\245\316\246\316\237\316\243 \316\261\316\262\316\263 \320\237\320\240\320\230\320\222\320\225\320\242");
+    EXPECT("{{ '  \343\200\200x\302\240 ' | trim | length }} {{ '\342\200\250a\342\200\251'.strip() | length }} {{ 'a\302\240b'.split() }}",
+           "1 1 ['a', 'b']");
+    EXPECT("{{ '%-5d|%+d|% d|%05d|%x|%X|%o|%e|%g|%10.3f|%c|%c' % (3, 3, 3, -3, 255, 255, 8, 12345.678, 0.0001, 3.14159, 65, 'z') }}",
+           "3    |+3| 3|-0003|ff|FF|10|1.234568e+04|0.0001|     3.142|A|z");
+    EXPECT("{{ '%s' % none }} {{ '%s %s' % ('a', [1]) }} {{ '%(x)s-%(y)d' % {'x': 'q', 'y': 2} }} {{ '%.3s' % 'abcdef' }} {{ '%5.1s|' % 'xyz' }}",
+           "None a [1] q-2 abc     x|");
+    EXPECT("{{ '{:,}'.format(1234567) }}",
+           "1,234,567");
+    EXPECT("{{ 'abc'.startswith('') }} {{ ''.startswith('') }} {{ 'abc'.endswith('c', 0, 2) }} {{ 'abc'.find('', 5) }} {{ 'abc'.find('', 3) }} {{ 'abc'.count('', 1) }}",
+           "True True False -1 3 3");
+    EXPECT("{{ 'a b'.split(' ', -1) }} {{ 'a  b'.split(' ') }} {{ 'abcabc'.rsplit('b') }} {{ 'a,b,c'.split(',', 0) }} {{ ' a b '.split(none, 0) }} {{ ' a b '.rsplit(none, 0) }}",
+           "['a', 'b'] ['a', '', 'b'] ['a', 'ca', 'c'] ['a,b,c'] ['a b '] [' a b']");
+    EXPECT("{{ 'aXbXc'.replace('X', '') }} {{ 'aaaa'.replace('aa', 'b') }} {{ 'ab'.replace('a', 'xa', -1) }}",
+           "abc bb xab");
+    EXPECT("{{ 'hello'[1:-1] }} {{ 'hello'[-3:] }} {{ 'hello'[:100] }} {{ 'hello'[3:1] }} {{ 'hello'[::-2] }} {{ 'hello'[-100:2] }} {{ [1,2,3][-100:100] }}",
+           "ell llo hello  olh he [1, 2, 3]");
+    EXPECT("{{ [1,2,3,4,5][4:1:-1] }} {{ [1,2,3,4,5][::-3] }} {{ [1,2,3][true:] }}",
+           "[5, 4, 3] [5, 2] [2, 3]");
+    EXPECT("{% set d = {'a': 1} %}{{ d.a }}{{ d['a'] }}{{ d.get('a') }}{{ d.b is defined }}{{ d.keys() | list }}",
+           "111False['a']");
+    EXPECT("{% set l = [3,1,2] %}{{ l | sort }}{{ l }}{{ l | reverse | list }}{{ l }}",
+           "[1, 2, 3][3, 1, 2][2, 1, 3][3, 1, 2]");
+    EXPECT("{% set s = 'abc' %}{{ s | list }} {{ s | first }} {{ s[1] }} {{ s | length }}",
+           "['a', 'b', 'c'] a b 3");
+    EXPECT("{{ namespace(a=1).a }} {{ namespace(a=1) is mapping }} {{ dict(a=1, b=2) | tojson }} {{ dict({'x': 1}, y=2) }}",
+           "1 False {\"a\": 1, \"b\": 2} {'x': 1, 'y': 2}");
+    EXPECT("{{ {'a': none} | tojson }} {{ [none, true, false] | tojson }} {{ 'a\\u0001b\\u007fc' | tojson }} {{ '\\u2028' | tojson }}",
+           "{\"a\": null} [null, true, false] \"a\\u0001b\177c\" \"\342\200\250\"");
+    EXPECT("{{ 1.5e300 * 1e10 }} {{ -1e400 }} {{ (1e400 - 1e400) }}",
+           "inf -inf nan");
+    EXPECT("{{ 0.1 | tojson }} {{ 1e22 | tojson }} {{ 1e-7 | tojson }} {{ 123456789.123 }} {{ 5e-324 }} {{ 1.7976931348623157e308 }}",
+           "0.1 1e+22 1e-07 123456789.123 5e-324 1.7976931348623157e+308");
+    EXPECT("{{ 0 }} {{ 00 }} {{ 0_0 }}",
+           "0 0 0");
+    EXPECT("{{ true | string }} {{ none | string }} {{ (1,) | string }} {{ {'a': (1, 2)} | string }}",
+           "True None (1,) {'a': (1, 2)}");
+    EXPECT("{{ messages[0] }}",
+           "{'role': 'user', 'content': 'Hi'}");
+    EXPECT("{{ {'it\\'s': \"a\\\"b\"} }} {{ ['\\n', '\\\\'] }} {{ '\303\251' | string }} {{ ['\303\251', '\\u00a0', '\\u200b'] }}",
+           "{\"it's\": 'a\"b'} ['\\n', '\\\\'] \303\251 ['\303\251', '\\xa0', '\\u200b']");
+    EXPECT("{% for a, b in {'x': 1}.items() %}{{ a }}{{ b }}{% endfor %}{% for a in {'x': 1}.items() %}{{ a }}{% endfor %}",
+           "x1('x', 1)");
+    EXPECT("{% for i in range(3) %}{% set j = i * 2 %}{% if loop.last %}{{ j }}{% endif %}{% endfor %}[{{ j }}]",
+           "4[]");
+    EXPECT("{% set ns = namespace(v=0) %}{% macro inc() %}{% set ns.v = ns.v + 1 %}{% endmacro %}{{ inc() }}{{ inc() }}{{ ns.v }}",
+           "2");
+    EXPECT("{% macro m(a, b) %}{{ a }}-{{ b }}{% endmacro %}{{ m(b=1, a=2) }}{{ m(1) }}",
+           "2-11-");
+    EXPECT("{% macro m() %}{{ varargs }}{% endmacro %}{{ m(1, 2) }}",
+           "(1, 2)");
+    EXPECT("{% macro m() %}{{ kwargs }}{% endmacro %}{{ m(a=1) }}",
+           "{'a': 1}");
+    EXPECT("{% macro m(x) %}{{ caller(x) }}{% endmacro %}{% call(y) m(5) %}got {{ y }}{% endcall %}",
+           "got 5");
+    EXPECT("{% filter indent(2, true) %}a\nb{% endfilter %}",
+           "  a\n  b");
+    EXPECT("{% set a = 'x' %}{% filter upper %}{{ a }}{% set a = 'y' %}{{ a }}{% endfilter %}{{ a }}",
+           "XYx");
+    EXPECT("{% for x in [1,2,3] %}{% set x = x * 10 %}{{ x }}{% endfor %}",
+           "102030");
+    EXPECT("{% if true %}{% set v = 1 %}{% else %}{% set v = 2 %}{% endif %}{{ v }}",
+           "1");
+    EXPECT("{% for x in [1] %}{% for y in [2] %}{{ x }}{{ y }}{{ loop.index }}{% endfor %}{{ loop.index }}{% endfor %}",
+           "1211");
+    EXPECT("{{ range(3) | length }} {{ range(3)[1] }} {{ range(1, 10, 3) | join(',') }} {{ range(-3) | list }}",
+           "3 1 1,4,7 []");
+    EXPECT("{{ 'a' * 0 }}|{{ [1] * -2 }}|{{ 2 * [1, 2] }}|{{ (1,) * 2 }}",
+           "|[]|[1, 2, 1, 2]|(1, 1)");
+    EXPECT("{{ 5 % -3 }} {{ -5 % 3 }} {{ 5.5 % -2 }} {{ -7 // 2.0 }} {{ 7 // -2 }} {{ 2 ** 0.5 }} {{ (-8) ** 2 }} {{ 4 ** -2 }}",
+           "-1 1 -0.5 -4.0 -4 1.4142135623730951 64 0.0625");
+    EXPECT("{{ -9223372036854775807 - 1 }}",
+           "-9223372036854775808");
+    EXPECT("{{ 1 - -1 }} {{ - - 1 }} {{ +1 }} {{ -(1) }} {{ not not 1 }} {{ -true }}",
+           "2 1 1 -1 True -1");
+    EXPECT("{{ 'abc' is sameas 'abc' }} {{ none is sameas none }} {{ 1 is sameas 1 }} {{ [] is sameas [] }}",
+           "False True True False");
+    EXPECT("{{ 'aBc' is lower }} {{ '123' is lower }} {{ 'ABC1' is upper }}",
+           "False False True");
+    EXPECT("{{ 2.0 is even }} {{ 3 is odd }}",
+           "True True");
+    EXPECT("{{ '{:^9}|{:*<5}|{:#>4}'.format('mid', 'l', 7) }}",
+           "   mid   |l****|###7");
+    EXPECT("{% set x %}{% set y = 1 %}{{ y }}{% endset %}{{ x }}[{{ y }}]",
+           "1[]");
+    EXPECT("{% for i in [1,2] %}{% set x %}{% if i == 2 %}{% break %}{% endif %}v{{ i }}{% endset %}{{ x }}{% endfor %}",
+           "v1");
+    EXPECT("{% set y = 5 %}{% set x %}{{ y }}{% set y = 6 %}{{ y }}{% endset %}{{ x }}{{ y }}",
+           "565");
+    EXPECT("{% macro m() %}{% set x %}in{% endset %}{{ x }}{% endmacro %}{{ m() }}",
+           "in");
+
+}
+
 /* Template-level failures: what jinja2 raises, we report (never crash). */
 static void test_runtime_errors(void) {
     EXPECT_ERROR("{{ 1 + 'a' }}", "unsupported operand type(s) for +: 'int' and 'str'");
@@ -676,6 +816,27 @@ static void test_syntax_errors(void) {
     strcat(deep, "1 }}");
     CHECK(vx_chat_template_parse(deep, &t, err, sizeof err) == VX_EFORMAT);
     free(deep);
+    /* many top-level nodes (a fuzzer find: the height check's first push) */
+    char *flat = malloc(6 * 2000 + 1);
+    for (int i = 0; i < 2000; i++) memcpy(flat + 6 * i, "a{{1}}", 6);
+    flat[6 * 2000] = 0;
+    CHECK(vx_chat_template_parse(flat, &t, err, sizeof err) == VX_OK);
+    vx_chat_template_free(t);
+    t = NULL;
+    free(flat);
+    /* long left-associative chains build tall trees without parser recursion */
+    static const char *const links[] = {" + 1", ".a", "|trim", "[0]", " or x", "(1)"};
+    for (size_t k = 0; k < sizeof links / sizeof links[0]; k++) {
+        size_t reps = 50000, len = strlen(links[k]);
+        char *chain = malloc(reps * len + 16);
+        size_t pos = (size_t)sprintf(chain, "{{ x");
+        for (size_t i = 0; i < reps; i++, pos += len) memcpy(chain + pos, links[k], len);
+        strcpy(chain + pos, " }}");
+        CHECKF(vx_chat_template_parse(chain, &t, err, sizeof err) == VX_EFORMAT &&
+                   strstr(err, "nested too deeply"),
+               "chain of '%s': %s", links[k], err);
+        free(chain);
+    }
 }
 
 /* Runaway templates hit limits and fail cleanly. */
@@ -702,6 +863,24 @@ static void test_limits(void) {
     CHECKF(!out && strstr(err, "nested too deeply"), "%s", err);
     out = render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}", NULL, NULL, true, &st, err, sizeof err);
     CHECKF(!out && strstr(err, "nested too deeply"), "%s", err); /* a namespace holding itself */
+
+    /* deep expressions inside deep macro recursion stop at the nesting bound
+     * (about 600 levels) instead of exhausting the C stack */
+    char deep[1024];
+    strcpy(deep, "{% macro f(n) %}{% if n < 99 %}{{ ");
+    for (int i = 0; i < 150; i++) strcat(deep, "-");
+    strcat(deep, "(f(n + 1)|length) }}{% endif %}{% endmacro %}{{ f(0) }}");
+    out = render(deep, NULL, NULL, true, &st, err, sizeof err);
+    CHECKF(!out && st == VX_ERANGE && strstr(err, "nested too deeply"), "%s", err);
+
+    /* filters that call filters recurse through C too */
+    char *maps = malloc(20 * 2000 + 64);
+    strcpy(maps, "{{ 'abc' | map('map'");
+    for (int i = 0; i < 2000; i++) strcat(maps, ", 'map'");
+    strcat(maps, ") | list }}");
+    out = render(maps, NULL, NULL, true, &st, err, sizeof err);
+    CHECKF(!out && st == VX_ERANGE && strstr(err, "nested too deeply"), "%s", err);
+    free(maps);
 
     /* explicit small limits through the parameters */
     vx_chat_template *t = NULL;
@@ -837,6 +1016,7 @@ int main(void) {
     test_manifest();
     test_lexer_and_expressions();
     test_statements_and_methods();
+    test_more_semantics();
     test_runtime_errors();
     test_syntax_errors();
     test_limits();

@@ -19,6 +19,7 @@ typedef struct result {
     pthread_mutex_t mu;
     vx_token toks[64];
     int n;
+    int n_cached;
     vx_finish finish;
     int cancel_after; /* return false after this many tokens (0 = never) */
     bool done;
@@ -30,6 +31,7 @@ static bool on_event(const vx_token_event *ev, void *ud) {
     if (ev->token >= 0 && r->n < 64) r->toks[r->n++] = ev->token;
     bool go = !(r->cancel_after > 0 && r->n >= r->cancel_after);
     if (ev->finish != VX_FINISH_NONE) {
+        r->n_cached = ev->n_cached;
         r->finish = ev->finish;
         r->done = true;
     }
@@ -129,6 +131,103 @@ int main(void) {
                "req %d differs with chunked prefill", i);
         CHECKF(memcmp(alone[i].toks, preempted[i].toks, sizeof(vx_token) * NGEN) == 0,
                "req %d differs after preemption", i);
+    }
+
+    /* prefix cache: a prompt sharing 32 tokens (2 blocks) with an earlier one
+     * reuses them and still produces what a cold engine produces */
+    {
+        vx_token a[48], b[45];
+        for (int i = 0; i < 48; i++) a[i] = i == 0 ? 1 : 3 + (i * 13) % 400;
+        memcpy(b, a, 32 * sizeof *b);
+        for (int i = 32; i < 45; i++) b[i] = 7 + (i * 29) % 300;
+        static result warm[3], cold[1];
+        for (int pass = 0; pass < 2; pass++) {
+            vx_engine_params pp = vx_engine_default_params();
+            pp.n_ctx = 128;
+            pp.n_threads = 2;
+            pp.n_parallel = 2;
+            vx_engine *pe = NULL;
+            CHECK(vx_engine_init(m, &pp, &pe, err, sizeof err) == VX_OK);
+            if (!pe) break;
+            /* pass 0: a, then b, then b again (warm); pass 1: b alone (cold) */
+            const vx_token *ps[3] = {a, b, b};
+            const int ns[3] = {48, 45, 45};
+            const int nreq = pass == 0 ? 3 : 1;
+            result *rs = pass == 0 ? warm : cold;
+            for (int i = 0; i < nreq; i++) {
+                memset(&rs[i], 0, sizeof rs[i]);
+                pthread_mutex_init(&rs[i].mu, NULL);
+                vx_request_params rp;
+                memset(&rp, 0, sizeof rp);
+                rp.prompt = pass == 0 ? ps[i] : b;
+                rp.n_prompt = pass == 0 ? ns[i] : 45;
+                rp.max_tokens = NGEN;
+                rp.sampling = vx_sampler_default_params();
+                rp.sampling.temperature = 0;
+                rp.ignore_eos = true;
+                rp.on_event = on_event;
+                rp.user_data = &rs[i];
+                uint64_t id;
+                CHECK(vx_engine_submit(pe, &rp, &id, err, sizeof err) == VX_OK);
+                wait_all(&rs[i], 1);
+            }
+            if (pass == 0) {
+                vx_engine_stats st;
+                vx_engine_get_stats(pe, &st);
+                CHECKF(st.prefix_hits >= 2 + 2, "prefix hits %llu", (unsigned long long)st.prefix_hits);
+            }
+            vx_engine_free(pe);
+        }
+        CHECKF(warm[0].n_cached == 0, "first request reused %d", warm[0].n_cached);
+        CHECKF(warm[1].n_cached == 32, "shared system prefix: %d cached, expected 32", warm[1].n_cached);
+        CHECKF(warm[2].n_cached == 32, "repeat: %d cached, expected 32 (44 usable, block-aligned)", warm[2].n_cached);
+        CHECK(cold[0].n_cached == 0);
+        CHECKF(memcmp(warm[1].toks, cold[0].toks, sizeof(vx_token) * NGEN) == 0 &&
+                   memcmp(warm[2].toks, cold[0].toks, sizeof(vx_token) * NGEN) == 0,
+               "warm prefix cache changes the output");
+    }
+
+    /* copy-on-write: fork a sequence mid-block, extend both differently, and
+     * compare with fresh contexts evaluating each whole sequence */
+    {
+        vx_context_params cp = vx_context_default_params();
+        cp.n_ctx = 64;
+        cp.n_seq_max = 2;
+        cp.n_batch = 64;
+        cp.n_threads = 1;
+        cp.kv_type = VX_KV_F32;
+        vx_context *c = NULL, *f = NULL;
+        CHECK(vx_context_init(m, &cp, &c, err, sizeof err) == VX_OK);
+        CHECK(vx_context_init(m, &cp, &f, err, sizeof err) == VX_OK);
+        vx_token base[24], ext[2][4] = {{11, 12, 13, 14}, {21, 22, 23, 24}};
+        vx_pos pos[28];
+        vx_seq_id s0[28] = {0}, s1[28];
+        for (int i = 0; i < 28; i++) { pos[i] = i; s1[i] = 1; }
+        for (int i = 0; i < 24; i++) base[i] = i == 0 ? 1 : 5 + i * 9;
+        vx_batch bb = {20, base, pos, s0, NULL}; /* 20 = one full block + 4 */
+        CHECK(c && vx_decode(c, &bb) == VX_OK);
+        CHECK(c && vx_kv_seq_fork(c, 0, 1) == VX_OK);
+        float got[2][512];
+        for (int k = 0; c && k < 2; k++) {
+            vx_batch eb = {4, ext[k], pos + 20, k ? s1 : s0, NULL};
+            CHECK(vx_decode(c, &eb) == VX_OK);
+            memcpy(got[k], vx_get_logits_ith(c, 3), sizeof got[k]);
+        }
+        for (int k = 0; f && k < 2; k++) {
+            vx_token full[24];
+            memcpy(full, base, 20 * sizeof *full);
+            memcpy(full + 20, ext[k], 4 * sizeof *full);
+            vx_kv_seq_rm(f, 0, 0, -1);
+            vx_batch fb = {24, full, pos, s0, NULL};
+            CHECK(vx_decode(f, &fb) == VX_OK);
+            CHECKF(memcmp(vx_get_logits_ith(f, 23), got[k], sizeof got[k]) == 0,
+                   "forked sequence %d differs from a fresh evaluation", k);
+        }
+        int32_t used = 0;
+        if (c) vx_kv_usage(c, NULL, &used, NULL, NULL);
+        CHECKF(used == 3, "fork shares the full block: %d blocks used, expected 3", used);
+        vx_context_free(c);
+        vx_context_free(f);
     }
 
     /* cancellation, queue limit, prompt limit */

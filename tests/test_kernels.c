@@ -80,20 +80,34 @@ typedef struct {
 
 static const kcase cases[] = {
     {VX_TYPE_Q4_0, vx_vec_dot_q4_0_q8_0_avx2, vx_gemv_q4_0_avx2, 1, {offsetof(vx_block_q4_0, d), 0}},
-    {VX_TYPE_Q4_1, vx_vec_dot_q4_1_q8_1_avx2, vx_gemv_q4_1_avx2, 2,
+    {VX_TYPE_Q4_1,
+     vx_vec_dot_q4_1_q8_1_avx2,
+     vx_gemv_q4_1_avx2,
+     2,
      {offsetof(vx_block_q4_1, d), offsetof(vx_block_q4_1, m)}},
     {VX_TYPE_Q5_0, vx_vec_dot_q5_0_q8_0_avx2, vx_gemv_q5_0_avx2, 1, {offsetof(vx_block_q5_0, d), 0}},
-    {VX_TYPE_Q5_1, vx_vec_dot_q5_1_q8_1_avx2, vx_gemv_q5_1_avx2, 2,
+    {VX_TYPE_Q5_1,
+     vx_vec_dot_q5_1_q8_1_avx2,
+     vx_gemv_q5_1_avx2,
+     2,
      {offsetof(vx_block_q5_1, d), offsetof(vx_block_q5_1, m)}},
     {VX_TYPE_Q8_0, vx_vec_dot_q8_0_q8_0_avx2, vx_gemv_q8_0_avx2, 1, {offsetof(vx_block_q8_0, d), 0}},
-    {VX_TYPE_IQ4_NL, vx_vec_dot_iq4_nl_q8_0_avx2, vx_gemv_iq4_nl_avx2, 1,
-     {offsetof(vx_block_iq4_nl, d), 0}},
-    {VX_TYPE_Q2_K, vx_vec_dot_q2_K_q8_K_avx2, vx_gemv_q2_K_avx2, 2,
+    {VX_TYPE_IQ4_NL, vx_vec_dot_iq4_nl_q8_0_avx2, vx_gemv_iq4_nl_avx2, 1, {offsetof(vx_block_iq4_nl, d), 0}},
+    {VX_TYPE_Q2_K,
+     vx_vec_dot_q2_K_q8_K_avx2,
+     vx_gemv_q2_K_avx2,
+     2,
      {offsetof(vx_block_q2_K, d), offsetof(vx_block_q2_K, dmin)}},
     {VX_TYPE_Q3_K, vx_vec_dot_q3_K_q8_K_avx2, vx_gemv_q3_K_avx2, 1, {offsetof(vx_block_q3_K, d), 0}},
-    {VX_TYPE_Q4_K, vx_vec_dot_q4_K_q8_K_avx2, vx_gemv_q4_K_avx2, 2,
+    {VX_TYPE_Q4_K,
+     vx_vec_dot_q4_K_q8_K_avx2,
+     vx_gemv_q4_K_avx2,
+     2,
      {offsetof(vx_block_q4_K, d), offsetof(vx_block_q4_K, dmin)}},
-    {VX_TYPE_Q5_K, vx_vec_dot_q5_K_q8_K_avx2, vx_gemv_q5_K_avx2, 2,
+    {VX_TYPE_Q5_K,
+     vx_vec_dot_q5_K_q8_K_avx2,
+     vx_gemv_q5_K_avx2,
+     2,
      {offsetof(vx_block_q5_K, d), offsetof(vx_block_q5_K, dmin)}},
     {VX_TYPE_Q6_K, vx_vec_dot_q6_K_q8_K_avx2, vx_gemv_q6_K_avx2, 1, {offsetof(vx_block_q6_K, d), 0}},
 };
@@ -106,6 +120,17 @@ static const kcase *find_case(int type) {
 }
 
 #define DOT_TOL 1e-5
+
+/* Worst |kernel - reference| / sum |x_i y_i| seen per weight type. */
+typedef struct {
+    double worst[VX_TYPE_COUNT];
+} err_stats;
+
+static bool within_tol(err_stats *st, int type, double got, double ref, double mag) {
+    const double err = fabs(got - ref);
+    if (mag > 0.0 && err / mag > st->worst[type]) st->worst[type] = err / mag;
+    return err <= DOT_TOL * mag;
+}
 
 /* ---------------------------------------------------------- quantizers */
 
@@ -259,8 +284,8 @@ static void test_quantizers(void) {
 
 /* sum |x_i y_i| over the dequantized rows: the scale of the rounding
  * differences a reordered float accumulation may show. */
-static double magnitude(const vx_type_traits *tx, const void *x, const vx_type_traits *ty,
-                        const void *y, int64_t n, float *fx, float *fy) {
+static double magnitude(const vx_type_traits *tx, const void *x, const vx_type_traits *ty, const void *y,
+                        int64_t n, float *fx, float *fy) {
     tx->to_float(x, fx, n);
     ty->to_float(y, fy, n);
     double m = 0.0;
@@ -273,8 +298,8 @@ static double magnitude(const vx_type_traits *tx, const void *x, const vx_type_t
  * reference vec_dot. */
 #define MAX_ROWS 9
 
-static void check_rows(const kcase *kc, const uint8_t *w, size_t rs, int nrows, const void *yq, int64_t n,
-                       const char *what) {
+static void check_rows(err_stats *st, const kcase *kc, const uint8_t *w, size_t rs, int nrows, const void *yq,
+                       int64_t n, const char *what) {
     const vx_type_traits *tx = vx_type_get_traits(kc->type);
     const vx_type_traits *ty = vx_type_get_traits(tx->vec_dot_type);
     float *fx = xmalloc((size_t)n * sizeof(float)), *fy = xmalloc((size_t)n * sizeof(float));
@@ -285,14 +310,15 @@ static void check_rows(const kcase *kc, const uint8_t *w, size_t rs, int nrows, 
         mag[r] = magnitude(tx, w + (size_t)r * rs, ty, yq, n, fx, fy);
         float s = NAN;
         kc->dot(n, &s, w + (size_t)r * rs, yq);
-        CHECKF(fabs((double)s - ref[r]) <= DOT_TOL * mag[r], "%s vec_dot %s n=%lld row %d: %.9g vs ref %.9g (mag %.6g)",
-               tx->name, what, (long long)n, r, (double)s, (double)ref[r], mag[r]);
+        CHECKF(within_tol(st, kc->type, s, ref[r], mag[r]),
+               "%s vec_dot %s n=%lld row %d: %.9g vs ref %.9g (mag %.6g)", tx->name, what, (long long)n, r,
+               (double)s, (double)ref[r], mag[r]);
     }
     for (int nr = 1; nr <= nrows; nr++) {
         for (int r = 0; r < MAX_ROWS; r++) out[r] = NAN;
         kc->gemv(n, w, rs, nr, yq, out);
         for (int r = 0; r < nr; r++)
-            CHECKF(fabs((double)out[r] - ref[r]) <= DOT_TOL * mag[r],
+            CHECKF(within_tol(st, kc->type, out[r], ref[r], mag[r]),
                    "%s gemv %s n=%lld nrows=%d row %d: %.9g vs ref %.9g (mag %.6g)", tx->name, what,
                    (long long)n, nr, r, (double)out[r], (double)ref[r], mag[r]);
         for (int r = nr; r < MAX_ROWS; r++) CHECKF(isnan(out[r]), "%s gemv wrote past nrows", tx->name);
@@ -308,7 +334,7 @@ static uint16_t rand_factor(rng *r) {
     return vx_fp32_to_fp16((rng_next(r) & 1) ? -v : v);
 }
 
-static void test_dots(void) {
+static void test_dots(err_stats *st) {
     rng r = {777};
     const int64_t ns32[] = {32, 64, 96, 896, 4096, 14336};
     const int64_t nsK[] = {256, 512, 2048, 4096, 14336};
@@ -336,7 +362,7 @@ static void test_dots(void) {
                     for (int64_t i = 0; i < n; i++) f[i] += 0.05f;
                 tx->from_float(f, w + (size_t)row * rs, n);
             }
-            check_rows(kc, w, rs, nrows, yq, n, "gauss");
+            check_rows(st, kc, w, rs, nrows, yq, n, "gauss");
 
             /* random bytes everywhere but the fp16 factors: every code and
              * sub-block scale pattern, e.g. all-63 scales with 15/31/63
@@ -354,10 +380,10 @@ static void test_dots(void) {
             /* an activation row with extreme codes: all +-127 */
             for (int64_t i = 0; i < n; i++) f[i] = (rng_next(&r) & 1) ? 1.0f : -1.0f;
             ty->from_float(f, yq, n);
-            check_rows(kc, w, rs, MAX_ROWS, yq, n, "random bytes, +-127 activations");
+            check_rows(st, kc, w, rs, MAX_ROWS, yq, n, "random bytes, +-127 activations");
             fill_gauss(&r, f, n, 3.0f);
             ty->from_float(f, yq, n);
-            check_rows(kc, w, rs, MAX_ROWS, yq, n, "random bytes");
+            check_rows(st, kc, w, rs, MAX_ROWS, yq, n, "random bytes");
 
             free(w);
             free(yq);
@@ -368,7 +394,9 @@ static void test_dots(void) {
 
 /* ------------------------------------------------------- F16/BF16 x f32 */
 
-static void check_half(bool bf, const uint16_t *w, size_t stride_elems, int nrows, const float *x, int64_t n) {
+static void check_half(err_stats *st, bool bf, const uint16_t *w, size_t stride_elems, int nrows,
+                       const float *x, int64_t n) {
+    const int type = bf ? VX_TYPE_BF16 : VX_TYPE_F16;
     double ref[MAX_ROWS], mag[MAX_ROWS];
     float out[MAX_ROWS];
     const char *name = bf ? "BF16" : "F16";
@@ -381,8 +409,8 @@ static void check_half(bool bf, const uint16_t *w, size_t stride_elems, int nrow
             mag[r] += fabs(p);
         }
         float s = bf ? vx_dot_bf16_f32_avx2(n, wr, x) : vx_dot_f16_f32_avx2(n, wr, x);
-        CHECKF(fabs(s - ref[r]) <= DOT_TOL * mag[r], "%s dot n=%lld row %d: %.9g vs %.9g", name, (long long)n,
-               r, (double)s, ref[r]);
+        CHECKF(within_tol(st, type, s, ref[r], mag[r]), "%s dot n=%lld row %d: %.9g vs %.9g", name,
+               (long long)n, r, (double)s, ref[r]);
     }
     for (int nr = 1; nr <= nrows; nr++) {
         if (bf)
@@ -390,12 +418,13 @@ static void check_half(bool bf, const uint16_t *w, size_t stride_elems, int nrow
         else
             vx_gemv_f16_avx2(n, w, stride_elems * 2, nr, x, out);
         for (int r = 0; r < nr; r++)
-            CHECKF(fabs(out[r] - ref[r]) <= DOT_TOL * mag[r], "%s gemv n=%lld nrows=%d row %d: %.9g vs %.9g",
-                   name, (long long)n, nr, r, (double)out[r], ref[r]);
+            CHECKF(within_tol(st, type, out[r], ref[r], mag[r]),
+                   "%s gemv n=%lld nrows=%d row %d: %.9g vs %.9g", name, (long long)n, nr, r, (double)out[r],
+                   ref[r]);
     }
 }
 
-static void test_half(void) {
+static void test_half(err_stats *st) {
     rng r = {99};
     const int64_t ns[] = {1, 7, 8, 15, 16, 31, 33, 100, 896, 4096, 14336, 14339};
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
@@ -409,7 +438,7 @@ static void test_half(void) {
                 for (int64_t i = 0; i < n; i++)
                     w[(size_t)row * n + i] = bf ? vx_fp32_to_bf16(f[i]) : vx_fp32_to_fp16(f[i]);
             }
-            check_half(bf, w, (size_t)n, MAX_ROWS, x, n);
+            check_half(st, bf, w, (size_t)n, MAX_ROWS, x, n);
         }
         free(w);
         free(x);
@@ -419,13 +448,12 @@ static void test_half(void) {
 
 /* ------------------------------------------------------------ fixtures */
 
-static const char *const fixture_types[] = {"F16",  "BF16",   "Q8_0",   "Q4_0",   "Q4_1",
-                                            "Q5_0", "Q5_1",   "Q2_K",   "Q3_K_M", "Q4_K_M",
-                                            "Q5_K_M", "Q6_K", "IQ4_NL"};
+static const char *const fixture_types[] = {"F16",  "BF16",   "Q8_0",   "Q4_0",   "Q4_1", "Q5_0",  "Q5_1",
+                                            "Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_NL"};
 
 /* Up to 64 rows of every tensor of every llama fixture whose type has a
  * kernel, against a Gaussian activation row. */
-static void test_fixtures(void) {
+static void test_fixtures(err_stats *st) {
     char err[256];
     int tested[VX_TYPE_COUNT];
     memset(tested, 0, sizeof tested);
@@ -435,9 +463,9 @@ static void test_fixtures(void) {
         snprintf(rel, sizeof rel, "models/llama/llama-%s.gguf", fixture_types[fi]);
         const char *path = vx_test_fixture_path(rel);
         vx_gguf *g = NULL;
-        vx_status st = vx_gguf_open(path, &g, err, sizeof err);
-        CHECKF(st == VX_OK, "cannot open %s: %s", path, err);
-        if (st != VX_OK) continue;
+        vx_status rc = vx_gguf_open(path, &g, err, sizeof err);
+        CHECKF(rc == VX_OK, "cannot open %s: %s", path, err);
+        if (rc != VX_OK) continue;
         for (int64_t ti = 0; ti < vx_gguf_n_tensors(g); ti++) {
             const vx_gguf_tensor *t = vx_gguf_tensor_at(g, ti);
             const int64_t n = t->ne[0];
@@ -451,7 +479,7 @@ static void test_fixtures(void) {
                 const bool bf = t->type == VX_TYPE_BF16;
                 for (int r0 = 0; r0 < nrows; r0 += MAX_ROWS) {
                     const int nr = nrows - r0 < MAX_ROWS ? nrows - r0 : MAX_ROWS;
-                    check_half(bf, (const uint16_t *)t->data + (size_t)r0 * (rs / 2), rs / 2, nr, x, n);
+                    check_half(st, bf, (const uint16_t *)t->data + (size_t)r0 * (rs / 2), rs / 2, nr, x, n);
                 }
                 tested[t->type]++;
             } else {
@@ -463,7 +491,8 @@ static void test_fixtures(void) {
                     ty->from_float(x, yq, n);
                     for (int r0 = 0; r0 < nrows; r0 += MAX_ROWS) {
                         const int nr = nrows - r0 < MAX_ROWS ? nrows - r0 : MAX_ROWS;
-                        check_rows(kc, (const uint8_t *)t->data + (size_t)r0 * rs, rs, nr, yq, n, t->name);
+                        check_rows(st, kc, (const uint8_t *)t->data + (size_t)r0 * rs, rs, nr, yq, n,
+                                   t->name);
                     }
                     free(yq);
                     tested[t->type]++;
@@ -493,9 +522,15 @@ int main(void) {
         printf("skipped: no AVX2\n");
         return vx_test_finish("test_kernels");
     }
+    err_stats st;
+    memset(&st, 0, sizeof st);
     test_quantizers();
-    test_dots();
-    test_half();
-    test_fixtures();
+    test_dots(&st);
+    test_half(&st);
+    test_fixtures(&st);
+    printf("worst |avx2 - ref| / sum|x y| (bound %.0e):", DOT_TOL);
+    for (int t = 0; t < VX_TYPE_COUNT; t++)
+        if (st.worst[t] > 0.0) printf(" %s %.1e", vx_type_name(t), st.worst[t]);
+    printf("\n");
     return vx_test_finish("test_kernels");
 }

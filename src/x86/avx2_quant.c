@@ -5,7 +5,8 @@
  *     (quant_legacy.c), since they run once per token row;
  *   - dot products Q4_0, Q5_0, Q8_0, IQ4_NL x Q8_0 and Q4_1, Q5_1 x Q8_1,
  *     as vec_dot (one row, the reference signature) and as gemv (nrows rows
- *     against one activation row, several weight streams interleaved);
+ *     against one activation row; wide rows 4 at a time, see the row
+ *     grouping notes in avx2_quant_util.h);
  *   - F16 and BF16 weights against f32 activations.
  *
  * Integer sums inside a block equal the reference's exactly (every 16-bit
@@ -16,6 +17,7 @@
  * -128 in y is the one value that could reach the saturation limit.
  */
 #include <immintrin.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -49,8 +51,7 @@ AINLINE __m256i pack_codes(__m256i a, __m256i b, __m256i c, __m256i d) {
     /* packs work per 128-bit lane: the bytes come out as dwords of
      * elements {0-3, 8-11, 16-19, 24-27 | 4-7, 12-15, 20-23, 28-31} */
     const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
-    return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(ab, cd),
-                                       _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(ab, cd), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 /* Largest |x| of 32 floats. max_ps(a, b) is a > b ? a : b, so with |x| as
@@ -68,9 +69,9 @@ void vx_quantize_row_q8_0_avx2(const float *src, void *dst, int64_t n) {
         const float d = absmax32(src) / 127.0f;
         const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
         y[i].d = to_f16(d);
-        const __m256i q = pack_codes(q8_code(_mm256_loadu_ps(src), id), q8_code(_mm256_loadu_ps(src + 8), id),
-                                     q8_code(_mm256_loadu_ps(src + 16), id),
-                                     q8_code(_mm256_loadu_ps(src + 24), id));
+        const __m256i q =
+            pack_codes(q8_code(_mm256_loadu_ps(src), id), q8_code(_mm256_loadu_ps(src + 8), id),
+                       q8_code(_mm256_loadu_ps(src + 16), id), q8_code(_mm256_loadu_ps(src + 24), id));
         store256(y[i].qs, q);
     }
 }
@@ -91,127 +92,59 @@ void vx_quantize_row_q8_1_avx2(const float *src, void *dst, int64_t n) {
 
 /* ====================================================== 32-block dots */
 /*
- * Each *_rows function computes R dot products (R = 1..4, a constant after
- * inlining) of rows w, w + stride, ... against one activation row. Per
- * block: 32 codes to bytes, _mm256_maddubs_epi16 (unsigned x signed byte
- * products, adjacent pairs summed to int16), pairs to int32, then one FMA
- * with the block's scale product. Signed weight codes use either an offset
- * (q - 8 as q plus a per-block correction on the activation side, shared
- * by all R rows) or the abs/sign trick (|x| * (y with x's sign)).
+ * One template (rows32) serves all six types; `kind` and R (rows at once,
+ * 1..4) are compile-time constants in every instantiation, so the switches
+ * fold away and the per-row loops unroll into registers.
+ *
+ * Per block: 32 codes to bytes, _mm256_maddubs_epi16 (unsigned x signed
+ * bytes, adjacent products summed to 16 int16 "pair sums"). Signed weight
+ * codes use either an offset (Q4_0: q - 8 as q, minus 8 * (y_a + y_b) per
+ * pair, computed once per activation block for all R rows) or the
+ * abs/sign trick (|x| times y with x's sign).
+ *
+ * Blocks go in pairs: the two blocks' pair sums are interleaved by 32-bit
+ * lane (blend, swap neighbours, add), so one madd, one int->float
+ * conversion and one FMA with the scale vector {s_i, s_i+1, s_i, ...}
+ * serve both blocks. Every lane still holds sums of one block only, so
+ * the integer sum of each block is exact; the merge needs twice a pair sum
+ * to fit int16, else (Q8_0, IQ4_NL) it happens after the madd, in int32.
+ * Half the FMAs also halves the one-accumulator latency chain, which
+ * would otherwise bound the single-row case (4 cycles per FMA).
  */
 
-/* Q4_0: x = d (q - 8). p = sum q y - 8 sum y per pair: the first term is at
- * most 2*15*128, the second 2*8*128 in magnitude, so int16 is exact. */
-AINLINE void q4_0_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
-    const vx_block_q8_0 *y = vy;
-    const vx_block_q4_0 *x[4];
-    __m256 acc[4];
-    for (int r = 0; r < R; r++) {
-        x[r] = row_at(w, stride, r);
-        acc[r] = _mm256_setzero_ps();
+enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0, K_IQ4_NL };
+
+/* Q4_1 and Q5_1 carry a min m: their blocks start {d, m} and pair with
+ * Q8_1 blocks {d, s = d * sum(q)}; the others start {d} and pair with Q8_0. */
+AINLINE int has_min(int k) { return k == K_Q4_1 || k == K_Q5_1; }
+
+AINLINE size_t xsize(int k) {
+    switch (k) {
+    case K_Q4_0: return sizeof(vx_block_q4_0);
+    case K_Q4_1: return sizeof(vx_block_q4_1);
+    case K_Q5_0: return sizeof(vx_block_q5_0);
+    case K_Q5_1: return sizeof(vx_block_q5_1);
+    case K_Q8_0: return sizeof(vx_block_q8_0);
+    default: return sizeof(vx_block_iq4_nl);
     }
-    const size_t pf = prefetch_dist(R, stride);
-    const __m256i eight = _mm256_set1_epi8(8);
-    for (int64_t i = 0; i < n / VX_QK4_0; i++) {
-        const __m256i yq = load256(y[i].qs);
-        const __m256i y8 = _mm256_maddubs_epi16(eight, yq);
-        const float dy = f16(y[i].d);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
-            const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(nibbles32(x[r][i].qs), yq), y8);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[r][i].d) * dy),
-                                     _mm256_cvtepi32_ps(pairs_to_i32(p)), acc[r]);
-        }
-    }
-    for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]);
 }
 
-/* Q4_1: x = d q + m with q in 0..15 (unsigned: maddubs takes it as is);
- * the m term is m * s per block, s = dy * sum(y) from the Q8_1 block. */
-AINLINE void q4_1_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
-    const vx_block_q8_1 *y = vy;
-    const vx_block_q4_1 *x[4];
-    __m256 acc[4];
-    float accm[4];
-    for (int r = 0; r < R; r++) {
-        x[r] = row_at(w, stride, r);
-        acc[r] = _mm256_setzero_ps();
-        accm[r] = 0.0f;
-    }
-    const size_t pf = prefetch_dist(R, stride);
-    for (int64_t i = 0; i < n / VX_QK4_1; i++) {
-        const __m256i yq = load256(y[i].qs);
-        const float dy = f16(y[i].d), sy = f16(y[i].s);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
-            const __m256i p = _mm256_maddubs_epi16(nibbles32(x[r][i].qs), yq);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[r][i].d) * dy),
-                                     _mm256_cvtepi32_ps(pairs_to_i32(p)), acc[r]);
-            accm[r] += f16(x[r][i].m) * sy;
-        }
-    }
-    for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]) + accm[r];
+AINLINE size_t ysize(int k) { return has_min(k) ? sizeof(vx_block_q8_1) : sizeof(vx_block_q8_0); }
+AINLINE size_t ycodes(int k) {
+    return has_min(k) ? offsetof(vx_block_q8_1, qs) : offsetof(vx_block_q8_0, qs);
 }
 
-/* Q5_0: x = d (q - 16), q = nibble | bit << 4 in 0..31. As Q4_0 with a
- * correction of 16 sum y: pair terms at most 2*31*128 and 2*16*128. */
-AINLINE void q5_0_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
-    const vx_block_q8_0 *y = vy;
-    const vx_block_q5_0 *x[4];
-    __m256 acc[4];
-    for (int r = 0; r < R; r++) {
-        x[r] = row_at(w, stride, r);
-        acc[r] = _mm256_setzero_ps();
-    }
-    const size_t pf = prefetch_dist(R, stride);
-    const __m256i sixteen = _mm256_set1_epi8(16);
-    for (int64_t i = 0; i < n / VX_QK5_0; i++) {
-        const __m256i yq = load256(y[i].qs);
-        const __m256i y16 = _mm256_maddubs_epi16(sixteen, yq);
-        const float dy = f16(y[i].d);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
-            const __m256i hi = _mm256_and_si256(bits_to_bytes(load_u32(x[r][i].qh)), sixteen);
-            const __m256i q = _mm256_or_si256(nibbles32(x[r][i].qs), hi);
-            const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, yq), y16);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[r][i].d) * dy),
-                                     _mm256_cvtepi32_ps(pairs_to_i32(p)), acc[r]);
-        }
-    }
-    for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]);
-}
+/* |pair sum| bounds with |y| <= 127: Q4_0 2*8*127 = 2032 (|q - 8| <= 8;
+ * the terms before the offset subtraction, 2*15*127 and 2*8*127, fit as
+ * well), Q4_1 2*15*127 = 3810, Q5_0 2*16*127 = 4064, Q5_1 2*31*127 = 7874:
+ * twice each fits int16. Q8_0 (2*128*127) and IQ4_NL (2*127*127) do not. */
+AINLINE int pairs_fit_twice(int k) { return k != K_Q8_0 && k != K_IQ4_NL; }
 
-/* Q5_1: x = d q + m, q in 0..31 unsigned; m term as Q4_1. */
-AINLINE void q5_1_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
-    const vx_block_q8_1 *y = vy;
-    const vx_block_q5_1 *x[4];
-    __m256 acc[4];
-    float accm[4];
-    for (int r = 0; r < R; r++) {
-        x[r] = row_at(w, stride, r);
-        acc[r] = _mm256_setzero_ps();
-        accm[r] = 0.0f;
-    }
-    const size_t pf = prefetch_dist(R, stride);
-    const __m256i sixteen = _mm256_set1_epi8(16);
-    for (int64_t i = 0; i < n / VX_QK5_1; i++) {
-        const __m256i yq = load256(y[i].qs);
-        const float dy = f16(y[i].d), sy = f16(y[i].s);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
-            const __m256i hi = _mm256_and_si256(bits_to_bytes(load_u32(x[r][i].qh)), sixteen);
-            const __m256i q = _mm256_or_si256(nibbles32(x[r][i].qs), hi);
-            const __m256i p = _mm256_maddubs_epi16(q, yq);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[r][i].d) * dy),
-                                     _mm256_cvtepi32_ps(pairs_to_i32(p)), acc[r]);
-            accm[r] += f16(x[r][i].m) * sy;
-        }
-    }
-    for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]) + accm[r];
+/* Activation-side offset correction per pair, shared by all rows. */
+AINLINE __m256i ycorr(int k, __m256i yq) {
+    if (k == K_Q4_0) return _mm256_maddubs_epi16(_mm256_set1_epi8(8), yq);
+    if (k == K_Q5_0) return _mm256_maddubs_epi16(_mm256_set1_epi8(16), yq);
+    return _mm256_setzero_si256();
 }
 
 /* Signed x signed bytes: |x| (unsigned, up to 128 for x = -128) times y
@@ -220,54 +153,145 @@ AINLINE __m256i dot_i8_pairs(__m256i xq, __m256i yq) {
     return _mm256_maddubs_epi16(_mm256_abs_epi8(xq), _mm256_sign_epi8(yq, xq));
 }
 
-AINLINE void q8_0_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
-    const vx_block_q8_0 *y = vy;
-    const vx_block_q8_0 *x[4];
-    __m256 acc[4];
-    for (int r = 0; r < R; r++) {
-        x[r] = row_at(w, stride, r);
-        acc[r] = _mm256_setzero_ps();
-    }
-    const size_t pf = prefetch_dist(R, stride);
-    for (int64_t i = 0; i < n / VX_QK8_0; i++) {
-        const __m256i yq = load256(y[i].qs);
-        const float dy = f16(y[i].d);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
-            const __m256i p = dot_i8_pairs(load256(x[r][i].qs), yq);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[r][i].d) * dy),
-                                     _mm256_cvtepi32_ps(pairs_to_i32(p)), acc[r]);
-        }
-    }
-    for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]);
+/* Q5 codes: nibble | fifth bit << 4, in 0..31 (bit j of qh for element j). */
+AINLINE __m256i q5_codes(const uint8_t *qs, const uint8_t *qh) {
+    const __m256i hi = _mm256_and_si256(bits_to_bytes(load_u32(qh)), _mm256_set1_epi8(16));
+    return _mm256_or_si256(nibbles32(qs), hi);
 }
 
-/* IQ4_NL: the nibbles index the 16-entry code book with one byte shuffle
- * (the book fits a 128-bit lane); values -127..113, then the abs/sign
- * trick (an offset would push pair sums past int16). */
-AINLINE void iq4_nl_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
-    const vx_block_q8_0 *y = vy;
-    const vx_block_iq4_nl *x[4];
+/* The 16 int16 pair sums of weight block b against activation codes yq.
+ * Q4_0: x = d (q - 8); Q4_1: x = d q + m (q unsigned, the m part comes
+ * from s); Q5_0: x = d (q - 16); Q5_1: x = d q + m; Q8_0: x = d q;
+ * IQ4_NL: x = d book[q], the 16-entry book looked up with one shuffle. */
+AINLINE __m256i block_pairs(int k, const uint8_t *b, __m256i yq, __m256i yc, __m256i book) {
+    switch (k) {
+    case K_Q4_0:
+        return _mm256_sub_epi16(_mm256_maddubs_epi16(nibbles32(b + offsetof(vx_block_q4_0, qs)), yq), yc);
+    case K_Q4_1: return _mm256_maddubs_epi16(nibbles32(b + offsetof(vx_block_q4_1, qs)), yq);
+    case K_Q5_0:
+        return _mm256_sub_epi16(
+            _mm256_maddubs_epi16(q5_codes(b + offsetof(vx_block_q5_0, qs), b + offsetof(vx_block_q5_0, qh)),
+                                 yq),
+            yc);
+    case K_Q5_1:
+        return _mm256_maddubs_epi16(
+            q5_codes(b + offsetof(vx_block_q5_1, qs), b + offsetof(vx_block_q5_1, qh)), yq);
+    case K_Q8_0: return dot_i8_pairs(load256(b + offsetof(vx_block_q8_0, qs)), yq);
+    default: return dot_i8_pairs(_mm256_shuffle_epi8(book, nibbles32(b + offsetof(vx_block_iq4_nl, qs))), yq);
+    }
+}
+
+/* Two blocks' pair sums to 8 int32 lanes, even lanes block 0, odd lanes
+ * block 1. e takes block 0's even dwords and block 1's odd ones, f the
+ * rest; swapping f's neighbours lines each dword up with its own block. */
+AINLINE __m256i merge_pairs(int k, __m256i p0, __m256i p1) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    if (pairs_fit_twice(k)) {
+        const __m256i e = _mm256_blend_epi32(p0, p1, 0xAA), f = _mm256_blend_epi32(p1, p0, 0xAA);
+        return _mm256_madd_epi16(_mm256_add_epi16(e, _mm256_shuffle_epi32(f, 0xB1)), ones);
+    }
+    const __m256i a = _mm256_madd_epi16(p0, ones), c = _mm256_madd_epi16(p1, ones);
+    const __m256i e = _mm256_blend_epi32(a, c, 0xAA), f = _mm256_blend_epi32(c, a, 0xAA);
+    return _mm256_add_epi32(e, _mm256_shuffle_epi32(f, 0xB1));
+}
+
+AINLINE uint16_t load_u16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+/* fp16 fields of two blocks to floats: the first 2 (or, with min, 4) bytes
+ * of each block, i.e. {d0, d1} or {d0, m0, d1, m1}. */
+AINLINE __m128 f16_head2(int with_min, const uint8_t *b0, const uint8_t *b1) {
+    if (with_min)
+        return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)(load_u32(b0) | (uint64_t)load_u32(b1) << 32)));
+    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)(load_u16(b0) | (uint32_t)load_u16(b1) << 16)));
+}
+
+AINLINE __m128 f16_head1(int with_min, const uint8_t *b0) {
+    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)(with_min ? load_u32(b0) : load_u16(b0))));
+}
+
+AINLINE void rows32(int k, int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
+    const size_t xs = xsize(k), ys = ysize(k), yo = ycodes(k);
+    const int hm = has_min(k);
+    const uint8_t *yb = vy;
+    const uint8_t *x[4];
     __m256 acc[4];
+    __m128 accm[4]; /* Q4_1/Q5_1: m * s terms in lanes 1 and 3 */
     for (int r = 0; r < R; r++) {
         x[r] = row_at(w, stride, r);
         acc[r] = _mm256_setzero_ps();
+        accm[r] = _mm_setzero_ps();
     }
     const size_t pf = prefetch_dist(R, stride);
-    const __m256i book = _mm256_broadcastsi128_si256(load128(vx_iq4nl_values));
-    for (int64_t i = 0; i < n / VX_QK4_NL; i++) {
-        const __m256i yq = load256(y[i].qs);
-        const float dy = f16(y[i].d);
+    const __m256i book =
+        k == K_IQ4_NL ? _mm256_broadcastsi128_si256(load128(vx_iq4nl_values)) : _mm256_setzero_si256();
+    const int64_t nb = n / 32;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const uint8_t *y0 = yb + (size_t)i * ys, *y1 = y0 + ys;
+        const __m256i yq0 = load256(y0 + yo), yq1 = load256(y1 + yo);
+        const __m256i yc0 = ycorr(k, yq0), yc1 = ycorr(k, yq1);
+        /* {dy0, dy1} or {dy0, sy0, dy1, sy1} */
+        const __m128 dy = f16_head2(hm, y0, y1);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
-            const __m256i xq = _mm256_shuffle_epi8(book, nibbles32(x[r][i].qs));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[r][i].d) * dy),
-                                     _mm256_cvtepi32_ps(pairs_to_i32(dot_i8_pairs(xq, yq))), acc[r]);
+            const uint8_t *b0 = x[r] + (size_t)i * xs, *b1 = b0 + xs;
+            prefetch_ahead(b0, pf, 2 * xs);
+            const __m256i s =
+                merge_pairs(k, block_pairs(k, b0, yq0, yc0, book), block_pairs(k, b1, yq1, yc1, book));
+            const __m128 prod = _mm_mul_ps(f16_head2(hm, b0, b1), dy);
+            __m256 sc;
+            if (hm) {
+                accm[r] = _mm_add_ps(accm[r], prod); /* lanes 1, 3: m * s */
+                sc = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(prod),
+                                              _mm256_setr_epi32(0, 2, 0, 2, 0, 2, 0, 2));
+            } else {
+                sc = _mm256_castpd_ps(_mm256_broadcastsd_pd(_mm_castps_pd(prod)));
+            }
+            acc[r] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc[r]);
         }
     }
-    for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]);
+    if (i < nb) { /* odd block count: the last block alone */
+        const uint8_t *y0 = yb + (size_t)i * ys;
+        const __m256i yq0 = load256(y0 + yo), yc0 = ycorr(k, yq0);
+        const __m128 dy = f16_head1(hm, y0);
+        for (int r = 0; r < R; r++) {
+            const uint8_t *b0 = x[r] + (size_t)i * xs;
+            const __m256i s = pairs_to_i32(block_pairs(k, b0, yq0, yc0, book));
+            const __m128 prod = _mm_mul_ps(f16_head1(hm, b0), dy); /* {s, m * s, 0, 0} */
+            if (hm) accm[r] = _mm_add_ps(accm[r], prod);
+            acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(prod), _mm256_cvtepi32_ps(s), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        float m = 0.0f;
+        if (hm)
+            m = _mm_cvtss_f32(
+                _mm_add_ss(_mm_shuffle_ps(accm[r], accm[r], 1), _mm_shuffle_ps(accm[r], accm[r], 3)));
+        out[r] = hsum_ps(acc[r]) + m;
+    }
+}
+
+AINLINE void q4_0_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
+    rows32(K_Q4_0, n, w, st, R, y, out);
+}
+AINLINE void q4_1_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
+    rows32(K_Q4_1, n, w, st, R, y, out);
+}
+AINLINE void q5_0_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
+    rows32(K_Q5_0, n, w, st, R, y, out);
+}
+AINLINE void q5_1_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
+    rows32(K_Q5_1, n, w, st, R, y, out);
+}
+AINLINE void q8_0_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
+    rows32(K_Q8_0, n, w, st, R, y, out);
+}
+AINLINE void iq4_nl_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
+    rows32(K_IQ4_NL, n, w, st, R, y, out);
 }
 
 DEFINE_QDOT(q4_0_rows, vx_vec_dot_q4_0_q8_0_avx2, vx_gemv_q4_0_avx2)
@@ -279,9 +303,7 @@ DEFINE_QDOT(iq4_nl_rows, vx_vec_dot_iq4_nl_q8_0_avx2, vx_gemv_iq4_nl_avx2)
 
 /* ========================================== F16 / BF16 x f32 activations */
 
-AINLINE __m256 load_f16x8(const uint16_t *p) {
-    return _mm256_cvtph_ps(load128(p));
-}
+AINLINE __m256 load_f16x8(const uint16_t *p) { return _mm256_cvtph_ps(load128(p)); }
 
 /* bf16 is the top half of an f32: widen to 32 bits and shift into place. */
 AINLINE __m256 load_bf16x8(const uint16_t *p) {
@@ -296,13 +318,15 @@ AINLINE float bf16(uint16_t h) {
     return f;
 }
 
-/* One row: four accumulators hide the FMA latency (4 cycles, 2 per cycle). */
-AINLINE float dot_half_f32(int64_t n, const uint16_t *w, const float *x, int bf) {
+/* One row: four accumulators hide the FMA latency (4 cycles, 2 per
+ * cycle); pf: software prefetch distance (see prefetch_dist). */
+AINLINE float dot_half_f32(int64_t n, const uint16_t *w, const float *x, int bf, size_t pf) {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
     int64_t i = 0;
 #define LOADW(p) (bf ? load_bf16x8(p) : load_f16x8(p))
     for (; i + 32 <= n; i += 32) {
+        prefetch_ahead(w + i, pf, 64);
         s0 = _mm256_fmadd_ps(LOADW(w + i), _mm256_loadu_ps(x + i), s0);
         s1 = _mm256_fmadd_ps(LOADW(w + i + 8), _mm256_loadu_ps(x + i + 8), s1);
         s2 = _mm256_fmadd_ps(LOADW(w + i + 16), _mm256_loadu_ps(x + i + 16), s2);
@@ -316,35 +340,49 @@ AINLINE float dot_half_f32(int64_t n, const uint16_t *w, const float *x, int bf)
 }
 
 float vx_dot_f16_f32_avx2(int64_t n, const uint16_t *w, const float *x) {
-    return dot_half_f32(n, w, x, 0);
+    return dot_half_f32(n, w, x, 0, prefetch_dist(1, 0));
 }
 
 float vx_dot_bf16_f32_avx2(int64_t n, const uint16_t *w, const float *x) {
-    return dot_half_f32(n, w, x, 1);
+    return dot_half_f32(n, w, x, 1, prefetch_dist(1, 0));
 }
 
 /* R rows at once: each activation vector is loaded once for all rows; two
- * accumulators per row (8 in all at R = 4) keep the FMA chains apart. */
-AINLINE void half_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out,
-                       int bf) {
+ * accumulators per row (8 in all at R = 4) keep the FMA chains apart. A
+ * single row goes through dot_half_f32 (four accumulators). */
+AINLINE void half_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out, int bf) {
     const float *x = vy;
+    const size_t pf = prefetch_dist(R, stride);
+    if (R == 1) {
+        out[0] = dot_half_f32(n, w, x, bf, pf);
+        return;
+    }
     const uint16_t *wr[4];
     __m256 a0[4], a1[4];
     for (int r = 0; r < R; r++) {
         wr[r] = row_at(w, stride, r);
         a0[r] = a1[r] = _mm256_setzero_ps();
     }
-    const size_t pf = prefetch_dist(R, stride);
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
+    /* 32 elements (a cache line of weights) per row and step: one
+     * prefetch per line */
+    for (; i + 32 <= n; i += 32) {
         const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+        const __m256 x2 = _mm256_loadu_ps(x + i + 16), x3 = _mm256_loadu_ps(x + i + 24);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            prefetch_ahead(wr[r] + i, pf, 32);
-            a0[r] = _mm256_fmadd_ps(bf ? load_bf16x8(wr[r] + i) : load_f16x8(wr[r] + i), x0, a0[r]);
-            a1[r] = _mm256_fmadd_ps(bf ? load_bf16x8(wr[r] + i + 8) : load_f16x8(wr[r] + i + 8), x1,
-                                    a1[r]);
+            const uint16_t *p = wr[r] + i;
+            prefetch_ahead(p, pf, 64);
+            a0[r] = _mm256_fmadd_ps(bf ? load_bf16x8(p) : load_f16x8(p), x0, a0[r]);
+            a1[r] = _mm256_fmadd_ps(bf ? load_bf16x8(p + 8) : load_f16x8(p + 8), x1, a1[r]);
+            a0[r] = _mm256_fmadd_ps(bf ? load_bf16x8(p + 16) : load_f16x8(p + 16), x2, a0[r]);
+            a1[r] = _mm256_fmadd_ps(bf ? load_bf16x8(p + 24) : load_f16x8(p + 24), x3, a1[r]);
         }
+    }
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x0 = _mm256_loadu_ps(x + i);
+        for (int r = 0; r < R; r++)
+            a0[r] = _mm256_fmadd_ps(bf ? load_bf16x8(wr[r] + i) : load_f16x8(wr[r] + i), x0, a0[r]);
     }
     for (int r = 0; r < R; r++) {
         float s = hsum_ps(_mm256_add_ps(a0[r], a1[r]));

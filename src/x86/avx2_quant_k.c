@@ -16,6 +16,7 @@
  */
 #include <immintrin.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -42,8 +43,8 @@ AINLINE float first_signed_absmax256(const float *x, float *amax_out) {
     *amax_out = amax;
     const __m256 va = _mm256_set1_ps(amax);
     for (int k = 0; k < QK; k += 8) {
-        const int mask = _mm256_movemask_ps(
-            _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + k), abs), va, _CMP_EQ_OQ));
+        const int mask =
+            _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + k), abs), va, _CMP_EQ_OQ));
         if (mask) return x[k + __builtin_ctz((unsigned)mask)];
     }
     return 0.0f; /* amax is 0 or not reached: the caller zeroes the block */
@@ -74,7 +75,8 @@ void vx_quantize_row_q8_K_avx2(const float *src, void *dst, int64_t n) {
         for (int k = 0; k < 8; k++) { /* 32 codes per step */
             const float *s = src + 32 * k;
             const __m256i a = q8k_code(_mm256_loadu_ps(s), vs), b = q8k_code(_mm256_loadu_ps(s + 8), vs);
-            const __m256i c = q8k_code(_mm256_loadu_ps(s + 16), vs), d = q8k_code(_mm256_loadu_ps(s + 24), vs);
+            const __m256i c = q8k_code(_mm256_loadu_ps(s + 16), vs),
+                          d = q8k_code(_mm256_loadu_ps(s + 24), vs);
             /* per-lane dword sums of each group of 16 (a+b: group 2k, c+d: 2k+1) */
             sums[k] = _mm256_hadd_epi32(_mm256_add_epi32(a, b), _mm256_add_epi32(c, d));
             const __m256i q = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
@@ -97,43 +99,71 @@ void vx_quantize_row_q8_K_avx2(const float *src, void *dst, int64_t n) {
 
 /* ======================================================== dot products */
 
-/* 16-bit lane selectors for _mm256_shuffle_epi8 on a vector whose 128-bit
- * lanes both hold 8 int16 scales. sel8(k): scale k in every lane (32-wide
- * sub-blocks); sel16(j): scale 2j in the low lane, 2j + 1 in the high one
- * (16-wide sub-blocks: each 128-bit lane of a 32-code step is one). */
-AINLINE __m256i sel8(int k) { return _mm256_set1_epi16((short)(0x0100 * (2 * k + 1) + 2 * k)); }
-AINLINE __m256i sel16(int j) {
-    return _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 * (4 * j + 3) + 4 * j + 2)),
-                            _mm_set1_epi16((short)(0x0100 * (4 * j + 1) + 4 * j)));
+/* Zero-extending byte-to-int16 selectors for _mm256_shuffle_epi8 (index
+ * byte, then 0x80 for a zero high byte): sel8z(k) puts scale byte k in
+ * every 16-bit lane (32-wide sub-blocks); sel16z(i) scale byte i in the
+ * low 128-bit lane and i + 1 in the high one (16-wide sub-blocks: each
+ * 128-bit lane of a 32-code step is one sub-block). The source holds the
+ * scale bytes in both lanes. */
+AINLINE __m256i sel8z(int k) { return _mm256_set1_epi16((short)(0x8000 | k)); }
+AINLINE __m256i sel16z(int i) {
+    return _mm256_set_m128i(_mm_set1_epi16((short)(0x8000 | (i + 1))), _mm_set1_epi16((short)(0x8000 | i)));
+}
+
+AINLINE uint32_t ld32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* y.d times the two fp16 factors {d, dmin} stored at p, as {d, dmin, 0, 0}. */
+AINLINE __m128 d_dmin(const uint8_t *p, __m128 yd) {
+    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)ld32(p))), yd);
+}
+
+/* acc += dd[0] * isum - dd[1] * msum (msum: 8 or 4 int32 lanes). */
+AINLINE __m256 apply_d_dmin(__m256 acc, __m128 dd, __m256i isum, __m256i msum) {
+    acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(isum), acc);
+    return _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), _mm256_cvtepi32_ps(msum), acc);
 }
 
 /* Q4_K / Q5_K: 8 (scale, min) 6-bit pairs packed in 12 bytes (see
- * vx_q4_K_unpack_scales), unpacked four at a time in 32-bit words: scale
- * bytes in the low 64 bits of the result, min bytes in the high 64. */
-AINLINE __m128i q4k_scales_mins(const uint8_t *p) {
-    uint32_t a, b, c;
-    memcpy(&a, p, 4);
-    memcpy(&b, p + 4, 4);
-    memcpy(&c, p + 8, 4);
+ * vx_q4_K_unpack_scales), unpacked four at a time in 32-bit words. */
+AINLINE void q4k_scales_mins(const uint8_t *p, uint64_t *sc, uint64_t *mn) {
+    const uint32_t a = ld32(p), b = ld32(p + 4), c = ld32(p + 8);
     const uint32_t sc_lo = a & 0x3F3F3F3F, mn_lo = b & 0x3F3F3F3F;
     const uint32_t sc_hi = (c & 0x0F0F0F0F) | ((a >> 2) & 0x30303030);
     const uint32_t mn_hi = ((c >> 4) & 0x0F0F0F0F) | ((b >> 2) & 0x30303030);
-    return _mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo);
+    *sc = sc_lo | (uint64_t)sc_hi << 32;
+    *mn = mn_lo | (uint64_t)mn_hi << 32;
 }
 
 /* Q8_K bsums pairwise (sums of 32: the Q4_K/Q5_K sub-blocks), 8 int16. */
 AINLINE __m128i bsums32(const vx_block_q8_K *y) {
-    return _mm_hadd_epi16(load128(y->bsums),
-                          load128((y->bsums + 8)));
+    return _mm_hadd_epi16(load128(y->bsums), load128(y->bsums + 8));
 }
 
-/* Q4_K: x = d sc q - dmin mn, q 0..15. Chunk c of 32 bytes holds sub-block
- * 2c in its low nibbles and 2c + 1 in its high ones. Pairs <= 2*15*127,
- * times sc <= 63: an int32 lane sums 4 codes of each of 8 sub-blocks,
- * below 2^22, so converting it to float is exact too. */
-AINLINE void q4_K_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
+/* Fifth bit of Q5_K sub-block s (bit s of qh[l]) as 0 or 16: and with the
+ * bit, then min with 16 maps any set bit >= 16 to 16. Bits 0..3 come from
+ * h4 = qh << 4 so that they are >= 16 too. */
+AINLINE __m256i q5k_bit(__m256i h, __m256i h4, int s) {
+    if (s == 0) return _mm256_and_si256(h4, _mm256_set1_epi8(16));
+    const __m256i t = s < 4 ? _mm256_and_si256(h4, _mm256_set1_epi8((char)(1 << (s + 4))))
+                            : _mm256_and_si256(h, _mm256_set1_epi8((char)(1 << s)));
+    return _mm256_min_epu8(t, _mm256_set1_epi8(16));
+}
+
+/* Q4_K (five = 0) and Q5_K (five = 1): x = d sc q - dmin mn, q 0..15 (0..31
+ * with Q5_K's fifth bit), 8 sub-blocks of 32. Chunk c of 32 qs bytes holds
+ * sub-block 2c in its low nibbles and 2c + 1 in its high ones. Pairs
+ * <= 2*31*127, times sc <= 63: an int32 lane sums 4 codes of each of 8
+ * sub-blocks, below 2^23, so its conversion to float is exact too. */
+AINLINE void q45_K_rows(int five, int64_t n, const void *w, size_t stride, int R, const void *vy,
+                        float *out) {
+    const size_t bs = five ? sizeof(vx_block_q5_K) : sizeof(vx_block_q4_K);
+    const size_t qs_off = five ? offsetof(vx_block_q5_K, qs) : offsetof(vx_block_q4_K, qs);
     const vx_block_q8_K *y = vy;
-    const vx_block_q4_K *x[4];
+    const uint8_t *x[4];
     __m256 acc[4];
     for (int r = 0; r < R; r++) {
         x[r] = row_at(w, stride, r);
@@ -143,91 +173,56 @@ AINLINE void q4_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t i = 0; i < n / QK; i++) {
         const __m128i ybs = bsums32(&y[i]);
+        const __m128 yd = _mm_set1_ps(y[i].d);
         const int8_t *yq = y[i].qs;
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
-            const vx_block_q4_K *b = &x[r][i];
-            const __m128i sm = q4k_scales_mins(b->scales);
-            const __m128i msum = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)), ybs);
-            const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+            const uint8_t *b = x[r] + (size_t)i * bs;
+            prefetch_ahead(b, pf, bs);
+            uint64_t scv, mnv;
+            q4k_scales_mins(b + offsetof(vx_block_q4_K, scales), &scv, &mnv);
+            const __m128i msum = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mnv)), ybs);
+            const __m256i sc = _mm256_broadcastq_epi64(_mm_cvtsi64_si128((long long)scv));
+            __m256i h = _mm256_setzero_si256(), h4 = _mm256_setzero_si256();
+            if (five) {
+                h = load256(b + offsetof(vx_block_q5_K, qh));
+                h4 = _mm256_slli_epi16(h, 4);
+            }
             __m256i isum = _mm256_setzero_si256();
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
-                const __m256i q = load256((b->qs + 32 * c));
-                const __m256i lo = _mm256_and_si256(q, m4);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                const __m256i plo = _mm256_maddubs_epi16(lo, load256((yq + 64 * c)));
-                const __m256i phi = _mm256_maddubs_epi16(hi, load256((yq + 64 * c + 32)));
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_shuffle_epi8(sc, sel8(2 * c))));
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_shuffle_epi8(sc, sel8(2 * c + 1))));
+                const __m256i q = load256(b + qs_off + 32 * c);
+                __m256i lo = _mm256_and_si256(q, m4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (five) {
+                    lo = _mm256_or_si256(lo, q5k_bit(h, h4, 2 * c));
+                    hi = _mm256_or_si256(hi, q5k_bit(h, h4, 2 * c + 1));
+                }
+                const __m256i plo = _mm256_maddubs_epi16(lo, load256(yq + 64 * c));
+                const __m256i phi = _mm256_maddubs_epi16(hi, load256(yq + 64 * c + 32));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_shuffle_epi8(sc, sel8z(2 * c))));
+                isum =
+                    _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_shuffle_epi8(sc, sel8z(2 * c + 1))));
             }
-            const float dall = y[i].d * f16(b->d), dmin = y[i].d * f16(b->dmin);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(isum), acc[r]);
-            acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_zextsi128_si256(msum)),
-                                      acc[r]);
+            acc[r] = apply_d_dmin(acc[r], d_dmin(b, yd), isum, _mm256_zextsi128_si256(msum));
         }
     }
     for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]);
 }
 
-/* Q5_K: Q4_K plus a fifth bit, bit s of qh[l] for element 32 s + l: the
- * qh vector shifts down 2 bits per chunk, bits 0 and 1 go to bit 4. Pairs
- * <= 2*31*127; an int32 lane stays below 2^23. */
-AINLINE void q5_K_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
-    const vx_block_q8_K *y = vy;
-    const vx_block_q5_K *x[4];
-    __m256 acc[4];
-    for (int r = 0; r < R; r++) {
-        x[r] = row_at(w, stride, r);
-        acc[r] = _mm256_setzero_ps();
-    }
-    const size_t pf = prefetch_dist(R, stride);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
-    for (int64_t i = 0; i < n / QK; i++) {
-        const __m128i ybs = bsums32(&y[i]);
-        const int8_t *yq = y[i].qs;
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
-            const vx_block_q5_K *b = &x[r][i];
-            const __m128i sm = q4k_scales_mins(b->scales);
-            const __m128i msum = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)), ybs);
-            const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
-            __m256i hb = load256(b->qh);
-            __m256i isum = _mm256_setzero_si256();
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) {
-                const __m256i q = load256((b->qs + 32 * c));
-                const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4),
-                                                   _mm256_and_si256(_mm256_slli_epi16(hb, 4), b4));
-                const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                                                   _mm256_and_si256(_mm256_slli_epi16(hb, 3), b4));
-                hb = _mm256_srli_epi16(hb, 2);
-                const __m256i plo = _mm256_maddubs_epi16(lo, load256((yq + 64 * c)));
-                const __m256i phi = _mm256_maddubs_epi16(hi, load256((yq + 64 * c + 32)));
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_shuffle_epi8(sc, sel8(2 * c))));
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_shuffle_epi8(sc, sel8(2 * c + 1))));
-            }
-            const float dall = y[i].d * f16(b->d), dmin = y[i].d * f16(b->dmin);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(isum), acc[r]);
-            acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_zextsi128_si256(msum)),
-                                      acc[r]);
-        }
-    }
-    for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]);
+AINLINE void q4_K_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
+    q45_K_rows(0, n, w, st, R, y, out);
+}
+AINLINE void q5_K_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
+    q45_K_rows(1, n, w, st, R, y, out);
 }
 
 /* The 16-scale types (Q2_K, Q3_K, Q6_K) walk two 128-element halves of
  * four 32-code steps; step j of half h covers sub-blocks 8h + 2j (low
- * 128-bit lane) and 8h + 2j + 1 (high lane). sc16 holds the 16 scales as
- * int16; half h shuffles from a copy of its 8 scales in both lanes. */
-AINLINE __m256i half_scales(__m256i sc16, int h) {
-    return h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
-}
+ * 128-bit lane) and 8h + 2j + 1 (high lane). */
 
 /* Q2_K: x = d sc q - dmin mn with q 0..3 in 2-bit fields (element
- * 128 h + 32 j + l: bits 2j of qs[32 h + l]), 4-bit sc and mn. */
+ * 128 h + 32 j + l: bits 2j of qs[32 h + l]), 4-bit sc and mn per 16. */
 AINLINE void q2_K_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
     const vx_block_q8_K *y = vy;
     const vx_block_q2_K *x[4];
@@ -237,58 +232,74 @@ AINLINE void q2_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
         acc[r] = _mm256_setzero_ps();
     }
     const size_t pf = prefetch_dist(R, stride);
-    const __m256i m2 = _mm256_set1_epi8(3);
-    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m256i m2 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(0x0F);
     for (int64_t i = 0; i < n / QK; i++) {
         const __m256i ybs = load256(y[i].bsums);
+        const __m128 yd = _mm_set1_ps(y[i].d);
         const int8_t *yq = y[i].qs;
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
             const vx_block_q2_K *b = &x[r][i];
-            const __m128i s8 = load128(b->scales);
-            const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s8, m4));
-            const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), m4));
+            prefetch_ahead(b, pf, sizeof *b);
+            const __m256i s8 = _mm256_broadcastsi128_si256(load128(b->scales));
+            const __m256i sc = _mm256_and_si256(s8, m4);
+            const __m256i mn16 = _mm256_cvtepu8_epi16(
+                _mm_and_si128(_mm_srli_epi16(_mm256_castsi256_si128(s8), 4), _mm256_castsi256_si128(m4)));
             const __m256i msum = _mm256_madd_epi16(mn16, ybs);
             __m256i isum = _mm256_setzero_si256();
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
-                const __m256i q = load256((b->qs + 32 * h));
-                const __m256i sc = half_scales(sc16, h);
+                const __m256i q = load256(b->qs + 32 * h);
 #pragma GCC unroll 4
                 for (int j = 0; j < 4; j++) {
-                    const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m2);
-                    const __m256i p = _mm256_maddubs_epi16(v, load256((yq + 128 * h + 32 * j)));
-                    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, sel16(j))));
+                    const __m256i v = _mm256_and_si256(j ? _mm256_srli_epi16(q, 2 * j) : q, m2);
+                    const __m256i p = _mm256_maddubs_epi16(v, load256(yq + 128 * h + 32 * j));
+                    isum = _mm256_add_epi32(
+                        isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, sel16z(8 * h + 2 * j))));
                 }
             }
-            const float dall = y[i].d * f16(b->d), dmin = y[i].d * f16(b->dmin);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(isum), acc[r]);
-            acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc[r]);
+            acc[r] = apply_d_dmin(acc[r], d_dmin((const uint8_t *)&b->d, yd), isum, msum);
         }
     }
     for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]);
 }
 
-/* Q3_K's 16 signed 6-bit scales (see vx_q3_K_unpack_scales), a 32-bit
- * word per group of four: low 4 bits from the nibbles of bytes 0..7, high
- * 2 bits from bytes 8..11 at bit 2 * group. */
-AINLINE __m128i q3k_scales(const uint8_t *p) {
-    uint32_t a0, a1, a2;
-    memcpy(&a0, p, 4);
-    memcpy(&a1, p + 4, 4);
-    memcpy(&a2, p + 8, 4);
-    const uint32_t m4 = 0x0F0F0F0F, m2 = 0x03030303;
-    const uint32_t g0 = (a0 & m4) | ((a2 & m2) << 4);
-    const uint32_t g1 = (a1 & m4) | (((a2 >> 2) & m2) << 4);
-    const uint32_t g2 = ((a0 >> 4) & m4) | (((a2 >> 4) & m2) << 4);
-    const uint32_t g3 = ((a1 >> 4) & m4) | (((a2 >> 6) & m2) << 4);
-    return _mm_sub_epi8(_mm_set_epi32((int)g3, (int)g2, (int)g1, (int)g0), _mm_set1_epi8(32));
+/* Q3_K's 16 signed 6-bit scales (see vx_q3_K_unpack_scales) as bytes,
+ * both 128-bit lanes: low 4 bits from the nibbles of bytes 0..7, high 2
+ * bits from bytes 8..11 at bit 2 * (i / 4) for scale i, minus 32. */
+AINLINE __m256i q3k_scales(const uint8_t *p) {
+    const __m128i lo8 = _mm_loadl_epi64((const __m128i *)(const void *)p);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(lo8, m4), _mm_and_si128(_mm_srli_epi16(lo8, 4), m4));
+    /* byte 8 + i % 4 to every dword, shifted by 2 * (dword index) */
+    const __m128i hi = _mm_srlv_epi32(_mm_set1_epi32((int)ld32(p + 8)), _mm_setr_epi32(0, 2, 4, 6));
+    const __m128i v = _mm_or_si128(lo, _mm_slli_epi16(_mm_and_si128(hi, _mm_set1_epi8(3)), 4));
+    return _mm256_broadcastsi128_si256(_mm_sub_epi8(v, _mm_set1_epi8(32)));
 }
 
 /* Q3_K: x = d sc (q - 4 (1 - hbit)), q 0..3 as Q2_K, the high bit of
  * element e in bit e / 32 of hmask[e % 32]. Computed as u = q + 4 hbit in
- * 0..7 (unsigned for maddubs) minus 4 sum(sc * bsum): the same integer. */
+ * 0..7 (unsigned for maddubs) minus 4 sum(sc * bsum): the same integer.
+ * The signed scales (-32..31) are used times 256: the scale byte goes in
+ * the high half of each 16-bit lane over a zero low byte, which needs no
+ * sign extension. Bounds per 32-bit lane: a step adds at most
+ * 2 * (2*7*127) * 32 * 256 < 2^25, eight steps < 2^28, the bsum term
+ * 4 * 2 * (16*127) * 32 * 256 < 2^27: far from 2^31, and every term is a
+ * multiple of 256, so the final arithmetic shift by 8 is exact.
+ * The high bit becomes 4 with the min trick of Q5_K (hm4 = hmask << 2
+ * lifts bits 0 and 1 to >= 4). */
+AINLINE __m256i q3k_bit(__m256i h, __m256i h4, int bit) {
+    if (bit == 0) return _mm256_and_si256(h4, _mm256_set1_epi8(4));
+    const __m256i t = bit < 2 ? _mm256_and_si256(h4, _mm256_set1_epi8((char)(1 << (bit + 2))))
+                              : _mm256_and_si256(h, _mm256_set1_epi8((char)(1 << bit)));
+    return _mm256_min_epu8(t, _mm256_set1_epi8(4));
+}
+
+AINLINE __m256i sel16hi(int i) { /* like sel16z, but scale byte in the high half */
+    return _mm256_set_m128i(_mm_set1_epi16((short)(((i + 1) << 8) | 0x80)),
+                            _mm_set1_epi16((short)((i << 8) | 0x80)));
+}
+
 AINLINE void q3_K_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
     const vx_block_q8_K *y = vy;
     const vx_block_q3_K *x[4];
@@ -298,31 +309,37 @@ AINLINE void q3_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
         acc[r] = _mm256_setzero_ps();
     }
     const size_t pf = prefetch_dist(R, stride);
-    const __m256i m2 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
+    const __m256i m2 = _mm256_set1_epi8(3);
+    /* scale bytes in natural order, high halves of int16 lanes */
+    const __m256i nat =
+        _mm256_setr_epi8(-128, 0, -128, 1, -128, 2, -128, 3, -128, 4, -128, 5, -128, 6, -128, 7, -128, 8,
+                         -128, 9, -128, 10, -128, 11, -128, 12, -128, 13, -128, 14, -128, 15);
     for (int64_t i = 0; i < n / QK; i++) {
         const __m256i ybs = load256(y[i].bsums);
         const int8_t *yq = y[i].qs;
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
             const vx_block_q3_K *b = &x[r][i];
-            const __m256i sc16 = _mm256_cvtepi8_epi16(q3k_scales(b->scales));
-            __m256i hm = load256(b->hmask);
-            /* -4 sum(sc * bsum) up front: the correction for the offset */
-            __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, ybs), 2));
+            prefetch_ahead(b, pf, sizeof *b);
+            const __m256i sc = q3k_scales(b->scales);
+            const __m256i hm = load256(b->hmask), hm4 = _mm256_slli_epi16(hm, 2);
+            /* 256 * (sum u y sc - 4 sum sc bsum) */
+            __m256i isum =
+                _mm256_sub_epi32(_mm256_setzero_si256(),
+                                 _mm256_slli_epi32(_mm256_madd_epi16(_mm256_shuffle_epi8(sc, nat), ybs), 2));
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
-                const __m256i q = load256((b->qs + 32 * h));
-                const __m256i sc = half_scales(sc16, h);
+                const __m256i q = load256(b->qs + 32 * h);
 #pragma GCC unroll 4
                 for (int j = 0; j < 4; j++) {
-                    const __m256i hi = _mm256_and_si256(_mm256_slli_epi16(hm, 2), b2);
-                    hm = _mm256_srli_epi16(hm, 1);
-                    const __m256i v = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m2), hi);
-                    const __m256i p = _mm256_maddubs_epi16(v, load256((yq + 128 * h + 32 * j)));
-                    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, sel16(j))));
+                    const __m256i lo = _mm256_and_si256(j ? _mm256_srli_epi16(q, 2 * j) : q, m2);
+                    const __m256i v = _mm256_or_si256(lo, q3k_bit(hm, hm4, 4 * h + j));
+                    const __m256i p = _mm256_maddubs_epi16(v, load256(yq + 128 * h + 32 * j));
+                    isum = _mm256_add_epi32(
+                        isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, sel16hi(8 * h + 2 * j))));
                 }
             }
+            isum = _mm256_srai_epi32(isum, 8);
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * f16(b->d)), _mm256_cvtepi32_ps(isum), acc[r]);
         }
     }
@@ -332,7 +349,7 @@ AINLINE void q3_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
 /* Q6_K: x = d sc (u - 32), u = 4 low bits | 2 high bits << 4, in 0..63
  * (unsigned for maddubs, pairs <= 2*63*127); the -32 goes through bsums.
  * Step j of half h: nibble j / 2 of ql[64 h + 32 (j % 2) + l], bits 2j of
- * qh[32 h + l]. */
+ * qh[32 h + l]. Scales are signed int8 (sign-extended once per block). */
 AINLINE void q6_K_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
     const vx_block_q8_K *y = vy;
     const vx_block_q6_K *x[4];
@@ -348,26 +365,35 @@ AINLINE void q6_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
         const int8_t *yq = y[i].qs;
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            prefetch_ahead(&x[r][i], pf, sizeof x[r][i]);
             const vx_block_q6_K *b = &x[r][i];
+            prefetch_ahead(b, pf, sizeof *b);
             const __m256i sc16 = _mm256_cvtepi8_epi16(load128(b->scales));
-            __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, ybs), 5));
+            __m256i isum =
+                _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, ybs), 5));
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
-                const __m256i l0 = load256((b->ql + 64 * h));
-                const __m256i l1 = load256((b->ql + 64 * h + 32));
-                const __m256i qh = load256((b->qh + 32 * h));
-                const __m256i sc = half_scales(sc16, h);
+                const __m256i l0 = load256(b->ql + 64 * h), l1 = load256(b->ql + 64 * h + 32);
+                const __m256i qh = load256(b->qh + 32 * h);
+                /* this half's 8 scales (int16) in both lanes */
+                const __m256i sc = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00)
+                                          : _mm256_permute2x128_si256(sc16, sc16, 0x11);
                 __m256i v[4];
-                v[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h));
-                v[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h));
-                v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m2h));
+                v[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                       _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h));
+                v[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                       _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h));
+                v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                       _mm256_and_si256(qh, m2h));
                 v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h));
 #pragma GCC unroll 4
                 for (int j = 0; j < 4; j++) {
-                    const __m256i p = _mm256_maddubs_epi16(v[j], load256((yq + 128 * h + 32 * j)));
-                    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, sel16(j))));
+                    /* int16 scale 2j (low lane) and 2j + 1 (high lane) */
+                    const __m256i sel =
+                        _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 * (4 * j + 3) + 4 * j + 2)),
+                                         _mm_set1_epi16((short)(0x0100 * (4 * j + 1) + 4 * j)));
+                    const __m256i p = _mm256_maddubs_epi16(v[j], load256(yq + 128 * h + 32 * j));
+                    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, sel)));
                 }
             }
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * f16(b->d)), _mm256_cvtepi32_ps(isum), acc[r]);

@@ -57,16 +57,15 @@ AINLINE const void *row_at(const void *w, size_t stride, int r) {
  * both 128-bit lanes get the 16 bytes, the upper lane shifted by 4. */
 AINLINE __m256i nibbles32(const uint8_t *qs) {
     const __m256i v = _mm256_broadcastsi128_si256(load128(qs));
-    return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)),
-                            _mm256_set1_epi8(0x0F));
+    return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(0x0F));
 }
 
 /* Byte j = 0xFF where bit j of bits is set, else 0: byte j of the result
  * starts as byte j / 8 of bits, every bit but bit j % 8 is forced on, and
  * only a set bit j % 8 then makes the byte all ones. */
 AINLINE __m256i bits_to_bytes(uint32_t bits) {
-    const __m256i pick = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                           0x0101010101010101, 0x0000000000000000);
+    const __m256i pick =
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000);
     __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), pick);
     v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7FBFDFEFF7FBFDFE));
     return _mm256_cmpeq_epi8(v, _mm256_set1_epi8(-1));
@@ -81,20 +80,39 @@ AINLINE uint32_t load_u32(const uint8_t *p) {
 /* Pair sums of a 16-lane int16 vector as 8 int32 lanes. */
 AINLINE __m256i pairs_to_i32(__m256i p) { return _mm256_madd_epi16(p, _mm256_set1_epi16(1)); }
 
-/* Software prefetch distance (bytes ahead in each row stream; 0: none)
- * and rows per group in gemv. */
-#ifndef VX_GEMV_PREFETCH
-#define VX_GEMV_PREFETCH 0
+/*
+ * Row grouping and prefetch in gemv, tuned on Zen 3 (single thread, 64 MiB
+ * of weights; see tests/bench_kernels.c):
+ *   - rows are contiguous, so one row at a time is one sequential stream,
+ *     which the hardware prefetcher follows well; groups of 4 rows load
+ *     each activation block once for 4 rows and keep 4 streams in flight,
+ *     which pulls more bandwidth from DRAM - but only when the rows are
+ *     long: with rows under ~4 KiB, 4 short interleaved streams lose the
+ *     hardware prefetcher (Q8_0 at n = 896: 10 GB/s in groups of 4 vs 15
+ *     row by row; at n = 14336: 23 vs 15);
+ *   - either way, a software prefetch of the same position some rows
+ *     ahead (the next group, or 2 rows on) turns the access back into a
+ *     stream the memory system can run ahead on; without it groups of 4
+ *     reached only 6-9 GB/s.
+ * VX_GEMV_WIDE_ROW (bytes of row stride from which rows go in groups of 4;
+ * 0: always, a huge value: never) and VX_GEMV_PREFETCH (0: no software
+ * prefetch) override the choice at compile time, for retuning elsewhere.
+ */
+#ifndef VX_GEMV_WIDE_ROW
+#define VX_GEMV_WIDE_ROW 4096
 #endif
-#ifndef VX_GEMV_ROWS
-#define VX_GEMV_ROWS 4
+#ifndef VX_GEMV_PREFETCH
+#define VX_GEMV_PREFETCH 1
+#endif
+#ifndef VX_GEMV_PREFETCH_HINT
+#define VX_GEMV_PREFETCH_HINT _MM_HINT_T0
 #endif
 
 /* Prefetches the cache lines of a size-byte block dist bytes ahead of p
  * (prefetches never fault, so running past the end is fine). */
 AINLINE void prefetch_ahead(const void *p, size_t dist, size_t size) {
-#if VX_GEMV_PREFETCH != 0
-    for (size_t o = 0; o < size; o += 64) _mm_prefetch((const char *)p + dist + o, _MM_HINT_T0);
+#if VX_GEMV_PREFETCH
+    for (size_t o = 0; o < size; o += 64) _mm_prefetch((const char *)p + dist + o, VX_GEMV_PREFETCH_HINT);
 #else
     (void)p;
     (void)dist;
@@ -102,41 +120,35 @@ AINLINE void prefetch_ahead(const void *p, size_t dist, size_t size) {
 #endif
 }
 
-/* The prefetch distance of a group of R rows: VX_GEMV_PREFETCH bytes, or
- * with -1 the same position in the next group's rows (R rows on). */
+/* Prefetch distance of a group of R rows: the same position in the next
+ * group (R rows on), at least 2 rows on; 1 KiB within the row for a
+ * single vec_dot (stride 0). */
 AINLINE size_t prefetch_dist(int R, size_t stride) {
-#if VX_GEMV_PREFETCH < 0
-    return stride ? (size_t)R * stride : 1024;
-#else
-    (void)R;
-    (void)stride;
-    return VX_GEMV_PREFETCH;
-#endif
+    return stride ? (size_t)(R > 2 ? R : 2) * stride : 1024;
 }
 
-/* Rows in groups of VX_GEMV_ROWS, then the remainder; R is a compile-time
- * constant in every call, so the per-row loops unroll into registers. */
-#define GEMV_DISPATCH(rows_fn, n, w, stride, nrows, y, out)                              \
-    do {                                                                                 \
-        int r_ = 0;                                                                      \
-        for (; r_ + VX_GEMV_ROWS <= (nrows); r_ += VX_GEMV_ROWS)                         \
-            rows_fn((n), row_at((w), (stride), r_), (stride), VX_GEMV_ROWS, (y), (out) + r_); \
-        switch ((nrows) - r_) {                                                          \
-        case 3: rows_fn((n), row_at((w), (stride), r_), (stride), 3, (y), (out) + r_); break; \
-        case 2: rows_fn((n), row_at((w), (stride), r_), (stride), 2, (y), (out) + r_); break; \
-        case 1: rows_fn((n), row_at((w), (stride), r_), (stride), 1, (y), (out) + r_); break; \
-        default: break;                                                                  \
-        }                                                                                \
+/* stride >= VX_GEMV_WIDE_ROW, written so that a knob of 0 does not make
+ * it an always-true comparison (-Wtype-limits); strides are far from
+ * SIZE_MAX, so the + 1 cannot wrap. */
+AINLINE int wide_rows(size_t stride) { return stride + 1 > (size_t)VX_GEMV_WIDE_ROW; }
+
+/* Groups of 4 rows for wide rows, then (or else) one row at a time; R is
+ * a compile-time constant in every call, so the per-row loops of the
+ * kernels unroll into registers. */
+#define GEMV_DISPATCH(rows_fn, n, w, stride, nrows, y, out)                                               \
+    do {                                                                                                  \
+        int r_ = 0;                                                                                       \
+        if (wide_rows(stride))                                                                            \
+            for (; r_ + 4 <= (nrows); r_ += 4)                                                            \
+                rows_fn((n), row_at((w), (stride), r_), (stride), 4, (y), (out) + r_);                    \
+        for (; r_ < (nrows); r_++) rows_fn((n), row_at((w), (stride), r_), (stride), 1, (y), (out) + r_); \
     } while (0)
 
 /* vec_dot (reference signature) and gemv entry points of a *_rows kernel. */
-#define DEFINE_QDOT(rows_fn, vec_dot_name, gemv_name)                                           \
-    void vec_dot_name(int64_t n, float *s, const void *x, const void *y) {                      \
-        rows_fn(n, x, 0, 1, y, s);                                                              \
-    }                                                                                           \
-    void gemv_name(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, \
-                   float *out) {                                                                \
-        GEMV_DISPATCH(rows_fn, n, w_rows, row_stride, nrows, y, out);                           \
+#define DEFINE_QDOT(rows_fn, vec_dot_name, gemv_name)                                                        \
+    void vec_dot_name(int64_t n, float *s, const void *x, const void *y) { rows_fn(n, x, 0, 1, y, s); }      \
+    void gemv_name(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out) { \
+        GEMV_DISPATCH(rows_fn, n, w_rows, row_stride, nrows, y, out);                                        \
     }
 
 #endif

@@ -44,21 +44,35 @@ void vx_vec_dot_q6_K_q8_K_avx2(int64_t n, float *s, const void *x, const void *y
 float vx_dot_f16_f32_avx2(int64_t n, const uint16_t *w, const float *x);
 float vx_dot_bf16_f32_avx2(int64_t n, const uint16_t *w, const float *x);
 
+/* The same type as matmul.h's vx_gemv_fn (C11 allows the repeated typedef). */
 typedef void (*vx_gemv_fn)(int64_t n, const void *w_rows, size_t row_stride, int nrows,
                            const void *y, float *out);
-void vx_gemv_q4_0_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
-void vx_gemv_q4_1_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
-void vx_gemv_q5_0_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
-void vx_gemv_q5_1_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
-void vx_gemv_q8_0_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
-void vx_gemv_iq4_nl_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
-void vx_gemv_q2_K_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
-void vx_gemv_q3_K_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
-void vx_gemv_q4_K_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
-void vx_gemv_q5_K_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
-void vx_gemv_q6_K_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
-void vx_gemv_f16_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
-void vx_gemv_bf16_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q4_0_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
+                       float *out);
+void vx_gemv_q4_1_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
+                       float *out);
+void vx_gemv_q5_0_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
+                       float *out);
+void vx_gemv_q5_1_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
+                       float *out);
+void vx_gemv_q8_0_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
+                       float *out);
+void vx_gemv_iq4_nl_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
+                         float *out);
+void vx_gemv_q2_K_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
+                       float *out);
+void vx_gemv_q3_K_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
+                       float *out);
+void vx_gemv_q4_K_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
+                       float *out);
+void vx_gemv_q5_K_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
+                       float *out);
+void vx_gemv_q6_K_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
+                       float *out);
+void vx_gemv_f16_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
+                      float *out);
+void vx_gemv_bf16_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
+                       float *out);
 /* ---- end of quantization kernels -------------------------------------- */
 
 #endif

@@ -1,0 +1,1151 @@
+/*
+ * server.c - the HTTP side of `vx serve` (see server.h).
+ *
+ * Threads: libmicrohttpd runs one thread per connection; the engine runs
+ * its own thread and reports tokens through on_event(). A generation
+ * request is a `job` shared by the two: on_event() only copies the event
+ * into the job's queue under the job's mutex and signals its condition
+ * variable, so a slow or dead client can never stall the engine. The
+ * connection thread drains the queue and does everything else (UTF-8
+ * reassembly, stop strings, JSON, SSE). A queue that grows beyond
+ * max_buffered bytes (the client stopped reading) cancels the request.
+ *
+ * Lifetime: a job is reference-counted: one reference per engine request
+ * until its final event, one for the HTTP request, one for a streaming
+ * response. The server itself is counted by its jobs so that a final event
+ * arriving after vx_server_free() (the engine is freed later) is safe.
+ *
+ * Lock order: srv->mu before job->mu; engine calls (submit, cancel) are
+ * never made with either held.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "server_openai.h"
+
+#define MAX_STATUS 600
+#define PUMP_WAIT_MS 100 /* how often a waiting connection checks its client */
+
+/* One engine event, copied off the engine thread. */
+typedef struct ev_item {
+    struct ev_item *next;
+    int32_t choice;
+    vx_token token;
+    vx_finish finish;
+    float logprob;
+    int32_t n_prompt, n_cached;
+    int32_t n_top;
+    vx_token top_id[VX_OAI_MAX_TOP];
+    float top_lp[VX_OAI_MAX_TOP];
+    char *error;
+    int32_t text_len;
+    char text[]; /* text_len bytes, then the error message if any */
+} ev_item;
+
+struct job;
+
+typedef struct choice {
+    struct job *job;
+    int32_t index;
+    /* shared with the engine thread (job->mu) */
+    uint64_t engine_id;
+    bool submitted, engine_done, cancel_requested;
+    bool shutdown_sent; /* vx_server_cancel_all canceled it */
+    /* connection thread only */
+    bool done;
+    const char *finish_reason;
+    vx_text_filter filter;
+    vx_sbuf text;          /* non-streaming: the whole text */
+    vx_oai_logprob *lp;    /* logprobs not yet sent (streaming) or all (not) */
+    int32_t n_lp, cap_lp;
+    size_t lp_offset;      /* completion text_offset of lp[0] */
+    int32_t n_gen;
+} choice;
+
+typedef struct job {
+    struct vx_server *srv;
+    struct job *prev, *next; /* srv->jobs */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;
+    /* engine -> connection hand-off (mu) */
+    ev_item *qhead, *qtail;
+    size_t q_bytes;
+    bool abandoned; /* the HTTP side is gone: drop events, cancel */
+    bool overflow;  /* the client did not keep up */
+    /* set up before the first submit, then read-only */
+    vx_oai_request req;
+    char id[64];
+    vx_oai_meta meta;
+    struct MHD_Connection *conn;
+    int fd;
+    int32_t n_prompt;
+    int32_t n_choices;
+    choice choices[VX_OAI_MAX_N];
+    char *echo;
+    size_t echo_len;
+    /* connection thread only */
+    int32_t n_cached;
+    int32_t n_done;
+    bool failed;
+    vx_oai_error error;
+    vx_sbuf out; /* SSE bytes not yet handed to MHD */
+    size_t out_off;
+    bool out_finished;
+    bool timeout_restored;
+    vx_sbuf scratch;
+} job;
+
+/* Per HTTP request (MHD's con_cls). */
+typedef struct conn_req {
+    char method[16];
+    char path[160];
+    vx_sbuf body;
+    bool too_large;
+    int64_t t_start;
+    int status;
+    job *job;
+} conn_req;
+
+struct vx_server {
+    vx_server_params p;
+    char *host, *api_key, *model_name;
+    const vx_model *model;
+    const vx_vocab *vocab;
+    int32_t n_vocab;
+    vx_engine *engine;
+    const vx_chat_template *tmpl;
+    struct MHD_Daemon *daemon;
+    int port;
+    int64_t created;
+
+    pthread_mutex_t mu;
+    job *jobs;      /* in flight */
+    int n_jobs;
+    int refs;       /* 1 (the owner) + one per job */
+    bool stopping;
+    uint64_t status_count[MAX_STATUS];
+    uint64_t aborted, tokens_prompt, tokens_generated;
+};
+
+vx_server_params vx_server_default_params(void) {
+    vx_server_params p;
+    memset(&p, 0, sizeof p);
+    p.host = "127.0.0.1";
+    p.port = 8080;
+    p.model_name = "model";
+    p.n_ctx = 4096;
+    p.max_body = 8u << 20;
+    p.max_buffered = 8u << 20;
+    p.timeout_s = 600;
+    p.max_connections = 256;
+    p.log_requests = true;
+    return p;
+}
+
+static bool server_stopping(vx_server *s) {
+    pthread_mutex_lock(&s->mu);
+    bool stopping = s->stopping;
+    pthread_mutex_unlock(&s->mu);
+    return stopping;
+}
+
+static void server_unref(vx_server *s) {
+    pthread_mutex_lock(&s->mu);
+    bool last = --s->refs == 0;
+    pthread_mutex_unlock(&s->mu);
+    if (!last) return;
+    pthread_mutex_destroy(&s->mu);
+    free(s->host);
+    free(s->api_key);
+    free(s->model_name);
+    free(s);
+}
+
+/* ------------------------------------------------------------------ jobs */
+
+static void job_free(job *j) {
+    vx_server *s = j->srv;
+    pthread_mutex_lock(&s->mu);
+    if (j->prev) j->prev->next = j->next;
+    else s->jobs = j->next;
+    if (j->next) j->next->prev = j->prev;
+    s->n_jobs--;
+    pthread_mutex_unlock(&s->mu);
+    while (j->qhead) {
+        ev_item *it = j->qhead;
+        j->qhead = it->next;
+        free(it);
+    }
+    for (int32_t i = 0; i < j->n_choices; i++) {
+        vx_text_filter_free(&j->choices[i].filter);
+        vx_sbuf_free(&j->choices[i].text);
+        free(j->choices[i].lp);
+    }
+    vx_oai_request_free(&j->req);
+    free(j->echo);
+    vx_sbuf_free(&j->out);
+    vx_sbuf_free(&j->scratch);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+    server_unref(s);
+}
+
+static void job_unref(job *j) {
+    pthread_mutex_lock(&j->mu);
+    bool last = --j->refs == 0;
+    pthread_mutex_unlock(&j->mu);
+    if (last) job_free(j);
+}
+
+static job *job_new(vx_server *s) {
+    job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    j->refs = 1;
+    j->srv = s;
+    j->fd = -1;
+    pthread_mutex_lock(&s->mu);
+    s->refs++;
+    s->n_jobs++;
+    j->next = s->jobs;
+    if (s->jobs) s->jobs->prev = j;
+    s->jobs = j;
+    pthread_mutex_unlock(&s->mu);
+    return j;
+}
+
+/* Cancels the engine requests of a job that have not finished. */
+static void job_cancel(job *j, bool abandon) {
+    uint64_t ids[VX_OAI_MAX_N];
+    int n = 0;
+    pthread_mutex_lock(&j->mu);
+    if (abandon) j->abandoned = true;
+    for (int32_t i = 0; i < j->n_choices; i++) {
+        choice *c = &j->choices[i];
+        if (c->submitted && !c->engine_done) {
+            c->cancel_requested = true;
+            ids[n++] = c->engine_id;
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    for (int i = 0; i < n; i++) vx_engine_cancel(j->srv->engine, ids[i]);
+}
+
+/* Engine thread: copy the event and go. Returning false cancels. */
+static bool on_event(const vx_token_event *ev, void *user_data) {
+    choice *c = user_data;
+    job *j = c->job;
+    const bool final = ev->finish != VX_FINISH_NONE;
+    const int32_t tl = ev->text_len > 0 && ev->text ? ev->text_len : 0;
+    const size_t el = ev->error ? strlen(ev->error) + 1 : 0;
+    const size_t size = sizeof(ev_item) + (size_t)tl + el;
+    bool keep = true, last = false;
+
+    pthread_mutex_lock(&j->mu);
+    if (final) c->engine_done = true;
+    if (j->abandoned || c->cancel_requested) {
+        keep = false;
+    } else if (!final && j->q_bytes + size > j->srv->p.max_buffered) {
+        /* the client is not reading: cancel rather than buffer without bound */
+        j->overflow = true;
+        keep = false;
+    } else {
+        ev_item *it = malloc(size);
+        if (!it) {
+            j->overflow = true;
+            keep = false;
+        } else {
+            it->next = NULL;
+            it->choice = c->index;
+            it->token = ev->token;
+            it->finish = ev->finish;
+            it->logprob = ev->logprob;
+            it->n_prompt = ev->n_prompt;
+            it->n_cached = ev->n_cached;
+            it->n_top = ev->n_top > 0 && ev->top_ids && ev->top_logprobs ? VX_MIN(ev->n_top, VX_OAI_MAX_TOP) : 0;
+            for (int32_t k = 0; k < it->n_top; k++) {
+                it->top_id[k] = ev->top_ids[k];
+                it->top_lp[k] = ev->top_logprobs[k];
+            }
+            it->text_len = tl;
+            if (tl) memcpy(it->text, ev->text, (size_t)tl);
+            it->error = NULL;
+            if (el) {
+                it->error = it->text + tl;
+                memcpy(it->error, ev->error, el);
+            }
+            if (j->qtail) j->qtail->next = it;
+            else j->qhead = it;
+            j->qtail = it;
+            j->q_bytes += size;
+        }
+    }
+    if (final || j->overflow) pthread_cond_signal(&j->cv);
+    else if (j->qhead == j->qtail) pthread_cond_signal(&j->cv); /* the queue was empty */
+    if (final) last = --j->refs == 0;
+    pthread_mutex_unlock(&j->mu);
+    if (last) job_free(j);
+    return keep;
+}
+
+/* ------------------------------------------------------ job: consumer side */
+
+static bool client_gone(const job *j) {
+    if (j->fd < 0) return false;
+    struct pollfd p = {.fd = j->fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return false;
+    /* POLLIN alone is a pipelined request, not a hang-up */
+    return (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) != 0;
+}
+
+static void lp_push(choice *c, const ev_item *it) {
+    if (c->n_lp == c->cap_lp) {
+        int32_t cap = c->cap_lp ? c->cap_lp * 2 : 16;
+        vx_oai_logprob *p = realloc(c->lp, (size_t)cap * sizeof *p);
+        if (!p) return; /* logprobs are best effort under memory pressure */
+        c->lp = p;
+        c->cap_lp = cap;
+    }
+    vx_oai_logprob *l = &c->lp[c->n_lp++];
+    l->token = it->token;
+    l->logprob = it->logprob;
+    l->n_top = VX_MIN(it->n_top, c->job->req.top_logprobs);
+    for (int32_t k = 0; k < l->n_top; k++) {
+        l->top_id[k] = it->top_id[k];
+        l->top_logprob[k] = it->top_lp[k];
+    }
+}
+
+/* Streaming: one chunk with new text and the logprobs gathered so far. */
+static void emit_chunk(job *j, choice *c, const char *text, size_t len, const char *finish) {
+    vx_oai_choice oc = {.index = c->index, .text = text, .text_len = len, .finish_reason = finish};
+    if (j->req.logprobs) {
+        oc.lp = c->lp;
+        oc.n_lp = c->n_lp;
+        oc.text_offset = c->lp_offset;
+    }
+    vx_oai_chunk(&j->out, &j->meta, &oc, false, j->req.include_usage);
+    /* the offsets of later tokens continue after the ones just sent */
+    char piece[512];
+    for (int32_t i = 0; i < oc.n_lp; i++) {
+        int32_t pl = vx_token_to_piece(j->srv->vocab, c->lp[i].token, piece, sizeof piece, false);
+        if (pl > 0) c->lp_offset += (size_t)pl;
+    }
+    c->n_lp = 0;
+}
+
+static void emit_text(job *j, choice *c, const vx_sbuf *t) {
+    if (t->len == 0) return;
+    if (j->req.stream) emit_chunk(j, c, t->p, t->len, NULL);
+    else vx_sbuf_add(&c->text, t->p, t->len);
+}
+
+static void usage_of(const job *j, vx_oai_usage *u) {
+    u->prompt_tokens = j->n_prompt;
+    u->cached_tokens = j->n_cached;
+    u->completion_tokens = 0;
+    for (int32_t i = 0; i < j->n_choices; i++) u->completion_tokens += j->choices[i].n_gen;
+}
+
+static void finish_stream(job *j) {
+    if (j->failed) {
+        vx_oai_error_chunk(&j->out, &j->error);
+    } else {
+        if (j->req.include_usage) {
+            vx_oai_usage u;
+            usage_of(j, &u);
+            vx_oai_usage_chunk(&j->out, &j->meta, &u);
+        }
+        vx_sbuf_adds(&j->out, "data: [DONE]\n\n");
+    }
+    j->out_finished = true;
+}
+
+static void choice_done(job *j, choice *c, const char *reason) {
+    if (c->done) return;
+    c->done = true;
+    c->finish_reason = reason;
+    j->n_done++;
+    if (j->req.stream && !j->failed) emit_chunk(j, c, "", 0, reason);
+    if (j->n_done == j->n_choices && j->req.stream) finish_stream(j);
+}
+
+/* A failure ends the whole request (all choices). */
+static void job_fail(job *j, int status, const char *msg) {
+    if (!j->failed) {
+        j->failed = true;
+        vx_oai_set_error(&j->error, status, NULL, "%s", msg);
+    }
+    for (int32_t i = 0; i < j->n_choices; i++) choice_done(j, &j->choices[i], NULL);
+}
+
+static void handle_event(job *j, const ev_item *it) {
+    choice *c = &j->choices[it->choice];
+    if (c->done) return; /* after a stop string: the engine is being canceled */
+    vx_sbuf *t = &j->scratch;
+    t->len = 0;
+    if (it->n_cached > j->n_cached) j->n_cached = it->n_cached;
+    if (it->token >= 0) {
+        c->n_gen++;
+        if (j->req.logprobs) lp_push(c, it);
+        bool stop = vx_text_filter_feed(&c->filter, it->text, (size_t)it->text_len, t);
+        emit_text(j, c, t);
+        if (stop) {
+            uint64_t id;
+            pthread_mutex_lock(&j->mu);
+            bool cancel = !c->engine_done;
+            c->cancel_requested = true;
+            id = c->engine_id;
+            pthread_mutex_unlock(&j->mu);
+            if (cancel) vx_engine_cancel(j->srv->engine, id);
+            choice_done(j, c, "stop");
+            return;
+        }
+    }
+    switch (it->finish) {
+    case VX_FINISH_NONE:
+        return;
+    case VX_FINISH_STOP:
+    case VX_FINISH_LENGTH:
+        t->len = 0;
+        vx_text_filter_finish(&c->filter, t);
+        emit_text(j, c, t);
+        choice_done(j, c, it->finish == VX_FINISH_STOP ? "stop" : "length");
+        return;
+    case VX_FINISH_CANCELED:
+        if (server_stopping(j->srv)) job_fail(j, 503, "The server is shutting down.");
+        else job_fail(j, 500, "The request was canceled.");
+        return;
+    case VX_FINISH_ERROR: {
+        char msg[VX_ERRMSG_MAX + 32];
+        snprintf(msg, sizeof msg, "Generation failed: %s", it->error ? it->error : "unknown error");
+        job_fail(j, 500, msg);
+        return;
+    }
+    }
+}
+
+/* Waits up to wait_ms for events and processes all that are queued. */
+static void job_pump(job *j, int wait_ms) {
+    pthread_mutex_lock(&j->mu);
+    if (!j->qhead && !j->overflow && wait_ms > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)wait_ms * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+    }
+    ev_item *list = j->qhead;
+    j->qhead = j->qtail = NULL;
+    j->q_bytes = 0;
+    bool overflow = j->overflow;
+    pthread_mutex_unlock(&j->mu);
+    while (list) {
+        ev_item *it = list;
+        list = it->next;
+        handle_event(j, it);
+        free(it);
+    }
+    if (overflow && j->n_done < j->n_choices)
+        job_fail(j, 500, "The client did not read the response fast enough; the request was canceled.");
+    if ((j->out.oom || j->scratch.oom) && j->n_done < j->n_choices)
+        job_fail(j, 500, "Out of memory.");
+}
+
+/* Generation is over: the idle timeout applies again, also to a client
+ * that stopped reading what is left. */
+static void restore_timeout(job *j) {
+    if (j->timeout_restored) return;
+    MHD_set_connection_option(j->conn, MHD_CONNECTION_OPTION_TIMEOUT, j->srv->p.timeout_s);
+    j->timeout_restored = true;
+}
+
+/* MHD content reader of a streaming response (connection thread; may block). */
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    job *j = cls;
+    for (;;) {
+        if (j->out_off < j->out.len) {
+            size_t n = VX_MIN(max, j->out.len - j->out_off);
+            memcpy(buf, j->out.p + j->out_off, n);
+            j->out_off += n;
+            if (j->out_off == j->out.len) j->out.len = j->out_off = 0;
+            return (ssize_t)n;
+        }
+        if (j->out_finished) {
+            restore_timeout(j);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        if (j->out.oom) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (client_gone(j)) {
+            job_cancel(j, true);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        job_pump(j, PUMP_WAIT_MS);
+        if (j->out_finished) restore_timeout(j);
+    }
+}
+
+static void sse_free(void *cls) { job_unref(cls); }
+
+/* --------------------------------------------------------------- responses */
+
+static void add_common_headers(struct MHD_Response *r, const char *ctype) {
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+}
+
+/* Queues body (malloc'd, taken) with a status. */
+static enum MHD_Result respond(struct MHD_Connection *conn, conn_req *r, int status, char *body,
+                               const char *ctype, const char *allow) {
+    if (!body) {
+        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        body = strdup("{\"error\":{\"message\":\"Out of memory.\",\"type\":\"server_error\",\"param\":null,\"code\":null}}");
+        ctype = "application/json";
+        if (!body) return MHD_NO;
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    add_common_headers(resp, ctype);
+    if (allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    if (status == MHD_HTTP_UNAUTHORIZED) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    r->status = status;
+    return ret;
+}
+
+static enum MHD_Result respond_json(struct MHD_Connection *conn, conn_req *r, int status, char *body) {
+    return respond(conn, r, status, body, "application/json", NULL);
+}
+
+static enum MHD_Result respond_error(struct MHD_Connection *conn, conn_req *r, const vx_oai_error *e) {
+    return respond_json(conn, r, e->status, vx_oai_error_json(e));
+}
+
+static enum MHD_Result respond_errorf(struct MHD_Connection *conn, conn_req *r, int status, const char *code,
+                                      const char *msg) {
+    vx_oai_error e;
+    vx_oai_set_error(&e, status, NULL, "%s", msg);
+    e.code = code;
+    return respond_error(conn, r, &e);
+}
+
+/* ----------------------------------------------------------- generation */
+
+static const char *engine_error_code(vx_status st, int *status) {
+    switch (st) {
+    case VX_EFULL: *status = 429; return "rate_limit_exceeded";
+    case VX_ERANGE: *status = 400; return "context_length_exceeded";
+    case VX_EINVAL: *status = 400; return NULL;
+    case VX_ECANCELED: *status = 503; return NULL;
+    default: *status = 500; return NULL;
+    }
+}
+
+/* Builds the non-streaming response of a finished job. */
+static char *job_response(job *j) {
+    vx_oai_choice oc[VX_OAI_MAX_N];
+    vx_sbuf texts[VX_OAI_MAX_N];
+    memset(texts, 0, sizeof texts);
+    for (int32_t i = 0; i < j->n_choices; i++) {
+        choice *c = &j->choices[i];
+        const char *text = c->text.p ? c->text.p : "";
+        size_t len = c->text.len;
+        if (j->echo) {
+            vx_sbuf_add(&texts[i], j->echo, j->echo_len);
+            vx_sbuf_add(&texts[i], text, len);
+            text = texts[i].p ? texts[i].p : "";
+            len = texts[i].len;
+        }
+        oc[i] = (vx_oai_choice){.index = c->index, .text = text, .text_len = len,
+                                .finish_reason = c->finish_reason};
+        if (j->req.logprobs) {
+            static const vx_oai_logprob none; /* logprobs asked, no token generated */
+            oc[i].lp = c->lp ? c->lp : &none;
+            oc[i].n_lp = c->n_lp;
+            oc[i].text_offset = j->echo_len;
+        }
+    }
+    vx_oai_usage u;
+    usage_of(j, &u);
+    char *res = vx_oai_response_json(&j->meta, oc, j->n_choices, &u);
+    for (int32_t i = 0; i < j->n_choices; i++) vx_sbuf_free(&texts[i]);
+    return res;
+}
+
+static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn, conn_req *r, vx_oai_kind kind) {
+    vx_oai_error err;
+    job *j = job_new(s);
+    if (!j) return respond_errorf(conn, r, 500, NULL, "Out of memory.");
+    r->job = j; /* the request's reference, released when the request completes */
+    if (!vx_oai_parse_request(kind, r->body.p ? r->body.p : "", r->body.len, s->n_vocab, &j->req, &err))
+        return respond_error(conn, r, &err);
+    vx_oai_request *q = &j->req;
+
+    vx_token *prompt = NULL;
+    int32_t n_prompt = 0;
+    bool ok;
+    if (kind == VX_OAI_CHAT) {
+        ok = vx_oai_chat_prompt(s->tmpl, s->vocab, q->messages_json, &prompt, &n_prompt, &err);
+    } else if (q->prompt) {
+        ok = vx_oai_tokenize_text(s->vocab, q->prompt, q->prompt_len, true, true, &prompt, &n_prompt, &err);
+    } else {
+        prompt = q->prompt_ids;
+        n_prompt = q->n_prompt_ids;
+        q->prompt_ids = NULL;
+        ok = true;
+    }
+    if (!ok) return respond_error(conn, r, &err);
+    if (n_prompt == 0) {
+        free(prompt);
+        vx_oai_set_error(&err, 400, kind == VX_OAI_CHAT ? "messages" : "prompt", "The prompt is empty.");
+        return respond_error(conn, r, &err);
+    }
+    if (n_prompt >= s->p.n_ctx) {
+        free(prompt);
+        vx_oai_set_error(&err, 400, kind == VX_OAI_CHAT ? "messages" : "prompt",
+                         "This model's maximum context length is %d tokens. However, your %s resulted in %d "
+                         "tokens. Please reduce the length of the %s.",
+                         (int)s->p.n_ctx, kind == VX_OAI_CHAT ? "messages" : "prompt", (int)n_prompt,
+                         kind == VX_OAI_CHAT ? "messages" : "prompt");
+        err.code = "context_length_exceeded";
+        return respond_error(conn, r, &err);
+    }
+    if (server_stopping(s)) {
+        free(prompt);
+        return respond_errorf(conn, r, 503, NULL, "The server is shutting down.");
+    }
+
+    /* the job's fixed part */
+    j->n_prompt = n_prompt;
+    j->n_choices = q->n;
+    j->conn = conn;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    j->fd = ci ? ci->connect_fd : -1;
+    vx_oai_make_id(kind, j->id, sizeof j->id);
+    j->meta = (vx_oai_meta){.kind = kind, .id = j->id, .created = (int64_t)time(NULL),
+                            .model = q->model ? q->model : s->model_name, .vocab = s->vocab};
+    if (q->echo) {
+        if (q->prompt) {
+            j->echo = strdup(q->prompt);
+            j->echo_len = q->prompt_len;
+        } else {
+            vx_sbuf e = {0};
+            char piece[512];
+            for (int32_t i = 0; i < n_prompt; i++) {
+                int32_t pl = vx_token_to_piece(s->vocab, prompt[i], piece, sizeof piece, false);
+                if (pl > 0) vx_sbuf_add(&e, piece, (size_t)pl);
+            }
+            j->echo_len = e.len;
+            j->echo = vx_sbuf_take(&e);
+        }
+        if (!j->echo) j->echo_len = 0;
+    }
+    for (int32_t i = 0; i < j->n_choices; i++) {
+        choice *c = &j->choices[i];
+        c->job = j;
+        c->index = i;
+        vx_text_filter_init(&c->filter, q->stop, q->n_stop);
+        c->lp_offset = j->echo_len;
+    }
+    if (q->stream) {
+        for (int32_t i = 0; i < j->n_choices; i++) {
+            if (kind == VX_OAI_CHAT) {
+                vx_oai_choice oc = {.index = i};
+                vx_oai_chunk(&j->out, &j->meta, &oc, true, q->include_usage);
+            } else if (j->echo_len) {
+                vx_oai_choice oc = {.index = i, .text = j->echo, .text_len = j->echo_len};
+                vx_oai_chunk(&j->out, &j->meta, &oc, false, q->include_usage);
+            }
+        }
+    }
+
+    /* submit n engine requests: same prompt, seeds seed+i */
+    for (int32_t i = 0; i < j->n_choices && q->max_tokens != 0; i++) {
+        choice *c = &j->choices[i];
+        vx_request_params rp;
+        memset(&rp, 0, sizeof rp);
+        rp.prompt = prompt;
+        rp.n_prompt = n_prompt;
+        rp.max_tokens = q->max_tokens;
+        rp.sampling = q->sampling;
+        if (rp.sampling.seed != UINT64_MAX) rp.sampling.seed += (uint64_t)i;
+        rp.n_logprobs = q->logprobs ? q->top_logprobs : 0;
+        rp.ignore_eos = q->ignore_eos;
+        rp.on_event = on_event;
+        rp.user_data = c;
+        pthread_mutex_lock(&j->mu);
+        j->refs++; /* the engine's, until the final event */
+        pthread_mutex_unlock(&j->mu);
+        uint64_t id = 0;
+        char msg[VX_ERRMSG_MAX] = "";
+        vx_status st = vx_engine_submit(s->engine, &rp, &id, msg, sizeof msg);
+        if (st != VX_OK) {
+            pthread_mutex_lock(&j->mu);
+            j->refs--; /* no event will come: the request never entered the engine */
+            pthread_mutex_unlock(&j->mu);
+            job_cancel(j, true);
+            free(prompt);
+            int status;
+            const char *code = engine_error_code(st, &status);
+            return respond_errorf(conn, r, status, code, msg[0] ? msg : vx_status_str(st));
+        }
+        pthread_mutex_lock(&j->mu);
+        c->engine_id = id;
+        c->submitted = true;
+        pthread_mutex_unlock(&j->mu);
+    }
+    free(prompt);
+    if (q->max_tokens == 0)
+        for (int32_t i = 0; i < j->n_choices; i++) choice_done(j, &j->choices[i], "length");
+
+    /* generation may take longer than the idle timeout: suspend it */
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    if (q->stream) {
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, j, sse_free);
+        if (!resp) {
+            job_cancel(j, true);
+            return MHD_NO;
+        }
+        pthread_mutex_lock(&j->mu);
+        j->refs++; /* the response's, released by sse_free */
+        pthread_mutex_unlock(&j->mu);
+        add_common_headers(resp, "text/event-stream");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
+        r->status = 200;
+        return ret;
+    }
+    while (j->n_done < j->n_choices) {
+        if (client_gone(j)) {
+            job_cancel(j, true);
+            return MHD_NO; /* nobody to answer: close the connection */
+        }
+        job_pump(j, PUMP_WAIT_MS);
+    }
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, s->p.timeout_s);
+    if (j->failed) return respond_error(conn, r, &j->error);
+    return respond_json(conn, r, 200, job_response(j));
+}
+
+/* ------------------------------------------------------------------ metrics */
+
+static char *metrics_text(vx_server *s) {
+    vx_engine_stats st;
+    vx_engine_get_stats(s->engine, &st);
+    vx_sbuf b = {0};
+    pthread_mutex_lock(&s->mu);
+    vx_sbuf_adds(&b, "# HELP vortex_http_requests_total HTTP requests answered, by status code.\n"
+                     "# TYPE vortex_http_requests_total counter\n");
+    for (int i = 0; i < MAX_STATUS; i++)
+        if (s->status_count[i])
+            vx_sbuf_addf(&b, "vortex_http_requests_total{status=\"%d\"} %llu\n", i,
+                         (unsigned long long)s->status_count[i]);
+    vx_sbuf_addf(&b,
+                 "# HELP vortex_http_requests_aborted_total Requests whose client went away before the answer.\n"
+                 "# TYPE vortex_http_requests_aborted_total counter\n"
+                 "vortex_http_requests_aborted_total %llu\n"
+                 "# HELP vortex_prompt_tokens_total Prompt tokens of answered requests.\n"
+                 "# TYPE vortex_prompt_tokens_total counter\n"
+                 "vortex_prompt_tokens_total %llu\n"
+                 "# HELP vortex_generated_tokens_total Tokens generated for answered requests.\n"
+                 "# TYPE vortex_generated_tokens_total counter\n"
+                 "vortex_generated_tokens_total %llu\n"
+                 "# HELP vortex_requests_in_flight Generation requests being served.\n"
+                 "# TYPE vortex_requests_in_flight gauge\n"
+                 "vortex_requests_in_flight %d\n",
+                 (unsigned long long)s->aborted, (unsigned long long)s->tokens_prompt,
+                 (unsigned long long)s->tokens_generated, s->n_jobs);
+    pthread_mutex_unlock(&s->mu);
+    const double hit = st.tokens_prompt ? (double)st.tokens_prompt_cached / (double)st.tokens_prompt : 0.0;
+    const double tps = st.busy_seconds > 0 ? (double)st.tokens_generated / st.busy_seconds : 0.0;
+    vx_sbuf_addf(&b,
+                 "# HELP vortex_queue_depth Engine requests waiting to run.\n"
+                 "# TYPE vortex_queue_depth gauge\n"
+                 "vortex_queue_depth %d\n"
+                 "# HELP vortex_requests_running Engine requests running.\n"
+                 "# TYPE vortex_requests_running gauge\n"
+                 "vortex_requests_running %d\n"
+                 "# HELP vortex_kv_blocks_total KV cache blocks.\n"
+                 "# TYPE vortex_kv_blocks_total gauge\n"
+                 "vortex_kv_blocks_total %d\n"
+                 "# HELP vortex_kv_blocks_used KV cache blocks in use by running sequences.\n"
+                 "# TYPE vortex_kv_blocks_used gauge\n"
+                 "vortex_kv_blocks_used %d\n"
+                 "# HELP vortex_kv_blocks_cached KV cache blocks kept for prefix reuse.\n"
+                 "# TYPE vortex_kv_blocks_cached gauge\n"
+                 "vortex_kv_blocks_cached %d\n",
+                 st.queued, st.running, st.kv_blocks_total, st.kv_blocks_used, st.kv_blocks_cached);
+    vx_sbuf_addf(&b,
+                 "# HELP vortex_engine_requests_total Requests submitted to the engine.\n"
+                 "# TYPE vortex_engine_requests_total counter\n"
+                 "vortex_engine_requests_total %llu\n"
+                 "# HELP vortex_engine_prompt_tokens_total Prompt tokens evaluated (recomputation included).\n"
+                 "# TYPE vortex_engine_prompt_tokens_total counter\n"
+                 "vortex_engine_prompt_tokens_total %llu\n"
+                 "# HELP vortex_engine_prompt_tokens_cached_total Prompt tokens served from the prefix cache.\n"
+                 "# TYPE vortex_engine_prompt_tokens_cached_total counter\n"
+                 "vortex_engine_prompt_tokens_cached_total %llu\n"
+                 "# HELP vortex_engine_generated_tokens_total Tokens sampled by the engine.\n"
+                 "# TYPE vortex_engine_generated_tokens_total counter\n"
+                 "vortex_engine_generated_tokens_total %llu\n",
+                 (unsigned long long)st.requests_total, (unsigned long long)st.tokens_prompt,
+                 (unsigned long long)st.tokens_prompt_cached, (unsigned long long)st.tokens_generated);
+    vx_sbuf_addf(&b,
+                 "# HELP vortex_prefix_cache_hit_ratio Share of prompt tokens served from the prefix cache.\n"
+                 "# TYPE vortex_prefix_cache_hit_ratio gauge\n"
+                 "vortex_prefix_cache_hit_ratio %.6f\n"
+                 "# HELP vortex_generation_tokens_per_second Generated tokens per second of engine busy time.\n"
+                 "# TYPE vortex_generation_tokens_per_second gauge\n"
+                 "vortex_generation_tokens_per_second %.3f\n"
+                 "# HELP vortex_preemptions_total Sequences preempted for lack of KV blocks.\n"
+                 "# TYPE vortex_preemptions_total counter\n"
+                 "vortex_preemptions_total %llu\n"
+                 "# HELP vortex_engine_steps_total Forward passes.\n"
+                 "# TYPE vortex_engine_steps_total counter\n"
+                 "vortex_engine_steps_total %llu\n"
+                 "# HELP vortex_engine_busy_seconds_total Time spent in forward passes.\n"
+                 "# TYPE vortex_engine_busy_seconds_total counter\n"
+                 "vortex_engine_busy_seconds_total %.6f\n",
+                 hit, tps, (unsigned long long)st.preemptions, (unsigned long long)st.steps, st.busy_seconds);
+    return vx_sbuf_take(&b);
+}
+
+/* ------------------------------------------------------------------ routing */
+
+static bool authorized(vx_server *s, struct MHD_Connection *conn) {
+    if (!s->api_key) return true;
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
+    h += 7;
+    while (*h == ' ') h++;
+    /* compare in time independent of where the strings differ */
+    size_t hl = strlen(h), kl = strlen(s->api_key);
+    unsigned diff = hl != kl;
+    for (size_t i = 0; i < kl; i++) diff |= (unsigned)(unsigned char)s->api_key[i] ^ (unsigned)(unsigned char)(i < hl ? h[i] : 0);
+    return diff == 0;
+}
+
+enum route { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE };
+
+static enum route find_route(const char *path, bool *post) {
+    static const struct {
+        const char *path;
+        enum route r;
+        bool post;
+    } table[] = {
+        {"/health", R_HEALTH, false},           {"/metrics", R_METRICS, false},
+        {"/v1/models", R_MODELS, false},        {"/models", R_MODELS, false},
+        {"/v1/chat/completions", R_CHAT, true}, {"/chat/completions", R_CHAT, true},
+        {"/v1/completions", R_COMPLETIONS, true}, {"/completions", R_COMPLETIONS, true},
+        {"/tokenize", R_TOKENIZE, true},        {"/detokenize", R_DETOKENIZE, true},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (!strcmp(path, table[i].path)) {
+            *post = table[i].post;
+            return table[i].r;
+        }
+    return R_NONE;
+}
+
+static enum MHD_Result route(vx_server *s, struct MHD_Connection *conn, conn_req *r) {
+    const char *m = r->method;
+    if (!strcmp(m, "OPTIONS")) {
+        /* CORS preflight, so browser front-ends can call the API */
+        struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        if (!resp) return MHD_NO;
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
+        enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_NO_CONTENT, resp);
+        MHD_destroy_response(resp);
+        r->status = 204;
+        return ret;
+    }
+    bool post = false;
+    enum route rt = find_route(r->path, &post);
+    if (rt == R_NONE) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "Invalid URL (%s %.160s).", m, r->path);
+        return respond_errorf(conn, r, 404, "unknown_url", msg);
+    }
+    const bool is_get = !strcmp(m, "GET") || !strcmp(m, "HEAD");
+    if (post ? strcmp(m, "POST") != 0 : !is_get) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "Method %s is not allowed on %.160s.", m, r->path);
+        vx_oai_error e;
+        vx_oai_set_error(&e, 405, NULL, "%s", msg);
+        return respond(conn, r, 405, vx_oai_error_json(&e), "application/json",
+                       post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+    }
+    if (r->too_large) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "The request body is larger than the limit of %zu bytes.", s->p.max_body);
+        return respond_errorf(conn, r, 413, NULL, msg);
+    }
+    const bool stopping = server_stopping(s);
+    if (rt == R_HEALTH)
+        return respond_json(conn, r, stopping ? 503 : 200,
+                            strdup(stopping ? "{\"status\":\"shutting down\"}" : "{\"status\":\"ok\"}"));
+    if (!authorized(s, conn))
+        return respond_errorf(conn, r, 401, "invalid_api_key", "Invalid or missing API key (use Authorization: Bearer KEY).");
+    if (rt == R_METRICS) return respond(conn, r, 200, metrics_text(s), "text/plain; version=0.0.4", NULL);
+    if (stopping) return respond_errorf(conn, r, 503, NULL, "The server is shutting down.");
+    const char *body = r->body.p ? r->body.p : "";
+    vx_oai_error err;
+    char *out;
+    switch (rt) {
+    case R_MODELS:
+        return respond_json(conn, r, 200, vx_oai_models_json(s->model_name, s->created, s->p.n_ctx, s->n_vocab));
+    case R_CHAT: return handle_generate(s, conn, r, VX_OAI_CHAT);
+    case R_COMPLETIONS: return handle_generate(s, conn, r, VX_OAI_COMPLETION);
+    case R_TOKENIZE:
+        out = vx_oai_tokenize_json(s->vocab, body, r->body.len, &err);
+        return out ? respond_json(conn, r, 200, out) : respond_error(conn, r, &err);
+    case R_DETOKENIZE:
+        out = vx_oai_detokenize_json(s->vocab, body, r->body.len, &err);
+        return out ? respond_json(conn, r, 200, out) : respond_error(conn, r, &err);
+    default: break;
+    }
+    return respond_errorf(conn, r, 500, NULL, "Unrouted request.");
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                 const char *version, const char *upload_data, size_t *upload_size, void **con_cls) {
+    (void)version;
+    vx_server *s = cls;
+    conn_req *r = *con_cls;
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r) return MHD_NO;
+        snprintf(r->method, sizeof r->method, "%s", method ? method : "?");
+        snprintf(r->path, sizeof r->path, "%s", url ? url : "/");
+        r->t_start = vx_time_us();
+        *con_cls = r;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl) {
+            char *end;
+            errno = 0;
+            unsigned long long n = strtoull(cl, &end, 10);
+            if (errno || end == cl || n > s->p.max_body) r->too_large = true;
+            /* a body so large that reading it to the end is not worth it:
+             * answer now (the client may see the connection reset) */
+            if (r->too_large && (errno || n > (unsigned long long)s->p.max_body * 4 + (64u << 20)))
+                return route(s, conn, r);
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        /* over the limit: keep reading (and dropping) so the 413 reaches
+         * the client instead of a reset connection */
+        if (!r->too_large) {
+            if (r->body.len + *upload_size > s->p.max_body) {
+                r->too_large = true;
+                vx_sbuf_free(&r->body);
+            } else if (!vx_sbuf_add(&r->body, upload_data, *upload_size)) {
+                *upload_size = 0;
+                return respond_errorf(conn, r, 500, NULL, "Out of memory.");
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (r->status) return MHD_YES; /* answered already (early 413) */
+    return route(s, conn, r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)conn;
+    vx_server *s = cls;
+    conn_req *r = *con_cls;
+    if (!r) return;
+    *con_cls = NULL;
+    int32_t n_prompt = 0, n_gen = 0;
+    const bool ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+    if (r->job) {
+        job *j = r->job;
+        n_prompt = j->n_prompt;
+        for (int32_t i = 0; i < j->n_choices; i++) n_gen += j->choices[i].n_gen;
+        if (!ok || j->n_done < j->n_choices) job_cancel(j, true);
+        job_unref(j);
+    }
+    const double dur = (double)(vx_time_us() - r->t_start) * 1e-6;
+    pthread_mutex_lock(&s->mu);
+    if (!ok || !r->status) s->aborted++;
+    else if (r->status > 0 && r->status < MAX_STATUS) s->status_count[r->status]++;
+    s->tokens_prompt += (uint64_t)n_prompt;
+    s->tokens_generated += (uint64_t)n_gen;
+    pthread_mutex_unlock(&s->mu);
+    if (s->p.log_requests) {
+        char st[16];
+        if (ok && r->status) snprintf(st, sizeof st, "%d", r->status);
+        else snprintf(st, sizeof st, "%d-aborted", r->status);
+        fprintf(stderr, "%s %s %s %d %d %.1f t/s %.3fs\n", r->method, r->path, st, (int)n_prompt, (int)n_gen,
+                dur > 0 ? n_gen / dur : 0.0, dur);
+    }
+    vx_sbuf_free(&r->body);
+    free(r);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && msg[n - 1] == '\n') msg[--n] = 0;
+    /* a client that goes away is logged with its request ("-aborted") */
+    if (strstr(msg, "Application reported internal error") || strstr(msg, "application error generating response") ||
+        strstr(msg, "closed by remote side"))
+        return;
+    fprintf(stderr, "vx serve: http: %s\n", msg);
+}
+
+/* -------------------------------------------------------------- lifecycle */
+
+vx_status vx_server_start(const vx_server_params *params, const vx_model *model, vx_engine *engine,
+                          const vx_chat_template *tmpl, vx_server **out, char *err, size_t err_size) {
+    *out = NULL;
+    vx_server_params p = params ? *params : vx_server_default_params();
+    if (!model || !engine || !tmpl) return vx_seterr(err, err_size, VX_EINVAL, "server: missing model, engine or template");
+    if (p.port < 0 || p.port > 65535) return vx_seterr(err, err_size, VX_EINVAL, "port %d is out of range", p.port);
+    if (p.n_ctx <= 0 || p.max_body == 0 || p.max_buffered == 0)
+        return vx_seterr(err, err_size, VX_EINVAL, "server: parameters out of range");
+    const char *host = p.host && p.host[0] ? p.host : "127.0.0.1";
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    char port_s[16];
+    snprintf(port_s, sizeof port_s, "%d", p.port);
+    int gai = getaddrinfo(host, port_s, &hints, &ai);
+    if (gai != 0 || !ai) return vx_seterr(err, err_size, VX_EINVAL, "cannot resolve host '%s': %s", host, gai_strerror(gai));
+    struct sockaddr_storage addr;
+    memset(&addr, 0, sizeof addr);
+    memcpy(&addr, ai->ai_addr, VX_MIN((size_t)ai->ai_addrlen, sizeof addr));
+    const bool v6 = ai->ai_family == AF_INET6;
+    freeaddrinfo(ai);
+
+    vx_server *s = calloc(1, sizeof *s);
+    if (!s) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    s->refs = 1;
+    s->p = p;
+    s->host = strdup(host);
+    s->api_key = p.api_key && p.api_key[0] ? strdup(p.api_key) : NULL;
+    s->model_name = strdup(p.model_name ? p.model_name : "model");
+    s->p.host = s->host;
+    s->p.api_key = s->api_key;
+    s->p.model_name = s->model_name;
+    s->model = model;
+    s->vocab = vx_model_get_vocab(model);
+    s->n_vocab = vx_vocab_n_tokens(s->vocab);
+    s->engine = engine;
+    s->tmpl = tmpl;
+    s->created = (int64_t)time(NULL);
+    if (!s->host || !s->model_name || (p.api_key && p.api_key[0] && !s->api_key)) {
+        server_unref(s);
+        return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG;
+    if (v6) flags |= MHD_USE_IPv6;
+    s->daemon = MHD_start_daemon(flags, (uint16_t)p.port, NULL, NULL, on_access, s,
+                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, /* first, or MHD complains */
+                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, p.timeout_s,
+                                 MHD_OPTION_CONNECTION_LIMIT, p.max_connections ? p.max_connections : 256u,
+                                 MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
+                                 MHD_OPTION_END);
+    if (!s->daemon) {
+        int e = errno;
+        server_unref(s);
+        return vx_seterr(err, err_size, VX_EIO, "cannot listen on %s:%d%s%s", host, p.port, e ? ": " : "",
+                         e ? strerror(e) : "");
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di && di->port ? di->port : p.port;
+    *out = s;
+    return VX_OK;
+}
+
+int vx_server_port(const vx_server *s) { return s ? s->port : 0; }
+
+void vx_server_shutdown(vx_server *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    bool was = s->stopping;
+    s->stopping = true;
+    pthread_mutex_unlock(&s->mu);
+    if (was || !s->daemon) return;
+    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
+    if (fd != MHD_INVALID_SOCKET) close(fd);
+}
+
+int vx_server_active(vx_server *s) {
+    pthread_mutex_lock(&s->mu);
+    int n = s->n_jobs;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+void vx_server_cancel_all(vx_server *s) {
+    /* in batches: engine calls are made without our locks held */
+    uint64_t ids[64];
+    for (;;) {
+        int n = 0;
+        pthread_mutex_lock(&s->mu);
+        s->stopping = true;
+        for (job *j = s->jobs; j && n < (int)(sizeof ids / sizeof ids[0]); j = j->next) {
+            pthread_mutex_lock(&j->mu);
+            for (int32_t i = 0; i < j->n_choices && n < (int)(sizeof ids / sizeof ids[0]); i++) {
+                choice *c = &j->choices[i];
+                if (!c->submitted || c->engine_done || c->cancel_requested || c->shutdown_sent) continue;
+                /* not cancel_requested: the final event must reach the
+                 * client, which should hear why its request ended */
+                c->shutdown_sent = true;
+                ids[n++] = c->engine_id;
+            }
+            pthread_mutex_unlock(&j->mu);
+        }
+        pthread_mutex_unlock(&s->mu);
+        for (int i = 0; i < n; i++) vx_engine_cancel(s->engine, ids[i]);
+        if (n < (int)(sizeof ids / sizeof ids[0])) break;
+    }
+}
+
+void vx_server_free(vx_server *s) {
+    if (!s) return;
+    vx_server_shutdown(s);
+    vx_server_cancel_all(s);
+    /* joins every connection thread; their requests finish with the cancel */
+    if (s->daemon) MHD_stop_daemon(s->daemon);
+    s->daemon = NULL;
+    server_unref(s); /* jobs still waiting for a final event keep it alive */
+}

@@ -1,0 +1,1176 @@
+/*
+ * server_openai.c - OpenAI API shapes for `vx serve`: request parsing and
+ * validation, prompt rendering/tokenization, the streaming text filter
+ * (UTF-8 reassembly + stop strings) and response/SSE JSON building. Pure
+ * functions over their inputs (no sockets, no engine) so that every corner
+ * can be unit-tested; see server_openai.h.
+ *
+ * Requests are parsed with cJSON; responses are written by hand into a
+ * byte buffer because their shapes are fixed, texts carry lengths (and may
+ * hold NUL bytes) and streaming writes one small chunk per token.
+ */
+#include "server_openai.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+/* ------------------------------------------------------------ byte buffer */
+
+static bool sbuf_reserve(vx_sbuf *b, size_t extra) {
+    if (b->oom) return false;
+    if (b->len + extra + 1 <= b->cap) return true;
+    if (extra > SIZE_MAX / 2 - b->len) {
+        b->oom = true;
+        return false;
+    }
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->oom = true;
+        return false;
+    }
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+bool vx_sbuf_add(vx_sbuf *b, const void *data, size_t n) {
+    if (!sbuf_reserve(b, n)) return false;
+    if (n) memcpy(b->p + b->len, data, n);
+    b->len += n;
+    b->p[b->len] = 0;
+    return true;
+}
+
+bool vx_sbuf_adds(vx_sbuf *b, const char *s) { return vx_sbuf_add(b, s, strlen(s)); }
+
+bool vx_sbuf_addf(vx_sbuf *b, const char *fmt, ...) {
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return false;
+    if ((size_t)n < sizeof tmp) return vx_sbuf_add(b, tmp, (size_t)n);
+    if (!sbuf_reserve(b, (size_t)n)) return false;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return true;
+}
+
+void vx_sbuf_free(vx_sbuf *b) {
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+char *vx_sbuf_take(vx_sbuf *b) {
+    char *p = b->oom ? NULL : b->p;
+    if (p == NULL && !b->oom) p = calloc(1, 1);
+    if (b->oom) free(b->p);
+    memset(b, 0, sizeof *b);
+    return p;
+}
+
+/* ------------------------------------------------------------------ UTF-8 */
+
+/* What a lead byte starts: the total length (0: not a lead byte) and the
+ * allowed range of the second byte (excludes overlongs and surrogates). */
+static int utf8_lead(unsigned c, unsigned *lo, unsigned *hi) {
+    *lo = 0x80;
+    *hi = 0xBF;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) return 2;
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (c == 0xE0) *lo = 0xA0;
+        if (c == 0xED) *hi = 0x9F;
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (c == 0xF0) *lo = 0x90;
+        if (c == 0xF4) *hi = 0x8F;
+        return 4;
+    }
+    return 0;
+}
+
+/* Bytes at s[0..n) that form a valid character (returns its length), or 0
+ * with *bad = the length of the maximal invalid subpart (>= 1) to replace. */
+static int utf8_char(const unsigned char *s, size_t n, size_t *bad) {
+    unsigned lo, hi;
+    int need = utf8_lead(s[0], &lo, &hi);
+    *bad = 1;
+    if (need == 0) return 0;
+    for (int i = 1; i < need; i++) {
+        if ((size_t)i >= n) {
+            *bad = (size_t)i;
+            return 0;
+        }
+        unsigned b = s[i];
+        if (i == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) {
+            *bad = (size_t)i;
+            return 0;
+        }
+    }
+    return need;
+}
+
+bool vx_utf8_valid(const char *s, size_t n, size_t *bad_at) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, bad;
+    while (i < n) {
+        if (u[i] < 0x80) {
+            i++;
+            continue;
+        }
+        int k = utf8_char(u + i, n - i, &bad);
+        if (k == 0) {
+            if (bad_at) *bad_at = i;
+            return false;
+        }
+        i += (size_t)k;
+    }
+    return true;
+}
+
+static const char REPLACEMENT[] = "\xEF\xBF\xBD";
+
+void vx_utf8_sanitize(vx_sbuf *out, const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, start = 0, bad;
+    while (i < n) {
+        if (u[i] < 0x80) {
+            i++;
+            continue;
+        }
+        int k = utf8_char(u + i, n - i, &bad);
+        if (k > 0) {
+            i += (size_t)k;
+            continue;
+        }
+        vx_sbuf_add(out, s + start, i - start);
+        vx_sbuf_add(out, REPLACEMENT, 3);
+        i += bad;
+        start = i;
+    }
+    vx_sbuf_add(out, s + start, n - start);
+}
+
+/* ------------------------------------------------------------- JSON output */
+
+/* Appends a JSON string literal of s[0..n) (valid UTF-8 expected; invalid
+ * bytes are replaced so the output is always valid JSON). */
+static void json_str(vx_sbuf *b, const char *s, size_t n) {
+    vx_sbuf tmp = {0};
+    if (!vx_utf8_valid(s, n, NULL)) {
+        vx_utf8_sanitize(&tmp, s, n);
+        if (tmp.oom) {
+            b->oom = true;
+            vx_sbuf_free(&tmp);
+            return;
+        }
+        s = tmp.p ? tmp.p : "";
+        n = tmp.len;
+    }
+    vx_sbuf_add(b, "\"", 1);
+    size_t start = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        vx_sbuf_add(b, s + start, i - start);
+        switch (c) {
+        case '"': vx_sbuf_add(b, "\\\"", 2); break;
+        case '\\': vx_sbuf_add(b, "\\\\", 2); break;
+        case '\n': vx_sbuf_add(b, "\\n", 2); break;
+        case '\r': vx_sbuf_add(b, "\\r", 2); break;
+        case '\t': vx_sbuf_add(b, "\\t", 2); break;
+        case '\b': vx_sbuf_add(b, "\\b", 2); break;
+        case '\f': vx_sbuf_add(b, "\\f", 2); break;
+        default: vx_sbuf_addf(b, "\\u%04x", c); break;
+        }
+        start = i + 1;
+    }
+    vx_sbuf_add(b, s + start, n - start);
+    vx_sbuf_add(b, "\"", 1);
+    vx_sbuf_free(&tmp);
+}
+
+static void json_cstr(vx_sbuf *b, const char *s) {
+    if (s) json_str(b, s, strlen(s));
+    else vx_sbuf_adds(b, "null");
+}
+
+/* Log-probabilities: -inf (a filtered token) becomes -9999 as OpenAI does;
+ * NaN has no JSON spelling and becomes null. */
+static void json_logprob(vx_sbuf *b, float x) {
+    if (isnan(x)) vx_sbuf_adds(b, "null");
+    else if (x < -9999.0f) vx_sbuf_adds(b, "-9999.0");
+    else vx_sbuf_addf(b, "%.6g", (double)x);
+}
+
+/* ------------------------------------------------------------------ errors */
+
+void vx_oai_set_error(vx_oai_error *e, int status, const char *param, const char *fmt, ...) {
+    if (!e) return;
+    e->status = status;
+    e->type = status == 401   ? "authentication_error"
+              : status == 404 ? "not_found_error"
+              : status == 429 ? "rate_limit_error"
+              : status >= 500 ? "server_error"
+                              : "invalid_request_error";
+    e->code = NULL;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+}
+
+static void error_object(vx_sbuf *b, const vx_oai_error *e) {
+    vx_sbuf_adds(b, "{\"error\":{\"message\":");
+    json_cstr(b, e->message);
+    vx_sbuf_adds(b, ",\"type\":");
+    json_cstr(b, e->type ? e->type : "invalid_request_error");
+    vx_sbuf_adds(b, ",\"param\":");
+    json_cstr(b, e->param[0] ? e->param : NULL);
+    vx_sbuf_adds(b, ",\"code\":");
+    json_cstr(b, e->code);
+    vx_sbuf_adds(b, "}}");
+}
+
+char *vx_oai_error_json(const vx_oai_error *e) {
+    vx_sbuf b = {0};
+    error_object(&b, e);
+    return vx_sbuf_take(&b);
+}
+
+void vx_oai_error_chunk(vx_sbuf *out, const vx_oai_error *e) {
+    vx_sbuf_adds(out, "data: ");
+    error_object(out, e);
+    vx_sbuf_adds(out, "\n\n");
+}
+
+/* -------------------------------------------------------------- JSON input */
+
+void *vx_oai_parse_json_object(const char *body, size_t len, vx_oai_error *err) {
+    size_t bad;
+    if (!vx_utf8_valid(body, len, &bad)) {
+        vx_oai_set_error(err, 400, NULL, "The request body is not valid UTF-8 (byte %zu).", bad);
+        return NULL;
+    }
+    const char *end = NULL;
+    cJSON *root = len ? cJSON_ParseWithLengthOpts(body, len, &end, false) : NULL;
+    size_t pos = root ? 0 : (end && end >= body && end <= body + len ? (size_t)(end - body) : 0);
+    if (root) {
+        /* cJSON stops after the first value: anything but whitespace after it is an error */
+        pos = (size_t)(end - body);
+        while (pos < len && (body[pos] == ' ' || body[pos] == '\t' || body[pos] == '\n' || body[pos] == '\r'))
+            pos++;
+        if (pos < len) {
+            cJSON_Delete(root);
+            root = NULL;
+        }
+    }
+    if (!root) {
+        size_t line = 1, col = 1;
+        for (size_t i = 0; i < pos && i < len; i++) {
+            if (body[i] == '\n') {
+                line++;
+                col = 1;
+            } else {
+                col++;
+            }
+        }
+        vx_oai_set_error(err, 400, NULL,
+                         "Invalid JSON in the request body: %s at line %zu, column %zu (byte %zu).",
+                         len == 0 ? "empty body" : "syntax error",
+                         line, col, pos);
+        return NULL;
+    }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        vx_oai_set_error(err, 400, NULL, "The request body must be a JSON object.");
+        return NULL;
+    }
+    return root;
+}
+
+/* A member, with JSON null treated as absent (clients send null for "unset"). */
+static const cJSON *member(const cJSON *o, const char *key) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    return x && !cJSON_IsNull(x) ? x : NULL;
+}
+
+static const char *json_type_name(const cJSON *x) {
+    if (cJSON_IsBool(x)) return "a boolean";
+    if (cJSON_IsNumber(x)) return "a number";
+    if (cJSON_IsString(x)) return "a string";
+    if (cJSON_IsArray(x)) return "an array";
+    if (cJSON_IsObject(x)) return "an object";
+    return "null";
+}
+
+static bool type_error(vx_oai_error *e, const char *param, const char *want, const cJSON *got) {
+    vx_oai_set_error(e, 400, param, "Invalid type for '%s': expected %s, but got %s instead.", param, want,
+                     json_type_name(got));
+    return false;
+}
+
+/* Optional number in [lo, hi]; *present tells whether it was given. */
+static bool opt_number(const cJSON *o, const char *key, double lo, double hi, double *out, bool *present,
+                       vx_oai_error *e) {
+    const cJSON *x = member(o, key);
+    if (present) *present = x != NULL;
+    if (!x) return true;
+    if (!cJSON_IsNumber(x)) return type_error(e, key, "a number", x);
+    double v = x->valuedouble;
+    if (!isfinite(v) || v < lo || v > hi) {
+        vx_oai_set_error(e, 400, key, "Invalid value for '%s': expected a number between %g and %g, but got %g.",
+                         key, lo, hi, v);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static bool opt_float(const cJSON *o, const char *key, double lo, double hi, float *out, vx_oai_error *e) {
+    double v = *out;
+    if (!opt_number(o, key, lo, hi, &v, NULL, e)) return false;
+    *out = (float)v;
+    return true;
+}
+
+/* Optional integer in [lo, hi]; 3.0 counts as an integer, 3.5 does not. */
+static bool opt_int(const cJSON *o, const char *key, double lo, double hi, int64_t *out, bool *present,
+                    vx_oai_error *e) {
+    const cJSON *x = member(o, key);
+    if (present) *present = x != NULL;
+    if (!x) return true;
+    if (!cJSON_IsNumber(x)) return type_error(e, key, "an integer", x);
+    double v = x->valuedouble;
+    if (!isfinite(v) || v != floor(v)) return type_error(e, key, "an integer", x);
+    if (v < lo || v > hi) {
+        vx_oai_set_error(e, 400, key, "Invalid value for '%s': expected an integer between %.0f and %.0f, but got %.17g.",
+                         key, lo, hi, v);
+        return false;
+    }
+    *out = (int64_t)v;
+    return true;
+}
+
+static bool opt_bool(const cJSON *o, const char *key, bool *out, vx_oai_error *e) {
+    const cJSON *x = member(o, key);
+    if (!x) return true;
+    if (!cJSON_IsBool(x)) return type_error(e, key, "a boolean", x);
+    *out = cJSON_IsTrue(x);
+    return true;
+}
+
+/* ---------------------------------------------------------------- requests */
+
+void vx_oai_request_free(vx_oai_request *r) {
+    if (!r) return;
+    free(r->model);
+    free(r->messages_json);
+    free(r->prompt);
+    free(r->prompt_ids);
+    free(r->logit_bias);
+    for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    memset(r, 0, sizeof *r);
+}
+
+/* The text of a message's content: a string, an array of {"type":"text",
+ * "text":...} parts (joined with newlines, as vLLM does), or null/absent
+ * (an assistant turn with tool calls) which becomes "". */
+static bool content_text(const cJSON *content, int32_t mi, vx_sbuf *out, vx_oai_error *e) {
+    char param[96];
+    snprintf(param, sizeof param, "messages[%d].content", (int)mi);
+    if (!content) return true;
+    if (cJSON_IsString(content)) return vx_sbuf_adds(out, content->valuestring);
+    if (!cJSON_IsArray(content)) return type_error(e, param, "a string or an array of content parts", content);
+    int32_t j = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, content) {
+        snprintf(param, sizeof param, "messages[%d].content[%d]", (int)mi, (int)j);
+        if (!cJSON_IsObject(part)) return type_error(e, param, "an object", part);
+        const cJSON *type = member(part, "type"), *text = member(part, "text");
+        if (!cJSON_IsString(type)) {
+            snprintf(param, sizeof param, "messages[%d].content[%d].type", (int)mi, (int)j);
+            if (!type) {
+                vx_oai_set_error(e, 400, param, "Missing required parameter: '%s'.", param);
+                return false;
+            }
+            return type_error(e, param, "a string", type);
+        }
+        if (strcmp(type->valuestring, "text") != 0) {
+            snprintf(param, sizeof param, "messages[%d].content[%d].type", (int)mi, (int)j);
+            vx_oai_set_error(e, 400, param, "Unsupported content part type '%.64s': only 'text' parts are supported.",
+                             type->valuestring);
+            return false;
+        }
+        if (!cJSON_IsString(text)) {
+            snprintf(param, sizeof param, "messages[%d].content[%d].text", (int)mi, (int)j);
+            if (!text) {
+                vx_oai_set_error(e, 400, param, "Missing required parameter: '%s'.", param);
+                return false;
+            }
+            return type_error(e, param, "a string", text);
+        }
+        if (j > 0) vx_sbuf_add(out, "\n", 1);
+        vx_sbuf_adds(out, text->valuestring);
+        j++;
+    }
+    return true;
+}
+
+/* Builds the template's message list: every field kept, content flattened. */
+static bool parse_messages(const cJSON *root, vx_oai_request *r, vx_oai_error *e) {
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    if (!msgs || cJSON_IsNull(msgs)) {
+        vx_oai_set_error(e, 400, "messages", "Missing required parameter: 'messages'.");
+        return false;
+    }
+    if (!cJSON_IsArray(msgs)) return type_error(e, "messages", "an array", msgs);
+    int32_t n = cJSON_GetArraySize(msgs);
+    if (n == 0) {
+        vx_oai_set_error(e, 400, "messages", "Invalid 'messages': empty array. Expected an array with minimum length 1.");
+        return false;
+    }
+    cJSON *out = cJSON_CreateArray();
+    if (!out) goto oom;
+    int32_t i = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        char param[96];
+        snprintf(param, sizeof param, "messages[%d]", (int)i);
+        if (!cJSON_IsObject(m)) {
+            cJSON_Delete(out);
+            return type_error(e, param, "an object", m);
+        }
+        const cJSON *role = member(m, "role");
+        snprintf(param, sizeof param, "messages[%d].role", (int)i);
+        if (!role) {
+            cJSON_Delete(out);
+            vx_oai_set_error(e, 400, param, "Missing required parameter: '%s'.", param);
+            return false;
+        }
+        if (!cJSON_IsString(role) || !role->valuestring[0]) {
+            cJSON_Delete(out);
+            return type_error(e, param, "a non-empty string", role);
+        }
+        vx_sbuf text = {0};
+        if (!content_text(member(m, "content"), i, &text, e)) {
+            vx_sbuf_free(&text);
+            cJSON_Delete(out);
+            return false;
+        }
+        cJSON *copy = cJSON_Duplicate(m, true);
+        cJSON *str = text.oom ? NULL : cJSON_CreateString(text.p ? text.p : "");
+        vx_sbuf_free(&text);
+        if (!copy || !str) {
+            cJSON_Delete(copy);
+            cJSON_Delete(str);
+            cJSON_Delete(out);
+            goto oom;
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(copy, "content");
+        cJSON_AddItemToObject(copy, "content", str);
+        cJSON_AddItemToArray(out, copy);
+        i++;
+    }
+    r->messages_json = cJSON_PrintUnformatted(out);
+    cJSON_Delete(out);
+    if (!r->messages_json) goto oom;
+    r->n_messages = n;
+    return true;
+oom:
+    vx_oai_set_error(e, 500, NULL, "Out of memory while reading the messages.");
+    return false;
+}
+
+/* Token ids: integers in [0, n_vocab). */
+static bool parse_ids(const cJSON *arr, const char *param, int32_t n_vocab, vx_token **out, int32_t *n_out,
+                      vx_oai_error *e) {
+    int32_t n = cJSON_GetArraySize(arr), i = 0;
+    vx_token *ids = malloc(((size_t)n + 1) * sizeof *ids);
+    if (!ids) {
+        vx_oai_set_error(e, 500, NULL, "Out of memory.");
+        return false;
+    }
+    const cJSON *x;
+    cJSON_ArrayForEach(x, arr) {
+        double v = cJSON_IsNumber(x) ? x->valuedouble : -1;
+        if (!cJSON_IsNumber(x) || v != floor(v) || v < 0 || v >= n_vocab) {
+            char p[96];
+            snprintf(p, sizeof p, "%s[%d]", param, (int)i);
+            free(ids);
+            if (!cJSON_IsNumber(x) || v != floor(v)) return type_error(e, p, "an integer token id", x);
+            vx_oai_set_error(e, 400, p, "Invalid token id %.17g in '%s': the vocabulary has %d tokens.", v, p,
+                             (int)n_vocab);
+            return false;
+        }
+        ids[i++] = (vx_token)v;
+    }
+    *out = ids;
+    *n_out = n;
+    return true;
+}
+
+static bool all_numbers(const cJSON *arr) {
+    const cJSON *x;
+    cJSON_ArrayForEach(x, arr) if (!cJSON_IsNumber(x)) return false;
+    return true;
+}
+
+/* prompt: "text", [ids...], ["text"] or [[ids...]] (one prompt per request). */
+static bool parse_prompt(const cJSON *root, int32_t n_vocab, vx_oai_request *r, vx_oai_error *e) {
+    const cJSON *p = member(root, "prompt");
+    if (!p) {
+        vx_oai_set_error(e, 400, "prompt", "Missing required parameter: 'prompt'.");
+        return false;
+    }
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 0) {
+        vx_oai_set_error(e, 400, "prompt", "Invalid 'prompt': empty array.");
+        return false;
+    }
+    if (cJSON_IsArray(p) && !all_numbers(p)) {
+        if (cJSON_GetArraySize(p) > 1) {
+            vx_oai_set_error(e, 400, "prompt", "Invalid 'prompt': only one prompt per request is supported.");
+            return false;
+        }
+        const cJSON *only = cJSON_GetArrayItem(p, 0);
+        if (cJSON_IsString(only)) p = only;
+        else if (cJSON_IsArray(only) && all_numbers(only) && cJSON_GetArraySize(only) > 0)
+            return parse_ids(only, "prompt[0]", n_vocab, &r->prompt_ids, &r->n_prompt_ids, e);
+        else return type_error(e, "prompt[0]", "a string or an array of token ids", only);
+    }
+    if (cJSON_IsString(p)) {
+        r->prompt_len = strlen(p->valuestring);
+        r->prompt = strdup(p->valuestring);
+        if (!r->prompt) {
+            vx_oai_set_error(e, 500, NULL, "Out of memory.");
+            return false;
+        }
+        return true;
+    }
+    if (cJSON_IsArray(p)) return parse_ids(p, "prompt", n_vocab, &r->prompt_ids, &r->n_prompt_ids, e);
+    return type_error(e, "prompt", "a string, an array of token ids or an array of one string", p);
+}
+
+static bool add_stop(vx_oai_request *r, const char *s, const char *param, vx_oai_error *e) {
+    if (!s[0]) return true; /* an empty stop string would stop at once: ignore it */
+    if (r->n_stop >= VX_OAI_MAX_STOP) {
+        vx_oai_set_error(e, 400, "stop", "Invalid 'stop': at most %d stop sequences are supported.", VX_OAI_MAX_STOP);
+        return false;
+    }
+    if (strlen(s) > VX_OAI_MAX_STOP_LEN) {
+        vx_oai_set_error(e, 400, param, "Invalid '%s': a stop sequence may be at most %d bytes long.", param,
+                         VX_OAI_MAX_STOP_LEN);
+        return false;
+    }
+    if (!(r->stop[r->n_stop] = strdup(s))) {
+        vx_oai_set_error(e, 500, NULL, "Out of memory.");
+        return false;
+    }
+    r->n_stop++;
+    return true;
+}
+
+static bool parse_stop(const cJSON *root, vx_oai_request *r, vx_oai_error *e) {
+    const cJSON *s = member(root, "stop");
+    if (!s) return true;
+    if (cJSON_IsString(s)) return add_stop(r, s->valuestring, "stop", e);
+    if (!cJSON_IsArray(s)) return type_error(e, "stop", "a string or an array of strings", s);
+    int32_t i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, s) {
+        char param[32];
+        snprintf(param, sizeof param, "stop[%d]", (int)i++);
+        if (!cJSON_IsString(x)) return type_error(e, param, "a string", x);
+        if (!add_stop(r, x->valuestring, param, e)) return false;
+    }
+    return true;
+}
+
+/* logit_bias: {"token id": bias in [-100, 100]}; -100 bans the token. */
+static bool parse_logit_bias(const cJSON *root, int32_t n_vocab, vx_oai_request *r, vx_oai_error *e) {
+    const cJSON *lb = member(root, "logit_bias");
+    if (!lb) return true;
+    if (!cJSON_IsObject(lb)) return type_error(e, "logit_bias", "an object", lb);
+    int32_t n = cJSON_GetArraySize(lb);
+    if (n > VX_OAI_MAX_BIAS) {
+        vx_oai_set_error(e, 400, "logit_bias", "Invalid 'logit_bias': at most %d entries are supported.", VX_OAI_MAX_BIAS);
+        return false;
+    }
+    if (n == 0) return true;
+    r->logit_bias = calloc((size_t)n, sizeof *r->logit_bias);
+    if (!r->logit_bias) {
+        vx_oai_set_error(e, 500, NULL, "Out of memory.");
+        return false;
+    }
+    const cJSON *x;
+    cJSON_ArrayForEach(x, lb) {
+        const char *k = x->string ? x->string : "";
+        char *end = NULL;
+        long id = -1;
+        if (k[0] >= '0' && k[0] <= '9' && strlen(k) <= 10) id = strtol(k, &end, 10);
+        if (id < 0 || !end || *end || id >= n_vocab) {
+            vx_oai_set_error(e, 400, "logit_bias",
+                             "Invalid 'logit_bias': key '%.32s' is not a token id in [0, %d).", k, (int)n_vocab);
+            return false;
+        }
+        if (!cJSON_IsNumber(x)) return type_error(e, "logit_bias", "numbers as values", x);
+        double v = x->valuedouble;
+        if (!isfinite(v) || v < -100 || v > 100) {
+            vx_oai_set_error(e, 400, "logit_bias", "Invalid 'logit_bias' for token %ld: expected a value between -100 and 100, but got %g.",
+                             id, v);
+            return false;
+        }
+        r->logit_bias[r->n_logit_bias].token = (vx_token)id;
+        r->logit_bias[r->n_logit_bias].bias = v <= -100 ? -INFINITY : (float)v;
+        r->n_logit_bias++;
+    }
+    return true;
+}
+
+static bool parse_sampling(const cJSON *root, int32_t n_vocab, vx_oai_request *r, vx_oai_error *e) {
+    vx_sampler_params *sp = &r->sampling;
+    int64_t iv = 0;
+    double dv = 0;
+    bool present;
+    if (!opt_float(root, "temperature", 0, 2, &sp->temperature, e)) return false;
+    if (!opt_float(root, "top_p", 0, 1, &sp->top_p, e)) return false;
+    if (!opt_float(root, "min_p", 0, 1, &sp->min_p, e)) return false;
+    if (!opt_float(root, "presence_penalty", -2, 2, &sp->presence_penalty, e)) return false;
+    if (!opt_float(root, "frequency_penalty", -2, 2, &sp->frequency_penalty, e)) return false;
+    if (!opt_int(root, "top_k", -1, INT32_MAX, &iv, &present, e)) return false;
+    if (present) sp->top_k = (int32_t)iv;
+    /* repetition_penalty (vLLM, HF) and repeat_penalty (llama.cpp): > 0 */
+    const char *rp_keys[2] = {"repetition_penalty", "repeat_penalty"};
+    for (int k = 0; k < 2; k++) {
+        if (!opt_number(root, rp_keys[k], 0, 10, &dv, &present, e)) return false;
+        if (present && dv <= 0) {
+            vx_oai_set_error(e, 400, rp_keys[k], "Invalid value for '%s': expected a number greater than 0 and at most 10.",
+                             rp_keys[k]);
+            return false;
+        }
+        if (present) sp->repeat_penalty = (float)dv;
+    }
+    if (!opt_int(root, "repeat_last_n", -1, INT32_MAX, &iv, &present, e)) return false;
+    if (present) sp->penalty_last_n = (int32_t)iv;
+    /* seed: any 64-bit integer; -1 (and no seed) means random */
+    if (!opt_int(root, "seed", -9223372036854775808.0, 18446744073709551615.0, &iv, &present, e)) return false;
+    if (present) {
+        double s = member(root, "seed")->valuedouble;
+        sp->seed = s < 0 ? (uint64_t)(int64_t)s : s >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)s;
+    }
+    if (!parse_logit_bias(root, n_vocab, r, e)) return false;
+    sp->logit_bias = r->logit_bias;
+    sp->n_logit_bias = r->n_logit_bias;
+    return true;
+}
+
+bool vx_oai_parse_request(vx_oai_kind kind, const char *body, size_t len, int32_t n_vocab, vx_oai_request *out,
+                          vx_oai_error *err) {
+    memset(out, 0, sizeof *out);
+    cJSON *root = vx_oai_parse_json_object(body, len, err);
+    if (!root) return false;
+    vx_oai_request *r = out;
+    r->kind = kind;
+    r->n = 1;
+    r->sampling = vx_sampler_default_params();
+    r->max_tokens = kind == VX_OAI_COMPLETION ? 16 : -1; /* OpenAI's defaults */
+    int64_t iv = 0;
+    bool present, ok = false;
+
+    const cJSON *model = member(root, "model");
+    if (model && !cJSON_IsString(model)) {
+        type_error(err, "model", "a string", model);
+        goto done;
+    }
+    if (model && !(r->model = strdup(model->valuestring))) {
+        vx_oai_set_error(err, 500, NULL, "Out of memory.");
+        goto done;
+    }
+    if (kind == VX_OAI_CHAT ? !parse_messages(root, r, err) : !parse_prompt(root, n_vocab, r, err)) goto done;
+
+    /* max_completion_tokens replaces max_tokens in the newer API; either works */
+    if (!opt_int(root, "max_tokens", 0, INT32_MAX, &iv, &present, err)) goto done;
+    if (present) r->max_tokens = (int32_t)iv;
+    if (!opt_int(root, "max_completion_tokens", 0, INT32_MAX, &iv, &present, err)) goto done;
+    if (present) r->max_tokens = (int32_t)iv;
+    if (!opt_int(root, "n", 1, VX_OAI_MAX_N, &iv, &present, err)) goto done;
+    if (present) r->n = (int32_t)iv;
+    if (!parse_sampling(root, n_vocab, r, err)) goto done;
+    if (!parse_stop(root, r, err)) goto done;
+    if (!opt_bool(root, "stream", &r->stream, err)) goto done;
+    const cJSON *so = member(root, "stream_options");
+    if (so && !cJSON_IsObject(so)) {
+        type_error(err, "stream_options", "an object", so);
+        goto done;
+    }
+    if (so && !opt_bool(so, "include_usage", &r->include_usage, err)) {
+        snprintf(err->param, sizeof err->param, "stream_options.include_usage");
+        goto done;
+    }
+    if (!r->stream) r->include_usage = false;
+    if (!opt_bool(root, "ignore_eos", &r->ignore_eos, err)) goto done;
+
+    if (kind == VX_OAI_CHAT) {
+        if (!opt_bool(root, "logprobs", &r->logprobs, err)) goto done;
+        if (!opt_int(root, "top_logprobs", 0, VX_OAI_MAX_TOP, &iv, &present, err)) goto done;
+        if (present) r->top_logprobs = (int32_t)iv;
+        if (!r->logprobs) r->top_logprobs = 0;
+    } else {
+        /* legacy completions: logprobs is the number of alternatives */
+        if (!opt_int(root, "logprobs", 0, VX_OAI_MAX_TOP, &iv, &present, err)) goto done;
+        if (present) {
+            r->logprobs = true;
+            r->top_logprobs = (int32_t)iv;
+        }
+        if (!opt_bool(root, "echo", &r->echo, err)) goto done;
+    }
+    ok = true;
+done:
+    cJSON_Delete(root);
+    if (!ok) vx_oai_request_free(r);
+    return ok;
+}
+
+/* ------------------------------------------------------------ tokenization */
+
+bool vx_oai_tokenize_text(const vx_vocab *v, const char *text, size_t len, bool add_special, bool parse_special,
+                          vx_token **out, int32_t *n_out, vx_oai_error *err) {
+    *out = NULL;
+    *n_out = 0;
+    if (len > (size_t)INT32_MAX / 2) {
+        vx_oai_set_error(err, 413, NULL, "The prompt is too long.");
+        return false;
+    }
+    int32_t cap = (int32_t)len + 16;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        vx_token *t = malloc((size_t)cap * sizeof *t);
+        if (!t) break;
+        int32_t n = vx_tokenize(v, text, (int32_t)len, t, cap, add_special, parse_special);
+        if (n >= 0) {
+            *out = t;
+            *n_out = n;
+            return true;
+        }
+        free(t);
+        if (n == INT32_MIN) break;
+        cap = -n;
+    }
+    vx_oai_set_error(err, 500, NULL, "Out of memory while tokenizing the prompt.");
+    return false;
+}
+
+bool vx_oai_chat_prompt(const vx_chat_template *t, const vx_vocab *v, const char *messages_json, vx_token **out,
+                        int32_t *n_out, vx_oai_error *err) {
+    *out = NULL;
+    *n_out = 0;
+    vx_token bos = vx_vocab_bos(v), eos = vx_vocab_eos(v);
+    const char *bos_s = bos >= 0 ? vx_vocab_text(v, bos) : NULL;
+    const char *eos_s = eos >= 0 ? vx_vocab_text(v, eos) : NULL;
+    if (!bos_s) bos_s = "";
+    if (!eos_s) eos_s = "";
+    vx_chat_render_params p = vx_chat_render_default_params();
+    p.add_generation_prompt = true;
+    p.bos_token = bos_s;
+    p.eos_token = eos_s;
+    p.messages_json = messages_json;
+    char *text = NULL, msg[VX_ERRMSG_MAX];
+    vx_status st = vx_chat_template_render_ex(t, NULL, 0, &p, &text, msg, sizeof msg);
+    if (st != VX_OK) {
+        if (st == VX_ENOMEM) vx_oai_set_error(err, 500, NULL, "Out of memory while rendering the chat template.");
+        else vx_oai_set_error(err, 400, "messages", "The chat template cannot render these messages: %s", msg);
+        return false;
+    }
+    /* The template writes the BOS text itself when it wants it and the
+     * tokenizer adds the BOS token too: drop the text so BOS is not doubled. */
+    const char *s = text;
+    size_t bl = strlen(bos_s);
+    if (bl && vx_vocab_add_bos(v) && strncmp(s, bos_s, bl) == 0) s += bl;
+    bool ok = vx_oai_tokenize_text(v, s, strlen(s), true, true, out, n_out, err);
+    free(text);
+    return ok;
+}
+
+/* ------------------------------------------------------------- text filter */
+
+void vx_text_filter_init(vx_text_filter *f, char *const *stop, int32_t n_stop) {
+    memset(f, 0, sizeof *f);
+    f->stop = stop;
+    f->n_stop = n_stop;
+}
+
+void vx_text_filter_free(vx_text_filter *f) { vx_sbuf_free(&f->held); }
+
+/* Reassembles UTF-8 byte by byte into held. */
+static void filter_bytes(vx_text_filter *f, const unsigned char *u, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = u[i], lo, hi;
+        if (f->n_part > 0) {
+            utf8_lead(f->part[0], &lo, &hi);
+            bool ok = f->n_part == 1 ? c >= lo && c <= hi : c >= 0x80 && c <= 0xBF;
+            if (ok) {
+                f->part[f->n_part++] = (unsigned char)c;
+                if (f->n_part == f->need) {
+                    vx_sbuf_add(&f->held, f->part, (size_t)f->n_part);
+                    f->n_part = 0;
+                }
+                continue;
+            }
+            /* the character was cut short: replace it, then read c afresh */
+            vx_sbuf_add(&f->held, REPLACEMENT, 3);
+            f->n_part = 0;
+        }
+        int need = utf8_lead(c, &lo, &hi);
+        if (need == 1) {
+            unsigned char b = (unsigned char)c;
+            vx_sbuf_add(&f->held, &b, 1);
+        } else if (need == 0) {
+            vx_sbuf_add(&f->held, REPLACEMENT, 3);
+        } else {
+            f->part[0] = (unsigned char)c;
+            f->n_part = 1;
+            f->need = need;
+        }
+    }
+}
+
+/* Looks for a stop string in held; releases what cannot start one. */
+static bool filter_release(vx_text_filter *f, vx_sbuf *out, bool final) {
+    const char *h = f->held.p;
+    size_t n = f->held.len, first = SIZE_MAX;
+    if (n == 0) return false;
+    for (int32_t i = 0; i < f->n_stop; i++) {
+        const char *hit = memmem(h, n, f->stop[i], strlen(f->stop[i]));
+        if (hit && (size_t)(hit - h) < first) first = (size_t)(hit - h);
+    }
+    if (first != SIZE_MAX) {
+        vx_sbuf_add(out, h, first);
+        f->held.len = 0;
+        f->stopped = true;
+        return true;
+    }
+    size_t keep = 0;
+    if (!final) {
+        /* the longest suffix of held that is a proper prefix of a stop string */
+        for (int32_t i = 0; i < f->n_stop; i++) {
+            size_t sl = strlen(f->stop[i]);
+            for (size_t k = (sl - 1 < n ? sl - 1 : n); k > keep; k--) {
+                if (memcmp(h + n - k, f->stop[i], k) == 0) {
+                    keep = k;
+                    break;
+                }
+            }
+        }
+    }
+    vx_sbuf_add(out, h, n - keep);
+    memmove(f->held.p, h + n - keep, keep);
+    f->held.len = keep;
+    if (f->held.p) f->held.p[keep] = 0;
+    return false;
+}
+
+bool vx_text_filter_feed(vx_text_filter *f, const char *bytes, size_t n, vx_sbuf *out) {
+    if (f->stopped) return true;
+    filter_bytes(f, (const unsigned char *)bytes, n);
+    if (f->held.oom) out->oom = true;
+    return filter_release(f, out, false);
+}
+
+void vx_text_filter_finish(vx_text_filter *f, vx_sbuf *out) {
+    if (f->stopped) return;
+    if (f->n_part > 0) {
+        vx_sbuf_add(&f->held, REPLACEMENT, 3);
+        f->n_part = 0;
+    }
+    filter_release(f, out, true);
+}
+
+/* --------------------------------------------------------------- responses */
+
+void vx_oai_make_id(vx_oai_kind kind, char *buf, size_t size) {
+    static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char rnd[24];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        /* no entropy source: ids only need to be unique-ish, not secret */
+        uint64_t x = (uint64_t)(uintptr_t)buf ^ (uint64_t)clock() * 0x9E3779B97F4A7C15ull;
+        for (size_t i = 0; i < sizeof rnd; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            rnd[i] = (unsigned char)(x >> 56);
+        }
+    }
+    char tail[sizeof rnd + 1];
+    for (size_t i = 0; i < sizeof rnd; i++) tail[i] = alnum[rnd[i] % (sizeof alnum - 1)];
+    tail[sizeof rnd] = 0;
+    snprintf(buf, size, "%s-%s", kind == VX_OAI_CHAT ? "chatcmpl" : "cmpl", tail);
+}
+
+/* A token's text for logprobs: control tokens shown by name. */
+static int32_t token_piece(const vx_vocab *v, vx_token t, char *buf, int32_t size) {
+    int32_t n = vx_token_to_piece(v, t, buf, size, true);
+    return n < 0 ? 0 : n; /* longer than the buffer: shown as empty */
+}
+
+static void json_bytes(vx_sbuf *b, const char *s, int32_t n) {
+    vx_sbuf_add(b, "[", 1);
+    for (int32_t i = 0; i < n; i++) vx_sbuf_addf(b, i ? ",%u" : "%u", (unsigned)(unsigned char)s[i]);
+    vx_sbuf_add(b, "]", 1);
+}
+
+/* Chat logprobs: {"content":[{token, logprob, bytes, top_logprobs}], "refusal":null} */
+static void chat_logprobs(vx_sbuf *b, const vx_vocab *v, const vx_oai_logprob *lp, int32_t n) {
+    char piece[512];
+    vx_sbuf_adds(b, "{\"content\":[");
+    for (int32_t i = 0; i < n; i++) {
+        int32_t pl = token_piece(v, lp[i].token, piece, sizeof piece);
+        vx_sbuf_adds(b, i ? ",{\"token\":" : "{\"token\":");
+        json_str(b, piece, (size_t)pl);
+        vx_sbuf_adds(b, ",\"logprob\":");
+        json_logprob(b, lp[i].logprob);
+        vx_sbuf_adds(b, ",\"bytes\":");
+        json_bytes(b, piece, pl);
+        vx_sbuf_adds(b, ",\"top_logprobs\":[");
+        for (int32_t j = 0; j < lp[i].n_top; j++) {
+            int32_t tl = token_piece(v, lp[i].top_id[j], piece, sizeof piece);
+            vx_sbuf_adds(b, j ? ",{\"token\":" : "{\"token\":");
+            json_str(b, piece, (size_t)tl);
+            vx_sbuf_adds(b, ",\"logprob\":");
+            json_logprob(b, lp[i].top_logprob[j]);
+            vx_sbuf_adds(b, ",\"bytes\":");
+            json_bytes(b, piece, tl);
+            vx_sbuf_adds(b, "}");
+        }
+        vx_sbuf_adds(b, "]}");
+    }
+    vx_sbuf_adds(b, "],\"refusal\":null}");
+}
+
+/* Legacy completion logprobs: parallel arrays. */
+static void completion_logprobs(vx_sbuf *b, const vx_vocab *v, const vx_oai_logprob *lp, int32_t n,
+                                size_t offset) {
+    char piece[512];
+    vx_sbuf_adds(b, "{\"tokens\":[");
+    for (int32_t i = 0; i < n; i++) {
+        int32_t pl = token_piece(v, lp[i].token, piece, sizeof piece);
+        if (i) vx_sbuf_add(b, ",", 1);
+        json_str(b, piece, (size_t)pl);
+    }
+    vx_sbuf_adds(b, "],\"token_logprobs\":[");
+    for (int32_t i = 0; i < n; i++) {
+        if (i) vx_sbuf_add(b, ",", 1);
+        json_logprob(b, lp[i].logprob);
+    }
+    vx_sbuf_adds(b, "],\"top_logprobs\":[");
+    for (int32_t i = 0; i < n; i++) {
+        vx_sbuf_adds(b, i ? ",{" : "{");
+        for (int32_t j = 0; j < lp[i].n_top; j++) {
+            int32_t tl = token_piece(v, lp[i].top_id[j], piece, sizeof piece);
+            if (j) vx_sbuf_add(b, ",", 1);
+            json_str(b, piece, (size_t)tl);
+            vx_sbuf_add(b, ":", 1);
+            json_logprob(b, lp[i].top_logprob[j]);
+        }
+        vx_sbuf_adds(b, "}");
+    }
+    vx_sbuf_adds(b, "],\"text_offset\":[");
+    for (int32_t i = 0; i < n; i++) {
+        vx_sbuf_addf(b, i ? ",%zu" : "%zu", offset);
+        /* offsets advance by the bytes each token adds to the text */
+        int32_t pl = vx_token_to_piece(v, lp[i].token, piece, sizeof piece, false);
+        if (pl > 0) offset += (size_t)pl;
+    }
+    vx_sbuf_adds(b, "]}");
+}
+
+static void choice_logprobs(vx_sbuf *b, const vx_oai_meta *m, const vx_oai_choice *c) {
+    vx_sbuf_adds(b, ",\"logprobs\":");
+    if (!c->lp) vx_sbuf_adds(b, "null");
+    else if (m->kind == VX_OAI_CHAT) chat_logprobs(b, m->vocab, c->lp, c->n_lp);
+    else completion_logprobs(b, m->vocab, c->lp, c->n_lp, c->text_offset);
+}
+
+static void head(vx_sbuf *b, const vx_oai_meta *m, const char *object) {
+    vx_sbuf_adds(b, "{\"id\":");
+    json_cstr(b, m->id);
+    vx_sbuf_addf(b, ",\"object\":\"%s\",\"created\":%lld,\"model\":", object, (long long)m->created);
+    json_cstr(b, m->model ? m->model : "");
+    vx_sbuf_adds(b, ",\"system_fingerprint\":\"vx-" VX_VERSION "\"");
+}
+
+static void usage_object(vx_sbuf *b, const vx_oai_usage *u) {
+    vx_sbuf_addf(b,
+                 "{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%lld,"
+                 "\"prompt_tokens_details\":{\"cached_tokens\":%d}}",
+                 (int)u->prompt_tokens, (int)u->completion_tokens,
+                 (long long)u->prompt_tokens + u->completion_tokens, (int)u->cached_tokens);
+}
+
+char *vx_oai_response_json(const vx_oai_meta *m, const vx_oai_choice *choices, int32_t n, const vx_oai_usage *u) {
+    vx_sbuf b = {0};
+    bool chat = m->kind == VX_OAI_CHAT;
+    head(&b, m, chat ? "chat.completion" : "text_completion");
+    vx_sbuf_adds(&b, ",\"choices\":[");
+    for (int32_t i = 0; i < n; i++) {
+        const vx_oai_choice *c = &choices[i];
+        vx_sbuf_addf(&b, "%s{\"index\":%d,", i ? "," : "", (int)c->index);
+        if (chat) {
+            vx_sbuf_adds(&b, "\"message\":{\"role\":\"assistant\",\"content\":");
+            json_str(&b, c->text ? c->text : "", c->text_len);
+            vx_sbuf_adds(&b, ",\"refusal\":null}");
+        } else {
+            vx_sbuf_adds(&b, "\"text\":");
+            json_str(&b, c->text ? c->text : "", c->text_len);
+        }
+        choice_logprobs(&b, m, c);
+        vx_sbuf_adds(&b, ",\"finish_reason\":");
+        json_cstr(&b, c->finish_reason);
+        vx_sbuf_adds(&b, "}");
+    }
+    vx_sbuf_adds(&b, "],\"usage\":");
+    usage_object(&b, u);
+    vx_sbuf_adds(&b, "}");
+    return vx_sbuf_take(&b);
+}
+
+void vx_oai_chunk(vx_sbuf *out, const vx_oai_meta *m, const vx_oai_choice *c, bool role_only, bool usage_null) {
+    bool chat = m->kind == VX_OAI_CHAT;
+    vx_sbuf_adds(out, "data: ");
+    head(out, m, chat ? "chat.completion.chunk" : "text_completion");
+    vx_sbuf_addf(out, ",\"choices\":[{\"index\":%d,", (int)c->index);
+    if (chat) {
+        vx_sbuf_adds(out, "\"delta\":{");
+        if (role_only) {
+            vx_sbuf_adds(out, "\"role\":\"assistant\",\"content\":\"\"");
+        } else if (c->text_len > 0 || !c->finish_reason) {
+            vx_sbuf_adds(out, "\"content\":");
+            json_str(out, c->text ? c->text : "", c->text_len);
+        }
+        vx_sbuf_adds(out, "}");
+    } else {
+        vx_sbuf_adds(out, "\"text\":");
+        json_str(out, c->text ? c->text : "", c->text_len);
+    }
+    choice_logprobs(out, m, c);
+    vx_sbuf_adds(out, ",\"finish_reason\":");
+    json_cstr(out, role_only ? NULL : c->finish_reason);
+    vx_sbuf_adds(out, "}]");
+    if (usage_null) vx_sbuf_adds(out, ",\"usage\":null");
+    vx_sbuf_adds(out, "}\n\n");
+}
+
+void vx_oai_usage_chunk(vx_sbuf *out, const vx_oai_meta *m, const vx_oai_usage *u) {
+    vx_sbuf_adds(out, "data: ");
+    head(out, m, m->kind == VX_OAI_CHAT ? "chat.completion.chunk" : "text_completion");
+    vx_sbuf_adds(out, ",\"choices\":[],\"usage\":");
+    usage_object(out, u);
+    vx_sbuf_adds(out, "}\n\n");
+}
+
+/* ------------------------------------------------- models, (de)tokenize */
+
+char *vx_oai_models_json(const char *name, int64_t created, int32_t n_ctx, int32_t n_vocab) {
+    vx_sbuf b = {0};
+    vx_sbuf_adds(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
+    json_cstr(&b, name);
+    vx_sbuf_addf(&b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"vortex\",\"meta\":{\"n_ctx\":%d,\"n_vocab\":%d}}]}",
+                 (long long)created, (int)n_ctx, (int)n_vocab);
+    return vx_sbuf_take(&b);
+}
+
+char *vx_oai_tokenize_json(const vx_vocab *v, const char *body, size_t len, vx_oai_error *err) {
+    cJSON *root = vx_oai_parse_json_object(body, len, err);
+    if (!root) return NULL;
+    char *res = NULL;
+    bool add_special = false, with_pieces = false;
+    const cJSON *content = member(root, "content");
+    if (!content) {
+        vx_oai_set_error(err, 400, "content", "Missing required parameter: 'content'.");
+        goto done;
+    }
+    if (!cJSON_IsString(content)) {
+        type_error(err, "content", "a string", content);
+        goto done;
+    }
+    if (!opt_bool(root, "add_special", &add_special, err) || !opt_bool(root, "with_pieces", &with_pieces, err))
+        goto done;
+    vx_token *toks;
+    int32_t n;
+    if (!vx_oai_tokenize_text(v, content->valuestring, strlen(content->valuestring), add_special, true, &toks, &n, err))
+        goto done;
+    vx_sbuf b = {0};
+    char piece[512];
+    vx_sbuf_adds(&b, "{\"tokens\":[");
+    for (int32_t i = 0; i < n && !b.oom; i++) {
+        if (i) vx_sbuf_add(&b, ",", 1);
+        if (!with_pieces) {
+            vx_sbuf_addf(&b, "%d", (int)toks[i]);
+            continue;
+        }
+        vx_sbuf_addf(&b, "{\"id\":%d,\"piece\":", (int)toks[i]);
+        int32_t pl = token_piece(v, toks[i], piece, sizeof piece);
+        /* a piece that is not valid UTF-8 on its own is shown as its bytes */
+        if (vx_utf8_valid(piece, (size_t)pl, NULL)) json_str(&b, piece, (size_t)pl);
+        else json_bytes(&b, piece, pl);
+        vx_sbuf_add(&b, "}", 1);
+    }
+    vx_sbuf_adds(&b, "]}");
+    free(toks);
+    res = vx_sbuf_take(&b);
+    if (!res) vx_oai_set_error(err, 500, NULL, "Out of memory.");
+done:
+    cJSON_Delete(root);
+    return res;
+}
+
+char *vx_oai_detokenize_json(const vx_vocab *v, const char *body, size_t len, vx_oai_error *err) {
+    cJSON *root = vx_oai_parse_json_object(body, len, err);
+    if (!root) return NULL;
+    char *res = NULL, *text = NULL;
+    vx_token *ids = NULL;
+    int32_t n = 0;
+    const cJSON *tokens = member(root, "tokens");
+    if (!tokens) {
+        vx_oai_set_error(err, 400, "tokens", "Missing required parameter: 'tokens'.");
+        goto done;
+    }
+    if (!cJSON_IsArray(tokens)) {
+        type_error(err, "tokens", "an array of token ids", tokens);
+        goto done;
+    }
+    if (!parse_ids(tokens, "tokens", vx_vocab_n_tokens(v), &ids, &n, err)) goto done;
+    int32_t cap = n * 16 + 16, tl = -1;
+    for (int attempt = 0; attempt < 2 && tl < 0; attempt++) {
+        free(text);
+        text = malloc((size_t)cap);
+        if (!text) break;
+        tl = vx_detokenize(v, ids, n, text, cap, false, false);
+        if (tl < 0) cap = -tl;
+    }
+    if (!text || tl < 0) {
+        vx_oai_set_error(err, 500, NULL, "Out of memory.");
+        goto done;
+    }
+    vx_sbuf b = {0};
+    vx_sbuf_adds(&b, "{\"content\":");
+    json_str(&b, text, (size_t)tl); /* partial characters become U+FFFD */
+    vx_sbuf_adds(&b, "}");
+    res = vx_sbuf_take(&b);
+    if (!res) vx_oai_set_error(err, 500, NULL, "Out of memory.");
+done:
+    free(ids);
+    free(text);
+    cJSON_Delete(root);
+    return res;
+}

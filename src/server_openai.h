@@ -1,0 +1,196 @@
+/*
+ * server_openai.h - the OpenAI-compatible request/response layer of
+ * `vx serve`, as pure functions that need no network and no engine:
+ * request JSON parsing and validation (with OpenAI-style error objects),
+ * prompt rendering and tokenization, the streaming text filter (UTF-8
+ * reassembly and stop strings), and response / SSE chunk JSON building.
+ */
+#ifndef VX_SERVER_OPENAI_H
+#define VX_SERVER_OPENAI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chat.h"
+#include "vortex.h"
+
+#define VX_OAI_MAX_N 8          /* choices per request */
+#define VX_OAI_MAX_STOP 16      /* stop strings per request */
+#define VX_OAI_MAX_STOP_LEN 512 /* bytes of one stop string */
+#define VX_OAI_MAX_TOP 20       /* top_logprobs */
+#define VX_OAI_MAX_BIAS 4096    /* logit_bias entries */
+
+/* ------------------------------------------------------------ byte buffer */
+
+/* A growable byte buffer, always NUL-terminated once non-empty. Running out
+ * of memory sets oom and makes further appends no-ops. */
+typedef struct vx_sbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} vx_sbuf;
+
+bool vx_sbuf_add(vx_sbuf *b, const void *data, size_t n);
+bool vx_sbuf_adds(vx_sbuf *b, const char *s);
+bool vx_sbuf_addf(vx_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void vx_sbuf_free(vx_sbuf *b);
+/* Hands the bytes over (malloc'd, NUL-terminated; NULL if memory ran out). */
+char *vx_sbuf_take(vx_sbuf *b);
+
+/* ------------------------------------------------------------------ UTF-8 */
+
+/* True if s[0..n) is valid UTF-8 (no overlongs, surrogates, > U+10FFFF);
+ * otherwise *bad_at (may be NULL) is the offset of the first bad byte. */
+bool vx_utf8_valid(const char *s, size_t n, size_t *bad_at);
+/* Appends s[0..n) with every invalid sequence replaced by U+FFFD. */
+void vx_utf8_sanitize(vx_sbuf *out, const char *s, size_t n);
+
+/* ------------------------------------------------------------------ errors */
+
+typedef struct vx_oai_error {
+    int status;        /* HTTP status: 400, 404, 413, 429, 500, 503, ... */
+    const char *type;  /* "invalid_request_error", "server_error", ... */
+    const char *code;  /* NULL = JSON null */
+    char param[128];   /* offending field ("" = null), e.g. "messages[1].content" */
+    char message[1024];
+} vx_oai_error;
+
+void vx_oai_set_error(vx_oai_error *e, int status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* {"error":{"message":...,"type":...,"param":...,"code":...}} (malloc'd). */
+char *vx_oai_error_json(const vx_oai_error *e);
+
+/* ---------------------------------------------------------------- requests */
+
+typedef enum vx_oai_kind { VX_OAI_CHAT = 0, VX_OAI_COMPLETION = 1 } vx_oai_kind;
+
+typedef struct vx_oai_request {
+    vx_oai_kind kind;
+    char *model;          /* as sent (NULL: not given) */
+    /* chat: the messages as a JSON array of objects whose content is a
+     * plain string (text parts joined), for the chat template */
+    char *messages_json;
+    int32_t n_messages;
+    /* completion: a text prompt, or token ids (exactly one is set) */
+    char *prompt;
+    size_t prompt_len;
+    vx_token *prompt_ids;
+    int32_t n_prompt_ids;
+    int32_t max_tokens;   /* -1: until end of generation or the context is full */
+    vx_sampler_params sampling; /* logit_bias points into this struct's array */
+    vx_logit_bias *logit_bias;
+    int32_t n_logit_bias;
+    char *stop[VX_OAI_MAX_STOP];
+    int32_t n_stop;
+    int32_t n;            /* choices, 1..VX_OAI_MAX_N */
+    bool stream;
+    bool include_usage;   /* stream_options.include_usage */
+    bool logprobs;        /* per-token logprobs wanted */
+    int32_t top_logprobs; /* alternatives per token, 0..VX_OAI_MAX_TOP */
+    bool echo;            /* completion: prepend the prompt to the text */
+    bool ignore_eos;      /* llama.cpp extension: generate past end-of-generation */
+} vx_oai_request;
+
+/* Parses and validates a request body. n_vocab bounds token ids (prompt,
+ * logit_bias). On failure returns false with err filled (status 400) and
+ * out holds nothing to free. Unknown fields are ignored. */
+bool vx_oai_parse_request(vx_oai_kind kind, const char *body, size_t len, int32_t n_vocab,
+                          vx_oai_request *out, vx_oai_error *err);
+void vx_oai_request_free(vx_oai_request *r);
+
+/* Parses a body as a JSON object, with the UTF-8 check and an error that
+ * says where parsing stopped. Returns a cJSON object (caller deletes) as
+ * void * to keep cJSON out of this header, or NULL with err filled. */
+void *vx_oai_parse_json_object(const char *body, size_t len, vx_oai_error *err);
+
+/* Tokenizes text (len bytes) into a malloc'd array. */
+bool vx_oai_tokenize_text(const vx_vocab *v, const char *text, size_t len, bool add_special,
+                          bool parse_special, vx_token **out, int32_t *n_out, vx_oai_error *err);
+/* Renders a chat request's messages with the template (generation prompt
+ * added), drops a leading BOS text that the tokenizer adds again, and
+ * tokenizes with special tokens parsed. Template errors give a 400. */
+bool vx_oai_chat_prompt(const vx_chat_template *t, const vx_vocab *v, const char *messages_json,
+                        vx_token **out, int32_t *n_out, vx_oai_error *err);
+
+/* ------------------------------------------------------------- text filter */
+
+/* Turns a generated byte stream into text that is safe to send: UTF-8
+ * characters split across tokens are held until complete (invalid bytes
+ * become U+FFFD), and text that could be the start of a stop string is
+ * held until it is known not to be one. A stop string ends the stream:
+ * the text before it is released, the stop string and the rest dropped. */
+typedef struct vx_text_filter {
+    char *const *stop;
+    int32_t n_stop;
+    unsigned char part[4]; /* an incomplete UTF-8 character */
+    int32_t n_part, need;
+    vx_sbuf held;          /* complete text not yet released */
+    bool stopped;
+} vx_text_filter;
+
+/* stop (n_stop strings) must outlive the filter. */
+void vx_text_filter_init(vx_text_filter *f, char *const *stop, int32_t n_stop);
+void vx_text_filter_free(vx_text_filter *f);
+/* Feeds bytes; appends what can be released to out. Returns true once a
+ * stop string has been seen (further input is ignored). */
+bool vx_text_filter_feed(vx_text_filter *f, const char *bytes, size_t n, vx_sbuf *out);
+/* End of generation: releases everything still held. */
+void vx_text_filter_finish(vx_text_filter *f, vx_sbuf *out);
+
+/* --------------------------------------------------------------- responses */
+
+/* One generated token for logprobs: its probability and the alternatives. */
+typedef struct vx_oai_logprob {
+    vx_token token;
+    float logprob;
+    int32_t n_top;
+    vx_token top_id[VX_OAI_MAX_TOP];
+    float top_logprob[VX_OAI_MAX_TOP];
+} vx_oai_logprob;
+
+typedef struct vx_oai_choice {
+    int32_t index;
+    const char *text;          /* chat: message content; completion: text */
+    size_t text_len;
+    const char *finish_reason; /* "stop", "length", or NULL (a streaming chunk) */
+    const vx_oai_logprob *lp;  /* NULL: "logprobs": null */
+    int32_t n_lp;
+    size_t text_offset;        /* completion logprobs: offset of the first token */
+} vx_oai_choice;
+
+typedef struct vx_oai_usage {
+    int32_t prompt_tokens, completion_tokens, cached_tokens;
+} vx_oai_usage;
+
+typedef struct vx_oai_meta {
+    vx_oai_kind kind;
+    const char *id;    /* "chatcmpl-..." / "cmpl-..." */
+    int64_t created;   /* unix time */
+    const char *model;
+    const vx_vocab *vocab; /* token texts for logprobs */
+} vx_oai_meta;
+
+/* Writes a random id such as "chatcmpl-<24 alphanumerics>" into buf. */
+void vx_oai_make_id(vx_oai_kind kind, char *buf, size_t size);
+/* A complete (non-streaming) response. NULL when memory runs out. */
+char *vx_oai_response_json(const vx_oai_meta *m, const vx_oai_choice *choices, int32_t n,
+                           const vx_oai_usage *u);
+/* One SSE event "data: {chunk}\n\n" appended to out. Chat: role_only sends
+ * the first delta {"role":"assistant","content":""}; a finish_reason sends
+ * the empty final delta. usage_null adds "usage":null (include_usage). */
+void vx_oai_chunk(vx_sbuf *out, const vx_oai_meta *m, const vx_oai_choice *c, bool role_only,
+                  bool usage_null);
+/* The include_usage chunk: empty choices and the usage. */
+void vx_oai_usage_chunk(vx_sbuf *out, const vx_oai_meta *m, const vx_oai_usage *u);
+/* An SSE error event "data: {"error":...}\n\n". */
+void vx_oai_error_chunk(vx_sbuf *out, const vx_oai_error *e);
+
+/* GET /v1/models */
+char *vx_oai_models_json(const char *name, int64_t created, int32_t n_ctx, int32_t n_vocab);
+/* POST /tokenize {"content", "add_special", "with_pieces"} -> {"tokens": [...]} */
+char *vx_oai_tokenize_json(const vx_vocab *v, const char *body, size_t len, vx_oai_error *err);
+/* POST /detokenize {"tokens": [...]} -> {"content": "..."} */
+char *vx_oai_detokenize_json(const vx_vocab *v, const char *body, size_t len, vx_oai_error *err);
+
+#endif

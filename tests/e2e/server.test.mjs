@@ -1,0 +1,413 @@
+// server.test.mjs - end-to-end tests of `vx serve` driven by the official
+// `openai` npm client (plus raw fetch/sockets for what a client library
+// would refuse to send). The fixture model has random weights, so texts are
+// gibberish, but everything is deterministic at temperature 0 or with a seed.
+//
+// Run: cd tests/e2e && npm ci && node --test server.test.mjs
+// Env: VX_BIN (default <repo>/build/vx), VX_FIXTURES (default <repo>/../shared/fixtures).
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import OpenAI from 'openai';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '../..');
+const VX = process.env.VX_BIN || path.join(repo, 'build/vx');
+const FIXTURES = process.env.VX_FIXTURES || path.resolve(repo, '../shared/fixtures');
+const MODEL = path.join(FIXTURES, 'models/qwen2/qwen2-Q8_0.gguf');
+const N_CTX = 2048;
+
+// Starts `vx serve` on a free port (--port 0; the port is read from its log).
+async function startServer(extra = []) {
+  const args = ['serve', '-m', MODEL, '--port', '0', '--chat-template', 'chatml', '-t', '1',
+    '-c', String(N_CTX), '--parallel', '4', ...extra];
+  const proc = spawn(VX, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const exited = once(proc, 'exit');
+  let log = '';
+  const port = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${log}`)), 20000);
+    proc.stderr.on('data', (d) => {
+      log += d.toString();
+      const m = log.match(/listening on http:\/\/[^\s]*:(\d+)/);
+      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
+    });
+    proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited (${code}):\n${log}`)); });
+  });
+  const base = `http://127.0.0.1:${port}`;
+  return {
+    proc, port, base, log: () => log,
+    async stop(signal = 'SIGTERM') {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+      const [code] = await exited;
+      return code;
+    },
+  };
+}
+
+function client(base, apiKey = 'none') {
+  return new OpenAI({ baseURL: `${base}/v1`, apiKey, maxRetries: 0, timeout: 60000 });
+}
+
+async function metrics(base) {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const get = (name) => {
+    const m = text.match(new RegExp(`^${name} ([0-9.e+-]+)$`, 'm'));
+    return m ? Number(m[1]) : NaN;
+  };
+  return { text, get };
+}
+
+// Waits until no generation is in flight (engine requests included).
+async function waitIdle(base, ms = 5000) {
+  const t0 = Date.now();
+  for (;;) {
+    const m = await metrics(base);
+    if (m.get('vortex_requests_in_flight') === 0 && m.get('vortex_requests_running') === 0 &&
+        m.get('vortex_queue_depth') === 0) return Date.now() - t0;
+    if (Date.now() - t0 > ms) throw new Error(`still busy after ${ms} ms:\n${m.text}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+async function post(base, p, body, headers = {}) {
+  const res = await fetch(`${base}${p}`, {
+    method: 'POST', body, headers: { 'Content-Type': 'application/json', ...headers },
+  });
+  const text = await res.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: res.status, text, json };
+}
+
+const chatMsgs = (s) => [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: s }];
+
+describe('vx serve', () => {
+  let srv, ai;
+  before(async () => { srv = await startServer(); ai = client(srv.base); });
+  after(async () => {
+    const code = await srv.stop('SIGTERM');
+    assert.equal(code, 0, `exit code on SIGTERM\n${srv.log().slice(-2000)}`);
+  });
+
+  test('health, models, metrics', async () => {
+    const h = await fetch(`${srv.base}/health`);
+    assert.equal(h.status, 200);
+    assert.deepEqual(await h.json(), { status: 'ok' });
+    const models = await ai.models.list();
+    assert.equal(models.data.length, 1);
+    assert.equal(models.data[0].id, 'qwen2-Q8_0');
+    assert.equal(models.data[0].object, 'model');
+    const m = await metrics(srv.base);
+    assert.match(m.text, /^vortex_http_requests_total\{status="200"\} \d+$/m);
+    for (const k of ['vortex_queue_depth', 'vortex_requests_running', 'vortex_kv_blocks_total',
+      'vortex_kv_blocks_used', 'vortex_prefix_cache_hit_ratio', 'vortex_preemptions_total',
+      'vortex_generation_tokens_per_second', 'vortex_prompt_tokens_total', 'vortex_generated_tokens_total']) {
+      assert.ok(Number.isFinite(m.get(k)), `metric ${k}`);
+    }
+  });
+
+  test('chat completion, streaming equals non-streaming, usage', async () => {
+    const req = { model: 'anything', messages: chatMsgs('Hello there'), max_tokens: 24, temperature: 0 };
+    const r = await ai.chat.completions.create(req);
+    assert.match(r.id, /^chatcmpl-/);
+    assert.equal(r.object, 'chat.completion');
+    assert.equal(r.model, 'anything');
+    assert.ok(Math.abs(r.created - Date.now() / 1000) < 60);
+    assert.equal(r.choices.length, 1);
+    const c = r.choices[0];
+    assert.equal(c.index, 0);
+    assert.equal(c.message.role, 'assistant');
+    assert.equal(typeof c.message.content, 'string');
+    assert.ok(['stop', 'length'].includes(c.finish_reason));
+    assert.ok(r.usage.prompt_tokens > 10);
+    assert.ok(r.usage.completion_tokens >= 1 && r.usage.completion_tokens <= 24);
+    assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+    if (c.finish_reason === 'length') assert.equal(r.usage.completion_tokens, 24);
+
+    const stream = await ai.chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } });
+    let text = '', first = null, finish = null, usage = null, n = 0;
+    for await (const ch of stream) {
+      n++;
+      assert.equal(ch.object, 'chat.completion.chunk');
+      if (!first) first = ch;
+      if (ch.usage) { usage = ch.usage; assert.equal(ch.choices.length, 0); continue; }
+      const d = ch.choices[0];
+      if (d.delta.content) text += d.delta.content;
+      if (d.finish_reason) { finish = d.finish_reason; assert.deepEqual(d.delta, {}); }
+    }
+    assert.equal(first.choices[0].delta.role, 'assistant');
+    assert.ok(n >= 3);
+    assert.equal(text, c.message.content);
+    assert.equal(finish, c.finish_reason);
+    assert.deepEqual({ p: usage.prompt_tokens, c: usage.completion_tokens },
+      { p: r.usage.prompt_tokens, c: r.usage.completion_tokens });
+  });
+
+  test('content as an array of text parts', async () => {
+    const a = await ai.chat.completions.create({ messages: [{ role: 'user', content: 'ab\ncd' }], max_tokens: 8, temperature: 0 });
+    const b = await ai.chat.completions.create({
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'ab' }, { type: 'text', text: 'cd' }] }],
+      max_tokens: 8, temperature: 0,
+    });
+    assert.equal(a.choices[0].message.content, b.choices[0].message.content);
+    assert.equal(a.usage.prompt_tokens, b.usage.prompt_tokens);
+  });
+
+  test('completions: text, tokens, echo, usage = tokenizer count', async () => {
+    const prompt = 'Once upon a time';
+    const r = await ai.completions.create({ model: 'x', prompt, max_tokens: 12, temperature: 0 });
+    assert.match(r.id, /^cmpl-/);
+    assert.equal(r.object, 'text_completion');
+    assert.equal(typeof r.choices[0].text, 'string');
+    const tok = await post(srv.base, '/tokenize', JSON.stringify({ content: prompt, add_special: true }));
+    assert.equal(tok.status, 200);
+    assert.equal(r.usage.prompt_tokens, tok.json.tokens.length);
+    // the same prompt as token ids gives the same text
+    const r2 = await ai.completions.create({ prompt: tok.json.tokens, max_tokens: 12, temperature: 0 });
+    assert.equal(r2.choices[0].text, r.choices[0].text);
+    const r3 = await ai.completions.create({ prompt: [prompt], max_tokens: 12, temperature: 0, echo: true });
+    assert.equal(r3.choices[0].text, prompt + r.choices[0].text);
+    // streaming
+    const s = await ai.completions.create({ prompt, max_tokens: 12, temperature: 0, stream: true });
+    let text = '';
+    for await (const ch of s) text += ch.choices[0]?.text ?? '';
+    assert.equal(text, r.choices[0].text);
+  });
+
+  test('stop sequences, across token boundaries, streaming and not', async () => {
+    const base = { messages: chatMsgs('Tell me a story'), max_tokens: 40, temperature: 0 };
+    const full = (await ai.chat.completions.create(base)).choices[0].message.content;
+    let k = 4;
+    while (k + 3 <= full.length && !/^[\x21-\x7e][\x20-\x7e]{2}$/.test(full.slice(k, k + 3))) k++;
+    assert.ok(k + 3 <= full.length, `no ASCII stop candidate in ${JSON.stringify(full)}`);
+    const stop = full.slice(k, k + 3);
+    const want = full.slice(0, full.indexOf(stop));
+    const r = await ai.chat.completions.create({ ...base, stop: ['\u00a7never', stop] });
+    assert.equal(r.choices[0].message.content, want);
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    assert.ok(r.usage.completion_tokens < 40);
+    const s = await ai.chat.completions.create({ ...base, stop, stream: true });
+    let text = '', finish = null;
+    for await (const ch of s) {
+      text += ch.choices[0]?.delta?.content ?? '';
+      finish = ch.choices[0]?.finish_reason ?? finish;
+    }
+    assert.equal(text, want);
+    assert.equal(finish, 'stop');
+    // completions too
+    const c = await ai.completions.create({ prompt: 'abc', max_tokens: 30, temperature: 0 });
+    const ct = c.choices[0].text;
+    let j = 3;
+    while (j + 2 <= ct.length && !/^[\x21-\x7e]{2}$/.test(ct.slice(j, j + 2))) j++;
+    if (j + 2 <= ct.length) {
+      const st = ct.slice(j, j + 2);
+      const c2 = await ai.completions.create({ prompt: 'abc', max_tokens: 30, temperature: 0, stop: st });
+      assert.equal(c2.choices[0].text, ct.slice(0, ct.indexOf(st)));
+      assert.equal(c2.choices[0].finish_reason, 'stop');
+    }
+  });
+
+  test('n=2 choices, streaming and not; seeds', async () => {
+    const req = { messages: chatMsgs('Pick a word'), max_tokens: 10, temperature: 1, seed: 7, n: 2 };
+    const r = await ai.chat.completions.create(req);
+    assert.deepEqual(r.choices.map((c) => c.index), [0, 1]);
+    for (const c of r.choices) assert.equal(typeof c.message.content, 'string');
+    const s = await ai.chat.completions.create({ ...req, stream: true });
+    const texts = ['', ''];
+    const finished = [false, false];
+    for await (const ch of s) {
+      for (const c of ch.choices) {
+        texts[c.index] += c.delta.content ?? '';
+        if (c.finish_reason) finished[c.index] = true;
+      }
+    }
+    assert.deepEqual(finished, [true, true]);
+    assert.deepEqual(texts, r.choices.map((c) => c.message.content));
+    // choice i uses seed+i: choice 1 of seed 7 is choice 0 of seed 8
+    const one = await ai.chat.completions.create({ ...req, n: 1, seed: 8 });
+    assert.equal(one.choices[0].message.content, r.choices[1].message.content);
+    // usage: the prompt once, the completion tokens of both choices
+    assert.equal(r.usage.prompt_tokens, one.usage.prompt_tokens);
+    assert.ok(r.usage.completion_tokens >= 2 && r.usage.completion_tokens <= 20);
+  });
+
+  test('seed reproducibility', async () => {
+    const req = { prompt: 'The weather', max_tokens: 24, temperature: 1, top_p: 1, seed: 1234 };
+    const a = (await ai.completions.create(req)).choices[0].text;
+    const b = (await ai.completions.create(req)).choices[0].text;
+    assert.equal(a, b);
+    const others = [];
+    for (const seed of [1, 2, 3]) others.push((await ai.completions.create({ ...req, seed })).choices[0].text);
+    assert.ok(others.some((t) => t !== a), 'different seeds should give different samples');
+  });
+
+  test('logprobs: chat and completions shapes', async () => {
+    const r = await ai.chat.completions.create({
+      messages: chatMsgs('Hi'), max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 3, ignore_eos: true,
+    });
+    const lp = r.choices[0].logprobs.content;
+    assert.equal(lp.length, r.usage.completion_tokens);
+    for (const t of lp) {
+      assert.equal(typeof t.token, 'string');
+      assert.ok(t.logprob <= 0);
+      assert.ok(Array.isArray(t.bytes));
+      assert.equal(t.top_logprobs.length, 3);
+      assert.ok(t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob);
+      assert.ok(Math.abs(t.top_logprobs[0].logprob - t.logprob) < 1e-4, 'greedy picks the top token');
+    }
+    const c = await ai.completions.create({ prompt: 'Hi', max_tokens: 5, temperature: 0, logprobs: 2 });
+    const l = c.choices[0].logprobs;
+    assert.equal(l.tokens.length, 5);
+    assert.equal(l.token_logprobs.length, 5);
+    assert.equal(l.top_logprobs.length, 5);
+    assert.equal(l.text_offset.length, 5);
+    assert.equal(Object.keys(l.top_logprobs[0]).length >= 1, true);
+    assert.equal(l.text_offset[0], 0);
+    const none = await ai.completions.create({ prompt: 'Hi', max_tokens: 2, temperature: 0 });
+    assert.equal(none.choices[0].logprobs, null);
+  });
+
+  test('greedy output alone equals output among 16 concurrent requests', async () => {
+    const prompts = Array.from({ length: 8 }, (_, i) => `Request number ${i}: ${'xyz'.repeat(i)}`);
+    const req = (p) => ai.chat.completions.create({
+      messages: chatMsgs(p), max_tokens: 32, temperature: 0, ignore_eos: true,
+    }).then((r) => r.choices[0].message.content);
+    const solo = [];
+    for (const p of prompts) solo.push(await req(p));
+    const all = await Promise.all([...prompts, ...prompts].map(req));
+    all.forEach((t, i) => assert.equal(t, solo[i % 8], `request ${i} differs when batched`));
+    await waitIdle(srv.base);
+  });
+
+  test('4xx: bad JSON, wrong types, huge numbers, invalid UTF-8, body size, context, routes', async () => {
+    const bad = await post(srv.base, '/v1/chat/completions', '{"messages": [');
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.type, 'invalid_request_error');
+    assert.match(bad.json.error.message, /line 1, column \d+/);
+    assert.ok('param' in bad.json.error && 'code' in bad.json.error);
+
+    await assert.rejects(ai.chat.completions.create({ messages: 'hi' }),
+      (e) => e.status === 400 && e.error?.param === 'messages');
+    await assert.rejects(ai.chat.completions.create({ messages: chatMsgs('x'), temperature: 'hot' }),
+      (e) => e.status === 400 && e.error?.param === 'temperature');
+    await assert.rejects(ai.chat.completions.create({ messages: chatMsgs('x'), max_tokens: 1e20 }),
+      (e) => e.status === 400 && e.error?.param === 'max_tokens');
+    await assert.rejects(ai.chat.completions.create({ messages: chatMsgs('x'), n: 100 }),
+      (e) => e.status === 400 && e.error?.param === 'n');
+    await assert.rejects(ai.chat.completions.create({ messages: chatMsgs('x'), max_tokens: -1 }),
+      (e) => e.status === 400);
+    await assert.rejects(ai.completions.create({ prompt: [1, 99999] }),
+      (e) => e.status === 400 && /prompt/.test(e.error?.param));
+    await assert.rejects(ai.chat.completions.create({ messages: chatMsgs('x'), logit_bias: { abc: 1 } }),
+      (e) => e.status === 400 && e.error?.param === 'logit_bias');
+
+    const utf = Buffer.concat([Buffer.from('{"prompt":"ab'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]);
+    const u = await post(srv.base, '/v1/completions', utf);
+    assert.equal(u.status, 400);
+    assert.match(u.json.error.message, /UTF-8/);
+
+    const big = await post(srv.base, '/v1/completions', JSON.stringify({ prompt: 'a'.repeat(10 * 1024 * 1024) }));
+    assert.equal(big.status, 413);
+    assert.equal(big.json.error.type, 'invalid_request_error');
+
+    await assert.rejects(ai.completions.create({ prompt: 'hello world '.repeat(2000), max_tokens: 4 }),
+      (e) => e.status === 400 && /maximum context length is 2048 tokens/.test(e.message) &&
+        e.code === 'context_length_exceeded');
+
+    const nf = await fetch(`${srv.base}/v1/nothing`);
+    assert.equal(nf.status, 404);
+    assert.ok((await nf.json()).error.message);
+    const m = await fetch(`${srv.base}/v1/chat/completions`);
+    assert.equal(m.status, 405);
+    assert.match(m.headers.get('allow'), /POST/);
+    const m2 = await post(srv.base, '/health', '{}');
+    assert.equal(m2.status, 405);
+    // /tokenize and /detokenize
+    const t = await post(srv.base, '/tokenize', JSON.stringify({ content: 'hello', with_pieces: true }));
+    assert.equal(t.status, 200);
+    assert.ok(t.json.tokens.every((x) => Number.isInteger(x.id) && 'piece' in x));
+    const d = await post(srv.base, '/detokenize', JSON.stringify({ tokens: t.json.tokens.map((x) => x.id) }));
+    assert.equal(d.json.content.trim(), 'hello');
+    assert.equal((await post(srv.base, '/detokenize', '{"tokens":[100000]}')).status, 400);
+    assert.equal((await post(srv.base, '/tokenize', '{"content":5}')).status, 400);
+  });
+
+  test('client disconnects mid-stream: the request is canceled, the server keeps serving', async () => {
+    const before = (await metrics(srv.base)).get('vortex_engine_generated_tokens_total');
+    const ac = new AbortController();
+    const s = await ai.chat.completions.create({
+      messages: chatMsgs('Go on forever'), max_tokens: 1900, temperature: 0, ignore_eos: true, stream: true,
+    }, { signal: ac.signal });
+    let chunks = 0;
+    try {
+      // the client library ends the iteration (or throws) once aborted
+      for await (const ch of s) { if (ch.choices[0]?.delta?.content) chunks++; if (chunks === 3) ac.abort(); }
+    } catch (e) {
+      assert.ok(e instanceof OpenAI.APIUserAbortError || e.name === 'AbortError', String(e));
+    }
+    assert.ok(chunks >= 3);
+    // a raw socket that sends a streaming request, reads a little and vanishes
+    await new Promise((resolve, reject) => {
+      const body = JSON.stringify({ prompt: 'Go', max_tokens: 1900, temperature: 0, ignore_eos: true, stream: true });
+      const sock = net.connect(srv.port, '127.0.0.1', () => {
+        sock.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      });
+      let got = '';
+      sock.on('data', (d) => { got += d; if (got.split('data: ').length > 4) { sock.destroy(); resolve(); } });
+      sock.on('error', reject);
+      setTimeout(() => reject(new Error('no stream data')), 10000).unref();
+    });
+    // a non-streaming request whose client gives up
+    const ac2 = new AbortController();
+    const p = ai.completions.create({ prompt: 'Go', max_tokens: 1900, temperature: 0, ignore_eos: true },
+      { signal: ac2.signal });
+    setTimeout(() => ac2.abort(), 300);
+    await assert.rejects(p);
+    const waited = await waitIdle(srv.base, 5000);
+    const generated = (await metrics(srv.base)).get('vortex_engine_generated_tokens_total') - before;
+    assert.ok(generated < 3 * 1900, `canceled requests generated ${generated} tokens (idle after ${waited} ms)`);
+    // still answers, and the same as before
+    const a = await ai.chat.completions.create({ messages: chatMsgs('Hello there'), max_tokens: 24, temperature: 0 });
+    const b = await ai.chat.completions.create({ messages: chatMsgs('Hello there'), max_tokens: 24, temperature: 0 });
+    assert.equal(a.choices[0].message.content, b.choices[0].message.content);
+    const h = await fetch(`${srv.base}/health`);
+    assert.equal(h.status, 200);
+  });
+});
+
+describe('vx serve --api-key', () => {
+  let srv;
+  before(async () => { srv = await startServer(['--api-key', 'sekret']); });
+  after(async () => { assert.equal(await srv.stop('SIGINT'), 0); });
+
+  test('Bearer key required except on /health', async () => {
+    assert.equal((await fetch(`${srv.base}/health`)).status, 200);
+    await assert.rejects(client(srv.base, 'wrong').models.list(), (e) => e.status === 401);
+    const noauth = await fetch(`${srv.base}/v1/models`);
+    assert.equal(noauth.status, 401);
+    assert.ok((await noauth.json()).error);
+    const ok = await client(srv.base, 'sekret').chat.completions.create({
+      messages: chatMsgs('hi'), max_tokens: 3, temperature: 0,
+    });
+    assert.equal(ok.choices.length, 1);
+  });
+
+  test('SIGINT lets a request in flight finish', async () => {
+    const s = await client(srv.base, 'sekret').completions.create({
+      prompt: 'Go', max_tokens: 200, temperature: 0, ignore_eos: true, stream: true,
+    });
+    let n = 0, finish = null, signaled = false;
+    for await (const ch of s) {
+      if (!signaled) { srv.proc.kill('SIGINT'); signaled = true; }
+      n++;
+      finish = ch.choices[0]?.finish_reason ?? finish;
+    }
+    assert.equal(finish, 'length');
+    assert.ok(n > 100);
+  });
+});

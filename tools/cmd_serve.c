@@ -1,0 +1,203 @@
+/*
+ * cmd_serve.c - `vx serve`: loads a model, starts the serving engine and
+ * the OpenAI-compatible HTTP server (src/server.h), and runs until SIGINT
+ * or SIGTERM. The first signal stops accepting connections and lets the
+ * requests in flight finish (up to a grace period); a second one cancels
+ * them. Either way the process exits 0.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chat.h"
+#include "cli.h"
+#include "engine.h"
+#include "server.h"
+
+#define GRACE_SECONDS 30
+
+/* The only global: what the signal handler may touch. */
+static volatile sig_atomic_t g_signals;
+
+static void on_signal(int sig) {
+    (void)sig;
+    if (g_signals < 100) g_signals++;
+}
+
+static void serve_usage(void) {
+    printf("usage: vx serve -m MODEL.gguf [options]\n"
+           "\n"
+           "An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions,\n"
+           "/tokenize, /detokenize; GET /v1/models, /health, /metrics (Prometheus).\n"
+           "  -m, --model FILE        GGUF model (default: $VX_MODEL)\n"
+           "  --host ADDR             address to listen on (default 127.0.0.1)\n"
+           "  --port N                port (default 8080; 0 = any free port)\n"
+           "  --api-key KEY           require 'Authorization: Bearer KEY' (default: $VX_API_KEY)\n"
+           "  --alias NAME            model name reported by /v1/models (default: file name)\n"
+           "  -c, --ctx-size N        context per sequence (default 4096, at most the model's)\n"
+           "  -np, --parallel N       sequences generated at once (default 4)\n"
+           "  -b, --batch-size N      tokens per forward pass (default 512)\n"
+           "  -t, --threads N         threads (default: all cores)\n"
+           "  --queue N               waiting requests before 429 (default 64)\n"
+           "  --kv-size N             KV positions over all sequences (default ctx x parallel)\n"
+           "  --kv-type f16|f32       KV cache type (default f16)\n"
+           "  --chat-template NAME    chatml, llama3, llama2, mistral, phi3, gemma, ... or a\n"
+           "                          file with Jinja source (default: the model's)\n"
+           "  --max-body BYTES        request body limit (default 8388608)\n"
+           "  --timeout SECONDS       idle connection timeout (default 600)\n"
+           "  --max-buffer BYTES      output a request may buffer for a client that does not\n"
+           "                          read; beyond it the request is canceled (default 8388608)\n"
+           "  --quiet                 no per-request log lines\n");
+}
+
+/* Template source: --chat-template NAME or FILE, else the model's, else chatml. */
+static char *load_template(const vx_model *m, const char *name) {
+    if (name) {
+        const char *builtin = vx_chat_template_builtin(name);
+        if (builtin) return strdup(builtin);
+        char *src = cli_read_file(name, NULL);
+        if (!src) fprintf(stderr, "error: '%s' is neither a built-in chat template nor a readable file\n", name);
+        return src;
+    }
+    int32_t n = vx_model_meta_str(m, "tokenizer.chat_template", NULL, 0);
+    if (n >= 0) {
+        char *src = malloc((size_t)n + 1);
+        if (src) vx_model_meta_str(m, "tokenizer.chat_template", src, (size_t)n + 1);
+        return src;
+    }
+    fprintf(stderr, "vx serve: the model has no chat template; using chatml\n");
+    return strdup(vx_chat_template_builtin("chatml"));
+}
+
+/* "dir/name.gguf" -> "name" */
+static void model_name(const char *path, char *buf, size_t size) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(buf, size, "%s", base);
+    size_t n = strlen(buf);
+    if (n > 5 && !strcmp(buf + n - 5, ".gguf")) buf[n - 5] = 0;
+}
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int vx_cmd_serve(int argc, char **argv) {
+    const char *path = getenv("VX_MODEL"), *tmpl_name = NULL, *alias = NULL;
+    vx_server_params sp = vx_server_default_params();
+    vx_engine_params ep = vx_engine_default_params();
+    sp.api_key = getenv("VX_API_KEY");
+    long n_ctx = 4096, parallel = ep.n_parallel, batch = ep.n_batch, threads = 0, queue = ep.queue_max;
+    long port = 8080, max_body = (long)sp.max_body, timeout = sp.timeout_s, kv_size = 0;
+    long max_buffer = (long)sp.max_buffered;
+    cli_args a = {argc, argv, 0, false};
+    for (a.i = 1; a.i < argc && !a.error; a.i++) {
+        const char *o = argv[a.i];
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            serve_usage();
+            return 0;
+        } else if (!strcmp(o, "-m") || !strcmp(o, "--model")) path = cli_value(&a);
+        else if (!strcmp(o, "--host")) sp.host = cli_value(&a);
+        else if (!strcmp(o, "--port")) cli_int(&a, 0, 65535, &port);
+        else if (!strcmp(o, "--api-key")) sp.api_key = cli_value(&a);
+        else if (!strcmp(o, "--alias")) alias = cli_value(&a);
+        else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) cli_int(&a, 0, 1 << 24, &n_ctx);
+        else if (!strcmp(o, "-np") || !strcmp(o, "--parallel")) cli_int(&a, 1, 256, &parallel);
+        else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size")) cli_int(&a, 1, 1 << 16, &batch);
+        else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) cli_int(&a, 0, 512, &threads);
+        else if (!strcmp(o, "--queue")) cli_int(&a, 0, 1 << 16, &queue);
+        else if (!strcmp(o, "--kv-size")) cli_int(&a, 0, 1 << 28, &kv_size);
+        else if (!strcmp(o, "--kv-type")) {
+            const char *v = cli_value(&a);
+            if (v && !cli_kv_type(v, &ep.kv_type)) return 2;
+        } else if (!strcmp(o, "--chat-template")) tmpl_name = cli_value(&a);
+        else if (!strcmp(o, "--max-body")) cli_int(&a, 1024, 1L << 30, &max_body);
+        else if (!strcmp(o, "--timeout")) cli_int(&a, 1, 86400, &timeout);
+        else if (!strcmp(o, "--max-buffer")) cli_int(&a, 4096, 1L << 32, &max_buffer);
+        else if (!strcmp(o, "--quiet")) sp.log_requests = false;
+        else {
+            fprintf(stderr, "error: unknown option '%s' (see vx serve --help)\n", o);
+            return 2;
+        }
+    }
+    if (a.error) return 2;
+    if (!path) {
+        fprintf(stderr, "error: no model given: use -m FILE.gguf (or set VX_MODEL)\n");
+        return 2;
+    }
+
+    int rc = 1;
+    vx_engine *engine = NULL;
+    vx_server *server = NULL;
+    vx_chat_template *tmpl = NULL;
+    char *src = NULL, err[VX_ERRMSG_MAX], name[256];
+    vx_model *m = cli_load_model(path, false);
+    if (!m) return 1;
+    if (!(src = load_template(m, tmpl_name))) goto done;
+    if (vx_chat_template_parse(src, &tmpl, err, sizeof err) != VX_OK) {
+        fprintf(stderr, "error: the chat template cannot be parsed: %s\n(use --chat-template NAME)\n", err);
+        goto done;
+    }
+    if (n_ctx == 0 || n_ctx > vx_model_n_ctx_train(m)) n_ctx = vx_model_n_ctx_train(m);
+    ep.n_ctx = (int32_t)n_ctx;
+    ep.n_parallel = (int32_t)parallel;
+    ep.n_batch = (int32_t)batch;
+    ep.n_threads = (int32_t)threads;
+    ep.queue_max = (int32_t)queue;
+    ep.kv_size = (int32_t)kv_size;
+    if (vx_engine_init(m, &ep, &engine, err, sizeof err) != VX_OK) {
+        fprintf(stderr, "error: cannot start the engine: %s\n", err);
+        goto done;
+    }
+    model_name(path, name, sizeof name);
+    sp.model_name = alias ? alias : name;
+    sp.port = (int)port;
+    sp.n_ctx = (int32_t)n_ctx;
+    sp.max_body = (size_t)max_body;
+    sp.timeout_s = (unsigned)timeout;
+    sp.max_buffered = (size_t)max_buffer;
+
+    /* a client closing its socket must not kill the process */
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    if (vx_server_start(&sp, m, engine, tmpl, &server, err, sizeof err) != VX_OK) {
+        fprintf(stderr, "error: %s\n", err);
+        goto done;
+    }
+    const char *host = sp.host ? sp.host : "127.0.0.1";
+    const bool v6 = strchr(host, ':') != NULL;
+    fprintf(stderr,
+            "vx serve: listening on http://%s%s%s:%d (model %s, context %ld per sequence, %ld parallel%s)\n",
+            v6 ? "[" : "", host, v6 ? "]" : "", vx_server_port(server), sp.model_name, n_ctx, parallel,
+            sp.api_key && sp.api_key[0] ? ", API key required" : "");
+
+    while (g_signals == 0) sleep_ms(100);
+    vx_server_shutdown(server);
+    int active = vx_server_active(server);
+    if (active > 0)
+        fprintf(stderr, "vx serve: shutting down; finishing %d request(s) (signal again to cancel them)\n", active);
+    else fprintf(stderr, "vx serve: shutting down\n");
+    for (int waited = 0; vx_server_active(server) > 0 && g_signals < 2 && waited < GRACE_SECONDS * 10; waited++)
+        sleep_ms(100);
+    vx_server_cancel_all(server);
+    /* let the canceled requests tell their clients (503) before the
+     * connections are closed */
+    for (int waited = 0; vx_server_active(server) > 0 && waited < 30; waited++) sleep_ms(100);
+    rc = 0;
+done:
+    vx_server_free(server);
+    vx_engine_free(engine);
+    vx_chat_template_free(tmpl);
+    free(src);
+    vx_model_free(m);
+    return rc;
+}
