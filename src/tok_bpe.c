@@ -229,10 +229,6 @@ typedef struct sym {
     int32_t prev, next;
 } sym;
 
-typedef struct bigram {
-    int32_t rank, left, right;
-    uint32_t size;
-} bigram;
 
 typedef struct session {
     const vx_vocab *v;
@@ -240,8 +236,7 @@ typedef struct session {
     size_t word_cap;
     sym *syms;
     size_t syms_cap;
-    bigram *heap;
-    size_t heap_n, heap_cap;
+    vx_bigram_heap heap;
     bool oom;
 } session;
 
@@ -260,51 +255,16 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
 }
 
 /* Heap order: lower rank first, then leftmost. */
-static bool bg_before(const bigram *a, const bigram *b) {
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
 
-static void heap_push(session *s, bigram b) {
-    if (!grow((void **)&s->heap, &s->heap_cap, s->heap_n + 1, sizeof *s->heap)) {
-        s->oom = true;
-        return;
-    }
-    size_t i = s->heap_n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 4;
-        if (!bg_before(&b, &s->heap[p])) break;
-        s->heap[i] = s->heap[p];
-        i = p;
-    }
-    s->heap[i] = b;
-}
 
-/* 4-ary heap: half the depth of a binary one, and the four children of a
- * node are adjacent (64 bytes), so a pop misses the cache half as often. */
-static bigram heap_pop(session *s) {
-    bigram top = s->heap[0];
-    bigram last = s->heap[--s->heap_n];
-    size_t i = 0, n = s->heap_n;
-    for (;;) {
-        size_t c = 4 * i + 1, end = VX_MIN(c + 4, n);
-        if (c >= n) break;
-        for (size_t k = c + 1; k < end; k++)
-            if (bg_before(&s->heap[k], &s->heap[c])) c = k;
-        if (!bg_before(&s->heap[c], &last)) break;
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    if (n > 0) s->heap[i] = last;
-    return top;
-}
 
 static void add_bigram(session *s, int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const sym *l = &s->syms[left], *r = &s->syms[right];
     int32_t rank = merge_rank(s->v->merges, s->word + l->off, l->n, s->word + r->off, r->n);
     if (rank < 0) return;
-    bigram b = {rank, left, right, l->n + r->n};
-    heap_push(s, b);
+    vx_bigram b = {-(float)rank, left, right, l->n + r->n}; /* lowest rank first */
+    if (!vx_bigram_push(&s->heap, b)) s->oom = true;
 }
 
 /* Emits the tokens of one byte-encoded word s->word[0..n). */
@@ -332,10 +292,10 @@ static void bpe_word(session *s, size_t n, vx_tokvec *out) {
                            i + 1 < ns ? (int32_t)(i + 1) : -1};
         o += l;
     }
-    s->heap_n = 0;
+    s->heap.n = 0;
     for (size_t i = 1; i < ns; i++) add_bigram(s, (int32_t)(i - 1), (int32_t)i);
-    while (s->heap_n > 0 && !s->oom) {
-        bigram b = heap_pop(s);
+    while (s->heap.n > 0 && !s->oom) {
+        vx_bigram b = vx_bigram_pop(&s->heap);
         sym *l = &s->syms[b.left], *r = &s->syms[b.right];
         /* stale if either side changed since the pair was queued */
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue;
@@ -385,7 +345,7 @@ bool vx_bpe_tokenize(const vx_vocab *v, const char *text, size_t len, vx_tokvec 
     bool ok = !s.oom;
     free(s.word);
     free(s.syms);
-    free(s.heap);
+    free(s.heap.a);
     vx_spanvec_free(&words);
     return ok;
 }

@@ -198,4 +198,25 @@ void vx_pretok_free(vx_pretok *p);
  * of the text ends up in exactly one span, in order. Returns false on OOM. */
 bool vx_pretok_split(const vx_pretok *p, const char *text, size_t len, vx_spanvec *out);
 
+/* ------------------------------------------------------------ tok_heap.c */
+
+/* A candidate merge of adjacent symbols left+right (size bytes together):
+ * higher prio first (SPM: the merged piece's score; BPE: minus the merge
+ * rank), ties leftmost first. */
+typedef struct vx_bigram {
+    float prio;
+    int32_t left, right;
+    uint32_t size;
+} vx_bigram;
+
+typedef struct vx_bigram_heap {
+    vx_bigram *a;
+    size_t n, cap;
+} vx_bigram_heap;
+
+/* false when memory runs out (the heap is unchanged) */
+bool vx_bigram_push(vx_bigram_heap *h, vx_bigram b);
+/* the best bigram; h->n must be > 0 */
+vx_bigram vx_bigram_pop(vx_bigram_heap *h);
+
 #endif

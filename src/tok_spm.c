@@ -21,66 +21,19 @@ typedef struct sym {
     int32_t prev, next;
 } sym;
 
-typedef struct bigram {
-    float score;
-    int32_t left, right;
-    uint32_t size;
-} bigram;
 
 typedef struct session {
     const vx_vocab *v;
     const char *text;
     sym *syms;
     size_t syms_cap;
-    bigram *heap;
-    size_t heap_n, heap_cap;
+    vx_bigram_heap heap;
     bool oom;
 } session;
 
 /* Heap order: higher score first, then leftmost. */
-static bool bg_before(const bigram *a, const bigram *b) {
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
 
-static void heap_push(session *s, bigram b) {
-    if (s->heap_n == s->heap_cap) {
-        size_t c = s->heap_cap ? s->heap_cap * 2 : 64;
-        bigram *h = c < SIZE_MAX / sizeof *h ? realloc(s->heap, c * sizeof *h) : NULL;
-        if (!h) {
-            s->oom = true;
-            return;
-        }
-        s->heap = h;
-        s->heap_cap = c;
-    }
-    size_t i = s->heap_n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 4;
-        if (!bg_before(&b, &s->heap[p])) break;
-        s->heap[i] = s->heap[p];
-        i = p;
-    }
-    s->heap[i] = b;
-}
 
-/* 4-ary heap: half the depth of a binary one, and the four children of a
- * node are adjacent (64 bytes), so a pop misses the cache half as often. */
-static bigram heap_pop(session *s) {
-    bigram top = s->heap[0];
-    bigram last = s->heap[--s->heap_n];
-    size_t i = 0, n = s->heap_n;
-    for (;;) {
-        size_t c = 4 * i + 1, end = VX_MIN(c + 4, n);
-        if (c >= n) break;
-        for (size_t k = c + 1; k < end; k++)
-            if (bg_before(&s->heap[k], &s->heap[c])) c = k;
-        if (!bg_before(&s->heap[c], &last)) break;
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    if (n > 0) s->heap[i] = last;
-    return top;
-}
 
 static void try_bigram(session *s, int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
@@ -89,8 +42,8 @@ static void try_bigram(session *s, int32_t left, int32_t right) {
     if (size > s->v->max_token_len) return;
     vx_token id = vx_tok_find(s->v, s->text + l->off, size);
     if (id < 0) return;
-    bigram b = {s->v->tok[id].score, left, right, size};
-    heap_push(s, b);
+    vx_bigram b = {s->v->tok[id].score, left, right, size};
+    if (!vx_bigram_push(&s->heap, b)) s->oom = true;
 }
 
 /* Emits a final symbol: its token, else its bytes as byte tokens. */
@@ -111,7 +64,7 @@ static void emit(const session *s, const sym *y, vx_tokvec *out) {
 /* Tokenizes one chunk text[0..len) (len > 0), appending to out. */
 static void spm_chunk(session *s, const char *text, size_t len, vx_tokvec *out) {
     s->text = text;
-    s->heap_n = 0;
+    s->heap.n = 0;
     size_t ns = 0;
     /* one symbol per UTF-8 character; unlike llama.cpp, a malformed
      * sequence is split into single bytes so it round-trips as byte tokens */
@@ -133,8 +86,8 @@ static void spm_chunk(session *s, const char *text, size_t len, vx_tokvec *out) 
         o += l;
     }
     for (size_t i = 1; i < ns; i++) try_bigram(s, (int32_t)(i - 1), (int32_t)i);
-    while (s->heap_n > 0 && !s->oom) {
-        bigram b = heap_pop(s);
+    while (s->heap.n > 0 && !s->oom) {
+        vx_bigram b = vx_bigram_pop(&s->heap);
         sym *l = &s->syms[b.left], *r = &s->syms[b.right];
         /* stale if either side changed since the pair was queued */
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue;
@@ -181,6 +134,6 @@ bool vx_spm_tokenize(const vx_vocab *v, const char *text, size_t len, vx_tokvec 
         a = b;
     }
     free(s.syms);
-    free(s.heap);
+    free(s.heap.a);
     return !s.oom;
 }

@@ -129,3 +129,21 @@ bool cli_kv_type(const char *s, vx_kv_type *out) {
     }
     return true;
 }
+
+bool cli_sampling_option(cli_args *a, vx_sampler_params *sp) {
+    const char *o = a->argv[a->i];
+    long k;
+    if (!strcmp(o, "--temp")) cli_float(a, 0, 100, &sp->temperature);
+    else if (!strcmp(o, "--top-k")) {
+        if (cli_int(a, 0, 1 << 24, &k)) sp->top_k = (int32_t)k;
+    } else if (!strcmp(o, "--top-p")) cli_float(a, 0, 1, &sp->top_p);
+    else if (!strcmp(o, "--min-p")) cli_float(a, 0, 1, &sp->min_p);
+    else if (!strcmp(o, "--repeat-penalty")) cli_float(a, 0, 100, &sp->repeat_penalty);
+    else if (!strcmp(o, "--repeat-last-n")) {
+        if (cli_int(a, -1, 1 << 24, &k)) sp->penalty_last_n = (int32_t)k;
+    } else if (!strcmp(o, "--presence-penalty")) cli_float(a, -100, 100, &sp->presence_penalty);
+    else if (!strcmp(o, "--frequency-penalty")) cli_float(a, -100, 100, &sp->frequency_penalty);
+    else if (!strcmp(o, "-s") || !strcmp(o, "--seed")) cli_u64(a, &sp->seed);
+    else return false;
+    return true;
+}

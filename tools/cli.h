@@ -38,6 +38,10 @@ bool cli_u64(cli_args *a, uint64_t *out);
 vx_model *cli_load_model(const char *path, bool vocab_only);
 /* Reads a file into a NUL-terminated buffer (malloc); NULL + message on error. */
 char *cli_read_file(const char *path, size_t *len);
+/* Handles a sampling option at a->argv[a->i] (--temp, --top-k, --top-p,
+ * --min-p, --repeat-penalty, --repeat-last-n, --presence-penalty,
+ * --frequency-penalty, -s/--seed); false if it is not one. */
+bool cli_sampling_option(cli_args *a, vx_sampler_params *sp);
 /* Parses "kv type" names: f16, f32. */
 bool cli_kv_type(const char *s, vx_kv_type *out);
 

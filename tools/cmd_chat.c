@@ -63,14 +63,7 @@ int vx_cmd_chat(int argc, char **argv) {
         else if (!strcmp(o, "-n") || !strcmp(o, "--n-predict")) cli_int(&a, -1, 1 << 24, &n_predict);
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) cli_int(&a, 0, 1 << 24, &n_ctx);
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) cli_int(&a, 0, 512, &threads);
-        else if (!strcmp(o, "--temp")) cli_float(&a, 0, 100, &sp.temperature);
-        else if (!strcmp(o, "--top-k")) {
-            long k;
-            if (cli_int(&a, 0, 1 << 24, &k)) sp.top_k = (int32_t)k;
-        } else if (!strcmp(o, "--top-p")) cli_float(&a, 0, 1, &sp.top_p);
-        else if (!strcmp(o, "--min-p")) cli_float(&a, 0, 1, &sp.min_p);
-        else if (!strcmp(o, "--repeat-penalty")) cli_float(&a, 0, 100, &sp.repeat_penalty);
-        else if (!strcmp(o, "-s") || !strcmp(o, "--seed")) cli_u64(&a, &sp.seed);
+        else if (cli_sampling_option(&a, &sp)) continue;
         else {
             fprintf(stderr, "error: unknown option '%s' (see vx chat --help)\n", o);
             return 2;

@@ -41,7 +41,7 @@ static void run_usage(void) {
 
 int vx_cmd_run(int argc, char **argv) {
     const char *path = getenv("VX_MODEL"), *prompt = NULL, *pfile = NULL;
-    long n_predict = 128, n_ctx = 4096, n_batch = 512, threads = 0, last_n = 64;
+    long n_predict = 128, n_ctx = 4096, n_batch = 512, threads = 0;
     bool ignore_eos = false, add_bos = true, show_prompt = true;
     vx_kv_type kvt = VX_KV_F16;
     vx_sampler_params sp = vx_sampler_default_params();
@@ -58,17 +58,7 @@ int vx_cmd_run(int argc, char **argv) {
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) cli_int(&a, 0, 1 << 24, &n_ctx);
         else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size")) cli_int(&a, 1, 1 << 16, &n_batch);
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) cli_int(&a, 0, 512, &threads);
-        else if (!strcmp(o, "--temp")) cli_float(&a, 0, 100, &sp.temperature);
-        else if (!strcmp(o, "--top-k")) {
-            long k;
-            if (cli_int(&a, 0, 1 << 24, &k)) sp.top_k = (int32_t)k;
-        } else if (!strcmp(o, "--top-p")) cli_float(&a, 0, 1, &sp.top_p);
-        else if (!strcmp(o, "--min-p")) cli_float(&a, 0, 1, &sp.min_p);
-        else if (!strcmp(o, "--repeat-penalty")) cli_float(&a, 0, 100, &sp.repeat_penalty);
-        else if (!strcmp(o, "--repeat-last-n")) cli_int(&a, -1, 1 << 24, &last_n);
-        else if (!strcmp(o, "--presence-penalty")) cli_float(&a, -100, 100, &sp.presence_penalty);
-        else if (!strcmp(o, "--frequency-penalty")) cli_float(&a, -100, 100, &sp.frequency_penalty);
-        else if (!strcmp(o, "-s") || !strcmp(o, "--seed")) cli_u64(&a, &sp.seed);
+        else if (cli_sampling_option(&a, &sp)) continue;
         else if (!strcmp(o, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(o, "--no-bos")) add_bos = false;
         else if (!strcmp(o, "--no-display-prompt")) show_prompt = false;
@@ -81,7 +71,6 @@ int vx_cmd_run(int argc, char **argv) {
         }
     }
     if (a.error) return 2;
-    sp.penalty_last_n = (int32_t)last_n;
     char *owned = NULL;
     if (pfile) {
         owned = cli_read_file(pfile, NULL);
