@@ -13,6 +13,7 @@ static void usage(FILE *f) {
             "commands:\n"
             "  run       generate text from a prompt (vx run -m MODEL.gguf -p \"...\")\n"
             "  chat      talk with a model, using its chat template\n"
+            "  serve     OpenAI-compatible HTTP server with continuous batching\n"
             "  info      show a model's architecture, hyperparameters and tensor types\n"
             "  tokenize  print the tokens of a text\n"
             "  logits    evaluate token ids and write the logits of every position\n"
@@ -42,6 +43,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "run")) return vx_cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat")) return vx_cmd_chat(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return vx_cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "info")) return vx_cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return vx_cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "logits")) return vx_cmd_logits(argc - 1, argv + 1);
