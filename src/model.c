@@ -5,11 +5,13 @@
  */
 #include "model.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "common.h"
 #include "vocab.h"
@@ -268,6 +270,77 @@ static vx_status load_weights(loader *L) {
     return VX_OK;
 }
 
+/* Reads the whole file into memory (use_mmap = false), with progress. */
+static vx_status read_whole(vx_model *m, const char *path, const vx_model_params *params,
+                            char *err, size_t err_size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return vx_seterr(err, err_size, VX_EIO, "%s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return vx_seterr(err, err_size, VX_EIO, "%s: not a regular file", path);
+    }
+    const size_t size = (size_t)sb.st_size;
+    if (posix_memalign(&m->file_buf, 64, size ? size : 64) != 0) {
+        fclose(f);
+        return vx_seterr(err, err_size, VX_ENOMEM, "%s: cannot allocate %zu bytes", path, size);
+    }
+    const size_t chunk = (size_t)64 << 20;
+    for (size_t off = 0; off < size;) {
+        size_t want = VX_MIN(chunk, size - off);
+        size_t got = fread((uint8_t *)m->file_buf + off, 1, want, f);
+        if (got != want) {
+            fclose(f);
+            return vx_seterr(err, err_size, VX_EIO, "%s: read failed at offset %zu", path, off + got);
+        }
+        off += got;
+        if (params->progress && !params->progress((float)off / (float)size * 0.99f, params->progress_user_data)) {
+            fclose(f);
+            return vx_seterr(err, err_size, VX_ECANCELED, "load canceled");
+        }
+    }
+    fclose(f);
+    vx_status st = vx_gguf_open_mem(m->file_buf, size, &m->gguf, err, err_size);
+    if (st && err && err_size) {
+        char tmp[VX_ERRMSG_MAX];
+        snprintf(tmp, sizeof tmp, "%s", err);
+        snprintf(err, err_size, "%s: %s", path, tmp);
+    }
+    return st;
+}
+
+/* check_tensors: every weight must dequantize to finite values (a NaN scale
+ * in one block would silently poison every output). */
+static vx_status check_tensors(vx_model *m, char *err, size_t err_size) {
+    float *buf = NULL;
+    size_t cap = 0;
+    for (int64_t i = 0; i < vx_gguf_n_tensors(m->gguf); i++) {
+        const vx_gguf_tensor *t = vx_gguf_tensor_at(m->gguf, i);
+        const vx_type_traits *tr = vx_type_get_traits(t->type);
+        if (!tr || !tr->to_float || t->ne[0] <= 0) continue;
+        const size_t ne0 = (size_t)t->ne[0], rs = vx_row_size((vx_type)t->type, t->ne[0]);
+        if (ne0 > cap) {
+            free(buf);
+            cap = ne0;
+            buf = malloc(cap * sizeof *buf);
+            if (!buf) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+        }
+        const int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
+        for (int64_t r = 0; r < rows; r++) {
+            tr->to_float((const uint8_t *)t->data + (size_t)r * rs, buf, (int64_t)ne0);
+            for (size_t j = 0; j < ne0; j++)
+                if (!isfinite(buf[j])) {
+                    free(buf);
+                    return vx_seterr(err, err_size, VX_EFORMAT,
+                                     "tensor '%s' has a non-finite value at row %lld, column %zu",
+                                     t->name, (long long)r, j);
+                }
+        }
+    }
+    free(buf);
+    return VX_OK;
+}
+
 /* With a progress callback, reads every page of tensor data once (in file
  * order, with read-ahead advice) so the first forward does not stall on a
  * cold page cache and the user sees how far a large load has come. */
@@ -305,7 +378,8 @@ vx_status vx_model_load(const char *path, const vx_model_params *params, vx_mode
     *out = NULL;
     vx_model *m = calloc(1, sizeof *m);
     if (!m) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
-    vx_status st = vx_gguf_open(path, &m->gguf, err, err_size);
+    vx_status st = params->use_mmap ? vx_gguf_open(path, &m->gguf, err, err_size)
+                                    : read_whole(m, path, params, err, err_size);
     if (st) goto fail;
     if (params->progress && !params->progress(0.0f, params->progress_user_data)) {
         st = vx_seterr(err, err_size, VX_ECANCELED, "load canceled");
@@ -350,7 +424,8 @@ vx_status vx_model_load(const char *path, const vx_model_params *params, vx_mode
         m->n_params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
         m->n_bytes += t->size;
     }
-    if (params->progress && (st = prefault(m, params, err, err_size))) goto fail;
+    if (params->progress && params->use_mmap && (st = prefault(m, params, err, err_size))) goto fail;
+    if (params->check_tensors && (st = check_tensors(m, err, err_size))) goto fail;
     if (params->progress && !params->progress(1.0f, params->progress_user_data)) {
         st = vx_seterr(err, err_size, VX_ECANCELED, "load canceled");
         goto fail;
@@ -366,6 +441,7 @@ void vx_model_free(vx_model *m) {
     if (!m) return;
     vx_vocab_free(m->vocab);
     vx_gguf_close(m->gguf);
+    free(m->file_buf);
     free(m->layers);
     free(m);
 }

@@ -69,6 +69,7 @@ typedef struct vx_hparams {
 
 struct vx_model {
     vx_gguf *gguf;
+    void *file_buf; /* the whole file when loaded without mmap */
     vx_vocab *vocab;
     const vx_arch *arch;
     vx_hparams hp;

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf.h"
+#include "quant.h"
 #include "testutil.h"
 #include "vortex.h"
 
@@ -229,6 +231,64 @@ static void test_stories(void) {
     cJSON_Delete(root);
 }
 
+/* use_mmap = false reads the file into memory: identical logits; and
+ * check_tensors finds a NaN scale that an mmap load never looks at. */
+static void test_load_modes(const vx_token *prompt) {
+    const char *rel = "models/llama/llama-Q8_0.gguf";
+    char err[VX_ERRMSG_MAX];
+    vx_model *a = NULL, *b = NULL;
+    vx_model_params mp = vx_model_default_params();
+    CHECK(vx_model_load(vx_test_fixture_path(rel), &mp, &a, err, sizeof err) == VX_OK);
+    mp.use_mmap = false;
+    mp.check_tensors = true;
+    CHECKF(vx_model_load(vx_test_fixture_path(rel), &mp, &b, err, sizeof err) == VX_OK, "%s", err);
+    if (a && b) {
+        float *la = malloc(NPOS * 512 * sizeof(float)), *lb = malloc(NPOS * 512 * sizeof(float));
+        vx_context *ca = new_ctx(a, 64, NPOS), *cb = new_ctx(b, 64, NPOS);
+        CHECK(la && lb && ca && cb && eval(ca, prompt, NPOS, NPOS, la, 512) &&
+              eval(cb, prompt, NPOS, NPOS, lb, 512));
+        CHECKF(la && lb && memcmp(la, lb, NPOS * 512 * sizeof(float)) == 0, "no-mmap logits differ");
+        vx_context_free(ca);
+        vx_context_free(cb);
+        free(la);
+        free(lb);
+    }
+    vx_model_free(a);
+    vx_model_free(b);
+
+    /* a copy whose blk.0.attn_q.weight (Q8_0) has a NaN scale in block 0 */
+    size_t sz = 0;
+    char *img = vx_test_read_file(vx_test_fixture_path(rel), &sz);
+    vx_gguf *g = NULL;
+    CHECK(img && vx_gguf_open_mem(img, sz, &g, err, sizeof err) == VX_OK);
+    const vx_gguf_tensor *t = g ? vx_gguf_find_tensor(g, "blk.0.attn_q.weight") : NULL;
+    CHECK(t && t->type == VX_TYPE_Q8_0);
+    if (t && t->type == VX_TYPE_Q8_0) {
+        const size_t off = (size_t)(vx_gguf_data_offset(g) + t->offset);
+        vx_gguf_close(g);
+        g = NULL;
+        img[off] = 0x00; /* fp16 0x7e00: NaN, little-endian */
+        img[off + 1] = 0x7e;
+        const char *tmp = "/tmp/vx_test_nan_scale.gguf";
+        FILE *f = fopen(tmp, "wb");
+        CHECK(f && fwrite(img, 1, sz, f) == sz);
+        if (f) fclose(f);
+        vx_model *c = NULL;
+        mp = vx_model_default_params();
+        CHECK(vx_model_load(tmp, &mp, &c, err, sizeof err) == VX_OK); /* not checked: loads */
+        vx_model_free(c);
+        c = NULL;
+        mp.check_tensors = true;
+        vx_status st = vx_model_load(tmp, &mp, &c, err, sizeof err);
+        CHECKF(st == VX_EFORMAT && strstr(err, "blk.0.attn_q.weight") && strstr(err, "non-finite"),
+               "check_tensors: status %d, '%s'", st, err);
+        CHECK(c == NULL);
+        remove(tmp);
+    }
+    vx_gguf_close(g);
+    free(img);
+}
+
 int main(void) {
     size_t sz;
     char *js = vx_test_read_file(vx_test_fixture_path("models/manifest.json"), &sz);
@@ -251,6 +311,7 @@ int main(void) {
     }
     CHECKF(only || n >= 30, "only %d models in the manifest", n);
     if (!only || strstr("stories260K", only)) test_stories();
+    if (!only) test_load_modes(prompt);
     cJSON_Delete(root);
     return vx_test_finish("test_models");
 }

@@ -73,12 +73,17 @@ static bool progress_cb(float p, void *ud) {
 }
 
 vx_model *cli_load_model(const char *path, bool vocab_only) {
+    vx_model_params mp = vx_model_default_params();
+    mp.vocab_only = vocab_only;
+    return cli_load_model_ex(path, &mp);
+}
+
+vx_model *cli_load_model_ex(const char *path, const vx_model_params *params) {
     if (!path) {
         fprintf(stderr, "error: no model given (use -m FILE.gguf)\n");
         return NULL;
     }
-    vx_model_params mp = vx_model_default_params();
-    mp.vocab_only = vocab_only;
+    vx_model_params mp = *params;
     if (isatty(2)) mp.progress = progress_cb;
     vx_model *m = NULL;
     char err[VX_ERRMSG_MAX];

@@ -36,6 +36,7 @@ bool cli_u64(cli_args *a, uint64_t *out);
 /* Loads a model printing a progress bar on stderr when it is a terminal;
  * prints the error and returns NULL on failure. */
 vx_model *cli_load_model(const char *path, bool vocab_only);
+vx_model *cli_load_model_ex(const char *path, const vx_model_params *params);
 /* Reads a file into a NUL-terminated buffer (malloc); NULL + message on error. */
 char *cli_read_file(const char *path, size_t *len);
 /* Handles a sampling option at a->argv[a->i] (--temp, --top-k, --top-p,

@@ -36,13 +36,16 @@ static void run_usage(void) {
            "  --ignore-eos            keep generating after an end-of-generation token\n"
            "  --no-bos                do not add BOS to the prompt\n"
            "  --no-display-prompt     do not echo the prompt\n"
-           "  --kv-type f16|f32       KV cache type (default f16)\n");
+           "  --kv-type f16|f32       KV cache type (default f16)\n"
+           "  --no-mmap               read the model into memory instead of mapping it\n"
+           "  --check-tensors         verify every weight is finite while loading\n");
 }
 
 int vx_cmd_run(int argc, char **argv) {
     const char *path = getenv("VX_MODEL"), *prompt = NULL, *pfile = NULL;
     long n_predict = 128, n_ctx = 4096, n_batch = 512, threads = 0;
     bool ignore_eos = false, add_bos = true, show_prompt = true;
+    vx_model_params mp = vx_model_default_params();
     vx_kv_type kvt = VX_KV_F16;
     vx_sampler_params sp = vx_sampler_default_params();
     cli_args a = {argc, argv, 0, false};
@@ -62,6 +65,8 @@ int vx_cmd_run(int argc, char **argv) {
         else if (!strcmp(o, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(o, "--no-bos")) add_bos = false;
         else if (!strcmp(o, "--no-display-prompt")) show_prompt = false;
+        else if (!strcmp(o, "--no-mmap")) mp.use_mmap = false;
+        else if (!strcmp(o, "--check-tensors")) mp.check_tensors = true;
         else if (!strcmp(o, "--kv-type")) {
             const char *v = cli_value(&a);
             if (v && !cli_kv_type(v, &kvt)) return 2;
@@ -84,7 +89,7 @@ int vx_cmd_run(int argc, char **argv) {
         return 2;
     }
     int rc = 1;
-    vx_model *m = cli_load_model(path, false);
+    vx_model *m = cli_load_model_ex(path, &mp);
     vx_context *c = NULL;
     vx_sampler *smp = NULL;
     vx_token *toks = NULL;
