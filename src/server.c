@@ -457,14 +457,15 @@ static void job_pump(job *j, int wait_ms) {
     j->q_bytes = 0;
     bool overflow = j->overflow;
     pthread_mutex_unlock(&j->mu);
+    /* first, so that the client hears why its request was canceled */
+    if (overflow && j->n_done < j->n_choices)
+        job_fail(j, 500, "The client did not read the response fast enough; the request was canceled.");
     while (list) {
         ev_item *it = list;
         list = it->next;
         handle_event(j, it);
         free(it);
     }
-    if (overflow && j->n_done < j->n_choices)
-        job_fail(j, 500, "The client did not read the response fast enough; the request was canceled.");
     if ((j->out.oom || j->scratch.oom) && j->n_done < j->n_choices)
         job_fail(j, 500, "Out of memory.");
 }
@@ -780,7 +781,7 @@ static char *metrics_text(vx_server *s) {
                  (unsigned long long)s->aborted, (unsigned long long)s->tokens_prompt,
                  (unsigned long long)s->tokens_generated, s->n_jobs);
     pthread_mutex_unlock(&s->mu);
-    const double hit = st.tokens_prompt ? (double)st.tokens_prompt_cached / (double)st.tokens_prompt : 0.0;
+    const double hit = st.prefix_lookups ? (double)st.prefix_hits / (double)st.prefix_lookups : 0.0;
     const double tps = st.busy_seconds > 0 ? (double)st.tokens_generated / st.busy_seconds : 0.0;
     vx_sbuf_addf(&b,
                  "# HELP vortex_queue_depth Engine requests waiting to run.\n"
@@ -803,7 +804,8 @@ static char *metrics_text(vx_server *s) {
                  "# HELP vortex_engine_requests_total Requests submitted to the engine.\n"
                  "# TYPE vortex_engine_requests_total counter\n"
                  "vortex_engine_requests_total %llu\n"
-                 "# HELP vortex_engine_prompt_tokens_total Prompt tokens evaluated (recomputation included).\n"
+                 "# HELP vortex_engine_prompt_tokens_total Prompt tokens evaluated (recomputed ones included, "
+                 "prefix-cache hits not).\n"
                  "# TYPE vortex_engine_prompt_tokens_total counter\n"
                  "vortex_engine_prompt_tokens_total %llu\n"
                  "# HELP vortex_engine_prompt_tokens_cached_total Prompt tokens served from the prefix cache.\n"
@@ -815,12 +817,18 @@ static char *metrics_text(vx_server *s) {
                  (unsigned long long)st.requests_total, (unsigned long long)st.tokens_prompt,
                  (unsigned long long)st.tokens_prompt_cached, (unsigned long long)st.tokens_generated);
     vx_sbuf_addf(&b,
-                 "# HELP vortex_prefix_cache_hit_ratio Share of prompt tokens served from the prefix cache.\n"
+                 "# HELP vortex_prefix_cache_hit_ratio Share of looked-up KV blocks found in the prefix cache.\n"
                  "# TYPE vortex_prefix_cache_hit_ratio gauge\n"
                  "vortex_prefix_cache_hit_ratio %.6f\n"
                  "# HELP vortex_generation_tokens_per_second Generated tokens per second of engine busy time.\n"
                  "# TYPE vortex_generation_tokens_per_second gauge\n"
                  "vortex_generation_tokens_per_second %.3f\n"
+                 "# HELP vortex_prefix_cache_lookups_total KV blocks looked up in the prefix cache.\n"
+                 "# TYPE vortex_prefix_cache_lookups_total counter\n"
+                 "vortex_prefix_cache_lookups_total %llu\n"
+                 "# HELP vortex_prefix_cache_hits_total KV blocks reused from the prefix cache.\n"
+                 "# TYPE vortex_prefix_cache_hits_total counter\n"
+                 "vortex_prefix_cache_hits_total %llu\n"
                  "# HELP vortex_preemptions_total Sequences preempted for lack of KV blocks.\n"
                  "# TYPE vortex_preemptions_total counter\n"
                  "vortex_preemptions_total %llu\n"
@@ -830,7 +838,8 @@ static char *metrics_text(vx_server *s) {
                  "# HELP vortex_engine_busy_seconds_total Time spent in forward passes.\n"
                  "# TYPE vortex_engine_busy_seconds_total counter\n"
                  "vortex_engine_busy_seconds_total %.6f\n",
-                 hit, tps, (unsigned long long)st.preemptions, (unsigned long long)st.steps, st.busy_seconds);
+                 hit, tps, (unsigned long long)st.prefix_lookups, (unsigned long long)st.prefix_hits,
+                 (unsigned long long)st.preemptions, (unsigned long long)st.steps, st.busy_seconds);
     return vx_sbuf_take(&b);
 }
 
@@ -944,6 +953,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         if (!r) return MHD_NO;
         snprintf(r->method, sizeof r->method, "%s", method ? method : "?");
         snprintf(r->path, sizeof r->path, "%s", url ? url : "/");
+        /* the path goes to the log: no control characters from clients */
+        for (char *c = r->path; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+        for (char *c = r->method; *c; c++)
+            if ((unsigned char)*c <= 0x20 || *c == 0x7f) *c = '?';
         r->t_start = vx_time_us();
         *con_cls = r;
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -1081,7 +1095,6 @@ vx_status vx_server_start(const vx_server_params *params, const vx_model *model,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                  MHD_OPTION_CONNECTION_TIMEOUT, p.timeout_s,
                                  MHD_OPTION_CONNECTION_LIMIT, p.max_connections ? p.max_connections : 256u,
-                                 MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
                                  MHD_OPTION_END);
     if (!s->daemon) {
         int e = errno;

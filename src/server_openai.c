@@ -362,7 +362,8 @@ static bool opt_int(const cJSON *o, const char *key, double lo, double hi, int64
                          key, lo, hi, v);
         return false;
     }
-    *out = (int64_t)v;
+    /* seeds may go up to 2^64: out of int64's range the caller reads the double */
+    *out = v >= 9223372036854775807.0 ? INT64_MAX : (int64_t)v;
     return true;
 }
 

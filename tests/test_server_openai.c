@@ -659,6 +659,70 @@ static void test_chat_prompt(const vx_vocab *v) {
     vx_chat_template_free(t);
 }
 
+/* Random mutations of valid bodies: every parser must answer (success or
+ * a 4xx with a message) and never crash; ASan/UBSan builds check memory. */
+static void test_mutations(const vx_vocab *v) {
+    static const char *seeds[] = {
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"}]}],"
+        "\"max_tokens\":7,\"temperature\":0.5,\"stop\":[\"x\",\"yz\"],\"logit_bias\":{\"5\":1},\"n\":2,"
+        "\"stream\":true,\"stream_options\":{\"include_usage\":true},\"logprobs\":true,\"top_logprobs\":2}",
+        "{\"prompt\":[1,2,3],\"max_tokens\":3,\"logprobs\":2,\"echo\":true,\"seed\":-1,\"top_k\":5}",
+        "{\"prompt\":[\"\\u00e9t\\u00e9\"],\"stop\":\"\\n\",\"min_p\":0.1,\"repeat_penalty\":1.1}",
+        "{\"content\":\"hello\",\"add_special\":true,\"with_pieces\":true}",
+        "{\"tokens\":[1,2,300,200]}",
+    };
+    static const char junk[] = "{}[]\",:0123456789.eE+-tfnul \\\xC3\xA9\xFF\x00";
+    uint64_t x = 99;
+    int bad_status = 0;
+    for (int iter = 0; iter < 20000; iter++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const char *seed = seeds[(x >> 33) % (sizeof seeds / sizeof seeds[0])];
+        char buf[1024];
+        size_t n = strlen(seed);
+        memcpy(buf, seed, n);
+        int edits = 1 + (int)((x >> 40) % 4);
+        for (int k = 0; k < edits; k++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            size_t pos = n ? (size_t)((x >> 33) % n) : 0;
+            char c = junk[(x >> 20) % (sizeof junk - 1)];
+            switch ((x >> 10) % 4) {
+            case 0: buf[pos] = c; break;                                   /* replace */
+            case 1: n = pos; break;                                        /* truncate */
+            case 2:                                                        /* insert */
+                if (n + 1 < sizeof buf) {
+                    memmove(buf + pos + 1, buf + pos, n - pos);
+                    buf[pos] = c;
+                    n++;
+                }
+                break;
+            default:                                                       /* delete */
+                if (n) {
+                    memmove(buf + pos, buf + pos + 1, n - pos - 1);
+                    n--;
+                }
+                break;
+            }
+        }
+        vx_oai_error e;
+        memset(&e, 0, sizeof e);
+        vx_oai_request r;
+        for (int kind = 0; kind < 2; kind++) {
+            memset(&e, 0, sizeof e);
+            if (vx_oai_parse_request((vx_oai_kind)kind, buf, n, N_VOCAB, &r, &e)) vx_oai_request_free(&r);
+            else if (e.status != 400 || !e.message[0]) bad_status++;
+        }
+        memset(&e, 0, sizeof e);
+        char *j = vx_oai_tokenize_json(v, buf, n, &e);
+        if (!j && (e.status < 400 || e.status >= 500)) bad_status++;
+        free(j);
+        memset(&e, 0, sizeof e);
+        j = vx_oai_detokenize_json(v, buf, n, &e);
+        if (!j && (e.status < 400 || e.status >= 500)) bad_status++;
+        free(j);
+    }
+    CHECKF(bad_status == 0, "%d mutated bodies were not answered with a 4xx and a message", bad_status);
+}
+
 int main(void) {
     test_utf8();
     test_sbuf();
@@ -680,6 +744,7 @@ int main(void) {
         test_responses(v);
         test_tokenize_endpoints(v);
         test_chat_prompt(v);
+        test_mutations(v);
         vx_model_free(m);
     }
     return vx_test_finish("test_server_openai");

@@ -283,6 +283,22 @@ describe('vx serve', () => {
     await waitIdle(srv.base);
   });
 
+  test('prefix cache: a repeated prompt reuses its KV blocks, same output', async () => {
+    const req = {
+      messages: [{ role: 'system', content: 'You are a careful assistant. '.repeat(20) }, { role: 'user', content: 'hi' }],
+      max_tokens: 8, temperature: 0,
+    };
+    const a = await ai.chat.completions.create(req);
+    const b = await ai.chat.completions.create(req);
+    assert.equal(b.choices[0].message.content, a.choices[0].message.content);
+    assert.equal(b.usage.prompt_tokens, a.usage.prompt_tokens);
+    assert.ok(b.usage.prompt_tokens_details.cached_tokens > a.usage.prompt_tokens / 2,
+      `cached ${b.usage.prompt_tokens_details.cached_tokens} of ${b.usage.prompt_tokens}`);
+    const m = await metrics(srv.base);
+    assert.ok(m.get('vortex_prefix_cache_hit_ratio') > 0);
+    assert.ok(m.get('vortex_engine_prompt_tokens_cached_total') >= b.usage.prompt_tokens_details.cached_tokens);
+  });
+
   test('4xx: bad JSON, wrong types, huge numbers, invalid UTF-8, body size, context, routes', async () => {
     const bad = await post(srv.base, '/v1/chat/completions', '{"messages": [');
     assert.equal(bad.status, 400);

@@ -1,0 +1,65 @@
+/*
+ * test_e2e.c - runs the end-to-end suite of `vx serve` (tests/e2e, Node.js
+ * with the official `openai` client) against $BUILD/vx (default build/vx),
+ * so that `make test` / `make check` cover the server as clients see it,
+ * including under ASan (the suite checks the server exits 0, which LSan
+ * turns into a leak check). Installs the pinned client with `npm ci` when
+ * tests/e2e/node_modules is missing. Skips, saying so on its last line,
+ * when node is not installed or the install fails (offline).
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "testutil.h"
+
+static int run(const char *cmd) {
+    int st = system(cmd);
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int skip(const char *why) {
+    printf("test_e2e: skipped (%s)\n", why);
+    return 0;
+}
+
+int main(void) {
+    const char *build = getenv("BUILD");
+    char vx_rel[PATH_MAX], vx[PATH_MAX], fixtures[PATH_MAX], cmd[4 * PATH_MAX];
+    snprintf(vx_rel, sizeof vx_rel, "%s/vx", build && *build ? build : "build");
+    if (!realpath(vx_rel, vx)) {
+        fprintf(stderr, "test_e2e: %s not found (build it first)\n", vx_rel);
+        CHECK(false);
+        return vx_test_finish("test_e2e");
+    }
+    if (!realpath(vx_test_fixtures(), fixtures)) {
+        fprintf(stderr, "test_e2e: fixtures not found at %s\n", vx_test_fixtures());
+        CHECK(false);
+        return vx_test_finish("test_e2e");
+    }
+    if (run("node --version > /dev/null 2>&1") != 0) return skip("node is not installed");
+    struct stat sb;
+    if (stat("tests/e2e/node_modules/openai/package.json", &sb) != 0) {
+        if (run("cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error > /dev/null 2>&1") != 0)
+            return skip("npm ci failed: no network? run it in tests/e2e");
+    }
+    snprintf(cmd, sizeof cmd,
+             "cd tests/e2e && VX_BIN='%s' VX_FIXTURES='%s' node --test --test-concurrency=1 server.test.mjs 2>&1",
+             vx, fixtures);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL);
+    if (!p) return vx_test_finish("test_e2e");
+    char line[4096];
+    int pass = -1, fail = -1;
+    while (fgets(line, sizeof line, p)) {
+        fputs(line, stdout); /* run_tests.sh keeps it in the log and shows it on failure */
+        if (!strncmp(line, "# pass ", 7)) pass = atoi(line + 7);
+        if (!strncmp(line, "# fail ", 7)) fail = atoi(line + 7);
+    }
+    int st = pclose(p);
+    int rc = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    CHECKF(rc == 0 && fail == 0 && pass > 0, "node --test exit %d, %d passed, %d failed", rc, pass, fail);
+    return vx_test_finish("test_e2e");
+}
