@@ -20,7 +20,14 @@ static int run(const char *cmd) {
     return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Outside CI a missing node/npm is a skip, said on the last line; in CI
+ * (CI set, as .ci/run has it) the server suite must run, so it fails. */
 static int skip(const char *why) {
+    const char *ci = getenv("CI");
+    if (ci && *ci && strcmp(ci, "0") != 0) {
+        printf("test_e2e: cannot run the server suite in CI (%s)\n", why);
+        return 1;
+    }
     printf("test_e2e: skipped (%s)\n", why);
     return 0;
 }
