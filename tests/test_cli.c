@@ -103,7 +103,7 @@ static void test_chat(void) {
     snprintf(cmd, sizeof cmd, "echo hi | %s chat -m %s --chat-template /nonexistent.jinja", vx,
              vx_test_fixture_path("models/qwen2/qwen2-Q8_0.gguf"));
     rc = run(cmd, out, sizeof out);
-    CHECKF(rc != 0 && strstr(out, "neither a built-in template nor a file"), "bad template: rc %d '%s'", rc, out);
+    CHECKF(rc != 0 && strstr(out, "neither a built-in chat template nor a readable file"), "bad template: rc %d '%s'", rc, out);
 }
 
 static void test_errors(void) {

@@ -1,6 +1,8 @@
 /* cli.c - argument and loading helpers shared by the subcommands. */
 #include "cli.h"
 
+#include "chat.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,4 +153,23 @@ bool cli_sampling_option(cli_args *a, vx_sampler_params *sp) {
     else if (!strcmp(o, "-s") || !strcmp(o, "--seed")) cli_u64(a, &sp->seed);
     else return false;
     return true;
+}
+
+char *cli_chat_template_source(const vx_model *m, const char *name) {
+    if (name) {
+        const char *builtin = vx_chat_template_builtin(name);
+        if (builtin) return strdup(builtin);
+        char *src = cli_read_file(name, NULL);
+        if (!src)
+            fprintf(stderr, "error: '%s' is neither a built-in chat template nor a readable file\n", name);
+        return src;
+    }
+    int32_t n = vx_model_meta_str(m, "tokenizer.chat_template", NULL, 0);
+    if (n >= 0) {
+        char *src = malloc((size_t)n + 1);
+        if (src) vx_model_meta_str(m, "tokenizer.chat_template", src, (size_t)n + 1);
+        return src;
+    }
+    fprintf(stderr, "note: the model has no chat template; using chatml\n");
+    return strdup(vx_chat_template_builtin("chatml"));
 }

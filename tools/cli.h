@@ -43,6 +43,10 @@ char *cli_read_file(const char *path, size_t *len);
  * --min-p, --repeat-penalty, --repeat-last-n, --presence-penalty,
  * --frequency-penalty, -s/--seed); false if it is not one. */
 bool cli_sampling_option(cli_args *a, vx_sampler_params *sp);
+/* Jinja source of the chat template: --chat-template NAME (built-in) or
+ * FILE, else the model's tokenizer.chat_template, else chatml. malloc'd;
+ * NULL (with a message) when NAME is neither. */
+char *cli_chat_template_source(const vx_model *m, const char *name);
 /* Parses "kv type" names: f16, f32. */
 bool cli_kv_type(const char *s, vx_kv_type *out);
 

@@ -28,24 +28,6 @@ static void chat_usage(void) {
            "  --temp, --top-k, --top-p, --min-p, --repeat-penalty, -s/--seed as in vx run\n");
 }
 
-/* Template source: --chat-template NAME or FILE, else the model's, else chatml. */
-static char *template_source(const vx_model *m, const char *name) {
-    if (name) {
-        const char *b = vx_chat_template_builtin(name);
-        if (b) return strdup(b);
-        char *src = cli_read_file(name, NULL);
-        if (!src) fprintf(stderr, "error: '%s' is neither a built-in template nor a file\n", name);
-        return src;
-    }
-    int32_t n = vx_model_meta_str(m, "tokenizer.chat_template", NULL, 0);
-    if (n >= 0) {
-        char *src = malloc((size_t)n + 1);
-        if (src) vx_model_meta_str(m, "tokenizer.chat_template", src, (size_t)n + 1);
-        return src;
-    }
-    fprintf(stderr, "note: the model has no chat template; using chatml\n");
-    return strdup(vx_chat_template_builtin("chatml"));
-}
 
 int vx_cmd_chat(int argc, char **argv) {
     const char *path = getenv("VX_MODEL"), *system = NULL, *tmpl_name = NULL;
@@ -89,7 +71,7 @@ int vx_cmd_chat(int argc, char **argv) {
     char err[VX_ERRMSG_MAX];
     if (!m || !msgs || !owned) goto done;
     const vx_vocab *v = vx_model_get_vocab(m);
-    if (!(src = template_source(m, tmpl_name))) goto done;
+    if (!(src = cli_chat_template_source(m, tmpl_name))) goto done;
     if (vx_chat_template_parse(src, &tmpl, err, sizeof err) != VX_OK) {
         fprintf(stderr, "error: the chat template cannot be parsed: %s\n(use --chat-template NAME)\n", err);
         goto done;

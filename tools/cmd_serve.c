@@ -52,24 +52,6 @@ static void serve_usage(void) {
            "  --quiet                 no per-request log lines\n");
 }
 
-/* Template source: --chat-template NAME or FILE, else the model's, else chatml. */
-static char *load_template(const vx_model *m, const char *name) {
-    if (name) {
-        const char *builtin = vx_chat_template_builtin(name);
-        if (builtin) return strdup(builtin);
-        char *src = cli_read_file(name, NULL);
-        if (!src) fprintf(stderr, "error: '%s' is neither a built-in chat template nor a readable file\n", name);
-        return src;
-    }
-    int32_t n = vx_model_meta_str(m, "tokenizer.chat_template", NULL, 0);
-    if (n >= 0) {
-        char *src = malloc((size_t)n + 1);
-        if (src) vx_model_meta_str(m, "tokenizer.chat_template", src, (size_t)n + 1);
-        return src;
-    }
-    fprintf(stderr, "vx serve: the model has no chat template; using chatml\n");
-    return strdup(vx_chat_template_builtin("chatml"));
-}
 
 /* "dir/name.gguf" -> "name" */
 static void model_name(const char *path, char *buf, size_t size) {
@@ -136,7 +118,7 @@ int vx_cmd_serve(int argc, char **argv) {
     char *src = NULL, err[VX_ERRMSG_MAX], name[256];
     vx_model *m = cli_load_model(path, false);
     if (!m) return 1;
-    if (!(src = load_template(m, tmpl_name))) goto done;
+    if (!(src = cli_chat_template_source(m, tmpl_name))) goto done;
     if (vx_chat_template_parse(src, &tmpl, err, sizeof err) != VX_OK) {
         fprintf(stderr, "error: the chat template cannot be parsed: %s\n(use --chat-template NAME)\n", err);
         goto done;
