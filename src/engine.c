@@ -534,3 +534,5 @@ void vx_engine_get_stats(vx_engine *e, vx_engine_stats *out) {
     vx_kv_prefix_counts(e->ctx, &out->prefix_lookups, &out->prefix_hits);
     pthread_mutex_unlock(&e->mu);
 }
+
+int32_t vx_engine_n_ctx(const vx_engine *e) { return e->p.n_ctx; }

@@ -123,8 +123,7 @@ int vx_cmd_serve(int argc, char **argv) {
         fprintf(stderr, "error: the chat template cannot be parsed: %s\n(use --chat-template NAME)\n", err);
         goto done;
     }
-    if (n_ctx == 0 || n_ctx > vx_model_n_ctx_train(m)) n_ctx = vx_model_n_ctx_train(m);
-    ep.n_ctx = (int32_t)n_ctx;
+    ep.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : vx_model_n_ctx_train(m));
     ep.n_parallel = (int32_t)parallel;
     ep.n_batch = (int32_t)batch;
     ep.n_threads = (int32_t)threads;
@@ -137,6 +136,7 @@ int vx_cmd_serve(int argc, char **argv) {
     model_name(path, name, sizeof name);
     sp.model_name = alias ? alias : name;
     sp.port = (int)port;
+    n_ctx = vx_engine_n_ctx(engine); /* the engine caps it at the model's */
     sp.n_ctx = (int32_t)n_ctx;
     sp.max_body = (size_t)max_body;
     sp.timeout_s = (unsigned)timeout;
