@@ -50,26 +50,32 @@ static uint64_t rng_next(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-/* Runs one pp or tg pass; returns seconds or a negative value on error. */
-static double run_once(vx_context *c, int n_prompt, int n_gen, int n_batch, int n_vocab,
-                       vx_token *toks, vx_pos *pos, vx_seq_id *seq, uint64_t *rng) {
+/* Evaluates toks[0, n) at positions [p0, p0 + n) in batches of n_batch. */
+static bool feed(vx_context *c, const vx_token *toks, int n, int p0, int n_batch, vx_pos *pos,
+                 vx_seq_id *seq) {
+    for (int i0 = 0; i0 < n; i0 += n_batch) {
+        int nb = n - i0 < n_batch ? n - i0 : n_batch;
+        for (int j = 0; j < nb; j++) pos[j] = p0 + i0 + j;
+        vx_batch b = {nb, toks + i0, pos, seq, NULL};
+        if (vx_decode(c, &b) != VX_OK) return false;
+    }
+    return true;
+}
+
+/* Runs one pp or tg pass after `depth` tokens of context (not timed);
+ * returns seconds or a negative value on error. */
+static double run_once(vx_context *c, int depth, int n_prompt, int n_gen, int n_batch,
+                       int n_vocab, vx_token *toks, vx_pos *pos, vx_seq_id *seq, uint64_t *rng) {
     vx_kv_seq_rm(c, 0, 0, -1);
-    int n = n_prompt > 0 ? n_prompt : n_gen;
+    int n = depth + (n_prompt > 0 ? n_prompt : n_gen);
     for (int i = 0; i < n; i++) toks[i] = (vx_token)(rng_next(rng) % (uint64_t)n_vocab);
+    if (depth > 0 && !feed(c, toks, depth, 0, n_batch, pos, seq)) return -1;
     double t0 = now_s();
     if (n_prompt > 0) {
-        for (int i0 = 0; i0 < n_prompt; i0 += n_batch) {
-            int nb = n_prompt - i0 < n_batch ? n_prompt - i0 : n_batch;
-            for (int j = 0; j < nb; j++) pos[j] = i0 + j;
-            vx_batch b = {nb, toks + i0, pos, seq, NULL};
-            if (vx_decode(c, &b) != VX_OK) return -1;
-        }
+        if (!feed(c, toks + depth, n_prompt, depth, n_batch, pos, seq)) return -1;
     } else {
-        for (int i = 0; i < n_gen; i++) {
-            vx_pos p = i;
-            vx_batch b = {1, toks + i, &p, seq, NULL};
-            if (vx_decode(c, &b) != VX_OK) return -1;
-        }
+        for (int i = 0; i < n_gen; i++)
+            if (!feed(c, toks + depth + i, 1, depth + i, 1, pos, seq)) return -1;
     }
     return now_s() - t0;
 }
@@ -81,6 +87,7 @@ static void bench_usage(void) {
            "  -n, --n-gen LIST      generated lengths (default 128; 0 = skip)\n"
            "  -t, --threads LIST    thread counts (default: all cores)\n"
            "  -b, --batch-size N    tokens per forward for pp (default 512)\n"
+           "  -d, --n-depth LIST    tokens already in the context before each test (default 0)\n"
            "  -r, --repetitions N   measured runs per test (default 5)\n"
            "  --kv-type f16|f32     KV cache type (default f16)\n"
            "  -o, --output md|jsonl table (default) or one JSON object per line\n"
@@ -93,7 +100,7 @@ static void bench_usage(void) {
 int vx_cmd_bench(int argc, char **argv) {
     const char *models[MAX_LIST];
     int n_models = 0;
-    int_list np = {1, {512}}, ng = {1, {128}}, nt = {1, {0}};
+    int_list np = {1, {512}}, ng = {1, {128}}, nt = {1, {0}}, nd = {1, {0}};
     long n_batch = 512, reps = 5;
     bool jsonl = false, limits = true, limits_only = false;
     vx_kv_type kvt = VX_KV_F16;
@@ -109,6 +116,8 @@ int vx_cmd_bench(int argc, char **argv) {
             if ((v = cli_value(&a)) && !parse_list(v, &np, 0, 1 << 20)) a.error = true;
         } else if (!strcmp(o, "-n") || !strcmp(o, "--n-gen")) {
             if ((v = cli_value(&a)) && !parse_list(v, &ng, 0, 1 << 20)) a.error = true;
+        } else if (!strcmp(o, "-d") || !strcmp(o, "--n-depth")) {
+            if ((v = cli_value(&a)) && !parse_list(v, &nd, 0, 1 << 20)) a.error = true;
         } else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) {
             if ((v = cli_value(&a)) && !parse_list(v, &nt, 0, 512)) a.error = true;
         } else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size")) cli_int(&a, 1, 1 << 16, &n_batch);
@@ -151,11 +160,11 @@ int vx_cmd_bench(int argc, char **argv) {
         return 2;
     }
     if (!jsonl)
-        printf("| %-28s | %10s | %8s | %7s | %6s | %16s | %22s |\n"
+        printf("| %-28s | %10s | %8s | %7s | %14s | %16s | %22s |\n"
                "|%s|%s|%s|%s|%s|%s|%s|\n",
                "model", "size", "params", "threads", "test", "t/s", "achieved",
                "------------------------------", "-----------:", "---------:", "--------:",
-               "-------:", "-----------------:", "-----------------------:");
+               "---------------:", "-----------------:", "-----------------------:");
     int rc = 0;
     for (int mi = 0; mi < n_models && rc == 0; mi++) {
         vx_model *m = cli_load_model(models[mi], false);
@@ -169,6 +178,8 @@ int vx_cmd_bench(int argc, char **argv) {
         const double size_mib = (double)vx_model_size(m) / (1 << 20);
         const double params_b = (double)vx_model_n_params(m) / 1e9;
         for (int ti = 0; ti < nt.n && rc == 0; ti++) {
+          for (int di = 0; di < nd.n && rc == 0; di++) {
+            const int depth = (int)nd.v[di];
             for (int kind = 0; kind < 2 && rc == 0; kind++) {
                 const int_list *lens = kind == 0 ? &np : &ng;
                 for (int li = 0; li < lens->n && rc == 0; li++) {
@@ -176,8 +187,8 @@ int vx_cmd_bench(int argc, char **argv) {
                     if (n == 0) continue;
                     const int n_prompt = kind == 0 ? n : 0, n_gen = kind == 1 ? n : 0;
                     vx_context_params cp = vx_context_default_params();
-                    cp.n_ctx = (uint32_t)n;
-                    cp.n_batch = (uint32_t)(kind == 0 ? (n < n_batch ? n : n_batch) : 1);
+                    cp.n_ctx = (uint32_t)(depth + n);
+                    cp.n_batch = (uint32_t)(n_batch < depth + n ? n_batch : depth + n);
                     cp.n_threads = (int32_t)nt.v[ti];
                     cp.kv_type = kvt;
                     vx_context *c = NULL;
@@ -188,14 +199,14 @@ int vx_cmd_bench(int argc, char **argv) {
                         break;
                     }
                     const int threads = vx_context_n_threads(c);
-                    vx_token *toks = malloc((size_t)n * sizeof *toks);
+                    vx_token *toks = malloc((size_t)(depth + n) * sizeof *toks);
                     vx_pos *pos = malloc((size_t)cp.n_batch * sizeof *pos);
                     vx_seq_id *seq = calloc((size_t)cp.n_batch, sizeof *seq);
                     double *ts = malloc((size_t)reps * sizeof *ts);
                     uint64_t rng = 42;
                     const int nv = vx_context_n_vocab(c);
                     if (!toks || !pos || !seq || !ts ||
-                        run_once(c, n_prompt > 0 ? (n_prompt < 32 ? n_prompt : 32) : 0,
+                        run_once(c, 0, n_prompt > 0 ? (n_prompt < 32 ? n_prompt : 32) : 0,
                                  n_gen > 0 ? (n_gen < 16 ? n_gen : 16) : 0, (int)cp.n_batch, nv,
                                  toks, pos, seq, &rng) < 0) {
                         fprintf(stderr, "error: warm-up failed: %s\n", vx_context_errmsg(c));
@@ -203,7 +214,7 @@ int vx_cmd_bench(int argc, char **argv) {
                     }
                     double sum = 0, sum2 = 0;
                     for (long r = 0; r < reps && rc == 0; r++) {
-                        double s = run_once(c, n_prompt, n_gen, (int)cp.n_batch, nv, toks, pos, seq, &rng);
+                        double s = run_once(c, depth, n_prompt, n_gen, (int)cp.n_batch, nv, toks, pos, seq, &rng);
                         if (s <= 0) {
                             fprintf(stderr, "error: %s\n", vx_context_errmsg(c));
                             rc = 1;
@@ -219,7 +230,10 @@ int vx_cmd_bench(int argc, char **argv) {
                         const double gbs = mean * (double)bytes_tok / 1e9;
                         const double gflops = mean * (double)flops_tok / 1e9;
                         char test[32], ach[64];
-                        snprintf(test, sizeof test, "%s%d", kind == 0 ? "pp" : "tg", n);
+                        if (depth > 0)
+                            snprintf(test, sizeof test, "%s%d @ d%d", kind == 0 ? "pp" : "tg", n, depth);
+                        else
+                            snprintf(test, sizeof test, "%s%d", kind == 0 ? "pp" : "tg", n);
                         if (kind == 1)
                             snprintf(ach, sizeof ach, "%.1f GB/s", gbs);
                         else
@@ -233,11 +247,11 @@ int vx_cmd_bench(int argc, char **argv) {
                         if (jsonl) {
                             printf("{\"model_filename\": \"%s\", \"model_size\": %llu, "
                                    "\"model_n_params\": %llu, \"n_threads\": %d, \"n_batch\": %u, "
-                                   "\"n_prompt\": %d, \"n_gen\": %d, \"avg_ts\": %.6f, "
+                                   "\"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, \"avg_ts\": %.6f, "
                                    "\"stddev_ts\": %.6f, \"samples_ts\": [",
                                    models[mi], (unsigned long long)vx_model_size(m),
                                    (unsigned long long)vx_model_n_params(m), threads, cp.n_batch,
-                                   n_prompt, n_gen, mean, sd);
+                                   n_prompt, n_gen, depth, mean, sd);
                             for (long r = 0; r < reps; r++) printf(r ? ", %.6f" : "%.6f", ts[r]);
                             printf("], \"avg_ns\": %.0f, \"weight_gbs\": %.3f, \"matmul_gflops\": %.3f",
                                    1e9 * n / mean, gbs, gflops);
@@ -246,7 +260,7 @@ int vx_cmd_bench(int argc, char **argv) {
                                        lim.read_gbs, lim.int8_gops);
                             printf("}\n");
                         } else {
-                            printf("| %-28s | %6.2f MiB | %6.3f B | %7d | %6s | %8.2f ± %5.2f | %22s |\n",
+                            printf("| %-28s | %6.2f MiB | %6.3f B | %7d | %14s | %8.2f ± %5.2f | %22s |\n",
                                    mname, size_mib, params_b, threads, test, mean, sd, ach);
                         }
                         fflush(stdout);
@@ -255,6 +269,7 @@ int vx_cmd_bench(int argc, char **argv) {
                     vx_context_free(c);
                 }
             }
+          }
         }
         vx_model_free(m);
     }
