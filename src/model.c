@@ -202,6 +202,13 @@ static vx_status load_weights(loader *L) {
     hp->tied_output = m->output.data == NULL;
     if (hp->tied_output) m->output = m->tok_embd;
     if ((st = bind(L, &m->rope_freqs, "rope_freqs.weight", false, hp->n_rot / 2, 1, 0))) return st;
+    /* LongRoPE (Phi-3 128k): per-length factor sets plus an attention scale;
+     * ignoring them would silently give wrong logits, so say so instead */
+    if (vx_gguf_find_tensor(m->gguf, "rope_factors_long.weight") ||
+        vx_gguf_find_tensor(m->gguf, "rope_factors_short.weight"))
+        return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
+                         "LongRoPE scaling (rope_factors_long/short, e.g. Phi-3 128k models) is "
+                         "not supported yet");
     if ((st = need_f32(L, &m->rope_freqs))) return st;
 
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
