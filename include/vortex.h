@@ -132,7 +132,9 @@ int32_t vx_detokenize(const vx_vocab *vocab, const vx_token *tokens, int32_t n_t
 
 /* ---------------------------------------------------------------- context */
 
-typedef enum vx_kv_type { VX_KV_F32 = 0, VX_KV_F16 = 1 } vx_kv_type;
+/* KV cache element type. Q8_0: blocks of 32 int8 with an fp16 scale (about
+ * half of F16's memory, a little less accurate). */
+typedef enum vx_kv_type { VX_KV_F32 = 0, VX_KV_F16 = 1, VX_KV_Q8_0 = 2 } vx_kv_type;
 
 typedef struct vx_context_params {
     uint32_t n_ctx;     /* max positions per sequence (0 = model's training context) */

@@ -74,15 +74,18 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
     k->axpy_f32 = vx_axpy_f32_ref;
     k->matmul = vx_matmul_ref;
     k->f16_to_f32 = vx_f16_to_f32_ref;
+    k->exp_shift_sum = vx_exp_shift_sum_ref;
     k->f32_to_f16 = vx_f32_to_f16_ref;
     memset(k->gemv, 0, sizeof k->gemv);
     memset(k->act, 0, sizeof k->act);
+    memset(k->gemm, 0, sizeof k->gemm);
     vx_matmul_kernels_ref(k->gemv, k->act);
     if (isa >= VX_ISA_AVX2) {
         k->name = "avx2";
         k->dot_f32 = vx_dot_f32_avx2;
         k->axpy_f32 = vx_axpy_f32_avx2;
         k->f16_to_f32 = vx_f16_to_f32_avx2;
+        k->exp_shift_sum = vx_exp_shift_sum_avx2;
         k->f32_to_f16 = vx_f32_to_f16_avx2;
         k->act[VX_TYPE_Q8_0] = vx_quantize_row_q8_0_avx2;
         k->act[VX_TYPE_Q8_1] = vx_quantize_row_q8_1_avx2;
@@ -100,5 +103,11 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
         k->gemv[VX_TYPE_Q4_K] = vx_gemv_q4_K_avx2;
         k->gemv[VX_TYPE_Q5_K] = vx_gemv_q5_K_avx2;
         k->gemv[VX_TYPE_Q6_K] = vx_gemv_q6_K_avx2;
+        k->gemm[VX_TYPE_F16] = vx_gemm_f16_avx2;
+        k->gemm[VX_TYPE_Q4_0] = vx_gemm_q4_0_avx2;
+        k->gemm[VX_TYPE_Q5_0] = vx_gemm_q5_0_avx2;
+        k->gemm[VX_TYPE_Q8_0] = vx_gemm_q8_0_avx2;
+        k->gemm[VX_TYPE_Q4_K] = vx_gemm_q4_K_avx2;
+        k->gemm[VX_TYPE_Q6_K] = vx_gemm_q6_K_avx2;
     }
 }

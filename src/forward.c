@@ -130,6 +130,16 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
         return vx_seterr(err, err_size, VX_ENOMEM, "cannot start %d threads", p->n_threads);
     }
     p->n_threads = vx_pool_n_threads(c->pool);
+    if (p->kv_type == VX_KV_Q8_0 && hp->head_dim % 32 != 0) {
+        vx_context_free(c);
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                         "a Q8_0 KV cache needs head_dim to be a multiple of 32 (it is %d)",
+                         hp->head_dim);
+    }
+    if (p->kv_type != VX_KV_F32 && p->kv_type != VX_KV_F16 && p->kv_type != VX_KV_Q8_0) {
+        vx_context_free(c);
+        return vx_seterr(err, err_size, VX_EINVAL, "unknown KV cache type %d", (int)p->kv_type);
+    }
     if (p->kv_size > (1u << 26)) {
         vx_context_free(c);
         return vx_seterr(err, err_size, VX_EINVAL, "kv_size out of range");
@@ -250,17 +260,33 @@ static void mm(vx_context *c, int ith, int nth, const vx_weight *w, size_t mat_o
         stride = c->act_stride[at];
     }
     const vx_gemv_fn gemv = c->kern.gemv[w->type];
+    /* gemm unpacks each weight block once for the whole token tile */
+    const vx_gemm_fn gemm = n >= 2 ? c->kern.gemm[w->type] : NULL;
     const uint8_t *base = (const uint8_t *)w->data + mat_off;
     const int64_t ne0 = w->ne[0];
     float out[4];
     /* token tiles keep a tile's activation rows in L2 while weight-row
      * blocks stream past them once per tile */
     const int64_t tile = 64;
+    float gout[64][4]; /* one tile (64 tokens) x 4 rows of gemm results */
     for (int64_t tt = 0; tt < n; tt += tile) {
         const int64_t te = VX_MIN(n, tt + tile);
         for (int64_t r = r0; r < r1; r += 4) {
             const int nr = (int)VX_MIN(4, r1 - r);
             const uint8_t *wr = base + (size_t)r * w->row_size;
+            if (gemm) {
+                gemm(ne0, wr, w->row_size, nr, act + (size_t)tt * stride, stride, (int)(te - tt), &gout[0][0],
+                     4);
+                for (int64_t t = tt; t < te; t++) {
+                    const float *o = gout[t - tt];
+                    float *yt = y + t * ldy + r;
+                    if (acc)
+                        for (int i = 0; i < nr; i++) yt[i] += o[i];
+                    else
+                        for (int i = 0; i < nr; i++) yt[i] = o[i];
+                }
+                continue;
+            }
             for (int64_t t = tt; t < te; t++) {
                 gemv(ne0, wr, w->row_size, nr, act + (size_t)t * stride, out);
                 float *yt = y + t * ldy + r;
@@ -281,13 +307,28 @@ static void add_bias(float *y, const vx_weight *b, int64_t n) {
 
 /* Loads a row of n KV elements as float. */
 static inline void kv_load(const vx_context *c, const void *src, float *dst, int64_t n) {
-    if (vx_kv_type_of(c->kv) == VX_KV_F32) memcpy(dst, src, (size_t)n * sizeof(float));
-    else c->kern.f16_to_f32(src, dst, n);
+    switch (vx_kv_type_of(c->kv)) {
+    case VX_KV_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
+    case VX_KV_F16: c->kern.f16_to_f32(src, dst, n); break;
+    case VX_KV_Q8_0: vx_type_get_traits(VX_TYPE_Q8_0)->to_float(src, dst, n); break;
+    }
 }
 
 static inline void kv_store(const vx_context *c, void *dst, const float *src, int64_t n) {
-    if (vx_kv_type_of(c->kv) == VX_KV_F32) memcpy(dst, src, (size_t)n * sizeof(float));
-    else c->kern.f32_to_f16(src, dst, n);
+    switch (vx_kv_type_of(c->kv)) {
+    case VX_KV_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
+    case VX_KV_F16: c->kern.f32_to_f16(src, dst, n); break;
+    case VX_KV_Q8_0: c->kern.act[VX_TYPE_Q8_0](src, dst, n); break;
+    }
+}
+
+/* Byte offset of kv head h within a cache row. */
+static inline size_t kv_head_off(const vx_context *c, int32_t h, int32_t hd) {
+    switch (vx_kv_type_of(c->kv)) {
+    case VX_KV_F32: return (size_t)h * hd * 4;
+    case VX_KV_F16: return (size_t)h * hd * 2;
+    default: return vx_row_size(VX_TYPE_Q8_0, (int64_t)h * hd);
+    }
 }
 
 /* Attention of one (token, kv head) unit: all query heads of the GQA group
@@ -297,9 +338,9 @@ static void attend_unit(vx_context *c, int il, int32_t t, int32_t kvh, float *sc
     const vx_hparams *hp = &c->model->hp;
     const vx_kv_cache *kv = c->kv;
     const int32_t hd = hp->head_dim, g = hp->n_head / hp->n_head_kv;
-    const int32_t KD = hp->n_head_kv * hd, QD = hp->n_head * hd;
+    const int32_t QD = hp->n_head * hd;
     const int32_t bs = vx_kv_block_size(kv);
-    const size_t es = vx_kv_elem_size(kv);
+    const size_t rb = vx_kv_row_bytes(kv), ho = kv_head_off(c, kvh, hd);
     const int32_t seq = c->batch->seq_id[t], pos = c->batch->pos[t];
     const int32_t *blocks = vx_kv_blocks(kv, seq);
     const float scale = 1.0f / sqrtf((float)hd);
@@ -319,8 +360,8 @@ static void attend_unit(vx_context *c, int il, int32_t t, int32_t kvh, float *sc
         const uint8_t *kb = vx_kv_k_block(kv, il, blocks[b0 / bs]);
         const uint8_t *vb = vx_kv_v_block(kv, il, blocks[b0 / bs]);
         for (int32_t j = 0; j < nj; j++) {
-            kv_load(c, kb + ((size_t)j * KD + (size_t)kvh * hd) * es, kf + (size_t)j * hd, hd);
-            kv_load(c, vb + ((size_t)j * KD + (size_t)kvh * hd) * es, vf + (size_t)j * hd, hd);
+            kv_load(c, kb + (size_t)j * rb + ho, kf + (size_t)j * hd, hd);
+            kv_load(c, vb + (size_t)j * rb + ho, vf + (size_t)j * hd, hd);
         }
         for (int32_t h = 0; h < g; h++) {
             float *sh = s + (size_t)h * bs;
@@ -336,11 +377,8 @@ static void attend_unit(vx_context *c, int il, int32_t t, int32_t kvh, float *sc
                 for (int32_t d = 0; d < hd; d++) ah[d] *= corr;
                 l[h] *= corr;
             }
-            for (int32_t j = 0; j < nj; j++) {
-                const float e = expf(sh[j] - mnew);
-                l[h] += e;
-                c->kern.axpy_f32(ah, e, vf + (size_t)j * hd, hd);
-            }
+            l[h] += c->kern.exp_shift_sum(sh, nj, mnew);
+            for (int32_t j = 0; j < nj; j++) c->kern.axpy_f32(ah, sh[j], vf + (size_t)j * hd, hd);
             m[h] = mnew;
         }
     }

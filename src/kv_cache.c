@@ -32,7 +32,7 @@ typedef struct block_meta {
 
 struct vx_kv_cache {
     vx_kv_params p;
-    size_t elem;        /* bytes per element */
+    size_t row_bytes;   /* bytes of one position's kv_dim elements */
     size_t block_bytes; /* bytes of one block of one layer */
     int32_t n_blocks;   /* pool size */
     int32_t max_blocks; /* per sequence */
@@ -56,10 +56,15 @@ vx_status vx_kv_init(const vx_kv_params *p, vx_kv_cache **out) {
     vx_kv_cache *kv = calloc(1, sizeof *kv);
     if (!kv) return VX_ENOMEM;
     kv->p = *p;
-    kv->elem = p->type == VX_KV_F16 ? 2 : 4;
+    if (p->type == VX_KV_Q8_0 && p->kv_dim % 32 != 0) {
+        free(kv);
+        return VX_EINVAL;
+    }
+    kv->row_bytes = p->type == VX_KV_Q8_0 ? (size_t)p->kv_dim / 32 * 34
+                                          : (size_t)p->kv_dim * (p->type == VX_KV_F16 ? 2 : 4);
     kv->max_blocks = (p->n_ctx + p->block_size - 1) / p->block_size;
     kv->n_blocks = p->kv_size > 0 ? (p->kv_size + p->block_size - 1) / p->block_size : kv->max_blocks;
-    kv->block_bytes = (size_t)p->block_size * (size_t)p->kv_dim * kv->elem;
+    kv->block_bytes = (size_t)p->block_size * kv->row_bytes;
     uint64_t total;
     if (vx_mul_ovf((uint64_t)kv->block_bytes, (uint64_t)kv->n_blocks * (uint64_t)p->n_layer,
                    &total) ||
@@ -116,7 +121,7 @@ void vx_kv_free(vx_kv_cache *kv) {
 
 int32_t vx_kv_block_size(const vx_kv_cache *kv) { return kv->p.block_size; }
 vx_kv_type vx_kv_type_of(const vx_kv_cache *kv) { return kv->p.type; }
-size_t vx_kv_elem_size(const vx_kv_cache *kv) { return kv->elem; }
+size_t vx_kv_row_bytes(const vx_kv_cache *kv) { return kv->row_bytes; }
 int32_t vx_kv_n_ctx(const vx_kv_cache *kv) { return kv->p.n_ctx; }
 int32_t vx_kv_n_seq_max(const vx_kv_cache *kv) { return kv->p.n_seq_max; }
 int32_t vx_kv_free_blocks(const vx_kv_cache *kv) { return kv->n_free + kv->n_lru; }
@@ -329,12 +334,12 @@ void *vx_kv_k_row(const vx_kv_cache *kv, int32_t layer, int32_t seq, int32_t pos
     const seq_state *s = &kv->seqs[seq];
     int32_t b = pos / kv->p.block_size, o = pos % kv->p.block_size;
     VX_ASSERT(b < s->n_blocks);
-    return (uint8_t *)vx_kv_k_block(kv, layer, s->blocks[b]) + (size_t)o * kv->p.kv_dim * kv->elem;
+    return (uint8_t *)vx_kv_k_block(kv, layer, s->blocks[b]) + (size_t)o * kv->row_bytes;
 }
 
 void *vx_kv_v_row(const vx_kv_cache *kv, int32_t layer, int32_t seq, int32_t pos) {
     const seq_state *s = &kv->seqs[seq];
     int32_t b = pos / kv->p.block_size, o = pos % kv->p.block_size;
     VX_ASSERT(b < s->n_blocks);
-    return (uint8_t *)vx_kv_v_block(kv, layer, s->blocks[b]) + (size_t)o * kv->p.kv_dim * kv->elem;
+    return (uint8_t *)vx_kv_v_block(kv, layer, s->blocks[b]) + (size_t)o * kv->row_bytes;
 }

@@ -6,7 +6,7 @@
  * an LRU list when unused) and copy-on-write for forked sequences.
  *
  * Layout: K and V pools are [n_layer][n_blocks][block_size][kv_dim] of the
- * element type (F32 or F16), so one layer's blocks are contiguous.
+ * element type (F32, F16 or Q8_0 rows), so one layer's blocks are contiguous.
  */
 #ifndef VX_KV_CACHE_H
 #define VX_KV_CACHE_H
@@ -33,7 +33,9 @@ void vx_kv_free(vx_kv_cache *kv);
 
 int32_t vx_kv_block_size(const vx_kv_cache *kv);
 vx_kv_type vx_kv_type_of(const vx_kv_cache *kv);
-size_t vx_kv_elem_size(const vx_kv_cache *kv);
+/* Bytes of one position (kv_dim elements); head h of a row starts at
+ * h * head_dim elements, i.e. vx_row_size(type, h * head_dim) bytes. */
+size_t vx_kv_row_bytes(const vx_kv_cache *kv);
 int32_t vx_kv_n_ctx(const vx_kv_cache *kv);
 int32_t vx_kv_n_seq_max(const vx_kv_cache *kv);
 int32_t vx_kv_free_blocks(const vx_kv_cache *kv);

@@ -18,6 +18,11 @@
  * row_stride bytes apart, y in the weight's activation type. */
 typedef void (*vx_gemv_fn)(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,
                            float *out);
+/* out[t * ldo + r] = dot(row r of w, activation row t) for r < nrows and
+ * t < ntok, activation rows act_stride bytes apart: gemv for a tile of
+ * tokens, unpacking each weight block once for all of them. */
+typedef void (*vx_gemm_fn)(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                           size_t act_stride, int ntok, float *out, int64_t ldo);
 /* Converts n floats to an activation row (n a multiple of the block size). */
 typedef void (*vx_act_fn)(const float *x, void *y, int64_t n);
 

@@ -23,6 +23,15 @@ void vx_axpy_f32_ref(float *y, float a, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+float vx_exp_shift_sum_ref(float *x, int64_t n, float m) {
+    float sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        sum += x[i];
+    }
+    return sum;
+}
+
 void vx_f16_to_f32_ref(const uint16_t *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = vx_fp16_to_fp32(src[i]);
 }

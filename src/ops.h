@@ -16,6 +16,8 @@ typedef struct vx_kernels {
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     /* y += a * x */
     void (*axpy_f32)(float *y, float a, const float *x, int64_t n);
+    /* x[j] = exp(x[j] - m) for j < n; returns their sum (softmax numerators) */
+    float (*exp_shift_sum)(float *x, int64_t n, float m);
     /* fp16 <-> fp32 rows (KV cache) */
     void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
     void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
@@ -26,6 +28,8 @@ typedef struct vx_kernels {
                    bool accumulate, float *scratch);
     /* per weight type: GEMV against activation rows (see matmul.h) */
     vx_gemv_fn gemv[VX_TYPE_COUNT];
+    /* per weight type: GEMM over a token tile (NULL: gemv per token) */
+    vx_gemm_fn gemm[VX_TYPE_COUNT];
     /* per activation type (Q8_0, Q8_1, Q8_K): float row -> activation row */
     vx_act_fn act[VX_TYPE_COUNT];
 } vx_kernels;
@@ -44,6 +48,7 @@ void vx_matmul_ref(const vx_kernels *k, const vx_weight *w, size_t mat_offset, i
                    int64_t r1, const float *x, int64_t n, int64_t ldx, float *y, int64_t ldy,
                    bool accumulate, float *scratch);
 
+float vx_exp_shift_sum_ref(float *x, int64_t n, float m);
 void vx_f16_to_f32_ref(const uint16_t *src, float *dst, int64_t n);
 void vx_f32_to_f16_ref(const float *src, uint16_t *dst, int64_t n);
 

@@ -10,6 +10,8 @@
  *     and scale pattern, to catch 16-bit overflow) and on the tensors of the
  *     fixture models;
  *   - F16/BF16 x f32 dots and gemv against double-precision sums.
+ *   - the prefill GEMM kernels (src/x86/avx2_gemm.c, avx2_gemm_k.c) against
+ *     the reference and, bit for bit (F16: to rounding), the gemv.
  * Skipped when the CPU lacks AVX2 (or FMA/F16C, which the kernels also use).
  */
 #include <cpuid.h>
@@ -446,6 +448,146 @@ static void test_half(err_stats *st) {
     }
 }
 
+/* ---------------------------------------------------------- prefill GEMM */
+
+/* The GEMM kernels (avx2_gemm.c, avx2_gemm_k.c) against the reference
+ * vec_dot for every (row, token), nrows 1..4 and ntok 1..9 and 64, with
+ * padded activation rows and output rows: quantized types must also give
+ * exactly the gemv's bits (same integer lanes and float order), F16
+ * (f32 activations) the gemv's value up to rounding. */
+typedef struct {
+    int type;
+    vx_gemm_fn gemm;
+    vx_gemv_fn gemv;
+} gcase;
+
+#define GEMM_TOK 64
+#define GEMM_LDO 6
+
+static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
+    const vx_type_traits *tx = vx_type_get_traits(gc->type);
+    const bool half = gc->type == VX_TYPE_F16;
+    const int yt = half ? VX_TYPE_F32 : tx->vec_dot_type;
+    const vx_type_traits *ty = vx_type_get_traits(yt);
+    const kcase *kc = find_case(gc->type);
+    const size_t rs = vx_row_size((vx_type)gc->type, n) + 64; /* padded rows */
+    const size_t as = vx_row_size((vx_type)yt, n) + 32;        /* padded activations */
+    uint8_t *w = xmalloc(rs * 4), *y = xmalloc(as * GEMM_TOK);
+    float *f = xmalloc((size_t)n * sizeof(float)), *fy = xmalloc((size_t)n * sizeof(float));
+    float *ref = xmalloc(sizeof(float) * 4 * GEMM_TOK), *one = xmalloc(sizeof(float) * 4 * GEMM_TOK);
+    double *mag = xmalloc(sizeof(double) * 4 * GEMM_TOK);
+    float *out = xmalloc(sizeof(float) * GEMM_LDO * GEMM_TOK);
+
+    for (int row = 0; row < 4; row++) {
+        uint8_t *p = w + (size_t)row * rs;
+        if (row < 2 && !half) { /* random bytes, sane fp16 factors: every code and scale */
+            for (size_t b = 0; b < rs; b++) p[b] = (uint8_t)rng_next(r);
+            if (row == 0) memset(p, 0xFF, rs);
+            for (size_t b = 0; b < vx_row_size((vx_type)gc->type, n) / tx->type_size; b++)
+                for (int fi = 0; fi < kc->nf16; fi++) {
+                    uint16_t h = rand_factor(r);
+                    memcpy(p + b * tx->type_size + kc->fp16_fields[fi], &h, 2);
+                }
+        } else {
+            fill_gauss(r, f, n, 0.02f * (float)(row + 1));
+            if (row == 1)
+                for (int64_t i = 0; i < n; i++) f[i] += 0.05f;
+            tx->from_float(f, p, n);
+        }
+    }
+    for (int t = 0; t < GEMM_TOK; t++) {
+        if (t == 0) /* extreme codes: all +-127 */
+            for (int64_t i = 0; i < n; i++) f[i] = (rng_next(r) & 1) ? 1.0f : -1.0f;
+        else
+            fill_gauss(r, f, n, 0.1f * (float)(1 + t % 7));
+        if (half) memcpy(y + (size_t)t * as, f, (size_t)n * sizeof(float));
+        else ty->from_float(f, y + (size_t)t * as, n);
+    }
+    /* references: double sums (F16) or the reference vec_dot; the gemv per token */
+    for (int t = 0; t < GEMM_TOK; t++) {
+        const uint8_t *yr = y + (size_t)t * as;
+        for (int row = 0; row < 4; row++) {
+            const uint8_t *wr = w + (size_t)row * rs;
+            const int i = t * 4 + row;
+            if (half) {
+                double s = 0.0, m = 0.0;
+                for (int64_t j = 0; j < n; j++) {
+                    const double pr = (double)vx_fp16_to_fp32(((const uint16_t *)(const void *)wr)[j]) *
+                                      ((const float *)(const void *)yr)[j];
+                    s += pr;
+                    m += fabs(pr);
+                }
+                ref[i] = (float)s;
+                mag[i] = m;
+            } else {
+                tx->vec_dot(n, &ref[i], wr, yr);
+                mag[i] = magnitude(tx, wr, ty, yr, n, f, fy);
+            }
+        }
+        gc->gemv(n, w, rs, 4, yr, one + (size_t)t * 4);
+    }
+    const int ntoks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, GEMM_TOK};
+    for (int nr = 1; nr <= 4; nr++)
+        for (size_t k = 0; k < sizeof ntoks / sizeof ntoks[0]; k++) {
+            const int nt = ntoks[k];
+            for (int i = 0; i < GEMM_LDO * GEMM_TOK; i++) out[i] = NAN;
+            gc->gemm(n, w, rs, nr, y, as, nt, out, GEMM_LDO);
+            for (int t = 0; t < GEMM_TOK; t++)
+                for (int row = 0; row < GEMM_LDO; row++) {
+                    const float o = out[t * GEMM_LDO + row];
+                    if (t >= nt || row >= nr) {
+                        CHECKF(isnan(o), "%s gemm n=%lld nrows=%d ntok=%d wrote (%d, %d)", tx->name,
+                               (long long)n, nr, nt, t, row);
+                        continue;
+                    }
+                    const int i = t * 4 + row;
+                    CHECKF(within_tol(st, gc->type, o, ref[i], mag[i]),
+                           "%s gemm n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs ref %.9g (mag %.6g)",
+                           tx->name, (long long)n, nr, nt, t, row, (double)o, (double)ref[i], mag[i]);
+                    if (!half)
+                        CHECKF(o == one[i],
+                               "%s gemm n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs gemv %.9g", tx->name,
+                               (long long)n, nr, nt, t, row, (double)o, (double)one[i]);
+                    else
+                        CHECKF(within_tol(st, gc->type, o, one[i], mag[i]),
+                               "F16 gemm n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs gemv %.9g",
+                               (long long)n, nr, nt, t, row, (double)o, (double)one[i]);
+                }
+        }
+    free(w);
+    free(y);
+    free(f);
+    free(fy);
+    free(ref);
+    free(one);
+    free(mag);
+    free(out);
+}
+
+static void test_gemm(err_stats *st) {
+    static const gcase gcases[] = {
+        {VX_TYPE_Q4_0, vx_gemm_q4_0_avx2, vx_gemv_q4_0_avx2},
+        {VX_TYPE_Q5_0, vx_gemm_q5_0_avx2, vx_gemv_q5_0_avx2},
+        {VX_TYPE_Q8_0, vx_gemm_q8_0_avx2, vx_gemv_q8_0_avx2},
+        {VX_TYPE_Q4_K, vx_gemm_q4_K_avx2, vx_gemv_q4_K_avx2},
+        {VX_TYPE_Q6_K, vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2},
+        {VX_TYPE_F16, vx_gemm_f16_avx2, vx_gemv_f16_avx2},
+    };
+    /* 32-blocks: odd block counts (the lone tail block), one chunk and
+     * several; K-quants: a partial last chunk; F16: n % 8 tails */
+    const int64_t ns32[] = {32, 96, 896, 4096, 14336, 0};
+    const int64_t nsK[] = {256, 1280, 4096, 14336, 0};
+    const int64_t nsF[] = {7, 40, 896, 4096, 14339, 0};
+    rng r = {4242};
+    for (size_t c = 0; c < sizeof gcases / sizeof gcases[0]; c++) {
+        const gcase *gc = &gcases[c];
+        const int64_t *ns = ns32;
+        if (gc->type == VX_TYPE_F16) ns = nsF;
+        else if (vx_type_get_traits(gc->type)->blck_size == VX_QK_K) ns = nsK;
+        for (int k = 0; ns[k]; k++) check_gemm(st, gc, ns[k], &r);
+    }
+}
+
 /* ------------------------------------------------------------ fixtures */
 
 static const char *const fixture_types[] = {"F16",  "BF16",   "Q8_0",   "Q4_0",   "Q4_1", "Q5_0",  "Q5_1",
@@ -527,6 +669,7 @@ int main(void) {
     test_quantizers();
     test_dots(&st);
     test_half(&st);
+    test_gemm(&st);
     test_fixtures(&st);
     printf("worst |avx2 - ref| / sum|x y| (bound %.0e):", DOT_TOL);
     for (int t = 0; t < VX_TYPE_COUNT; t++)

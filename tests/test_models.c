@@ -289,6 +289,42 @@ static void test_load_modes(const vx_token *prompt) {
     free(img);
 }
 
+/* An F16 KV cache stays within llama.cpp's error bar on F16 weights
+ * (llama.cpp's own figure there uses an f32 cache). A Q8_0 cache costs about
+ * what 8-bit weights cost (llama.cpp's Q8_0 files: rel_rmse 2.5e-2..4.8e-2,
+ * top-1 43..47 of 48): bounded here at that level. */
+static void test_kv_types(const vx_token *prompt) {
+    const char *rel = "models/qwen3/qwen3-F16.gguf";
+    char err[VX_ERRMSG_MAX];
+    vx_model *m = NULL;
+    vx_model_params mp = vx_model_default_params();
+    CHECK(vx_model_load(vx_test_fixture_path(rel), &mp, &m, err, sizeof err) == VX_OK);
+    float *ref = read_f32("models/qwen3/qwen3-F16.ref64.f32", NPOS * 512);
+    float *lg = malloc(NPOS * 512 * sizeof(float));
+    const vx_kv_type types[2] = {VX_KV_F16, VX_KV_Q8_0};
+    const double bounds[2] = {1.25 * 1.61e-3, 5e-2};
+    const int min_top1[2] = {NPOS - 1, NPOS - 5};
+    for (int i = 0; m && ref && lg && i < 2; i++) {
+        vx_context_params cp = vx_context_default_params();
+        cp.n_ctx = 64;
+        cp.n_batch = NPOS;
+        cp.n_threads = 2;
+        cp.kv_type = types[i];
+        vx_context *c = NULL;
+        CHECKF(vx_context_init(m, &cp, &c, err, sizeof err) == VX_OK, "%s", err);
+        if (!c) continue;
+        CHECK(eval(c, prompt, NPOS, NPOS, lg, 512));
+        stats s = compare(lg, ref, NPOS, 512);
+        printf("kv cache %s on %s: rel_rmse %.2e, top1 %d/%d\n", i ? "q8_0" : "f16", rel, s.rel_rmse, s.top1, NPOS);
+        CHECKF(s.rel_rmse <= bounds[i] && s.top1 >= min_top1[i], "kv %d: rel_rmse %.3g top1 %d", i, s.rel_rmse,
+               s.top1);
+        vx_context_free(c);
+    }
+    free(ref);
+    free(lg);
+    vx_model_free(m);
+}
+
 int main(void) {
     size_t sz;
     char *js = vx_test_read_file(vx_test_fixture_path("models/manifest.json"), &sz);
@@ -312,6 +348,7 @@ int main(void) {
     CHECKF(only || n >= 30, "only %d models in the manifest", n);
     if (!only || strstr("stories260K", only)) test_stories();
     if (!only) test_load_modes(prompt);
+    if (!only) test_kv_types(prompt);
     cJSON_Delete(root);
     return vx_test_finish("test_models");
 }

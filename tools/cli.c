@@ -130,8 +130,9 @@ char *cli_read_file(const char *path, size_t *len) {
 bool cli_kv_type(const char *s, vx_kv_type *out) {
     if (strcmp(s, "f16") == 0 || strcmp(s, "F16") == 0) *out = VX_KV_F16;
     else if (strcmp(s, "f32") == 0 || strcmp(s, "F32") == 0) *out = VX_KV_F32;
+    else if (strcmp(s, "q8_0") == 0 || strcmp(s, "Q8_0") == 0) *out = VX_KV_Q8_0;
     else {
-        fprintf(stderr, "error: unknown KV cache type '%s' (use f16 or f32)\n", s);
+        fprintf(stderr, "error: unknown KV cache type '%s' (use f16, f32 or q8_0)\n", s);
         return false;
     }
     return true;

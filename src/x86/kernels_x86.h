@@ -8,6 +8,7 @@
 float vx_dot_f32_avx2(const float *a, const float *b, int64_t n);
 void vx_axpy_f32_avx2(float *y, float a, const float *x, int64_t n);
 void vx_f16_to_f32_avx2(const uint16_t *src, float *dst, int64_t n);
+float vx_exp_shift_sum_avx2(float *x, int64_t n, float m);
 void vx_f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
 
 /* peak-throughput loops (machine.c): return a value so the work is kept */
@@ -74,5 +75,29 @@ void vx_gemv_f16_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrow
 void vx_gemv_bf16_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
                        float *out);
 /* ---- end of quantization kernels -------------------------------------- */
+
+/* ---- prefill GEMM kernels (avx2_gemm.c, avx2_gemm_k.c) -----------------
+ * out[t * ldo + r] = dot(row r, activation row t) for r < nrows and
+ * t < ntok: rows row_stride bytes apart as in gemv, activation row t at
+ * act + t * act_stride bytes (quantized as for gemv; f32 for F16). Each
+ * weight block is unpacked once per group of 4 rows and token tile and
+ * reused for every token; results equal the gemv's (bit for bit for the
+ * quantized types, to rounding for F16). The same type as
+ * matmul.h's vx_gemm_fn (C11 allows the repeated typedef). */
+typedef void (*vx_gemm_fn)(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                           size_t act_stride, int ntok, float *out, int64_t ldo);
+void vx_gemm_q4_0_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                       size_t act_stride, int ntok, float *out, int64_t ldo);
+void vx_gemm_q5_0_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                       size_t act_stride, int ntok, float *out, int64_t ldo);
+void vx_gemm_q8_0_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                       size_t act_stride, int ntok, float *out, int64_t ldo);
+void vx_gemm_q4_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                       size_t act_stride, int ntok, float *out, int64_t ldo);
+void vx_gemm_q6_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                       size_t act_stride, int ntok, float *out, int64_t ldo);
+void vx_gemm_f16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                      size_t act_stride, int ntok, float *out, int64_t ldo);
+/* ---- end of prefill GEMM kernels -------------------------------------- */
 
 #endif

@@ -1,0 +1,107 @@
+/*
+ * test_ops.c - every kernel-table variant of the float ops (dot, axpy,
+ * exp_shift_sum, fp16 conversions) against the reference kernels, for
+ * every ISA this CPU supports; plus the reference ops themselves (rmsnorm,
+ * rope, swiglu, softmax) against direct double-precision formulas.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "ops.h"
+#include "testutil.h"
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static void test_variant(const vx_kernels *k, const vx_kernels *ref) {
+    enum { N = 1000 };
+    float a[N], b[N], y0[N], y1[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = frand() * 3;
+        b[i] = frand() * 3;
+    }
+    const int64_t sizes[] = {0, 1, 7, 8, 9, 31, 32, 33, 64, 100, 1000};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        const int64_t n = sizes[si];
+        double mag = 0;
+        for (int64_t i = 0; i < n; i++) mag += fabs((double)a[i] * b[i]);
+        float d0 = ref->dot_f32(a, b, n), d1 = k->dot_f32(a, b, n);
+        CHECKF(fabs(d0 - d1) <= 1e-6 * mag + 1e-30, "%s dot n=%lld: %g vs %g", k->name, (long long)n, d1, d0);
+        memcpy(y0, b, sizeof b);
+        memcpy(y1, b, sizeof b);
+        ref->axpy_f32(y0, 0.37f, a, n);
+        k->axpy_f32(y1, 0.37f, a, n);
+        for (int64_t i = 0; i < n; i++) CHECKF(fabsf(y0[i] - y1[i]) <= 1e-6f * (fabsf(y0[i]) + 1), "%s axpy", k->name);
+        /* exp(x - m) for scores below their max, including far below */
+        for (int64_t i = 0; i < n; i++) y0[i] = y1[i] = a[i] * 40 - (i % 3 == 0 ? 90 : 0);
+        const float m = 125.0f;
+        float s0 = ref->exp_shift_sum(y0, n, m), s1 = k->exp_shift_sum(y1, n, m);
+        CHECKF(fabsf(s0 - s1) <= 1e-6f * s0 + 1e-37f, "%s exp sum n=%lld: %g vs %g", k->name, (long long)n, s1, s0);
+        for (int64_t i = 0; i < n; i++)
+            CHECKF(fabsf(y0[i] - y1[i]) <= 4e-7f * y0[i] + 1e-37f, "%s exp(%g): %g vs %g", k->name,
+                   a[i] * 40 - (i % 3 == 0 ? 90 : 0) - m, y1[i], y0[i]);
+        /* fp16 round trip: identical bits in both directions */
+        uint16_t h0[N], h1[N];
+        for (int64_t i = 0; i < n; i++) y0[i] = a[i] * (i % 5 == 0 ? 7e4f : i % 5 == 1 ? 1e-6f : 100.0f);
+        ref->f32_to_f16(y0, h0, n);
+        k->f32_to_f16(y0, h1, n);
+        CHECKF(n == 0 || memcmp(h0, h1, (size_t)n * 2) == 0, "%s f32->f16 n=%lld", k->name, (long long)n);
+        ref->f16_to_f32(h0, y0, n);
+        k->f16_to_f32(h0, y1, n);
+        CHECKF(n == 0 || memcmp(y0, y1, (size_t)n * 4) == 0, "%s f16->f32 n=%lld", k->name, (long long)n);
+    }
+    /* exp of exactly 0 is 1, and of the very negative is 0 */
+    float z[9] = {125.0f, 125.0f - 200.0f, -1e30f, 125.0f, 124.0f, 0, 0, 0, 0};
+    float s = k->exp_shift_sum(z, 5, 125.0f);
+    CHECKF(z[0] == 1.0f && z[1] == 0.0f && z[2] == 0.0f && fabsf(z[4] - expf(-1)) < 1e-7f &&
+               fabsf(s - (2 + expf(-1))) < 1e-6f,
+           "%s exp edge cases: %g %g %g %g sum %g", k->name, z[0], z[1], z[2], z[4], s);
+}
+
+static void test_reference_ops(void) {
+    float x[64], w[64], o[64];
+    for (int i = 0; i < 64; i++) {
+        x[i] = frand();
+        w[i] = frand() + 1.5f;
+    }
+    vx_rmsnorm(o, x, w, 64, 1e-5f);
+    double ss = 0;
+    for (int i = 0; i < 64; i++) ss += (double)x[i] * x[i];
+    const double sc = 1 / sqrt(ss / 64 + 1e-5);
+    for (int i = 0; i < 64; i++) CHECK(fabs(o[i] - x[i] * sc * w[i]) < 1e-6);
+    /* rope: rotating by theta keeps norms; NORM pairs (0,1), NEOX pairs (0, n/2) */
+    float cs[2] = {cosf(0.3f), sinf(0.3f)}, v[4] = {1, 2, 3, 4}, u[4] = {1, 2, 3, 4};
+    float cs2[4] = {cs[0], cs[1], 1, 0};
+    vx_rope_apply(v, cs2, 4, VX_ROPE_NORM);
+    CHECK(fabsf(v[0] - (1 * cs[0] - 2 * cs[1])) < 1e-6f && fabsf(v[1] - (1 * cs[1] + 2 * cs[0])) < 1e-6f);
+    CHECK(v[2] == 3 && v[3] == 4);
+    vx_rope_apply(u, cs2, 4, VX_ROPE_NEOX);
+    CHECK(fabsf(u[0] - (1 * cs[0] - 3 * cs[1])) < 1e-6f && fabsf(u[2] - (1 * cs[1] + 3 * cs[0])) < 1e-6f);
+    float g[3] = {0, 1, -2}, up[3] = {2, 2, 2};
+    vx_swiglu(g, up, 3);
+    CHECK(g[0] == 0 && fabsf(g[1] - 2 / (1 + expf(-1))) < 1e-6f && fabsf(g[2] - 2 * -2 / (1 + expf(2))) < 1e-6f);
+    float sm[3] = {1, 2, 3};
+    vx_softmax(sm, 3);
+    const double z = exp(1) + exp(2) + exp(3);
+    CHECK(fabs(sm[2] - exp(3) / z) < 1e-6 && fabs(sm[0] + sm[1] + sm[2] - 1) < 1e-6);
+}
+
+int main(void) {
+    vx_kernels ref, k;
+    vx_kernels_init(&ref, VX_ISA_GENERIC);
+    test_reference_ops();
+    const vx_isa best = vx_cpu_best_isa();
+    for (int isa = VX_ISA_GENERIC; isa <= (int)best; isa++) {
+        vx_kernels_init(&k, (vx_isa)isa);
+        test_variant(&k, &ref);
+        printf("kernels %s: checked\n", k.name);
+    }
+    return vx_test_finish("test_ops");
+}
