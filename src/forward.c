@@ -41,6 +41,7 @@ struct vx_context {
     float *logits; /* [nb][V] rows of tokens that asked for logits */
     int32_t *out_row; /* [nb] logits row of each batch token, -1 if none */
     int32_t *out_tok; /* [nb] batch index of each logits row */
+    int32_t *seq_next; /* [n_seq_max] next position per sequence, during vx_decode */
     int32_t n_out;
 
     /* MoE routing, [nb][n_expert_used] and per-expert token lists */
@@ -95,7 +96,7 @@ void vx_context_free(vx_context *c) {
     vx_pool_free(c->pool);
     vx_kv_free(c->kv);
     void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->qkv, c->att, c->gate, c->up, c->rope,
-                    c->logits, c->out_row, c->out_tok, c->router, c->sel, c->sel_w, c->exp_tok,
+                    c->logits, c->out_row, c->out_tok, c->seq_next, c->router, c->sel, c->sel_w, c->exp_tok,
                     c->exp_w, c->exp_n, c->moe_in, c->moe_out, c->scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     for (int t = 0; t < VX_TYPE_COUNT; t++) free(c->act_buf[t]);
@@ -171,6 +172,7 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
     c->logits = xalloc(nb * V * F, &ok);
     c->out_row = xalloc(nb * sizeof(int32_t), &ok);
     c->out_tok = xalloc(nb * sizeof(int32_t), &ok);
+    c->seq_next = xalloc((size_t)p->n_seq_max * sizeof(int32_t), &ok);
     if (X) {
         c->router = xalloc(nb * X * F, &ok);
         c->sel = xalloc(nb * K * sizeof(int32_t), &ok);
@@ -603,15 +605,7 @@ vx_status vx_decode(vx_context *c, const vx_batch *b) {
         return fail(c, VX_EINVAL, "batch of %d tokens (allowed 1..%u)", n, c->params.n_batch);
     const int32_t n_seq = (int32_t)c->params.n_seq_max;
     /* validate: ids in range, each sequence's positions continue its cache */
-    int32_t *next;
-    int32_t stack_next[64];
-    int32_t *heap_next = NULL;
-    if (n_seq <= 64) next = stack_next;
-    else {
-        heap_next = malloc((size_t)n_seq * sizeof(int32_t));
-        if (!heap_next) return fail(c, VX_ENOMEM, "out of memory");
-        next = heap_next;
-    }
+    int32_t *next = c->seq_next;
     for (int32_t s = 0; s < n_seq; s++) next[s] = vx_kv_len(c->kv, s);
     vx_status st = VX_OK;
     for (int32_t i = 0; i < n && !st; i++) {
@@ -641,10 +635,7 @@ vx_status vx_decode(vx_context *c, const vx_batch *b) {
             for (int32_t r = 0; r < s; r++) vx_kv_truncate(c->kv, r, vx_kv_len(c->kv, r));
         }
     }
-    if (st) {
-        free(heap_next);
-        return st;
-    }
+    if (st) return st;
     for (int32_t i = 0; i < n; i++) vx_kv_set_token(c->kv, b->seq_id[i], b->pos[i], b->token[i]);
     /* logits rows */
     for (int32_t i = 0; i < n; i++) {
@@ -658,7 +649,6 @@ vx_status vx_decode(vx_context *c, const vx_batch *b) {
     c->batch = NULL;
     for (int32_t s = 0; s < n_seq; s++)
         if (next[s] != vx_kv_len(c->kv, s)) vx_kv_set_len(c->kv, s, next[s]);
-    free(heap_next);
     return VX_OK;
 }
 
