@@ -261,16 +261,25 @@ int main(void) {
             rp.user_data = &rs[i];
             st[i] = vx_engine_submit(e, &rp, &ids[i], err, sizeof err);
         }
-        /* 2 wait at most; a third fits only if the first was admitted in between */
-        CHECKF(st[0] == VX_OK && st[1] == VX_OK && st[3] == VX_EFULL && (st[2] == VX_OK || st[2] == VX_EFULL),
+        /* 1 running + 2 waiting at most: of 4 quick submits at least one is
+         * refused (which one depends on when the engine admits the first) */
+        int n_ok = 0, n_full = 0;
+        for (int i = 0; i < 4; i++) {
+            n_ok += st[i] == VX_OK;
+            n_full += st[i] == VX_EFULL;
+        }
+        CHECKF(st[0] == VX_OK && st[1] == VX_OK && n_full >= 1 && n_ok + n_full == 4 && n_ok <= 3,
                "queue: %d %d %d %d", st[0], st[1], st[2], st[3]);
         vx_engine_cancel(e, ids[1]);
-        wait_all(rs, st[2] == VX_OK ? 3 : 2);
+        for (int i = 0; i < 4; i++)
+            if (st[i] == VX_OK) wait_all(&rs[i], 1);
         CHECKF(rs[0].finish == VX_FINISH_CANCELED && rs[0].n == 3, "cancel from callback: finish %d after %d",
                rs[0].finish, rs[0].n);
         CHECKF(rs[1].finish == VX_FINISH_CANCELED && rs[1].n < 40, "vx_engine_cancel: finish %d", rs[1].finish);
-        if (st[2] == VX_OK)
-            CHECKF(rs[2].finish == VX_FINISH_LENGTH && rs[2].n == 40, "survivor: finish %d, %d tokens", rs[2].finish, rs[2].n);
+        for (int i = 2; i < 4; i++)
+            if (st[i] == VX_OK)
+                CHECKF(rs[i].finish == VX_FINISH_LENGTH && rs[i].n == 40, "survivor %d: finish %d, %d tokens", i,
+                       rs[i].finish, rs[i].n);
         vx_token big[80];
         for (int i = 0; i < 80; i++) big[i] = 5;
         rp.prompt = big;
