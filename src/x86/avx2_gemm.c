@@ -44,13 +44,6 @@ enum { G_Q4_0, G_Q5_0, G_Q8_0 };
 #define MIN_TOK_Q8_0 3
 #define MIN_TOK_F16 8
 
-/* The gemv once per token (results written with the gemm's layout). */
-AINLINE void gemv_tokens(vx_gemv_fn gemv, int64_t n, const void *w, size_t stride, int nrows,
-                         const void *act, size_t act_stride, int ntok, float *out, int64_t ldo) {
-    for (int t = 0; t < ntok; t++)
-        gemv(n, w, stride, nrows, (const uint8_t *)act + (size_t)t * act_stride, out + t * ldo);
-}
-
 /* One unpacked (block pair, row) entry: codes of both blocks as bytes for
  * maddubs (Q4_0/Q5_0: unsigned codes; Q8_0: |x|), the scale vector
  * {d0, d1, d0, d1, ...} (a lone tail block: d0 everywhere), and for Q8_0

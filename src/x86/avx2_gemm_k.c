@@ -168,13 +168,6 @@ enum { G_Q4_K, G_Q6_K };
 #define MIN_TOK_Q4_K 8
 #define MIN_TOK_Q6_K 4
 
-/* The gemv once per token (results written with the gemm's layout). */
-AINLINE void gemv_tokens(vx_gemv_fn gemv, int64_t n, const void *w, size_t stride, int nrows,
-                         const void *act, size_t act_stride, int ntok, float *out, int64_t ldo) {
-    for (int t = 0; t < ntok; t++)
-        gemv(n, w, stride, nrows, (const uint8_t *)act + (size_t)t * act_stride, out + t * ldo);
-}
-
 AINLINE void gemmK(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act,
                    size_t act_stride, int ntok, float *out, int64_t ldo) {
     const int64_t nb = n / QK;

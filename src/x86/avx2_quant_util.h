@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "matmul.h"
+
 #define AINLINE static inline __attribute__((always_inline))
 
 /* ------------------------------------------------------------- helpers */
@@ -47,6 +49,13 @@ AINLINE float hmax_ps(__m256 v) {
  * nearest even, overflow to inf) vx_fp32_to_fp16 for every non-NaN value. */
 AINLINE float f16(uint16_t h) { return _cvtsh_ss(h); }
 AINLINE uint16_t to_f16(float f) { return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+
+/* The gemv once per token (results written with the gemm's layout). */
+AINLINE void gemv_tokens(vx_gemv_fn gemv, int64_t n, const void *w, size_t stride, int nrows,
+                         const void *act, size_t act_stride, int ntok, float *out, int64_t ldo) {
+    for (int t = 0; t < ntok; t++)
+        gemv(n, w, stride, nrows, (const uint8_t *)act + (size_t)t * act_stride, out + t * ldo);
+}
 
 AINLINE const void *row_at(const void *w, size_t stride, int r) {
     return (const uint8_t *)w + (size_t)r * stride;

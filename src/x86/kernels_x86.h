@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+#include "matmul.h"
+
 float vx_dot_f32_avx2(const float *a, const float *b, int64_t n);
 void vx_axpy_f32_avx2(float *y, float a, const float *x, int64_t n);
 void vx_f16_to_f32_avx2(const uint16_t *src, float *dst, int64_t n);
@@ -45,9 +47,6 @@ void vx_vec_dot_q6_K_q8_K_avx2(int64_t n, float *s, const void *x, const void *y
 float vx_dot_f16_f32_avx2(int64_t n, const uint16_t *w, const float *x);
 float vx_dot_bf16_f32_avx2(int64_t n, const uint16_t *w, const float *x);
 
-/* The same type as matmul.h's vx_gemv_fn (C11 allows the repeated typedef). */
-typedef void (*vx_gemv_fn)(int64_t n, const void *w_rows, size_t row_stride, int nrows,
-                           const void *y, float *out);
 void vx_gemv_q4_0_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
                        float *out);
 void vx_gemv_q4_1_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
@@ -82,10 +81,8 @@ void vx_gemv_bf16_avx2(int64_t n, const void *w_rows, size_t row_stride, int nro
  * act + t * act_stride bytes (quantized as for gemv; f32 for F16). Each
  * weight block is unpacked once per group of 4 rows and token tile and
  * reused for every token; results equal the gemv's (bit for bit for the
- * quantized types, to rounding for F16). The same type as
- * matmul.h's vx_gemm_fn (C11 allows the repeated typedef). */
-typedef void (*vx_gemm_fn)(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                           size_t act_stride, int ntok, float *out, int64_t ldo);
+ * quantized types, to rounding for F16). The kernel
+ * types vx_gemv_fn / vx_gemm_fn are matmul.h's. */
 void vx_gemm_q4_0_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                        size_t act_stride, int ntok, float *out, int64_t ldo);
 void vx_gemm_q5_0_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
