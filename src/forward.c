@@ -238,12 +238,12 @@ static void prep(vx_context *c, int64_t t0, int64_t t1, const float *x, int64_t 
     }
 }
 
-/* Rows of y = W x for n tokens, split across threads in blocks of 4 rows.
+/* Rows of y = W x for n tokens, split across threads in blocks of 8 rows.
  * x must have been prepared (prep) for W's activation type. */
 static void mm(vx_context *c, int ith, int nth, const vx_weight *w, size_t mat_off, const float *x,
                int64_t n, int64_t ldx, float *y, int64_t ldy, bool acc) {
     int64_t r0, r1;
-    vx_split(w->ne[1], ith, nth, 4, &r0, &r1);
+    vx_split(w->ne[1], ith, nth, 8, &r0, &r1);
     if (r0 >= r1) return;
     if (c->params.f32_matmul) {
         c->kern.matmul(&c->kern, w, mat_off, r0, r1, x, n, ldx, y, ldy, acc,
@@ -262,35 +262,22 @@ static void mm(vx_context *c, int ith, int nth, const vx_weight *w, size_t mat_o
         stride = c->act_stride[at];
     }
     const vx_gemv_fn gemv = c->kern.gemv[w->type];
-    /* gemm unpacks each weight block once for the whole token tile */
-    const vx_gemm_fn gemm = n >= 2 ? c->kern.gemm[w->type] : NULL;
-    const uint8_t *base = (const uint8_t *)w->data + mat_off;
+    const uint8_t *base = (const uint8_t *)w->data + mat_off + (size_t)r0 * w->row_size;
     const int64_t ne0 = w->ne[0];
-    float out[4];
-    /* token tiles keep a tile's activation rows in L2 while weight-row
-     * blocks stream past them once per tile */
-    const int64_t tile = 64;
-    float gout[64][4]; /* one tile (64 tokens) x 4 rows of gemm results */
-    for (int64_t tt = 0; tt < n; tt += tile) {
-        const int64_t te = VX_MIN(n, tt + tile);
-        for (int64_t r = r0; r < r1; r += 4) {
-            const int nr = (int)VX_MIN(4, r1 - r);
-            const uint8_t *wr = base + (size_t)r * w->row_size;
-            if (gemm) {
-                gemm(ne0, wr, w->row_size, nr, act + (size_t)tt * stride, stride, (int)(te - tt), &gout[0][0],
-                     4);
-                for (int64_t t = tt; t < te; t++) {
-                    const float *o = gout[t - tt];
-                    float *yt = y + t * ldy + r;
-                    if (acc)
-                        for (int i = 0; i < nr; i++) yt[i] += o[i];
-                    else
-                        for (int i = 0; i < nr; i++) yt[i] = o[i];
-                }
-                continue;
-            }
+    /* gemm unpacks each weight block once for all the tokens */
+    const vx_gemm_fn gemm = n >= 2 ? c->kern.gemm[w->type] : NULL;
+    if (gemm) {
+        gemm(ne0, base, w->row_size, (int)(r1 - r0), act, stride, (int)n, y + r0, ldy, acc);
+        return;
+    }
+    /* token tiles x blocks of 64 rows: the rows stay in L2 for the tile */
+    float out[64];
+    for (int64_t tt = 0; tt < n; tt += 64) {
+        const int64_t te = VX_MIN(n, tt + 64);
+        for (int64_t r = r0; r < r1; r += 64) {
+            const int nr = (int)VX_MIN(64, r1 - r);
             for (int64_t t = tt; t < te; t++) {
-                gemv(ne0, wr, w->row_size, nr, act + (size_t)t * stride, out);
+                gemv(ne0, base + (size_t)(r - r0) * w->row_size, w->row_size, nr, act + (size_t)t * stride, out);
                 float *yt = y + t * ldy + r;
                 if (acc)
                     for (int i = 0; i < nr; i++) yt[i] += out[i];

@@ -19,10 +19,11 @@
 typedef void (*vx_gemv_fn)(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,
                            float *out);
 /* out[t * ldo + r] = dot(row r of w, activation row t) for r < nrows and
- * t < ntok, activation rows act_stride bytes apart: gemv for a tile of
- * tokens, unpacking each weight block once for all of them. */
+ * t < ntok (with accumulate: out[t * ldo + r] += dot), activation rows
+ * act_stride bytes apart: gemv for many tokens, unpacking each weight
+ * block once for all of them. */
 typedef void (*vx_gemm_fn)(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                           size_t act_stride, int ntok, float *out, int64_t ldo);
+                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
 /* Converts n floats to an activation row (n a multiple of the block size). */
 typedef void (*vx_act_fn)(const float *x, void *y, int64_t n);
 

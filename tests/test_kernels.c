@@ -451,10 +451,11 @@ static void test_half(err_stats *st) {
 /* ---------------------------------------------------------- prefill GEMM */
 
 /* The GEMM kernels (avx2_gemm.c, avx2_gemm_k.c) against the reference
- * vec_dot for every (row, token), nrows 1..4 and ntok 1..9 and 64, with
- * padded activation rows and output rows: quantized types must also give
- * exactly the gemv's bits (same integer lanes and float order), F16
- * (f32 activations) the gemv's value up to rounding. */
+ * vec_dot for every (row, token), nrows 1..11 (8-row groups and short
+ * ones) and ntok 1..9 and 64, writing and accumulating, with padded
+ * activation rows and output rows: quantized types must also give exactly
+ * the gemv's bits (the canonical float order of avx2_quant_util.h: batch
+ * invariance), F16 (f32 activations) the gemv's value up to rounding. */
 typedef struct {
     int type;
     vx_gemm_fn gemm;
@@ -462,7 +463,8 @@ typedef struct {
 } gcase;
 
 #define GEMM_TOK 64
-#define GEMM_LDO 6
+#define GEMM_ROWS 11 /* a group of 8 rows and a short one */
+#define GEMM_LDO 13
 
 static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
     const vx_type_traits *tx = vx_type_get_traits(gc->type);
@@ -472,13 +474,13 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
     const kcase *kc = find_case(gc->type);
     const size_t rs = vx_row_size((vx_type)gc->type, n) + 64; /* padded rows */
     const size_t as = vx_row_size((vx_type)yt, n) + 32;        /* padded activations */
-    uint8_t *w = xmalloc(rs * 4), *y = xmalloc(as * GEMM_TOK);
+    uint8_t *w = xmalloc(rs * GEMM_ROWS), *y = xmalloc(as * GEMM_TOK);
     float *f = xmalloc((size_t)n * sizeof(float)), *fy = xmalloc((size_t)n * sizeof(float));
-    float *ref = xmalloc(sizeof(float) * 4 * GEMM_TOK), *one = xmalloc(sizeof(float) * 4 * GEMM_TOK);
-    double *mag = xmalloc(sizeof(double) * 4 * GEMM_TOK);
+    float *ref = xmalloc(sizeof(float) * GEMM_ROWS * GEMM_TOK), *one = xmalloc(sizeof(float) * GEMM_ROWS * GEMM_TOK);
+    double *mag = xmalloc(sizeof(double) * GEMM_ROWS * GEMM_TOK);
     float *out = xmalloc(sizeof(float) * GEMM_LDO * GEMM_TOK);
 
-    for (int row = 0; row < 4; row++) {
+    for (int row = 0; row < GEMM_ROWS; row++) {
         uint8_t *p = w + (size_t)row * rs;
         if (row < 2 && !half) { /* random bytes, sane fp16 factors: every code and scale */
             for (size_t b = 0; b < rs; b++) p[b] = (uint8_t)rng_next(r);
@@ -489,7 +491,7 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
                     memcpy(p + b * tx->type_size + kc->fp16_fields[fi], &h, 2);
                 }
         } else {
-            fill_gauss(r, f, n, 0.02f * (float)(row + 1));
+            fill_gauss(r, f, n, 0.02f * (float)(row % 4 + 1));
             if (row == 1)
                 for (int64_t i = 0; i < n; i++) f[i] += 0.05f;
             tx->from_float(f, p, n);
@@ -506,9 +508,9 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
     /* references: double sums (F16) or the reference vec_dot; the gemv per token */
     for (int t = 0; t < GEMM_TOK; t++) {
         const uint8_t *yr = y + (size_t)t * as;
-        for (int row = 0; row < 4; row++) {
+        for (int row = 0; row < GEMM_ROWS; row++) {
             const uint8_t *wr = w + (size_t)row * rs;
-            const int i = t * 4 + row;
+            const int i = t * GEMM_ROWS + row;
             if (half) {
                 double s = 0.0, m = 0.0;
                 for (int64_t j = 0; j < n; j++) {
@@ -524,36 +526,47 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
                 mag[i] = magnitude(tx, wr, ty, yr, n, f, fy);
             }
         }
-        gc->gemv(n, w, rs, 4, yr, one + (size_t)t * 4);
+        gc->gemv(n, w, rs, GEMM_ROWS, yr, one + (size_t)t * GEMM_ROWS);
     }
     const int ntoks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, GEMM_TOK};
-    for (int nr = 1; nr <= 4; nr++)
-        for (size_t k = 0; k < sizeof ntoks / sizeof ntoks[0]; k++) {
-            const int nt = ntoks[k];
-            for (int i = 0; i < GEMM_LDO * GEMM_TOK; i++) out[i] = NAN;
-            gc->gemm(n, w, rs, nr, y, as, nt, out, GEMM_LDO);
-            for (int t = 0; t < GEMM_TOK; t++)
-                for (int row = 0; row < GEMM_LDO; row++) {
-                    const float o = out[t * GEMM_LDO + row];
-                    if (t >= nt || row >= nr) {
-                        CHECKF(isnan(o), "%s gemm n=%lld nrows=%d ntok=%d wrote (%d, %d)", tx->name,
-                               (long long)n, nr, nt, t, row);
-                        continue;
+    const int nrs[] = {1, 3, 4, 8, 9, GEMM_ROWS};
+    for (size_t ri = 0; ri < sizeof nrs / sizeof nrs[0]; ri++)
+        for (size_t k = 0; k < sizeof ntoks / sizeof ntoks[0]; k++)
+            for (int accum = 0; accum < 2; accum++) {
+                const int nt = ntoks[k], nr = nrs[ri];
+                /* accumulate: onto 0.375 everywhere; untouched cells keep it */
+                const float base = 0.375f;
+                for (int i = 0; i < GEMM_LDO * GEMM_TOK; i++) out[i] = accum ? base : NAN;
+                gc->gemm(n, w, rs, nr, y, as, nt, out, GEMM_LDO, accum);
+                for (int t = 0; t < GEMM_TOK; t++)
+                    for (int row = 0; row < GEMM_LDO; row++) {
+                        const float o = out[t * GEMM_LDO + row];
+                        if (t >= nt || row >= nr) {
+                            CHECKF(accum ? o == base : isnan(o), "%s gemm n=%lld nrows=%d ntok=%d wrote (%d, %d)",
+                                   tx->name, (long long)n, nr, nt, t, row);
+                            continue;
+                        }
+                        const int i = t * GEMM_ROWS + row;
+                        if (accum) {
+                            if (!half)
+                                CHECKF(o == base + one[i],
+                                       "%s gemm+acc n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs %.9g", tx->name,
+                                       (long long)n, nr, nt, t, row, (double)o, (double)(base + one[i]));
+                            continue;
+                        }
+                        CHECKF(within_tol(st, gc->type, o, ref[i], mag[i]),
+                               "%s gemm n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs ref %.9g (mag %.6g)",
+                               tx->name, (long long)n, nr, nt, t, row, (double)o, (double)ref[i], mag[i]);
+                        if (!half)
+                            CHECKF(o == one[i],
+                                   "%s gemm n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs gemv %.9g", tx->name,
+                                   (long long)n, nr, nt, t, row, (double)o, (double)one[i]);
+                        else
+                            CHECKF(within_tol(st, gc->type, o, one[i], mag[i]),
+                                   "F16 gemm n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs gemv %.9g",
+                                   (long long)n, nr, nt, t, row, (double)o, (double)one[i]);
                     }
-                    const int i = t * 4 + row;
-                    CHECKF(within_tol(st, gc->type, o, ref[i], mag[i]),
-                           "%s gemm n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs ref %.9g (mag %.6g)",
-                           tx->name, (long long)n, nr, nt, t, row, (double)o, (double)ref[i], mag[i]);
-                    if (!half)
-                        CHECKF(o == one[i],
-                               "%s gemm n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs gemv %.9g", tx->name,
-                               (long long)n, nr, nt, t, row, (double)o, (double)one[i]);
-                    else
-                        CHECKF(within_tol(st, gc->type, o, one[i], mag[i]),
-                               "F16 gemm n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs gemv %.9g",
-                               (long long)n, nr, nt, t, row, (double)o, (double)one[i]);
-                }
-        }
+            }
     free(w);
     free(y);
     free(f);

@@ -3,19 +3,21 @@
  * Q5_0, Q8_0 (x Q8_0 activations) and for F16 weights (x f32), compiled
  * with -mavx2 -mfma -mf16c -mbmi2.
  *
- * The gemv kernels re-extract every weight block (nibbles, fifth bits,
- * fp16 factors, |codes|) once per token. Here a group of up to 4 rows is
- * unpacked chunk by chunk into a small L1 buffer (bytes ready for
- * _mm256_maddubs_epi16, and the fp16 factors as float vectors), and every
- * token of the tile then runs only the multiply-add part against it.
- * For the quantized types every token gets the gemv's (avx2_quant.c)
- * arithmetic: the same integer sums in the same int32 lanes (block pairs
- * merged as there, only with the interleave moved to the inputs), the
- * same float products and FMAs in the same order, so each result is
- * bit-identical to the gemv's, and a batched prefill gives exactly what
- * token-by-token decoding gives. Float accumulators live in a per-tile
- * array between chunks, which does not change their order. F16 sums in
- * another order (see vx_gemm_f16_avx2) and matches to rounding.
+ * Quantized types: eight weight rows at a time are unpacked, a chunk of
+ * blocks at a time, into a row-lane panel - code vector q of a block holds
+ * in its 32-bit lane r the four codes 4q .. 4q + 3 of row r (an 8x8 dword
+ * transpose), so one _mm256_maddubs_epi16 against four activation bytes
+ * of one token, broadcast, serves 8 rows, and every code vector loaded
+ * serves a 4-token register tile; Q4_0 sums all 8 products of a block in
+ * int16 before one madd (Q5_0: 4), where a row-major kernel needs a madd
+ * per maddubs. Each (row, token, block) gets an exact int32 sum and then
+ * the canonical float step of avx2_quant_util.h (even and odd blocks in
+ * two chains), so results are bit-identical to the gemv's (avx2_quant.c)
+ * whatever the number of tokens: batching is invisible in the output.
+ * The Q4_0 / Q5_0 offsets (8, 16) go through per-(token, block) sums of
+ * the activation codes, computed once per token tile. Q8_0 codes are
+ * signed: |x| against the activations with x's sign (pairs up to
+ * 2*128*127, so each maddubs goes to int32 at once).
  */
 #include <immintrin.h>
 #include <stddef.h>
@@ -26,33 +28,24 @@
 #include "kernels_x86.h"
 #include "quant.h"
 
-/* Tokens per accumulator tile; mm() in forward.c passes tiles of 64. */
-#define GEMM_TT 64
-/* Blocks of 32 per unpacked chunk: 4 rows x 16 pairs x 160 bytes (Q8_0)
- * = 10 KiB, so chunk, accumulators (8 KiB) and a token's activations stay
- * in L1. Even, so that block pairs never straddle a chunk. */
-#define CB32 32
+/* (token, block) entries of the per-tile activation tables. */
+#define TAB32 8192
+/* Blocks per unpacked chunk (8 x 544 bytes, L1); even, so that a block's
+ * index within a chunk has the block's parity. */
+#define CB32 8
 
 enum { G_Q4_0, G_Q5_0, G_Q8_0 };
 
-/* Below a few tokens the unpacking is not paid back and the gemv per
- * token is faster (Zen 3, 4096 rows of 2048 from L3; gemm / gemv speed at
- * 2, 3, 4, 8 tokens: Q4_0 1.17 1.38 1.51 1.57, Q5_0 1.41 1.72 1.95 2.33,
- * Q8_0 0.89 1.06 1.17 1.35, F16 0.68 0.93 0.79 1.04), so the entry points
- * fall back to it under these token counts: batched decoding of a few
- * sequences keeps the gemv speed. */
-#define MIN_TOK_Q8_0 3
+/* Below a few tokens the unpacking is not paid back; the gemv per token
+ * gives the same bits, so the entry points fall back to it. */
+#define MIN_TOK32 3
 #define MIN_TOK_F16 8
 
-/* One unpacked (block pair, row) entry: codes of both blocks as bytes for
- * maddubs (Q4_0/Q5_0: unsigned codes; Q8_0: |x|), the scale vector
- * {d0, d1, d0, d1, ...} (a lone tail block: d0 everywhere), and for Q8_0
- * the signed codes, whose signs go onto the activations. */
 typedef struct {
-    uint8_t c[2][32];
-    float sc[8];
-    int8_t x[2][32];
-} entry32;
+    __m256i q[8]; /* maddubs codes (Q8_0: |x|), quad q of 8 rows */
+    __m256i x[8]; /* Q8_0: the signed codes */
+    __m256 d;
+} panel32;
 
 AINLINE size_t wsize32(int k) {
     return k == G_Q4_0 ? sizeof(vx_block_q4_0) : k == G_Q5_0 ? sizeof(vx_block_q5_0) : sizeof(vx_block_q8_0);
@@ -64,166 +57,178 @@ AINLINE uint16_t ld16(const uint8_t *p) {
     return v;
 }
 
-/* Codes of one block as maddubs bytes (and, for Q8_0, the signed codes). */
-AINLINE void unpack_block32(int k, const uint8_t *b, uint8_t *c, int8_t *x) {
-    if (k == G_Q4_0) {
-        store256(c, nibbles32(b + offsetof(vx_block_q4_0, qs)));
-    } else if (k == G_Q5_0) {
-        const __m256i hi = _mm256_and_si256(bits_to_bytes(load_u32(b + offsetof(vx_block_q5_0, qh))),
-                                            _mm256_set1_epi8(16));
-        store256(c, _mm256_or_si256(nibbles32(b + offsetof(vx_block_q5_0, qs)), hi));
-    } else {
-        const __m256i q = load256(b + offsetof(vx_block_q8_0, qs));
-        store256(c, _mm256_abs_epi8(q));
-        store256(x, q);
-    }
-}
-
-/* The dword interleave of a block pair that token32 applies to the
- * activations: first vector block 0's even dwords and block 1's odd ones,
- * second vector the other dwords, neighbours swapped. */
-AINLINE void interleave(void *p0, void *p1) {
-    const __m256i a = load256(p0), b = load256(p1);
-    store256(p0, _mm256_blend_epi32(a, b, 0xAA));
-    store256(p1, _mm256_shuffle_epi32(_mm256_blend_epi32(b, a, 0xAA), 0xB1));
-}
-
-/* Unpacks blocks [b0, b0 + nb) of 4 rows (rows[] may repeat a row). */
-AINLINE void unpack32(int k, const uint8_t *const rows[4], int64_t b0, int nb, entry32 *buf) {
+/* Block b of 8 rows into a panel. */
+AINLINE void unpack32_8(int k, const uint8_t *const rows[8], int64_t b, panel32 *P) {
     const size_t ws = wsize32(k);
-    for (int p = 0; 2 * p < nb; p++) {
-        const int two = 2 * p + 1 < nb;
-        for (int r = 0; r < 4; r++) {
-            entry32 *e = &buf[4 * p + r];
-            const uint8_t *b = rows[r] + (size_t)(b0 + 2 * p) * ws;
-            unpack_block32(k, b, e->c[0], e->x[0]);
-            const float d0 = f16(ld16(b));
-            if (two) {
-                unpack_block32(k, b + ws, e->c[1], e->x[1]);
-                interleave(e->c[0], e->c[1]);
-                if (k == G_Q8_0) interleave(e->x[0], e->x[1]);
-                const float d1 = f16(ld16(b + ws));
-                _mm256_storeu_ps(e->sc, _mm256_setr_ps(d0, d1, d0, d1, d0, d1, d0, d1));
-            } else {
-                _mm256_storeu_ps(e->sc, _mm256_set1_ps(d0));
-            }
+    __m256i v[8];
+    uint16_t d[8];
+    for (int r = 0; r < 8; r++) {
+        const uint8_t *blk = rows[r] + (size_t)b * ws;
+        d[r] = ld16(blk);
+        if (k == G_Q4_0) {
+            v[r] = nibbles32(blk + offsetof(vx_block_q4_0, qs));
+        } else if (k == G_Q5_0) {
+            const __m256i hi = _mm256_and_si256(bits_to_bytes(load_u32(blk + offsetof(vx_block_q5_0, qh))),
+                                                _mm256_set1_epi8(16));
+            v[r] = _mm256_or_si256(nibbles32(blk + offsetof(vx_block_q5_0, qs)), hi);
+        } else {
+            v[r] = load256(blk + offsetof(vx_block_q8_0, qs));
         }
     }
-}
-
-/* Pair sums of an unpacked block against activation codes yq (yc: the
- * Q4_0/Q5_0 offset correction of yq). */
-AINLINE __m256i pairs32(int k, const uint8_t *c, const int8_t *x, __m256i yq, __m256i yc) {
-    if (k == G_Q8_0) return _mm256_maddubs_epi16(load256(c), _mm256_sign_epi8(yq, load256(x)));
-    return _mm256_sub_epi16(_mm256_maddubs_epi16(load256(c), yq), yc);
-}
-
-AINLINE __m256i ycorr32(int k, __m256i yq) {
-    if (k == G_Q4_0) return _mm256_maddubs_epi16(_mm256_set1_epi8(8), yq);
-    if (k == G_Q5_0) return _mm256_maddubs_epi16(_mm256_set1_epi8(16), yq);
-    return _mm256_setzero_si256();
-}
-
-/* One token against an unpacked chunk of nb blocks: acc[r] += row r. */
-AINLINE void token32(int k, const entry32 *buf, int nb, const uint8_t *y, __m256 acc[4]) {
-    const size_t ys = sizeof(vx_block_q8_0), yo = offsetof(vx_block_q8_0, qs);
-    int p = 0;
-    for (; 2 * p + 2 <= nb; p++) {
-        const uint8_t *y0 = y + (size_t)(2 * p) * ys, *y1 = y0 + ys;
-        const __m256i yq0 = load256(y0 + yo), yq1 = load256(y1 + yo);
-        const __m128 dy2 = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(ld16(y0) | (uint32_t)ld16(y1) << 16)));
-        const __m256 dy = _mm256_castpd_ps(_mm256_broadcastsd_pd(_mm_castps_pd(dy2)));
-        /* merge32's interleave moved to the inputs (see interleave()):
-         * dword d of ya and yb then comes from the same block, so the two
-         * products add up lane by lane to exactly merge32's sums - for
-         * Q4_0/Q5_0 already in int16 (|sum| <= 2 * 2*31*127 < 2^15) - with
-         * one blend/shuffle set per token instead of one per row. */
-        const __m256i ya = _mm256_blend_epi32(yq0, yq1, 0xAA);
-        const __m256i yb = _mm256_shuffle_epi32(_mm256_blend_epi32(yq1, yq0, 0xAA), 0xB1);
-        const __m256i yc = _mm256_add_epi16(ycorr32(k, ya), ycorr32(k, yb));
-        const __m256i ones = _mm256_set1_epi16(1);
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            const entry32 *e = &buf[4 * p + r];
-            __m256i s;
-            if (k == G_Q8_0) {
-                s = _mm256_add_epi32(_mm256_madd_epi16(pairs32(k, e->c[0], e->x[0], ya, yc), ones),
-                                     _mm256_madd_epi16(pairs32(k, e->c[1], e->x[1], yb, yc), ones));
-            } else {
-                const __m256i q = _mm256_add_epi16(_mm256_maddubs_epi16(load256(e->c[0]), ya),
-                                                   _mm256_maddubs_epi16(load256(e->c[1]), yb));
-                s = _mm256_madd_epi16(_mm256_sub_epi16(q, yc), ones);
-            }
-            const __m256 sc = _mm256_mul_ps(_mm256_loadu_ps(e->sc), dy);
-            acc[r] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc[r]);
+    transpose8_epi32(v);
+    for (int q = 0; q < 8; q++) {
+        if (k == G_Q8_0) {
+            P->x[q] = v[q];
+            P->q[q] = _mm256_abs_epi8(v[q]);
+        } else {
+            P->q[q] = v[q];
         }
     }
-    if (2 * p < nb) { /* odd block count: the last block alone, as in the gemv */
-        const uint8_t *y0 = y + (size_t)(2 * p) * ys;
-        const __m256i yq0 = load256(y0 + yo), yc0 = ycorr32(k, yq0);
-        const __m256 dy = _mm256_set1_ps(f16(ld16(y0)));
-        for (int r = 0; r < 4; r++) {
-            const entry32 *e = &buf[4 * p + r];
-            const __m256i s = pairs_to_i32(pairs32(k, e->c[0], e->x[0], yq0, yc0));
-            const __m256 sc = _mm256_mul_ps(_mm256_loadu_ps(e->sc), dy);
-            acc[r] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc[r]);
+    P->d = _mm256_cvtph_ps(load128(d));
+}
+
+AINLINE __m256i bq32(const uint8_t *yb, int q) {
+    uint32_t v;
+    memcpy(&v, yb + offsetof(vx_block_q8_0, qs) + 4 * q, 4);
+    return _mm256_set1_epi32((int)v);
+}
+
+/* Four tokens (y0..y3: their activation block) against one panel block;
+ * dy[u], corr[u]: the tokens' scale and offset correction for it. The
+ * 4-token loops are written out (named accumulators stay in registers). */
+#define U4(X) X(0) X(1) X(2) X(3)
+AINLINE void tile4_32(int k, const panel32 *P, const uint8_t *y0, const uint8_t *y1, const uint8_t *y2,
+                      const uint8_t *y3, const float dy[4], const int32_t corr[4], __m256 acc[4]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i I0 = _mm256_setzero_si256(), I1 = I0, I2 = I0, I3 = I0;
+    if (k == G_Q4_0 || k == G_Q5_0) {
+        /* Q4_0: 8 pair sums <= 2*15*127 fit int16; Q5_0: 4 of 2*31*127 */
+        const int span = k == G_Q4_0 ? 8 : 4;
+        for (int h = 0; h < 8; h += span) {
+            __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+#pragma GCC unroll 8
+            for (int q = h; q < h + span; q++) {
+                const __m256i W = P->q[q];
+#define STEP(u)                                                                \
+    s##u = _mm256_add_epi16(s##u, _mm256_maddubs_epi16(W, bq32(y##u, q))); \
+    VX_KEEP(s##u);
+                U4(STEP)
+#undef STEP
+            }
+#define MADD(u) I##u = _mm256_add_epi32(I##u, _mm256_madd_epi16(s##u, ones));
+            U4(MADD)
+#undef MADD
         }
+    } else {
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) {
+            const __m256i W = P->q[q], X = P->x[q];
+#define STEP(u)                                                                                            \
+    I##u = _mm256_add_epi32(I##u,                                                                         \
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(W, _mm256_sign_epi8(bq32(y##u, q), X)), ones)); \
+    VX_KEEP(I##u);
+            U4(STEP)
+#undef STEP
+        }
+    }
+    const __m256i Iv[4] = {I0, I1, I2, I3};
+    for (int u = 0; u < 4; u++) {
+        const __m256i Iu = k == G_Q8_0 ? Iv[u] : _mm256_sub_epi32(Iv[u], _mm256_set1_epi32(corr[u]));
+        acc[u] = _mm256_fmadd_ps(_mm256_mul_ps(P->d, _mm256_set1_ps(dy[u])), _mm256_cvtepi32_ps(Iu), acc[u]);
     }
 }
 
 AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act,
-                    size_t act_stride, int ntok, float *out, int64_t ldo) {
+                    size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
     const int64_t nb = n / 32;
-    const size_t ys = sizeof(vx_block_q8_0);
-    entry32 buf[CB32 / 2 * 4];
-    __m256 acc[GEMM_TT][4];
-    for (int r0 = 0; r0 < nrows; r0 += 4) {
-        const int R = nrows - r0 < 4 ? nrows - r0 : 4;
-        /* missing rows of a short group repeat its last row (not stored) */
-        const uint8_t *rows[4];
-        for (int r = 0; r < 4; r++) rows[r] = row_at(w, stride, r0 + (r < R ? r : R - 1));
-        for (int t0 = 0; t0 < ntok; t0 += GEMM_TT) {
-            const int nt = ntok - t0 < GEMM_TT ? ntok - t0 : GEMM_TT;
-            for (int t = 0; t < nt; t++)
-                for (int r = 0; r < 4; r++) acc[t][r] = _mm256_setzero_ps();
-            for (int64_t b0 = 0; b0 < nb; b0 += CB32) {
-                const int cb = (int)(nb - b0 < CB32 ? nb - b0 : CB32);
-                unpack32(k, rows, b0, cb, buf);
-                /* the next chunk arrives from DRAM while the tokens run */
-                for (int r = 0; r < 4; r++)
-                    for (size_t o = 0; o < CB32 * wsize32(k); o += 64)
-                        _mm_prefetch((const char *)rows[r] + (size_t)(b0 + cb) * wsize32(k) + o, _MM_HINT_T0);
-                for (int t = 0; t < nt; t++) {
-                    const uint8_t *y = (const uint8_t *)act + (size_t)(t0 + t) * act_stride + (size_t)b0 * ys;
-                    token32(k, buf, cb, y, acc[t]);
+    const size_t ws = wsize32(k), ys = sizeof(vx_block_q8_0);
+    /* token tile: its (token, block) tables fit TAB32 entries */
+    int tt = (int)(TAB32 / (nb > 0 ? nb : 1));
+    tt = tt > 64 ? 64 : tt < 4 ? 4 : tt & ~3;
+    float dyt[TAB32 + 4 * 64];
+    int32_t corr[TAB32 + 4 * 64];
+    panel32 P[CB32];
+    __m256 acc[2][64 + 3]; /* even and odd blocks: the gemv's two chains */
+    const int off = k == G_Q4_0 ? 8 : 16;
+    for (int t0 = 0; t0 < ntok; t0 += tt) {
+        const int nt = ntok - t0 < tt ? ntok - t0 : tt;
+        for (int t = 0; t < nt; t++) {
+            const uint8_t *ya = (const uint8_t *)act + (size_t)(t0 + t) * act_stride;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *yb = ya + (size_t)b * ys;
+                dyt[t * nb + b] = f16(ld16(yb));
+                corr[t * nb + b] = 0;
+                if (k != G_Q8_0) {
+                    const __m256i s = _mm256_maddubs_epi16(_mm256_set1_epi8((char)off),
+                                                           load256(yb + offsetof(vx_block_q8_0, qs)));
+                    corr[t * nb + b] = hsum_epi32(pairs_to_i32(s));
                 }
             }
-            for (int t = 0; t < nt; t++)
-                for (int r = 0; r < R; r++) out[(int64_t)(t0 + t) * ldo + r0 + r] = hsum_ps(acc[t][r]);
+        }
+        for (int r0 = 0; r0 < nrows; r0 += 8) {
+            const int R = nrows - r0 < 8 ? nrows - r0 : 8;
+            const uint8_t *rows[8]; /* a short group repeats its last row */
+            for (int r = 0; r < 8; r++) rows[r] = row_at(w, stride, r0 + (r < R ? r : R - 1));
+            for (int t = 0; t < nt + 3; t++) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
+            for (int64_t b0 = 0; b0 < nb; b0 += CB32) {
+                const int cb = (int)(nb - b0 < CB32 ? nb - b0 : CB32);
+                for (int j = 0; j < cb; j++) unpack32_8(k, rows, b0 + j, &P[j]);
+                for (int r = 0; r < 8; r++)
+                    for (size_t o = 0; o < CB32 * ws; o += 64)
+                        _mm_prefetch((const char *)rows[r] + (size_t)(b0 + cb) * ws + o, _MM_HINT_T0);
+                for (int t = 0; t < nt; t += 4) {
+                    int tu[4]; /* a short last group repeats its last token into spare accumulators */
+                    const uint8_t *ya[4];
+                    for (int u = 0; u < 4; u++) {
+                        tu[u] = t + u < nt ? t + u : nt - 1;
+                        ya[u] = (const uint8_t *)act + (size_t)(t0 + tu[u]) * act_stride;
+                    }
+                    __m256 a[2][4];
+                    for (int u = 0; u < 4; u++) a[0][u] = acc[0][t + u], a[1][u] = acc[1][t + u];
+                    for (int j = 0; j < cb; j++) {
+                        const int64_t b = b0 + j;
+                        float dy[4];
+                        int32_t cr[4];
+                        for (int u = 0; u < 4; u++) {
+                            dy[u] = dyt[tu[u] * nb + b];
+                            cr[u] = corr[tu[u] * nb + b];
+                        }
+                        const size_t bo = (size_t)b * ys;
+                        tile4_32(k, &P[j], ya[0] + bo, ya[1] + bo, ya[2] + bo, ya[3] + bo, dy, cr, a[j & 1]);
+                    }
+                    for (int u = 0; u < 4; u++) acc[0][t + u] = a[0][u], acc[1][t + u] = a[1][u];
+                }
+            }
+            for (int t = 0; t < nt; t++) {
+                float o[8];
+                _mm256_storeu_ps(o, _mm256_add_ps(acc[0][t], acc[1][t]));
+                float *dst = out + (int64_t)(t0 + t) * ldo + r0;
+                if (accumulate)
+                    for (int r = 0; r < R; r++) dst[r] += o[r];
+                else
+                    for (int r = 0; r < R; r++) dst[r] = o[r];
+            }
         }
     }
 }
 
-void vx_gemm_q4_0_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                       size_t act_stride, int ntok, float *out, int64_t ldo) {
-    gemm32(G_Q4_0, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo);
-}
+#define GEMM32_ENTRY(name, gemv, kind)                                                                     \
+    void name(int64_t n, const void *w, size_t row_stride, int nrows, const void *act, size_t act_stride, \
+              int ntok, float *out, int64_t ldo, int accumulate) {                                        \
+        if (ntok < MIN_TOK32)                                                                             \
+            gemv_tokens(gemv, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);      \
+        else                                                                                              \
+            gemm32(kind, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);           \
+    }
 
-void vx_gemm_q5_0_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                       size_t act_stride, int ntok, float *out, int64_t ldo) {
-    gemm32(G_Q5_0, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo);
-}
-
-void vx_gemm_q8_0_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                       size_t act_stride, int ntok, float *out, int64_t ldo) {
-    if (ntok < MIN_TOK_Q8_0)
-        gemv_tokens(vx_gemv_q8_0_avx2, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo);
-    else
-        gemm32(G_Q8_0, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo);
-}
+GEMM32_ENTRY(vx_gemm_q4_0_avx2, vx_gemv_q4_0_avx2, G_Q4_0)
+GEMM32_ENTRY(vx_gemm_q5_0_avx2, vx_gemv_q5_0_avx2, G_Q5_0)
+GEMM32_ENTRY(vx_gemm_q8_0_avx2, vx_gemv_q8_0_avx2, G_Q8_0)
 
 /* ================================================= F16 x f32 activations */
 
+/* Tokens per accumulator tile. */
+#define GEMM_TT 64
 /* Elements per chunk: 4 rows of f32 = 4 KiB, a multiple of 8. */
 #define KC16 256
 
@@ -276,9 +281,9 @@ AINLINE void f16_tok3(const float (*buf)[KC16], int kc, const float *x0, const f
 }
 
 void vx_gemm_f16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                      size_t act_stride, int ntok, float *out, int64_t ldo) {
+                      size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
     if (ntok < MIN_TOK_F16) {
-        gemv_tokens(vx_gemv_f16_avx2, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo);
+        gemv_tokens(vx_gemv_f16_avx2, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
         return;
     }
     float buf[4][KC16];
@@ -323,7 +328,10 @@ void vx_gemm_f16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, co
                 for (int r = 0; r < R; r++) {
                     float s = hsum_ps(acc[t][r]);
                     for (int64_t j = n8; j < n; j++) s += f16(rows[r][j]) * x[j];
-                    out[(int64_t)(t0 + t) * ldo + r0 + r] = s;
+                    if (accumulate)
+                        out[(int64_t)(t0 + t) * ldo + r0 + r] += s;
+                    else
+                        out[(int64_t)(t0 + t) * ldo + r0 + r] = s;
                 }
             }
         }

@@ -2,14 +2,23 @@
  * avx2_gemm_k.c - prefill GEMM kernels for Q4_K and Q6_K weights x Q8_K
  * activations (compiled with -mavx2 -mfma -mf16c -mbmi2).
  *
- * As in avx2_gemm.c: a group of up to 4 rows is unpacked a few
- * super-blocks at a time into an L1 buffer - codes as bytes for
- * _mm256_maddubs_epi16, sub-block scales already broadcast to the 16-bit
- * lanes _mm256_madd_epi16 wants, mins and fp16 factors as vectors - so the
- * 6-bit scale decoding and nibble/bit extraction the gemv does per token
- * happen once per tile. The per-token arithmetic is the gemv's
- * (avx2_quant_k.c): the same int32 lane layout, the same float products
- * and FMAs in the same order, so results are bit-identical to the gemv's.
+ * Eight weight rows at a time are unpacked, one or two super-blocks per
+ * chunk, into a row-lane panel: code vector (g, q) holds in its 32-bit
+ * lane r the four codes 32g + 4q .. 32g + 4q + 3 of row r (an 8x8 dword
+ * transpose of the rows' code vectors), so one _mm256_maddubs_epi16 of a
+ * code vector against four activation bytes of one token, broadcast,
+ * gives pair sums for 8 rows at once. Four tokens share every code vector
+ * loaded (a 4-token register tile); Q4_K sums 8 such products in int16
+ * before one _mm256_madd_epi16 applies the sub-block scale (the scale in
+ * both 16-bit halves of a row's lane), where a row-major kernel needs a
+ * madd per maddubs - maddubs is the bottleneck instruction on AVX2. Each
+ * (row, token) ends a super-block with an exact int32 sum, then the
+ * canonical float step of avx2_quant_util.h: every result is bit-identical
+ * to the gemv's (avx2_quant_k.c), so batching never changes an output.
+ *
+ * Bounds: Q4_K codes 0..15: 8 pair sums (<= 2*15*127 each) fit int16
+ * (<= 30480), times a scale <= 63 in madd; Q6_K codes 0..63: two pair sums
+ * (<= 2*63*127) fit int16, then madd with the signed scale.
  */
 #include <immintrin.h>
 #include <stddef.h>
@@ -22,200 +31,236 @@
 #include "quant_ref.h"
 
 #define QK VX_QK_K
-/* Tokens per accumulator tile; mm() in forward.c passes tiles of 64. */
-#define GEMM_TT 64
-/* Super-blocks per unpacked chunk: 4 rows x 4 x 576 bytes = 9 KiB, which
- * stays in L1 with the accumulators (8 KiB) and a token's activations. */
-#define CBK 4
+/* Tokens per tile: the accumulators of 8 rows x TT tokens (8 KiB) stay in
+ * L1, the tile's activations (TT x 292 bytes per super-block) in L2. */
+#define TT 256
+/* Super-blocks per unpacked chunk (2 x 2.9 KiB, L1). */
+#define CBK 2
 
-/* One unpacked (super-block, row) entry. Q4_K: code vector s is
- * sub-block s (32 codes), sc[s] its scale in every 16-bit lane, mn the 8
- * mins as int16, dd {d, dmin, 0, 0}. Q6_K: code vector 4h + j is step j
- * of half h (two 16-code sub-blocks, one per 128-bit lane), sc[4h + j]
- * their two scales, sc16 the 16 scales as int16 (for the -32 offset), dd
- * {d, ...}. */
+enum { GK_Q4_K, GK_Q6_K };
+
+/* One super-block of 8 rows. Q4_K: q[g] is sub-block g; sc[g] its scale
+ * per row (in both int16 halves of the lane); mp[p] (p < 4) the mins of
+ * sub-blocks 2p and 2p + 1 as an int16 pair. Q6_K: q[g] covers sub-blocks
+ * 2g (codes 0..15) and 2g + 1; sc[j] the 16 sub-block scales; mp[p]
+ * (p < 8) scales 2p and 2p + 1 as a pair, for the -32 offset. */
 typedef struct {
-    uint8_t q[8][32];
-    int16_t sc[8][16];
-    int16_t sc16[16];
-    int16_t mn[8];
-    float dd[4];
-} entryK;
+    __m256i q[8][8];
+    __m256i sc[16];
+    __m256i mp[8];
+    __m256 d, dmin;
+} panelK;
 
-/* ---------------------------------------------------------------- Q4_K */
+AINLINE uint32_t dup16(int v) { return (uint32_t)(uint16_t)(int16_t)v * 0x00010001u; }
+AINLINE uint32_t pair16(int a, int b) {
+    return (uint32_t)(uint16_t)(int16_t)a | (uint32_t)(uint16_t)(int16_t)b << 16;
+}
 
-static void unpack_q4_K(const uint8_t *const rows[4], int64_t i0, int nb, entryK *buf) {
+static void unpack_q4_K8(const uint8_t *const rows[8], int64_t i, panelK *P) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int i = 0; i < nb; i++)
-        for (int r = 0; r < 4; r++) {
-            const vx_block_q4_K *b = (const vx_block_q4_K *)(const void *)rows[r] + i0 + i;
-            entryK *e = &buf[4 * i + r];
-            uint8_t sc[8], mn[8];
-            vx_q4_K_unpack_scales(b->scales, sc, mn);
-            for (int c = 0; c < 4; c++) {
-                const __m256i q = load256(b->qs + 32 * c);
-                store256(e->q[2 * c], _mm256_and_si256(q, m4));
-                store256(e->q[2 * c + 1], _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
-            }
-            for (int s = 0; s < 8; s++) {
-                store256(e->sc[s], _mm256_set1_epi16((short)sc[s]));
-                e->mn[s] = (int16_t)mn[s];
-            }
-            _mm_storeu_ps(e->dd, _mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32((const uint8_t *)&b->d))));
-        }
-}
-
-/* One token against nb unpacked super-blocks: acc[r] += row r. */
-AINLINE void token_q4_K(const entryK *buf, int nb, const vx_block_q8_K *y, __m256 acc[4]) {
-    for (int i = 0; i < nb; i++) {
-        const entryK *e = &buf[4 * i];
-        /* Q8_K group sums pairwise: the sums of the 32-code sub-blocks */
-        const __m128i ybs = _mm_hadd_epi16(load128(y[i].bsums), load128(y[i].bsums + 8));
-        const __m128 yd = _mm_set1_ps(y[i].d);
-        __m256i isum[4];
-        for (int r = 0; r < 4; r++) isum[r] = _mm256_setzero_si256();
-        /* unrolled only 4 deep: fully unrolled, GCC turns the isum chains
-         * into add trees over all 32 products and spills (~12% slower) */
-#pragma GCC unroll 4
-        for (int s = 0; s < 8; s++) {
-            const __m256i ys = load256(y[i].qs + 32 * s);
-#pragma GCC unroll 4
-            for (int r = 0; r < 4; r++) {
-                const __m256i p = _mm256_maddubs_epi16(load256(e[r].q[s]), ys);
-                isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, load256(e[r].sc[s])));
-            }
-        }
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            const __m128i msum = _mm_madd_epi16(load128(e[r].mn), ybs);
-            const __m128 dd = _mm_mul_ps(_mm_loadu_ps(e[r].dd), yd);
-            __m256 a = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(isum[r]), acc[r]);
-            acc[r] = _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
-                                      _mm256_cvtepi32_ps(_mm256_zextsi128_si256(msum)), a);
+    uint8_t sc[8][8], mn[8][8];
+    uint16_t d[8], dm[8];
+    const vx_block_q4_K *b[8];
+    for (int r = 0; r < 8; r++) {
+        b[r] = (const vx_block_q4_K *)(const void *)rows[r] + i;
+        vx_q4_K_unpack_scales(b[r]->scales, sc[r], mn[r]);
+        d[r] = b[r]->d;
+        dm[r] = b[r]->dmin;
+    }
+    for (int c = 0; c < 4; c++) {
+        __m256i v[8];
+        for (int r = 0; r < 8; r++) v[r] = load256(b[r]->qs + 32 * c);
+        transpose8_epi32(v); /* low nibbles: sub-block 2c, high: 2c + 1 */
+        for (int q = 0; q < 8; q++) {
+            P->q[2 * c][q] = _mm256_and_si256(v[q], m4);
+            P->q[2 * c + 1][q] = _mm256_and_si256(_mm256_srli_epi16(v[q], 4), m4);
         }
     }
+    uint32_t t[8];
+    for (int g = 0; g < 8; g++) {
+        for (int r = 0; r < 8; r++) t[r] = dup16(sc[r][g]);
+        P->sc[g] = load256(t);
+    }
+    for (int p = 0; p < 4; p++) {
+        for (int r = 0; r < 8; r++) t[r] = pair16(mn[r][2 * p], mn[r][2 * p + 1]);
+        P->mp[p] = load256(t);
+    }
+    P->d = _mm256_cvtph_ps(load128(d));
+    P->dmin = _mm256_cvtph_ps(load128(dm));
 }
 
-/* ---------------------------------------------------------------- Q6_K */
-
-static void unpack_q6_K(const uint8_t *const rows[4], int64_t i0, int nb, entryK *buf) {
+static void unpack_q6_K8(const uint8_t *const rows[8], int64_t i, panelK *P) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2h = _mm256_set1_epi8(0x30);
-    for (int i = 0; i < nb; i++)
-        for (int r = 0; r < 4; r++) {
-            const vx_block_q6_K *b = (const vx_block_q6_K *)(const void *)rows[r] + i0 + i;
-            entryK *e = &buf[4 * i + r];
-            const __m256i sc16 = _mm256_cvtepi8_epi16(load128(b->scales));
-            store256(e->sc16, sc16);
-            for (int h = 0; h < 2; h++) {
-                const __m256i l0 = load256(b->ql + 64 * h), l1 = load256(b->ql + 64 * h + 32);
-                const __m256i qh = load256(b->qh + 32 * h);
-                /* u = 4 low bits | 2 high bits << 4, in 0..63 */
-                store256(e->q[4 * h + 0], _mm256_or_si256(_mm256_and_si256(l0, m4),
-                                                          _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h)));
-                store256(e->q[4 * h + 1], _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                                          _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h)));
-                store256(e->q[4 * h + 2], _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                                          _mm256_and_si256(qh, m2h)));
-                store256(e->q[4 * h + 3], _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h)));
-                /* step j: scale 8h + 2j in the low lane, 8h + 2j + 1 in the high one */
-                for (int j = 0; j < 4; j++) {
-                    const int s = 8 * h + 2 * j;
-                    store256(e->sc[4 * h + j], _mm256_set_m128i(_mm_set1_epi16((short)b->scales[s + 1]),
-                                                                _mm_set1_epi16((short)b->scales[s])));
-                }
-            }
-            e->dd[0] = f16(b->d);
+    const vx_block_q6_K *b[8];
+    uint16_t d[8];
+    for (int r = 0; r < 8; r++) {
+        b[r] = (const vx_block_q6_K *)(const void *)rows[r] + i;
+        d[r] = b[r]->d;
+    }
+    for (int h = 0; h < 2; h++) {
+        __m256i v[4][8]; /* step s of this half (elements 128h + 32s + l), row r */
+        for (int r = 0; r < 8; r++) {
+            const __m256i l0 = load256(b[r]->ql + 64 * h), l1 = load256(b[r]->ql + 64 * h + 32);
+            const __m256i qh = load256(b[r]->qh + 32 * h);
+            v[0][r] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h));
+            v[1][r] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h));
+            v[2][r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m2h));
+            v[3][r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                      _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h));
         }
+        for (int s = 0; s < 4; s++) {
+            transpose8_epi32(v[s]);
+            for (int q = 0; q < 8; q++) P->q[4 * h + s][q] = v[s][q];
+        }
+    }
+    uint32_t t[8];
+    for (int j = 0; j < 16; j++) {
+        for (int r = 0; r < 8; r++) t[r] = dup16(b[r]->scales[j]);
+        P->sc[j] = load256(t);
+    }
+    for (int p = 0; p < 8; p++) {
+        for (int r = 0; r < 8; r++) t[r] = pair16(b[r]->scales[2 * p], b[r]->scales[2 * p + 1]);
+        P->mp[p] = load256(t);
+    }
+    P->d = _mm256_cvtph_ps(load128(d));
+    P->dmin = _mm256_setzero_ps();
 }
 
-AINLINE void token_q6_K(const entryK *buf, int nb, const vx_block_q8_K *y, __m256 acc[4]) {
-    for (int i = 0; i < nb; i++) {
-        const entryK *e = &buf[4 * i];
-        const __m256i ybs = load256(y[i].bsums);
-        __m256i isum[4];
-        /* the -32 offset of the codes, through the group sums */
-        for (int r = 0; r < 4; r++)
-            isum[r] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                       _mm256_slli_epi32(_mm256_madd_epi16(load256(e[r].sc16), ybs), 5));
-        /* unrolled only 4 deep: fully unrolled, GCC turns the isum chains
-         * into add trees over all 32 products and spills (~12% slower) */
-#pragma GCC unroll 4
-        for (int s = 0; s < 8; s++) {
-            const __m256i ys = load256(y[i].qs + 32 * s);
-#pragma GCC unroll 4
-            for (int r = 0; r < 4; r++) {
-                const __m256i p = _mm256_maddubs_epi16(load256(e[r].q[s]), ys);
-                isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, load256(e[r].sc[s])));
+AINLINE __m256i bq(const vx_block_q8_K *y, int e) {
+    uint32_t v;
+    memcpy(&v, y->qs + e, 4);
+    return _mm256_set1_epi32((int)v);
+}
+
+/* Dword p of x in every lane. */
+AINLINE __m256i bcast_dw(__m256i x, int p) { return _mm256_permutevar8x32_epi32(x, _mm256_set1_epi32(p)); }
+
+/* Four tokens (y0..y3: their blocks of this super-block) against a panel:
+ * acc[u] (8 rows) takes the super-block's canonical step. The 4-token
+ * loops are written out: with arrays GCC kept the accumulators in memory. */
+#define U4(X) X(0) X(1) X(2) X(3)
+AINLINE void tile4(int k, const panelK *P, const vx_block_q8_K *y0, const vx_block_q8_K *y1,
+                   const vx_block_q8_K *y2, const vx_block_q8_K *y3, __m256 acc[4]) {
+    __m256i I0 = _mm256_setzero_si256(), I1 = I0, I2 = I0, I3 = I0;
+    if (k == GK_Q4_K) {
+        for (int g = 0; g < 8; g++) {
+            __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; q++) {
+                const __m256i W = P->q[g][q];
+                const int e = 32 * g + 4 * q;
+#define STEP(u)                                                                 \
+    s##u = _mm256_add_epi16(s##u, _mm256_maddubs_epi16(W, bq(y##u, e))); \
+    VX_KEEP(s##u);
+                U4(STEP)
+#undef STEP
             }
+            const __m256i S = P->sc[g];
+#define MADD(u) I##u = _mm256_add_epi32(I##u, _mm256_madd_epi16(s##u, S));
+            U4(MADD)
+#undef MADD
         }
+    } else {
+        for (int g = 0; g < 8; g++)
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++)
-            acc[r] =
-                _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * e[r].dd[0]), _mm256_cvtepi32_ps(isum[r]), acc[r]);
+            for (int q = 0; q < 8; q += 2) {
+                const __m256i W0 = P->q[g][q], W1 = P->q[g][q + 1], S = P->sc[2 * g + (q >= 4)];
+                const int e = 32 * g + 4 * q;
+#define STEP(u)                                                                                   \
+    {                                                                                             \
+        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(W0, bq(y##u, e)),                \
+                                           _mm256_maddubs_epi16(W1, bq(y##u, e + 4)));            \
+        I##u = _mm256_add_epi32(I##u, _mm256_madd_epi16(p, S));                                   \
+        VX_KEEP(I##u);                                                                            \
+    }
+                U4(STEP)
+#undef STEP
+            }
+    }
+    const vx_block_q8_K *yv[4] = {y0, y1, y2, y3};
+    const __m256i Iv[4] = {I0, I1, I2, I3};
+    for (int u = 0; u < 4; u++) {
+        const __m256 yd = _mm256_set1_ps(yv[u]->d);
+        __m256i M = _mm256_setzero_si256(), I = Iv[u];
+        if (k == GK_Q4_K) {
+            const __m256i bs = _mm256_castsi128_si256(bsums32(yv[u]));
+            for (int p = 0; p < 4; p++) M = _mm256_add_epi32(M, _mm256_madd_epi16(P->mp[p], bcast_dw(bs, p)));
+        } else {
+            const __m256i bs = load256(yv[u]->bsums);
+            for (int p = 0; p < 8; p++) M = _mm256_add_epi32(M, _mm256_madd_epi16(P->mp[p], bcast_dw(bs, p)));
+            I = _mm256_sub_epi32(I, _mm256_slli_epi32(M, 5)); /* codes are u - 32 */
+        }
+        acc[u] = _mm256_fmadd_ps(_mm256_mul_ps(P->d, yd), _mm256_cvtepi32_ps(I), acc[u]);
+        if (k == GK_Q4_K) acc[u] = _mm256_fnmadd_ps(_mm256_mul_ps(P->dmin, yd), _mm256_cvtepi32_ps(M), acc[u]);
     }
 }
-
-/* ------------------------------------------------------------- driver */
-
-enum { G_Q4_K, G_Q6_K };
-
-/* Below a few tokens the unpacking is not paid back and the gemv per
- * token is faster (Zen 3, 4096 rows of 2048 from L3; gemm / gemv speed at
- * 2, 3, 4, 8 tokens: Q4_K 0.54 0.70 0.82 1.08, Q6_K 0.77 0.97 1.08 1.08),
- * so the entry points fall back to it under these token counts: batched
- * decoding of a few sequences keeps the gemv speed. */
-#define MIN_TOK_Q4_K 8
-#define MIN_TOK_Q6_K 4
 
 AINLINE void gemmK(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act,
-                   size_t act_stride, int ntok, float *out, int64_t ldo) {
-    const int64_t nb = n / QK;
-    const size_t bs = k == G_Q4_K ? sizeof(vx_block_q4_K) : sizeof(vx_block_q6_K);
-    entryK buf[CBK * 4];
-    __m256 acc[GEMM_TT][4];
-    for (int r0 = 0; r0 < nrows; r0 += 4) {
-        const int R = nrows - r0 < 4 ? nrows - r0 : 4;
-        /* missing rows of a short group repeat its last row (not stored) */
-        const uint8_t *rows[4];
-        for (int r = 0; r < 4; r++) rows[r] = row_at(w, stride, r0 + (r < R ? r : R - 1));
-        for (int t0 = 0; t0 < ntok; t0 += GEMM_TT) {
-            const int nt = ntok - t0 < GEMM_TT ? ntok - t0 : GEMM_TT;
-            for (int t = 0; t < nt; t++)
-                for (int r = 0; r < 4; r++) acc[t][r] = _mm256_setzero_ps();
-            for (int64_t i0 = 0; i0 < nb; i0 += CBK) {
-                const int cb = (int)(nb - i0 < CBK ? nb - i0 : CBK);
-                if (k == G_Q4_K) unpack_q4_K(rows, i0, cb, buf);
-                else unpack_q6_K(rows, i0, cb, buf);
+                   size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
+    const int64_t nsb = n / QK;
+    const size_t bs = k == GK_Q4_K ? sizeof(vx_block_q4_K) : sizeof(vx_block_q6_K);
+    panelK P[CBK];
+    __m256 acc[TT + 3];
+    for (int r0 = 0; r0 < nrows; r0 += 8) {
+        const int R = nrows - r0 < 8 ? nrows - r0 : 8;
+        const uint8_t *rows[8]; /* a short group repeats its last row */
+        for (int r = 0; r < 8; r++) rows[r] = row_at(w, stride, r0 + (r < R ? r : R - 1));
+        for (int t0 = 0; t0 < ntok; t0 += TT) {
+            const int nt = ntok - t0 < TT ? ntok - t0 : TT;
+            for (int t = 0; t < nt + 3; t++) acc[t] = _mm256_setzero_ps();
+            for (int64_t i0 = 0; i0 < nsb; i0 += CBK) {
+                const int cb = (int)(nsb - i0 < CBK ? nsb - i0 : CBK);
+                for (int j = 0; j < cb; j++) {
+                    if (k == GK_Q4_K) unpack_q4_K8(rows, i0 + j, &P[j]);
+                    else unpack_q6_K8(rows, i0 + j, &P[j]);
+                }
                 /* the next chunk arrives from DRAM while the tokens run */
-                for (int r = 0; r < 4; r++)
+                for (int r = 0; r < 8; r++)
                     for (size_t o = 0; o < CBK * bs; o += 64)
                         _mm_prefetch((const char *)rows[r] + (size_t)(i0 + cb) * bs + o, _MM_HINT_T0);
-                for (int t = 0; t < nt; t++) {
-                    const uint8_t *yt = (const uint8_t *)act + (size_t)(t0 + t) * act_stride;
-                    const vx_block_q8_K *y = (const vx_block_q8_K *)(const void *)yt + i0;
-                    if (k == G_Q4_K) token_q4_K(buf, cb, y, acc[t]);
-                    else token_q6_K(buf, cb, y, acc[t]);
+                for (int t = 0; t < nt; t += 4) {
+                    /* a short last group repeats its last token into spare accumulators */
+                    const vx_block_q8_K *y[4];
+                    for (int u = 0; u < 4; u++) {
+                        const int tu = t + u < nt ? t + u : nt - 1;
+                        y[u] = (const vx_block_q8_K *)(const void *)((const uint8_t *)act +
+                                                                      (size_t)(t0 + tu) * act_stride) +
+                               i0;
+                    }
+                    __m256 a[4] = {acc[t], acc[t + 1], acc[t + 2], acc[t + 3]};
+                    for (int j = 0; j < cb; j++) tile4(k, &P[j], y[0] + j, y[1] + j, y[2] + j, y[3] + j, a);
+                    for (int u = 0; u < 4; u++) acc[t + u] = a[u];
                 }
             }
-            for (int t = 0; t < nt; t++)
-                for (int r = 0; r < R; r++) out[(int64_t)(t0 + t) * ldo + r0 + r] = hsum_ps(acc[t][r]);
+            for (int t = 0; t < nt; t++) {
+                float o[8];
+                _mm256_storeu_ps(o, acc[t]);
+                float *dst = out + (int64_t)(t0 + t) * ldo + r0;
+                if (accumulate)
+                    for (int r = 0; r < R; r++) dst[r] += o[r];
+                else
+                    for (int r = 0; r < R; r++) dst[r] = o[r];
+            }
         }
     }
 }
 
+/* Below this many tokens the unpacking is not paid back; the gemv per
+ * token gives the same bits. */
+#define MIN_TOK_K 3
+
 void vx_gemm_q4_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                       size_t act_stride, int ntok, float *out, int64_t ldo) {
-    if (ntok < MIN_TOK_Q4_K)
-        gemv_tokens(vx_gemv_q4_K_avx2, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo);
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
+    if (ntok < MIN_TOK_K)
+        gemv_tokens(vx_gemv_q4_K_avx2, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
     else
-        gemmK(G_Q4_K, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo);
+        gemmK(GK_Q4_K, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
 }
 
 void vx_gemm_q6_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                       size_t act_stride, int ntok, float *out, int64_t ldo) {
-    if (ntok < MIN_TOK_Q6_K)
-        gemv_tokens(vx_gemv_q6_K_avx2, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo);
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
+    if (ntok < MIN_TOK_K)
+        gemv_tokens(vx_gemv_q6_K_avx2, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
     else
-        gemmK(G_Q6_K, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo);
+        gemmK(GK_Q6_K, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
 }

@@ -275,30 +275,159 @@ AINLINE void rows32(int k, int64_t n, const void *w, size_t stride, int R, const
     }
 }
 
-AINLINE void q4_0_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
-    rows32(K_Q4_0, n, w, st, R, y, out);
+/* Offset correction of activation block yb for the canonical 32-block
+ * kernels: off * sum(codes), off = 8 (Q4_0), 16 (Q5_0), 0 (Q8_0). */
+AINLINE int32_t corr32(int k, const uint8_t *yb) {
+    if (k == K_Q8_0) return 0;
+    return hsum_epi32(pairs_to_i32(ycorr(k, load256(yb + offsetof(vx_block_q8_0, qs)))));
 }
+
+/* {I0, I1, I0, I1} from the raw (offset-free) pair sums of a block pair
+ * of one row: merged into even/odd lanes (merge_pairs), then halves added. */
+AINLINE __m128i pair_sums(int k, __m256i p0, __m256i p1) {
+    const __m256i m = merge_pairs(k, p0, p1);
+    const __m128i q = _mm_add_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+    return _mm_add_epi32(q, _mm_shuffle_epi32(q, 0x4E));
+}
+
+/* Canonical-order kernel (avx2_quant_util.h) for the 32-block types that
+ * have a GEMM (Q4_0, Q5_0, Q8_0); R is 1 or 4. Each row keeps two chains,
+ * even and odd blocks, added at the end. R = 4: lanes {rows 0..3 even,
+ * rows 0..3 odd}, the 8 exact block sums of a block pair out of one hadd
+ * tree. R = 1: lanes {even, odd}. Pair sums are taken without the Q4_0 /
+ * Q5_0 offset, which comes off the exact sums as the per-block integer
+ * ct[b] (computed once per gemv call; NULL: here). */
+AINLINE void rows32c(int k, int64_t n, const void *w, size_t stride, int R, const void *vy, float *out,
+                     int tab, const int32_t *ct, const float *dyf) {
+    /* Q8_0 has no offset; tab (a compile-time constant in every call):
+     * the corrections come from ct, else (rows too long for the table)
+     * they are computed per block here */
+    const size_t xs = xsize(k), ys = ysize(k), yo = ycodes(k);
+    const uint8_t *yb = vy;
+    const uint8_t *x[4];
+    for (int r = 0; r < R; r++) x[r] = row_at(w, stride, r);
+    __m256 acc = _mm256_setzero_ps();
+    const size_t pf = prefetch_dist(R, stride);
+    const __m256i book = _mm256_setzero_si256(), zero = _mm256_setzero_si256();
+    const int64_t nb = n / 32;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const uint8_t *y0 = yb + (size_t)i * ys, *y1 = y0 + ys;
+        const __m256i yq0 = load256(y0 + yo), yq1 = load256(y1 + yo);
+        __m128i c01 = _mm_setzero_si128(); /* {c0, c1, c0, c1} */
+        if (k != K_Q8_0 && tab) c01 = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(const void *)(ct + i)), _mm_loadl_epi64((const __m128i *)(const void *)(ct + i)));
+        else if (k != K_Q8_0) c01 = _mm_setr_epi32(corr32(k, y0), corr32(k, y1), corr32(k, y0), corr32(k, y1));
+        const __m128 dy = tab ? _mm_castpd_ps(_mm_load_sd((const double *)(const void *)(dyf + i)))
+                              : f16_head2(0, y0, y1); /* {dy0, dy1, 0, 0} */
+        if (R == 1) {
+            const uint8_t *b0 = x[0] + (size_t)i * xs, *b1 = b0 + xs;
+            prefetch_ahead(b0, pf, 2 * xs);
+            __m128i q = pair_sums(k, block_pairs(k, b0, yq0, zero, book), block_pairs(k, b1, yq1, zero, book));
+            if (k != K_Q8_0) q = _mm_sub_epi32(q, c01);
+            const __m128 s = _mm_mul_ps(f16_head2(0, b0, b1), dy);
+            acc = _mm256_castps128_ps256(_mm_fmadd_ps(s, _mm_cvtepi32_ps(q), _mm256_castps256_ps128(acc)));
+            continue;
+        }
+        __m256i v[8];
+        uint16_t dw[8];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *b0 = x[r] + (size_t)i * xs, *b1 = b0 + xs;
+            prefetch_ahead(b0, pf, 2 * xs);
+            v[r] = pairs_to_i32(block_pairs(k, b0, yq0, zero, book));
+            v[4 + r] = pairs_to_i32(block_pairs(k, b1, yq1, zero, book));
+            dw[r] = load_u16(b0);
+            dw[4 + r] = load_u16(b1);
+        }
+        __m256i I = hsum8_epi32(v);
+        if (k != K_Q8_0) /* {c0 x4, c1 x4} */
+            I = _mm256_sub_epi32(I, _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(c01),
+                                                                _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)));
+        const __m256 s = _mm256_mul_ps(_mm256_cvtph_ps(load128(dw)),
+                                       _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dy),
+                                                                _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)));
+        acc = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(I), acc); /* rows 0..3 block i, then block i + 1 */
+    }
+    if (i < nb) { /* odd block count: the last block, onto the even chain */
+        const uint8_t *y0 = yb + (size_t)i * ys;
+        const __m256i yq0 = load256(y0 + yo);
+        const __m128i c = _mm_set1_epi32(k == K_Q8_0 ? 0 : tab ? ct[i] : corr32(k, y0));
+        const float dy = f16(load_u16(y0));
+        __m256i v[4];
+        uint16_t dw[4] = {0, 0, 0, 0};
+        for (int r = 0; r < R; r++) {
+            const uint8_t *b0 = x[r] + (size_t)i * xs;
+            v[r] = pairs_to_i32(block_pairs(k, b0, yq0, zero, book));
+            dw[r] = load_u16(b0);
+        }
+        const __m128 s = _mm_mul_ps(f16x4(dw[0], dw[1], dw[2], dw[3]), _mm_set1_ps(dy));
+        const __m128 lo = _mm256_castps256_ps128(acc);
+        __m128 e;
+        if (R == 1) /* _ss takes lanes 1..3 from s: keep the odd chain */
+            e = _mm_blend_ps(
+                lo, _mm_fmadd_ss(s, _mm_cvtepi32_ps(_mm_sub_epi32(_mm_cvtsi32_si128(hsum_epi32(v[0])), c)), lo), 1);
+        else
+            e = _mm_fmadd_ps(s, _mm_cvtepi32_ps(_mm_sub_epi32(hsum4_epi32(v[0], v[1], v[2], v[3]), c)), lo);
+        acc = _mm256_insertf128_ps(acc, e, 0);
+    }
+    if (R == 1) {
+        const __m128 a = _mm256_castps256_ps128(acc);
+        out[0] = _mm_cvtss_f32(_mm_add_ss(a, _mm_movehdup_ps(a)));
+        return;
+    }
+    float o[4];
+    _mm_storeu_ps(o, _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
+    for (int r = 0; r < R; r++) out[r] = o[r];
+}
+
+/* vec_dot and gemv entry points of the canonical 32-block kernels: the
+ * gemv computes the activation blocks' offset corrections once. */
+#define CT_MAX 1024
+AINLINE void gemv32c(int k, int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    int32_t ct[CT_MAX];
+    float dyf[CT_MAX];
+    const int64_t nb = n / 32;
+    const int tab = nb <= CT_MAX;
+    if (tab)
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *yb = (const uint8_t *)y + (size_t)b * sizeof(vx_block_q8_0);
+            ct[b] = corr32(k, yb);
+            dyf[b] = f16(load_u16(yb));
+        }
+    int r = 0;
+    if (wide_rows(stride))
+        for (; r + 4 <= nrows; r += 4) {
+            if (tab) rows32c(k, n, row_at(w, stride, r), stride, 4, y, out + r, 1, ct, dyf);
+            else rows32c(k, n, row_at(w, stride, r), stride, 4, y, out + r, 0, NULL, NULL);
+        }
+    for (; r < nrows; r++) {
+        if (tab) rows32c(k, n, row_at(w, stride, r), stride, 1, y, out + r, 1, ct, dyf);
+        else rows32c(k, n, row_at(w, stride, r), stride, 1, y, out + r, 0, NULL, NULL);
+    }
+}
+
+#define DEFINE_QDOT32C(k, vec_dot_name, gemv_name)                                                        \
+    void vec_dot_name(int64_t n, float *s, const void *x, const void *y) { gemv32c(k, n, x, 0, 1, y, s); } \
+    void gemv_name(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {       \
+        gemv32c(k, n, w, stride, nrows, y, out);                                                            \
+    }
+
+DEFINE_QDOT32C(K_Q4_0, vx_vec_dot_q4_0_q8_0_avx2, vx_gemv_q4_0_avx2)
+DEFINE_QDOT32C(K_Q5_0, vx_vec_dot_q5_0_q8_0_avx2, vx_gemv_q5_0_avx2)
+DEFINE_QDOT32C(K_Q8_0, vx_vec_dot_q8_0_q8_0_avx2, vx_gemv_q8_0_avx2)
+
 AINLINE void q4_1_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
     rows32(K_Q4_1, n, w, st, R, y, out);
 }
-AINLINE void q5_0_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
-    rows32(K_Q5_0, n, w, st, R, y, out);
-}
 AINLINE void q5_1_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
     rows32(K_Q5_1, n, w, st, R, y, out);
-}
-AINLINE void q8_0_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
-    rows32(K_Q8_0, n, w, st, R, y, out);
 }
 AINLINE void iq4_nl_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
     rows32(K_IQ4_NL, n, w, st, R, y, out);
 }
 
-DEFINE_QDOT(q4_0_rows, vx_vec_dot_q4_0_q8_0_avx2, vx_gemv_q4_0_avx2)
 DEFINE_QDOT(q4_1_rows, vx_vec_dot_q4_1_q8_1_avx2, vx_gemv_q4_1_avx2)
-DEFINE_QDOT(q5_0_rows, vx_vec_dot_q5_0_q8_0_avx2, vx_gemv_q5_0_avx2)
 DEFINE_QDOT(q5_1_rows, vx_vec_dot_q5_1_q8_1_avx2, vx_gemv_q5_1_avx2)
-DEFINE_QDOT(q8_0_rows, vx_vec_dot_q8_0_q8_0_avx2, vx_gemv_q8_0_avx2)
 DEFINE_QDOT(iq4_nl_rows, vx_vec_dot_iq4_nl_q8_0_avx2, vx_gemv_iq4_nl_avx2)
 
 /* ========================================== F16 / BF16 x f32 activations */

@@ -138,9 +138,66 @@ AINLINE void q4k_scales_mins(const uint8_t *p, uint64_t *sc, uint64_t *mn) {
     *mn = mn_lo | (uint64_t)mn_hi << 32;
 }
 
-/* Q8_K bsums pairwise (sums of 32: the Q4_K/Q5_K sub-blocks), 8 int16. */
-AINLINE __m128i bsums32(const vx_block_q8_K *y) {
-    return _mm_hadd_epi16(load128(y->bsums), load128(y->bsums + 8));
+
+/* One K super-block step of the canonical order (avx2_quant_util.h).
+ * Four rows: dd[r] holds row r's fp16 pair {d, dmin}; acc = fma(d yd, I,
+ * acc), then acc = fnma(dmin yd, M, acc) (M = 0 without mins). */
+AINLINE __m128 k_apply4(__m128 acc, const uint32_t dd[4], float yd, __m128i I, __m128i M) {
+    const __m256 f = _mm256_cvtph_ps(_mm_setr_epi32((int)dd[0], (int)dd[1], (int)dd[2], (int)dd[3]));
+    const __m256 s =
+        _mm256_mul_ps(_mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7)), _mm256_set1_ps(yd));
+    acc = _mm_fmadd_ps(_mm256_castps256_ps128(s), _mm_cvtepi32_ps(I), acc);
+    return _mm_fnmadd_ps(_mm256_extractf128_ps(s, 1), _mm_cvtepi32_ps(M), acc);
+}
+
+/* The same for one row in lane 0. */
+AINLINE __m128 k_apply1(__m128 acc, uint32_t dd, float yd, int32_t I, int32_t M) {
+    const __m128 s = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(yd)); /* {d yd, dmin yd} */
+    acc = _mm_fmadd_ss(s, _mm_cvtepi32_ps(_mm_cvtsi32_si128(I)), acc);
+    return _mm_fnmadd_ss(_mm_movehdup_ps(s), _mm_cvtepi32_ps(_mm_cvtsi32_si128(M)), acc);
+}
+
+/* R (1 or 4) rows' integer lanes (is: 8 int32, ms: 4 int32 or none) to
+ * the super-block step. */
+AINLINE __m128 k_step(int R, __m128 acc, const uint32_t dd[4], float yd, const __m256i is[4],
+                      const __m128i *ms) {
+    if (R == 1) {
+        int32_t m = 0;
+        if (ms) {
+            const __m128i m2 = _mm_hadd_epi32(ms[0], ms[0]);
+            m = _mm_cvtsi128_si32(_mm_hadd_epi32(m2, m2));
+        }
+        return k_apply1(acc, dd[0], yd, hsum_epi32(is[0]), m);
+    }
+    const __m128i M = ms ? _mm_hadd_epi32(_mm_hadd_epi32(ms[0], ms[1]), _mm_hadd_epi32(ms[2], ms[3]))
+                         : _mm_setzero_si128();
+    return k_apply4(acc, dd, yd, hsum4_epi32(is[0], is[1], is[2], is[3]), M);
+}
+
+/* Two consecutive super-blocks of one row (lane 0): both reductions in
+ * one hadd tree, then the same four steps as two k_apply1 calls. ms NULL:
+ * no mins (their steps are exact no-ops and skipped). */
+AINLINE __m128 k_step2(__m128 acc, const uint32_t dd[2], float ya, float yb, const __m256i is[2],
+                       const __m128i *ms) {
+    const __m256i h = _mm256_hadd_epi32(is[0], is[1]);
+    const __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    const __m128i m = ms ? _mm_hadd_epi32(ms[0], ms[1]) : _mm_setzero_si128();
+    const __m128 f = _mm_cvtepi32_ps(_mm_hadd_epi32(q, m)); /* {Ia, Ib, Ma, Mb} */
+    const __m128 fr = _mm_shuffle_ps(f, f, _MM_SHUFFLE(3, 1, 2, 0)); /* {Ia, Ma, Ib, Mb} */
+    const __m128 d = _mm_cvtph_ps(_mm_set_epi64x(0, (long long)((uint64_t)dd[1] << 32 | dd[0])));
+    const __m128 s = _mm_mul_ps(d, _mm_setr_ps(ya, ya, yb, yb)); /* {da ya, dma ya, db yb, dmb yb} */
+    acc = _mm_fmadd_ss(s, fr, acc);
+    if (ms) acc = _mm_fnmadd_ss(_mm_movehdup_ps(s), _mm_movehdup_ps(fr), acc);
+    acc = _mm_fmadd_ss(_mm_movehl_ps(s, s), _mm_movehl_ps(fr, fr), acc);
+    if (ms) acc = _mm_fnmadd_ss(_mm_shuffle_ps(s, s, 3), _mm_shuffle_ps(fr, fr, 3), acc);
+    return acc;
+}
+
+/* Row results of the canonical accumulator. */
+AINLINE void k_store(int R, __m128 acc, float *out) {
+    float o[4];
+    _mm_storeu_ps(o, acc);
+    for (int r = 0; r < R; r++) out[r] = o[r];
 }
 
 /* Fifth bit of Q5_K sub-block s (bit s of qh[l]) as 0 or 16: and with the
@@ -158,56 +215,71 @@ AINLINE __m256i q5k_bit(__m256i h, __m256i h4, int s) {
  * sub-block 2c in its low nibbles and 2c + 1 in its high ones. Pairs
  * <= 2*31*127, times sc <= 63: an int32 lane sums 4 codes of each of 8
  * sub-blocks, below 2^23, so its conversion to float is exact too. */
+/* One (row, super-block) of Q4_K / Q5_K: the exact int32 lanes of the
+ * scaled code sums (is) and of the mins term (ms), and {d, dmin}. */
+AINLINE void q45_sb(int five, const uint8_t *b, const vx_block_q8_K *y, size_t pf, __m256i *is, __m128i *ms,
+                    uint32_t *dd) {
+    const size_t qs_off = five ? offsetof(vx_block_q5_K, qs) : offsetof(vx_block_q4_K, qs);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const int8_t *yq = y->qs;
+    prefetch_ahead(b, pf, five ? sizeof(vx_block_q5_K) : sizeof(vx_block_q4_K));
+    uint64_t scv, mnv;
+    q4k_scales_mins(b + offsetof(vx_block_q4_K, scales), &scv, &mnv);
+    *ms = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mnv)), bsums32(y));
+    *dd = ld32(b);
+    const __m256i sc = _mm256_broadcastq_epi64(_mm_cvtsi64_si128((long long)scv));
+    __m256i h = _mm256_setzero_si256(), h4 = _mm256_setzero_si256();
+    if (five) {
+        h = load256(b + offsetof(vx_block_q5_K, qh));
+        h4 = _mm256_slli_epi16(h, 4);
+    }
+    __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = load256(b + qs_off + 32 * c);
+        __m256i lo = _mm256_and_si256(q, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (five) {
+            lo = _mm256_or_si256(lo, q5k_bit(h, h4, 2 * c));
+            hi = _mm256_or_si256(hi, q5k_bit(h, h4, 2 * c + 1));
+        }
+        const __m256i plo = _mm256_maddubs_epi16(lo, load256(yq + 64 * c));
+        const __m256i phi = _mm256_maddubs_epi16(hi, load256(yq + 64 * c + 32));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_shuffle_epi8(sc, sel8z(2 * c))));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_shuffle_epi8(sc, sel8z(2 * c + 1))));
+        VX_KEEP(isum); /* no reassociated tree of 8 live products */
+    }
+    *is = isum;
+}
+
 AINLINE void q45_K_rows(int five, int64_t n, const void *w, size_t stride, int R, const void *vy,
                         float *out) {
     const size_t bs = five ? sizeof(vx_block_q5_K) : sizeof(vx_block_q4_K);
-    const size_t qs_off = five ? offsetof(vx_block_q5_K, qs) : offsetof(vx_block_q4_K, qs);
     const vx_block_q8_K *y = vy;
     const uint8_t *x[4];
-    __m256 acc[4];
-    for (int r = 0; r < R; r++) {
-        x[r] = row_at(w, stride, r);
-        acc[r] = _mm256_setzero_ps();
-    }
+    for (int r = 0; r < R; r++) x[r] = row_at(w, stride, r);
+    __m128 acc = _mm_setzero_ps(); /* lane r: row r (canonical order) */
     const size_t pf = prefetch_dist(R, stride);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t i = 0; i < n / QK; i++) {
-        const __m128i ybs = bsums32(&y[i]);
-        const __m128 yd = _mm_set1_ps(y[i].d);
-        const int8_t *yq = y[i].qs;
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const uint8_t *b = x[r] + (size_t)i * bs;
-            prefetch_ahead(b, pf, bs);
-            uint64_t scv, mnv;
-            q4k_scales_mins(b + offsetof(vx_block_q4_K, scales), &scv, &mnv);
-            const __m128i msum = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mnv)), ybs);
-            const __m256i sc = _mm256_broadcastq_epi64(_mm_cvtsi64_si128((long long)scv));
-            __m256i h = _mm256_setzero_si256(), h4 = _mm256_setzero_si256();
-            if (five) {
-                h = load256(b + offsetof(vx_block_q5_K, qh));
-                h4 = _mm256_slli_epi16(h, 4);
-            }
-            __m256i isum = _mm256_setzero_si256();
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) {
-                const __m256i q = load256(b + qs_off + 32 * c);
-                __m256i lo = _mm256_and_si256(q, m4);
-                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                if (five) {
-                    lo = _mm256_or_si256(lo, q5k_bit(h, h4, 2 * c));
-                    hi = _mm256_or_si256(hi, q5k_bit(h, h4, 2 * c + 1));
-                }
-                const __m256i plo = _mm256_maddubs_epi16(lo, load256(yq + 64 * c));
-                const __m256i phi = _mm256_maddubs_epi16(hi, load256(yq + 64 * c + 32));
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_shuffle_epi8(sc, sel8z(2 * c))));
-                isum =
-                    _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_shuffle_epi8(sc, sel8z(2 * c + 1))));
-            }
-            acc[r] = apply_d_dmin(acc[r], d_dmin(b, yd), isum, _mm256_zextsi128_si256(msum));
+    const int64_t nsb = n / QK;
+    int64_t i = 0;
+    if (R == 1)
+        for (; i + 2 <= nsb; i += 2) {
+            __m256i is[2];
+            __m128i ms[2];
+            uint32_t dd[2];
+#pragma GCC unroll 2
+            for (int u = 0; u < 2; u++) q45_sb(five, x[0] + (size_t)(i + u) * bs, &y[i + u], pf, &is[u], &ms[u], &dd[u]);
+            acc = k_step2(acc, dd, y[i].d, y[i + 1].d, is, ms);
         }
+    for (; i < nsb; i++) {
+        __m256i is[4];
+        __m128i ms[4];
+        uint32_t dd[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) q45_sb(five, x[r] + (size_t)i * bs, &y[i], pf, &is[r], &ms[r], &dd[r]);
+        acc = k_step(R, acc, dd, y[i].d, is, ms);
     }
-    for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]);
+    k_store(R, acc, out);
 }
 
 AINLINE void q4_K_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
@@ -353,16 +425,15 @@ AINLINE void q3_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
 AINLINE void q6_K_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
     const vx_block_q8_K *y = vy;
     const vx_block_q6_K *x[4];
-    __m256 acc[4];
-    for (int r = 0; r < R; r++) {
-        x[r] = row_at(w, stride, r);
-        acc[r] = _mm256_setzero_ps();
-    }
+    for (int r = 0; r < R; r++) x[r] = row_at(w, stride, r);
+    __m128 acc = _mm_setzero_ps(); /* lane r: row r (canonical order) */
     const size_t pf = prefetch_dist(R, stride);
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2h = _mm256_set1_epi8(0x30);
     for (int64_t i = 0; i < n / QK; i++) {
         const __m256i ybs = load256(y[i].bsums);
         const int8_t *yq = y[i].qs;
+        __m256i is[4];
+        uint32_t dd[4];
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const vx_block_q6_K *b = &x[r][i];
@@ -394,12 +465,15 @@ AINLINE void q6_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
                                          _mm_set1_epi16((short)(0x0100 * (4 * j + 1) + 4 * j)));
                     const __m256i p = _mm256_maddubs_epi16(v[j], load256(yq + 128 * h + 32 * j));
                     isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, sel)));
+                    VX_KEEP(isum);
                 }
             }
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * f16(b->d)), _mm256_cvtepi32_ps(isum), acc[r]);
+            is[r] = isum;
+            dd[r] = b->d; /* dmin 0 */
         }
+        acc = k_step(R, acc, dd, y[i].d, is, NULL);
     }
-    for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]);
+    k_store(R, acc, out);
 }
 
 DEFINE_QDOT(q2_K_rows, vx_vec_dot_q2_K_q8_K_avx2, vx_gemv_q2_K_avx2)

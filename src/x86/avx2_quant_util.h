@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "matmul.h"
+#include "quant.h"
 
 #define AINLINE static inline __attribute__((always_inline))
 
@@ -51,15 +52,28 @@ AINLINE float f16(uint16_t h) { return _cvtsh_ss(h); }
 AINLINE uint16_t to_f16(float f) { return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
 
 /* The gemv once per token (results written with the gemm's layout). */
-AINLINE void gemv_tokens(vx_gemv_fn gemv, int64_t n, const void *w, size_t stride, int nrows,
-                         const void *act, size_t act_stride, int ntok, float *out, int64_t ldo) {
-    for (int t = 0; t < ntok; t++)
-        gemv(n, w, stride, nrows, (const uint8_t *)act + (size_t)t * act_stride, out + t * ldo);
-}
-
 AINLINE const void *row_at(const void *w, size_t stride, int r) {
     return (const uint8_t *)w + (size_t)r * stride;
 }
+
+AINLINE void gemv_tokens(vx_gemv_fn gemv, int64_t n, const void *w, size_t stride, int nrows,
+                         const void *act, size_t act_stride, int ntok, float *out, int64_t ldo,
+                         int accumulate) {
+    float tmp[64];
+    for (int t = 0; t < ntok; t++) {
+        const uint8_t *a = (const uint8_t *)act + (size_t)t * act_stride;
+        if (!accumulate) {
+            gemv(n, w, stride, nrows, a, out + t * ldo);
+            continue;
+        }
+        for (int r0 = 0; r0 < nrows; r0 += 64) {
+            const int nr = nrows - r0 < 64 ? nrows - r0 : 64;
+            gemv(n, row_at(w, stride, r0), stride, nr, a, tmp);
+            for (int r = 0; r < nr; r++) out[t * ldo + r0 + r] += tmp[r];
+        }
+    }
+}
+
 
 /* The 32 4-bit codes of a legacy block (byte j holds element j in its low
  * nibble and element j + 16 in its high one) as 32 bytes in element order:
@@ -159,5 +173,70 @@ AINLINE int wide_rows(size_t stride) { return stride + 1 > (size_t)VX_GEMV_WIDE_
     void gemv_name(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out) { \
         GEMV_DISPATCH(rows_fn, n, w_rows, row_stride, nrows, y, out);                                        \
     }
+
+/* Q8_K bsums pairwise (sums of 32: the Q4_K/Q5_K sub-blocks), 8 int16. */
+AINLINE __m128i bsums32(const vx_block_q8_K *y) {
+    return _mm_hadd_epi16(load128(y->bsums), load128(y->bsums + 8));
+}
+
+/* ------------------------------------------- canonical order
+ *
+ * Types that have a GEMM kernel (Q4_0, Q5_0, Q8_0, Q4_K, Q6_K) compute
+ * every output in one canonical order, so that a token's result does not
+ * depend on how many tokens share the call or how rows are grouped (batch
+ * invariance: greedy output is the same alone or among many requests).
+ * Per row, an exact integer dot I_b per block b (32 elements, or a
+ * 256-element K super-block; for Q4_K also the mins term M_b) and the
+ * float steps
+ *     acc = fma(dw_b * dy_b, (float)I_b, acc)   [acc = fnma(dmin_b * dy_b, (float)M_b, acc)]
+ * in ascending block order from acc = 0. The 32-block types keep two
+ * chains per row, even and odd blocks, added at the end (one chain would
+ * make a one-row gemv wait on the FMA latency). The gemv keeps 1 or 4
+ * rows in vector lanes, the gemm 8 rows per token.
+ */
+
+/* {sum a, sum b, sum c, sum d} of four int32 vectors. */
+AINLINE __m128i hsum4_epi32(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* Lane i = sum of the 8 lanes of v[i]. */
+AINLINE __m256i hsum8_epi32(const __m256i v[8]) {
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/* In-place transpose of an 8x8 matrix of dwords: afterwards lane r of
+ * v[q] is what was lane q of v[r]. */
+AINLINE void transpose8_epi32(__m256i v[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
+        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
+        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int q = 0; q < 4; q++) {
+        v[q] = _mm256_permute2x128_si256(u[q], u[4 + q], 0x20);
+        v[q + 4] = _mm256_permute2x128_si256(u[q], u[4 + q], 0x31);
+    }
+}
+
+/* Four fp16 values (loaded from four places) as floats. */
+AINLINE __m128 f16x4(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
+    return _mm_cvtph_ps(_mm_setr_epi16((short)a, (short)b, (short)c, (short)d, 0, 0, 0, 0));
+}
+
+/* Keeps an int16 accumulator chain in program order: integer adds are
+ * associative, and GCC's reassociation turned the chains of the GEMM
+ * micro-kernels into trees whose 32 live products spilled to the stack
+ * (a third of the speed). Emits no instruction. */
+#define VX_KEEP(v) __asm__("" : "+x"(v))
 
 #endif

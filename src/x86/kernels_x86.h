@@ -77,24 +77,24 @@ void vx_gemv_bf16_avx2(int64_t n, const void *w_rows, size_t row_stride, int nro
 
 /* ---- prefill GEMM kernels (avx2_gemm.c, avx2_gemm_k.c) -----------------
  * out[t * ldo + r] = dot(row r, activation row t) for r < nrows and
- * t < ntok: rows row_stride bytes apart as in gemv, activation row t at
- * act + t * act_stride bytes (quantized as for gemv; f32 for F16). Each
- * weight block is unpacked once per group of 4 rows and token tile and
- * reused for every token; results equal the gemv's (bit for bit for the
- * quantized types, to rounding for F16). The kernel
+ * t < ntok (out[...] += ... with accumulate): rows row_stride bytes apart
+ * as in gemv, activation row t at act + t * act_stride bytes (quantized
+ * as for gemv; f32 for F16). Each weight block is unpacked once per group
+ * of 8 rows and token tile and reused for every token; results equal the
+ * gemv's (bit for bit for the quantized types, to rounding for F16). The kernel
  * types vx_gemv_fn / vx_gemm_fn are matmul.h's. */
 void vx_gemm_q4_0_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                       size_t act_stride, int ntok, float *out, int64_t ldo);
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
 void vx_gemm_q5_0_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                       size_t act_stride, int ntok, float *out, int64_t ldo);
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
 void vx_gemm_q8_0_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                       size_t act_stride, int ntok, float *out, int64_t ldo);
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
 void vx_gemm_q4_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                       size_t act_stride, int ntok, float *out, int64_t ldo);
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
 void vx_gemm_q6_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                       size_t act_stride, int ntok, float *out, int64_t ldo);
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
 void vx_gemm_f16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                      size_t act_stride, int ntok, float *out, int64_t ldo);
+                      size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
 /* ---- end of prefill GEMM kernels -------------------------------------- */
 
 #endif
