@@ -38,7 +38,7 @@ enum { G_Q4_0, G_Q5_0, G_Q8_0 };
 
 /* Below a few tokens the unpacking is not paid back; the gemv per token
  * gives the same bits, so the entry points fall back to it. */
-#define MIN_TOK32 3
+#define MIN_TOK32 6
 #define MIN_TOK_F16 8
 
 typedef struct {

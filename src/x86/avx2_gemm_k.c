@@ -247,7 +247,7 @@ AINLINE void gemmK(int k, int64_t n, const void *w, size_t stride, int nrows, co
 
 /* Below this many tokens the unpacking is not paid back; the gemv per
  * token gives the same bits. */
-#define MIN_TOK_K 3
+#define MIN_TOK_K 6
 
 void vx_gemm_q4_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                        size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {

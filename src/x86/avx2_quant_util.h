@@ -51,25 +51,26 @@ AINLINE float hmax_ps(__m256 v) {
 AINLINE float f16(uint16_t h) { return _cvtsh_ss(h); }
 AINLINE uint16_t to_f16(float f) { return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
 
-/* The gemv once per token (results written with the gemm's layout). */
 AINLINE const void *row_at(const void *w, size_t stride, int r) {
     return (const uint8_t *)w + (size_t)r * stride;
 }
 
+/* The gemv once per token, 16 rows at a time so that the rows stay in L1
+ * for all the tokens (few tokens: batched decoding). With the canonical
+ * order the results are the gemm's bits. */
 AINLINE void gemv_tokens(vx_gemv_fn gemv, int64_t n, const void *w, size_t stride, int nrows,
                          const void *act, size_t act_stride, int ntok, float *out, int64_t ldo,
                          int accumulate) {
-    float tmp[64];
-    for (int t = 0; t < ntok; t++) {
-        const uint8_t *a = (const uint8_t *)act + (size_t)t * act_stride;
-        if (!accumulate) {
-            gemv(n, w, stride, nrows, a, out + t * ldo);
-            continue;
-        }
-        for (int r0 = 0; r0 < nrows; r0 += 64) {
-            const int nr = nrows - r0 < 64 ? nrows - r0 : 64;
-            gemv(n, row_at(w, stride, r0), stride, nr, a, tmp);
-            for (int r = 0; r < nr; r++) out[t * ldo + r0 + r] += tmp[r];
+    float tmp[16];
+    for (int r0 = 0; r0 < nrows; r0 += 16) {
+        const int nr = nrows - r0 < 16 ? nrows - r0 : 16;
+        for (int t = 0; t < ntok; t++) {
+            gemv(n, row_at(w, stride, r0), stride, nr, (const uint8_t *)act + (size_t)t * act_stride, tmp);
+            float *o = out + t * ldo + r0;
+            if (accumulate)
+                for (int r = 0; r < nr; r++) o[r] += tmp[r];
+            else
+                for (int r = 0; r < nr; r++) o[r] = tmp[r];
         }
     }
 }
