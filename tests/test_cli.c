@@ -132,11 +132,35 @@ static void test_errors(void) {
     remove("/tmp/vx_test_cli_bad.gguf");
 }
 
+/* A vocabulary without a "\u2581" piece: every space becomes 3 byte
+ * tokens, more tokens than the text has bytes (the CLI must grow its
+ * buffer, not fail). The synthetic "tiny" preset has such a vocabulary. */
+static void test_tokenize_grows(void) {
+    char cmd[2048], out[65536];
+    const char *m = "/tmp/vx_test_cli_tiny.gguf";
+    snprintf(cmd, sizeof cmd, "%s synth --preset tiny --type F32 -o %s", vx, m);
+    int rc = run(cmd, out, sizeof out);
+    CHECKF(rc == 0, "vx synth failed (%d): %s", rc, out);
+    if (rc) return;
+    snprintf(cmd, sizeof cmd, "%s tokenize -m %s -p 'a b c d e f g h' --ids", vx, m);
+    rc = run(cmd, out, sizeof out);
+    CHECKF(rc == 0, "vx tokenize with byte-fallback spaces failed (%d): %s", rc, out);
+    /* BOS + 8 letters + 7 spaces of 3 byte tokens + the leading space */
+    int commas = 0;
+    for (const char *p = out; *p; p++) commas += *p == ',';
+    CHECKF(commas + 1 == 1 + 8 + 3 * 8, "expected %d ids, got: %s", 1 + 8 + 3 * 8, out);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'a b c d e f g h' -n 2 --temp 0", vx, m);
+    rc = run(cmd, out, sizeof out);
+    CHECKF(rc == 0, "vx run with byte-fallback spaces failed (%d): %s", rc, out);
+    remove(m);
+}
+
 int main(void) {
     const char *b = getenv("BUILD");
     snprintf(vx, sizeof vx, "%s/vx", b && *b ? b : "build");
     test_logits();
     test_tokenize();
+    test_tokenize_grows();
     test_info_and_run();
     test_chat();
     test_errors();

@@ -174,3 +174,24 @@ char *cli_chat_template_source(const vx_model *m, const char *name) {
     fprintf(stderr, "note: the model has no chat template; using chatml\n");
     return strdup(vx_chat_template_builtin("chatml"));
 }
+
+int32_t cli_tokenize(const vx_vocab *v, const char *text, int32_t len, bool add_special, bool parse_special,
+                     int32_t min_cap, vx_token **out) {
+    int32_t cap = len < INT32_MAX - 16 ? len + 16 : len;
+    if (cap < min_cap) cap = min_cap;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        vx_token *t = malloc((size_t)cap * sizeof *t);
+        if (!t) break;
+        const int32_t n = vx_tokenize(v, text, len, t, cap, add_special, parse_special);
+        if (n >= 0) {
+            *out = t;
+            return n;
+        }
+        free(t);
+        if (n == INT32_MIN) break;
+        cap = -n > min_cap ? -n : min_cap; /* what it needs */
+    }
+    fprintf(stderr, "error: out of memory while tokenizing\n");
+    *out = NULL;
+    return -1;
+}

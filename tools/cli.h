@@ -47,6 +47,11 @@ bool cli_sampling_option(cli_args *a, vx_sampler_params *sp);
  * FILE, else the model's tokenizer.chat_template, else chatml. malloc'd;
  * NULL (with a message) when NAME is neither. */
 char *cli_chat_template_source(const vx_model *m, const char *name);
+/* Tokenizes text[0..len) into a malloc'd array of at least min_cap
+ * entries (grown to what the text needs: byte fallback can take several
+ * tokens per character). Returns the token count, or -1 with a message. */
+int32_t cli_tokenize(const vx_vocab *v, const char *text, int32_t len, bool add_special, bool parse_special,
+                     int32_t min_cap, vx_token **out);
 /* Parses "kv type" names: f16, f32. */
 bool cli_kv_type(const char *s, vx_kv_type *out);
 

@@ -130,10 +130,9 @@ int vx_cmd_chat(int argc, char **argv) {
         if (bos_s[0] && !strncmp(text, bos_s, strlen(bos_s))) text += strlen(bos_s);
         int32_t tl = (int32_t)strlen(text);
         free(toks);
-        toks = malloc(((size_t)tl + 8) * sizeof *toks);
+        const int32_t nt = cli_tokenize(v, text, tl, true, true, 0, &toks);
         if (!toks) goto done;
-        int32_t nt = vx_tokenize(v, text, tl, toks, tl + 8, true, true);
-        if (nt < 0 || nt >= n_ctx) {
+        if (nt >= n_ctx) {
             fprintf(stderr, "error: the conversation (%d tokens) no longer fits the context (%ld)\n", nt, n_ctx);
             break;
         }

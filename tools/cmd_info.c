@@ -90,9 +90,8 @@ int vx_cmd_tokenize(int argc, char **argv) {
     vx_model *m = cli_load_model(path, true);
     if (!m) { free(owned); return 1; }
     const vx_vocab *v = vx_model_get_vocab(m);
-    int32_t cap = (int32_t)len + 8;
-    vx_token *toks = malloc((size_t)cap * sizeof *toks);
-    int32_t n = toks ? vx_tokenize(v, text, (int32_t)len, toks, cap, bos, special) : -1;
+    vx_token *toks = NULL;
+    const int32_t n = cli_tokenize(v, text, (int32_t)len, bos, special, 0, &toks);
     if (n < 0) {
         fprintf(stderr, "error: tokenization failed\n");
         free(toks); free(owned); vx_model_free(m);

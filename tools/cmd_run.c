@@ -109,19 +109,15 @@ int vx_cmd_run(int argc, char **argv) {
         goto done;
     }
     int32_t plen = (int32_t)strlen(prompt);
-    int32_t cap = plen + 8;
-    toks = malloc((size_t)(cap > n_ctx ? cap : n_ctx) * sizeof *toks);
     pos = malloc((size_t)cp.n_batch * sizeof *pos);
     seq = calloc((size_t)cp.n_batch, sizeof *seq);
-    if (!toks || !pos || !seq) {
+    if (!pos || !seq) {
         fprintf(stderr, "error: out of memory\n");
         goto done;
     }
-    int32_t n_prompt = vx_tokenize(v, prompt, plen, toks, cap, add_bos, false);
-    if (n_prompt < 0) {
-        fprintf(stderr, "error: tokenization failed\n");
-        goto done;
-    }
+    /* room for the generated tokens too (n_ctx) */
+    const int32_t n_prompt = cli_tokenize(v, prompt, plen, add_bos, false, (int32_t)n_ctx, &toks);
+    if (n_prompt < 0) goto done;
     if (n_prompt == 0) {
         fprintf(stderr, "error: the prompt is empty and the model adds no BOS token\n");
         goto done;
