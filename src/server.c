@@ -261,8 +261,11 @@ static bool on_event(const vx_token_event *ev, void *user_data) {
     if (final) c->engine_done = true;
     if (j->abandoned || c->cancel_requested) {
         keep = false;
-    } else if (!final && j->q_bytes + size > j->srv->p.max_buffered) {
-        /* the client is not reading: cancel rather than buffer without bound */
+    } else if (!final && j->req.stream && j->q_bytes + size > j->srv->p.max_buffered) {
+        /* the client is not reading: cancel rather than buffer without bound
+         * (a non-streaming request reads nothing from its client until the
+         * end: its queue is drained by its own thread and bounded by
+         * max_tokens, so the limit does not apply to it) */
         j->overflow = true;
         keep = false;
     } else {

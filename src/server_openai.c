@@ -432,6 +432,25 @@ static bool content_text(const cJSON *content, int32_t mi, vx_sbuf *out, vx_oai_
     return true;
 }
 
+/* Levels of nesting of x, counting up to limit + 1. */
+static int json_depth(const cJSON *x, int limit) {
+    if (!cJSON_IsArray(x) && !cJSON_IsObject(x)) return 0;
+    if (limit <= 0) return 1;
+    int d = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, x) {
+        int cd = json_depth(c, limit - 1);
+        if (cd > d) d = cd;
+        if (d >= limit) break;
+    }
+    return d + 1;
+}
+
+/* Nesting a message field may have: deeper ones are dropped (ignored like
+ * unknown fields): no template reads them and the template's JSON reader
+ * stops at 128 levels. */
+#define MAX_FIELD_DEPTH 64
+
 /* Builds the template's message list: every field kept, content flattened. */
 static bool parse_messages(const cJSON *root, vx_oai_request *r, vx_oai_error *e) {
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
@@ -483,6 +502,10 @@ static bool parse_messages(const cJSON *root, vx_oai_request *r, vx_oai_error *e
             goto oom;
         }
         cJSON_DeleteItemFromObjectCaseSensitive(copy, "content");
+        for (cJSON *f = copy->child, *next; f; f = next) {
+            next = f->next;
+            if (json_depth(f, MAX_FIELD_DEPTH) > MAX_FIELD_DEPTH) cJSON_Delete(cJSON_DetachItemViaPointer(copy, f));
+        }
         cJSON_AddItemToObject(copy, "content", str);
         cJSON_AddItemToArray(out, copy);
         i++;
