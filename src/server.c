@@ -137,6 +137,7 @@ struct vx_server {
     int n_jobs;
     int refs;       /* 1 (the owner) + one per job */
     bool stopping;
+    int n_conns;    /* open connections (beyond max_connections: 503) */
     uint64_t status_count[MAX_STATUS];
     uint64_t aborted, tokens_prompt, tokens_generated;
 };
@@ -536,6 +537,29 @@ static enum MHD_Result respond(struct MHD_Connection *conn, conn_req *r, int sta
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
     r->status = status;
+    return ret;
+}
+
+/* 503 for a connection beyond max_connections; the connection is closed
+ * after the answer so that the slot frees up. */
+static enum MHD_Result respond_overloaded(vx_server *s, struct MHD_Connection *conn, conn_req *r, int n_conns) {
+    vx_oai_error e;
+    vx_oai_set_error(&e, 503, NULL,
+                     "The server is overloaded: %d connections are open, the limit is %u. Retry later.", n_conns,
+                     s->p.max_connections);
+    char *body = vx_oai_error_json(&e);
+    if (!body) return MHD_NO;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    add_common_headers(resp, "application/json");
+    MHD_add_response_header(resp, "Retry-After", "1");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_SERVICE_UNAVAILABLE, resp);
+    MHD_destroy_response(resp);
+    r->status = 503;
     return ret;
 }
 
@@ -963,6 +987,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             if ((unsigned char)*c <= 0x20 || *c == 0x7f) *c = '?';
         r->t_start = vx_time_us();
         *con_cls = r;
+        pthread_mutex_lock(&s->mu);
+        const int n_conns = s->n_conns;
+        pthread_mutex_unlock(&s->mu);
+        if (n_conns > (int)s->p.max_connections) return respond_overloaded(s, conn, r, n_conns);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl) {
             char *end;
@@ -979,7 +1007,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     if (*upload_size) {
         /* over the limit: keep reading (and dropping) so the 413 reaches
          * the client instead of a reset connection */
-        if (!r->too_large) {
+        if (!r->too_large && !r->status) {
             if (r->body.len + *upload_size > s->p.max_body) {
                 r->too_large = true;
                 vx_sbuf_free(&r->body);
@@ -1027,6 +1055,17 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     vx_sbuf_free(&r->body);
     free(r);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    (void)conn;
+    (void)socket_context;
+    vx_server *s = cls;
+    pthread_mutex_lock(&s->mu);
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) s->n_conns++;
+    else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) s->n_conns--;
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -1089,6 +1128,8 @@ vx_status vx_server_start(const vx_server_params *params, const vx_model *model,
         server_unref(s);
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     }
+    if (s->p.max_connections == 0) s->p.max_connections = 256;
+    const unsigned conn_limit = s->p.max_connections + s->p.max_connections / 4 + 4;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG;
     if (v6) flags |= MHD_USE_IPv6;
@@ -1096,8 +1137,11 @@ vx_status vx_server_start(const vx_server_params *params, const vx_model *model,
                                  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, /* first, or MHD complains */
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                                  MHD_OPTION_CONNECTION_TIMEOUT, p.timeout_s,
-                                 MHD_OPTION_CONNECTION_LIMIT, p.max_connections ? p.max_connections : 256u,
+                                 /* headroom: up to a quarter more connections are
+                                  * accepted to be told 503 instead of being dropped */
+                                 MHD_OPTION_CONNECTION_LIMIT, conn_limit,
                                  MHD_OPTION_END);
     if (!s->daemon) {
         int e = errno;

@@ -28,7 +28,7 @@ typedef struct vx_server_params {
     size_t max_buffered;     /* output one request may buffer for a slow client
                                 before it is canceled */
     unsigned timeout_s;      /* idle connection timeout (not applied while generating) */
-    unsigned max_connections;
+    unsigned max_connections; /* beyond it requests get 503 (0: 256) */
     bool log_requests;       /* one line per request on stderr */
 } vx_server_params;
 

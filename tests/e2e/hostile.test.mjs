@@ -67,6 +67,14 @@ async function startServer(extra = []) {
   };
 }
 
+// Stops a server with a signal: it must exit 0 with no sanitizer report.
+async function stopClean(srv, signal) {
+  const { code, sig } = await srv.stop(signal);
+  const log = srv.log();
+  assert.doesNotMatch(log, SAN_RE, `sanitizer report:\n${log.slice(-8000)}`);
+  assert.equal(code, 0, `exit code on ${signal} (signal ${sig})\n${log.slice(-3000)}`);
+}
+
 // ------------------------------------------------------------- raw client
 
 // Decodes a chunked body; returns null when it is incomplete.
@@ -607,17 +615,13 @@ describe('vx serve under hostile clients', () => {
   let srv, port, reference;
   const t0 = Date.now();
   before(async () => {
-    srv = await startServer(['--parallel', '4', '--timeout', '3']);
+    srv = await startServer(['--parallel', '4', '--timeout', '2']);
     port = srv.port;
     reference = await greedy(port);
     assert.ok(reference.chat.length > 0 && reference.completion.length > 0);
   });
   after(async () => {
-    if (!srv) return;
-    const { code, sig } = await srv.stop('SIGTERM');
-    const log = srv.log();
-    assert.doesNotMatch(log, SAN_RE, `sanitizer report:\n${log.slice(-6000)}`);
-    assert.equal(code, 0, `exit code on SIGTERM (signal ${sig})\n${log.slice(-3000)}`);
+    if (srv && srv.alive()) await srv.stop('SIGKILL');
     process.stderr.write(`hostile suite: ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
   });
 
@@ -740,8 +744,10 @@ describe('vx serve under hostile clients', () => {
     const closedAt = idle.map((s) => once(s, 'close').then(() => Date.now()));
     const t = Date.now();
     assert.deepEqual(await greedy(port), reference);
-    // the idle timeout (3 s here) closes them all
-    const times = await Promise.race([Promise.all(closedAt), sleep(12000).then(() => null)]);
+    // the idle timeout (2 s here) closes them all
+    let timer;
+    const times = await Promise.race([Promise.all(closedAt), new Promise((r) => { timer = setTimeout(() => r(null), 12000); })]);
+    clearTimeout(timer);
     assert.ok(times, 'idle connections were never closed (hung)');
     for (const x of times) assert.ok(x - t < 11000);
     total += idle.length;
@@ -754,20 +760,23 @@ describe('vx serve under hostile clients', () => {
     assert.ok(srv.alive());
     assert.deepEqual(await greedy(port), reference);
   });
+
+  test('SIGTERM: exit 0, no sanitizer report (LeakSanitizer runs at exit)', async () => {
+    await stopClean(srv, 'SIGTERM');
+  });
 });
+
+const MAX_CONNS = 12;
 
 describe('vx serve under load limits', () => {
   let srv, port;
   before(async () => {
-    srv = await startServer(['--parallel', '1', '--queue', '1', '--max-buffer', '4096', '--timeout', '3']);
+    srv = await startServer(['--parallel', '1', '--queue', '1', '--max-buffer', '4096', '--timeout', '2',
+      '--max-connections', String(MAX_CONNS)]);
     port = srv.port;
   });
   after(async () => {
-    if (!srv) return;
-    const { code, sig } = await srv.stop('SIGINT');
-    const log = srv.log();
-    assert.doesNotMatch(log, SAN_RE, `sanitizer report:\n${log.slice(-6000)}`);
-    assert.equal(code, 0, `exit code on SIGINT (signal ${sig})\n${log.slice(-3000)}`);
+    if (srv && srv.alive()) await srv.stop('SIGKILL');
   });
 
   test('queue full: 429 in the OpenAI shape, the rest succeed', async () => {
@@ -793,5 +802,29 @@ describe('vx serve under load limits', () => {
     sock.destroy();
     const r = await call(port, 'POST', '/v1/completions', JSON.stringify({ prompt: 'Once', max_tokens: 4, temperature: 0 }));
     assert.equal(r.status, 200);
+  });
+
+  test('overload: connections beyond the limit get 503 in the OpenAI shape', async () => {
+    const idle = [];
+    for (let i = 0; i < MAX_CONNS; i++) {
+      const sock = net.connect(port, '127.0.0.1');
+      sock.on('error', () => {});
+      idle.push(sock);
+      await once(sock, 'connect');
+    }
+    await sleep(200); // accepted by the server
+    const rs = await Promise.all([0, 1, 2].map(() => call(port, 'POST', '/v1/completions', '{"prompt":"x","max_tokens":1}')));
+    for (const r of rs) {
+      assertOaiError(r, 503, { type: 'server_error', message: /overloaded/ }, 'over the connection limit');
+      assert.equal(r.res.headers['retry-after'], '1');
+    }
+    for (const sock of idle) sock.destroy();
+    await sleep(200);
+    const ok = await call(port, 'POST', '/v1/completions', '{"prompt":"x","max_tokens":1}');
+    assert.equal(ok.status, 200, ok.res && ok.res.text);
+  });
+
+  test('SIGINT: exit 0, no sanitizer report', async () => {
+    await stopClean(srv, 'SIGINT');
   });
 });
