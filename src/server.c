@@ -105,7 +105,6 @@ typedef struct job {
     vx_sbuf out; /* SSE bytes not yet handed to MHD */
     size_t out_off;
     bool out_finished;
-    bool timeout_restored;
     vx_sbuf scratch;
 } job;
 
@@ -474,18 +473,23 @@ static void job_pump(job *j, int wait_ms) {
         job_fail(j, 500, "Out of memory.");
 }
 
-/* Generation is over: the idle timeout applies again, also to a client
- * that stopped reading what is left. */
-static void restore_timeout(job *j) {
-    if (j->timeout_restored) return;
-    MHD_set_connection_option(j->conn, MHD_CONNECTION_OPTION_TIMEOUT, j->srv->p.timeout_s);
-    j->timeout_restored = true;
+/* Microseconds a streaming response may go without bytes before it sends
+ * an SSE comment: half the idle timeout (at most 15 s), so that waiting in
+ * the queue or a long prefill never looks idle. */
+static int64_t keepalive_us(const vx_server *s) {
+    int64_t us = (int64_t)s->p.timeout_s * 500000;
+    return VX_MAX(VX_MIN(us, 15 * 1000000LL), 200 * 1000LL);
 }
 
-/* MHD content reader of a streaming response (connection thread; may block). */
+/* MHD content reader of a streaming response (connection thread; may block).
+ * The idle timeout stays on while streaming: a client that stops reading
+ * blocks MHD's writes and is disconnected after it, and the request is
+ * canceled (on_completed). This reader never blocks longer than
+ * keepalive_us, so a request that is merely slow is not timed out. */
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     job *j = cls;
+    const int64_t t0 = vx_time_us();
     for (;;) {
         if (j->out_off < j->out.len) {
             size_t n = VX_MIN(max, j->out.len - j->out_off);
@@ -494,17 +498,15 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
             if (j->out_off == j->out.len) j->out.len = j->out_off = 0;
             return (ssize_t)n;
         }
-        if (j->out_finished) {
-            restore_timeout(j);
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        }
+        if (j->out_finished) return MHD_CONTENT_READER_END_OF_STREAM;
         if (j->out.oom) return MHD_CONTENT_READER_END_WITH_ERROR;
         if (client_gone(j)) {
             job_cancel(j, true);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         job_pump(j, PUMP_WAIT_MS);
-        if (j->out_finished) restore_timeout(j);
+        if (j->out.len == 0 && !j->out_finished && vx_time_us() - t0 >= keepalive_us(j->srv))
+            vx_sbuf_adds(&j->out, ": keep-alive\n\n");
     }
 }
 
@@ -748,8 +750,6 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
     if (q->max_tokens == 0)
         for (int32_t i = 0; i < j->n_choices; i++) choice_done(j, &j->choices[i], "length");
 
-    /* generation may take longer than the idle timeout: suspend it */
-    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     if (q->stream) {
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, j, sse_free);
         if (!resp) {
@@ -767,6 +767,9 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         r->status = 200;
         return ret;
     }
+    /* this thread waits for the whole generation, which may take longer
+     * than the idle timeout: suspend it meanwhile */
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     while (j->n_done < j->n_choices) {
         if (client_gone(j)) {
             job_cancel(j, true);
