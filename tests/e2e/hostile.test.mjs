@@ -753,6 +753,22 @@ describe('vx serve under hostile clients', () => {
     total += idle.length;
   });
 
+  test('a stream larger than the socket buffers, never read: dropped after the idle timeout', async () => {
+    await waitIdle(port);
+    // the model name is echoed in every chunk: ~25 MB of output
+    const aborted0 = await metric(port, 'vortex_http_requests_aborted_total');
+    const sock = streamSocket(port, { model: 'm'.repeat(200000), prompt: 'Once', max_tokens: 128, ignore_eos: true, stream: true, temperature: 0 },
+      '/v1/completions');
+    sock.pause();
+    const t = Date.now();
+    await sleep(500);
+    await waitIdle(port, 15000); // the idle timeout is 2 s
+    assert.ok(Date.now() - t < 15000);
+    assert.equal(await metric(port, 'vortex_http_requests_aborted_total'), aborted0 + 1);
+    sock.destroy();
+    total += 1;
+  });
+
   test('summary: every hostile request answered, nothing in flight, output unchanged', async () => {
     assert.ok(total >= 200, `${total} hostile requests`);
     process.stderr.write(`hostile suite: ${total} hostile requests\n`);
@@ -797,7 +813,7 @@ describe('vx serve under load limits', () => {
   test('a stalled reader is canceled, not buffered without bound', async () => {
     const sock = streamSocket(port, { prompt: 'Once', max_tokens: 250, ignore_eos: true, stream: true, logprobs: 20, temperature: 1 }, '/v1/completions');
     sock.pause();
-    await sleep(1500);
+    await sleep(1000);
     await waitIdle(port, 20000);
     sock.destroy();
     const r = await call(port, 'POST', '/v1/completions', JSON.stringify({ prompt: 'Once', max_tokens: 4, temperature: 0 }));
