@@ -624,6 +624,26 @@ static bool parse_stop(const cJSON *root, vx_oai_request *r, vx_oai_error *e) {
     return true;
 }
 
+/* True (with e filled) if the biases ban every token of a small
+ * vocabulary: nothing could be sampled, which is the client's error. */
+static bool bans_every_token(const vx_logit_bias *lb, int32_t n, int32_t n_vocab, vx_oai_error *e) {
+    int32_t n_ban = 0;
+    for (int32_t i = 0; i < n; i++) n_ban += lb[i].bias == -INFINITY;
+    if (n_ban < n_vocab) return false;
+    unsigned char *banned = calloc((size_t)n_vocab, 1);
+    if (!banned) return false; /* the sampler reports it then */
+    int32_t distinct = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (lb[i].bias == -INFINITY && !banned[lb[i].token]) {
+            banned[lb[i].token] = 1;
+            distinct++;
+        }
+    free(banned);
+    if (distinct < n_vocab) return false;
+    vx_oai_set_error(e, 400, "logit_bias", "Invalid 'logit_bias': it bans all %d tokens of the vocabulary.", (int)n_vocab);
+    return true;
+}
+
 /* logit_bias: {"token id": bias in [-100, 100]}; -100 bans the token. */
 static bool parse_logit_bias(const cJSON *root, int32_t n_vocab, vx_oai_request *r, vx_oai_error *e) {
     const cJSON *lb = member(root, "logit_bias");
@@ -662,7 +682,7 @@ static bool parse_logit_bias(const cJSON *root, int32_t n_vocab, vx_oai_request 
         r->logit_bias[r->n_logit_bias].bias = v <= -100 ? -INFINITY : (float)v;
         r->n_logit_bias++;
     }
-    return true;
+    return !bans_every_token(r->logit_bias, r->n_logit_bias, n_vocab, e);
 }
 
 static bool parse_sampling(const cJSON *root, int32_t n_vocab, vx_oai_request *r, vx_oai_error *e) {
@@ -681,7 +701,7 @@ static bool parse_sampling(const cJSON *root, int32_t n_vocab, vx_oai_request *r
     const char *rp_keys[2] = {"repetition_penalty", "repeat_penalty"};
     for (int k = 0; k < 2; k++) {
         if (!opt_number(root, rp_keys[k], 0, 10, &dv, &present, e)) return false;
-        if (present && dv <= 0) {
+        if (present && !((float)dv > 0.0f)) { /* 1e-300 is 0 as a float */
             vx_oai_set_error(e, 400, rp_keys[k], "Invalid value for '%s': expected a number greater than 0 and at most 10.",
                              rp_keys[k]);
             return false;
@@ -1174,6 +1194,13 @@ char *vx_oai_detokenize_json(const vx_vocab *v, const char *body, size_t len, vx
         goto done;
     }
     if (!parse_ids(tokens, "tokens", vx_vocab_n_tokens(v), &ids, &n, err)) goto done;
+    /* 16 bytes a token to start with; huge id lists (a big --max-body)
+     * must not overflow the int32 sizes of vx_detokenize */
+    if (n > (INT32_MAX - 16) / 16) {
+        vx_oai_set_error(err, 413, "tokens", "Invalid 'tokens': at most %d token ids per request.",
+                         (int)((INT32_MAX - 16) / 16));
+        goto done;
+    }
     int32_t cap = n * 16 + 16, tl = -1;
     for (int attempt = 0; attempt < 2 && tl < 0; attempt++) {
         free(text);

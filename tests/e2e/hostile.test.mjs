@@ -327,6 +327,11 @@ function jsonCases() {
     const bigBias = {};
     for (let i = 0; i < 5000; i++) bigBias[`${i}${'0'.repeat(0)}`] = 1;
     add(e, 'logit_bias: 5000 entries', withRaw(e.base, 'logit_bias', JSON.stringify(bigBias)), bad('logit_bias'));
+    const ban = (k) => JSON.stringify(Object.fromEntries(Array.from({ length: k }, (_, i) => [String(i), -100])));
+    add(e, 'logit_bias bans every token', withRaw(e.base, 'logit_bias', ban(N_VOCAB)), bad('logit_bias', { message: /bans all/ }));
+    add(e, 'logit_bias bans all but one token (valid)', withRaw(e.base, 'logit_bias', ban(N_VOCAB - 1)), { status: 200 });
+    for (const f of ['repetition_penalty', 'repeat_penalty'])
+      add(e, `${f}=1e-300 (0 as a float)`, withRaw(e.base, f, '1e-300'), bad(f));
     add(e, 'logit_bias {"5":-100,"6":100} (valid)', withRaw(e.base, 'logit_bias', '{"5":-100,"6":100}'), { status: 200 });
     // unknown fields are ignored
     add(e, 'unknown fields', JSON.stringify({ ...e.base, foo: 1, tools: [{ type: 'function' }], response_format: { type: 'json_object' },
