@@ -661,7 +661,24 @@ describe('vx serve under hostile clients', () => {
     const gr = parseAll(g.buf);
     assert.equal(gr[0].status, 200);
     if (gr.length > 1) assert.ok(gr[1].status >= 400 && gr[1].status < 600);
-    total += 2;
+    // HTTP/1.0: no chunked encoding, the stream ends with the connection
+    const sb = JSON.stringify({ ...COMPL, stream: true });
+    const h10 = await rawExchange(port, Buffer.from(`POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: ${sb.length}\r\n\r\n${sb}`));
+    assert.ok(!h10.timedOut);
+    const r10 = parseResponse(h10.buf);
+    assert.equal(r10.status, 200);
+    const head10 = h10.buf.subarray(0, h10.buf.indexOf('\r\n\r\n')).toString('latin1');
+    const ev10 = sseEvents(/chunked/i.test(head10) ? r10.body : h10.buf.subarray(h10.buf.indexOf('\r\n\r\n') + 4));
+    assert.equal(ev10[ev10.length - 1], '[DONE]');
+    assert.equal(streamText(ev10, false), reference.completion);
+    // a chunked request body
+    const cb = JSON.stringify(COMPL);
+    const ch = await rawExchange(port, Buffer.from(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n` +
+      `5\r\n${cb.slice(0, 5)}\r\n${(cb.length - 5).toString(16)}\r\n${cb.slice(5)}\r\n0\r\n\r\n`));
+    const chr = parseResponse(ch.buf);
+    assert.equal(chr.status, 200, chr.text);
+    assert.equal(chr.json.choices[0].text, reference.completion);
+    total += 4;
   });
 
   test('oversized bodies: 413 or a clean close, quickly', async () => {
