@@ -791,6 +791,40 @@ describe('vx serve under hostile clients', () => {
     total += 1;
   });
 
+  test('chaos: 48 concurrent clients streaming, cutting off and sending garbage at random', async () => {
+    let seed = Number(process.env.VX_CHAOS_SEED || 12345);
+    const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+    const plan = Array.from({ length: 48 }, () => ({ kind: rand(5), cut: 1 + rand(3000), n: 1 + rand(3), stream: rand(2) === 1 }));
+    const results = await Promise.all(plan.map(async (c) => {
+      if (c.kind === 0) { // well-formed, read to the end
+        const r = await call(port, 'POST', '/v1/completions', JSON.stringify({ ...COMPL, n: c.n }), {}, { timeout: 60000 });
+        if (r.status === 429 && r.res.json?.error?.code === 'rate_limit_exceeded') return 'ok'; // the queue (64) can fill up
+        return r.status === 200 && r.res.json.choices.every((ch) => ch.text === reference.completion) ? 'ok' : `bad ${r.status}`;
+      }
+      if (c.kind === 1 || c.kind === 2) { // streams cut off after some bytes
+        const body = { ...LONG(true), n: c.n };
+        const sock = streamSocket(port, c.kind === 1 ? body : { prompt: 'Once', max_tokens: 100, stream: true, n: c.n, logprobs: 3 },
+          c.kind === 1 ? '/v1/chat/completions' : '/v1/completions');
+        let got = 0;
+        await new Promise((resolve) => {
+          sock.on('data', (d) => { got += d.length; if (got >= c.cut) { sock.destroy(); resolve(); } });
+          sock.on('close', resolve);
+        });
+        return 'ok';
+      }
+      if (c.kind === 3) { // garbage on a fresh connection
+        const r = await rawExchange(port, Buffer.from(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n{"prompt":[1,2,{"x":`), { timeout: 300 });
+        return r.timedOut || r.closed ? 'ok' : 'bad';
+      }
+      const r = await call(port, 'POST', '/v1/chat/completions', JSON.stringify({ messages: 'x' }));
+      return r.status === 400 ? 'ok' : `bad ${r.status}`;
+    }));
+    assert.deepEqual(results.filter((x) => x !== 'ok'), []);
+    total += plan.length;
+    await waitIdle(port);
+    assert.deepEqual(await greedy(port), reference);
+  });
+
   test('summary: every hostile request answered, nothing in flight, output unchanged', async () => {
     assert.ok(total >= 200, `${total} hostile requests`);
     process.stderr.write(`hostile suite: ${total} hostile requests\n`);
