@@ -900,3 +900,49 @@ describe('vx serve under load limits', () => {
     await stopClean(srv, 'SIGINT');
   });
 });
+
+describe('vx serve shut down under hostile clients', () => {
+  for (const signals of [['SIGTERM'], ['SIGINT', 'SIGINT']]) {
+    test(`${signals.join(' + ')} with streams, stalled readers, idle and half-sent connections`, async () => {
+      const srv = await startServer(['--parallel', '2', '--timeout', '2']);
+      const port = srv.port;
+      const socks = [];
+      const big = streamSocket(port, { model: 'm'.repeat(100000), prompt: 'Once', max_tokens: 200, ignore_eos: true, stream: true }, '/v1/completions');
+      big.pause();
+      socks.push(big);
+      const streams = [];
+      for (let i = 0; i < 4; i++) {
+        const s = streamSocket(port, { ...LONG(true), n: 2 });
+        let got = '';
+        s.on('data', (d) => { got += d.toString('latin1'); });
+        streams.push(once(s, 'close').then(() => got));
+        socks.push(s);
+      }
+      for (let i = 0; i < 3; i++) {
+        const s = net.connect(port, '127.0.0.1');
+        s.on('error', () => {});
+        if (i) s.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{"pro');
+        socks.push(s);
+      }
+      const pending = call(port, 'POST', '/v1/chat/completions', JSON.stringify({ ...LONG(false), n: 3 }), {}, { timeout: 30000 });
+      await sleep(150);
+      const t = Date.now();
+      srv.proc.kill(signals[0]);
+      if (signals[1]) setTimeout(() => srv.proc.kill(signals[1]), 100);
+      const { code, sig } = await srv.stop(signals[0]);
+      const log = srv.log();
+      assert.doesNotMatch(log, SAN_RE, `sanitizer report:\n${log.slice(-8000)}`);
+      assert.equal(code, 0, `exit code (signal ${sig})\n${log.slice(-3000)}`);
+      assert.ok(Date.now() - t < 20000, `shutdown took ${Date.now() - t} ms`);
+      // every client heard the end: a finished stream, an error event, or a close
+      for (const got of await Promise.all(streams)) {
+        if (!got) continue;
+        assert.match(got, /^HTTP\/1\.1 200/);
+        assert.ok(got.includes('data: [DONE]') || got.includes('"error"') || !got.includes('0\r\n\r\n'), got.slice(-300));
+      }
+      const p = await pending;
+      if (p.status) assert.ok(p.status === 200 || p.status === 503, `${p.status} ${p.res.text}`);
+      for (const s of socks) s.destroy();
+    });
+  }
+});
