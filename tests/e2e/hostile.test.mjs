@@ -904,7 +904,7 @@ describe('vx serve under load limits', () => {
 describe('vx serve shut down under hostile clients', () => {
   for (const signals of [['SIGTERM'], ['SIGINT', 'SIGINT']]) {
     test(`${signals.join(' + ')} with streams, stalled readers, idle and half-sent connections`, async () => {
-      const srv = await startServer(['--parallel', '2', '--timeout', '2']);
+      const srv = await startServer(['--parallel', '2', '--timeout', '1']);
       const port = srv.port;
       const socks = [];
       const big = streamSocket(port, { model: 'm'.repeat(100000), prompt: 'Once', max_tokens: 200, ignore_eos: true, stream: true }, '/v1/completions');
