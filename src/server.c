@@ -632,6 +632,9 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
     if (!vx_oai_parse_request(kind, r->body.p ? r->body.p : "", r->body.len, s->n_vocab, &j->req, &err))
         return respond_error(conn, r, &err);
     vx_oai_request *q = &j->req;
+    /* a sequence never holds more than n_ctx tokens: a larger penalty window
+     * means the same, and would only make the sampler allocate its size */
+    if (q->sampling.penalty_last_n > s->p.n_ctx) q->sampling.penalty_last_n = s->p.n_ctx;
 
     vx_token *prompt = NULL;
     int32_t n_prompt = 0;

@@ -317,6 +317,9 @@ function jsonCases() {
       ['seed', '18446744073709551615'], ['seed', '-9223372036854775808'], ['repeat_last_n', '-1'],
       ['max_tokens', 'null'], ['temperature', 'null'], ['top_p', '0'], ['min_p', '1']];
     for (const [f, raw] of ok) add(e, `${f}=${raw} (valid)`, withRaw(e.base, f, raw), { status: 200 });
+    // the largest windows and cut-offs: valid, and must not make the server allocate their size
+    add(e, 'repeat_last_n=2^31-1, top_k=2^31-1, n=8 (valid)', JSON.stringify({ ...e.base, repeat_last_n: 2147483647, top_k: 2147483647, n: 8 }),
+      { status: 200 });
     add(e, 'seed=1e-400 (underflows to 0: valid)', withRaw(e.base, 'seed', '1e-400'), { status: 200 });
     add(e, 'seed=2^64 * 10', withRaw(e.base, 'seed', '184467440737095516170'), bad('seed'));
 
