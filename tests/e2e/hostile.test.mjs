@@ -908,7 +908,7 @@ describe('vx serve under load limits', () => {
       idle.push(sock);
       await once(sock, 'connect');
     }
-    await sleep(200); // accepted by the server
+    await sleep(500); // accepted by the server
     const rs = await Promise.all([0, 1, 2].map(() => call(port, 'POST', '/v1/completions', '{"prompt":"x","max_tokens":1}')));
     for (const r of rs) {
       assertOaiError(r, 503, { type: 'server_error', message: /overloaded/ }, 'over the connection limit');
