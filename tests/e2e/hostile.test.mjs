@@ -740,6 +740,7 @@ describe('vx serve under hostile clients', () => {
   });
 
   test('clients that disconnect mid-stream or before the answer', async () => {
+    const aborted0 = await metric(port, 'vortex_http_requests_aborted_total');
     const runs = [];
     for (const after of ['send', 'headers', 'chunk']) {
       runs.push(disconnectMidStream(port, { after }));
@@ -761,6 +762,8 @@ describe('vx serve under hostile clients', () => {
     if (parseResponse(hc.buf)) assert.equal(parseResponse(hc.buf).status, 200);
     total += runs.length + 5;
     await waitIdle(port);
+    // the streams cut after the headers or a chunk were seen as aborted
+    assert.ok(await metric(port, 'vortex_http_requests_aborted_total') >= aborted0 + 6);
     assert.deepEqual(await greedy(port), reference);
   });
 
@@ -914,8 +917,18 @@ describe('vx serve under load limits', () => {
       assertOaiError(r, 503, { type: 'server_error', message: /overloaded/ }, 'over the connection limit');
       assert.equal(r.res.headers['retry-after'], '1');
     }
+    // a flood past the headroom too: new connections are closed at once
+    for (let i = 0; i < 2 * MAX_CONNS; i++) {
+      const sock = net.connect(port, '127.0.0.1');
+      sock.on('error', () => {});
+      idle.push(sock);
+    }
+    await sleep(500);
+    const flooded = await call(port, 'POST', '/v1/completions', '{"prompt":"x","max_tokens":1}', {}, { timeout: 5000 });
+    assert.ok(!flooded.timedOut, 'hung while flooded');
+    assert.ok(flooded.status === 0 || flooded.status === 503, `${flooded.status}`);
     for (const sock of idle) sock.destroy();
-    await sleep(200);
+    await sleep(300);
     const ok = await call(port, 'POST', '/v1/completions', '{"prompt":"x","max_tokens":1}');
     assert.equal(ok.status, 200, ok.res && ok.res.text);
   });
