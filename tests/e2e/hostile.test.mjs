@@ -989,3 +989,16 @@ describe('vx serve shut down under hostile clients', SUITE, () => {
     });
   }
 });
+
+describe('vx serve with a chat template that raises', SUITE, () => {
+  test('raise_exception is a 400 on messages; the server keeps serving and exits clean', async () => {
+    const srv = await startServer(['--chat-template', path.join(FIXTURES, 'chat/templates/google-gemma-2-2b-it.jinja')]);
+    const chat = (messages) => call(srv.port, 'POST', '/v1/chat/completions', JSON.stringify({ messages, max_tokens: 2, temperature: 0 }));
+    for (const messages of [[{ role: 'user', content: 'a' }, { role: 'user', content: 'b' }], [{ role: 'assistant', content: 'a' }],
+      [{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b' }, { role: 'assistant', content: 'c' }]])
+      assertOaiError(await chat(messages), 400, { param: 'messages', message: /must alternate/ }, 'template raise');
+    const ok = await chat([{ role: 'user', content: 'a' }]);
+    assert.equal(ok.status, 200, ok.res && ok.res.text);
+    await stopClean(srv, 'SIGTERM');
+  });
+});
