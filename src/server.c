@@ -105,7 +105,6 @@ typedef struct job {
     vx_sbuf out; /* SSE bytes not yet handed to MHD */
     size_t out_off;
     bool out_finished;
-    bool timeout_restored;
     vx_sbuf scratch;
 } job;
 
@@ -137,6 +136,7 @@ struct vx_server {
     int n_jobs;
     int refs;       /* 1 (the owner) + one per job */
     bool stopping;
+    int n_conns;    /* open connections (beyond max_connections: 503) */
     uint64_t status_count[MAX_STATUS];
     uint64_t aborted, tokens_prompt, tokens_generated;
 };
@@ -261,8 +261,11 @@ static bool on_event(const vx_token_event *ev, void *user_data) {
     if (final) c->engine_done = true;
     if (j->abandoned || c->cancel_requested) {
         keep = false;
-    } else if (!final && j->q_bytes + size > j->srv->p.max_buffered) {
-        /* the client is not reading: cancel rather than buffer without bound */
+    } else if (!final && j->req.stream && j->q_bytes + size > j->srv->p.max_buffered) {
+        /* the client is not reading: cancel rather than buffer without bound
+         * (a non-streaming request reads nothing from its client until the
+         * end: its queue is drained by its own thread and bounded by
+         * max_tokens, so the limit does not apply to it) */
         j->overflow = true;
         keep = false;
     } else {
@@ -470,18 +473,23 @@ static void job_pump(job *j, int wait_ms) {
         job_fail(j, 500, "Out of memory.");
 }
 
-/* Generation is over: the idle timeout applies again, also to a client
- * that stopped reading what is left. */
-static void restore_timeout(job *j) {
-    if (j->timeout_restored) return;
-    MHD_set_connection_option(j->conn, MHD_CONNECTION_OPTION_TIMEOUT, j->srv->p.timeout_s);
-    j->timeout_restored = true;
+/* Microseconds a streaming response may go without bytes before it sends
+ * an SSE comment: half the idle timeout (at most 15 s), so that waiting in
+ * the queue or a long prefill never looks idle. */
+static int64_t keepalive_us(const vx_server *s) {
+    int64_t us = (int64_t)s->p.timeout_s * 500000;
+    return VX_MAX(VX_MIN(us, 15 * 1000000LL), 200 * 1000LL);
 }
 
-/* MHD content reader of a streaming response (connection thread; may block). */
+/* MHD content reader of a streaming response (connection thread; may block).
+ * The idle timeout stays on while streaming: a client that stops reading
+ * blocks MHD's writes and is disconnected after it, and the request is
+ * canceled (on_completed). This reader never blocks longer than
+ * keepalive_us, so a request that is merely slow is not timed out. */
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     job *j = cls;
+    const int64_t t0 = vx_time_us();
     for (;;) {
         if (j->out_off < j->out.len) {
             size_t n = VX_MIN(max, j->out.len - j->out_off);
@@ -490,17 +498,15 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
             if (j->out_off == j->out.len) j->out.len = j->out_off = 0;
             return (ssize_t)n;
         }
-        if (j->out_finished) {
-            restore_timeout(j);
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        }
+        if (j->out_finished) return MHD_CONTENT_READER_END_OF_STREAM;
         if (j->out.oom) return MHD_CONTENT_READER_END_WITH_ERROR;
         if (client_gone(j)) {
             job_cancel(j, true);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         job_pump(j, PUMP_WAIT_MS);
-        if (j->out_finished) restore_timeout(j);
+        if (j->out.len == 0 && !j->out_finished && vx_time_us() - t0 >= keepalive_us(j->srv))
+            vx_sbuf_adds(&j->out, ": keep-alive\n\n");
     }
 }
 
@@ -533,6 +539,29 @@ static enum MHD_Result respond(struct MHD_Connection *conn, conn_req *r, int sta
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
     r->status = status;
+    return ret;
+}
+
+/* 503 for a connection beyond max_connections; the connection is closed
+ * after the answer so that the slot frees up. */
+static enum MHD_Result respond_overloaded(vx_server *s, struct MHD_Connection *conn, conn_req *r, int n_conns) {
+    vx_oai_error e;
+    vx_oai_set_error(&e, 503, NULL,
+                     "The server is overloaded: %d connections are open, the limit is %u. Retry later.", n_conns,
+                     s->p.max_connections);
+    char *body = vx_oai_error_json(&e);
+    if (!body) return MHD_NO;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    add_common_headers(resp, "application/json");
+    MHD_add_response_header(resp, "Retry-After", "1");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_SERVICE_UNAVAILABLE, resp);
+    MHD_destroy_response(resp);
+    r->status = 503;
     return ret;
 }
 
@@ -603,6 +632,9 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
     if (!vx_oai_parse_request(kind, r->body.p ? r->body.p : "", r->body.len, s->n_vocab, &j->req, &err))
         return respond_error(conn, r, &err);
     vx_oai_request *q = &j->req;
+    /* a sequence never holds more than n_ctx tokens: a larger penalty window
+     * means the same, and would only make the sampler allocate its size */
+    if (q->sampling.penalty_last_n > s->p.n_ctx) q->sampling.penalty_last_n = s->p.n_ctx;
 
     vx_token *prompt = NULL;
     int32_t n_prompt = 0;
@@ -721,8 +753,6 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
     if (q->max_tokens == 0)
         for (int32_t i = 0; i < j->n_choices; i++) choice_done(j, &j->choices[i], "length");
 
-    /* generation may take longer than the idle timeout: suspend it */
-    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     if (q->stream) {
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, j, sse_free);
         if (!resp) {
@@ -740,6 +770,9 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         r->status = 200;
         return ret;
     }
+    /* this thread waits for the whole generation, which may take longer
+     * than the idle timeout: suspend it meanwhile */
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     while (j->n_done < j->n_choices) {
         if (client_gone(j)) {
             job_cancel(j, true);
@@ -960,6 +993,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             if ((unsigned char)*c <= 0x20 || *c == 0x7f) *c = '?';
         r->t_start = vx_time_us();
         *con_cls = r;
+        pthread_mutex_lock(&s->mu);
+        const int n_conns = s->n_conns;
+        pthread_mutex_unlock(&s->mu);
+        if (n_conns > (int)s->p.max_connections) return respond_overloaded(s, conn, r, n_conns);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl) {
             char *end;
@@ -976,7 +1013,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     if (*upload_size) {
         /* over the limit: keep reading (and dropping) so the 413 reaches
          * the client instead of a reset connection */
-        if (!r->too_large) {
+        if (!r->too_large && !r->status) {
             if (r->body.len + *upload_size > s->p.max_body) {
                 r->too_large = true;
                 vx_sbuf_free(&r->body);
@@ -1024,6 +1061,17 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     vx_sbuf_free(&r->body);
     free(r);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    (void)conn;
+    (void)socket_context;
+    vx_server *s = cls;
+    pthread_mutex_lock(&s->mu);
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) s->n_conns++;
+    else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) s->n_conns--;
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -1086,6 +1134,8 @@ vx_status vx_server_start(const vx_server_params *params, const vx_model *model,
         server_unref(s);
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     }
+    if (s->p.max_connections == 0) s->p.max_connections = 256;
+    const unsigned conn_limit = s->p.max_connections + s->p.max_connections / 4 + 4;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG;
     if (v6) flags |= MHD_USE_IPv6;
@@ -1093,8 +1143,11 @@ vx_status vx_server_start(const vx_server_params *params, const vx_model *model,
                                  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, /* first, or MHD complains */
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                                  MHD_OPTION_CONNECTION_TIMEOUT, p.timeout_s,
-                                 MHD_OPTION_CONNECTION_LIMIT, p.max_connections ? p.max_connections : 256u,
+                                 /* headroom: up to a quarter more connections are
+                                  * accepted to be told 503 instead of being dropped */
+                                 MHD_OPTION_CONNECTION_LIMIT, conn_limit,
                                  MHD_OPTION_END);
     if (!s->daemon) {
         int e = errno;

@@ -25,10 +25,11 @@ typedef struct vx_server_params {
     const char *model_name;  /* the name /v1/models reports and responses echo by default */
     int32_t n_ctx;           /* the engine's per-sequence context, for prompt checks */
     size_t max_body;         /* request body limit in bytes (413 beyond) */
-    size_t max_buffered;     /* output one request may buffer for a slow client
-                                before it is canceled */
-    unsigned timeout_s;      /* idle connection timeout (not applied while generating) */
-    unsigned max_connections;
+    size_t max_buffered;     /* output one streaming request may buffer for a slow
+                                client before it is canceled */
+    unsigned timeout_s;      /* idle connection timeout (suspended while a non-streaming
+                                request generates; streams send keep-alive comments) */
+    unsigned max_connections; /* beyond it requests get 503 (0: 256) */
     bool log_requests;       /* one line per request on stderr */
 } vx_server_params;
 

@@ -432,6 +432,25 @@ static bool content_text(const cJSON *content, int32_t mi, vx_sbuf *out, vx_oai_
     return true;
 }
 
+/* Levels of nesting of x, counting up to limit + 1. */
+static int json_depth(const cJSON *x, int limit) {
+    if (!cJSON_IsArray(x) && !cJSON_IsObject(x)) return 0;
+    if (limit <= 0) return 1;
+    int d = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, x) {
+        int cd = json_depth(c, limit - 1);
+        if (cd > d) d = cd;
+        if (d >= limit) break;
+    }
+    return d + 1;
+}
+
+/* Nesting a message field may have: deeper ones are dropped (ignored like
+ * unknown fields): no template reads them and the template's JSON reader
+ * stops at 128 levels. */
+#define MAX_FIELD_DEPTH 64
+
 /* Builds the template's message list: every field kept, content flattened. */
 static bool parse_messages(const cJSON *root, vx_oai_request *r, vx_oai_error *e) {
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
@@ -483,6 +502,10 @@ static bool parse_messages(const cJSON *root, vx_oai_request *r, vx_oai_error *e
             goto oom;
         }
         cJSON_DeleteItemFromObjectCaseSensitive(copy, "content");
+        for (cJSON *f = copy->child, *next; f; f = next) {
+            next = f->next;
+            if (json_depth(f, MAX_FIELD_DEPTH) > MAX_FIELD_DEPTH) cJSON_Delete(cJSON_DetachItemViaPointer(copy, f));
+        }
         cJSON_AddItemToObject(copy, "content", str);
         cJSON_AddItemToArray(out, copy);
         i++;
@@ -601,6 +624,26 @@ static bool parse_stop(const cJSON *root, vx_oai_request *r, vx_oai_error *e) {
     return true;
 }
 
+/* True (with e filled) if the biases ban every token of a small
+ * vocabulary: nothing could be sampled, which is the client's error. */
+static bool bans_every_token(const vx_logit_bias *lb, int32_t n, int32_t n_vocab, vx_oai_error *e) {
+    int32_t n_ban = 0;
+    for (int32_t i = 0; i < n; i++) n_ban += lb[i].bias == -INFINITY;
+    if (n_ban < n_vocab) return false;
+    unsigned char *banned = calloc((size_t)n_vocab, 1);
+    if (!banned) return false; /* the sampler reports it then */
+    int32_t distinct = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (lb[i].bias == -INFINITY && !banned[lb[i].token]) {
+            banned[lb[i].token] = 1;
+            distinct++;
+        }
+    free(banned);
+    if (distinct < n_vocab) return false;
+    vx_oai_set_error(e, 400, "logit_bias", "Invalid 'logit_bias': it bans all %d tokens of the vocabulary.", (int)n_vocab);
+    return true;
+}
+
 /* logit_bias: {"token id": bias in [-100, 100]}; -100 bans the token. */
 static bool parse_logit_bias(const cJSON *root, int32_t n_vocab, vx_oai_request *r, vx_oai_error *e) {
     const cJSON *lb = member(root, "logit_bias");
@@ -639,7 +682,7 @@ static bool parse_logit_bias(const cJSON *root, int32_t n_vocab, vx_oai_request 
         r->logit_bias[r->n_logit_bias].bias = v <= -100 ? -INFINITY : (float)v;
         r->n_logit_bias++;
     }
-    return true;
+    return !bans_every_token(r->logit_bias, r->n_logit_bias, n_vocab, e);
 }
 
 static bool parse_sampling(const cJSON *root, int32_t n_vocab, vx_oai_request *r, vx_oai_error *e) {
@@ -658,7 +701,7 @@ static bool parse_sampling(const cJSON *root, int32_t n_vocab, vx_oai_request *r
     const char *rp_keys[2] = {"repetition_penalty", "repeat_penalty"};
     for (int k = 0; k < 2; k++) {
         if (!opt_number(root, rp_keys[k], 0, 10, &dv, &present, e)) return false;
-        if (present && dv <= 0) {
+        if (present && !((float)dv > 0.0f)) { /* 1e-300 is 0 as a float */
             vx_oai_set_error(e, 400, rp_keys[k], "Invalid value for '%s': expected a number greater than 0 and at most 10.",
                              rp_keys[k]);
             return false;
@@ -1151,6 +1194,13 @@ char *vx_oai_detokenize_json(const vx_vocab *v, const char *body, size_t len, vx
         goto done;
     }
     if (!parse_ids(tokens, "tokens", vx_vocab_n_tokens(v), &ids, &n, err)) goto done;
+    /* 16 bytes a token to start with; huge id lists (a big --max-body)
+     * must not overflow the int32 sizes of vx_detokenize */
+    if (n > (INT32_MAX - 16) / 16) {
+        vx_oai_set_error(err, 413, "tokens", "Invalid 'tokens': at most %d token ids per request.",
+                         (int)((INT32_MAX - 16) / 16));
+        goto done;
+    }
     int32_t cap = n * 16 + 16, tl = -1;
     for (int attempt = 0; attempt < 2 && tl < 0; attempt++) {
         free(text);
