@@ -4,6 +4,12 @@
 //
 //   node bench/serve-bench.mjs --url http://127.0.0.1:8080 [--clients 1,4,8,16]
 //        [--prompt-words 100] [--max-tokens 64] [--shared-prefix-words 0] [--rounds 1]
+//   node bench/serve-bench.mjs --url ... --prefix-test 900,1000 [--reps 3]
+//
+// --prefix-test C,P: time to first token of P-token prompts (token ids, so
+// the counts do not depend on the tokenizer) whose first C tokens are
+// already in the prefix cache, against P-token prompts that share nothing
+// (medians of --reps each, 1 generated token).
 //
 // For each N: N clients each send --rounds streaming /v1/completions requests
 // back to back. Reports aggregate generated tokens/s (wall clock), time to
@@ -48,11 +54,11 @@ async function metrics() {
   return { lookups: get('vortex_prefix_cache_lookups_total'), hits: get('vortex_prefix_cache_hits_total') };
 }
 
-async function one(prompt) {
+async function one(prompt, maxTok = maxTokens) {
   const t0 = performance.now();
   const r = await fetch(`${url}/v1/completions`, {
     method: 'POST', headers,
-    body: JSON.stringify({ prompt, max_tokens: maxTokens, temperature: 0, stream: true,
+    body: JSON.stringify({ prompt, max_tokens: maxTok, temperature: 0, stream: true,
                            stream_options: { include_usage: true }, ignore_eos: true }),
   });
   if (!r.ok) throw new Error(`HTTP ${r.status}: ${await r.text()}`);
@@ -77,6 +83,26 @@ const pct = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor(p / 100 * s.length))];
 };
+
+if (args['prefix-test']) {
+  const [cached, total] = args['prefix-test'].split(',').map(Number);
+  const reps = Number(args.reps || 3);
+  /* ids from 300 up: ordinary pieces in the vocabularies vx synth writes and real ones */
+  const ids = (n) => Array.from({ length: n }, () => 300 + Math.floor(rnd() * 20000));
+  const med = (xs) => pct(xs, 50);
+  const cold = [], warm = [];
+  for (let k = 0; k < reps; k++) cold.push((await one(ids(total), 1)).ttft);
+  const prefix = ids(cached);
+  await one(prefix.concat(ids(total - cached)), 1); /* fills the cache */
+  for (let k = 0; k < reps; k++) warm.push((await one(prefix.concat(ids(total - cached)), 1)).ttft);
+  const m = await metrics();
+  console.log(`server ${url}; ${total}-token prompts, first ${cached} cached vs none (medians of ${reps})`);
+  console.log('| uncached TTFT ms | cached-prefix TTFT ms | ratio | prefix hits / lookups (server total) |');
+  console.log('|---:|---:|---:|---:|');
+  console.log(`| ${med(cold).toFixed(0)} | ${med(warm).toFixed(0)} | ${(med(warm) / med(cold) * 100).toFixed(1)}% | ` +
+              `${m.hits} / ${m.lookups} |`);
+  process.exit(0);
+}
 
 console.log(`server ${url}; prompts of ~${promptWords} words (${sharedWords} shared), ${maxTokens} tokens each`);
 console.log('| clients | requests | gen tokens | wall s | aggregate t/s | TTFT p50 ms | TTFT p99 ms | prefix hit rate |');
