@@ -1,5 +1,7 @@
 /* avx2_ops.c - AVX2+FMA float kernels (compiled with -mavx2 -mfma). */
 #include <immintrin.h>
+#include <math.h>
+#include <string.h>
 
 #include "kernels_x86.h"
 
@@ -96,4 +98,203 @@ float vx_exp_shift_sum_avx2(float *x, int64_t n, float m) {
         }
     }
     return sum;
+}
+
+/* ---- attention blocks (see the contracts in ops.h) ---- */
+
+void vx_q8_0_to_f32_avx2(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    for (int64_t i = 0; i + 32 <= n; i += 32, p += 34) {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
+        const __m128i q0 = _mm_loadu_si128((const __m128i *)(const void *)(p + 2));
+        const __m128i q1 = _mm_loadu_si128((const __m128i *)(const void *)(p + 18));
+        _mm256_storeu_ps(dst + i, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q0))));
+        _mm256_storeu_ps(dst + i + 8,
+                         _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q0, 8)))));
+        _mm256_storeu_ps(dst + i + 16, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q1))));
+        _mm256_storeu_ps(dst + i + 24,
+                         _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q1, 8)))));
+    }
+}
+
+/* One register tile of gemm_f32: MR rows (1..4) x NV vectors of 8 columns
+ * (1..2), accumulators in registers, k steps of one broadcast per row and
+ * one load per column vector. */
+static inline __attribute__((always_inline)) void gemm_tile(const int MR, const int NV, int64_t kd,
+                                                            const float *a, int64_t lda,
+                                                            const float *b, int64_t ldb, float *c,
+                                                            int64_t ldc, const float *alpha) {
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++) {
+        const __m256 al = alpha ? _mm256_set1_ps(alpha[i]) : _mm256_setzero_ps();
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++)
+            acc[i][v] = alpha ? _mm256_mul_ps(al, _mm256_loadu_ps(c + i * ldc + 8 * v)) : _mm256_setzero_ps();
+    }
+    for (int64_t p = 0; p < kd; p++) {
+        __m256 bv[2];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) bv[v] = _mm256_loadu_ps(b + p * ldb + 8 * v);
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++) {
+            const __m256 ai = _mm256_broadcast_ss(a + i * lda + p);
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; v++) acc[i][v] = _mm256_fmadd_ps(ai, bv[v], acc[i][v]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) _mm256_storeu_ps(c + i * ldc + 8 * v, acc[i][v]);
+}
+
+static inline __attribute__((always_inline)) void gemm_rows(const int MR, int64_t n, int64_t kd,
+                                                            const float *a, int64_t lda,
+                                                            const float *b, int64_t ldb, float *c,
+                                                            int64_t ldc, const float *alpha) {
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) gemm_tile(MR, 2, kd, a, lda, b + j, ldb, c + j, ldc, alpha);
+    if (j + 8 <= n) {
+        gemm_tile(MR, 1, kd, a, lda, b + j, ldb, c + j, ldc, alpha);
+        j += 8;
+    }
+    for (; j < n; j++) /* columns past a multiple of 8 */
+        for (int i = 0; i < MR; i++) {
+            float s = alpha ? alpha[i] * c[i * ldc + j] : 0.0f;
+            for (int64_t p = 0; p < kd; p++) s += a[i * lda + p] * b[p * ldb + j];
+            c[i * ldc + j] = s;
+        }
+}
+
+void vx_gemm_f32_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const float *b,
+                      int64_t ldb, float *c, int64_t ldc, const float *alpha) {
+    int64_t i = 0;
+    for (; i + 4 <= m; i += 4)
+        gemm_rows(4, n, kd, a + i * lda, lda, b, ldb, c + i * ldc, ldc, alpha ? alpha + i : NULL);
+    const float *al = alpha ? alpha + i : NULL;
+    if (m - i == 3) gemm_rows(3, n, kd, a + i * lda, lda, b, ldb, c + i * ldc, ldc, al);
+    else if (m - i == 2) gemm_rows(2, n, kd, a + i * lda, lda, b, ldb, c + i * ldc, ldc, al);
+    else if (m - i == 1) gemm_rows(1, n, kd, a + i * lda, lda, b, ldb, c + i * ldc, ldc, al);
+}
+
+/* 8x8 transpose: r[i] holds row i, afterwards column i. Written out so
+ * the eight rows stay in registers. */
+static inline __attribute__((always_inline)) void transpose8(__m256 r[8]) {
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+static inline __attribute__((always_inline)) void store8x8(float *kt, __m256 r[8]) {
+    transpose8(r);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) _mm256_storeu_ps(kt + i * 16, r[i]);
+}
+
+void vx_pack_kt_f32_avx2(const float *rows, int64_t ld, int nrows, int64_t hd, float *kt) {
+    int64_t d = 0;
+    for (; d + 8 <= hd; d += 8)
+        for (int j0 = 0; j0 < 16; j0 += 8) {
+            __m256 r[8];
+            if (j0 + 8 <= nrows) {
+#pragma GCC unroll 8
+                for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(rows + (j0 + i) * ld + d);
+            } else {
+#pragma GCC unroll 8
+                for (int i = 0; i < 8; i++)
+                    r[i] = j0 + i < nrows ? _mm256_loadu_ps(rows + (j0 + i) * ld + d) : _mm256_setzero_ps();
+            }
+            store8x8(kt + d * 16 + j0, r);
+        }
+    for (; d < hd; d++)
+        for (int j = 0; j < 16; j++) kt[d * 16 + j] = j < nrows ? rows[j * ld + d] : 0.0f;
+}
+
+static inline __m256 load_f16x8(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+void vx_pack_kt_f16_avx2(const uint16_t *rows, int64_t ld, int nrows, int64_t hd, float *kt) {
+    int64_t d = 0;
+    for (; d + 8 <= hd; d += 8)
+        for (int j0 = 0; j0 < 16; j0 += 8) {
+            __m256 r[8];
+            if (j0 + 8 <= nrows) {
+#pragma GCC unroll 8
+                for (int i = 0; i < 8; i++) r[i] = load_f16x8(rows + (j0 + i) * ld + d);
+            } else {
+#pragma GCC unroll 8
+                for (int i = 0; i < 8; i++)
+                    r[i] = j0 + i < nrows ? load_f16x8(rows + (j0 + i) * ld + d) : _mm256_setzero_ps();
+            }
+            store8x8(kt + d * 16 + j0, r);
+        }
+    for (; d < hd; d++)
+        for (int j = 0; j < 16; j++) kt[d * 16 + j] = j < nrows ? _cvtsh_ss(rows[j * ld + d]) : 0.0f;
+}
+
+static inline float hmax8(__m256 v) {
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+static inline float hsum8(__m256 v) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+void vx_attn_softmax16_avx2(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,
+                            float *corr) {
+    const __m256 vs = _mm256_set1_ps(scale);
+    const __m256 idx0 = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 idx1 = _mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15);
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    for (int64_t i = 0; i < m; i++) {
+        float *si = s + i * 16;
+        const int n = nv[i];
+        if (n <= 0) {
+            _mm256_storeu_ps(si, _mm256_setzero_ps());
+            _mm256_storeu_ps(si + 8, _mm256_setzero_ps());
+            corr[i] = 1;
+            continue;
+        }
+        __m256 s0 = _mm256_mul_ps(vs, _mm256_loadu_ps(si)), s1 = _mm256_mul_ps(vs, _mm256_loadu_ps(si + 8));
+        if (n < 16) {
+            const __m256 vn = _mm256_set1_ps((float)n);
+            s0 = _mm256_blendv_ps(ninf, s0, _mm256_cmp_ps(idx0, vn, _CMP_LT_OQ));
+            s1 = _mm256_blendv_ps(ninf, s1, _mm256_cmp_ps(idx1, vn, _CMP_LT_OQ));
+        }
+        const float mold = mx[i];
+        float mb = hmax8(_mm256_max_ps(s0, s1));
+        mb = mb > mold ? mb : mold;
+        const __m256 vm = _mm256_set1_ps(mb);
+        /* masked lanes are -inf: exp_neg flushes them to 0 */
+        const __m256 p0 = exp_neg(_mm256_sub_ps(s0, vm)), p1 = exp_neg(_mm256_sub_ps(s1, vm));
+        _mm256_storeu_ps(si, p0);
+        _mm256_storeu_ps(si + 8, p1);
+        const float c = mold == mb ? 1.0f : _mm256_cvtss_f32(exp_neg(_mm256_set1_ps(mold - mb)));
+        corr[i] = c;
+        l[i] = l[i] * c + hsum8(_mm256_add_ps(p0, p1));
+        mx[i] = mb;
+    }
 }
