@@ -78,6 +78,7 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
     k->f32_to_f16 = vx_f32_to_f16_ref;
     k->q8_0_to_f32 = vx_q8_0_to_f32_ref;
     k->gemm_f32 = vx_gemm_f32_ref;
+    k->gemm_f16b = vx_gemm_f16b_ref;
     k->pack_kt_f32 = vx_pack_kt_f32_ref;
     k->pack_kt_f16 = vx_pack_kt_f16_ref;
     k->attn_softmax16 = vx_attn_softmax16_ref;
@@ -94,6 +95,7 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
         k->f32_to_f16 = vx_f32_to_f16_avx2;
         k->q8_0_to_f32 = vx_q8_0_to_f32_avx2;
         k->gemm_f32 = vx_gemm_f32_avx2;
+        k->gemm_f16b = vx_gemm_f16b_avx2;
         k->pack_kt_f32 = vx_pack_kt_f32_avx2;
         k->pack_kt_f16 = vx_pack_kt_f16_avx2;
         k->attn_softmax16 = vx_attn_softmax16_avx2;

@@ -57,6 +57,19 @@ void vx_gemm_f32_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t l
     }
 }
 
+void vx_gemm_f16b_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const uint16_t *b,
+                      int64_t ldb, float *c, int64_t ldc, const float *alpha) {
+    for (int64_t i = 0; i < m; i++) {
+        float *ci = c + i * ldc;
+        for (int64_t j = 0; j < n; j++) ci[j] = alpha ? alpha[i] * ci[j] : 0.0f;
+        for (int64_t p = 0; p < kd; p++) {
+            const float aip = a[i * lda + p];
+            const uint16_t *bp = b + p * ldb;
+            for (int64_t j = 0; j < n; j++) ci[j] += aip * vx_fp16_to_fp32(bp[j]);
+        }
+    }
+}
+
 void vx_pack_kt_f32_ref(const float *rows, int64_t ld, int nrows, int64_t hd, float *kt) {
     for (int64_t d = 0; d < hd; d++)
         for (int j = 0; j < 16; j++) kt[d * 16 + j] = j < nrows ? rows[j * ld + d] : 0.0f;

@@ -28,6 +28,9 @@ typedef struct vx_kernels {
      * + sum_p a[i][p] * b[p][j] for i < m, j < n, p < kd. */
     void (*gemm_f32)(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const float *b,
                      int64_t ldb, float *c, int64_t ldc, const float *alpha);
+    /* the same with b in fp16 (V rows of an F16 cache) */
+    void (*gemm_f16b)(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda,
+                      const uint16_t *b, int64_t ldb, float *c, int64_t ldc, const float *alpha);
     /* kt[d][j] = rows[j * ld + d] for d < hd, j < 16 (kt is [hd][16]);
      * columns j >= nrows are zero and those rows are not read. */
     void (*pack_kt_f32)(const float *rows, int64_t ld, int nrows, int64_t hd, float *kt);
@@ -71,6 +74,8 @@ void vx_f32_to_f16_ref(const float *src, uint16_t *dst, int64_t n);
 void vx_q8_0_to_f32_ref(const void *src, float *dst, int64_t n);
 void vx_gemm_f32_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const float *b,
                      int64_t ldb, float *c, int64_t ldc, const float *alpha);
+void vx_gemm_f16b_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const uint16_t *b,
+                      int64_t ldb, float *c, int64_t ldc, const float *alpha);
 void vx_pack_kt_f32_ref(const float *rows, int64_t ld, int nrows, int64_t hd, float *kt);
 void vx_pack_kt_f16_ref(const uint16_t *rows, int64_t ld, int nrows, int64_t hd, float *kt);
 void vx_attn_softmax16_ref(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,

@@ -180,6 +180,76 @@ void vx_gemm_f32_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int64_t 
     else if (m - i == 1) gemm_rows(1, n, kd, a + i * lda, lda, b, ldb, c + i * ldc, ldc, al);
 }
 
+/* gemm_f16b tile: MR rows (1..8) x NV vectors of 8 columns; each fp16 row
+ * of b is widened once per tile and serves all MR rows. MR x NV >= 8 keeps
+ * eight FMA chains in flight where the rows allow it. */
+static inline __attribute__((always_inline)) void gemm16_tile(const int MR, const int NV, int64_t kd,
+                                                              const float *a, int64_t lda,
+                                                              const uint16_t *b, int64_t ldb,
+                                                              float *c, int64_t ldc,
+                                                              const float *alpha) {
+    __m256 acc[8][2];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++)
+            acc[i][v] = alpha ? _mm256_mul_ps(_mm256_set1_ps(alpha[i]), _mm256_loadu_ps(c + i * ldc + 8 * v))
+                              : _mm256_setzero_ps();
+    for (int64_t p = 0; p < kd; p++) {
+        __m256 bv[2];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++)
+            bv[v] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(b + p * ldb + 8 * v)));
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            const __m256 ai = _mm256_broadcast_ss(a + i * lda + p);
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; v++) acc[i][v] = _mm256_fmadd_ps(ai, bv[v], acc[i][v]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) _mm256_storeu_ps(c + i * ldc + 8 * v, acc[i][v]);
+}
+
+void vx_gemm_f16b_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const uint16_t *b,
+                       int64_t ldb, float *c, int64_t ldc, const float *alpha) {
+    for (int64_t i0 = 0; i0 < m; i0 += 8) {
+        const int mr = (int)(m - i0 < 8 ? m - i0 : 8);
+        const float *ai = a + i0 * lda, *al = alpha ? alpha + i0 : NULL;
+        float *ci = c + i0 * ldc;
+        int64_t j = 0;
+        if (mr <= 4)
+            for (; j + 16 <= n; j += 16) {
+                switch (mr) {
+                case 1: gemm16_tile(1, 2, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+                case 2: gemm16_tile(2, 2, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+                case 3: gemm16_tile(3, 2, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+                default: gemm16_tile(4, 2, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+                }
+            }
+        for (; j + 8 <= n; j += 8) {
+            switch (mr) {
+            case 1: gemm16_tile(1, 1, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+            case 2: gemm16_tile(2, 1, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+            case 3: gemm16_tile(3, 1, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+            case 4: gemm16_tile(4, 1, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+            case 5: gemm16_tile(5, 1, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+            case 6: gemm16_tile(6, 1, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+            case 7: gemm16_tile(7, 1, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+            default: gemm16_tile(8, 1, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+            }
+        }
+        for (; j < n; j++) /* columns past a multiple of 8 */
+            for (int i = 0; i < mr; i++) {
+                float s = al ? al[i] * ci[i * ldc + j] : 0.0f;
+                for (int64_t p = 0; p < kd; p++) s += ai[i * lda + p] * _cvtsh_ss(b[p * ldb + j]);
+                ci[i * ldc + j] = s;
+            }
+    }
+}
+
 /* 8x8 transpose: r[i] holds row i, afterwards column i. Written out so
  * the eight rows stay in registers. */
 static inline __attribute__((always_inline)) void transpose8(__m256 r[8]) {
