@@ -38,17 +38,16 @@ static int32_t max_rows(int32_t g) { return pad4(vx_attn_tile_tokens(g) * g); }
 
 /* Scratch layout of one thread, in floats (each part 64-byte aligned). */
 typedef struct attn_scratch {
-    float *q, *s, *o, *m, *l, *corr, *kt, *kr, *v;
+    float *q, *s, *o, *m, *l, *corr, *kr, *v;
     int32_t *nv;
 } attn_scratch;
 
 static size_t scratch_layout(int32_t g, int32_t hd, float *base, attn_scratch *sc) {
     const size_t M = (size_t)max_rows(g), H = (size_t)hd;
-    const size_t sizes[10] = {M * H, M * CHUNK, M * H, M, M, M, H * CHUNK, CHUNK * H, CHUNK * H, M};
-    float **dst[10] = {&sc->q, &sc->s, &sc->o, &sc->m, &sc->l, &sc->corr, &sc->kt, &sc->kr, &sc->v,
-                       NULL};
+    const size_t sizes[9] = {M * H, M * CHUNK, M * H, M, M, M, CHUNK * H, CHUNK * H, M};
+    float **dst[9] = {&sc->q, &sc->s, &sc->o, &sc->m, &sc->l, &sc->corr, &sc->kr, &sc->v, NULL};
     size_t off = 0;
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 9; i++) {
         if (base) {
             if (dst[i]) *dst[i] = base + off;
             else sc->nv = (int32_t *)(void *)(base + off);
@@ -89,7 +88,7 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
     const vx_kv_type type = vx_kv_type_of(a->kv);
     const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv, QD = a->n_head * hd;
     const size_t rb = vx_kv_row_bytes(a->kv), hbytes = head_off(type, 1, hd);
-    const size_t ho = head_off(type, h0, hd), span = head_off(type, nh, hd);
+    const size_t ho = head_off(type, h0, hd);
     const int32_t *blocks = vx_kv_blocks(a->kv, a->seq_id[t0]);
     const int32_t Mh = nt * g, M = nh * Mh; /* rows per head, rows */
     const int32_t p_first = a->pos[t0], n_pos = p_first + nt;
@@ -120,29 +119,43 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
         const uint8_t *vc = chunk_row(a, blocks, true, c0, rb, ho);
         for (int32_t hh = 0; hh < nh; hh++) {
             const uint8_t *kr = kc + (size_t)hh * hbytes, *vr = vc + (size_t)hh * hbytes;
+            /* S = Q K^T straight from the cache rows (converted once here
+             * when many rows would widen the same fp16 row again) */
+            const size_t r0 = (size_t)hh * Mh;
+            float *s = sc.s + r0 * CHUNK, *o = sc.o + r0 * hd;
+            const float *q = sc.q + r0 * hd;
             const float *v = sc.v;
             int64_t ldv = hd;
             switch (type) {
             case VX_KV_F32:
-                k->pack_kt_f32((const float *)(const void *)kr, (int64_t)(rb / 4), nj, hd, sc.kt);
+                k->gemm_abt_f32(Mh, nj, hd, q, hd, (const float *)(const void *)kr, (int64_t)(rb / 4), s,
+                                CHUNK);
                 v = (const float *)(const void *)vr;
                 ldv = (int64_t)(rb / 4);
                 break;
-            case VX_KV_F16: /* P.V reads the fp16 rows directly */
-                k->pack_kt_f16((const uint16_t *)(const void *)kr, (int64_t)(rb / 2), nj, hd, sc.kt);
-                v = NULL;
+            case VX_KV_F16:
+                if (Mh <= 8) { /* each fp16 row is widened about once anyway */
+                    k->gemm_abt_f16b(Mh, nj, hd, q, hd, (const uint16_t *)(const void *)kr,
+                                     (int64_t)(rb / 2), s, CHUNK);
+                    v = NULL;
+                    break;
+                }
+                for (int j = 0; j < nj; j++) {
+                    k->f16_to_f32((const uint16_t *)(const void *)(kr + (size_t)j * rb),
+                                  sc.kr + (size_t)j * hd, hd);
+                    k->f16_to_f32((const uint16_t *)(const void *)(vr + (size_t)j * rb),
+                                  sc.v + (size_t)j * hd, hd);
+                }
+                k->gemm_abt_f32(Mh, nj, hd, q, hd, sc.kr, hd, s, CHUNK);
                 break;
             case VX_KV_Q8_0:
                 for (int j = 0; j < nj; j++) {
                     k->q8_0_to_f32(kr + (size_t)j * rb, sc.kr + (size_t)j * hd, hd);
                     k->q8_0_to_f32(vr + (size_t)j * rb, sc.v + (size_t)j * hd, hd);
                 }
-                k->pack_kt_f32(sc.kr, hd, nj, hd, sc.kt);
+                k->gemm_abt_f32(Mh, nj, hd, q, hd, sc.kr, hd, s, CHUNK);
                 break;
             }
-            const size_t r0 = (size_t)hh * Mh;
-            float *s = sc.s + r0 * CHUNK, *o = sc.o + r0 * hd;
-            k->gemm_f32(Mh, CHUNK, hd, sc.q + r0 * hd, hd, sc.kt, CHUNK, s, CHUNK, NULL);
             k->attn_softmax16(s, Mh, sc.nv, a->scale, sc.m + r0, sc.l + r0, sc.corr + r0);
             if (v)
                 k->gemm_f32(Mh, hd, nj, s, CHUNK, v, ldv, o, hd, sc.corr + r0);

@@ -79,8 +79,8 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
     k->q8_0_to_f32 = vx_q8_0_to_f32_ref;
     k->gemm_f32 = vx_gemm_f32_ref;
     k->gemm_f16b = vx_gemm_f16b_ref;
-    k->pack_kt_f32 = vx_pack_kt_f32_ref;
-    k->pack_kt_f16 = vx_pack_kt_f16_ref;
+    k->gemm_abt_f32 = vx_gemm_abt_f32_ref;
+    k->gemm_abt_f16b = vx_gemm_abt_f16b_ref;
     k->attn_softmax16 = vx_attn_softmax16_ref;
     memset(k->gemv, 0, sizeof k->gemv);
     memset(k->act, 0, sizeof k->act);
@@ -96,8 +96,8 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
         k->q8_0_to_f32 = vx_q8_0_to_f32_avx2;
         k->gemm_f32 = vx_gemm_f32_avx2;
         k->gemm_f16b = vx_gemm_f16b_avx2;
-        k->pack_kt_f32 = vx_pack_kt_f32_avx2;
-        k->pack_kt_f16 = vx_pack_kt_f16_avx2;
+        k->gemm_abt_f32 = vx_gemm_abt_f32_avx2;
+        k->gemm_abt_f16b = vx_gemm_abt_f16b_avx2;
         k->attn_softmax16 = vx_attn_softmax16_avx2;
         k->act[VX_TYPE_Q8_0] = vx_quantize_row_q8_0_avx2;
         k->act[VX_TYPE_Q8_1] = vx_quantize_row_q8_1_avx2;

@@ -70,15 +70,26 @@ void vx_gemm_f16b_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t 
     }
 }
 
-void vx_pack_kt_f32_ref(const float *rows, int64_t ld, int nrows, int64_t hd, float *kt) {
-    for (int64_t d = 0; d < hd; d++)
-        for (int j = 0; j < 16; j++) kt[d * 16 + j] = j < nrows ? rows[j * ld + d] : 0.0f;
+void vx_gemm_abt_f32_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const float *b,
+                         int64_t ldb, float *c, int64_t ldc) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) c[i * ldc + j] = vx_dot_f32_ref(a + i * lda, b + j * ldb, kd);
 }
 
-void vx_pack_kt_f16_ref(const uint16_t *rows, int64_t ld, int nrows, int64_t hd, float *kt) {
-    for (int64_t d = 0; d < hd; d++)
-        for (int j = 0; j < 16; j++)
-            kt[d * 16 + j] = j < nrows ? vx_fp16_to_fp32(rows[j * ld + d]) : 0.0f;
+void vx_gemm_abt_f16b_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda,
+                          const uint16_t *b, int64_t ldb, float *c, int64_t ldc) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            const float *ai = a + i * lda;
+            const uint16_t *bj = b + j * ldb;
+            float s[8] = {0}; /* dot_f32's association */
+            int64_t p = 0;
+            for (; p + 8 <= kd; p += 8)
+                for (int q = 0; q < 8; q++) s[q] += ai[p + q] * vx_fp16_to_fp32(bj[p + q]);
+            float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+            for (; p < kd; p++) r += ai[p] * vx_fp16_to_fp32(bj[p]);
+            c[i * ldc + j] = r;
+        }
 }
 
 void vx_attn_softmax16_ref(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,

@@ -31,10 +31,13 @@ typedef struct vx_kernels {
     /* the same with b in fp16 (V rows of an F16 cache) */
     void (*gemm_f16b)(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda,
                       const uint16_t *b, int64_t ldb, float *c, int64_t ldc, const float *alpha);
-    /* kt[d][j] = rows[j * ld + d] for d < hd, j < 16 (kt is [hd][16]);
-     * columns j >= nrows are zero and those rows are not read. */
-    void (*pack_kt_f32)(const float *rows, int64_t ld, int nrows, int64_t hd, float *kt);
-    void (*pack_kt_f16)(const uint16_t *rows, int64_t ld, int nrows, int64_t hd, float *kt);
+    /* Scores: c[i][j] = sum_p a[i][p] * b[j][p] for i < m, j < n, p < kd
+     * (b holds n rows of kd, ldb apart: K rows), each a sum of 8 partial
+     * sums like dot_f32; b in f32 or fp16. */
+    void (*gemm_abt_f32)(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda,
+                         const float *b, int64_t ldb, float *c, int64_t ldc);
+    void (*gemm_abt_f16b)(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda,
+                          const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
     /* Online-softmax update of m score rows of 16 (s is [m][16], scaled by
      * scale first): row i sees columns j < nv[i]. mx[i] becomes max(mx[i],
      * visible scores), s[i][j] exp(s[i][j] - mx[i]) (0 where not visible), corr[i] = exp(old mx[i] -
@@ -76,8 +79,10 @@ void vx_gemm_f32_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t l
                      int64_t ldb, float *c, int64_t ldc, const float *alpha);
 void vx_gemm_f16b_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const uint16_t *b,
                       int64_t ldb, float *c, int64_t ldc, const float *alpha);
-void vx_pack_kt_f32_ref(const float *rows, int64_t ld, int nrows, int64_t hd, float *kt);
-void vx_pack_kt_f16_ref(const uint16_t *rows, int64_t ld, int nrows, int64_t hd, float *kt);
+void vx_gemm_abt_f32_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const float *b,
+                         int64_t ldb, float *c, int64_t ldc);
+void vx_gemm_abt_f16b_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda,
+                          const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
 void vx_attn_softmax16_ref(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,
                            float *corr);
 

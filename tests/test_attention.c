@@ -169,25 +169,45 @@ static void test_blocks(const vx_kernels *k, const vx_kernels *r) {
                     CHECKF(worst <= 1e-5, "%s gemm %dx%dx%d alpha %d: %g", k->name, m, n, kd, useal,
                            worst);
                 }
-    /* pack: exact */
-    float rows[16 * 72], kt0[72 * 16], kt1[72 * 16];
-    uint16_t rh[16 * 72];
-    for (int i = 0; i < 16 * 72; i++) {
-        rows[i] = frand();
-        rh[i] = vx_fp32_to_fp16(rows[i]);
+    /* scores A B^T, f32 and fp16 rows of b */
+    float bt[20 * KX];
+    uint16_t bh[20 * KX];
+    for (int i = 0; i < 20 * KX; i++) {
+        bt[i] = frand();
+        bh[i] = vx_fp32_to_fp16(bt[i]);
     }
-    const int hds[] = {8, 20, 64, 72};
-    for (int hi = 0; hi < 4; hi++)
-        for (int nr = 0; nr <= 16; nr++) {
-            memset(kt0, 0x7f, sizeof kt0);
-            memset(kt1, 0x7f, sizeof kt1);
-            r->pack_kt_f32(rows, 72, nr, hds[hi], kt0);
-            k->pack_kt_f32(rows, 72, nr, hds[hi], kt1);
-            CHECKF(memcmp(kt0, kt1, sizeof kt0) == 0, "%s pack_kt_f32 hd %d rows %d", k->name, hds[hi], nr);
-            r->pack_kt_f16(rh, 72, nr, hds[hi], kt0);
-            k->pack_kt_f16(rh, 72, nr, hds[hi], kt1);
-            CHECKF(memcmp(kt0, kt1, sizeof kt0) == 0, "%s pack_kt_f16 hd %d rows %d", k->name, hds[hi], nr);
-        }
+    const int ns2[] = {1, 2, 7, 16, 20}, ks2[] = {8, 20, 64, 66};
+    for (size_t mi = 0; mi < 6; mi++)
+        for (size_t ni = 0; ni < 5; ni++)
+            for (size_t ki = 0; ki < 4; ki++) {
+                const int m = ms[mi], n = ns2[ni], kd = ks2[ki];
+                for (int f16 = 0; f16 < 2; f16++) {
+                    if (f16) {
+                        r->gemm_abt_f16b(m, n, kd, a, KX, bh, KX, c0, NX);
+                        k->gemm_abt_f16b(m, n, kd, a, KX, bh, KX, c1, NX);
+                    } else {
+                        r->gemm_abt_f32(m, n, kd, a, KX, bt, KX, c0, NX);
+                        k->gemm_abt_f32(m, n, kd, a, KX, bt, KX, c1, NX);
+                    }
+                    double worst = 0;
+                    for (int i = 0; i < m; i++)
+                        for (int j = 0; j < n; j++) worst = fmax(worst, fabs(c0[i * NX + j] - c1[i * NX + j]));
+                    CHECKF(worst <= 1e-5, "%s gemm_abt%s %dx%dx%d: %g", k->name, f16 ? "_f16b" : "", m, n,
+                           kd, worst);
+                }
+            }
+    /* P.V from fp16 rows */
+    for (size_t mi = 0; mi < 6; mi++)
+        for (size_t ni = 0; ni < 7; ni++)
+            for (int useal = 0; useal < 2; useal++) {
+                const int m = ms[mi], n = ns[ni] > 66 ? 66 : ns[ni], kd = 16;
+                for (int i = 0; i < MX * NX; i++) c0[i] = c1[i] = frand();
+                r->gemm_f16b(m, n, kd, a, KX, bh, KX, c0, NX, useal ? al : NULL);
+                k->gemm_f16b(m, n, kd, a, KX, bh, KX, c1, NX, useal ? al : NULL);
+                double worst = 0;
+                for (int i = 0; i < MX * NX; i++) worst = fmax(worst, fabs(c0[i] - c1[i]));
+                CHECKF(worst <= 1e-5, "%s gemm_f16b %dx%dx%d alpha %d: %g", k->name, m, n, kd, useal, worst);
+            }
     /* q8_0 rows: exact */
     uint8_t qb[34 * 4];
     float qf0[128], qf1[128];

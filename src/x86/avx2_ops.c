@@ -250,75 +250,6 @@ void vx_gemm_f16b_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int64_t
     }
 }
 
-/* 8x8 transpose: r[i] holds row i, afterwards column i. Written out so
- * the eight rows stay in registers. */
-static inline __attribute__((always_inline)) void transpose8(__m256 r[8]) {
-    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
-static inline __attribute__((always_inline)) void store8x8(float *kt, __m256 r[8]) {
-    transpose8(r);
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) _mm256_storeu_ps(kt + i * 16, r[i]);
-}
-
-void vx_pack_kt_f32_avx2(const float *rows, int64_t ld, int nrows, int64_t hd, float *kt) {
-    int64_t d = 0;
-    for (; d + 8 <= hd; d += 8)
-        for (int j0 = 0; j0 < 16; j0 += 8) {
-            __m256 r[8];
-            if (j0 + 8 <= nrows) {
-#pragma GCC unroll 8
-                for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(rows + (j0 + i) * ld + d);
-            } else {
-#pragma GCC unroll 8
-                for (int i = 0; i < 8; i++)
-                    r[i] = j0 + i < nrows ? _mm256_loadu_ps(rows + (j0 + i) * ld + d) : _mm256_setzero_ps();
-            }
-            store8x8(kt + d * 16 + j0, r);
-        }
-    for (; d < hd; d++)
-        for (int j = 0; j < 16; j++) kt[d * 16 + j] = j < nrows ? rows[j * ld + d] : 0.0f;
-}
-
-static inline __m256 load_f16x8(const uint16_t *p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
-}
-
-void vx_pack_kt_f16_avx2(const uint16_t *rows, int64_t ld, int nrows, int64_t hd, float *kt) {
-    int64_t d = 0;
-    for (; d + 8 <= hd; d += 8)
-        for (int j0 = 0; j0 < 16; j0 += 8) {
-            __m256 r[8];
-            if (j0 + 8 <= nrows) {
-#pragma GCC unroll 8
-                for (int i = 0; i < 8; i++) r[i] = load_f16x8(rows + (j0 + i) * ld + d);
-            } else {
-#pragma GCC unroll 8
-                for (int i = 0; i < 8; i++)
-                    r[i] = j0 + i < nrows ? load_f16x8(rows + (j0 + i) * ld + d) : _mm256_setzero_ps();
-            }
-            store8x8(kt + d * 16 + j0, r);
-        }
-    for (; d < hd; d++)
-        for (int j = 0; j < 16; j++) kt[d * 16 + j] = j < nrows ? _cvtsh_ss(rows[j * ld + d]) : 0.0f;
-}
-
 static inline float hmax8(__m256 v) {
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
@@ -332,6 +263,88 @@ static inline float hsum8(__m256 v) {
     h = _mm_add_ss(h, _mm_movehdup_ps(h));
     return _mm_cvtss_f32(h);
 }
+
+static inline __attribute__((always_inline)) __m256 load8(const float *p) { return _mm256_loadu_ps(p); }
+static inline __attribute__((always_inline)) __m256 load8h(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+/* gemm_abt tile: MR rows (1..4) of a against NB (1..2) rows of b, 8 lanes
+ * of partial sums per pair. kd is a multiple of 8 here. Returns the MR x
+ * NB sums in c. */
+#define ABT_TILE(NAME, BT, LOAD)                                                                    \
+    static inline __attribute__((always_inline)) void NAME(const int MR, const int NB, int64_t kd, \
+                                                           const float *a, int64_t lda,            \
+                                                           const BT *b, int64_t ldb, float *c,     \
+                                                           int64_t ldc) {                          \
+        __m256 acc[4][2];                                                                          \
+        _Pragma("GCC unroll 4") for (int i = 0; i < MR; i++)                                       \
+            _Pragma("GCC unroll 2") for (int j = 0; j < NB; j++) acc[i][j] = _mm256_setzero_ps();  \
+        for (int64_t p = 0; p < kd; p += 8) {                                                      \
+            __m256 bv[2];                                                                          \
+            _Pragma("GCC unroll 2") for (int j = 0; j < NB; j++) bv[j] = LOAD(b + j * ldb + p);    \
+            _Pragma("GCC unroll 4") for (int i = 0; i < MR; i++) {                                 \
+                const __m256 av = _mm256_loadu_ps(a + i * lda + p);                                \
+                _Pragma("GCC unroll 2") for (int j = 0; j < NB; j++)                               \
+                    acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);                             \
+            }                                                                                      \
+        }                                                                                          \
+        if (MR == 4 && NB == 2) {                                                                  \
+            /* eight horizontal sums at once: [a00 a01 a10 a11 a20 a21 a30 a31] */                \
+            const __m256 h0 = _mm256_hadd_ps(acc[0][0], acc[0][1]);                               \
+            const __m256 h1 = _mm256_hadd_ps(acc[1][0], acc[1][1]);                               \
+            const __m256 h2 = _mm256_hadd_ps(acc[2][0], acc[2][1]);                               \
+            const __m256 h3 = _mm256_hadd_ps(acc[3][0], acc[3][1]);                               \
+            const __m256 g0 = _mm256_hadd_ps(h0, h1), g1 = _mm256_hadd_ps(h2, h3);               \
+            const __m256 r = _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20),                   \
+                                           _mm256_permute2f128_ps(g0, g1, 0x31));                  \
+            const __m128 lo = _mm256_castps256_ps128(r), hi = _mm256_extractf128_ps(r, 1);        \
+            _mm_storel_pi((__m64 *)(void *)c, lo);                                                 \
+            _mm_storeh_pi((__m64 *)(void *)(c + ldc), lo);                                         \
+            _mm_storel_pi((__m64 *)(void *)(c + 2 * ldc), hi);                                     \
+            _mm_storeh_pi((__m64 *)(void *)(c + 3 * ldc), hi);                                     \
+        } else {                                                                                   \
+            _Pragma("GCC unroll 4") for (int i = 0; i < MR; i++)                                   \
+                _Pragma("GCC unroll 2") for (int j = 0; j < NB; j++) c[i * ldc + j] =              \
+                    hsum8(acc[i][j]);                                                              \
+        }                                                                                          \
+    }
+
+ABT_TILE(abt_tile_f32, float, load8)
+ABT_TILE(abt_tile_f16, uint16_t, load8h)
+
+#define ABT_DRIVER(NAME, TILE, BT, CONV)                                                            \
+    void NAME(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const BT *b,          \
+              int64_t ldb, float *c, int64_t ldc) {                                                \
+        const int64_t k8 = kd & ~(int64_t)7;                                                       \
+        for (int64_t i = 0; i < m; i += 4) {                                                       \
+            const int mr = (int)(m - i < 4 ? m - i : 4);                                           \
+            const float *ai = a + i * lda;                                                         \
+            float *ci = c + i * ldc;                                                               \
+            for (int64_t j = 0; j < n; j += 2) {                                                   \
+                const int nb = n - j < 2 ? 1 : 2;                                                  \
+                const BT *bj = b + j * ldb;                                                        \
+                switch (mr * 2 + nb - 1) {                                                         \
+                case 2: TILE(1, 1, k8, ai, lda, bj, ldb, ci + j, ldc); break;                      \
+                case 3: TILE(1, 2, k8, ai, lda, bj, ldb, ci + j, ldc); break;                      \
+                case 4: TILE(2, 1, k8, ai, lda, bj, ldb, ci + j, ldc); break;                      \
+                case 5: TILE(2, 2, k8, ai, lda, bj, ldb, ci + j, ldc); break;                      \
+                case 6: TILE(3, 1, k8, ai, lda, bj, ldb, ci + j, ldc); break;                      \
+                case 7: TILE(3, 2, k8, ai, lda, bj, ldb, ci + j, ldc); break;                      \
+                case 8: TILE(4, 1, k8, ai, lda, bj, ldb, ci + j, ldc); break;                      \
+                default: TILE(4, 2, k8, ai, lda, bj, ldb, ci + j, ldc); break;                     \
+                }                                                                                  \
+                for (int64_t p = k8; p < kd; p++) /* elements past a multiple of 8 */              \
+                    for (int ii = 0; ii < mr; ii++)                                                \
+                        for (int jj = 0; jj < nb; jj++)                                            \
+                            ci[ii * ldc + j + jj] += ai[ii * lda + p] * CONV(bj[jj * ldb + p]);    \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+static inline float f32_id(float x) { return x; }
+ABT_DRIVER(vx_gemm_abt_f32_avx2, abt_tile_f32, float, f32_id)
+ABT_DRIVER(vx_gemm_abt_f16b_avx2, abt_tile_f16, uint16_t, _cvtsh_ss)
 
 void vx_attn_softmax16_avx2(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,
                             float *corr) {

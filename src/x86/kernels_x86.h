@@ -18,8 +18,10 @@ void vx_gemm_f32_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int64_t 
                       int64_t ldb, float *c, int64_t ldc, const float *alpha);
 void vx_gemm_f16b_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const uint16_t *b,
                        int64_t ldb, float *c, int64_t ldc, const float *alpha);
-void vx_pack_kt_f32_avx2(const float *rows, int64_t ld, int nrows, int64_t hd, float *kt);
-void vx_pack_kt_f16_avx2(const uint16_t *rows, int64_t ld, int nrows, int64_t hd, float *kt);
+void vx_gemm_abt_f32_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const float *b,
+                          int64_t ldb, float *c, int64_t ldc);
+void vx_gemm_abt_f16b_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda,
+                           const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
 void vx_attn_softmax16_avx2(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,
                             float *corr);
 
