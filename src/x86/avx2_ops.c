@@ -269,82 +269,70 @@ static inline __attribute__((always_inline)) __m256 load8h(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
 }
 
-/* gemm_abt tile: MR rows (1..4) of a against NB (1..2) rows of b, 8 lanes
- * of partial sums per pair. kd is a multiple of 8 here. Returns the MR x
- * NB sums in c. */
-#define ABT_TILE(NAME, BT, LOAD)                                                                    \
-    static inline __attribute__((always_inline)) void NAME(const int MR, const int NB, int64_t kd, \
-                                                           const float *a, int64_t lda,            \
-                                                           const BT *b, int64_t ldb, float *c,     \
-                                                           int64_t ldc) {                          \
-        __m256 acc[4][2];                                                                          \
-        _Pragma("GCC unroll 4") for (int i = 0; i < MR; i++)                                       \
-            _Pragma("GCC unroll 2") for (int j = 0; j < NB; j++) acc[i][j] = _mm256_setzero_ps();  \
-        for (int64_t p = 0; p < kd; p += 8) {                                                      \
-            __m256 bv[2];                                                                          \
-            _Pragma("GCC unroll 2") for (int j = 0; j < NB; j++) bv[j] = LOAD(b + j * ldb + p);    \
-            _Pragma("GCC unroll 4") for (int i = 0; i < MR; i++) {                                 \
-                const __m256 av = _mm256_loadu_ps(a + i * lda + p);                                \
-                _Pragma("GCC unroll 2") for (int j = 0; j < NB; j++)                               \
-                    acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);                             \
+/* gemm_abt: every score is computed exactly as vx_dot_f32_avx2 computes
+ * that dot product (four 8-lane chains over 32-element steps, 8-element
+ * steps into the first chain, the same horizontal tree, a scalar tail), so
+ * attention's numerics do not depend on how it is blocked. Two dot
+ * products run side by side for instruction-level parallelism, and their
+ * horizontal sums share the shuffles. */
+#define ABT_PAIR(NAME, BT, LOAD, CONV)                                                              \
+    static inline __attribute__((always_inline)) void NAME(int64_t n, const float *a0,             \
+                                                           const BT *b0, const float *a1,          \
+                                                           const BT *b1, float *r0, float *r1) {   \
+        __m256 s[2][4];                                                                            \
+        _Pragma("GCC unroll 2") for (int x = 0; x < 2; x++)                                        \
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) s[x][c] = _mm256_setzero_ps();     \
+        int64_t i = 0;                                                                             \
+        for (; i + 32 <= n; i += 32)                                                               \
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {                                  \
+                s[0][c] = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i + 8 * c), LOAD(b0 + i + 8 * c),  \
+                                          s[0][c]);                                                \
+                s[1][c] = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i + 8 * c), LOAD(b1 + i + 8 * c),  \
+                                          s[1][c]);                                                \
             }                                                                                      \
+        for (; i + 8 <= n; i += 8) {                                                               \
+            s[0][0] = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i), LOAD(b0 + i), s[0][0]);             \
+            s[1][0] = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i), LOAD(b1 + i), s[1][0]);             \
         }                                                                                          \
-        if (MR == 4 && NB == 2) {                                                                  \
-            /* eight horizontal sums at once: [a00 a01 a10 a11 a20 a21 a30 a31] */                \
-            const __m256 h0 = _mm256_hadd_ps(acc[0][0], acc[0][1]);                               \
-            const __m256 h1 = _mm256_hadd_ps(acc[1][0], acc[1][1]);                               \
-            const __m256 h2 = _mm256_hadd_ps(acc[2][0], acc[2][1]);                               \
-            const __m256 h3 = _mm256_hadd_ps(acc[3][0], acc[3][1]);                               \
-            const __m256 g0 = _mm256_hadd_ps(h0, h1), g1 = _mm256_hadd_ps(h2, h3);               \
-            const __m256 r = _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20),                   \
-                                           _mm256_permute2f128_ps(g0, g1, 0x31));                  \
-            const __m128 lo = _mm256_castps256_ps128(r), hi = _mm256_extractf128_ps(r, 1);        \
-            _mm_storel_pi((__m64 *)(void *)c, lo);                                                 \
-            _mm_storeh_pi((__m64 *)(void *)(c + ldc), lo);                                         \
-            _mm_storel_pi((__m64 *)(void *)(c + 2 * ldc), hi);                                     \
-            _mm_storeh_pi((__m64 *)(void *)(c + 3 * ldc), hi);                                     \
-        } else {                                                                                   \
-            _Pragma("GCC unroll 4") for (int i = 0; i < MR; i++)                                   \
-                _Pragma("GCC unroll 2") for (int j = 0; j < NB; j++) c[i * ldc + j] =              \
-                    hsum8(acc[i][j]);                                                              \
+        const __m256 v0 = _mm256_add_ps(_mm256_add_ps(s[0][0], s[0][1]), _mm256_add_ps(s[0][2], s[0][3])); \
+        const __m256 v1 = _mm256_add_ps(_mm256_add_ps(s[1][0], s[1][1]), _mm256_add_ps(s[1][2], s[1][3])); \
+        /* [lo0 + hi0 | lo1 + hi1], then movehl and movehdup steps per half */                    \
+        __m256 z = _mm256_add_ps(_mm256_permute2f128_ps(v0, v1, 0x20),                             \
+                                 _mm256_permute2f128_ps(v0, v1, 0x31));                            \
+        z = _mm256_add_ps(z, _mm256_shuffle_ps(z, z, _MM_SHUFFLE(3, 2, 3, 2)));                    \
+        z = _mm256_add_ps(z, _mm256_movehdup_ps(z));                                               \
+        float x0 = _mm256_cvtss_f32(z), x1 = _mm_cvtss_f32(_mm256_extractf128_ps(z, 1));           \
+        for (; i < n; i++) {                                                                       \
+            x0 += a0[i] * CONV(b0[i]);                                                             \
+            x1 += a1[i] * CONV(b1[i]);                                                             \
         }                                                                                          \
+        *r0 = x0;                                                                                  \
+        *r1 = x1;                                                                                  \
     }
 
-ABT_TILE(abt_tile_f32, float, load8)
-ABT_TILE(abt_tile_f16, uint16_t, load8h)
+ABT_PAIR(abt_pair_f32, float, load8, )
+ABT_PAIR(abt_pair_f16, uint16_t, load8h, _cvtsh_ss)
 
-#define ABT_DRIVER(NAME, TILE, BT, CONV)                                                            \
+/* Pairs run along the positions of one row: the row of a stays in L1 and
+ * each b row is read once per row of a. */
+#define ABT_DRIVER(NAME, PAIR, BT)                                                                  \
     void NAME(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const BT *b,          \
               int64_t ldb, float *c, int64_t ldc) {                                                \
-        const int64_t k8 = kd & ~(int64_t)7;                                                       \
-        for (int64_t i = 0; i < m; i += 4) {                                                       \
-            const int mr = (int)(m - i < 4 ? m - i : 4);                                           \
+        for (int64_t i = 0; i < m; i++) {                                                          \
             const float *ai = a + i * lda;                                                         \
             float *ci = c + i * ldc;                                                               \
-            for (int64_t j = 0; j < n; j += 2) {                                                   \
-                const int nb = n - j < 2 ? 1 : 2;                                                  \
-                const BT *bj = b + j * ldb;                                                        \
-                switch (mr * 2 + nb - 1) {                                                         \
-                case 2: TILE(1, 1, k8, ai, lda, bj, ldb, ci + j, ldc); break;                      \
-                case 3: TILE(1, 2, k8, ai, lda, bj, ldb, ci + j, ldc); break;                      \
-                case 4: TILE(2, 1, k8, ai, lda, bj, ldb, ci + j, ldc); break;                      \
-                case 5: TILE(2, 2, k8, ai, lda, bj, ldb, ci + j, ldc); break;                      \
-                case 6: TILE(3, 1, k8, ai, lda, bj, ldb, ci + j, ldc); break;                      \
-                case 7: TILE(3, 2, k8, ai, lda, bj, ldb, ci + j, ldc); break;                      \
-                case 8: TILE(4, 1, k8, ai, lda, bj, ldb, ci + j, ldc); break;                      \
-                default: TILE(4, 2, k8, ai, lda, bj, ldb, ci + j, ldc); break;                     \
-                }                                                                                  \
-                for (int64_t p = k8; p < kd; p++) /* elements past a multiple of 8 */              \
-                    for (int ii = 0; ii < mr; ii++)                                                \
-                        for (int jj = 0; jj < nb; jj++)                                            \
-                            ci[ii * ldc + j + jj] += ai[ii * lda + p] * CONV(bj[jj * ldb + p]);    \
+            int64_t j = 0;                                                                         \
+            for (; j + 2 <= n; j += 2)                                                             \
+                PAIR(kd, ai, b + j * ldb, ai, b + (j + 1) * ldb, ci + j, ci + j + 1);              \
+            if (j < n) {                                                                           \
+                float dummy;                                                                       \
+                PAIR(kd, ai, b + j * ldb, ai, b + j * ldb, ci + j, &dummy);                        \
             }                                                                                      \
         }                                                                                          \
     }
 
-static inline float f32_id(float x) { return x; }
-ABT_DRIVER(vx_gemm_abt_f32_avx2, abt_tile_f32, float, f32_id)
-ABT_DRIVER(vx_gemm_abt_f16b_avx2, abt_tile_f16, uint16_t, _cvtsh_ss)
+ABT_DRIVER(vx_gemm_abt_f32_avx2, abt_pair_f32, float)
+ABT_DRIVER(vx_gemm_abt_f16b_avx2, abt_pair_f16, uint16_t)
 
 void vx_attn_softmax16_avx2(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,
                             float *corr) {
@@ -375,9 +363,25 @@ void vx_attn_softmax16_avx2(float *s, int64_t m, const int32_t *nv, float scale,
         const __m256 p0 = exp_neg(_mm256_sub_ps(s0, vm)), p1 = exp_neg(_mm256_sub_ps(s1, vm));
         _mm256_storeu_ps(si, p0);
         _mm256_storeu_ps(si + 8, p1);
-        const float c = mold == mb ? 1.0f : _mm256_cvtss_f32(exp_neg(_mm256_set1_ps(mold - mb)));
+        /* the sum in exp_shift_sum's order: full 8-lane groups, then the rest one by one */
+        float sum;
+        if (n == 16) {
+            sum = hsum8(_mm256_add_ps(p0, p1));
+        } else {
+            float t[16];
+            _mm256_storeu_ps(t, p0);
+            _mm256_storeu_ps(t + 8, p1);
+            int j = 0;
+            sum = 0;
+            if (n >= 8) {
+                sum = hsum8(p0);
+                j = 8;
+            }
+            for (; j < n; j++) sum += t[j];
+        }
+        const float c = mold == mb ? 1.0f : expf(mold - mb); /* exp(-inf) = 0 on a row's first chunk */
         corr[i] = c;
-        l[i] = l[i] * c + hsum8(_mm256_add_ps(p0, p1));
+        l[i] = l[i] * c + sum;
         mx[i] = mb;
     }
 }
