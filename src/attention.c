@@ -119,8 +119,7 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
         const uint8_t *vc = chunk_row(a, blocks, true, c0, rb, ho);
         for (int32_t hh = 0; hh < nh; hh++) {
             const uint8_t *kr = kc + (size_t)hh * hbytes, *vr = vc + (size_t)hh * hbytes;
-            /* S = Q K^T straight from the cache rows (converted once here
-             * when many rows would widen the same fp16 row again) */
+            /* S = Q K^T, P = softmax numerators, O = corr O + P V */
             const size_t r0 = (size_t)hh * Mh;
             float *s = sc.s + r0 * CHUNK, *o = sc.o + r0 * hd;
             const float *q = sc.q + r0 * hd;
@@ -134,19 +133,24 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
                 ldv = (int64_t)(rb / 4);
                 break;
             case VX_KV_F16:
-                if (Mh <= 8) { /* each fp16 row is widened about once anyway */
+                /* a K row widened once serves every row of Q; P.V widens each
+                 * V row once per 8 rows of P, so small tiles read V directly */
+                if (Mh == 1) {
                     k->gemm_abt_f16b(Mh, nj, hd, q, hd, (const uint16_t *)(const void *)kr,
                                      (int64_t)(rb / 2), s, CHUNK);
+                } else {
+                    for (int j = 0; j < nj; j++)
+                        k->f16_to_f32((const uint16_t *)(const void *)(kr + (size_t)j * rb),
+                                      sc.kr + (size_t)j * hd, hd);
+                    k->gemm_abt_f32(Mh, nj, hd, q, hd, sc.kr, hd, s, CHUNK);
+                }
+                if (Mh <= 8) {
                     v = NULL;
                     break;
                 }
-                for (int j = 0; j < nj; j++) {
-                    k->f16_to_f32((const uint16_t *)(const void *)(kr + (size_t)j * rb),
-                                  sc.kr + (size_t)j * hd, hd);
+                for (int j = 0; j < nj; j++)
                     k->f16_to_f32((const uint16_t *)(const void *)(vr + (size_t)j * rb),
                                   sc.v + (size_t)j * hd, hd);
-                }
-                k->gemm_abt_f32(Mh, nj, hd, q, hd, sc.kr, hd, s, CHUNK);
                 break;
             case VX_KV_Q8_0:
                 for (int j = 0; j < nj; j++) {
