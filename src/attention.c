@@ -1,18 +1,26 @@
 /*
  * attention.c - causal attention over the paged KV cache with an online
  * softmax (see attention.h). The arithmetic runs through the kernel table
- * (ops.h): gemm_f32 for the score and P.V block products, attn_softmax16
- * for the per-chunk softmax update, pack_kt_* / q8_0_to_f32 / f16_to_f32
- * to bring a chunk of the cache to f32.
+ * (ops.h): gemm_abt_* for the scores, attn_softmax16 for the per-chunk
+ * softmax update, gemm_f32 / gemm_f16b for P.V, f16_to_f32 / q8_0_to_f32
+ * where a chunk of the cache is widened once for many rows.
  *
- * Per unit, with M = tile tokens x g rows padded to a multiple of 4:
- *   Q  [M][hd]   scaled query rows (row = token * g + head in group)
- *   KT [hd][16]  the chunk's keys, transposed (zero past the chunk end)
- *   S  [M][16]   scores, then softmax numerators P
- *   V  [16][hd]  the chunk's values as f32 (or the cache rows for F32)
- *   O  [M][hd]   unnormalized output; divided by l at the end
- * Per chunk: S = Q KT; P = exp(S - m_new) with the causal mask; O = corr O +
- * P V, where corr = exp(m_old - m_new) is one rescale per row and chunk.
+ * Per unit (one query tile against a range of kv heads), per kv head, with
+ * Mh = tile tokens x g rows (row = token * g + query head in the group):
+ *   Q  [Mh][hd]   query rows
+ *   S  [Mh][16]   scores of one 16-position chunk, then softmax numerators P
+ *   O  [Mh][hd]   unnormalized output; divided by l at the end
+ *   m, l [Mh]     running max and softmax denominator
+ * Per chunk: S = Q K^T (K rows read from the cache: f32 directly, fp16
+ * directly for a single row or widened once into [16][hd], Q8_0 dequantized
+ * once); P = exp(scale S - m_new) under the causal mask; O = corr O + P V
+ * with corr = exp(m_old - m_new): one rescale per row and chunk, fused into
+ * the P.V product, and each V row is loaded once per tile of rows.
+ *
+ * The AVX2 kernels keep the association of the previous per-position code
+ * (dot_f32 for each score, exp_shift_sum's order for the sums), so results
+ * are bit-identical to it and to each other whatever the blocking and the
+ * thread split.
  */
 #include "attention.h"
 

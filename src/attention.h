@@ -4,12 +4,14 @@
  * block or part of one) with an online softmax, so no score row of context
  * length is ever materialized.
  *
- * Work units are (query tile, kv head): a query tile is up to
+ * Work units are (query tile, range of kv heads): a query tile is up to
  * vx_attn_tile_tokens() consecutive positions of one sequence (a single
- * token when decoding), and all query heads of the GQA group of that kv
- * head are its rows. Each K/V chunk is converted to f32 once per unit and
- * serves every row: scores are a [rows][16] block product, P.V reads each
- * V row once for all rows.
+ * token when decoding), and all query heads of the GQA group of each kv
+ * head are its rows. Each K/V chunk of a head is read once per unit and
+ * serves every row. Units go round-robin to the threads; when there are
+ * fewer tiles than threads (decode of few sequences), each tile's kv heads
+ * are split into contiguous ranges so every thread streams its own part of
+ * each cache row.
  */
 #ifndef VX_ATTENTION_H
 #define VX_ATTENTION_H
