@@ -76,6 +76,12 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
     k->f16_to_f32 = vx_f16_to_f32_ref;
     k->exp_shift_sum = vx_exp_shift_sum_ref;
     k->f32_to_f16 = vx_f32_to_f16_ref;
+    k->q8_0_to_f32 = vx_q8_0_to_f32_ref;
+    k->gemm_f32 = vx_gemm_f32_ref;
+    k->gemm_f16b = vx_gemm_f16b_ref;
+    k->gemm_abt_f32 = vx_gemm_abt_f32_ref;
+    k->gemm_abt_f16b = vx_gemm_abt_f16b_ref;
+    k->attn_softmax16 = vx_attn_softmax16_ref;
     memset(k->gemv, 0, sizeof k->gemv);
     memset(k->act, 0, sizeof k->act);
     memset(k->gemm, 0, sizeof k->gemm);
@@ -87,6 +93,12 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
         k->f16_to_f32 = vx_f16_to_f32_avx2;
         k->exp_shift_sum = vx_exp_shift_sum_avx2;
         k->f32_to_f16 = vx_f32_to_f16_avx2;
+        k->q8_0_to_f32 = vx_q8_0_to_f32_avx2;
+        k->gemm_f32 = vx_gemm_f32_avx2;
+        k->gemm_f16b = vx_gemm_f16b_avx2;
+        k->gemm_abt_f32 = vx_gemm_abt_f32_avx2;
+        k->gemm_abt_f16b = vx_gemm_abt_f16b_avx2;
+        k->attn_softmax16 = vx_attn_softmax16_avx2;
         k->act[VX_TYPE_Q8_0] = vx_quantize_row_q8_0_avx2;
         k->act[VX_TYPE_Q8_1] = vx_quantize_row_q8_1_avx2;
         k->act[VX_TYPE_Q8_K] = vx_quantize_row_q8_K_avx2;

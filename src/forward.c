@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "attention.h"
 #include "common.h"
 #include "kv_cache.h"
 #include "matmul.h"
@@ -192,12 +193,9 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
             c->act_buf[acts[i]] = xalloc(nb * rs, &ok);
         }
     }
-    /* per thread: a dequantized row, plus attention tiles for one block:
-     * K and V converted to float [bs][hd] each, scores [g][bs], acc [g][hd], m/l [g] */
-    const size_t bs = (size_t)vx_kv_block_size(c->kv), hd = (size_t)hp->head_dim;
-    const size_t g = (size_t)(hp->n_head / hp->n_head_kv);
+    /* per thread: a dequantized row, plus the attention scratch */
     size_t row = VX_MAX(VX_MAX(E, FF), VX_MAX(QD, (size_t)hp->n_ff));
-    size_t att = 2 * bs * hd + g * bs + g * hd + 2 * g;
+    size_t att = vx_attn_scratch_floats(hp->n_head, hp->n_head_kv, hp->head_dim);
     c->att_scratch_off = (int64_t)((row + 15) & ~(size_t)15);
     c->scratch_per = c->att_scratch_off + (int64_t)((att + 15) & ~(size_t)15);
     c->scratch = xalloc((size_t)p->n_threads * (size_t)c->scratch_per * F, &ok);
@@ -294,87 +292,11 @@ static void add_bias(float *y, const vx_weight *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += bb[i];
 }
 
-/* Loads a row of n KV elements as float. */
-static inline void kv_load(const vx_context *c, const void *src, float *dst, int64_t n) {
-    switch (vx_kv_type_of(c->kv)) {
-    case VX_KV_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
-    case VX_KV_F16: c->kern.f16_to_f32(src, dst, n); break;
-    case VX_KV_Q8_0: vx_type_get_traits(VX_TYPE_Q8_0)->to_float(src, dst, n); break;
-    }
-}
-
 static inline void kv_store(const vx_context *c, void *dst, const float *src, int64_t n) {
     switch (vx_kv_type_of(c->kv)) {
     case VX_KV_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
     case VX_KV_F16: c->kern.f32_to_f16(src, dst, n); break;
     case VX_KV_Q8_0: c->kern.act[VX_TYPE_Q8_0](src, dst, n); break;
-    }
-}
-
-/* Byte offset of kv head h within a cache row. */
-static inline size_t kv_head_off(const vx_context *c, int32_t h, int32_t hd) {
-    switch (vx_kv_type_of(c->kv)) {
-    case VX_KV_F32: return (size_t)h * hd * 4;
-    case VX_KV_F16: return (size_t)h * hd * 2;
-    default: return vx_row_size(VX_TYPE_Q8_0, (int64_t)h * hd);
-    }
-}
-
-/* Attention of one (token, kv head) unit: all query heads of the GQA group
- * read each K/V row once. Online softmax over the sequence's blocks, so no
- * score row of context length is ever materialized. */
-static void attend_unit(vx_context *c, int il, int32_t t, int32_t kvh, float *scr) {
-    const vx_hparams *hp = &c->model->hp;
-    const vx_kv_cache *kv = c->kv;
-    const int32_t hd = hp->head_dim, g = hp->n_head / hp->n_head_kv;
-    const int32_t QD = hp->n_head * hd;
-    const int32_t bs = vx_kv_block_size(kv);
-    const size_t rb = vx_kv_row_bytes(kv), ho = kv_head_off(c, kvh, hd);
-    const int32_t seq = c->batch->seq_id[t], pos = c->batch->pos[t];
-    const int32_t *blocks = vx_kv_blocks(kv, seq);
-    const float scale = 1.0f / sqrtf((float)hd);
-
-    float *kf = scr, *vf = kf + (size_t)bs * hd, *s = vf + (size_t)bs * hd;
-    float *acc = s + (size_t)g * bs, *m = acc + (size_t)g * hd, *l = m + g;
-    const float *q = c->q + (size_t)t * QD + (size_t)kvh * g * hd;
-    for (int32_t h = 0; h < g; h++) {
-        m[h] = -INFINITY;
-        l[h] = 0;
-    }
-    memset(acc, 0, (size_t)g * hd * sizeof(float));
-
-    const int32_t n_pos = pos + 1;
-    for (int32_t b0 = 0; b0 < n_pos; b0 += bs) {
-        const int32_t nj = VX_MIN(bs, n_pos - b0);
-        const uint8_t *kb = vx_kv_k_block(kv, il, blocks[b0 / bs]);
-        const uint8_t *vb = vx_kv_v_block(kv, il, blocks[b0 / bs]);
-        for (int32_t j = 0; j < nj; j++) {
-            kv_load(c, kb + (size_t)j * rb + ho, kf + (size_t)j * hd, hd);
-            kv_load(c, vb + (size_t)j * rb + ho, vf + (size_t)j * hd, hd);
-        }
-        for (int32_t h = 0; h < g; h++) {
-            float *sh = s + (size_t)h * bs;
-            float mb = -INFINITY;
-            for (int32_t j = 0; j < nj; j++) {
-                sh[j] = c->kern.dot_f32(q + (size_t)h * hd, kf + (size_t)j * hd, hd) * scale;
-                mb = sh[j] > mb ? sh[j] : mb;
-            }
-            const float mnew = mb > m[h] ? mb : m[h];
-            const float corr = expf(m[h] - mnew); /* exp(-inf) = 0 on the first block */
-            float *ah = acc + (size_t)h * hd;
-            if (corr != 1.0f) {
-                for (int32_t d = 0; d < hd; d++) ah[d] *= corr;
-                l[h] *= corr;
-            }
-            l[h] += c->kern.exp_shift_sum(sh, nj, mnew);
-            for (int32_t j = 0; j < nj; j++) c->kern.axpy_f32(ah, sh[j], vf + (size_t)j * hd, hd);
-            m[h] = mnew;
-        }
-    }
-    float *out = c->att + (size_t)t * QD + (size_t)kvh * g * hd;
-    for (int32_t h = 0; h < g; h++) {
-        const float inv = 1.0f / l[h];
-        for (int32_t d = 0; d < hd; d++) out[(size_t)h * hd + d] = acc[(size_t)h * hd + d] * inv;
     }
 }
 
@@ -515,12 +437,12 @@ static void forward_worker(void *arg, int ith, int nth) {
         }
         vx_pool_barrier(c->pool);
         {
-            /* units (token, kv head); interleaved so long and short rows mix */
-            const int64_t units = n * hp->n_head_kv;
+            const vx_attn_args aa = {c->kv, il, hp->n_head, hp->n_head_kv, hp->head_dim,
+                                     1.0f / sqrtf((float)hd), c->q, c->att, b->pos, b->seq_id,
+                                     (int32_t)n};
             float *scr = c->scratch + (size_t)ith * (size_t)c->scratch_per +
                          (size_t)c->att_scratch_off;
-            for (int64_t u = ith; u < units; u += nth)
-                attend_unit(c, il, (int32_t)(u / hp->n_head_kv), (int32_t)(u % hp->n_head_kv), scr);
+            vx_attention(&c->kern, &aa, ith, nth, scr);
         }
         vx_pool_barrier(c->pool);
         if (vx_act_type(L->wo.type) != VX_TYPE_F32 && !c->params.f32_matmul) {

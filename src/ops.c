@@ -40,6 +40,82 @@ void vx_f32_to_f16_ref(const float *src, uint16_t *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = vx_fp32_to_fp16(src[i]);
 }
 
+void vx_q8_0_to_f32_ref(const void *src, float *dst, int64_t n) {
+    vx_type_get_traits(VX_TYPE_Q8_0)->to_float(src, dst, n);
+}
+
+void vx_gemm_f32_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const float *b,
+                     int64_t ldb, float *c, int64_t ldc, const float *alpha) {
+    for (int64_t i = 0; i < m; i++) {
+        float *ci = c + i * ldc;
+        for (int64_t j = 0; j < n; j++) ci[j] = alpha ? alpha[i] * ci[j] : 0.0f;
+        for (int64_t p = 0; p < kd; p++) {
+            const float aip = a[i * lda + p];
+            const float *bp = b + p * ldb;
+            for (int64_t j = 0; j < n; j++) ci[j] += aip * bp[j];
+        }
+    }
+}
+
+void vx_gemm_f16b_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const uint16_t *b,
+                      int64_t ldb, float *c, int64_t ldc, const float *alpha) {
+    for (int64_t i = 0; i < m; i++) {
+        float *ci = c + i * ldc;
+        for (int64_t j = 0; j < n; j++) ci[j] = alpha ? alpha[i] * ci[j] : 0.0f;
+        for (int64_t p = 0; p < kd; p++) {
+            const float aip = a[i * lda + p];
+            const uint16_t *bp = b + p * ldb;
+            for (int64_t j = 0; j < n; j++) ci[j] += aip * vx_fp16_to_fp32(bp[j]);
+        }
+    }
+}
+
+void vx_gemm_abt_f32_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const float *b,
+                         int64_t ldb, float *c, int64_t ldc) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) c[i * ldc + j] = vx_dot_f32_ref(a + i * lda, b + j * ldb, kd);
+}
+
+void vx_gemm_abt_f16b_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda,
+                          const uint16_t *b, int64_t ldb, float *c, int64_t ldc) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            const float *ai = a + i * lda;
+            const uint16_t *bj = b + j * ldb;
+            float s[8] = {0}; /* dot_f32's association */
+            int64_t p = 0;
+            for (; p + 8 <= kd; p += 8)
+                for (int q = 0; q < 8; q++) s[q] += ai[p + q] * vx_fp16_to_fp32(bj[p + q]);
+            float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+            for (; p < kd; p++) r += ai[p] * vx_fp16_to_fp32(bj[p]);
+            c[i * ldc + j] = r;
+        }
+}
+
+void vx_attn_softmax16_ref(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,
+                           float *corr) {
+    for (int64_t i = 0; i < m; i++) {
+        float *si = s + i * 16;
+        const int n = nv[i];
+        if (n <= 0) {
+            for (int j = 0; j < 16; j++) si[j] = 0;
+            corr[i] = 1;
+            continue;
+        }
+        for (int j = 0; j < 16; j++) si[j] *= scale;
+        float mb = mx[i];
+        for (int j = 0; j < n; j++) mb = si[j] > mb ? si[j] : mb;
+        corr[i] = expf(mx[i] - mb); /* exp(-inf) = 0 on a row's first chunk */
+        float sum = 0;
+        for (int j = 0; j < 16; j++) {
+            si[j] = j < n ? expf(si[j] - mb) : 0.0f;
+            sum += si[j];
+        }
+        l[i] = l[i] * corr[i] + sum;
+        mx[i] = mb;
+    }
+}
+
 void vx_matmul_ref(const vx_kernels *k, const vx_weight *w, size_t mat_offset, int64_t r0,
                    int64_t r1, const float *x, int64_t n, int64_t ldx, float *y, int64_t ldy,
                    bool accumulate, float *scratch) {

@@ -21,6 +21,29 @@ typedef struct vx_kernels {
     /* fp16 <-> fp32 rows (KV cache) */
     void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
     void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
+    /* Q8_0 row (n a multiple of 32) -> f32 (KV cache) */
+    void (*q8_0_to_f32)(const void *src, float *dst, int64_t n);
+    /* ---- attention blocks (attention.c) ----
+     * Small row-major product: c[i][j] = (alpha ? alpha[i] * c[i][j] : 0)
+     * + sum_p a[i][p] * b[p][j] for i < m, j < n, p < kd. */
+    void (*gemm_f32)(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const float *b,
+                     int64_t ldb, float *c, int64_t ldc, const float *alpha);
+    /* the same with b in fp16 (V rows of an F16 cache) */
+    void (*gemm_f16b)(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda,
+                      const uint16_t *b, int64_t ldb, float *c, int64_t ldc, const float *alpha);
+    /* Scores: c[i][j] = sum_p a[i][p] * b[j][p] for i < m, j < n, p < kd
+     * (b holds n rows of kd, ldb apart: K rows), each summed in dot_f32's
+     * order; b in f32 or fp16. */
+    void (*gemm_abt_f32)(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda,
+                         const float *b, int64_t ldb, float *c, int64_t ldc);
+    void (*gemm_abt_f16b)(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda,
+                          const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
+    /* Online-softmax update of m score rows of 16 (s is [m][16], scaled by
+     * scale first): row i sees columns j < nv[i]. mx[i] becomes max(mx[i],
+     * visible scores), s[i][j] exp(s[i][j] - mx[i]) (0 where not visible), corr[i] = exp(old mx[i] -
+     * new mx[i]) (1 if nv[i] == 0), l[i] = l[i] * corr[i] + sum_j s[i][j]. */
+    void (*attn_softmax16)(float *s, int64_t m, const int32_t *nv, float scale, float *mx,
+                           float *l, float *corr);
     /* Rows [r0, r1) of y[t][r] (+)= dot(W[r], x[t]) for t in [0, n).
      * scratch holds at least ne0 floats. accumulate adds to y. */
     void (*matmul)(const struct vx_kernels *k, const vx_weight *w, size_t mat_offset, int64_t r0,
@@ -51,6 +74,17 @@ void vx_matmul_ref(const vx_kernels *k, const vx_weight *w, size_t mat_offset, i
 float vx_exp_shift_sum_ref(float *x, int64_t n, float m);
 void vx_f16_to_f32_ref(const uint16_t *src, float *dst, int64_t n);
 void vx_f32_to_f16_ref(const float *src, uint16_t *dst, int64_t n);
+void vx_q8_0_to_f32_ref(const void *src, float *dst, int64_t n);
+void vx_gemm_f32_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const float *b,
+                     int64_t ldb, float *c, int64_t ldc, const float *alpha);
+void vx_gemm_f16b_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const uint16_t *b,
+                      int64_t ldb, float *c, int64_t ldc, const float *alpha);
+void vx_gemm_abt_f32_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const float *b,
+                         int64_t ldb, float *c, int64_t ldc);
+void vx_gemm_abt_f16b_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda,
+                          const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
+void vx_attn_softmax16_ref(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,
+                           float *corr);
 
 /* out = x / rms(x) * w (w may be NULL: no scale). out may alias x. */
 void vx_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);

@@ -1,5 +1,7 @@
 /* avx2_ops.c - AVX2+FMA float kernels (compiled with -mavx2 -mfma). */
 #include <immintrin.h>
+#include <math.h>
+#include <string.h>
 
 #include "kernels_x86.h"
 
@@ -96,4 +98,290 @@ float vx_exp_shift_sum_avx2(float *x, int64_t n, float m) {
         }
     }
     return sum;
+}
+
+/* ---- attention blocks (see the contracts in ops.h) ---- */
+
+void vx_q8_0_to_f32_avx2(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    for (int64_t i = 0; i + 32 <= n; i += 32, p += 34) {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
+        const __m128i q0 = _mm_loadu_si128((const __m128i *)(const void *)(p + 2));
+        const __m128i q1 = _mm_loadu_si128((const __m128i *)(const void *)(p + 18));
+        _mm256_storeu_ps(dst + i, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q0))));
+        _mm256_storeu_ps(dst + i + 8,
+                         _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q0, 8)))));
+        _mm256_storeu_ps(dst + i + 16, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q1))));
+        _mm256_storeu_ps(dst + i + 24,
+                         _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q1, 8)))));
+    }
+}
+
+/* One register tile of gemm_f32: MR rows (1..4) x NV vectors of 8 columns
+ * (1..2), accumulators in registers, k steps of one broadcast per row and
+ * one load per column vector. */
+static inline __attribute__((always_inline)) void gemm_tile(const int MR, const int NV, int64_t kd,
+                                                            const float *a, int64_t lda,
+                                                            const float *b, int64_t ldb, float *c,
+                                                            int64_t ldc, const float *alpha) {
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++) {
+        const __m256 al = alpha ? _mm256_set1_ps(alpha[i]) : _mm256_setzero_ps();
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++)
+            acc[i][v] = alpha ? _mm256_mul_ps(al, _mm256_loadu_ps(c + i * ldc + 8 * v)) : _mm256_setzero_ps();
+    }
+    for (int64_t p = 0; p < kd; p++) {
+        __m256 bv[2];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) bv[v] = _mm256_loadu_ps(b + p * ldb + 8 * v);
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++) {
+            const __m256 ai = _mm256_broadcast_ss(a + i * lda + p);
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; v++) acc[i][v] = _mm256_fmadd_ps(ai, bv[v], acc[i][v]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) _mm256_storeu_ps(c + i * ldc + 8 * v, acc[i][v]);
+}
+
+static inline __attribute__((always_inline)) void gemm_rows(const int MR, int64_t n, int64_t kd,
+                                                            const float *a, int64_t lda,
+                                                            const float *b, int64_t ldb, float *c,
+                                                            int64_t ldc, const float *alpha) {
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) gemm_tile(MR, 2, kd, a, lda, b + j, ldb, c + j, ldc, alpha);
+    if (j + 8 <= n) {
+        gemm_tile(MR, 1, kd, a, lda, b + j, ldb, c + j, ldc, alpha);
+        j += 8;
+    }
+    for (; j < n; j++) /* columns past a multiple of 8 */
+        for (int i = 0; i < MR; i++) {
+            float s = alpha ? alpha[i] * c[i * ldc + j] : 0.0f;
+            for (int64_t p = 0; p < kd; p++) s += a[i * lda + p] * b[p * ldb + j];
+            c[i * ldc + j] = s;
+        }
+}
+
+void vx_gemm_f32_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const float *b,
+                      int64_t ldb, float *c, int64_t ldc, const float *alpha) {
+    int64_t i = 0;
+    for (; i + 4 <= m; i += 4)
+        gemm_rows(4, n, kd, a + i * lda, lda, b, ldb, c + i * ldc, ldc, alpha ? alpha + i : NULL);
+    const float *al = alpha ? alpha + i : NULL;
+    if (m - i == 3) gemm_rows(3, n, kd, a + i * lda, lda, b, ldb, c + i * ldc, ldc, al);
+    else if (m - i == 2) gemm_rows(2, n, kd, a + i * lda, lda, b, ldb, c + i * ldc, ldc, al);
+    else if (m - i == 1) gemm_rows(1, n, kd, a + i * lda, lda, b, ldb, c + i * ldc, ldc, al);
+}
+
+/* gemm_f16b tile: MR rows (1..8) x NV vectors of 8 columns; each fp16 row
+ * of b is widened once per tile and serves all MR rows. MR x NV >= 8 keeps
+ * eight FMA chains in flight where the rows allow it. */
+static inline __attribute__((always_inline)) void gemm16_tile(const int MR, const int NV, int64_t kd,
+                                                              const float *a, int64_t lda,
+                                                              const uint16_t *b, int64_t ldb,
+                                                              float *c, int64_t ldc,
+                                                              const float *alpha) {
+    __m256 acc[8][2];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++)
+            acc[i][v] = alpha ? _mm256_mul_ps(_mm256_set1_ps(alpha[i]), _mm256_loadu_ps(c + i * ldc + 8 * v))
+                              : _mm256_setzero_ps();
+    for (int64_t p = 0; p < kd; p++) {
+        __m256 bv[2];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++)
+            bv[v] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(b + p * ldb + 8 * v)));
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            const __m256 ai = _mm256_broadcast_ss(a + i * lda + p);
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; v++) acc[i][v] = _mm256_fmadd_ps(ai, bv[v], acc[i][v]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) _mm256_storeu_ps(c + i * ldc + 8 * v, acc[i][v]);
+}
+
+void vx_gemm_f16b_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const uint16_t *b,
+                       int64_t ldb, float *c, int64_t ldc, const float *alpha) {
+    for (int64_t i0 = 0; i0 < m; i0 += 8) {
+        const int mr = (int)(m - i0 < 8 ? m - i0 : 8);
+        const float *ai = a + i0 * lda, *al = alpha ? alpha + i0 : NULL;
+        float *ci = c + i0 * ldc;
+        int64_t j = 0;
+        if (mr <= 4)
+            for (; j + 16 <= n; j += 16) {
+                switch (mr) {
+                case 1: gemm16_tile(1, 2, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+                case 2: gemm16_tile(2, 2, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+                case 3: gemm16_tile(3, 2, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+                default: gemm16_tile(4, 2, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+                }
+            }
+        for (; j + 8 <= n; j += 8) {
+            switch (mr) {
+            case 1: gemm16_tile(1, 1, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+            case 2: gemm16_tile(2, 1, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+            case 3: gemm16_tile(3, 1, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+            case 4: gemm16_tile(4, 1, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+            case 5: gemm16_tile(5, 1, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+            case 6: gemm16_tile(6, 1, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+            case 7: gemm16_tile(7, 1, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+            default: gemm16_tile(8, 1, kd, ai, lda, b + j, ldb, ci + j, ldc, al); break;
+            }
+        }
+        for (; j < n; j++) /* columns past a multiple of 8 */
+            for (int i = 0; i < mr; i++) {
+                float s = al ? al[i] * ci[i * ldc + j] : 0.0f;
+                for (int64_t p = 0; p < kd; p++) s += ai[i * lda + p] * _cvtsh_ss(b[p * ldb + j]);
+                ci[i * ldc + j] = s;
+            }
+    }
+}
+
+static inline float hmax8(__m256 v) {
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+static inline float hsum8(__m256 v) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+static inline __attribute__((always_inline)) __m256 load8(const float *p) { return _mm256_loadu_ps(p); }
+static inline __attribute__((always_inline)) __m256 load8h(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+/* gemm_abt: every score is computed exactly as vx_dot_f32_avx2 computes
+ * that dot product (four 8-lane chains over 32-element steps, 8-element
+ * steps into the first chain, the same horizontal tree, a scalar tail), so
+ * attention's numerics do not depend on how it is blocked. Two dot
+ * products run side by side for instruction-level parallelism, and their
+ * horizontal sums share the shuffles. */
+#define ABT_PAIR(NAME, BT, LOAD, CONV)                                                              \
+    static inline __attribute__((always_inline)) void NAME(int64_t n, const float *a0,             \
+                                                           const BT *b0, const float *a1,          \
+                                                           const BT *b1, float *r0, float *r1) {   \
+        __m256 s[2][4];                                                                            \
+        _Pragma("GCC unroll 2") for (int x = 0; x < 2; x++)                                        \
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) s[x][c] = _mm256_setzero_ps();     \
+        int64_t i = 0;                                                                             \
+        for (; i + 32 <= n; i += 32)                                                               \
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {                                  \
+                s[0][c] = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i + 8 * c), LOAD(b0 + i + 8 * c),  \
+                                          s[0][c]);                                                \
+                s[1][c] = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i + 8 * c), LOAD(b1 + i + 8 * c),  \
+                                          s[1][c]);                                                \
+            }                                                                                      \
+        for (; i + 8 <= n; i += 8) {                                                               \
+            s[0][0] = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i), LOAD(b0 + i), s[0][0]);             \
+            s[1][0] = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i), LOAD(b1 + i), s[1][0]);             \
+        }                                                                                          \
+        const __m256 v0 = _mm256_add_ps(_mm256_add_ps(s[0][0], s[0][1]), _mm256_add_ps(s[0][2], s[0][3])); \
+        const __m256 v1 = _mm256_add_ps(_mm256_add_ps(s[1][0], s[1][1]), _mm256_add_ps(s[1][2], s[1][3])); \
+        /* [lo0 + hi0 | lo1 + hi1], then movehl and movehdup steps per half */                    \
+        __m256 z = _mm256_add_ps(_mm256_permute2f128_ps(v0, v1, 0x20),                             \
+                                 _mm256_permute2f128_ps(v0, v1, 0x31));                            \
+        z = _mm256_add_ps(z, _mm256_shuffle_ps(z, z, _MM_SHUFFLE(3, 2, 3, 2)));                    \
+        z = _mm256_add_ps(z, _mm256_movehdup_ps(z));                                               \
+        float x0 = _mm256_cvtss_f32(z), x1 = _mm_cvtss_f32(_mm256_extractf128_ps(z, 1));           \
+        for (; i < n; i++) {                                                                       \
+            x0 += a0[i] * CONV(b0[i]);                                                             \
+            x1 += a1[i] * CONV(b1[i]);                                                             \
+        }                                                                                          \
+        *r0 = x0;                                                                                  \
+        *r1 = x1;                                                                                  \
+    }
+
+ABT_PAIR(abt_pair_f32, float, load8, )
+ABT_PAIR(abt_pair_f16, uint16_t, load8h, _cvtsh_ss)
+
+/* Pairs run along the positions of one row: the row of a stays in L1 and
+ * each b row is read once per row of a. */
+#define ABT_DRIVER(NAME, PAIR, BT)                                                                  \
+    void NAME(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const BT *b,          \
+              int64_t ldb, float *c, int64_t ldc) {                                                \
+        for (int64_t i = 0; i < m; i++) {                                                          \
+            const float *ai = a + i * lda;                                                         \
+            float *ci = c + i * ldc;                                                               \
+            int64_t j = 0;                                                                         \
+            for (; j + 2 <= n; j += 2)                                                             \
+                PAIR(kd, ai, b + j * ldb, ai, b + (j + 1) * ldb, ci + j, ci + j + 1);              \
+            if (j < n) {                                                                           \
+                float dummy;                                                                       \
+                PAIR(kd, ai, b + j * ldb, ai, b + j * ldb, ci + j, &dummy);                        \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+ABT_DRIVER(vx_gemm_abt_f32_avx2, abt_pair_f32, float)
+ABT_DRIVER(vx_gemm_abt_f16b_avx2, abt_pair_f16, uint16_t)
+
+void vx_attn_softmax16_avx2(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,
+                            float *corr) {
+    const __m256 vs = _mm256_set1_ps(scale);
+    const __m256 idx0 = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 idx1 = _mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15);
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    for (int64_t i = 0; i < m; i++) {
+        float *si = s + i * 16;
+        const int n = nv[i];
+        if (n <= 0) {
+            _mm256_storeu_ps(si, _mm256_setzero_ps());
+            _mm256_storeu_ps(si + 8, _mm256_setzero_ps());
+            corr[i] = 1;
+            continue;
+        }
+        __m256 s0 = _mm256_mul_ps(vs, _mm256_loadu_ps(si)), s1 = _mm256_mul_ps(vs, _mm256_loadu_ps(si + 8));
+        if (n < 16) {
+            const __m256 vn = _mm256_set1_ps((float)n);
+            s0 = _mm256_blendv_ps(ninf, s0, _mm256_cmp_ps(idx0, vn, _CMP_LT_OQ));
+            s1 = _mm256_blendv_ps(ninf, s1, _mm256_cmp_ps(idx1, vn, _CMP_LT_OQ));
+        }
+        const float mold = mx[i];
+        float mb = hmax8(_mm256_max_ps(s0, s1));
+        mb = mb > mold ? mb : mold;
+        const __m256 vm = _mm256_set1_ps(mb);
+        /* masked lanes are -inf: exp_neg flushes them to 0 */
+        const __m256 p0 = exp_neg(_mm256_sub_ps(s0, vm)), p1 = exp_neg(_mm256_sub_ps(s1, vm));
+        _mm256_storeu_ps(si, p0);
+        _mm256_storeu_ps(si + 8, p1);
+        /* the sum in exp_shift_sum's order: full 8-lane groups, then the rest one by one */
+        float sum;
+        if (n == 16) {
+            sum = hsum8(_mm256_add_ps(p0, p1));
+        } else {
+            float t[16];
+            _mm256_storeu_ps(t, p0);
+            _mm256_storeu_ps(t + 8, p1);
+            int j = 0;
+            sum = 0;
+            if (n >= 8) {
+                sum = hsum8(p0);
+                j = 8;
+            }
+            for (; j < n; j++) sum += t[j];
+        }
+        const float c = mold == mb ? 1.0f : expf(mold - mb); /* exp(-inf) = 0 on a row's first chunk */
+        corr[i] = c;
+        l[i] = l[i] * c + sum;
+        mx[i] = mb;
+    }
 }

@@ -12,6 +12,18 @@ void vx_axpy_f32_avx2(float *y, float a, const float *x, int64_t n);
 void vx_f16_to_f32_avx2(const uint16_t *src, float *dst, int64_t n);
 float vx_exp_shift_sum_avx2(float *x, int64_t n, float m);
 void vx_f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
+/* attention blocks (avx2_ops.c; contracts in ops.h) */
+void vx_q8_0_to_f32_avx2(const void *src, float *dst, int64_t n);
+void vx_gemm_f32_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const float *b,
+                      int64_t ldb, float *c, int64_t ldc, const float *alpha);
+void vx_gemm_f16b_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const uint16_t *b,
+                       int64_t ldb, float *c, int64_t ldc, const float *alpha);
+void vx_gemm_abt_f32_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const float *b,
+                          int64_t ldb, float *c, int64_t ldc);
+void vx_gemm_abt_f16b_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda,
+                           const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
+void vx_attn_softmax16_avx2(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,
+                            float *corr);
 
 /* peak-throughput loops (machine.c): return a value so the work is kept */
 double vx_peak_fma_avx2(int64_t iters);   /* 80 FMA lanes x 2 flops per iteration */

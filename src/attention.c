@@ -1,0 +1,221 @@
+/*
+ * attention.c - causal attention over the paged KV cache with an online
+ * softmax (see attention.h). The arithmetic runs through the kernel table
+ * (ops.h): gemm_abt_* for the scores, attn_softmax16 for the per-chunk
+ * softmax update, gemm_f32 / gemm_f16b for P.V, f16_to_f32 / q8_0_to_f32
+ * where a chunk of the cache is widened once for many rows.
+ *
+ * Per unit (one query tile against a range of kv heads), per kv head, with
+ * Mh = tile tokens x g rows (row = token * g + query head in the group):
+ *   Q  [Mh][hd]   query rows
+ *   S  [Mh][16]   scores of one 16-position chunk, then softmax numerators P
+ *   O  [Mh][hd]   unnormalized output; divided by l at the end
+ *   m, l [Mh]     running max and softmax denominator
+ * Per chunk: S = Q K^T (K rows read from the cache: f32 directly, fp16
+ * directly for a single row or widened once into [16][hd], Q8_0 dequantized
+ * once); P = exp(scale S - m_new) under the causal mask; O = corr O + P V
+ * with corr = exp(m_old - m_new): one rescale per row and chunk, fused into
+ * the P.V product, and each V row is loaded once per tile of rows.
+ *
+ * The AVX2 kernels keep the association of the previous per-position code
+ * (dot_f32 for each score, exp_shift_sum's order for the sums), so results
+ * are bit-identical to it and to each other whatever the blocking and the
+ * thread split.
+ */
+#include "attention.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "common.h"
+#include "quant.h"
+
+enum { CHUNK = 16, MAX_ROWS = 64 };
+
+int32_t vx_attn_tile_tokens(int32_t g) {
+    const int32_t t = MAX_ROWS / (g > 0 ? g : 1);
+    return t < 1 ? 1 : t;
+}
+
+static int32_t pad4(int32_t n) { return (n + 3) & ~3; }
+static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* Rows of the per-thread state (Q, S, O): at least one GQA group. */
+static int32_t max_rows(int32_t g) { return pad4(vx_attn_tile_tokens(g) * g); }
+
+/* Scratch layout of one thread, in floats (each part 64-byte aligned). */
+typedef struct attn_scratch {
+    float *q, *s, *o, *m, *l, *corr, *kr, *v;
+    int32_t *nv;
+} attn_scratch;
+
+static size_t scratch_layout(int32_t g, int32_t hd, float *base, attn_scratch *sc) {
+    const size_t M = (size_t)max_rows(g), H = (size_t)hd;
+    const size_t sizes[9] = {M * H, M * CHUNK, M * H, M, M, M, CHUNK * H, CHUNK * H, M};
+    float **dst[9] = {&sc->q, &sc->s, &sc->o, &sc->m, &sc->l, &sc->corr, &sc->kr, &sc->v, NULL};
+    size_t off = 0;
+    for (int i = 0; i < 9; i++) {
+        if (base) {
+            if (dst[i]) *dst[i] = base + off;
+            else sc->nv = (int32_t *)(void *)(base + off);
+        }
+        off += pad16(sizes[i]);
+    }
+    return off;
+}
+
+size_t vx_attn_scratch_floats(int32_t n_head, int32_t n_head_kv, int32_t head_dim) {
+    attn_scratch sc;
+    return scratch_layout(n_head / n_head_kv, head_dim, NULL, &sc);
+}
+
+/* Byte offset of kv head h within a cache row. */
+static size_t head_off(vx_kv_type t, int32_t h, int32_t hd) {
+    switch (t) {
+    case VX_KV_F32: return (size_t)h * hd * 4;
+    case VX_KV_F16: return (size_t)h * hd * 2;
+    default: return vx_row_size(VX_TYPE_Q8_0, (int64_t)h * hd);
+    }
+}
+
+static const uint8_t *chunk_row(const vx_attn_args *a, const int32_t *blocks, bool v, int32_t c0,
+                                size_t rb, size_t off) {
+    const int32_t bs = vx_kv_block_size(a->kv), blk = blocks[c0 / bs];
+    const void *base = v ? vx_kv_v_block(a->kv, a->layer, blk) : vx_kv_k_block(a->kv, a->layer, blk);
+    return (const uint8_t *)base + (size_t)(c0 % bs) * rb + off;
+}
+
+/* One unit: tokens [t0, t0 + nt) (consecutive positions of one sequence)
+ * against kv heads [h0, h0 + nh). Chunks are the outer loop, so a unit
+ * reads its heads' part of every cache row in one sweep (contiguous bytes
+ * for a head range). Row r of the state is head r / (nt g), token
+ * (r / g) % nt, query head r % g of the group. */
+static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, int32_t nt,
+                        int32_t h0, int32_t nh, float *scratch) {
+    const vx_kv_type type = vx_kv_type_of(a->kv);
+    const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv, QD = a->n_head * hd;
+    const size_t rb = vx_kv_row_bytes(a->kv), hbytes = head_off(type, 1, hd);
+    const size_t ho = head_off(type, h0, hd);
+    const int32_t *blocks = vx_kv_blocks(a->kv, a->seq_id[t0]);
+    const int32_t Mh = nt * g, M = nh * Mh; /* rows per head, rows */
+    const int32_t p_first = a->pos[t0], n_pos = p_first + nt;
+    attn_scratch sc;
+    scratch_layout(g, hd, scratch, &sc);
+    VX_ASSERT(M <= max_rows(g));
+
+    for (int32_t hh = 0; hh < nh; hh++)
+        for (int32_t i = 0; i < nt; i++)
+            memcpy(sc.q + ((size_t)hh * Mh + (size_t)i * g) * hd,
+                   a->q + (size_t)(t0 + i) * QD + (size_t)(h0 + hh) * g * hd,
+                   (size_t)g * hd * sizeof(float));
+    memset(sc.o, 0, (size_t)M * hd * sizeof(float));
+    for (int32_t r = 0; r < M; r++) {
+        sc.m[r] = -INFINITY;
+        sc.l[r] = 0;
+    }
+
+    for (int32_t c0 = 0; c0 < n_pos; c0 += CHUNK) {
+        const int nj = (int)VX_MIN(CHUNK, n_pos - c0);
+        /* causal mask: rows of token i see positions <= pos[t0 + i] */
+        for (int32_t i = 0; i < nt; i++) {
+            const int32_t vis = p_first + i + 1 - c0;
+            const int32_t n = vis < 0 ? 0 : vis > nj ? nj : vis;
+            for (int32_t h = 0; h < g; h++) sc.nv[i * g + h] = n;
+        }
+        const uint8_t *kc = chunk_row(a, blocks, false, c0, rb, ho);
+        const uint8_t *vc = chunk_row(a, blocks, true, c0, rb, ho);
+        for (int32_t hh = 0; hh < nh; hh++) {
+            const uint8_t *kr = kc + (size_t)hh * hbytes, *vr = vc + (size_t)hh * hbytes;
+            /* S = Q K^T, P = softmax numerators, O = corr O + P V */
+            const size_t r0 = (size_t)hh * Mh;
+            float *s = sc.s + r0 * CHUNK, *o = sc.o + r0 * hd;
+            const float *q = sc.q + r0 * hd;
+            const float *v = sc.v;
+            int64_t ldv = hd;
+            switch (type) {
+            case VX_KV_F32:
+                k->gemm_abt_f32(Mh, nj, hd, q, hd, (const float *)(const void *)kr, (int64_t)(rb / 4), s,
+                                CHUNK);
+                v = (const float *)(const void *)vr;
+                ldv = (int64_t)(rb / 4);
+                break;
+            case VX_KV_F16:
+                /* a K row widened once serves every row of Q; P.V widens each
+                 * V row once per 8 rows of P, so small tiles read V directly */
+                if (Mh == 1) {
+                    k->gemm_abt_f16b(Mh, nj, hd, q, hd, (const uint16_t *)(const void *)kr,
+                                     (int64_t)(rb / 2), s, CHUNK);
+                } else {
+                    for (int j = 0; j < nj; j++)
+                        k->f16_to_f32((const uint16_t *)(const void *)(kr + (size_t)j * rb),
+                                      sc.kr + (size_t)j * hd, hd);
+                    k->gemm_abt_f32(Mh, nj, hd, q, hd, sc.kr, hd, s, CHUNK);
+                }
+                if (Mh <= 8) {
+                    v = NULL;
+                    break;
+                }
+                for (int j = 0; j < nj; j++)
+                    k->f16_to_f32((const uint16_t *)(const void *)(vr + (size_t)j * rb),
+                                  sc.v + (size_t)j * hd, hd);
+                break;
+            case VX_KV_Q8_0:
+                for (int j = 0; j < nj; j++) {
+                    k->q8_0_to_f32(kr + (size_t)j * rb, sc.kr + (size_t)j * hd, hd);
+                    k->q8_0_to_f32(vr + (size_t)j * rb, sc.v + (size_t)j * hd, hd);
+                }
+                k->gemm_abt_f32(Mh, nj, hd, q, hd, sc.kr, hd, s, CHUNK);
+                break;
+            }
+            k->attn_softmax16(s, Mh, sc.nv, a->scale, sc.m + r0, sc.l + r0, sc.corr + r0);
+            if (v)
+                k->gemm_f32(Mh, hd, nj, s, CHUNK, v, ldv, o, hd, sc.corr + r0);
+            else
+                k->gemm_f16b(Mh, hd, nj, s, CHUNK, (const uint16_t *)(const void *)vr,
+                             (int64_t)(rb / 2), o, hd, sc.corr + r0);
+        }
+    }
+
+    for (int32_t hh = 0; hh < nh; hh++)
+        for (int32_t i = 0; i < nt; i++) {
+            float *out = a->out + (size_t)(t0 + i) * QD + (size_t)(h0 + hh) * g * hd;
+            for (int32_t h = 0; h < g; h++) {
+                const size_t r = (size_t)hh * Mh + (size_t)i * g + (size_t)h;
+                const float inv = 1.0f / sc.l[r];
+                for (int32_t d = 0; d < hd; d++) out[(size_t)h * hd + d] = sc.o[r * hd + d] * inv;
+            }
+        }
+}
+
+/* Length of the tile starting at token t0: consecutive positions of one
+ * sequence, at most T tokens. */
+static int32_t tile_len(const vx_attn_args *a, int32_t t0, int32_t T) {
+    int32_t nt = 1;
+    while (nt < T && t0 + nt < a->n_tok && a->seq_id[t0 + nt] == a->seq_id[t0] &&
+           a->pos[t0 + nt] == a->pos[t0] + nt)
+        nt++;
+    return nt;
+}
+
+void vx_attention(const vx_kernels *k, const vx_attn_args *a, int ith, int nth, float *scratch) {
+    VX_ASSERT(vx_kv_block_size(a->kv) % CHUNK == 0);
+    const int32_t nkv = a->n_head_kv, g = a->n_head / nkv;
+    const int32_t T = vx_attn_tile_tokens(g), R = max_rows(g);
+    int32_t n_tiles = 0;
+    for (int32_t t0 = 0; t0 < a->n_tok; t0 += tile_len(a, t0, T)) n_tiles++;
+    /* heads per unit: as many as the state holds, but split each tile into
+     * at least nth / n_tiles units so few tiles (decode) still use every
+     * thread; a thread's heads are contiguous bytes of each cache row */
+    const int32_t parts = n_tiles >= nth ? 1 : (nth + n_tiles - 1) / n_tiles;
+    /* units (tile, head range), dealt round-robin so long and short tiles mix */
+    int64_t u = 0;
+    for (int32_t t0 = 0, nt; t0 < a->n_tok; t0 += nt) {
+        nt = tile_len(a, t0, T);
+        int32_t hp = (nkv + parts - 1) / parts;
+        const int32_t cap = R / (nt * g);
+        hp = VX_MAX(1, VX_MIN(hp, cap));
+        for (int32_t h = 0; h < nkv; h += hp, u++)
+            if (u % nth == ith) attend_unit(k, a, t0, nt, h, VX_MIN(hp, nkv - h), scratch);
+    }
+}

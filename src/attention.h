@@ -1,0 +1,49 @@
+/*
+ * attention.h - causal self-attention over the paged KV cache,
+ * FlashAttention-style: KV positions are visited in chunks of 16 (a cache
+ * block or part of one) with an online softmax, so no score row of context
+ * length is ever materialized.
+ *
+ * Work units are (query tile, range of kv heads): a query tile is up to
+ * vx_attn_tile_tokens() consecutive positions of one sequence (a single
+ * token when decoding), and all query heads of the GQA group of each kv
+ * head are its rows. Each K/V chunk of a head is read once per unit and
+ * serves every row. Units go round-robin to the threads; when there are
+ * fewer tiles than threads (decode of few sequences), each tile's kv heads
+ * are split into contiguous ranges so every thread streams its own part of
+ * each cache row.
+ */
+#ifndef VX_ATTENTION_H
+#define VX_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kv_cache.h"
+#include "ops.h"
+
+typedef struct vx_attn_args {
+    const vx_kv_cache *kv; /* already holds K/V of every batch token */
+    int32_t layer;
+    int32_t n_head, n_head_kv, head_dim;
+    float scale;            /* applied to q.k (usually 1/sqrt(head_dim)) */
+    const float *q;         /* [n_tok][n_head * head_dim] */
+    float *out;             /* [n_tok][n_head * head_dim] */
+    const int32_t *pos;     /* [n_tok] */
+    const int32_t *seq_id;  /* [n_tok] */
+    int32_t n_tok;
+} vx_attn_args;
+
+/* Query tokens per tile for a GQA group of g heads (tile rows = tokens x g). */
+int32_t vx_attn_tile_tokens(int32_t g);
+
+/* Floats of per-thread scratch vx_attention() needs. The KV cache block
+ * size must be a multiple of 16. */
+size_t vx_attn_scratch_floats(int32_t n_head, int32_t n_head_kv, int32_t head_dim);
+
+/* Attention of every batch token: thread ith of nth takes its share of the
+ * units. scratch: vx_attn_scratch_floats() floats, 32-byte aligned, owned
+ * by this thread. Writes only out rows of its own units. */
+void vx_attention(const vx_kernels *k, const vx_attn_args *a, int ith, int nth, float *scratch);
+
+#endif

@@ -1,0 +1,275 @@
+/*
+ * test_attention.c - vx_attention() (every kernel-table variant this CPU
+ * supports) against a direct double-precision attention over the same
+ * cache contents: random Q/K/V, F32/F16/Q8_0 caches, GQA ratios 1/2/7,
+ * head dims with and without SIMD tails, context lengths that are and are
+ * not multiples of 16, query tiles (prefill), single tokens (decode) and
+ * several sequences in one batch. Also the block kernels against their
+ * references, and that any thread split gives bit-identical results.
+ *
+ * Tolerance: outputs are convex combinations of V rows in [-1, 1]; the
+ * f32 arithmetic (and the AVX2 exp, relative error ~2e-7) stays within
+ * 2e-5 absolute of the double reference over the same dequantized K/V.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h"
+#include "common.h"
+#include "kv_cache.h"
+#include "ops.h"
+#include "quant.h"
+#include "quant_ref.h"
+#include "testutil.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static const double TOL = 2e-5;
+
+/* A row of the cache as f32 (what the kernels see). */
+static void row_f32(vx_kv_type t, const void *src, float *dst, int n) {
+    switch (t) {
+    case VX_KV_F32: memcpy(dst, src, (size_t)n * 4); break;
+    case VX_KV_F16:
+        for (int i = 0; i < n; i++) dst[i] = vx_fp16_to_fp32(((const uint16_t *)src)[i]);
+        break;
+    case VX_KV_Q8_0: vx_dequantize_row_q8_0(src, dst, n); break;
+    }
+}
+
+static void row_store(vx_kv_type t, void *dst, const float *src, int n) {
+    switch (t) {
+    case VX_KV_F32: memcpy(dst, src, (size_t)n * 4); break;
+    case VX_KV_F16:
+        for (int i = 0; i < n; i++) ((uint16_t *)dst)[i] = vx_fp32_to_fp16(src[i]);
+        break;
+    case VX_KV_Q8_0: vx_quantize_row_q8_0(src, dst, n); break;
+    }
+}
+
+typedef struct scase {
+    int n_seq;          /* sequences in the batch */
+    int len[2];         /* cached positions of each sequence after the batch */
+    int nq[2];          /* query tokens of each (the last nq positions) */
+} scase;
+
+static void run_case(const vx_kernels *kset, int nk, vx_kv_type type, int n_head_kv, int g, int hd,
+                     const scase *sc) {
+    const int n_head = n_head_kv * g, KD = n_head_kv * hd, QD = n_head * hd;
+    vx_kv_params kp = {1, KD, 2, 256, 512, 16, type};
+    vx_kv_cache *kv;
+    CHECK(vx_kv_init(&kp, &kv) == VX_OK);
+    float *tmp = malloc((size_t)KD * 4);
+    uint8_t *raw = malloc(vx_kv_row_bytes(kv));
+    for (int s = 0; s < sc->n_seq; s++) {
+        CHECK(vx_kv_reserve(kv, s, sc->len[s]) == VX_OK);
+        for (int p = 0; p < sc->len[s]; p++) {
+            for (int i = 0; i < KD; i++) tmp[i] = frand();
+            row_store(type, vx_kv_k_row(kv, 0, s, p), tmp, KD);
+            for (int i = 0; i < KD; i++) tmp[i] = frand();
+            row_store(type, vx_kv_v_row(kv, 0, s, p), tmp, KD);
+        }
+    }
+    /* batch: sequences interleaved token by token, as a server batch would be */
+    int n_tok = 0, pos[600], seq[600];
+    for (int i = 0; i < 300; i++)
+        for (int s = 0; s < sc->n_seq; s++)
+            if (i < sc->nq[s]) {
+                pos[n_tok] = sc->len[s] - sc->nq[s] + i;
+                seq[n_tok++] = s;
+            }
+    float *q = malloc((size_t)n_tok * QD * 4), *out = malloc((size_t)n_tok * QD * 4);
+    float *out1 = malloc((size_t)n_tok * QD * 4);
+    for (int i = 0; i < n_tok * QD; i++) q[i] = 3 * frand();
+    const float scale = 1.0f / sqrtf((float)hd);
+    /* reference */
+    double *ref = malloc((size_t)n_tok * QD * sizeof(double));
+    float *kr = malloc((size_t)KD * 4), *vr = malloc((size_t)KD * 4);
+    double *sco = malloc(256 * sizeof(double));
+    for (int t = 0; t < n_tok; t++)
+        for (int h = 0; h < n_head; h++) {
+            const int kvh = h / g;
+            double mx = -INFINITY, sum = 0;
+            for (int p = 0; p <= pos[t]; p++) {
+                row_f32(type, vx_kv_k_row(kv, 0, seq[t], p), kr, KD);
+                double d = 0;
+                for (int i = 0; i < hd; i++) d += (double)q[t * QD + h * hd + i] * kr[kvh * hd + i];
+                sco[p] = d * scale;
+                mx = sco[p] > mx ? sco[p] : mx;
+            }
+            double *o = ref + (size_t)t * QD + h * hd;
+            for (int i = 0; i < hd; i++) o[i] = 0;
+            for (int p = 0; p <= pos[t]; p++) {
+                const double w = exp(sco[p] - mx);
+                sum += w;
+                row_f32(type, vx_kv_v_row(kv, 0, seq[t], p), vr, KD);
+                for (int i = 0; i < hd; i++) o[i] += w * vr[kvh * hd + i];
+            }
+            for (int i = 0; i < hd; i++) o[i] /= sum;
+        }
+    const size_t nsf = vx_attn_scratch_floats(n_head, n_head_kv, hd);
+    float *scr = aligned_alloc(64, (nsf * 4 + 63) / 64 * 64);
+    vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, q, out, pos, seq, n_tok};
+    for (int ki = 0; ki < nk; ki++) {
+        const vx_kernels *k = &kset[ki];
+        /* whole batch on one thread, then split three ways */
+        for (int i = 0; i < n_tok * QD; i++) out[i] = NAN;
+        vx_attention(k, &a, 0, 1, scr);
+        double worst = 0;
+        for (int i = 0; i < n_tok * QD; i++) {
+            const double e = fabs(out[i] - ref[i]);
+            worst = e > worst || isnan(e) ? e : worst;
+        }
+        CHECKF(worst <= TOL, "%s kv %d hkv %d g %d hd %d len %d/%d nq %d/%d: max error %g", k->name,
+               (int)type, n_head_kv, g, hd, sc->len[0], sc->len[1], sc->nq[0], sc->nq[1], worst);
+        a.out = out1;
+        for (int ith = 0; ith < 3; ith++) vx_attention(k, &a, ith, 3, scr);
+        a.out = out;
+        CHECKF(memcmp(out, out1, (size_t)n_tok * QD * 4) == 0, "%s: thread split changes results",
+               k->name);
+    }
+    free(scr);
+    free(sco);
+    free(kr);
+    free(vr);
+    free(ref);
+    free(q);
+    free(out);
+    free(out1);
+    free(raw);
+    free(tmp);
+    vx_kv_free(kv);
+}
+
+/* The block kernels against the reference ones, with odd shapes. */
+static void test_blocks(const vx_kernels *k, const vx_kernels *r) {
+    enum { MX = 13, NX = 70, KX = 66 };
+    float a[MX * KX], b[KX * NX], c0[MX * NX], c1[MX * NX], al[MX];
+    for (int i = 0; i < MX * KX; i++) a[i] = frand();
+    for (int i = 0; i < KX * NX; i++) b[i] = frand();
+    for (int i = 0; i < MX; i++) al[i] = frand();
+    const int ms[] = {1, 3, 4, 5, 8, 13}, ns[] = {1, 8, 15, 16, 24, 64, 70}, ks[] = {0, 1, 7, 16, 64, 66};
+    for (size_t mi = 0; mi < 6; mi++)
+        for (size_t ni = 0; ni < 7; ni++)
+            for (size_t ki = 0; ki < 6; ki++)
+                for (int useal = 0; useal < 2; useal++) {
+                    const int m = ms[mi], n = ns[ni], kd = ks[ki];
+                    for (int i = 0; i < MX * NX; i++) c0[i] = c1[i] = frand();
+                    r->gemm_f32(m, n, kd, a, KX, b, NX, c0, NX, useal ? al : NULL);
+                    k->gemm_f32(m, n, kd, a, KX, b, NX, c1, NX, useal ? al : NULL);
+                    double worst = 0;
+                    for (int i = 0; i < MX * NX; i++) worst = fmax(worst, fabs(c0[i] - c1[i]));
+                    CHECKF(worst <= 1e-5, "%s gemm %dx%dx%d alpha %d: %g", k->name, m, n, kd, useal,
+                           worst);
+                }
+    /* scores A B^T, f32 and fp16 rows of b */
+    float bt[20 * KX];
+    uint16_t bh[20 * KX];
+    for (int i = 0; i < 20 * KX; i++) {
+        bt[i] = frand();
+        bh[i] = vx_fp32_to_fp16(bt[i]);
+    }
+    const int ns2[] = {1, 2, 7, 16, 20}, ks2[] = {8, 20, 64, 66};
+    for (size_t mi = 0; mi < 6; mi++)
+        for (size_t ni = 0; ni < 5; ni++)
+            for (size_t ki = 0; ki < 4; ki++) {
+                const int m = ms[mi], n = ns2[ni], kd = ks2[ki];
+                for (int f16 = 0; f16 < 2; f16++) {
+                    if (f16) {
+                        r->gemm_abt_f16b(m, n, kd, a, KX, bh, KX, c0, NX);
+                        k->gemm_abt_f16b(m, n, kd, a, KX, bh, KX, c1, NX);
+                    } else {
+                        r->gemm_abt_f32(m, n, kd, a, KX, bt, KX, c0, NX);
+                        k->gemm_abt_f32(m, n, kd, a, KX, bt, KX, c1, NX);
+                    }
+                    double worst = 0;
+                    for (int i = 0; i < m; i++)
+                        for (int j = 0; j < n; j++) worst = fmax(worst, fabs(c0[i * NX + j] - c1[i * NX + j]));
+                    CHECKF(worst <= 1e-5, "%s gemm_abt%s %dx%dx%d: %g", k->name, f16 ? "_f16b" : "", m, n,
+                           kd, worst);
+                }
+            }
+    /* P.V from fp16 rows */
+    for (size_t mi = 0; mi < 6; mi++)
+        for (size_t ni = 0; ni < 7; ni++)
+            for (int useal = 0; useal < 2; useal++) {
+                const int m = ms[mi], n = ns[ni] > 66 ? 66 : ns[ni], kd = 16;
+                for (int i = 0; i < MX * NX; i++) c0[i] = c1[i] = frand();
+                r->gemm_f16b(m, n, kd, a, KX, bh, KX, c0, NX, useal ? al : NULL);
+                k->gemm_f16b(m, n, kd, a, KX, bh, KX, c1, NX, useal ? al : NULL);
+                double worst = 0;
+                for (int i = 0; i < MX * NX; i++) worst = fmax(worst, fabs(c0[i] - c1[i]));
+                CHECKF(worst <= 1e-5, "%s gemm_f16b %dx%dx%d alpha %d: %g", k->name, m, n, kd, useal, worst);
+            }
+    /* q8_0 rows: exact */
+    uint8_t qb[34 * 4];
+    float qf0[128], qf1[128];
+    for (int i = 0; i < 128; i++) qf0[i] = 5 * frand();
+    vx_quantize_row_q8_0(qf0, qb, 128);
+    r->q8_0_to_f32(qb, qf0, 128);
+    k->q8_0_to_f32(qb, qf1, 128);
+    CHECKF(memcmp(qf0, qf1, sizeof qf0) == 0, "%s q8_0_to_f32", k->name);
+    /* softmax update: rows with every visible count, first and later chunks */
+    enum { R = 18 };
+    float s0[R * 16], s1[R * 16], m0[R], m1[R], l0[R], l1[R], cr0[R], cr1[R];
+    int32_t nv[R];
+    for (int i = 0; i < R; i++) {
+        nv[i] = i % 17;
+        m0[i] = m1[i] = i < 6 ? -INFINITY : 10 * frand();
+        l0[i] = l1[i] = i < 6 ? 0 : 1 + frand();
+    }
+    for (int i = 0; i < R * 16; i++) s0[i] = s1[i] = 12 * frand();
+    r->attn_softmax16(s0, R, nv, 0.7f, m0, l0, cr0);
+    k->attn_softmax16(s1, R, nv, 0.7f, m1, l1, cr1);
+    for (int i = 0; i < R; i++) {
+        CHECKF(m0[i] == m1[i] || (isinf(m0[i]) && isinf(m1[i])), "%s softmax max row %d", k->name, i);
+        CHECKF(fabsf(cr0[i] - cr1[i]) <= 1e-6f * cr0[i] + 1e-30f, "%s softmax corr row %d: %g vs %g",
+               k->name, i, cr1[i], cr0[i]);
+        CHECKF(fabsf(l0[i] - l1[i]) <= 1e-6f * l0[i], "%s softmax l row %d: %g vs %g", k->name, i, l1[i],
+               l0[i]);
+        for (int j = 0; j < 16; j++)
+            CHECKF(fabsf(s0[i * 16 + j] - s1[i * 16 + j]) <= 1e-6f * s0[i * 16 + j] + 1e-30f,
+                   "%s softmax p row %d col %d: %g vs %g", k->name, i, j, s1[i * 16 + j], s0[i * 16 + j]);
+    }
+}
+
+int main(void) {
+    vx_kernels ks[2];
+    vx_kernels_init(&ks[0], VX_ISA_GENERIC);
+    const vx_isa best = vx_cpu_best_isa();
+    int nk = 1;
+    if (best >= VX_ISA_AVX2) vx_kernels_init(&ks[nk++], VX_ISA_AVX2);
+    for (int i = 0; i < nk; i++) test_blocks(&ks[i], &ks[0]);
+
+    const scase cases[] = {
+        {1, {1, 0}, {1, 0}},       /* first token */
+        {1, {17, 0}, {1, 0}},      /* decode, one position into the second block */
+        {1, {100, 0}, {1, 0}},     /* decode, partial last block */
+        {1, {128, 0}, {1, 0}},     /* decode, full blocks */
+        {1, {33, 0}, {33, 0}},     /* prefill from empty */
+        {1, {150, 0}, {70, 0}},    /* prefill chunk after a prefix, several tiles */
+        {2, {45, 90}, {1, 1}},     /* two sequences decoding */
+        {2, {40, 77}, {13, 1}},    /* prefill of one sequence next to a decode */
+    };
+    const vx_kv_type types[] = {VX_KV_F32, VX_KV_F16, VX_KV_Q8_0};
+    const int gs[] = {1, 2, 7};
+    const int hds[] = {64, 40, 20, 128};
+    for (int ti = 0; ti < 3; ti++)
+        for (int gi = 0; gi < 3; gi++)
+            for (int hi = 0; hi < 4; hi++) {
+                const int hd = hds[hi];
+                if (types[ti] == VX_KV_Q8_0 && hd % 32 != 0) continue;
+                for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+                    run_case(ks, nk, types[ti], 2, gs[gi], hd, &cases[ci]);
+            }
+    /* one kv head (MQA) */
+    run_case(ks, nk, VX_KV_F16, 1, 7, 64, &cases[5]);
+    return vx_test_finish("test_attention");
+}
