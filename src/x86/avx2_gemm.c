@@ -212,18 +212,9 @@ AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, c
     }
 }
 
-#define GEMM32_ENTRY(name, gemv, kind)                                                                     \
-    void name(int64_t n, const void *w, size_t row_stride, int nrows, const void *act, size_t act_stride, \
-              int ntok, float *out, int64_t ldo, int accumulate) {                                        \
-        if (ntok < MIN_TOK32)                                                                             \
-            gemv_tokens(gemv, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);      \
-        else                                                                                              \
-            gemm32(kind, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);           \
-    }
-
-GEMM32_ENTRY(vx_gemm_q4_0_avx2, vx_gemv_q4_0_avx2, G_Q4_0)
-GEMM32_ENTRY(vx_gemm_q5_0_avx2, vx_gemv_q5_0_avx2, G_Q5_0)
-GEMM32_ENTRY(vx_gemm_q8_0_avx2, vx_gemv_q8_0_avx2, G_Q8_0)
+DEFINE_GEMM_ENTRY(vx_gemm_q4_0_avx2, vx_gemv_q4_0_avx2, gemm32, G_Q4_0, MIN_TOK32)
+DEFINE_GEMM_ENTRY(vx_gemm_q5_0_avx2, vx_gemv_q5_0_avx2, gemm32, G_Q5_0, MIN_TOK32)
+DEFINE_GEMM_ENTRY(vx_gemm_q8_0_avx2, vx_gemv_q8_0_avx2, gemm32, G_Q8_0, MIN_TOK32)
 
 /* ================================================= F16 x f32 activations */
 

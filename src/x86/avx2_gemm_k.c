@@ -249,14 +249,5 @@ AINLINE void gemmK(int k, int64_t n, const void *w, size_t stride, int nrows, co
  * token gives the same bits. */
 #define MIN_TOK_K 6
 
-#define GEMMK_ENTRY(name, gemv, kind)                                                                      \
-    void name(int64_t n, const void *w, size_t row_stride, int nrows, const void *act, size_t act_stride, \
-              int ntok, float *out, int64_t ldo, int accumulate) {                                        \
-        if (ntok < MIN_TOK_K)                                                                             \
-            gemv_tokens(gemv, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);      \
-        else                                                                                              \
-            gemmK(kind, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);            \
-    }
-
-GEMMK_ENTRY(vx_gemm_q4_K_avx2, vx_gemv_q4_K_avx2, GK_Q4_K)
-GEMMK_ENTRY(vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2, GK_Q6_K)
+DEFINE_GEMM_ENTRY(vx_gemm_q4_K_avx2, vx_gemv_q4_K_avx2, gemmK, GK_Q4_K, MIN_TOK_K)
+DEFINE_GEMM_ENTRY(vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2, gemmK, GK_Q6_K, MIN_TOK_K)

@@ -119,36 +119,45 @@ void vx_q8_0_to_f32_avx2(const void *src, float *dst, int64_t n) {
     }
 }
 
-/* One register tile of gemm_f32: MR rows (1..4) x NV vectors of 8 columns
- * (1..2), accumulators in registers, k steps of one broadcast per row and
- * one load per column vector. */
-static inline __attribute__((always_inline)) void gemm_tile(const int MR, const int NV, int64_t kd,
-                                                            const float *a, int64_t lda,
-                                                            const float *b, int64_t ldb, float *c,
-                                                            int64_t ldc, const float *alpha) {
-    __m256 acc[4][2];
-#pragma GCC unroll 4
-    for (int i = 0; i < MR; i++) {
-        const __m256 al = alpha ? _mm256_set1_ps(alpha[i]) : _mm256_setzero_ps();
+/* One register tile of gemm_f32 / gemm_f16b: MR rows (1..8) x NV vectors
+ * of 8 columns (1..2), accumulators in registers, k steps of one broadcast
+ * per row and one load per column vector (fp16 rows of b widened once per
+ * tile and serving all MR rows). */
+static inline __attribute__((always_inline)) void tile_x(const int half, const int MR, const int NV, int64_t kd,
+                                                         const float *a, int64_t lda, const void *bp,
+                                                         int64_t ldb, float *c, int64_t ldc, const float *alpha) {
+    __m256 acc[8][2];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++)
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++)
-            acc[i][v] = alpha ? _mm256_mul_ps(al, _mm256_loadu_ps(c + i * ldc + 8 * v)) : _mm256_setzero_ps();
-    }
+            acc[i][v] = alpha ? _mm256_mul_ps(_mm256_set1_ps(alpha[i]), _mm256_loadu_ps(c + i * ldc + 8 * v))
+                              : _mm256_setzero_ps();
     for (int64_t p = 0; p < kd; p++) {
         __m256 bv[2];
 #pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) bv[v] = _mm256_loadu_ps(b + p * ldb + 8 * v);
-#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            bv[v] = half ? _mm256_cvtph_ps(_mm_loadu_si128(
+                               (const __m128i *)(const void *)((const uint16_t *)bp + p * ldb + 8 * v)))
+                         : _mm256_loadu_ps((const float *)bp + p * ldb + 8 * v);
+#pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             const __m256 ai = _mm256_broadcast_ss(a + i * lda + p);
 #pragma GCC unroll 2
             for (int v = 0; v < NV; v++) acc[i][v] = _mm256_fmadd_ps(ai, bv[v], acc[i][v]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < MR; i++)
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) _mm256_storeu_ps(c + i * ldc + 8 * v, acc[i][v]);
+}
+
+static inline __attribute__((always_inline)) void gemm_tile(const int MR, const int NV, int64_t kd,
+                                                            const float *a, int64_t lda,
+                                                            const float *b, int64_t ldb, float *c,
+                                                            int64_t ldc, const float *alpha) {
+    tile_x(0, MR, NV, kd, a, lda, b, ldb, c, ldc, alpha);
 }
 
 static inline __attribute__((always_inline)) void gemm_rows(const int MR, int64_t n, int64_t kd,
@@ -180,37 +189,12 @@ void vx_gemm_f32_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int64_t 
     else if (m - i == 1) gemm_rows(1, n, kd, a + i * lda, lda, b, ldb, c + i * ldc, ldc, al);
 }
 
-/* gemm_f16b tile: MR rows (1..8) x NV vectors of 8 columns; each fp16 row
- * of b is widened once per tile and serves all MR rows. MR x NV >= 8 keeps
- * eight FMA chains in flight where the rows allow it. */
 static inline __attribute__((always_inline)) void gemm16_tile(const int MR, const int NV, int64_t kd,
                                                               const float *a, int64_t lda,
                                                               const uint16_t *b, int64_t ldb,
                                                               float *c, int64_t ldc,
                                                               const float *alpha) {
-    __m256 acc[8][2];
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 2
-        for (int v = 0; v < NV; v++)
-            acc[i][v] = alpha ? _mm256_mul_ps(_mm256_set1_ps(alpha[i]), _mm256_loadu_ps(c + i * ldc + 8 * v))
-                              : _mm256_setzero_ps();
-    for (int64_t p = 0; p < kd; p++) {
-        __m256 bv[2];
-#pragma GCC unroll 2
-        for (int v = 0; v < NV; v++)
-            bv[v] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(b + p * ldb + 8 * v)));
-#pragma GCC unroll 8
-        for (int i = 0; i < MR; i++) {
-            const __m256 ai = _mm256_broadcast_ss(a + i * lda + p);
-#pragma GCC unroll 2
-            for (int v = 0; v < NV; v++) acc[i][v] = _mm256_fmadd_ps(ai, bv[v], acc[i][v]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) _mm256_storeu_ps(c + i * ldc + 8 * v, acc[i][v]);
+    tile_x(1, MR, NV, kd, a, lda, b, ldb, c, ldc, alpha);
 }
 
 void vx_gemm_f16b_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const uint16_t *b,

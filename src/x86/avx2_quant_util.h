@@ -234,6 +234,17 @@ AINLINE __m128 f16x4(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
     return _mm_cvtph_ps(_mm_setr_epi16((short)a, (short)b, (short)c, (short)d, 0, 0, 0, 0));
 }
 
+/* A GEMM entry point: under min_tok tokens the gemv per token (same
+ * bits, see gemv_tokens), else impl(kind, ...). */
+#define DEFINE_GEMM_ENTRY(name, gemv, impl, kind, min_tok)                                                 \
+    void name(int64_t n, const void *w, size_t row_stride, int nrows, const void *act, size_t act_stride, \
+              int ntok, float *out, int64_t ldo, int accumulate) {                                        \
+        if (ntok < (min_tok))                                                                             \
+            gemv_tokens(gemv, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);      \
+        else                                                                                              \
+            impl(kind, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);             \
+    }
+
 /* Keeps an int16 accumulator chain in program order: integer adds are
  * associative, and GCC's reassociation turned the chains of the GEMM
  * micro-kernels into trees whose 32 live products spilled to the stack
