@@ -28,7 +28,6 @@
 #include "avx2_quant_util.h"
 #include "kernels_x86.h"
 #include "quant.h"
-#include "quant_ref.h"
 
 #define QK VX_QK_K
 /* Tokens per tile: the accumulators of 8 rows x TT tokens (8 KiB) stay in
@@ -51,19 +50,45 @@ typedef struct {
     __m256 d, dmin;
 } panelK;
 
-AINLINE uint32_t dup16(int v) { return (uint32_t)(uint16_t)(int16_t)v * 0x00010001u; }
-AINLINE uint32_t pair16(int a, int b) {
-    return (uint32_t)(uint16_t)(int16_t)a | (uint32_t)(uint16_t)(int16_t)b << 16;
+/* 8x8 byte transpose: rows[r] holds 8 bytes; afterwards the low 8 bytes of
+ * c[j] are column 2j (byte r from row r), the high 8 bytes column 2j + 1. */
+AINLINE void transpose8x8_u8(const uint64_t rows[8], __m128i c[4]) {
+    __m128i t[4], u[4];
+    for (int i = 0; i < 4; i++)
+        t[i] = _mm_unpacklo_epi8(_mm_cvtsi64_si128((long long)rows[2 * i]),
+                                 _mm_cvtsi64_si128((long long)rows[2 * i + 1]));
+    u[0] = _mm_unpacklo_epi16(t[0], t[1]);
+    u[1] = _mm_unpackhi_epi16(t[0], t[1]);
+    u[2] = _mm_unpacklo_epi16(t[2], t[3]);
+    u[3] = _mm_unpackhi_epi16(t[2], t[3]);
+    c[0] = _mm_unpacklo_epi32(u[0], u[2]);
+    c[1] = _mm_unpackhi_epi32(u[0], u[2]);
+    c[2] = _mm_unpacklo_epi32(u[1], u[3]);
+    c[3] = _mm_unpackhi_epi32(u[1], u[3]);
+}
+
+/* Column g of a transposed scale matrix as 8 int32 lanes holding the
+ * scale in both 16-bit halves (sgn: bytes are int8, else uint8). */
+AINLINE __m256i col_dup16(const __m128i c[4], int g, int sgn) {
+    const __m128i b = (g & 1) ? _mm_srli_si128(c[g >> 1], 8) : c[g >> 1];
+    const __m256i x = sgn ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+    return _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(x, 16));
+}
+
+/* Columns 2p and 2p + 1 as int16 pairs per row lane. */
+AINLINE __m256i col_pair16(const __m128i c[4], int p, int sgn) {
+    const __m128i v = _mm_unpacklo_epi8(c[p], _mm_srli_si128(c[p], 8));
+    return sgn ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v);
 }
 
 static void unpack_q4_K8(const uint8_t *const rows[8], int64_t i, panelK *P) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    uint8_t sc[8][8], mn[8][8];
+    uint64_t sc[8], mn[8]; /* byte j: scale / min of sub-block j */
     uint16_t d[8], dm[8];
     const vx_block_q4_K *b[8];
     for (int r = 0; r < 8; r++) {
         b[r] = (const vx_block_q4_K *)(const void *)rows[r] + i;
-        vx_q4_K_unpack_scales(b[r]->scales, sc[r], mn[r]);
+        q4k_scales_mins(b[r]->scales, &sc[r], &mn[r]);
         d[r] = b[r]->d;
         dm[r] = b[r]->dmin;
     }
@@ -76,15 +101,11 @@ static void unpack_q4_K8(const uint8_t *const rows[8], int64_t i, panelK *P) {
             P->q[2 * c + 1][q] = _mm256_and_si256(_mm256_srli_epi16(v[q], 4), m4);
         }
     }
-    uint32_t t[8];
-    for (int g = 0; g < 8; g++) {
-        for (int r = 0; r < 8; r++) t[r] = dup16(sc[r][g]);
-        P->sc[g] = load256(t);
-    }
-    for (int p = 0; p < 4; p++) {
-        for (int r = 0; r < 8; r++) t[r] = pair16(mn[r][2 * p], mn[r][2 * p + 1]);
-        P->mp[p] = load256(t);
-    }
+    __m128i c[4];
+    transpose8x8_u8(sc, c);
+    for (int g = 0; g < 8; g++) P->sc[g] = col_dup16(c, g, 0);
+    transpose8x8_u8(mn, c);
+    for (int p = 0; p < 4; p++) P->mp[p] = col_pair16(c, p, 0);
     P->d = _mm256_cvtph_ps(load128(d));
     P->dmin = _mm256_cvtph_ps(load128(dm));
 }
@@ -113,14 +134,13 @@ static void unpack_q6_K8(const uint8_t *const rows[8], int64_t i, panelK *P) {
             for (int q = 0; q < 8; q++) P->q[4 * h + s][q] = v[s][q];
         }
     }
-    uint32_t t[8];
-    for (int j = 0; j < 16; j++) {
-        for (int r = 0; r < 8; r++) t[r] = dup16(b[r]->scales[j]);
-        P->sc[j] = load256(t);
-    }
-    for (int p = 0; p < 8; p++) {
-        for (int r = 0; r < 8; r++) t[r] = pair16(b[r]->scales[2 * p], b[r]->scales[2 * p + 1]);
-        P->mp[p] = load256(t);
+    for (int half = 0; half < 2; half++) { /* scales 8 half .. 8 half + 7 */
+        uint64_t sr[8];
+        __m128i c[4];
+        for (int r = 0; r < 8; r++) memcpy(&sr[r], b[r]->scales + 8 * half, 8);
+        transpose8x8_u8(sr, c);
+        for (int g = 0; g < 8; g++) P->sc[8 * half + g] = col_dup16(c, g, 1);
+        for (int p = 0; p < 4; p++) P->mp[4 * half + p] = col_pair16(c, p, 1);
     }
     P->d = _mm256_cvtph_ps(load128(d));
     P->dmin = _mm256_setzero_ps();

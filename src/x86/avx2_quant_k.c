@@ -127,16 +127,6 @@ AINLINE __m256 apply_d_dmin(__m256 acc, __m128 dd, __m256i isum, __m256i msum) {
     return _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), _mm256_cvtepi32_ps(msum), acc);
 }
 
-/* Q4_K / Q5_K: 8 (scale, min) 6-bit pairs packed in 12 bytes (see
- * vx_q4_K_unpack_scales), unpacked four at a time in 32-bit words. */
-AINLINE void q4k_scales_mins(const uint8_t *p, uint64_t *sc, uint64_t *mn) {
-    const uint32_t a = ld32(p), b = ld32(p + 4), c = ld32(p + 8);
-    const uint32_t sc_lo = a & 0x3F3F3F3F, mn_lo = b & 0x3F3F3F3F;
-    const uint32_t sc_hi = (c & 0x0F0F0F0F) | ((a >> 2) & 0x30303030);
-    const uint32_t mn_hi = ((c >> 4) & 0x0F0F0F0F) | ((b >> 2) & 0x30303030);
-    *sc = sc_lo | (uint64_t)sc_hi << 32;
-    *mn = mn_lo | (uint64_t)mn_hi << 32;
-}
 
 
 /* One K super-block step of the canonical order (avx2_quant_util.h).

@@ -175,6 +175,17 @@ AINLINE int wide_rows(size_t stride) { return stride + 1 > (size_t)VX_GEMV_WIDE_
         GEMV_DISPATCH(rows_fn, n, w_rows, row_stride, nrows, y, out);                                        \
     }
 
+/* Q4_K / Q5_K: 8 (scale, min) 6-bit pairs packed in 12 bytes (see
+ * vx_q4_K_unpack_scales), unpacked four at a time in 32-bit words. */
+AINLINE void q4k_scales_mins(const uint8_t *p, uint64_t *sc, uint64_t *mn) {
+    const uint32_t a = load_u32(p), b = load_u32(p + 4), c = load_u32(p + 8);
+    const uint32_t sc_lo = a & 0x3F3F3F3F, mn_lo = b & 0x3F3F3F3F;
+    const uint32_t sc_hi = (c & 0x0F0F0F0F) | ((a >> 2) & 0x30303030);
+    const uint32_t mn_hi = ((c >> 4) & 0x0F0F0F0F) | ((b >> 2) & 0x30303030);
+    *sc = sc_lo | (uint64_t)sc_hi << 32;
+    *mn = mn_lo | (uint64_t)mn_hi << 32;
+}
+
 /* Q8_K bsums pairwise (sums of 32: the Q4_K/Q5_K sub-blocks), 8 int16. */
 AINLINE __m128i bsums32(const vx_block_q8_K *y) {
     return _mm_hadd_epi16(load128(y->bsums), load128(y->bsums + 8));
