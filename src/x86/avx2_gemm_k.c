@@ -267,7 +267,7 @@ AINLINE void gemmK(int k, int64_t n, const void *w, size_t stride, int nrows, co
 
 /* Below this many tokens the unpacking is not paid back; the gemv per
  * token gives the same bits. */
-#define MIN_TOK_K 6
+#define MIN_TOK_K 4
 
 DEFINE_GEMM_ENTRY(vx_gemm_q4_K_avx2, vx_gemv_q4_K_avx2, gemmK, GK_Q4_K, MIN_TOK_K)
 DEFINE_GEMM_ENTRY(vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2, gemmK, GK_Q6_K, MIN_TOK_K)
