@@ -44,30 +44,29 @@ void vx_q8_0_to_f32_ref(const void *src, float *dst, int64_t n) {
     vx_type_get_traits(VX_TYPE_Q8_0)->to_float(src, dst, n);
 }
 
-void vx_gemm_f32_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const float *b,
+/* c = a b (+ alpha-scaled c) with b f32 or fp16 (half) rows. */
+static void gemm_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const void *b, int half,
                      int64_t ldb, float *c, int64_t ldc, const float *alpha) {
     for (int64_t i = 0; i < m; i++) {
         float *ci = c + i * ldc;
         for (int64_t j = 0; j < n; j++) ci[j] = alpha ? alpha[i] * ci[j] : 0.0f;
         for (int64_t p = 0; p < kd; p++) {
             const float aip = a[i * lda + p];
-            const float *bp = b + p * ldb;
-            for (int64_t j = 0; j < n; j++) ci[j] += aip * bp[j];
+            for (int64_t j = 0; j < n; j++)
+                ci[j] += aip * (half ? vx_fp16_to_fp32(((const uint16_t *)b)[p * ldb + j])
+                                     : ((const float *)b)[p * ldb + j]);
         }
     }
 }
 
+void vx_gemm_f32_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const float *b,
+                     int64_t ldb, float *c, int64_t ldc, const float *alpha) {
+    gemm_ref(m, n, kd, a, lda, b, 0, ldb, c, ldc, alpha);
+}
+
 void vx_gemm_f16b_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const uint16_t *b,
                       int64_t ldb, float *c, int64_t ldc, const float *alpha) {
-    for (int64_t i = 0; i < m; i++) {
-        float *ci = c + i * ldc;
-        for (int64_t j = 0; j < n; j++) ci[j] = alpha ? alpha[i] * ci[j] : 0.0f;
-        for (int64_t p = 0; p < kd; p++) {
-            const float aip = a[i * lda + p];
-            const uint16_t *bp = b + p * ldb;
-            for (int64_t j = 0; j < n; j++) ci[j] += aip * vx_fp16_to_fp32(bp[j]);
-        }
-    }
+    gemm_ref(m, n, kd, a, lda, b, 1, ldb, c, ldc, alpha);
 }
 
 void vx_gemm_abt_f32_ref(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const float *b,
