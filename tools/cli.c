@@ -80,6 +80,12 @@ vx_model *cli_load_model(const char *path, bool vocab_only) {
     return cli_load_model_ex(path, &mp);
 }
 
+bool cli_model_given(const char *path) {
+    if (path) return true;
+    fprintf(stderr, "error: no model given: use -m FILE.gguf (or set VX_MODEL)\n");
+    return false;
+}
+
 vx_model *cli_load_model_ex(const char *path, const vx_model_params *params) {
     if (!path) {
         fprintf(stderr, "error: no model given (use -m FILE.gguf)\n");

@@ -33,6 +33,9 @@ bool cli_int(cli_args *a, long lo, long hi, long *out);
 bool cli_float(cli_args *a, double lo, double hi, float *out);
 bool cli_u64(cli_args *a, uint64_t *out);
 
+/* False (with the usage message) when no model path was given by -m or
+ * $VX_MODEL. */
+bool cli_model_given(const char *path);
 /* Loads a model printing a progress bar on stderr when it is a terminal;
  * prints the error and returns NULL on failure. */
 vx_model *cli_load_model(const char *path, bool vocab_only);

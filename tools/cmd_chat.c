@@ -52,10 +52,7 @@ int vx_cmd_chat(int argc, char **argv) {
         }
     }
     if (a.error) return 2;
-    if (!path) {
-        fprintf(stderr, "error: no model given: use -m FILE.gguf (or set VX_MODEL)\n");
-        return 2;
-    }
+    if (!cli_model_given(path)) return 2;
     int rc = 1;
     vx_model *m = cli_load_model(path, false);
     vx_context *c = NULL;

@@ -83,8 +83,7 @@ int vx_cmd_run(int argc, char **argv) {
         prompt = owned;
     }
     if (!prompt) prompt = "";
-    if (!path) {
-        fprintf(stderr, "error: no model given: use -m FILE.gguf (or set VX_MODEL)\n");
+    if (!cli_model_given(path)) {
         free(owned);
         return 2;
     }

@@ -108,10 +108,7 @@ int vx_cmd_serve(int argc, char **argv) {
         }
     }
     if (a.error) return 2;
-    if (!path) {
-        fprintf(stderr, "error: no model given: use -m FILE.gguf (or set VX_MODEL)\n");
-        return 2;
-    }
+    if (!cli_model_given(path)) return 2;
 
     int rc = 1;
     vx_engine *engine = NULL;
