@@ -15,6 +15,24 @@
 #define NREQ 12
 #define NGEN 16
 
+/* Holds the engine thread in its first token event until every request of
+ * a run is submitted: the runs that must batch (and preempt) then see all
+ * requests queued at once, whatever the timing of the submitting thread. */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool open;
+} gate;
+
+static gate g_gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, true};
+
+static void gate_set(bool open) {
+    pthread_mutex_lock(&g_gate.mu);
+    g_gate.open = open;
+    pthread_cond_broadcast(&g_gate.cv);
+    pthread_mutex_unlock(&g_gate.mu);
+}
+
 typedef struct result {
     pthread_mutex_t mu;
     vx_token toks[64];
@@ -27,6 +45,9 @@ typedef struct result {
 
 static bool on_event(const vx_token_event *ev, void *ud) {
     result *r = ud;
+    pthread_mutex_lock(&g_gate.mu);
+    while (!g_gate.open) pthread_cond_wait(&g_gate.cv, &g_gate.mu);
+    pthread_mutex_unlock(&g_gate.mu);
     pthread_mutex_lock(&r->mu);
     if (ev->token >= 0 && r->n < 64) r->toks[r->n++] = ev->token;
     bool go = !(r->cancel_after > 0 && r->n >= r->cancel_after);
@@ -69,6 +90,7 @@ static void run_all(vx_model *m, vx_engine_params ep, result *rs, bool one_by_on
         memset(&rs[i], 0, sizeof rs[i]);
         pthread_mutex_init(&rs[i].mu, NULL);
     }
+    if (!one_by_one) gate_set(false);
     for (int i = 0; i < NREQ; i++) {
         vx_token p[64];
         vx_request_params rp;
@@ -85,6 +107,7 @@ static void run_all(vx_model *m, vx_engine_params ep, result *rs, bool one_by_on
         CHECKF(vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_OK, "submit: %s", err);
         if (one_by_one) wait_all(&rs[i], 1);
     }
+    gate_set(true);
     wait_all(rs, NREQ);
     /* the final event precedes the stats update: wait for the engine to settle */
     vx_engine_stats st;
