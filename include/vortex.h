@@ -67,6 +67,10 @@ typedef struct vx_model_params {
     bool use_mmap;           /* map tensor data instead of reading it (default true) */
     bool vocab_only;         /* load only metadata and the tokenizer */
     bool check_tensors;      /* validate tensor data (NaN/Inf in scales); slower */
+    bool repack;             /* also keep Q4_K/Q6_K matmul weights in 8-row
+                                interleaved layouts for batches of 2+ tokens
+                                (default false: more memory; same results bit
+                                for bit) */
     vx_progress_fn progress; /* optional */
     void *progress_user_data;
 } vx_model_params;
@@ -84,7 +88,9 @@ int32_t vx_model_n_embd(const vx_model *model);
 int32_t vx_model_n_layer(const vx_model *model);
 int32_t vx_model_n_ctx_train(const vx_model *model);
 uint64_t vx_model_n_params(const vx_model *model);
-uint64_t vx_model_size(const vx_model *model); /* bytes of tensor data */
+uint64_t vx_model_size(const vx_model *model);
+/* Weights repacked at load (vx_model_params.repack) and their bytes. */
+int32_t vx_model_n_repacked(const vx_model *model, uint64_t *bytes); /* bytes of tensor data */
 
 /* Weight bytes one token reads and matmul FLOPs it costs (2 per weight of
  * every matrix it multiplies; MoE counts only the experts used; attention

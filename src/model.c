@@ -433,6 +433,7 @@ vx_status vx_model_load(const char *path, const vx_model_params *params, vx_mode
     }
     if (params->progress && params->use_mmap && (st = prefault(m, params, err, err_size))) goto fail;
     if (params->check_tensors && (st = check_tensors(m, err, err_size))) goto fail;
+    if (params->repack && (st = vx_model_repack(m, err, err_size))) goto fail;
     if (params->progress && !params->progress(1.0f, params->progress_user_data)) {
         st = vx_seterr(err, err_size, VX_ECANCELED, "load canceled");
         goto fail;
@@ -449,6 +450,7 @@ void vx_model_free(vx_model *m) {
     vx_vocab_free(m->vocab);
     vx_gguf_close(m->gguf);
     free(m->file_buf);
+    if (m->pack_buf) munmap(m->pack_buf, m->pack_size);
     free(m->layers);
     free(m);
 }
@@ -460,6 +462,10 @@ int32_t vx_model_n_layer(const vx_model *m) { return m->hp.n_layer; }
 int32_t vx_model_n_ctx_train(const vx_model *m) { return m->hp.n_ctx_train; }
 uint64_t vx_model_n_params(const vx_model *m) { return m->n_params; }
 uint64_t vx_model_size(const vx_model *m) { return m->n_bytes; }
+int32_t vx_model_n_repacked(const vx_model *m, uint64_t *bytes) {
+    if (bytes) *bytes = m->pack_size;
+    return m->n_packed;
+}
 
 void vx_weight_row_f32(const vx_weight *w, int64_t r, float *dst) {
     const vx_type_traits *tr = vx_type_get_traits(w->type);

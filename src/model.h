@@ -36,6 +36,11 @@ typedef struct vx_weight {
     size_t row_size; /* bytes per row */
     size_t mat_size; /* bytes per ne0 x ne1 matrix */
     const char *name;
+    /* load-time packed copy for the matmul kernels (quant.h), or NULL; data
+     * stays the file's layout for row lookups and the f32 reference path */
+    const void *pdata;
+    int ptype;
+    size_t prow_size, pmat_size;
 } vx_weight;
 
 typedef struct vx_layer {
@@ -77,7 +82,14 @@ struct vx_model {
     vx_weight tok_embd, output_norm, output, rope_freqs;
     vx_layer *layers; /* [n_layer] */
     uint64_t n_params, n_bytes;
+    void *pack_buf; /* the packed copies (model_repack.c) */
+    size_t pack_size;
+    int n_packed;   /* weights with a packed copy */
 };
+
+/* Packs every matmul weight whose type has an 8-row layout (quant.h) and
+ * whose row count is a multiple of 8 into a copy the batch kernels read. */
+vx_status vx_model_repack(vx_model *m, char *err, size_t err_size);
 
 /* Row r of a weight as float (any type); dst has ne[0] floats. */
 void vx_weight_row_f32(const vx_weight *w, int64_t r, float *dst);

@@ -131,6 +131,47 @@ int vx_type_from_name(const char *name);
 /* Bytes of a row of n elements; 0 if n is not a multiple of the block size. */
 size_t vx_row_size(vx_type type, int64_t n);
 
+/* ---- Load-time layouts (never stored in files; quant_repack.c) ----
+ * A weight with a multiple of 8 rows may be repacked at load so that each
+ * super-block of 8 consecutive rows is one record whose 32-byte vectors
+ * hold, in 32-bit lane r, four consecutive code bytes of row r: the
+ * row-lane form the AVX2 kernels compute in, with no transpose at run time
+ * and one sequential read stream per 8 rows. Group g (rows 8g .. 8g + 7)
+ * starts at byte 8 g row_size, row_size = n / 256 * sizeof(block) / 8.
+ * Every product keeps the canonical order of the plain layout, so results
+ * are bit-identical to it. Ids sit above every GGUF id and have no traits
+ * (vx_type_get_traits returns NULL), so no file can name them. */
+#define VX_TYPE_Q4_K_R8 38
+#define VX_TYPE_Q6_K_R8 39
+
+typedef struct {
+    uint16_t d[8], dmin[8];
+    uint8_t sc[4][8][2];     /* [p][r][j]: scale of sub-block 2p + j of row r */
+    uint8_t mn[4][8][2];     /* [p][r][j]: its min */
+    uint8_t qs[4][8][8][4];  /* [c][q][r][b]: byte 32c + 4q + b of row r's qs */
+} vx_block_q4_K_r8;
+typedef struct {
+    uint16_t d[8];
+    int8_t sc[8][8][2];        /* [p][r][j]: scale of 16-element sub-block 2p + j of row r */
+    /* [h][q][k][r][b], in the order the kernels read them: k = 0, 1: byte
+     * 64h + 32k + 4q + b of row r's ql; k = 2: byte 32h + 4q + b of its qh */
+    uint8_t q[2][8][3][8][4];
+} vx_block_q6_K_r8;
+_Static_assert(sizeof(vx_block_q4_K_r8) == 1184, "q4_K_r8 size");
+_Static_assert(sizeof(vx_block_q6_K_r8) == 1680, "q6_K_r8 size");
+
+/* The packed type of a weight type (-1: none). */
+int vx_repack_type(int type);
+/* Bytes per row of the packed type for rows of n elements. */
+size_t vx_repack_row_size(int ptype, int64_t n);
+/* Repacks nrows (a multiple of 8) rows of n elements, row_stride bytes
+ * apart, into dst (nrows * vx_repack_row_size bytes). */
+void vx_repack_rows(int type, const void *src, size_t row_stride, int64_t nrows, int64_t n, void *dst);
+/* Reference GEMV on packed rows (nrows a multiple of 8, w at a group
+ * start), Q8_K activations, in the canonical order. */
+void vx_gemv_q4_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q6_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+
 /* IQ4_NL's non-linear 4-bit code book. */
 extern const int8_t vx_iq4nl_values[16];
 

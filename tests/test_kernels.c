@@ -466,26 +466,18 @@ typedef struct {
 #define GEMM_ROWS 11 /* a group of 8 rows and a short one */
 #define GEMM_LDO 13
 
-static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
-    const vx_type_traits *tx = vx_type_get_traits(gc->type);
-    const bool half = gc->type == VX_TYPE_F16;
-    const int yt = half ? VX_TYPE_F32 : tx->vec_dot_type;
-    const vx_type_traits *ty = vx_type_get_traits(yt);
-    const kcase *kc = find_case(gc->type);
-    const size_t rs = vx_row_size((vx_type)gc->type, n) + 64; /* padded rows */
-    const size_t as = vx_row_size((vx_type)yt, n) + 32;        /* padded activations */
-    uint8_t *w = xmalloc(rs * GEMM_ROWS), *y = xmalloc(as * GEMM_TOK);
-    float *f = xmalloc((size_t)n * sizeof(float)), *fy = xmalloc((size_t)n * sizeof(float));
-    float *ref = xmalloc(sizeof(float) * GEMM_ROWS * GEMM_TOK), *one = xmalloc(sizeof(float) * GEMM_ROWS * GEMM_TOK);
-    double *mag = xmalloc(sizeof(double) * GEMM_ROWS * GEMM_TOK);
-    float *out = xmalloc(sizeof(float) * GEMM_LDO * GEMM_TOK);
-
-    for (int row = 0; row < GEMM_ROWS; row++) {
+/* nrows weight rows of type t, rs bytes apart: random bytes with sane fp16
+ * factors (every code and scale; row 0 all ones) in rows 0 and 1 of
+ * quantized types, quantized Gaussians elsewhere. */
+static void gemm_weights(int t, int64_t n, uint8_t *w, size_t rs, int nrows, rng *r, float *f) {
+    const vx_type_traits *tx = vx_type_get_traits(t);
+    const kcase *kc = find_case(t);
+    for (int row = 0; row < nrows; row++) {
         uint8_t *p = w + (size_t)row * rs;
-        if (row < 2 && !half) { /* random bytes, sane fp16 factors: every code and scale */
+        if (row % 8 < 2 && t != VX_TYPE_F16) {
             for (size_t b = 0; b < rs; b++) p[b] = (uint8_t)rng_next(r);
             if (row == 0) memset(p, 0xFF, rs);
-            for (size_t b = 0; b < vx_row_size((vx_type)gc->type, n) / tx->type_size; b++)
+            for (size_t b = 0; b < vx_row_size((vx_type)t, n) / tx->type_size; b++)
                 for (int fi = 0; fi < kc->nf16; fi++) {
                     uint16_t h = rand_factor(r);
                     memcpy(p + b * tx->type_size + kc->fp16_fields[fi], &h, 2);
@@ -497,14 +489,36 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
             tx->from_float(f, p, n);
         }
     }
-    for (int t = 0; t < GEMM_TOK; t++) {
-        if (t == 0) /* extreme codes: all +-127 */
+}
+
+/* ntok activation rows of type yt (F32: raw floats), as bytes apart; token
+ * 0 has the extreme codes (all +-127). */
+static void gemm_acts(int yt, int64_t n, uint8_t *y, size_t as, int ntok, rng *r, float *f) {
+    for (int t = 0; t < ntok; t++) {
+        if (t == 0)
             for (int64_t i = 0; i < n; i++) f[i] = (rng_next(r) & 1) ? 1.0f : -1.0f;
         else
             fill_gauss(r, f, n, 0.1f * (float)(1 + t % 7));
-        if (half) memcpy(y + (size_t)t * as, f, (size_t)n * sizeof(float));
-        else ty->from_float(f, y + (size_t)t * as, n);
+        if (yt == VX_TYPE_F32) memcpy(y + (size_t)t * as, f, (size_t)n * sizeof(float));
+        else vx_type_get_traits(yt)->from_float(f, y + (size_t)t * as, n);
     }
+}
+
+static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
+    const vx_type_traits *tx = vx_type_get_traits(gc->type);
+    const bool half = gc->type == VX_TYPE_F16;
+    const int yt = half ? VX_TYPE_F32 : tx->vec_dot_type;
+    const vx_type_traits *ty = vx_type_get_traits(yt);
+    const size_t rs = vx_row_size((vx_type)gc->type, n) + 64; /* padded rows */
+    const size_t as = vx_row_size((vx_type)yt, n) + 32;        /* padded activations */
+    uint8_t *w = xmalloc(rs * GEMM_ROWS), *y = xmalloc(as * GEMM_TOK);
+    float *f = xmalloc((size_t)n * sizeof(float)), *fy = xmalloc((size_t)n * sizeof(float));
+    float *ref = xmalloc(sizeof(float) * GEMM_ROWS * GEMM_TOK), *one = xmalloc(sizeof(float) * GEMM_ROWS * GEMM_TOK);
+    double *mag = xmalloc(sizeof(double) * GEMM_ROWS * GEMM_TOK);
+    float *out = xmalloc(sizeof(float) * GEMM_LDO * GEMM_TOK);
+
+    gemm_weights(gc->type, n, w, rs, GEMM_ROWS, r, f);
+    gemm_acts(yt, n, y, as, GEMM_TOK, r, f);
     /* references: double sums (F16) or the reference vec_dot; the gemv per token */
     for (int t = 0; t < GEMM_TOK; t++) {
         const uint8_t *yr = y + (size_t)t * as;
@@ -601,6 +615,82 @@ static void test_gemm(err_stats *st) {
     }
 }
 
+/* The 8-row packed layouts (quant.h): 16 rows packed; the reference and
+ * the AVX2 gemv on them, and the AVX2 gemm for 1..9 and 64 tokens (writing
+ * and accumulating), must all give exactly the plain layout's AVX2 gemv
+ * bits. */
+#define PK_ROWS 16
+static void check_packed(int type, vx_gemv_fn plain_gemv, vx_gemv_fn pref, vx_gemv_fn pgemv, vx_gemm_fn pgemm,
+                         int64_t n, rng *r) {
+    const int ptype = vx_repack_type(type);
+    const size_t rs = vx_row_size((vx_type)type, n), prs = vx_repack_row_size(ptype, n);
+    const size_t as = vx_row_size(VX_TYPE_Q8_K, n);
+    uint8_t *w = xmalloc(rs * PK_ROWS), *pw = xmalloc(prs * PK_ROWS), *y = xmalloc(as * GEMM_TOK);
+    float *f = xmalloc((size_t)n * sizeof(float));
+    float *one = xmalloc(sizeof(float) * PK_ROWS * GEMM_TOK), *got = xmalloc(sizeof(float) * PK_ROWS);
+    float *out = xmalloc(sizeof(float) * (PK_ROWS + 3) * GEMM_TOK);
+    const int ldo = PK_ROWS + 3;
+    gemm_weights(type, n, w, rs, PK_ROWS, r, f);
+    gemm_acts(VX_TYPE_Q8_K, n, y, as, GEMM_TOK, r, f);
+    CHECK(prs * 8 == rs * 8 / 144 * 148 || ptype != VX_TYPE_Q4_K_R8);
+    vx_repack_rows(type, w, rs, PK_ROWS, n, pw);
+    const char *name = vx_type_name(type);
+    for (int t = 0; t < GEMM_TOK; t++) {
+        const uint8_t *yt = y + (size_t)t * as;
+        float *o1 = one + (size_t)t * PK_ROWS;
+        plain_gemv(n, w, rs, PK_ROWS, yt, o1);
+        pref(n, pw, prs, PK_ROWS, yt, got);
+        for (int row = 0; row < PK_ROWS; row++)
+            CHECKF(got[row] == o1[row], "%s_R8 ref gemv n=%lld tok %d row %d: %.9g vs plain %.9g", name,
+                   (long long)n, t, row, (double)got[row], (double)o1[row]);
+        pgemv(n, pw, prs, PK_ROWS, yt, got);
+        for (int row = 0; row < PK_ROWS; row++)
+            CHECKF(got[row] == o1[row], "%s_R8 avx2 gemv n=%lld tok %d row %d: %.9g vs plain %.9g", name,
+                   (long long)n, t, row, (double)got[row], (double)o1[row]);
+        /* the second group alone, from its own start */
+        pgemv(n, pw + 8 * prs, prs, 8, yt, got);
+        for (int row = 0; row < 8; row++) CHECK(got[row] == o1[8 + row]);
+    }
+    const int ntoks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, GEMM_TOK};
+    for (int nr = 8; nr <= PK_ROWS; nr += 8)
+        for (size_t k = 0; k < sizeof ntoks / sizeof ntoks[0]; k++)
+            for (int accum = 0; accum < 2; accum++) {
+                const int nt = ntoks[k];
+                const float base = 0.375f;
+                for (int i = 0; i < ldo * GEMM_TOK; i++) out[i] = accum ? base : NAN;
+                pgemm(n, pw, prs, nr, y, as, nt, out, ldo, accum);
+                for (int t = 0; t < GEMM_TOK; t++)
+                    for (int row = 0; row < ldo; row++) {
+                        const float o = out[t * ldo + row];
+                        if (t >= nt || row >= nr) {
+                            CHECKF(accum ? o == base : isnan(o), "%s_R8 gemm wrote (%d, %d)", name, t, row);
+                            continue;
+                        }
+                        const float want = accum ? base + one[t * PK_ROWS + row] : one[t * PK_ROWS + row];
+                        CHECKF(o == want, "%s_R8 gemm%s n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs %.9g",
+                               name, accum ? "+acc" : "", (long long)n, nr, nt, t, row, (double)o, (double)want);
+                    }
+            }
+    free(w);
+    free(pw);
+    free(y);
+    free(f);
+    free(one);
+    free(got);
+    free(out);
+}
+
+static void test_packed(void) {
+    const int64_t ns[] = {256, 1280, 4096, 0};
+    rng r = {777};
+    for (int k = 0; ns[k]; k++) {
+        check_packed(VX_TYPE_Q4_K, vx_gemv_q4_K_avx2, vx_gemv_q4_K_r8_ref, vx_gemv_q4_K_r8_avx2,
+                     vx_gemm_q4_K_r8_avx2, ns[k], &r);
+        check_packed(VX_TYPE_Q6_K, vx_gemv_q6_K_avx2, vx_gemv_q6_K_r8_ref, vx_gemv_q6_K_r8_avx2,
+                     vx_gemm_q6_K_r8_avx2, ns[k], &r);
+    }
+}
+
 /* ------------------------------------------------------------ fixtures */
 
 static const char *const fixture_types[] = {"F16",  "BF16",   "Q8_0",   "Q4_0",   "Q4_1", "Q5_0",  "Q5_1",
@@ -683,6 +773,7 @@ int main(void) {
     test_dots(&st);
     test_half(&st);
     test_gemm(&st);
+    test_packed();
     test_fixtures(&st);
     printf("worst |avx2 - ref| / sum|x y| (bound %.0e):", DOT_TOL);
     for (int t = 0; t < VX_TYPE_COUNT; t++)

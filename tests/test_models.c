@@ -115,6 +115,8 @@ static float *read_f32(const char *rel, size_t n) {
     return (float *)(void *)buf;
 }
 
+static int n_repacked_models; /* fixtures whose repacked run had packed weights */
+
 static void test_model(const cJSON *e, const vx_token *prompt) {
     const char *rel = cJSON_GetObjectItem(e, "path")->valuestring;
     const char *type = cJSON_GetObjectItem(e, "type")->valuestring;
@@ -142,6 +144,26 @@ static void test_model(const cJSON *e, const vx_token *prompt) {
     stats sb = compare(batched, ref, NPOS, nv);
     CHECKF(sb.rel_rmse <= bound, "%s batched: rel_rmse %.3g > bound %.3g", rel, sb.rel_rmse, bound);
     CHECKF(sb.top1 >= lc_top1 - 1, "%s batched: top-1 %d < llama.cpp %d - 1", rel, sb.top1, lc_top1);
+
+    /* the 8-row packed copies (--repack) serve batches: the same bits */
+    {
+        vx_model *mr = NULL;
+        vx_model_params mrp = vx_model_default_params();
+        mrp.repack = true;
+        CHECKF(vx_model_load(vx_test_fixture_path(rel), &mrp, &mr, err, sizeof err) == VX_OK, "%s: %s", rel, err);
+        vx_context *cr = mr ? new_ctx(mr, 256, NPOS) : NULL;
+        float *packed = malloc(nlog * sizeof(float));
+        if (cr && packed && eval(cr, prompt, NPOS, NPOS, packed, nv)) {
+            CHECKF(memcmp(packed, batched, nlog * sizeof(float)) == 0, "%s: repacked logits differ (%d weights packed)",
+                   rel, vx_model_n_repacked(mr, NULL));
+            if (vx_model_n_repacked(mr, NULL) > 0) n_repacked_models++;
+        } else {
+            CHECKF(false, "%s: repacked evaluation failed", rel);
+        }
+        free(packed);
+        vx_context_free(cr);
+        vx_model_free(mr);
+    }
 
     /* greedy continuation on the batched cache */
     const cJSON *g = cJSON_GetObjectItem(e, "greedy");
@@ -346,6 +368,9 @@ int main(void) {
         n++;
     }
     CHECKF(only || n >= 30, "only %d models in the manifest", n);
+    /* the packed path must have been exercised, not skipped everywhere */
+    printf("repacked runs with packed weights: %d\n", n_repacked_models);
+    CHECKF(only || n_repacked_models >= 2, "only %d fixture models had Q4_K/Q6_K weights to pack", n_repacked_models);
     if (!only || strstr("stories260K", only)) test_stories();
     if (!only) test_load_modes(prompt);
     if (!only) test_kv_types(prompt);

@@ -3,6 +3,9 @@
  *
  * ppN: N random tokens evaluated from an empty cache in batches of -b.
  * tgN: N tokens evaluated one at a time from an empty cache.
+ * tgN xP (--parallel P): P sequences decode in step, one token each per
+ *   forward (P tokens per batch, all with logits), N steps; t/s counts the
+ *   tokens of all P sequences, as llama-batched-bench's S_TG does.
  * Each test runs once as warm-up, then -r times; reports mean ± sd of t/s,
  * achieved weight-read bandwidth (tg) and matmul GFLOP/s (pp), and their
  * ratios to the machine limits measured at start (--no-limits skips that).
@@ -17,6 +20,7 @@
 #include "machine.h"
 
 #define MAX_LIST 16
+#define VX_BENCH_MAX_PAR 256
 
 typedef struct int_list {
     int n;
@@ -64,18 +68,33 @@ static bool feed(vx_context *c, const vx_token *toks, int n, int p0, int n_batch
 
 /* Runs one pp or tg pass after `depth` tokens of context (not timed);
  * returns seconds or a negative value on error. */
-static double run_once(vx_context *c, int depth, int n_prompt, int n_gen, int n_batch,
+static double run_once(vx_context *c, int depth, int n_prompt, int n_gen, int n_par, int n_batch,
                        int n_vocab, vx_token *toks, vx_pos *pos, vx_seq_id *seq, uint64_t *rng) {
-    vx_kv_seq_rm(c, 0, 0, -1);
-    int n = depth + (n_prompt > 0 ? n_prompt : n_gen);
+    for (int s = 0; s < n_par; s++) vx_kv_seq_rm(c, s, 0, -1);
+    int n = depth + (n_prompt > 0 ? n_prompt : n_gen * n_par);
     for (int i = 0; i < n; i++) toks[i] = (vx_token)(rng_next(rng) % (uint64_t)n_vocab);
-    if (depth > 0 && !feed(c, toks, depth, 0, n_batch, pos, seq)) return -1;
+    for (int s = 0; s < n_par && depth > 0; s++) { /* every sequence gets the same context */
+        for (int j = 0; j < n_batch; j++) seq[j] = s;
+        if (!feed(c, toks, depth, 0, n_batch, pos, seq)) return -1;
+    }
+    for (int j = 0; j < n_batch; j++) seq[j] = 0;
     double t0 = now_s();
     if (n_prompt > 0) {
         if (!feed(c, toks + depth, n_prompt, depth, n_batch, pos, seq)) return -1;
-    } else {
+    } else if (n_par == 1) {
         for (int i = 0; i < n_gen; i++)
             if (!feed(c, toks + depth + i, 1, depth + i, 1, pos, seq)) return -1;
+    } else {
+        int8_t want[VX_BENCH_MAX_PAR];
+        for (int s = 0; s < n_par; s++) {
+            seq[s] = s;
+            want[s] = 1;
+        }
+        for (int i = 0; i < n_gen; i++) {
+            for (int s = 0; s < n_par; s++) pos[s] = depth + i;
+            vx_batch b = {n_par, toks + depth + (size_t)i * n_par, pos, seq, want};
+            if (vx_decode(c, &b) != VX_OK) return -1;
+        }
     }
     return now_s() - t0;
 }
@@ -88,8 +107,10 @@ static void bench_usage(void) {
            "  -t, --threads LIST    thread counts (default: all cores)\n"
            "  -b, --batch-size N    tokens per forward for pp (default 512)\n"
            "  -d, --n-depth LIST    tokens already in the context before each test (default 0)\n"
+           "  -np, --parallel LIST  sequences decoding in step in tg tests (default 1)\n"
            "  -r, --repetitions N   measured runs per test (default 5)\n"
            "  --kv-type f16|f32     KV cache type (default f16)\n"
+           "  --repack              also keep Q4_K/Q6_K weights in 8-row packed form for batches\n"
            "  -o, --output md|jsonl table (default) or one JSON object per line\n"
            "  --json                same as -o jsonl\n"
            "  --no-limits           do not measure the machine's limits first\n"
@@ -100,9 +121,9 @@ static void bench_usage(void) {
 int vx_cmd_bench(int argc, char **argv) {
     const char *models[MAX_LIST];
     int n_models = 0;
-    int_list np = {1, {512}}, ng = {1, {128}}, nt = {1, {0}}, nd = {1, {0}};
+    int_list np = {1, {512}}, ng = {1, {128}}, nt = {1, {0}}, nd = {1, {0}}, npl = {1, {1}};
     long n_batch = 512, reps = 5;
-    bool jsonl = false, limits = true, limits_only = false;
+    bool jsonl = false, limits = true, limits_only = false, repack = false;
     vx_kv_type kvt = VX_KV_F16;
     cli_args a = {argc, argv, 0, false};
     for (a.i = 1; a.i < argc && !a.error; a.i++) {
@@ -118,6 +139,8 @@ int vx_cmd_bench(int argc, char **argv) {
             if ((v = cli_value(&a)) && !parse_list(v, &ng, 0, 1 << 20)) a.error = true;
         } else if (!strcmp(o, "-d") || !strcmp(o, "--n-depth")) {
             if ((v = cli_value(&a)) && !parse_list(v, &nd, 0, 1 << 20)) a.error = true;
+        } else if (!strcmp(o, "-np") || !strcmp(o, "--parallel")) {
+            if ((v = cli_value(&a)) && !parse_list(v, &npl, 1, VX_BENCH_MAX_PAR)) a.error = true;
         } else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) {
             if ((v = cli_value(&a)) && !parse_list(v, &nt, 0, 512)) a.error = true;
         } else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size")) cli_int(&a, 1, 1 << 16, &n_batch);
@@ -130,6 +153,7 @@ int vx_cmd_bench(int argc, char **argv) {
             }
         } else if (!strcmp(o, "--no-limits")) limits = false;
         else if (!strcmp(o, "--limits")) limits_only = true;
+        else if (!strcmp(o, "--repack")) repack = true;
         else if (!strcmp(o, "--kv-type")) {
             if ((v = cli_value(&a)) && !cli_kv_type(v, &kvt)) return 2;
         } else {
@@ -167,7 +191,9 @@ int vx_cmd_bench(int argc, char **argv) {
                "---------------:", "-----------------:", "-----------------------:");
     int rc = 0;
     for (int mi = 0; mi < n_models && rc == 0; mi++) {
-        vx_model *m = cli_load_model(models[mi], false);
+        vx_model_params mp = vx_model_default_params();
+        mp.repack = repack;
+        vx_model *m = cli_load_model_ex(models[mi], &mp);
         if (!m) return 1;
         uint64_t bytes_tok, flops_tok;
         vx_model_token_cost(m, &bytes_tok, &flops_tok);
@@ -182,13 +208,17 @@ int vx_cmd_bench(int argc, char **argv) {
             const int depth = (int)nd.v[di];
             for (int kind = 0; kind < 2 && rc == 0; kind++) {
                 const int_list *lens = kind == 0 ? &np : &ng;
-                for (int li = 0; li < lens->n && rc == 0; li++) {
-                    const int n = (int)lens->v[li];
+                for (int li = 0; li < lens->n * (kind == 0 ? 1 : npl.n) && rc == 0; li++) {
+                    const int n = (int)lens->v[kind == 0 ? li : li / npl.n];
+                    const int n_par = kind == 0 ? 1 : (int)npl.v[li % npl.n];
                     if (n == 0) continue;
                     const int n_prompt = kind == 0 ? n : 0, n_gen = kind == 1 ? n : 0;
                     vx_context_params cp = vx_context_default_params();
                     cp.n_ctx = (uint32_t)(depth + n);
+                    cp.n_seq_max = (uint32_t)n_par;
+                    cp.kv_size = (uint32_t)(depth + n) * (uint32_t)n_par;
                     cp.n_batch = (uint32_t)(n_batch < depth + n ? n_batch : depth + n);
+                    if (cp.n_batch < (uint32_t)n_par) cp.n_batch = (uint32_t)n_par;
                     cp.n_threads = (int32_t)nt.v[ti];
                     cp.kv_type = kvt;
                     vx_context *c = NULL;
@@ -199,7 +229,7 @@ int vx_cmd_bench(int argc, char **argv) {
                         break;
                     }
                     const int threads = vx_context_n_threads(c);
-                    vx_token *toks = malloc((size_t)(depth + n) * sizeof *toks);
+                    vx_token *toks = malloc(((size_t)depth + (size_t)n * n_par) * sizeof *toks);
                     vx_pos *pos = malloc((size_t)cp.n_batch * sizeof *pos);
                     vx_seq_id *seq = calloc((size_t)cp.n_batch, sizeof *seq);
                     double *ts = malloc((size_t)reps * sizeof *ts);
@@ -207,54 +237,56 @@ int vx_cmd_bench(int argc, char **argv) {
                     const int nv = vx_context_n_vocab(c);
                     if (!toks || !pos || !seq || !ts ||
                         run_once(c, 0, n_prompt > 0 ? (n_prompt < 32 ? n_prompt : 32) : 0,
-                                 n_gen > 0 ? (n_gen < 16 ? n_gen : 16) : 0, (int)cp.n_batch, nv,
+                                 n_gen > 0 ? (n_gen < 16 ? n_gen : 16) : 0, n_par, (int)cp.n_batch, nv,
                                  toks, pos, seq, &rng) < 0) {
                         fprintf(stderr, "error: warm-up failed: %s\n", vx_context_errmsg(c));
                         rc = 1;
                     }
                     double sum = 0, sum2 = 0;
                     for (long r = 0; r < reps && rc == 0; r++) {
-                        double s = run_once(c, depth, n_prompt, n_gen, (int)cp.n_batch, nv, toks, pos, seq, &rng);
+                        double s = run_once(c, depth, n_prompt, n_gen, n_par, (int)cp.n_batch, nv, toks, pos, seq, &rng);
                         if (s <= 0) {
                             fprintf(stderr, "error: %s\n", vx_context_errmsg(c));
                             rc = 1;
                             break;
                         }
-                        ts[r] = n / s;
+                        ts[r] = (double)n * n_par / s;
                         sum += ts[r];
                         sum2 += ts[r] * ts[r];
                     }
                     if (rc == 0) {
                         const double mean = sum / (double)reps;
                         const double sd = reps > 1 ? sqrt(fmax(0, (sum2 - sum * mean) / (double)(reps - 1))) : 0;
-                        const double gbs = mean * (double)bytes_tok / 1e9;
+                        /* weights are read once per forward, whatever the batch */
+                        const double gbs = mean / n_par * (double)bytes_tok / 1e9;
                         const double gflops = mean * (double)flops_tok / 1e9;
                         char test[32], ach[64];
-                        if (depth > 0)
-                            snprintf(test, sizeof test, "%s%d @ d%d", kind == 0 ? "pp" : "tg", n, depth);
-                        else
-                            snprintf(test, sizeof test, "%s%d", kind == 0 ? "pp" : "tg", n);
-                        if (kind == 1)
+                        snprintf(test, sizeof test, "%s%d", kind == 0 ? "pp" : "tg", n);
+                        if (n_par > 1) snprintf(test + strlen(test), sizeof test - strlen(test), " x%d", n_par);
+                        if (depth > 0) snprintf(test + strlen(test), sizeof test - strlen(test), " @ d%d", depth);
+                        if (kind == 1 && n_par > 1)
+                            snprintf(ach, sizeof ach, "%.0f GFLOP/s", gflops);
+                        else if (kind == 1)
                             snprintf(ach, sizeof ach, "%.1f GB/s", gbs);
                         else
                             snprintf(ach, sizeof ach, "%.0f GFLOP/s", gflops);
-                        if (kind == 1 && lim.read_gbs > 0)
+                        if (kind == 1 && n_par == 1 && lim.read_gbs > 0)
                             snprintf(ach + strlen(ach), sizeof ach - strlen(ach), " (%.0f%%)",
                                      100 * gbs / lim.read_gbs);
-                        if (kind == 0 && lim.int8_gops > 0)
+                        if ((kind == 0 || n_par > 1) && lim.int8_gops > 0)
                             snprintf(ach + strlen(ach), sizeof ach - strlen(ach), " (%.0f%% i8)",
                                      100 * gflops / lim.int8_gops);
                         if (jsonl) {
                             printf("{\"model_filename\": \"%s\", \"model_size\": %llu, "
                                    "\"model_n_params\": %llu, \"n_threads\": %d, \"n_batch\": %u, "
-                                   "\"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, \"avg_ts\": %.6f, "
+                                   "\"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, \"n_parallel\": %d, \"avg_ts\": %.6f, "
                                    "\"stddev_ts\": %.6f, \"samples_ts\": [",
                                    models[mi], (unsigned long long)vx_model_size(m),
                                    (unsigned long long)vx_model_n_params(m), threads, cp.n_batch,
-                                   n_prompt, n_gen, depth, mean, sd);
+                                   n_prompt, n_gen, depth, n_par, mean, sd);
                             for (long r = 0; r < reps; r++) printf(r ? ", %.6f" : "%.6f", ts[r]);
                             printf("], \"avg_ns\": %.0f, \"weight_gbs\": %.3f, \"matmul_gflops\": %.3f",
-                                   1e9 * n / mean, gbs, gflops);
+                                   1e9 * n * n_par / mean, gbs, gflops);
                             if (lim.read_gbs > 0)
                                 printf(", \"read_gbs_limit\": %.3f, \"int8_gops_limit\": %.3f",
                                        lim.read_gbs, lim.int8_gops);

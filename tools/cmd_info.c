@@ -25,7 +25,9 @@ int vx_cmd_info(int argc, char **argv) {
         }
     }
     if (a.error) return 2;
-    vx_model *m = cli_load_model(path, false);
+    vx_model_params mp = vx_model_default_params();
+    mp.repack = true; /* to report what --repack would pack */
+    vx_model *m = cli_load_model_ex(path, &mp);
     if (!m) return 1;
     int32_t n = vx_model_describe(m, NULL, 0);
     char *buf = malloc((size_t)n + 1);
@@ -40,6 +42,14 @@ int vx_cmd_info(int argc, char **argv) {
     printf("tokenizer       %s%s%s, %d tokens, bos %d, eos %d\n", tm, pre[0] ? "/" : "", pre,
            vx_vocab_n_tokens(v), vx_vocab_bos(v), vx_vocab_eos(v));
     printf("kernels         %s\n", vx_cpu_features());
+    uint64_t pbytes = 0;
+    const int32_t npk = vx_model_n_repacked(m, &pbytes);
+    if (npk > 0)
+        printf("repacking       %d Q4_K/Q6_K weights into 8-row interleaved layouts (Q4_K_R8/Q6_K_R8), "
+               "%.1f MiB, for batches of 2+ tokens (vx serve: on; vx run/bench: --repack)\n",
+               npk, (double)pbytes / (1 << 20));
+    else
+        printf("repacking       none (no Q4_K/Q6_K weights with a multiple of 8 rows)\n");
     free(buf);
     vx_model_free(m);
     return 0;

@@ -40,6 +40,9 @@ static void serve_usage(void) {
            "  -np, --parallel N       sequences generated at once (default 4)\n"
            "  -b, --batch-size N      tokens per forward pass (default 512)\n"
            "  -t, --threads N         threads (default: all cores)\n"
+           "  --no-repack             do not keep an 8-row packed copy of Q4_K/Q6_K weights for\n"
+           "                          batches (default: keep one: faster batched decoding and\n"
+           "                          prefill, the packed bytes again in memory)\n"
            "  --queue N               waiting requests before 429 (default 64)\n"
            "  --kv-size N             KV positions over all sequences (default ctx x parallel)\n"
            "  --kv-type f16|f32       KV cache type (default f16)\n"
@@ -73,6 +76,7 @@ int vx_cmd_serve(int argc, char **argv) {
     vx_server_params sp = vx_server_default_params();
     vx_engine_params ep = vx_engine_default_params();
     sp.api_key = getenv("VX_API_KEY");
+    bool repack = true;
     long n_ctx = 4096, parallel = ep.n_parallel, batch = ep.n_batch, threads = 0, queue = ep.queue_max;
     long port = 8080, max_body = (long)sp.max_body, timeout = sp.timeout_s, kv_size = 0;
     long max_buffer = (long)sp.max_buffered, max_conns = (long)sp.max_connections;
@@ -91,6 +95,8 @@ int vx_cmd_serve(int argc, char **argv) {
         else if (!strcmp(o, "-np") || !strcmp(o, "--parallel")) cli_int(&a, 1, 256, &parallel);
         else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size")) cli_int(&a, 1, 1 << 16, &batch);
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) cli_int(&a, 0, 512, &threads);
+        else if (!strcmp(o, "--repack")) repack = true;
+        else if (!strcmp(o, "--no-repack")) repack = false;
         else if (!strcmp(o, "--queue")) cli_int(&a, 0, 1 << 16, &queue);
         else if (!strcmp(o, "--kv-size")) cli_int(&a, 0, 1 << 28, &kv_size);
         else if (!strcmp(o, "--kv-type")) {
@@ -115,7 +121,9 @@ int vx_cmd_serve(int argc, char **argv) {
     vx_server *server = NULL;
     vx_chat_template *tmpl = NULL;
     char *src = NULL, err[VX_ERRMSG_MAX], name[256];
-    vx_model *m = cli_load_model(path, false);
+    vx_model_params mp = vx_model_default_params();
+    mp.repack = repack;
+    vx_model *m = cli_load_model_ex(path, &mp);
     if (!m) return 1;
     if (!(src = cli_chat_template_source(m, tmpl_name))) goto done;
     if (vx_chat_template_parse(src, &tmpl, err, sizeof err) != VX_OK) {

@@ -36,7 +36,10 @@
 /* Super-blocks per unpacked chunk (2 x 2.9 KiB, L1). */
 #define CBK 2
 
-enum { GK_Q4_K, GK_Q6_K };
+/* The plain layouts and their 8-row packed forms (quant.h); a packed kind
+ * runs its base kind's tile with a cheaper panel load. */
+enum { GK_Q4_K, GK_Q6_K, GK_Q4_K_R8, GK_Q6_K_R8 };
+#define KBASE(k) ((k) & 1)
 
 /* One super-block of 8 rows. Q4_K: q[g] is sub-block g; sc[g] its scale
  * per row (in both int16 halves of the lane); mp[p] (p < 4) the mins of
@@ -146,6 +149,64 @@ static void unpack_q6_K8(const uint8_t *const rows[8], int64_t i, panelK *P) {
     P->dmin = _mm256_setzero_ps();
 }
 
+/* Lane r of a pair vector (two int16 per row lane) duplicated: the first
+ * (dup_lo) or the second (dup_hi) int16 in both halves of the lane. */
+AINLINE __m256i dup_lo(__m256i x) {
+    return _mm256_shuffle_epi8(x, _mm256_setr_epi32(0x01000100, 0x05040504, 0x09080908, 0x0D0C0D0C, 0x01000100,
+                                                    0x05040504, 0x09080908, 0x0D0C0D0C));
+}
+AINLINE __m256i dup_hi(__m256i x) {
+    return _mm256_shuffle_epi8(x, _mm256_setr_epi32(0x03020302, 0x07060706, 0x0B0A0B0A, 0x0F0E0F0E, 0x03020302,
+                                                    0x07060706, 0x0B0A0B0A, 0x0F0E0F0E));
+}
+
+/* Panels from the packed layouts: the codes are already in row-lane
+ * order, so a panel is a nibble split (Q4_K) or the bit merge (Q6_K). */
+static void load_q4_K_r8(const vx_block_q4_K_r8 *b, panelK *P) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int c = 0; c < 4; c++)
+        for (int q = 0; q < 8; q++) {
+            const __m256i v = load256(b->qs[c][q]);
+            P->q[2 * c][q] = _mm256_and_si256(v, m4);
+            P->q[2 * c + 1][q] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        }
+    for (int p = 0; p < 4; p++) {
+        const __m256i x = _mm256_cvtepu8_epi16(load128(b->sc[p]));
+        P->sc[2 * p] = dup_lo(x);
+        P->sc[2 * p + 1] = dup_hi(x);
+        P->mp[p] = _mm256_cvtepu8_epi16(load128(b->mn[p]));
+    }
+    P->d = _mm256_cvtph_ps(load128(b->d));
+    P->dmin = _mm256_cvtph_ps(load128(b->dmin));
+}
+
+/* The four code vectors (quarters k = 0..3 of half h, lanes q) of Q6_K. */
+#define Q6_CODES(l0, l1, qh, v0, v1, v2, v3)                                                              \
+    do {                                                                                                  \
+        const __m256i m4_ = _mm256_set1_epi8(0x0F), m2h_ = _mm256_set1_epi8(0x30);                        \
+        v0 = _mm256_or_si256(_mm256_and_si256(l0, m4_), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h_)); \
+        v1 = _mm256_or_si256(_mm256_and_si256(l1, m4_), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h_)); \
+        v2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4_), _mm256_and_si256(qh, m2h_)); \
+        v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4_),                              \
+                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h_));                            \
+    } while (0)
+
+static void load_q6_K_r8(const vx_block_q6_K_r8 *b, panelK *P) {
+    for (int h = 0; h < 2; h++)
+        for (int q = 0; q < 8; q++) {
+            const __m256i l0 = load256(b->q[h][q][0]), l1 = load256(b->q[h][q][1]), qh = load256(b->q[h][q][2]);
+            Q6_CODES(l0, l1, qh, P->q[4 * h][q], P->q[4 * h + 1][q], P->q[4 * h + 2][q], P->q[4 * h + 3][q]);
+        }
+    for (int p = 0; p < 8; p++) {
+        const __m256i x = _mm256_cvtepi8_epi16(load128(b->sc[p]));
+        P->mp[p] = x;
+        P->sc[2 * p] = dup_lo(x);
+        P->sc[2 * p + 1] = dup_hi(x);
+    }
+    P->d = _mm256_cvtph_ps(load128(b->d));
+    P->dmin = _mm256_setzero_ps();
+}
+
 AINLINE __m256i bq(const vx_block_q8_K *y, int e) {
     uint32_t v;
     memcpy(&v, y->qs + e, 4);
@@ -159,8 +220,9 @@ AINLINE __m256i bcast_dw(__m256i x, int p) { return _mm256_permutevar8x32_epi32(
  * acc[u] (8 rows) takes the super-block's canonical step. The 4-token
  * loops are written out: with arrays GCC kept the accumulators in memory. */
 #define U4(X) X(0) X(1) X(2) X(3)
-AINLINE void tile4(int k, const panelK *P, const vx_block_q8_K *y0, const vx_block_q8_K *y1,
+AINLINE void tile4(int kind, const panelK *P, const vx_block_q8_K *y0, const vx_block_q8_K *y1,
                    const vx_block_q8_K *y2, const vx_block_q8_K *y3, __m256 acc[4]) {
+    const int k = KBASE(kind);
     __m256i I0 = _mm256_setzero_si256(), I1 = I0, I2 = I0, I3 = I0;
     if (k == GK_Q4_K) {
         for (int g = 0; g < 8; g++) {
@@ -218,7 +280,9 @@ AINLINE void tile4(int k, const panelK *P, const vx_block_q8_K *y0, const vx_blo
 AINLINE void gemmK(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act,
                    size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
     const int64_t nsb = n / QK;
-    const size_t bs = k == GK_Q4_K ? sizeof(vx_block_q4_K) : sizeof(vx_block_q6_K);
+    const int packed = k >= GK_Q4_K_R8;
+    const size_t bs = k == GK_Q4_K ? sizeof(vx_block_q4_K) : k == GK_Q6_K ? sizeof(vx_block_q6_K)
+                    : k == GK_Q4_K_R8 ? sizeof(vx_block_q4_K_r8) : sizeof(vx_block_q6_K_r8);
     panelK P[CBK];
     __m256 acc[TT + 3];
     for (int r0 = 0; r0 < nrows; r0 += 8) {
@@ -230,14 +294,25 @@ AINLINE void gemmK(int k, int64_t n, const void *w, size_t stride, int nrows, co
             for (int t = 0; t < nt + 3; t++) acc[t] = _mm256_setzero_ps();
             for (int64_t i0 = 0; i0 < nsb; i0 += CBK) {
                 const int cb = (int)(nsb - i0 < CBK ? nsb - i0 : CBK);
-                for (int j = 0; j < cb; j++) {
-                    if (k == GK_Q4_K) unpack_q4_K8(rows, i0 + j, &P[j]);
-                    else unpack_q6_K8(rows, i0 + j, &P[j]);
-                }
-                /* the next chunk arrives from DRAM while the tokens run */
-                for (int r = 0; r < 8; r++)
+                if (packed) {
+                    /* rows[0] is the group's record: CBK x bs bytes per chunk */
+                    for (int j = 0; j < cb; j++) {
+                        const uint8_t *rec = rows[0] + (size_t)(i0 + j) * bs;
+                        if (k == GK_Q4_K_R8) load_q4_K_r8((const vx_block_q4_K_r8 *)(const void *)rec, &P[j]);
+                        else load_q6_K_r8((const vx_block_q6_K_r8 *)(const void *)rec, &P[j]);
+                    }
                     for (size_t o = 0; o < CBK * bs; o += 64)
-                        _mm_prefetch((const char *)rows[r] + (size_t)(i0 + cb) * bs + o, _MM_HINT_T0);
+                        _mm_prefetch((const char *)rows[0] + (size_t)(i0 + cb) * bs + o, _MM_HINT_T0);
+                } else {
+                    for (int j = 0; j < cb; j++) {
+                        if (k == GK_Q4_K) unpack_q4_K8(rows, i0 + j, &P[j]);
+                        else unpack_q6_K8(rows, i0 + j, &P[j]);
+                    }
+                    /* the next chunk arrives from DRAM while the tokens run */
+                    for (int r = 0; r < 8; r++)
+                        for (size_t o = 0; o < CBK * bs; o += 64)
+                            _mm_prefetch((const char *)rows[r] + (size_t)(i0 + cb) * bs + o, _MM_HINT_T0);
+                }
                 for (int t = 0; t < nt; t += 4) {
                     /* a short last group repeats its last token into spare accumulators */
                     const vx_block_q8_K *y[4];
@@ -271,3 +346,111 @@ AINLINE void gemmK(int k, int64_t n, const void *w, size_t stride, int nrows, co
 
 DEFINE_GEMM_ENTRY(vx_gemm_q4_K_avx2, vx_gemv_q4_K_avx2, gemmK, GK_Q4_K, MIN_TOK_K)
 DEFINE_GEMM_ENTRY(vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2, gemmK, GK_Q6_K, MIN_TOK_K)
+
+/* ---- packed layouts (Q4_K_R8, Q6_K_R8) ----
+ * GEMV: one record per 8 rows and super-block, read front to back; the
+ * codes are in row-lane order, so 8 rows' sums build up in the lanes of
+ * one register with no horizontal reduction, and the scales are vectors. */
+/* One super-block record of 8 rows against one token: acc takes the
+ * canonical step. */
+AINLINE __m256 sb_r8(int k, const uint8_t *rec, const vx_block_q8_K *yi, __m256 acc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256 yd = _mm256_set1_ps(yi->d);
+    __m256i I = _mm256_setzero_si256(), M = I;
+    if (k == GK_Q4_K_R8) {
+        const vx_block_q4_K_r8 *b = (const vx_block_q4_K_r8 *)(const void *)rec;
+        _mm_prefetch((const char *)(b + 4), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + 4) + 512, _MM_HINT_T0);
+        for (int c = 0; c < 4; c++) {
+            __m256i lo = _mm256_setzero_si256(), hi = lo;
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; q++) {
+                const __m256i v = load256(b->qs[c][q]);
+                lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), bq(yi, 64 * c + 4 * q)));
+                hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                                               bq(yi, 64 * c + 32 + 4 * q)));
+            }
+            const __m256i x = _mm256_cvtepu8_epi16(load128(b->sc[c]));
+            I = _mm256_add_epi32(I, _mm256_add_epi32(_mm256_madd_epi16(lo, dup_lo(x)),
+                                                     _mm256_madd_epi16(hi, dup_hi(x))));
+        }
+        const __m256i bs = _mm256_castsi128_si256(bsums32(yi));
+        for (int p = 0; p < 4; p++)
+            M = _mm256_add_epi32(M, _mm256_madd_epi16(_mm256_cvtepu8_epi16(load128(b->mn[p])), bcast_dw(bs, p)));
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->d)), yd), _mm256_cvtepi32_ps(I), acc);
+        acc = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->dmin)), yd), _mm256_cvtepi32_ps(M), acc);
+    } else {
+        const vx_block_q6_K_r8 *b = (const vx_block_q6_K_r8 *)(const void *)rec;
+        _mm_prefetch((const char *)(b + 2), _MM_HINT_T0);
+        const __m256i bs = load256(yi->bsums);
+        for (int h = 0; h < 2; h++) {
+            const __m256i x0 = _mm256_cvtepi8_epi16(load128(b->sc[4 * h])),
+                          x1 = _mm256_cvtepi8_epi16(load128(b->sc[4 * h + 1])),
+                          x2 = _mm256_cvtepi8_epi16(load128(b->sc[4 * h + 2])),
+                          x3 = _mm256_cvtepi8_epi16(load128(b->sc[4 * h + 3]));
+            /* quarter s, code vectors q and q + 1 of half h: a pair of
+             * products in int16, then the 16-element scale */
+#define Q6_PAIR(s, q, A, B, X)                                                                          \
+I = _mm256_add_epi32(                                                                               \
+    I, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(A, bq(yi, 128 * h + 32 * s + 4 * (q))), \
+                                      _mm256_maddubs_epi16(B, bq(yi, 128 * h + 32 * s + 4 * (q) + 4))), \
+                     (q) < 4 ? dup_lo(X) : dup_hi(X)));
+#pragma GCC unroll 4
+            for (int q = 0; q < 8; q += 2) {
+                __m256i a0, a1, a2, a3, b0, b1, b2, b3;
+                const __m256i la = load256(b->q[h][q][0]), ha = load256(b->q[h][q][1]),
+                              qa = load256(b->q[h][q][2]), lb = load256(b->q[h][q + 1][0]),
+                              hb = load256(b->q[h][q + 1][1]), qb = load256(b->q[h][q + 1][2]);
+                Q6_CODES(la, ha, qa, a0, a1, a2, a3);
+                Q6_CODES(lb, hb, qb, b0, b1, b2, b3);
+                Q6_PAIR(0, q, a0, b0, x0)
+                Q6_PAIR(1, q, a1, b1, x1)
+                Q6_PAIR(2, q, a2, b2, x2)
+                Q6_PAIR(3, q, a3, b3, x3)
+            }
+#undef Q6_PAIR
+            M = _mm256_add_epi32(M, _mm256_madd_epi16(x0, bcast_dw(bs, 4 * h)));
+            M = _mm256_add_epi32(M, _mm256_madd_epi16(x1, bcast_dw(bs, 4 * h + 1)));
+            M = _mm256_add_epi32(M, _mm256_madd_epi16(x2, bcast_dw(bs, 4 * h + 2)));
+            M = _mm256_add_epi32(M, _mm256_madd_epi16(x3, bcast_dw(bs, 4 * h + 3)));
+        }
+        I = _mm256_sub_epi32(I, _mm256_slli_epi32(M, 5)); /* codes are u - 32 */
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->d)), yd), _mm256_cvtepi32_ps(I), acc);
+    }
+    return acc;
+}
+
+/* G groups of 8 rows side by side: G read streams per thread, which DRAM
+ * serves faster than one. */
+AINLINE void gemv_r8_g(int k, int G, int64_t nsb, size_t bs, const uint8_t *g0, size_t gstride,
+                       const vx_block_q8_K *y, float *out) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < nsb; i++)
+        for (int u = 0; u < G; u++) acc[u] = sb_r8(k, g0 + (size_t)u * gstride + (size_t)i * bs, &y[i], acc[u]);
+    for (int u = 0; u < G; u++) _mm256_storeu_ps(out + 8 * u, acc[u]);
+}
+
+AINLINE void gemv_r8(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
+    const int64_t nsb = n / QK;
+    const size_t bs = k == GK_Q4_K_R8 ? sizeof(vx_block_q4_K_r8) : sizeof(vx_block_q6_K_r8);
+    const size_t gstride = 8 * stride;
+    int r0 = 0;
+    for (; r0 + 32 <= nrows; r0 += 32)
+        gemv_r8_g(k, 4, nsb, bs, (const uint8_t *)row_at(w, stride, r0), gstride, vy, out + r0);
+    for (; r0 + 16 <= nrows; r0 += 16)
+        gemv_r8_g(k, 2, nsb, bs, (const uint8_t *)row_at(w, stride, r0), gstride, vy, out + r0);
+    for (; r0 < nrows; r0 += 8) gemv_r8_g(k, 1, nsb, bs, (const uint8_t *)row_at(w, stride, r0), gstride, vy, out + r0);
+}
+
+void vx_gemv_q4_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemv_r8(GK_Q4_K_R8, n, w, stride, nrows, y, out);
+}
+void vx_gemv_q6_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemv_r8(GK_Q6_K_R8, n, w, stride, nrows, y, out);
+}
+
+/* With no unpacking to pay back, the panel serves from 2 tokens. */
+#define MIN_TOK_R8 2
+
+DEFINE_GEMM_ENTRY(vx_gemm_q4_K_r8_avx2, vx_gemv_q4_K_r8_avx2, gemmK, GK_Q4_K_R8, MIN_TOK_R8)
+DEFINE_GEMM_ENTRY(vx_gemm_q6_K_r8_avx2, vx_gemv_q6_K_r8_avx2, gemmK, GK_Q6_K_R8, MIN_TOK_R8)

@@ -105,6 +105,13 @@ void vx_gemm_q4_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, c
                        size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
 void vx_gemm_q6_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                        size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+/* the 8-row packed layouts (quant.h) */
+void vx_gemv_q4_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q6_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemm_q4_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+void vx_gemm_q6_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
 void vx_gemm_f16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
 /* ---- end of prefill GEMM kernels -------------------------------------- */

@@ -1,0 +1,116 @@
+/*
+ * model_repack.c - load-time weight layouts: every matmul weight whose type
+ * has an 8-row packed form (quant.h: Q4_K, Q6_K) gets a packed copy in one
+ * anonymous mapping (transparent huge pages where the kernel allows), which
+ * the matmul kernels read instead of the file's layout. The packed records
+ * keep the plain layout's canonical order, so outputs do not change (bit
+ * for bit); what changes is the work per weight byte: no transposes at run
+ * time, one read stream per 8 rows.
+ *
+ * The file layout stays too: row lookups (the token embedding) and single
+ * tokens read it (forward.c, mm), so the copy costs the packed bytes in
+ * memory on top of the model; hence opt-in (vx_model_params.repack).
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "common.h"
+#include "model.h"
+#include "threadpool.h"
+
+#define MAX_JOBS_PER_LAYER 11
+
+static bool packable(const vx_weight *w) {
+    return w->data && vx_repack_type(w->type) >= 0 && w->ne[1] % 8 == 0 && w->ne[0] % VX_QK_K == 0;
+}
+
+/* The matmul weights of a model, at most 1 + n_layer * MAX_JOBS_PER_LAYER. */
+static int list_weights(vx_model *m, vx_weight **out) {
+    int n = 0;
+    out[n++] = &m->output;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        vx_layer *l = &m->layers[il];
+        vx_weight *ws[MAX_JOBS_PER_LAYER] = {&l->wq,       &l->wk,     &l->wv,       &l->wqkv,
+                                             &l->wo,       &l->ffn_gate, &l->ffn_up, &l->ffn_down,
+                                             &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+        for (int i = 0; i < MAX_JOBS_PER_LAYER; i++) out[n++] = ws[i];
+    }
+    return n;
+}
+
+typedef struct {
+    vx_weight **w;
+    int n, ith, nth;
+} pack_job;
+
+static void *pack_worker(void *arg) {
+    const pack_job *j = arg;
+    for (int i = 0; i < j->n; i++) {
+        vx_weight *w = j->w[i];
+        const int64_t rows = w->ne[1] * (w->ne[2] > 0 ? w->ne[2] : 1);
+        int64_t r0, r1; /* this thread's groups of 8 rows */
+        vx_split(rows, j->ith, j->nth, 8, &r0, &r1);
+        if (r0 < r1)
+            vx_repack_rows(w->type, (const uint8_t *)w->data + (size_t)r0 * w->row_size, w->row_size, r1 - r0,
+                           w->ne[0], (uint8_t *)(uintptr_t)w->pdata + (size_t)r0 * w->prow_size);
+    }
+    return NULL;
+}
+
+vx_status vx_model_repack(vx_model *m, char *err, size_t err_size) {
+    if (m->pack_buf) return VX_OK;
+    vx_weight **ws = malloc(sizeof *ws * (size_t)(1 + m->hp.n_layer * MAX_JOBS_PER_LAYER));
+    if (!ws) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    const int nall = list_weights(m, ws);
+    int n = 0;
+    size_t total = 0;
+    for (int i = 0; i < nall; i++) {
+        vx_weight *w = ws[i];
+        if (!packable(w)) continue;
+        w->ptype = vx_repack_type(w->type);
+        w->prow_size = vx_repack_row_size(w->ptype, w->ne[0]);
+        w->pmat_size = w->prow_size * (size_t)w->ne[1];
+        total += (w->pmat_size * (size_t)(w->ne[2] > 0 ? w->ne[2] : 1) + 63) & ~(size_t)63;
+        ws[n++] = w;
+    }
+    if (n == 0) {
+        free(ws);
+        return VX_OK;
+    }
+    void *buf = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED) {
+        free(ws);
+        return vx_seterr(err, err_size, VX_ENOMEM, "cannot allocate %zu MiB for packed weights", total >> 20);
+    }
+#ifdef MADV_HUGEPAGE
+    madvise(buf, total, MADV_HUGEPAGE); /* fewer TLB misses while streaming */
+#endif
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        ws[i]->pdata = (uint8_t *)buf + off;
+        off += (ws[i]->pmat_size * (size_t)(ws[i]->ne[2] > 0 ? ws[i]->ne[2] : 1) + 63) & ~(size_t)63;
+    }
+    /* every thread packs its share of each weight's rows */
+    int nth = vx_n_cpus();
+    if (nth > 16) nth = 16;
+    pack_job jobs[16];
+    pthread_t tids[16];
+    int started = 0;
+    for (int t = 0; t < nth; t++) {
+        jobs[t] = (pack_job){ws, n, t, nth};
+        if (t > 0 && pthread_create(&tids[t], NULL, pack_worker, &jobs[t]) == 0) started |= 1 << t;
+    }
+    pack_worker(&jobs[0]);
+    for (int t = 1; t < nth; t++) {
+        if (started & (1 << t)) pthread_join(tids[t], NULL);
+        else pack_worker(&jobs[t]); /* no thread: do its share here */
+    }
+    mprotect(buf, total, PROT_READ);
+    m->pack_buf = buf;
+    m->pack_size = total;
+    m->n_packed = n;
+    free(ws);
+    return VX_OK;
+}
