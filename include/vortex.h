@@ -67,10 +67,10 @@ typedef struct vx_model_params {
     bool use_mmap;           /* map tensor data instead of reading it (default true) */
     bool vocab_only;         /* load only metadata and the tokenizer */
     bool check_tensors;      /* validate tensor data (NaN/Inf in scales); slower */
-    bool repack;             /* also keep Q4_K/Q6_K matmul weights in 8-row
-                                interleaved layouts for batches of 2+ tokens
-                                (default false: more memory; same results bit
-                                for bit) */
+    bool repack;             /* move Q4_K/Q6_K matmul weights at load into the
+                                8-row interleaved layouts the SIMD kernels read
+                                faster (default true; same results bit for bit;
+                                not done when only the generic kernels run) */
     vx_progress_fn progress; /* optional */
     void *progress_user_data;
 } vx_model_params;

@@ -259,13 +259,12 @@ static void mm(vx_context *c, int ith, int nth, const vx_weight *w, size_t mat_o
         act = c->act_buf[at];
         stride = c->act_stride[at];
     }
-    /* batches read the packed copy when there is one (rows split in groups
-     * of 8); single tokens the file layout, whose GEMV streams faster here
-     * with two threads (measured: tg128 -25% on the packed GEMV, cause not
-     * yet understood). Both give the same bits where the packed type has a
-     * GEMM (the canonical order); the generic kernels' plain-layout order
-     * differs, so without one the packed copy stays unused. */
-    const bool packed = w->pdata != NULL && n >= 2 && c->kern.gemm[w->ptype] != NULL;
+    /* the packed copy when there is one (rows split in groups of 8) and
+     * these kernels have a GEMM for it: then both layouts give the same
+     * bits (the canonical order). The generic kernels' plain-layout order
+     * differs, so they keep to the file layout (no copy is made when the
+     * generic kernels are forced at load). */
+    const bool packed = w->pdata != NULL && c->kern.gemm[w->ptype] != NULL;
     const int wt = packed ? w->ptype : w->type;
     const size_t rs = packed ? w->prow_size : w->row_size;
     const size_t moff = packed && mat_off ? mat_off / w->mat_size * w->pmat_size : mat_off;

@@ -34,6 +34,7 @@ vx_model_params vx_model_default_params(void) {
     vx_model_params p;
     memset(&p, 0, sizeof p);
     p.use_mmap = true;
+    p.repack = true;
     return p;
 }
 

@@ -7,17 +7,24 @@
  * for bit); what changes is the work per weight byte: no transposes at run
  * time, one read stream per 8 rows.
  *
- * The file layout stays too: row lookups (the token embedding) and single
- * tokens read it (forward.c, mm), so the copy costs the packed bytes in
- * memory on top of the model; hence opt-in (vx_model_params.repack).
+ * The token embedding keeps the file layout (row lookups); with tied
+ * embeddings the output matrix gets a packed copy of its own. The file's
+ * pages of the other packed weights are released: they are clean mapped
+ * pages, re-read from the file should anything touch them again (the f32
+ * reference path, vx_context_params.f32_matmul, does).
+ *
+ * Only the SIMD kernels have a GEMM on the packed layouts (forward.c, mm);
+ * with the generic kernels forced (VX_FORCE_GENERIC) nothing is packed.
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "model.h"
+#include "ops.h"
 #include "threadpool.h"
 
 #define MAX_JOBS_PER_LAYER 11
@@ -59,8 +66,15 @@ static void *pack_worker(void *arg) {
     return NULL;
 }
 
+/* Releases the whole pages inside [p, p + n) of a file mapping. */
+static void release_pages(const void *p, size_t n) {
+    const uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = ((uintptr_t)p + ps - 1) & ~(ps - 1), b = ((uintptr_t)p + n) & ~(ps - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 vx_status vx_model_repack(vx_model *m, char *err, size_t err_size) {
-    if (m->pack_buf) return VX_OK;
+    if (m->pack_buf || vx_cpu_best_isa() < VX_ISA_AVX2) return VX_OK;
     vx_weight **ws = malloc(sizeof *ws * (size_t)(1 + m->hp.n_layer * MAX_JOBS_PER_LAYER));
     if (!ws) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     const int nall = list_weights(m, ws);
@@ -108,6 +122,10 @@ vx_status vx_model_repack(vx_model *m, char *err, size_t err_size) {
         else pack_worker(&jobs[t]); /* no thread: do its share here */
     }
     mprotect(buf, total, PROT_READ);
+    if (!m->file_buf)
+        for (int i = 0; i < n; i++)
+            if (ws[i]->data != m->tok_embd.data)
+                release_pages(ws[i]->data, ws[i]->mat_size * (size_t)(ws[i]->ne[2] > 0 ? ws[i]->ne[2] : 1));
     m->pack_buf = buf;
     m->pack_size = total;
     m->n_packed = n;

@@ -20,6 +20,7 @@
 
 #include "gguf.h"
 #include "quant.h"
+#include "ops.h"
 #include "testutil.h"
 #include "vortex.h"
 
@@ -370,7 +371,9 @@ int main(void) {
     CHECKF(only || n >= 30, "only %d models in the manifest", n);
     /* the packed path must have been exercised, not skipped everywhere */
     printf("repacked runs with packed weights: %d\n", n_repacked_models);
-    CHECKF(only || n_repacked_models >= 2, "only %d fixture models had Q4_K/Q6_K weights to pack", n_repacked_models);
+    if (vx_cpu_best_isa() >= VX_ISA_AVX2) /* the generic kernels never pack */
+        CHECKF(only || n_repacked_models >= 2, "only %d fixture models had Q4_K/Q6_K weights to pack",
+               n_repacked_models);
     if (!only || strstr("stories260K", only)) test_stories();
     if (!only) test_load_modes(prompt);
     if (!only) test_kv_types(prompt);

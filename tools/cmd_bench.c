@@ -110,7 +110,7 @@ static void bench_usage(void) {
            "  -np, --parallel LIST  sequences decoding in step in tg tests (default 1)\n"
            "  -r, --repetitions N   measured runs per test (default 5)\n"
            "  --kv-type f16|f32     KV cache type (default f16)\n"
-           "  --repack              also keep Q4_K/Q6_K weights in 8-row packed form for batches\n"
+           "  --no-repack           keep Q4_K/Q6_K weights in the file's layout\n"
            "  -o, --output md|jsonl table (default) or one JSON object per line\n"
            "  --json                same as -o jsonl\n"
            "  --no-limits           do not measure the machine's limits first\n"
@@ -123,7 +123,7 @@ int vx_cmd_bench(int argc, char **argv) {
     int n_models = 0;
     int_list np = {1, {512}}, ng = {1, {128}}, nt = {1, {0}}, nd = {1, {0}}, npl = {1, {1}};
     long n_batch = 512, reps = 5;
-    bool jsonl = false, limits = true, limits_only = false, repack = false;
+    bool jsonl = false, limits = true, limits_only = false, repack = true;
     vx_kv_type kvt = VX_KV_F16;
     cli_args a = {argc, argv, 0, false};
     for (a.i = 1; a.i < argc && !a.error; a.i++) {
@@ -153,7 +153,7 @@ int vx_cmd_bench(int argc, char **argv) {
             }
         } else if (!strcmp(o, "--no-limits")) limits = false;
         else if (!strcmp(o, "--limits")) limits_only = true;
-        else if (!strcmp(o, "--repack")) repack = true;
+        else if (!strcmp(o, "--no-repack")) repack = false;
         else if (!strcmp(o, "--kv-type")) {
             if ((v = cli_value(&a)) && !cli_kv_type(v, &kvt)) return 2;
         } else {

@@ -26,7 +26,6 @@ int vx_cmd_info(int argc, char **argv) {
     }
     if (a.error) return 2;
     vx_model_params mp = vx_model_default_params();
-    mp.repack = true; /* to report what --repack would pack */
     vx_model *m = cli_load_model_ex(path, &mp);
     if (!m) return 1;
     int32_t n = vx_model_describe(m, NULL, 0);
@@ -46,10 +45,10 @@ int vx_cmd_info(int argc, char **argv) {
     const int32_t npk = vx_model_n_repacked(m, &pbytes);
     if (npk > 0)
         printf("repacking       %d Q4_K/Q6_K weights into 8-row interleaved layouts (Q4_K_R8/Q6_K_R8), "
-               "%.1f MiB, for batches of 2+ tokens (vx serve: on; vx run/bench: --repack)\n",
+               "%.1f MiB (--no-repack: file layout)\n",
                npk, (double)pbytes / (1 << 20));
     else
-        printf("repacking       none (no Q4_K/Q6_K weights with a multiple of 8 rows)\n");
+        printf("repacking       none (no Q4_K/Q6_K weights with a multiple of 8 rows, or generic kernels)\n");
     free(buf);
     vx_model_free(m);
     return 0;

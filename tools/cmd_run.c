@@ -38,8 +38,7 @@ static void run_usage(void) {
            "  --no-display-prompt     do not echo the prompt\n"
            "  --kv-type f16|f32       KV cache type (default f16)\n"
            "  --no-mmap               read the model into memory instead of mapping it\n"
-           "  --repack                also keep Q4_K/Q6_K weights in 8-row packed form for batches\n"
-           "                          (faster prefill; more memory)\n"
+           "  --no-repack             keep Q4_K/Q6_K weights in the file's layout (no 8-row packing)\n"
            "  --check-tensors         verify every weight is finite while loading\n");
 }
 
@@ -68,7 +67,7 @@ int vx_cmd_run(int argc, char **argv) {
         else if (!strcmp(o, "--no-bos")) add_bos = false;
         else if (!strcmp(o, "--no-display-prompt")) show_prompt = false;
         else if (!strcmp(o, "--no-mmap")) mp.use_mmap = false;
-        else if (!strcmp(o, "--repack")) mp.repack = true;
+        else if (!strcmp(o, "--no-repack")) mp.repack = false;
         else if (!strcmp(o, "--check-tensors")) mp.check_tensors = true;
         else if (!strcmp(o, "--kv-type")) {
             const char *v = cli_value(&a);

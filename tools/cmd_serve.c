@@ -40,9 +40,7 @@ static void serve_usage(void) {
            "  -np, --parallel N       sequences generated at once (default 4)\n"
            "  -b, --batch-size N      tokens per forward pass (default 512)\n"
            "  -t, --threads N         threads (default: all cores)\n"
-           "  --no-repack             do not keep an 8-row packed copy of Q4_K/Q6_K weights for\n"
-           "                          batches (default: keep one: faster batched decoding and\n"
-           "                          prefill, the packed bytes again in memory)\n"
+           "  --no-repack             keep Q4_K/Q6_K weights in the file's layout (no 8-row packing)\n"
            "  --queue N               waiting requests before 429 (default 64)\n"
            "  --kv-size N             KV positions over all sequences (default ctx x parallel)\n"
            "  --kv-type f16|f32       KV cache type (default f16)\n"
@@ -95,7 +93,6 @@ int vx_cmd_serve(int argc, char **argv) {
         else if (!strcmp(o, "-np") || !strcmp(o, "--parallel")) cli_int(&a, 1, 256, &parallel);
         else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size")) cli_int(&a, 1, 1 << 16, &batch);
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) cli_int(&a, 0, 512, &threads);
-        else if (!strcmp(o, "--repack")) repack = true;
         else if (!strcmp(o, "--no-repack")) repack = false;
         else if (!strcmp(o, "--queue")) cli_int(&a, 0, 1 << 16, &queue);
         else if (!strcmp(o, "--kv-size")) cli_int(&a, 0, 1 << 28, &kv_size);

@@ -351,6 +351,12 @@ DEFINE_GEMM_ENTRY(vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2, gemmK, GK_Q6_K, MIN_TOK_
  * GEMV: one record per 8 rows and super-block, read front to back; the
  * codes are in row-lane order, so 8 rows' sums build up in the lanes of
  * one register with no horizontal reduction, and the scales are vectors. */
+/* Records a stream's software prefetch runs ahead: every cache line of the
+ * record PF_R8 on (avx2_quant_util.h: without it DRAM streams stall). */
+#ifndef PF_R8
+#define PF_R8 2
+#endif
+
 /* One super-block record of 8 rows against one token: acc takes the
  * canonical step. */
 AINLINE __m256 sb_r8(int k, const uint8_t *rec, const vx_block_q8_K *yi, __m256 acc) {
@@ -359,8 +365,7 @@ AINLINE __m256 sb_r8(int k, const uint8_t *rec, const vx_block_q8_K *yi, __m256 
     __m256i I = _mm256_setzero_si256(), M = I;
     if (k == GK_Q4_K_R8) {
         const vx_block_q4_K_r8 *b = (const vx_block_q4_K_r8 *)(const void *)rec;
-        _mm_prefetch((const char *)(b + 4), _MM_HINT_T0);
-        _mm_prefetch((const char *)(b + 4) + 512, _MM_HINT_T0);
+        prefetch_ahead(b, PF_R8 * sizeof *b, sizeof *b);
         for (int c = 0; c < 4; c++) {
             __m256i lo = _mm256_setzero_si256(), hi = lo;
 #pragma GCC unroll 8
@@ -381,7 +386,7 @@ AINLINE __m256 sb_r8(int k, const uint8_t *rec, const vx_block_q8_K *yi, __m256 
         acc = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->dmin)), yd), _mm256_cvtepi32_ps(M), acc);
     } else {
         const vx_block_q6_K_r8 *b = (const vx_block_q6_K_r8 *)(const void *)rec;
-        _mm_prefetch((const char *)(b + 2), _MM_HINT_T0);
+        prefetch_ahead(b, PF_R8 * sizeof *b, sizeof *b);
         const __m256i bs = load256(yi->bsums);
         for (int h = 0; h < 2; h++) {
             const __m256i x0 = _mm256_cvtepi8_epi16(load128(b->sc[4 * h])),
@@ -420,8 +425,7 @@ I = _mm256_add_epi32(                                                           
     return acc;
 }
 
-/* G groups of 8 rows side by side: G read streams per thread, which DRAM
- * serves faster than one. */
+/* G groups of 8 rows side by side (G read streams). */
 AINLINE void gemv_r8_g(int k, int G, int64_t nsb, size_t bs, const uint8_t *g0, size_t gstride,
                        const vx_block_q8_K *y, float *out) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -433,13 +437,11 @@ AINLINE void gemv_r8_g(int k, int G, int64_t nsb, size_t bs, const uint8_t *g0, 
 AINLINE void gemv_r8(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
     const int64_t nsb = n / QK;
     const size_t bs = k == GK_Q4_K_R8 ? sizeof(vx_block_q4_K_r8) : sizeof(vx_block_q6_K_r8);
-    const size_t gstride = 8 * stride;
-    int r0 = 0;
-    for (; r0 + 32 <= nrows; r0 += 32)
-        gemv_r8_g(k, 4, nsb, bs, (const uint8_t *)row_at(w, stride, r0), gstride, vy, out + r0);
-    for (; r0 + 16 <= nrows; r0 += 16)
-        gemv_r8_g(k, 2, nsb, bs, (const uint8_t *)row_at(w, stride, r0), gstride, vy, out + r0);
-    for (; r0 < nrows; r0 += 8) gemv_r8_g(k, 1, nsb, bs, (const uint8_t *)row_at(w, stride, r0), gstride, vy, out + r0);
+    /* one group at a time: the records of consecutive groups are one
+     * sequential stream (with 2 or 4 groups side by side, i.e. as many
+     * streams, Llama-1B decode lost 15-25% on 2 threads) */
+    for (int r0 = 0; r0 < nrows; r0 += 8)
+        gemv_r8_g(k, 1, nsb, bs, (const uint8_t *)row_at(w, stride, r0), 8 * stride, vy, out + r0);
 }
 
 void vx_gemv_q4_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
