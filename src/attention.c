@@ -141,9 +141,11 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
                 ldv = (int64_t)(rb / 4);
                 break;
             case VX_KV_F16:
-                /* a K row widened once serves every row of Q; P.V widens each
-                 * V row once per 8 rows of P, so small tiles read V directly */
-                if (Mh == 1) {
+                /* small tiles (decode: one GQA group) read K and V directly,
+                 * converting each row per row of Q; larger ones widen a K row
+                 * once for every row of Q, and P.V widens each V row once
+                 * per 8 rows of P. The scores are the same bits either way */
+                if (Mh <= 8) {
                     k->gemm_abt_f16b(Mh, nj, hd, q, hd, (const uint16_t *)(const void *)kr,
                                      (int64_t)(rb / 2), s, CHUNK);
                 } else {
