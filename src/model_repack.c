@@ -27,22 +27,27 @@
 #include "ops.h"
 #include "threadpool.h"
 
-#define MAX_JOBS_PER_LAYER 11
+#define WEIGHTS_PER_LAYER 11
+
+/* Bytes of a weight's packed copy (all ne[2] matrices), 64-byte rounded. */
+static size_t packed_bytes(const vx_weight *w) {
+    return (w->pmat_size * (size_t)w->ne[2] + 63) & ~(size_t)63;
+}
 
 static bool packable(const vx_weight *w) {
     return w->data && vx_repack_type(w->type) >= 0 && w->ne[1] % 8 == 0 && w->ne[0] % VX_QK_K == 0;
 }
 
-/* The matmul weights of a model, at most 1 + n_layer * MAX_JOBS_PER_LAYER. */
+/* The matmul weights of a model, at most 1 + n_layer * WEIGHTS_PER_LAYER. */
 static int list_weights(vx_model *m, vx_weight **out) {
     int n = 0;
     out[n++] = &m->output;
     for (int il = 0; il < m->hp.n_layer; il++) {
         vx_layer *l = &m->layers[il];
-        vx_weight *ws[MAX_JOBS_PER_LAYER] = {&l->wq,       &l->wk,     &l->wv,       &l->wqkv,
+        vx_weight *ws[WEIGHTS_PER_LAYER] = {&l->wq,       &l->wk,     &l->wv,       &l->wqkv,
                                              &l->wo,       &l->ffn_gate, &l->ffn_up, &l->ffn_down,
                                              &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
-        for (int i = 0; i < MAX_JOBS_PER_LAYER; i++) out[n++] = ws[i];
+        for (int i = 0; i < WEIGHTS_PER_LAYER; i++) out[n++] = ws[i];
     }
     return n;
 }
@@ -56,7 +61,7 @@ static void *pack_worker(void *arg) {
     const pack_job *j = arg;
     for (int i = 0; i < j->n; i++) {
         vx_weight *w = j->w[i];
-        const int64_t rows = w->ne[1] * (w->ne[2] > 0 ? w->ne[2] : 1);
+        const int64_t rows = w->ne[1] * w->ne[2];
         int64_t r0, r1; /* this thread's groups of 8 rows */
         vx_split(rows, j->ith, j->nth, 8, &r0, &r1);
         if (r0 < r1)
@@ -75,7 +80,7 @@ static void release_pages(const void *p, size_t n) {
 
 vx_status vx_model_repack(vx_model *m, char *err, size_t err_size) {
     if (m->pack_buf || vx_cpu_best_isa() < VX_ISA_AVX2) return VX_OK;
-    vx_weight **ws = malloc(sizeof *ws * (size_t)(1 + m->hp.n_layer * MAX_JOBS_PER_LAYER));
+    vx_weight **ws = malloc(sizeof *ws * (size_t)(1 + m->hp.n_layer * WEIGHTS_PER_LAYER));
     if (!ws) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     const int nall = list_weights(m, ws);
     int n = 0;
@@ -86,7 +91,7 @@ vx_status vx_model_repack(vx_model *m, char *err, size_t err_size) {
         w->ptype = vx_repack_type(w->type);
         w->prow_size = vx_repack_row_size(w->ptype, w->ne[0]);
         w->pmat_size = w->prow_size * (size_t)w->ne[1];
-        total += (w->pmat_size * (size_t)(w->ne[2] > 0 ? w->ne[2] : 1) + 63) & ~(size_t)63;
+        total += packed_bytes(w);
         ws[n++] = w;
     }
     if (n == 0) {
@@ -104,7 +109,7 @@ vx_status vx_model_repack(vx_model *m, char *err, size_t err_size) {
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         ws[i]->pdata = (uint8_t *)buf + off;
-        off += (ws[i]->pmat_size * (size_t)(ws[i]->ne[2] > 0 ? ws[i]->ne[2] : 1) + 63) & ~(size_t)63;
+        off += packed_bytes(ws[i]);
     }
     /* every thread packs its share of each weight's rows */
     int nth = vx_n_cpus();
@@ -125,7 +130,7 @@ vx_status vx_model_repack(vx_model *m, char *err, size_t err_size) {
     if (!m->file_buf)
         for (int i = 0; i < n; i++)
             if (ws[i]->data != m->tok_embd.data)
-                release_pages(ws[i]->data, ws[i]->mat_size * (size_t)(ws[i]->ne[2] > 0 ? ws[i]->ne[2] : 1));
+                release_pages(ws[i]->data, ws[i]->mat_size * (size_t)ws[i]->ne[2]);
     m->pack_buf = buf;
     m->pack_size = total;
     m->n_packed = n;

@@ -113,8 +113,20 @@ static void unpack_q4_K8(const uint8_t *const rows[8], int64_t i, panelK *P) {
     P->dmin = _mm256_cvtph_ps(load128(dm));
 }
 
+/* The four code vectors of Q6_K's quarters k = 0..3 of a half from its
+ * ql bytes l0 (quarters 0, 2), l1 (1, 3) and qh bits: bytewise, so it
+ * works on row-major bytes and on row-lane (transposed) ones alike. */
+#define Q6_CODES(l0, l1, qh, v0, v1, v2, v3)                                                              \
+    do {                                                                                                  \
+        const __m256i m4_ = _mm256_set1_epi8(0x0F), m2h_ = _mm256_set1_epi8(0x30);                        \
+        v0 = _mm256_or_si256(_mm256_and_si256(l0, m4_), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h_)); \
+        v1 = _mm256_or_si256(_mm256_and_si256(l1, m4_), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h_)); \
+        v2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4_), _mm256_and_si256(qh, m2h_)); \
+        v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4_),                              \
+                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h_));                            \
+    } while (0)
+
 static void unpack_q6_K8(const uint8_t *const rows[8], int64_t i, panelK *P) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2h = _mm256_set1_epi8(0x30);
     const vx_block_q6_K *b[8];
     uint16_t d[8];
     for (int r = 0; r < 8; r++) {
@@ -126,11 +138,7 @@ static void unpack_q6_K8(const uint8_t *const rows[8], int64_t i, panelK *P) {
         for (int r = 0; r < 8; r++) {
             const __m256i l0 = load256(b[r]->ql + 64 * h), l1 = load256(b[r]->ql + 64 * h + 32);
             const __m256i qh = load256(b[r]->qh + 32 * h);
-            v[0][r] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h));
-            v[1][r] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h));
-            v[2][r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m2h));
-            v[3][r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                      _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h));
+            Q6_CODES(l0, l1, qh, v[0][r], v[1][r], v[2][r], v[3][r]);
         }
         for (int s = 0; s < 4; s++) {
             transpose8_epi32(v[s]);
@@ -179,17 +187,6 @@ static void load_q4_K_r8(const vx_block_q4_K_r8 *b, panelK *P) {
     P->d = _mm256_cvtph_ps(load128(b->d));
     P->dmin = _mm256_cvtph_ps(load128(b->dmin));
 }
-
-/* The four code vectors (quarters k = 0..3 of half h, lanes q) of Q6_K. */
-#define Q6_CODES(l0, l1, qh, v0, v1, v2, v3)                                                              \
-    do {                                                                                                  \
-        const __m256i m4_ = _mm256_set1_epi8(0x0F), m2h_ = _mm256_set1_epi8(0x30);                        \
-        v0 = _mm256_or_si256(_mm256_and_si256(l0, m4_), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h_)); \
-        v1 = _mm256_or_si256(_mm256_and_si256(l1, m4_), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h_)); \
-        v2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4_), _mm256_and_si256(qh, m2h_)); \
-        v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4_),                              \
-                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h_));                            \
-    } while (0)
 
 static void load_q6_K_r8(const vx_block_q6_K_r8 *b, panelK *P) {
     for (int h = 0; h < 2; h++)
@@ -425,23 +422,19 @@ I = _mm256_add_epi32(                                                           
     return acc;
 }
 
-/* G groups of 8 rows side by side (G read streams). */
-AINLINE void gemv_r8_g(int k, int G, int64_t nsb, size_t bs, const uint8_t *g0, size_t gstride,
-                       const vx_block_q8_K *y, float *out) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t i = 0; i < nsb; i++)
-        for (int u = 0; u < G; u++) acc[u] = sb_r8(k, g0 + (size_t)u * gstride + (size_t)i * bs, &y[i], acc[u]);
-    for (int u = 0; u < G; u++) _mm256_storeu_ps(out + 8 * u, acc[u]);
-}
-
+/* One group at a time: the records of consecutive groups are one
+ * sequential stream (with 2 or 4 groups side by side, i.e. as many
+ * streams, Llama-1B decode lost 15-25% on 2 threads). */
 AINLINE void gemv_r8(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
     const int64_t nsb = n / QK;
     const size_t bs = k == GK_Q4_K_R8 ? sizeof(vx_block_q4_K_r8) : sizeof(vx_block_q6_K_r8);
-    /* one group at a time: the records of consecutive groups are one
-     * sequential stream (with 2 or 4 groups side by side, i.e. as many
-     * streams, Llama-1B decode lost 15-25% on 2 threads) */
-    for (int r0 = 0; r0 < nrows; r0 += 8)
-        gemv_r8_g(k, 1, nsb, bs, (const uint8_t *)row_at(w, stride, r0), 8 * stride, vy, out + r0);
+    const vx_block_q8_K *y = vy;
+    for (int r0 = 0; r0 < nrows; r0 += 8) {
+        const uint8_t *g = (const uint8_t *)row_at(w, stride, r0);
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nsb; i++) acc = sb_r8(k, g + (size_t)i * bs, &y[i], acc);
+        _mm256_storeu_ps(out + r0, acc);
+    }
 }
 
 void vx_gemv_q4_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
