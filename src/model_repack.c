@@ -1,6 +1,6 @@
 /*
  * model_repack.c - load-time weight layouts: every matmul weight whose type
- * has an 8-row packed form (quant.h: Q4_K, Q6_K) gets a packed copy in one
+ * has an 8-row packed form (quant.h: Q4_K, Q6_K, Q4_0, Q5_0, Q8_0) gets a packed copy in one
  * anonymous mapping (transparent huge pages where the kernel allows), which
  * the matmul kernels read instead of the file's layout. The packed records
  * keep the plain layout's canonical order, so outputs do not change (bit
@@ -35,7 +35,8 @@ static size_t packed_bytes(const vx_weight *w) {
 }
 
 static bool packable(const vx_weight *w) {
-    return w->data && vx_repack_type(w->type) >= 0 && w->ne[1] % 8 == 0 && w->ne[0] % VX_QK_K == 0;
+    return w->data && vx_repack_type(w->type) >= 0 && w->ne[1] % 8 == 0 &&
+           vx_repack_row_size(vx_repack_type(w->type), w->ne[0]) > 0;
 }
 
 /* The matmul weights of a model, at most 1 + n_layer * WEIGHTS_PER_LAYER. */

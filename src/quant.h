@@ -37,7 +37,7 @@ typedef enum vx_type {
     VX_TYPE_I64 = 27,
     VX_TYPE_F64 = 28,
     VX_TYPE_BF16 = 30,
-    VX_TYPE_COUNT = 40 /* size of the traits table (ids above are sparse) */
+    VX_TYPE_COUNT = 45 /* size of the traits table and kernel tables (ids are sparse) */
 } vx_type;
 
 #define VX_QK4_0 32
@@ -133,16 +133,20 @@ size_t vx_row_size(vx_type type, int64_t n);
 
 /* ---- Load-time layouts (never stored in files; quant_repack.c) ----
  * A weight with a multiple of 8 rows may be repacked at load so that each
- * super-block of 8 consecutive rows is one record whose 32-byte vectors
- * hold, in 32-bit lane r, four consecutive code bytes of row r: the
- * row-lane form the AVX2 kernels compute in, with no transpose at run time
- * and one sequential read stream per 8 rows. Group g (rows 8g .. 8g + 7)
- * starts at byte 8 g row_size, row_size = n / 256 * sizeof(block) / 8.
- * Every product keeps the canonical order of the plain layout, so results
- * are bit-identical to it. Ids sit above every GGUF id and have no traits
- * (vx_type_get_traits returns NULL), so no file can name them. */
-#define VX_TYPE_Q4_K_R8 38
-#define VX_TYPE_Q6_K_R8 39
+ * block (super-block) of 8 consecutive rows is one record whose 32-byte
+ * vectors hold, in 32-bit lane r, four consecutive code bytes of row r:
+ * the row-lane form the AVX2 kernels compute in, with no transpose at run
+ * time and one sequential read stream per 8 rows. Group g (rows 8g ..
+ * 8g + 7) starts at byte 8 g row_size, row_size = n / block * sizeof(record)
+ * / 8 (the file's bytes per row, plus 2.8% for Q4_K). Every product keeps
+ * the canonical order of the plain layout, so results are bit-identical to
+ * it. Ids sit above every GGUF id (39, MXFP4, is the highest) and have no
+ * traits (vx_type_get_traits returns NULL), so no file can name them. */
+#define VX_TYPE_Q4_K_R8 40
+#define VX_TYPE_Q6_K_R8 41
+#define VX_TYPE_Q4_0_R8 42
+#define VX_TYPE_Q5_0_R8 43
+#define VX_TYPE_Q8_0_R8 44
 
 typedef struct {
     uint16_t d[8], dmin[8];
@@ -157,8 +161,28 @@ typedef struct {
      * 64h + 32k + 4q + b of row r's ql; k = 2: byte 32h + 4q + b of its qh */
     uint8_t q[2][8][3][8][4];
 } vx_block_q6_K_r8;
+/* 32-element blocks. qs[c][r][b] is byte 4c + b of row r's qs: its low
+ * nibble element 4c + b, its high nibble element 16 + 4c + b. */
+typedef struct {
+    uint16_t d[8];
+    uint8_t qs[4][8][4];
+} vx_block_q4_0_r8;
+/* Q5_0's fifth bits, reordered per row: bit q of qh[r][b] is the bit of
+ * element 4q + b, so one shift per quad q lines the bits up bytewise. */
+typedef struct {
+    uint16_t d[8];
+    uint8_t qh[8][4];
+    uint8_t qs[4][8][4];
+} vx_block_q5_0_r8;
+typedef struct {
+    uint16_t d[8];
+    int8_t qs[8][8][4]; /* [q][r][b]: element 4q + b of row r */
+} vx_block_q8_0_r8;
 _Static_assert(sizeof(vx_block_q4_K_r8) == 1184, "q4_K_r8 size");
 _Static_assert(sizeof(vx_block_q6_K_r8) == 1680, "q6_K_r8 size");
+_Static_assert(sizeof(vx_block_q4_0_r8) == 8 * sizeof(vx_block_q4_0), "q4_0_r8 size");
+_Static_assert(sizeof(vx_block_q5_0_r8) == 8 * sizeof(vx_block_q5_0), "q5_0_r8 size");
+_Static_assert(sizeof(vx_block_q8_0_r8) == 8 * sizeof(vx_block_q8_0), "q8_0_r8 size");
 
 /* The packed type of a weight type (-1: none). */
 int vx_repack_type(int type);
@@ -168,9 +192,13 @@ size_t vx_repack_row_size(int ptype, int64_t n);
  * apart, into dst (nrows * vx_repack_row_size bytes). */
 void vx_repack_rows(int type, const void *src, size_t row_stride, int64_t nrows, int64_t n, void *dst);
 /* Reference GEMV on packed rows (nrows a multiple of 8, w at a group
- * start), Q8_K activations, in the canonical order. */
+ * start), in the canonical order: Q8_K activations for the K types, Q8_0
+ * for the 32-element ones. */
 void vx_gemv_q4_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q6_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q4_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q5_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q8_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 
 /* IQ4_NL's non-linear 4-bit code book. */
 extern const int8_t vx_iq4nl_values[16];

@@ -1,12 +1,16 @@
 /*
- * quant_repack.c - the load-time 8-row layouts Q4_K_R8 and Q6_K_R8 (see
- * quant.h): repacking from the file layout, and the plain-C reference GEMV
- * on them.
+ * quant_repack.c - the load-time 8-row layouts Q4_K_R8, Q6_K_R8, Q4_0_R8,
+ * Q5_0_R8 and Q8_0_R8 (see quant.h): repacking from the file layout, and
+ * the plain-C reference GEMV on them.
  *
  * The reference follows the canonical order of avx2_quant_util.h exactly:
  * per row and super-block an exact int32 sum I (and the min sum M of
  * Q4_K), then acc = fma(d * y.d, I, acc) and, for Q4_K, acc = fma(-(dmin *
- * y.d), M, acc), super-blocks in ascending order. fmaf rounds once like
+ * y.d), M, acc), super-blocks in ascending order. The 32-element types
+ * keep two chains per row, even and odd blocks (an odd count's last block
+ * goes onto the even chain), each taking acc = fma(d * y.d, I, acc) with I
+ * the exact sum of (code - offset) * y, and add them at the end: the order
+ * of avx2_quant.c (rows32c) and avx2_gemm.c. fmaf rounds once like
  * the hardware instruction, so the SIMD kernels on either layout give the
  * very same bits (tests/test_kernels.c checks it).
  */
@@ -20,17 +24,36 @@
 #define QK VX_QK_K
 
 int vx_repack_type(int type) {
-    if (type == VX_TYPE_Q4_K) return VX_TYPE_Q4_K_R8;
-    if (type == VX_TYPE_Q6_K) return VX_TYPE_Q6_K_R8;
-    return -1;
+    switch (type) {
+    case VX_TYPE_Q4_K: return VX_TYPE_Q4_K_R8;
+    case VX_TYPE_Q6_K: return VX_TYPE_Q6_K_R8;
+    case VX_TYPE_Q4_0: return VX_TYPE_Q4_0_R8;
+    case VX_TYPE_Q5_0: return VX_TYPE_Q5_0_R8;
+    case VX_TYPE_Q8_0: return VX_TYPE_Q8_0_R8;
+    default: return -1;
+    }
+}
+
+/* Elements per block and bytes per 8-row record of a packed type. */
+static int64_t rec_elems(int ptype) {
+    return ptype == VX_TYPE_Q4_K_R8 || ptype == VX_TYPE_Q6_K_R8 ? QK : 32;
+}
+
+static size_t rec_size(int ptype) {
+    switch (ptype) {
+    case VX_TYPE_Q4_K_R8: return sizeof(vx_block_q4_K_r8);
+    case VX_TYPE_Q6_K_R8: return sizeof(vx_block_q6_K_r8);
+    case VX_TYPE_Q4_0_R8: return sizeof(vx_block_q4_0_r8);
+    case VX_TYPE_Q5_0_R8: return sizeof(vx_block_q5_0_r8);
+    case VX_TYPE_Q8_0_R8: return sizeof(vx_block_q8_0_r8);
+    default: return 0;
+    }
 }
 
 size_t vx_repack_row_size(int ptype, int64_t n) {
-    if (n <= 0 || n % QK) return 0;
-    const size_t nb = (size_t)(n / QK);
-    if (ptype == VX_TYPE_Q4_K_R8) return nb * sizeof(vx_block_q4_K_r8) / 8;
-    if (ptype == VX_TYPE_Q6_K_R8) return nb * sizeof(vx_block_q6_K_r8) / 8;
-    return 0;
+    const int64_t be = rec_elems(ptype);
+    if (n <= 0 || n % be) return 0;
+    return (size_t)(n / be) * rec_size(ptype) / 8;
 }
 
 static void pack_q4_K(const vx_block_q4_K *const b[8], vx_block_q4_K_r8 *o) {
@@ -61,20 +84,61 @@ static void pack_q6_K(const vx_block_q6_K *const b[8], vx_block_q6_K_r8 *o) {
     }
 }
 
+static void pack_q4_0(const uint8_t *const b[8], vx_block_q4_0_r8 *o) {
+    for (int r = 0; r < 8; r++) {
+        const vx_block_q4_0 *x = (const vx_block_q4_0 *)(const void *)b[r];
+        o->d[r] = x->d;
+        for (int c = 0; c < 4; c++) memcpy(o->qs[c][r], x->qs + 4 * c, 4);
+    }
+}
+
+static void pack_q5_0(const uint8_t *const b[8], vx_block_q5_0_r8 *o) {
+    for (int r = 0; r < 8; r++) {
+        const vx_block_q5_0 *x = (const vx_block_q5_0 *)(const void *)b[r];
+        o->d[r] = x->d;
+        for (int c = 0; c < 4; c++) memcpy(o->qs[c][r], x->qs + 4 * c, 4);
+        uint32_t h;
+        memcpy(&h, x->qh, 4);
+        memset(o->qh[r], 0, 4);
+        for (int e = 0; e < 32; e++) o->qh[r][e % 4] |= (uint8_t)(((h >> e) & 1) << (e / 4));
+    }
+}
+
+static void pack_q8_0(const uint8_t *const b[8], vx_block_q8_0_r8 *o) {
+    for (int r = 0; r < 8; r++) {
+        const vx_block_q8_0 *x = (const vx_block_q8_0 *)(const void *)b[r];
+        o->d[r] = x->d;
+        for (int q = 0; q < 8; q++) memcpy(o->qs[q][r], x->qs + 4 * q, 4);
+    }
+}
+
 void vx_repack_rows(int type, const void *src, size_t row_stride, int64_t nrows, int64_t n, void *dst) {
-    const int64_t nb = n / QK;
+    const int ptype = vx_repack_type(type);
+    const int64_t nb = n / rec_elems(ptype);
+    const size_t bs = vx_row_size((vx_type)type, rec_elems(ptype)), rs = rec_size(ptype);
     for (int64_t g = 0; g < nrows / 8; g++) {
         const uint8_t *rows[8];
         for (int r = 0; r < 8; r++) rows[r] = (const uint8_t *)src + (size_t)(8 * g + r) * row_stride;
         for (int64_t i = 0; i < nb; i++) {
-            if (type == VX_TYPE_Q4_K) {
-                const vx_block_q4_K *b[8];
-                for (int r = 0; r < 8; r++) b[r] = (const vx_block_q4_K *)(const void *)rows[r] + i;
-                pack_q4_K(b, (vx_block_q4_K_r8 *)dst + g * nb + i);
-            } else {
-                const vx_block_q6_K *b[8];
-                for (int r = 0; r < 8; r++) b[r] = (const vx_block_q6_K *)(const void *)rows[r] + i;
-                pack_q6_K(b, (vx_block_q6_K_r8 *)dst + g * nb + i);
+            const uint8_t *b[8];
+            for (int r = 0; r < 8; r++) b[r] = rows[r] + (size_t)i * bs;
+            void *o = (uint8_t *)dst + (size_t)(g * nb + i) * rs;
+            switch (ptype) {
+            case VX_TYPE_Q4_K_R8: {
+                const vx_block_q4_K *k[8];
+                for (int r = 0; r < 8; r++) k[r] = (const vx_block_q4_K *)(const void *)b[r];
+                pack_q4_K(k, o);
+                break;
+            }
+            case VX_TYPE_Q6_K_R8: {
+                const vx_block_q6_K *k[8];
+                for (int r = 0; r < 8; r++) k[r] = (const vx_block_q6_K *)(const void *)b[r];
+                pack_q6_K(k, o);
+                break;
+            }
+            case VX_TYPE_Q4_0_R8: pack_q4_0(b, o); break;
+            case VX_TYPE_Q5_0_R8: pack_q5_0(b, o); break;
+            default: pack_q8_0(b, o); break;
             }
         }
     }
@@ -133,4 +197,47 @@ void vx_gemv_q6_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows,
             out[8 * g + r] = acc;
         }
     }
+}
+
+/* Code (offset removed) of element e of row r in a 32-element record. */
+static int code32(int ptype, const void *rec, int r, int e) {
+    if (ptype == VX_TYPE_Q8_0_R8) return ((const vx_block_q8_0_r8 *)rec)->qs[e / 4][r][e % 4];
+    const uint8_t *qs = ptype == VX_TYPE_Q4_0_R8 ? ((const vx_block_q4_0_r8 *)rec)->qs[0][0]
+                                                 : ((const vx_block_q5_0_r8 *)rec)->qs[0][0];
+    const int c = (e % 16) / 4, b = e % 4; /* qs byte 4c + b of the row */
+    const int nib = (qs[(c * 8 + r) * 4 + b] >> (e < 16 ? 0 : 4)) & 15;
+    if (ptype == VX_TYPE_Q4_0_R8) return nib - 8;
+    const int hi = (((const vx_block_q5_0_r8 *)rec)->qh[r][e % 4] >> (e / 4)) & 1;
+    return (nib | hi << 4) - 16;
+}
+
+static void gemv32_r8_ref(int ptype, int64_t n, const void *w, size_t row_stride, int nrows, const void *vy,
+                          float *out) {
+    const int64_t nb = n / 32;
+    const size_t rs = rec_size(ptype);
+    const vx_block_q8_0 *y = vy;
+    for (int g = 0; g < nrows / 8; g++) {
+        const uint8_t *x = (const uint8_t *)w + (size_t)8 * g * row_stride;
+        for (int r = 0; r < 8; r++) {
+            float acc[2] = {0, 0}; /* even and odd blocks */
+            for (int64_t i = 0; i < nb; i++) {
+                const void *rec = x + (size_t)i * rs;
+                int32_t I = 0;
+                for (int e = 0; e < 32; e++) I += code32(ptype, rec, r, e) * y[i].qs[e];
+                const uint16_t d = ((const uint16_t *)rec)[r]; /* every record starts with d[8] */
+                acc[i % 2] = fmaf(vx_fp16_to_fp32(d) * vx_fp16_to_fp32(y[i].d), (float)I, acc[i % 2]);
+            }
+            out[8 * g + r] = acc[0] + acc[1];
+        }
+    }
+}
+
+void vx_gemv_q4_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
+    gemv32_r8_ref(VX_TYPE_Q4_0_R8, n, w, row_stride, nrows, y, out);
+}
+void vx_gemv_q5_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
+    gemv32_r8_ref(VX_TYPE_Q5_0_R8, n, w, row_stride, nrows, y, out);
+}
+void vx_gemv_q8_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
+    gemv32_r8_ref(VX_TYPE_Q8_0_R8, n, w, row_stride, nrows, y, out);
 }

@@ -624,15 +624,18 @@ static void check_packed(int type, vx_gemv_fn plain_gemv, vx_gemv_fn pref, vx_ge
                          int64_t n, rng *r) {
     const int ptype = vx_repack_type(type);
     const size_t rs = vx_row_size((vx_type)type, n), prs = vx_repack_row_size(ptype, n);
-    const size_t as = vx_row_size(VX_TYPE_Q8_K, n);
+    const int act_type = vx_type_get_traits(type)->vec_dot_type;
+    const size_t as = vx_row_size((vx_type)act_type, n);
     uint8_t *w = xmalloc(rs * PK_ROWS), *pw = xmalloc(prs * PK_ROWS), *y = xmalloc(as * GEMM_TOK);
     float *f = xmalloc((size_t)n * sizeof(float));
     float *one = xmalloc(sizeof(float) * PK_ROWS * GEMM_TOK), *got = xmalloc(sizeof(float) * PK_ROWS);
     float *out = xmalloc(sizeof(float) * (PK_ROWS + 3) * GEMM_TOK);
     const int ldo = PK_ROWS + 3;
     gemm_weights(type, n, w, rs, PK_ROWS, r, f);
-    gemm_acts(VX_TYPE_Q8_K, n, y, as, GEMM_TOK, r, f);
-    CHECK(prs * 8 == rs * 8 / 144 * 148 || ptype != VX_TYPE_Q4_K_R8);
+    gemm_acts(act_type, n, y, as, GEMM_TOK, r, f);
+    /* Q4_K_R8 adds 4 bytes of decoded scales per 144-byte block; the
+     * others keep the file's size */
+    CHECK(ptype == VX_TYPE_Q4_K_R8 ? prs * 8 == rs * 8 / 144 * 148 : prs == rs);
     vx_repack_rows(type, w, rs, PK_ROWS, n, pw);
     const char *name = vx_type_name(type);
     for (int t = 0; t < GEMM_TOK; t++) {
@@ -682,12 +685,23 @@ static void check_packed(int type, vx_gemv_fn plain_gemv, vx_gemv_fn pref, vx_ge
 
 static void test_packed(void) {
     const int64_t ns[] = {256, 1280, 4096, 0};
+    /* 32-blocks: one block, odd counts (the lone tail block on the even
+     * chain), more than one GEMM chunk, and rows past the gemv's tables */
+    const int64_t ns32[] = {32, 96, 896, 4864, 40960, 0};
     rng r = {777};
     for (int k = 0; ns[k]; k++) {
         check_packed(VX_TYPE_Q4_K, vx_gemv_q4_K_avx2, vx_gemv_q4_K_r8_ref, vx_gemv_q4_K_r8_avx2,
                      vx_gemm_q4_K_r8_avx2, ns[k], &r);
         check_packed(VX_TYPE_Q6_K, vx_gemv_q6_K_avx2, vx_gemv_q6_K_r8_ref, vx_gemv_q6_K_r8_avx2,
                      vx_gemm_q6_K_r8_avx2, ns[k], &r);
+    }
+    for (int k = 0; ns32[k]; k++) {
+        check_packed(VX_TYPE_Q4_0, vx_gemv_q4_0_avx2, vx_gemv_q4_0_r8_ref, vx_gemv_q4_0_r8_avx2,
+                     vx_gemm_q4_0_r8_avx2, ns32[k], &r);
+        check_packed(VX_TYPE_Q5_0, vx_gemv_q5_0_avx2, vx_gemv_q5_0_r8_ref, vx_gemv_q5_0_r8_avx2,
+                     vx_gemm_q5_0_r8_avx2, ns32[k], &r);
+        check_packed(VX_TYPE_Q8_0, vx_gemv_q8_0_avx2, vx_gemv_q8_0_r8_ref, vx_gemv_q8_0_r8_avx2,
+                     vx_gemm_q8_0_r8_avx2, ns32[k], &r);
     }
 }
 

@@ -38,7 +38,7 @@ static void run_usage(void) {
            "  --no-display-prompt     do not echo the prompt\n"
            "  --kv-type f16|f32       KV cache type (default f16)\n"
            "  --no-mmap               read the model into memory instead of mapping it\n"
-           "  --no-repack             keep Q4_K/Q6_K weights in the file's layout (no 8-row packing)\n"
+           "  --no-repack             keep weights in the file's layout (no 8-row packing)\n"
            "  --check-tensors         verify every weight is finite while loading\n");
 }
 

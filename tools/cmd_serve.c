@@ -40,7 +40,7 @@ static void serve_usage(void) {
            "  -np, --parallel N       sequences generated at once (default 4)\n"
            "  -b, --batch-size N      tokens per forward pass (default 512)\n"
            "  -t, --threads N         threads (default: all cores)\n"
-           "  --no-repack             keep Q4_K/Q6_K weights in the file's layout (no 8-row packing)\n"
+           "  --no-repack             keep weights in the file's layout (no 8-row packing)\n"
            "  --queue N               waiting requests before 429 (default 64)\n"
            "  --kv-size N             KV positions over all sequences (default ctx x parallel)\n"
            "  --kv-type f16|f32       KV cache type (default f16)\n"

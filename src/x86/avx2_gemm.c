@@ -1,7 +1,8 @@
 /*
  * avx2_gemm.c - prefill GEMM kernels for the 32-element block types Q4_0,
- * Q5_0, Q8_0 (x Q8_0 activations) and for F16 weights (x f32), compiled
- * with -mavx2 -mfma -mf16c -mbmi2.
+ * Q5_0, Q8_0 (x Q8_0 activations) and for F16 weights (x f32), and the
+ * GEMV and GEMM on the packed 8-row forms Q4_0_R8, Q5_0_R8, Q8_0_R8
+ * (quant.h), compiled with -mavx2 -mfma -mf16c -mbmi2.
  *
  * Quantized types: eight weight rows at a time are unpacked, a chunk of
  * blocks at a time, into a row-lane panel - code vector q of a block holds
@@ -34,7 +35,11 @@
  * index within a chunk has the block's parity. */
 #define CB32 8
 
-enum { G_Q4_0, G_Q5_0, G_Q8_0 };
+/* The plain layouts and their 8-row packed forms (quant.h); a packed kind
+ * runs its base kind's tile with a panel loaded straight from the record. */
+enum { G_Q4_0, G_Q5_0, G_Q8_0, G_Q4_0_R8, G_Q5_0_R8, G_Q8_0_R8 };
+#define GBASE(k) ((k) % 3)
+#define GPACKED(k) ((k) >= G_Q4_0_R8)
 
 /* Below a few tokens the unpacking is not paid back; the gemv per token
  * gives the same bits, so the entry points fall back to it. */
@@ -49,8 +54,16 @@ typedef struct {
     __m256 d;
 } panel32;
 
+/* Bytes per block of one row (plain) or per record of 8 rows (packed). */
 AINLINE size_t wsize32(int k) {
-    return k == G_Q4_0 ? sizeof(vx_block_q4_0) : k == G_Q5_0 ? sizeof(vx_block_q5_0) : sizeof(vx_block_q8_0);
+    switch (k) {
+    case G_Q4_0: return sizeof(vx_block_q4_0);
+    case G_Q5_0: return sizeof(vx_block_q5_0);
+    case G_Q8_0: return sizeof(vx_block_q8_0);
+    case G_Q4_0_R8: return sizeof(vx_block_q4_0_r8);
+    case G_Q5_0_R8: return sizeof(vx_block_q5_0_r8);
+    default: return sizeof(vx_block_q8_0_r8);
+    }
 }
 
 AINLINE uint16_t ld16(const uint8_t *p) {
@@ -89,6 +102,43 @@ AINLINE void unpack32_8(int k, const uint8_t *const rows[8], int64_t b, panel32 
     P->d = _mm256_cvtph_ps(load128(d));
 }
 
+/* Fifth bits of quad q from a Q5_0_R8 qh vector (bit q of byte b: element
+ * 4q + b), moved to bit 4 of each byte. A 16-bit shift by at most 4 keeps
+ * every byte's bit 4 within its own byte. */
+AINLINE __m256i q5_hbits(__m256i h, int q) {
+    const __m256i t = q < 4 ? _mm256_slli_epi16(h, 4 - q) : _mm256_srli_epi16(h, q - 4);
+    return _mm256_and_si256(t, _mm256_set1_epi8(0x10));
+}
+
+/* A panel from a packed record (the codes are already in row-lane order):
+ * a nibble split, the fifth bits merged, or |x| for Q8_0. */
+AINLINE void load32_r8(int k, const uint8_t *rec, panel32 *P) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    P->d = _mm256_cvtph_ps(load128(rec)); /* every record starts with d[8] */
+    if (k == G_Q8_0_R8) {
+        const vx_block_q8_0_r8 *b = (const vx_block_q8_0_r8 *)(const void *)rec;
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) {
+            P->x[q] = load256(b->qs[q]);
+            P->q[q] = _mm256_abs_epi8(P->x[q]);
+        }
+        return;
+    }
+    const uint8_t *qs = k == G_Q4_0_R8 ? ((const vx_block_q4_0_r8 *)(const void *)rec)->qs[0][0]
+                                       : ((const vx_block_q5_0_r8 *)(const void *)rec)->qs[0][0];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m256i v = load256(qs + 32 * c);
+        P->q[c] = _mm256_and_si256(v, m4);
+        P->q[c + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
+    if (k == G_Q5_0_R8) {
+        const __m256i h = load256(((const vx_block_q5_0_r8 *)(const void *)rec)->qh[0]);
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) P->q[q] = _mm256_or_si256(P->q[q], q5_hbits(h, q));
+    }
+}
+
 AINLINE __m256i bq32(const uint8_t *yb, int q) {
     uint32_t v;
     memcpy(&v, yb + offsetof(vx_block_q8_0, qs) + 4 * q, 4);
@@ -99,8 +149,9 @@ AINLINE __m256i bq32(const uint8_t *yb, int q) {
  * dy[u], corr[u]: the tokens' scale and offset correction for it. The
  * 4-token loops are written out (named accumulators stay in registers). */
 #define U4(X) X(0) X(1) X(2) X(3)
-AINLINE void tile4_32(int k, const panel32 *P, const uint8_t *y0, const uint8_t *y1, const uint8_t *y2,
+AINLINE void tile4_32(int kind, const panel32 *P, const uint8_t *y0, const uint8_t *y1, const uint8_t *y2,
                       const uint8_t *y3, const float dy[4], const int32_t corr[4], __m256 acc[4]) {
+    const int k = GBASE(kind);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i I0 = _mm256_setzero_si256(), I1 = I0, I2 = I0, I3 = I0;
     if (k == G_Q4_0 || k == G_Q5_0) {
@@ -151,7 +202,8 @@ AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, c
     int32_t corr[TAB32 + 4 * 64];
     panel32 P[CB32];
     __m256 acc[2][64 + 3]; /* even and odd blocks: the gemv's two chains */
-    const int off = k == G_Q4_0 ? 8 : 16;
+    const int off = GBASE(k) == G_Q4_0 ? 8 : 16;
+    const int packed = GPACKED(k);
     for (int t0 = 0; t0 < ntok; t0 += tt) {
         const int nt = ntok - t0 < tt ? ntok - t0 : tt;
         for (int t = 0; t < nt; t++) {
@@ -160,7 +212,7 @@ AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, c
                 const uint8_t *yb = ya + (size_t)b * ys;
                 dyt[t * nb + b] = f16(ld16(yb));
                 corr[t * nb + b] = 0;
-                if (k != G_Q8_0) {
+                if (GBASE(k) != G_Q8_0) {
                     const __m256i s = _mm256_maddubs_epi16(_mm256_set1_epi8((char)off),
                                                            load256(yb + offsetof(vx_block_q8_0, qs)));
                     corr[t * nb + b] = hsum_epi32(pairs_to_i32(s));
@@ -174,10 +226,17 @@ AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, c
             for (int t = 0; t < nt + 3; t++) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
             for (int64_t b0 = 0; b0 < nb; b0 += CB32) {
                 const int cb = (int)(nb - b0 < CB32 ? nb - b0 : CB32);
-                for (int j = 0; j < cb; j++) unpack32_8(k, rows, b0 + j, &P[j]);
-                for (int r = 0; r < 8; r++)
+                if (packed) { /* rows[0] is the group's first record */
+                    for (int j = 0; j < cb; j++) load32_r8(k, rows[0] + (size_t)(b0 + j) * ws, &P[j]);
                     for (size_t o = 0; o < CB32 * ws; o += 64)
-                        _mm_prefetch((const char *)rows[r] + (size_t)(b0 + cb) * ws + o, _MM_HINT_T0);
+                        _mm_prefetch((const char *)rows[0] + (size_t)(b0 + cb) * ws + o, _MM_HINT_T0);
+                } else {
+                    for (int j = 0; j < cb; j++) unpack32_8(k, rows, b0 + j, &P[j]);
+                    /* the next chunk arrives from DRAM while the tokens run */
+                    for (int r = 0; r < 8; r++)
+                        for (size_t o = 0; o < CB32 * ws; o += 64)
+                            _mm_prefetch((const char *)rows[r] + (size_t)(b0 + cb) * ws + o, _MM_HINT_T0);
+                }
                 for (int t = 0; t < nt; t += 4) {
                     int tu[4]; /* a short last group repeats its last token into spare accumulators */
                     const uint8_t *ya[4];
@@ -217,6 +276,128 @@ AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, c
 DEFINE_GEMM_ENTRY(vx_gemm_q4_0_avx2, vx_gemv_q4_0_avx2, gemm32, G_Q4_0, MIN_TOK32)
 DEFINE_GEMM_ENTRY(vx_gemm_q5_0_avx2, vx_gemv_q5_0_avx2, gemm32, G_Q5_0, MIN_TOK_Q5_0)
 DEFINE_GEMM_ENTRY(vx_gemm_q8_0_avx2, vx_gemv_q8_0_avx2, gemm32, G_Q8_0, MIN_TOK32)
+
+/* ---- packed layouts (Q4_0_R8, Q5_0_R8, Q8_0_R8) ----
+ * GEMV: one record per 8 rows and block, read front to back as one stream;
+ * the 8 rows' sums build up in the lanes of one register (no horizontal
+ * reduction), even and odd blocks in two chains as in the plain gemv. */
+
+/* Bytes the software prefetch runs ahead of the record stream (without it
+ * DRAM streams stall; avx2_quant_util.h). */
+#ifndef PF32_R8
+#define PF32_R8 2048
+#endif
+/* Activation blocks whose scale and offset correction are tabulated once
+ * per call (rows up to 32768 elements; longer ones compute them per block). */
+#define CT32 1024
+
+/* Record rec against activation block yb (scale dy, offset correction c):
+ * the exact int32 sums of the 8 rows (the pair sums summed in int16 as far
+ * as tile4_32 does), then the canonical step of the chain acc. Written out
+ * with the loops unrolled: through a panel in memory the step ran at a
+ * third of the speed. */
+AINLINE __m256 step32_r8(int k, const uint8_t *rec, const uint8_t *yb, float dy, int32_t c, __m256 acc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256i I;
+    if (k == G_Q8_0_R8) {
+        const vx_block_q8_0_r8 *b = (const vx_block_q8_0_r8 *)(const void *)rec;
+        __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q += 2) {
+            const __m256i x0 = load256(b->qs[q]), x1 = load256(b->qs[q + 1]);
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(x0),
+                                                                             _mm256_sign_epi8(bq32(yb, q), x0)),
+                                                        ones));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(x1),
+                                                                             _mm256_sign_epi8(bq32(yb, q + 1), x1)),
+                                                        ones));
+        }
+        I = _mm256_add_epi32(s0, s1);
+    } else {
+        const uint8_t *qs = k == G_Q4_0_R8 ? ((const vx_block_q4_0_r8 *)(const void *)rec)->qs[0][0]
+                                           : ((const vx_block_q5_0_r8 *)(const void *)rec)->qs[0][0];
+        const __m256i h = k == G_Q5_0_R8 ? load256(((const vx_block_q5_0_r8 *)(const void *)rec)->qh[0])
+                                         : _mm256_setzero_si256();
+        /* quads 0..3 (low nibbles) and 4..7 (high): 4 pair sums each, at
+         * most 4 * 2 * 31 * 127 = 31496 */
+        __m256i lo = _mm256_setzero_si256(), hi = lo;
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            const __m256i v = load256(qs + 32 * q);
+            __m256i a = _mm256_and_si256(v, m4), e = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if (k == G_Q5_0_R8) {
+                a = _mm256_or_si256(a, q5_hbits(h, q));
+                e = _mm256_or_si256(e, q5_hbits(h, q + 4));
+            }
+            lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(a, bq32(yb, q)));
+            hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(e, bq32(yb, q + 4)));
+        }
+        if (k == G_Q4_0_R8) /* 8 pair sums of Q4_0 fit int16 (8 * 3810) */
+            I = _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones);
+        else
+            I = _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));
+        I = _mm256_sub_epi32(I, _mm256_set1_epi32(c));
+    }
+    const __m256 d = _mm256_cvtph_ps(load128(rec)); /* every record starts with d[8] */
+    return _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dy)), _mm256_cvtepi32_ps(I), acc);
+}
+
+AINLINE int32_t corr_r8(int k, const uint8_t *yb) {
+    if (GBASE(k) == G_Q8_0) return 0;
+    const __m256i s = _mm256_maddubs_epi16(_mm256_set1_epi8(GBASE(k) == G_Q4_0 ? 8 : 16),
+                                           load256(yb + offsetof(vx_block_q8_0, qs)));
+    return hsum_epi32(pairs_to_i32(s));
+}
+
+AINLINE void gemv32_r8(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
+    const int64_t nb = n / 32;
+    const size_t rs = wsize32(k), ys = sizeof(vx_block_q8_0);
+    const uint8_t *y = vy;
+    float dyt[CT32];
+    int32_t ct[CT32];
+    const int tab = nb <= CT32;
+    for (int64_t b = 0; tab && b < nb; b++) {
+        dyt[b] = f16(ld16(y + (size_t)b * ys));
+        ct[b] = corr_r8(k, y + (size_t)b * ys);
+    }
+#define DY(b) (tab ? dyt[b] : f16(ld16(y + (size_t)(b) * ys)))
+#define CT(b) (tab ? ct[b] : corr_r8(k, y + (size_t)(b) * ys))
+    for (int r0 = 0; r0 < nrows; r0 += 8) {
+        const uint8_t *g = (const uint8_t *)row_at(w, stride, r0);
+        __m256 ae = _mm256_setzero_ps(), ao = ae;
+        int64_t i = 0;
+        for (; i + 2 <= nb; i += 2) {
+            const uint8_t *rec = g + (size_t)i * rs;
+            prefetch_ahead(rec, PF32_R8, 2 * rs);
+            ae = step32_r8(k, rec, y + (size_t)i * ys, DY(i), CT(i), ae);
+            ao = step32_r8(k, rec + rs, y + (size_t)(i + 1) * ys, DY(i + 1), CT(i + 1), ao);
+        }
+        if (i < nb) ae = step32_r8(k, g + (size_t)i * rs, y + (size_t)i * ys, DY(i), CT(i), ae);
+        _mm256_storeu_ps(out + r0, _mm256_add_ps(ae, ao));
+    }
+#undef DY
+#undef CT
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized" /* dyt, ct: read only when filled (tab) */
+void vx_gemv_q4_0_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemv32_r8(G_Q4_0_R8, n, w, stride, nrows, y, out);
+}
+void vx_gemv_q5_0_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemv32_r8(G_Q5_0_R8, n, w, stride, nrows, y, out);
+}
+void vx_gemv_q8_0_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemv32_r8(G_Q8_0_R8, n, w, stride, nrows, y, out);
+}
+#pragma GCC diagnostic pop
+
+/* With no unpacking to pay back, the panel serves from 2 tokens. */
+#define MIN_TOK32_R8 2
+
+DEFINE_GEMM_ENTRY(vx_gemm_q4_0_r8_avx2, vx_gemv_q4_0_r8_avx2, gemm32, G_Q4_0_R8, MIN_TOK32_R8)
+DEFINE_GEMM_ENTRY(vx_gemm_q5_0_r8_avx2, vx_gemv_q5_0_r8_avx2, gemm32, G_Q5_0_R8, MIN_TOK32_R8)
+DEFINE_GEMM_ENTRY(vx_gemm_q8_0_r8_avx2, vx_gemv_q8_0_r8_avx2, gemm32, G_Q8_0_R8, MIN_TOK32_R8)
 
 /* ================================================= F16 x f32 activations */
 
