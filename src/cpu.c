@@ -116,6 +116,7 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
         k->gemv[VX_TYPE_Q5_K] = vx_gemv_q5_K_avx2;
         k->gemv[VX_TYPE_Q6_K] = vx_gemv_q6_K_avx2;
         k->gemm[VX_TYPE_F16] = vx_gemm_f16_avx2;
+        k->gemm[VX_TYPE_BF16] = vx_gemm_bf16_avx2;
         k->gemm[VX_TYPE_Q4_0] = vx_gemm_q4_0_avx2;
         k->gemm[VX_TYPE_Q5_0] = vx_gemm_q5_0_avx2;
         k->gemm[VX_TYPE_Q8_0] = vx_gemm_q8_0_avx2;

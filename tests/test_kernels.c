@@ -462,9 +462,9 @@ typedef struct {
     vx_gemv_fn gemv;
 } gcase;
 
-#define GEMM_TOK 64
-#define GEMM_ROWS 11 /* a group of 8 rows and a short one */
-#define GEMM_LDO 13
+#define GEMM_TOK 260 /* past one 252-token tile of the F16/BF16 gemm */
+#define GEMM_ROWS 37 /* groups of 8 and blocks of 16 rows, and a short one */
+#define GEMM_LDO 39
 
 /* nrows weight rows of type t, rs bytes apart: random bytes with sane fp16
  * factors (every code and scale; row 0 all ones) in rows 0 and 1 of
@@ -474,7 +474,7 @@ static void gemm_weights(int t, int64_t n, uint8_t *w, size_t rs, int nrows, rng
     const kcase *kc = find_case(t);
     for (int row = 0; row < nrows; row++) {
         uint8_t *p = w + (size_t)row * rs;
-        if (row % 8 < 2 && t != VX_TYPE_F16) {
+        if (row % 8 < 2 && tx->is_quantized) {
             for (size_t b = 0; b < rs; b++) p[b] = (uint8_t)rng_next(r);
             if (row == 0) memset(p, 0xFF, rs);
             for (size_t b = 0; b < vx_row_size((vx_type)t, n) / tx->type_size; b++)
@@ -506,7 +506,7 @@ static void gemm_acts(int yt, int64_t n, uint8_t *y, size_t as, int ntok, rng *r
 
 static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
     const vx_type_traits *tx = vx_type_get_traits(gc->type);
-    const bool half = gc->type == VX_TYPE_F16;
+    const bool half = gc->type == VX_TYPE_F16 || gc->type == VX_TYPE_BF16;
     const int yt = half ? VX_TYPE_F32 : tx->vec_dot_type;
     const vx_type_traits *ty = vx_type_get_traits(yt);
     const size_t rs = vx_row_size((vx_type)gc->type, n) + 64; /* padded rows */
@@ -528,7 +528,8 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
             if (half) {
                 double s = 0.0, m = 0.0;
                 for (int64_t j = 0; j < n; j++) {
-                    const double pr = (double)vx_fp16_to_fp32(((const uint16_t *)(const void *)wr)[j]) *
+                    const uint16_t h = ((const uint16_t *)(const void *)wr)[j];
+                    const double pr = (double)(gc->type == VX_TYPE_F16 ? vx_fp16_to_fp32(h) : vx_bf16_to_fp32(h)) *
                                       ((const float *)(const void *)yr)[j];
                     s += pr;
                     m += fabs(pr);
@@ -543,7 +544,7 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
         gc->gemv(n, w, rs, GEMM_ROWS, yr, one + (size_t)t * GEMM_ROWS);
     }
     const int ntoks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, GEMM_TOK};
-    const int nrs[] = {1, 3, 4, 8, 9, GEMM_ROWS};
+    const int nrs[] = {1, 3, 4, 8, 9, 16, 17, GEMM_ROWS};
     for (size_t ri = 0; ri < sizeof nrs / sizeof nrs[0]; ri++)
         for (size_t k = 0; k < sizeof ntoks / sizeof ntoks[0]; k++)
             for (int accum = 0; accum < 2; accum++) {
@@ -566,6 +567,10 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
                                 CHECKF(o == base + one[i],
                                        "%s gemm+acc n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs %.9g", tx->name,
                                        (long long)n, nr, nt, t, row, (double)o, (double)(base + one[i]));
+                            else /* the sum continues from base: within rounding of base + ref */
+                                CHECKF(within_tol(st, gc->type, o, base + ref[i], mag[i] + base),
+                                       "%s gemm+acc n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs %.9g", tx->name,
+                                       (long long)n, nr, nt, t, row, (double)o, (double)(base + ref[i]));
                             continue;
                         }
                         CHECKF(within_tol(st, gc->type, o, ref[i], mag[i]),
@@ -577,8 +582,8 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
                                    (long long)n, nr, nt, t, row, (double)o, (double)one[i]);
                         else
                             CHECKF(within_tol(st, gc->type, o, one[i], mag[i]),
-                                   "F16 gemm n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs gemv %.9g",
-                                   (long long)n, nr, nt, t, row, (double)o, (double)one[i]);
+                                   "%s gemm n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs gemv %.9g",
+                                   tx->name, (long long)n, nr, nt, t, row, (double)o, (double)one[i]);
                     }
             }
     free(w);
@@ -599,6 +604,7 @@ static void test_gemm(err_stats *st) {
         {VX_TYPE_Q4_K, vx_gemm_q4_K_avx2, vx_gemv_q4_K_avx2},
         {VX_TYPE_Q6_K, vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2},
         {VX_TYPE_F16, vx_gemm_f16_avx2, vx_gemv_f16_avx2},
+        {VX_TYPE_BF16, vx_gemm_bf16_avx2, vx_gemv_bf16_avx2},
     };
     /* 32-blocks: odd block counts (the lone tail block), one chunk and
      * several; K-quants: a partial last chunk; F16: n % 8 tails */
@@ -609,7 +615,7 @@ static void test_gemm(err_stats *st) {
     for (size_t c = 0; c < sizeof gcases / sizeof gcases[0]; c++) {
         const gcase *gc = &gcases[c];
         const int64_t *ns = ns32;
-        if (gc->type == VX_TYPE_F16) ns = nsF;
+        if (gc->type == VX_TYPE_F16 || gc->type == VX_TYPE_BF16) ns = nsF;
         else if (vx_type_get_traits(gc->type)->blck_size == VX_QK_K) ns = nsK;
         for (int k = 0; ns[k]; k++) check_gemm(st, gc, ns[k], &r);
     }

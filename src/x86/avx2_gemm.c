@@ -1,8 +1,8 @@
 /*
  * avx2_gemm.c - prefill GEMM kernels for the 32-element block types Q4_0,
- * Q5_0, Q8_0 (x Q8_0 activations) and for F16 weights (x f32), and the
- * GEMV and GEMM on the packed 8-row forms Q4_0_R8, Q5_0_R8, Q8_0_R8
- * (quant.h), compiled with -mavx2 -mfma -mf16c -mbmi2.
+ * Q5_0, Q8_0 (x Q8_0 activations), and the GEMV and GEMM on their packed
+ * 8-row forms Q4_0_R8, Q5_0_R8, Q8_0_R8 (quant.h), compiled with -mavx2
+ * -mfma -mf16c -mbmi2. F16/BF16: avx2_gemm_half.c.
  *
  * Quantized types: eight weight rows at a time are unpacked, a chunk of
  * blocks at a time, into a row-lane panel - code vector q of a block holds
@@ -46,7 +46,6 @@ enum { G_Q4_0, G_Q5_0, G_Q8_0, G_Q4_0_R8, G_Q5_0_R8, G_Q8_0_R8 };
 #define MIN_TOK32 4
 /* Q5_0's fifth-bit unpacking costs more: the panel pays from 6 tokens */
 #define MIN_TOK_Q5_0 6
-#define MIN_TOK_F16 8
 
 typedef struct {
     __m256i q[8]; /* maddubs codes (Q8_0: |x|), quad q of 8 rows */
@@ -398,116 +397,3 @@ void vx_gemv_q8_0_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, co
 DEFINE_GEMM_ENTRY(vx_gemm_q4_0_r8_avx2, vx_gemv_q4_0_r8_avx2, gemm32, G_Q4_0_R8, MIN_TOK32_R8)
 DEFINE_GEMM_ENTRY(vx_gemm_q5_0_r8_avx2, vx_gemv_q5_0_r8_avx2, gemm32, G_Q5_0_R8, MIN_TOK32_R8)
 DEFINE_GEMM_ENTRY(vx_gemm_q8_0_r8_avx2, vx_gemv_q8_0_r8_avx2, gemm32, G_Q8_0_R8, MIN_TOK32_R8)
-
-/* ================================================= F16 x f32 activations */
-
-/* Tokens per accumulator tile. */
-#define GEMM_TT 64
-/* Elements per chunk: 4 rows of f32 = 4 KiB, a multiple of 8. */
-#define KC16 256
-
-/*
- * The F16 gemv spends a conversion per 8 weights per token; here each
- * chunk of 4 rows is converted to f32 once, and tokens go 3 at a time
- * through it: 12 accumulators (one per row and token) are enough
- * independent FMA chains to keep both FMA pipes busy (latency 4), and
- * each weight vector loaded serves 3 FMAs. Summation order differs from
- * the gemv's, so the two agree up to float rounding only.
- *
- * f16_tok3: three tokens (accumulators c0, c1, c2: 4 rows x 8 floats
- * each) against kc elements of the converted chunk. Named accumulators:
- * with an array, GCC kept them in registers in the loop but went through
- * a stack copy and rep movsq around it (a fifth of the time).
- */
-AINLINE void f16_tok3(const float (*buf)[KC16], int kc, const float *x0, const float *x1, const float *x2,
-                      float *c0, float *c1, float *c2) {
-#define LD(c, r) _mm256_loadu_ps((c) + 8 * (r))
-    __m256 a00 = LD(c0, 0), a01 = LD(c0, 1), a02 = LD(c0, 2), a03 = LD(c0, 3);
-    __m256 a10 = LD(c1, 0), a11 = LD(c1, 1), a12 = LD(c1, 2), a13 = LD(c1, 3);
-    __m256 a20 = LD(c2, 0), a21 = LD(c2, 1), a22 = LD(c2, 2), a23 = LD(c2, 3);
-#undef LD
-    for (int i = 0; i < kc; i += 8) {
-        const __m256 v0 = _mm256_loadu_ps(x0 + i), v1 = _mm256_loadu_ps(x1 + i), v2 = _mm256_loadu_ps(x2 + i);
-#define ROW(r)                                                  \
-    do {                                                        \
-        const __m256 wv = _mm256_loadu_ps(&buf[r][i]);          \
-        a0##r = _mm256_fmadd_ps(wv, v0, a0##r);                 \
-        a1##r = _mm256_fmadd_ps(wv, v1, a1##r);                 \
-        a2##r = _mm256_fmadd_ps(wv, v2, a2##r);                 \
-    } while (0)
-        ROW(0);
-        ROW(1);
-        ROW(2);
-        ROW(3);
-#undef ROW
-    }
-#define ST4(c, v0, v1, v2, v3)            \
-    do {                                  \
-        _mm256_storeu_ps((c), v0);        \
-        _mm256_storeu_ps((c) + 8, v1);    \
-        _mm256_storeu_ps((c) + 16, v2);   \
-        _mm256_storeu_ps((c) + 24, v3);   \
-    } while (0)
-    ST4(c0, a00, a01, a02, a03);
-    ST4(c1, a10, a11, a12, a13);
-    ST4(c2, a20, a21, a22, a23);
-#undef ST4
-}
-
-void vx_gemm_f16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                      size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
-    if (ntok < MIN_TOK_F16) {
-        gemv_tokens(vx_gemv_f16_avx2, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
-        return;
-    }
-    float buf[4][KC16];
-    __m256 acc[GEMM_TT][4], spare[3][4];
-    const int64_t n8 = n & ~(int64_t)7;
-    for (int r0 = 0; r0 < nrows; r0 += 4) {
-        const int R = nrows - r0 < 4 ? nrows - r0 : 4;
-        const uint16_t *rows[4];
-        for (int r = 0; r < 4; r++) rows[r] = row_at(w, row_stride, r0 + (r < R ? r : R - 1));
-        for (int t0 = 0; t0 < ntok; t0 += GEMM_TT) {
-            const int nt = ntok - t0 < GEMM_TT ? ntok - t0 : GEMM_TT;
-            for (int t = 0; t < nt; t++)
-                for (int r = 0; r < 4; r++) acc[t][r] = _mm256_setzero_ps();
-            for (int64_t i0 = 0; i0 < n8; i0 += KC16) {
-                const int kc = (int)(n8 - i0 < KC16 ? n8 - i0 : KC16);
-                for (int r = 0; r < 4; r++)
-                    for (int i = 0; i < kc; i += 8)
-                        _mm256_storeu_ps(&buf[r][i], _mm256_cvtph_ps(load128(rows[r] + i0 + i)));
-                /* the next chunk arrives from DRAM while the tokens run */
-                for (int r = 0; r < 4; r++)
-                    for (int o = 0; o < KC16; o += 32)
-                        _mm_prefetch((const char *)(rows[r] + i0 + kc + o), _MM_HINT_T0);
-                for (int t = 0; t < nt; t += 3) {
-                    /* a short last group repeats its first token into spare accumulators */
-                    const float *x[3];
-                    float *c[3];
-                    for (int j = 0; j < 3; j++) {
-                        const int tj = t + j < nt ? t + j : t;
-                        x[j] = (const float *)((const uint8_t *)act + (size_t)(t0 + tj) * act_stride) + i0;
-                        if (t + j < nt) {
-                            c[j] = (float *)acc[t + j];
-                        } else { /* zeroed: no garbage (NaN, subnormal) in the FMAs */
-                            c[j] = (float *)spare[j];
-                            for (int r = 0; r < 4; r++) spare[j][r] = _mm256_setzero_ps();
-                        }
-                    }
-                    f16_tok3(buf, kc, x[0], x[1], x[2], c[0], c[1], c[2]);
-                }
-            }
-            for (int t = 0; t < nt; t++) {
-                const float *x = (const float *)((const uint8_t *)act + (size_t)(t0 + t) * act_stride);
-                for (int r = 0; r < R; r++) {
-                    float s = hsum_ps(acc[t][r]);
-                    for (int64_t j = n8; j < n; j++) s += f16(rows[r][j]) * x[j];
-                    if (accumulate)
-                        out[(int64_t)(t0 + t) * ldo + r0 + r] += s;
-                    else
-                        out[(int64_t)(t0 + t) * ldo + r0 + r] = s;
-                }
-            }
-        }
-    }
-}

@@ -123,6 +123,8 @@ void vx_gemm_q6_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows
                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
 void vx_gemm_f16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+void vx_gemm_bf16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
 /* ---- end of prefill GEMM kernels -------------------------------------- */
 
 #endif
