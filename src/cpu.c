@@ -77,6 +77,7 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
     k->exp_shift_sum = vx_exp_shift_sum_ref;
     k->f32_to_f16 = vx_f32_to_f16_ref;
     k->q8_0_to_f32 = vx_q8_0_to_f32_ref;
+    k->swiglu = vx_swiglu;
     k->gemm_f32 = vx_gemm_f32_ref;
     k->gemm_f16b = vx_gemm_f16b_ref;
     k->gemm_abt_f32 = vx_gemm_abt_f32_ref;
@@ -94,6 +95,7 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
         k->exp_shift_sum = vx_exp_shift_sum_avx2;
         k->f32_to_f16 = vx_f32_to_f16_avx2;
         k->q8_0_to_f32 = vx_q8_0_to_f32_avx2;
+        k->swiglu = vx_swiglu_avx2;
         k->gemm_f32 = vx_gemm_f32_avx2;
         k->gemm_f16b = vx_gemm_f16b_avx2;
         k->gemm_abt_f32 = vx_gemm_abt_f32_avx2;

@@ -66,6 +66,13 @@ struct vx_context {
     int64_t scratch_per;
     int64_t att_scratch_off; /* attention tiles start after the dequantized row */
 
+    /* dynamic row split of the matmuls (mm): one counter of handed-out
+     * row chunks per matmul call of a forward, and each thread's count of
+     * calls so far (a cache line apart); zeroed before every forward */
+    atomic_int *mm_next;   /* [n_mm] */
+    int32_t n_mm;
+    int32_t *mm_seq;       /* [nth * 16] */
+
     /* the batch being run */
     const vx_batch *batch;
     int32_t n_tok;
@@ -98,7 +105,8 @@ void vx_context_free(vx_context *c) {
     vx_kv_free(c->kv);
     void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->qkv, c->att, c->gate, c->up, c->rope,
                     c->logits, c->out_row, c->out_tok, c->seq_next, c->router, c->sel, c->sel_w, c->exp_tok,
-                    c->exp_w, c->exp_n, c->moe_in, c->moe_out, c->scratch};
+                    c->exp_w, c->exp_n, c->moe_in, c->moe_out, c->scratch, (void *)c->mm_next,
+                    c->mm_seq};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     for (int t = 0; t < VX_TYPE_COUNT; t++) free(c->act_buf[t]);
     free(c);
@@ -193,6 +201,12 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
             c->act_buf[acts[i]] = xalloc(nb * rs, &ok);
         }
     }
+    /* matmul calls per forward: q, k, v, o, gate, up, down (or fused) per
+     * layer, the router and three per expert in MoE layers, the output;
+     * calls past the table fall back to the static split */
+    c->n_mm = hp->n_layer * (8 + 3 * (int32_t)X) + 4;
+    c->mm_next = xalloc((size_t)c->n_mm * sizeof(atomic_int), &ok);
+    c->mm_seq = xalloc((size_t)p->n_threads * 16 * sizeof(int32_t), &ok);
     /* per thread: a dequantized row, plus the attention scratch */
     size_t row = VX_MAX(VX_MAX(E, FF), VX_MAX(QD, (size_t)hp->n_ff));
     size_t att = vx_attn_scratch_floats(hp->n_head, hp->n_head_kv, hp->head_dim);
@@ -215,11 +229,13 @@ int32_t vx_context_n_vocab(const vx_context *c) { return c->model->hp.n_vocab; }
 
 /* ------------------------------------------------------------ forward */
 
-/* Converts rows [t0, t1) of x (ld floats apart, n elements used) into the
- * activation types the given weights pair with. Run by the thread that
- * produced those rows; a barrier must follow before the matmuls. */
-static void prep(vx_context *c, int64_t t0, int64_t t1, const float *x, int64_t ld, int64_t n,
-                 const vx_weight *w0, const vx_weight *w1, const vx_weight *w2) {
+/* Converts elements [e0, e1) of rows [t0, t1) of x (ld floats apart, rows
+ * of n elements) into the activation types the given weights pair with;
+ * e0 and e1 are multiples of every activation block (256) or the row's
+ * ends. Run by the thread that produced those elements; a barrier must
+ * follow before the matmuls. */
+static void prep_range(vx_context *c, int64_t t0, int64_t t1, int64_t e0, int64_t e1, const float *x,
+                       int64_t ld, int64_t n, const vx_weight *w0, const vx_weight *w1, const vx_weight *w2) {
     if (c->params.f32_matmul) return;
     const vx_weight *ws[3] = {w0, w1, w2};
     int done = -1;
@@ -227,22 +243,41 @@ static void prep(vx_context *c, int64_t t0, int64_t t1, const float *x, int64_t 
         if (!ws[i] || !ws[i]->data) continue;
         const int at = vx_act_type(ws[i]->type);
         if (at == VX_TYPE_F32 || at == done) continue;
-        const size_t rs = vx_row_size((vx_type)at, n);
+        const size_t rs = vx_row_size((vx_type)at, n), off = e0 ? vx_row_size((vx_type)at, e0) : 0;
         for (int64_t t = t0; t < t1; t++)
-            c->kern.act[at](x + t * ld, (uint8_t *)c->act_buf[at] + (size_t)t * rs, n);
+            c->kern.act[at](x + t * ld + e0, (uint8_t *)c->act_buf[at] + (size_t)t * rs + off, e1 - e0);
         c->act_src[at] = x; /* every thread writes the same values */
         c->act_stride[at] = rs;
         done = at;
     }
 }
 
-/* Rows of y = W x for n tokens, split across threads in blocks of 8 rows.
- * x must have been prepared (prep) for W's activation type. */
-static void mm(vx_context *c, int ith, int nth, const vx_weight *w, size_t mat_off, const float *x,
-               int64_t n, int64_t ldx, float *y, int64_t ldy, bool acc) {
-    int64_t r0, r1;
-    vx_split(w->ne[1], ith, nth, 8, &r0, &r1);
-    if (r0 >= r1) return;
+static void prep(vx_context *c, int64_t t0, int64_t t1, const float *x, int64_t ld, int64_t n,
+                 const vx_weight *w0, const vx_weight *w1, const vx_weight *w2) {
+    prep_range(c, t0, t1, 0, n, x, ld, n, w0, w1, w2);
+}
+
+/* SwiGLU of n rows (g = silu(g) * u, F elements; dst: where the results
+ * go, g itself or another buffer) and their activation rows for w. With
+ * fewer rows than threads (decode) the rows are split in 256-element
+ * pieces, so every thread takes a share of a single token's work. */
+static void swiglu_prep(vx_context *c, int ith, int nth, int64_t n, float *g, const float *u, int64_t ld,
+                        float *dst, int64_t F, const vx_weight *w) {
+    const int64_t per = n >= nth || F % VX_QK_K ? F : VX_QK_K, pieces = F / per;
+    int64_t p0, p1;
+    vx_split(n * pieces, ith, nth, 1, &p0, &p1);
+    for (int64_t p = p0; p < p1; p++) {
+        const int64_t t = p / pieces, e0 = p % pieces * per;
+        c->kern.swiglu(g + t * ld + e0, u + t * ld + e0, per);
+        if (dst != g) memcpy(dst + t * F + e0, g + t * ld + e0, (size_t)per * sizeof(float));
+        prep_range(c, t, t + 1, e0, e0 + per, dst, F, F, w, NULL, NULL);
+    }
+}
+
+/* Rows [r0, r1) of y = W x for n tokens. x must have been prepared (prep)
+ * for W's activation type. */
+static void mm_rows(vx_context *c, int ith, const vx_weight *w, size_t mat_off, const float *x, int64_t n,
+                    int64_t ldx, float *y, int64_t ldy, bool acc, int64_t r0, int64_t r1) {
     if (c->params.f32_matmul) {
         c->kern.matmul(&c->kern, w, mat_off, r0, r1, x, n, ldx, y, ldy, acc,
                        c->scratch + (size_t)ith * (size_t)c->scratch_per);
@@ -292,6 +327,33 @@ static void mm(vx_context *c, int ith, int nth, const vx_weight *w, size_t mat_o
                     for (int i = 0; i < nr; i++) yt[i] = out[i];
             }
         }
+    }
+}
+
+/* Chunks of a matmul's rows per thread: several, so a thread that got a
+ * slower share of the memory system (or of the CPU) does less of the work
+ * instead of making the other wait at the next barrier. */
+#define MM_CHUNKS_PER_THREAD 6
+
+/* Rows of y = W x for n tokens, handed out to the threads in chunks of a
+ * multiple of 16 rows by an atomic counter (every row's result is the same
+ * whoever computes it). */
+static void mm(vx_context *c, int ith, int nth, const vx_weight *w, size_t mat_off, const float *x,
+               int64_t n, int64_t ldx, float *y, int64_t ldy, bool acc) {
+    const int64_t rows = w->ne[1];
+    const int32_t seq = c->mm_seq[16 * ith]++;
+    if (nth == 1 || seq >= c->n_mm) {
+        int64_t r0, r1;
+        vx_split(rows, ith, nth, 8, &r0, &r1);
+        if (r0 < r1) mm_rows(c, ith, w, mat_off, x, n, ldx, y, ldy, acc, r0, r1);
+        return;
+    }
+    int64_t chunk = (rows + (int64_t)nth * MM_CHUNKS_PER_THREAD - 1) / ((int64_t)nth * MM_CHUNKS_PER_THREAD);
+    chunk = (chunk + 15) & ~(int64_t)15;
+    for (;;) {
+        const int64_t r0 = (int64_t)atomic_fetch_add_explicit(&c->mm_next[seq], 1, memory_order_relaxed) * chunk;
+        if (r0 >= rows) break;
+        mm_rows(c, ith, w, mat_off, x, n, ldx, y, ldy, acc, r0, VX_MIN(rows, r0 + chunk));
     }
 }
 
@@ -364,7 +426,7 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
         mm(c, ith, nth, &L->ffn_up_exps, (size_t)e * L->ffn_up_exps.mat_size, c->moe_in, ne, E,
            c->up, F, false);
         vx_pool_barrier(c->pool);
-        for (int64_t i = t0; i < t1; i++) vx_swiglu(c->gate + i * F, c->up + i * F, F);
+        for (int64_t i = t0; i < t1; i++) c->kern.swiglu(c->gate + i * F, c->up + i * F, F);
         prep(c, t0, t1, c->gate, F, F, &L->ffn_down_exps, NULL, NULL);
         vx_pool_barrier(c->pool);
         mm(c, ith, nth, &L->ffn_down_exps, (size_t)e * L->ffn_down_exps.mat_size, c->gate, ne, F,
@@ -472,11 +534,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         } else if (hp->fused_gate_up) {
             mm(c, ith, nth, &L->ffn_up, 0, c->xn, n, E, c->up, 2 * F, false);
             vx_pool_barrier(c->pool);
-            for (int64_t t = t0; t < t1; t++) {
-                vx_swiglu(c->up + t * 2 * F, c->up + t * 2 * F + F, F);
-                memcpy(c->gate + t * F, c->up + t * 2 * F, (size_t)F * sizeof(float));
-            }
-            prep(c, t0, t1, c->gate, F, F, &L->ffn_down, NULL, NULL);
+            swiglu_prep(c, ith, nth, n, c->up, c->up + F, 2 * F, c->gate, F, &L->ffn_down);
             vx_pool_barrier(c->pool);
             mm(c, ith, nth, &L->ffn_down, 0, c->gate, n, F, c->x, E, true);
             vx_pool_barrier(c->pool);
@@ -484,8 +542,7 @@ static void forward_worker(void *arg, int ith, int nth) {
             mm(c, ith, nth, &L->ffn_gate, 0, c->xn, n, E, c->gate, F, false);
             mm(c, ith, nth, &L->ffn_up, 0, c->xn, n, E, c->up, F, false);
             vx_pool_barrier(c->pool);
-            for (int64_t t = t0; t < t1; t++) vx_swiglu(c->gate + t * F, c->up + t * F, F);
-            prep(c, t0, t1, c->gate, F, F, &L->ffn_down, NULL, NULL);
+            swiglu_prep(c, ith, nth, n, c->gate, c->up, F, c->gate, F, &L->ffn_down);
             vx_pool_barrier(c->pool);
             mm(c, ith, nth, &L->ffn_down, 0, c->gate, n, F, c->x, E, true);
             vx_pool_barrier(c->pool);
@@ -563,6 +620,8 @@ vx_status vx_decode(vx_context *c, const vx_batch *b) {
     }
     c->batch = b;
     c->n_tok = n;
+    for (int32_t i = 0; i < c->n_mm; i++) atomic_init(&c->mm_next[i], 0);
+    for (int32_t i = 0; i < (int32_t)c->params.n_threads; i++) c->mm_seq[16 * i] = 0;
     vx_pool_run(c->pool, forward_worker, c);
     c->batch = NULL;
     for (int32_t s = 0; s < n_seq; s++)

@@ -23,6 +23,8 @@ typedef struct vx_kernels {
     void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
     /* Q8_0 row (n a multiple of 32) -> f32 (KV cache) */
     void (*q8_0_to_f32)(const void *src, float *dst, int64_t n);
+    /* g = silu(g) * u elementwise (SwiGLU) */
+    void (*swiglu)(float *g, const float *u, int64_t n);
     /* ---- attention blocks (attention.c) ----
      * Small row-major product: c[i][j] = (alpha ? alpha[i] * c[i][j] : 0)
      * + sum_p a[i][p] * b[p][j] for i < m, j < n, p < kd. */

@@ -1,6 +1,6 @@
 /*
  * test_ops.c - every kernel-table variant of the float ops (dot, axpy,
- * exp_shift_sum, fp16 conversions) against the reference kernels, for
+ * exp_shift_sum, swiglu, fp16 conversions) against the reference kernels, for
  * every ISA this CPU supports; plus the reference ops themselves (rmsnorm,
  * rope, swiglu, softmax) against direct double-precision formulas.
  */
@@ -19,6 +19,9 @@ static float frand(void) {
     rng ^= rng << 17;
     return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
+
+/* A large-magnitude gate value: +-120 alternating with n. */
+static float i_big(int64_t n) { return n % 2 ? 120.0f : -120.0f; }
 
 static void test_variant(const vx_kernels *k, const vx_kernels *ref) {
     enum { N = 1000 };
@@ -47,6 +50,17 @@ static void test_variant(const vx_kernels *k, const vx_kernels *ref) {
         for (int64_t i = 0; i < n; i++)
             CHECKF(fabsf(y0[i] - y1[i]) <= 4e-7f * y0[i] + 1e-37f, "%s exp(%g): %g vs %g", k->name,
                    a[i] * 40 - (i % 3 == 0 ? 90 : 0) - m, y1[i], y0[i]);
+        /* swiglu over a wide range (|g| up to 120: exp(-g) overflows in a
+         * naive form) against the reference's expf form: a few ulps */
+        for (int64_t i = 0; i < n; i++) {
+            y0[i] = y1[i] = a[i] * (i % 4 == 0 ? 40.0f : 3.0f);
+        }
+        if (n > 3) y0[3] = y1[3] = i_big(n);
+        ref->swiglu(y0, b, n);
+        k->swiglu(y1, b, n);
+        for (int64_t i = 0; i < n; i++)
+            CHECKF(fabsf(y0[i] - y1[i]) <= 5e-7f * fabsf(y0[i]) + 1e-30f, "%s swiglu n=%lld [%lld]: %.9g vs %.9g",
+                   k->name, (long long)n, (long long)i, y1[i], y0[i]);
         /* fp16 round trip: identical bits in both directions */
         uint16_t h0[N], h1[N];
         for (int64_t i = 0; i < n; i++) y0[i] = a[i] * (i % 5 == 0 ? 7e4f : i % 5 == 1 ? 1e-6f : 100.0f);

@@ -72,6 +72,28 @@ static inline __m256 exp_neg(__m256 v) {
     return _mm256_andnot_ps(small, y);
 }
 
+/* silu(g) u = g sigmoid(g) u with e = exp(-|g|) in (0, 1]: sigmoid is
+ * 1 / (1 + e) for g >= 0 and e / (1 + e) below, so nothing overflows
+ * (exp_neg flushes e to 0 past |g| ~ 87: sigmoid 1 or 0, as the limit). */
+static inline __m256 swiglu8(__m256 g, __m256 u) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    const __m256 e = exp_neg(_mm256_or_ps(g, sign)); /* exp(-|g|) */
+    const __m256 num = _mm256_blendv_ps(one, e, g); /* g's sign bit picks e */
+    return _mm256_mul_ps(_mm256_mul_ps(g, _mm256_div_ps(num, _mm256_add_ps(one, e))), u);
+}
+
+void vx_swiglu_avx2(float *g, const float *u, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(g + i, swiglu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+    if (i < n) { /* the tail through the same lanes: every element computed alike */
+        float tg[8] = {0}, tu[8] = {0};
+        for (int64_t j = i; j < n; j++) tg[j - i] = g[j], tu[j - i] = u[j];
+        _mm256_storeu_ps(tg, swiglu8(_mm256_loadu_ps(tg), _mm256_loadu_ps(tu)));
+        for (int64_t j = i; j < n; j++) g[j] = tg[j - i];
+    }
+}
+
 float vx_exp_shift_sum_avx2(float *x, int64_t n, float m) {
     const __m256 vm = _mm256_set1_ps(m);
     __m256 acc = _mm256_setzero_ps();
