@@ -144,63 +144,150 @@ AINLINE __m256i bq32(const uint8_t *yb, int q) {
     return _mm256_set1_epi32((int)v);
 }
 
-/* Four tokens (y0..y3: their activation block) against one panel block;
- * dy[u], corr[u]: the tokens' scale and offset correction for it. The
- * 4-token loops are written out (named accumulators stay in registers). */
+/* Four tokens (y0..y3: their activation block) against one panel block
+ * of G = 1 or 2 groups of 8 rows (P[0], P[1]; G is a compile-time constant
+ * at each call): with two, every activation broadcast serves both groups'
+ * code vectors (the broadcasts, not the multiplies, bound one group on
+ * Zen 3). dy[u], corr[u]: the tokens' scale and offset correction for the
+ * block. The 4-token loops are written out (named accumulators stay in
+ * registers). */
 #define U4(X) X(0) X(1) X(2) X(3)
-AINLINE void tile4_32(int kind, const panel32 *P, const uint8_t *y0, const uint8_t *y1, const uint8_t *y2,
-                      const uint8_t *y3, const float dy[4], const int32_t corr[4], __m256 acc[4]) {
+AINLINE void tile4_32(int kind, int G, const panel32 *const P[2], const uint8_t *y0, const uint8_t *y1,
+                      const uint8_t *y2, const uint8_t *y3, const float dy[4], const int32_t corr[4],
+                      __m256 acc[2][4]) {
     const int k = GBASE(kind);
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i I0 = _mm256_setzero_si256(), I1 = I0, I2 = I0, I3 = I0;
+    __m256i I0 = _mm256_setzero_si256(), I1 = I0, I2 = I0, I3 = I0, J0 = I0, J1 = I0, J2 = I0, J3 = I0;
+    const panel32 *A = P[0], *B = G == 2 ? P[1] : P[0];
     if (k == G_Q4_0 || k == G_Q5_0) {
         /* Q4_0: 8 pair sums <= 2*15*127 fit int16; Q5_0: 4 of 2*31*127 */
         const int span = k == G_Q4_0 ? 8 : 4;
         for (int h = 0; h < 8; h += span) {
-            __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+            __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0, t0 = s0, t1 = s0, t2 = s0, t3 = s0;
 #pragma GCC unroll 8
             for (int q = h; q < h + span; q++) {
-                const __m256i W = P->q[q];
-#define STEP(u)                                                                \
-    s##u = _mm256_add_epi16(s##u, _mm256_maddubs_epi16(W, bq32(y##u, q))); \
-    VX_KEEP(s##u);
+                const __m256i WA = A->q[q], WB = B->q[q];
+#define STEP(u)                                                                  \
+    {                                                                            \
+        const __m256i yb = bq32(y##u, q);                                        \
+        s##u = _mm256_add_epi16(s##u, _mm256_maddubs_epi16(WA, yb));             \
+        VX_KEEP(s##u);                                                           \
+        if (G == 2) {                                                            \
+            t##u = _mm256_add_epi16(t##u, _mm256_maddubs_epi16(WB, yb));         \
+            VX_KEEP(t##u);                                                       \
+        }                                                                        \
+    }
                 U4(STEP)
 #undef STEP
             }
-#define MADD(u) I##u = _mm256_add_epi32(I##u, _mm256_madd_epi16(s##u, ones));
+#define MADD(u)                                                                          \
+    I##u = _mm256_add_epi32(I##u, _mm256_madd_epi16(s##u, ones));                        \
+    if (G == 2) J##u = _mm256_add_epi32(J##u, _mm256_madd_epi16(t##u, ones));
             U4(MADD)
 #undef MADD
         }
     } else {
 #pragma GCC unroll 8
         for (int q = 0; q < 8; q++) {
-            const __m256i W = P->q[q], X = P->x[q];
-#define STEP(u)                                                                                            \
-    I##u = _mm256_add_epi32(I##u,                                                                         \
-                            _mm256_madd_epi16(_mm256_maddubs_epi16(W, _mm256_sign_epi8(bq32(y##u, q), X)), ones)); \
-    VX_KEEP(I##u);
+            const __m256i WA = A->q[q], XA = A->x[q], WB = B->q[q], XB = B->x[q];
+#define STEP(u)                                                                                             \
+    {                                                                                                       \
+        const __m256i yb = bq32(y##u, q);                                                                   \
+        I##u = _mm256_add_epi32(I##u, _mm256_madd_epi16(_mm256_maddubs_epi16(WA, _mm256_sign_epi8(yb, XA)), ones)); \
+        VX_KEEP(I##u);                                                                                      \
+        if (G == 2) {                                                                                       \
+            J##u = _mm256_add_epi32(J##u, _mm256_madd_epi16(_mm256_maddubs_epi16(WB, _mm256_sign_epi8(yb, XB)), ones)); \
+            VX_KEEP(J##u);                                                                                  \
+        }                                                                                                   \
+    }
             U4(STEP)
 #undef STEP
         }
     }
-    const __m256i Iv[4] = {I0, I1, I2, I3};
-    for (int u = 0; u < 4; u++) {
-        const __m256i Iu = k == G_Q8_0 ? Iv[u] : _mm256_sub_epi32(Iv[u], _mm256_set1_epi32(corr[u]));
-        acc[u] = _mm256_fmadd_ps(_mm256_mul_ps(P->d, _mm256_set1_ps(dy[u])), _mm256_cvtepi32_ps(Iu), acc[u]);
+    const __m256i Iv[2][4] = {{I0, I1, I2, I3}, {J0, J1, J2, J3}};
+    for (int gi = 0; gi < G; gi++)
+        for (int u = 0; u < 4; u++) {
+            const __m256i Iu = k == G_Q8_0 ? Iv[gi][u] : _mm256_sub_epi32(Iv[gi][u], _mm256_set1_epi32(corr[u]));
+            acc[gi][u] =
+                _mm256_fmadd_ps(_mm256_mul_ps(P[gi]->d, _mm256_set1_ps(dy[u])), _mm256_cvtepi32_ps(Iu), acc[gi][u]);
+        }
+}
+
+/* One block of rows against tokens [t0, t0 + nt) of the tile (dyt, corr:
+ * its (token, block) tables): G = 1 (8 rows, R of them real; rows[r] the
+ * rows, or for a packed kind rows[0] the group's first record) or G = 2
+ * (two full packed groups, rows[0] and rows[1]); G is a compile-time
+ * constant at each call. */
+AINLINE void rowblock32(int k, int G, int64_t nb, const uint8_t *const rows[8], int R, const void *act,
+                        size_t act_stride, int t0, int nt, const float *dyt, const int32_t *corr, float *out,
+                        int64_t ldo, int accumulate) {
+    const size_t ws = wsize32(k), ys = sizeof(vx_block_q8_0);
+    panel32 P[2][CB32];
+    __m256 acc[2][2][64 + 3]; /* [group][even, odd block]: the gemv's two chains */
+    for (int gi = 0; gi < G; gi++)
+        for (int t = 0; t < nt + 3; t++) acc[gi][0][t] = acc[gi][1][t] = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += CB32) {
+        const int cb = (int)(nb - b0 < CB32 ? nb - b0 : CB32);
+        if (GPACKED(k)) { /* rows[gi] is a group's first record */
+            for (int gi = 0; gi < G; gi++) {
+                for (int j = 0; j < cb; j++) load32_r8(k, rows[gi] + (size_t)(b0 + j) * ws, &P[gi][j]);
+                for (size_t o = 0; o < CB32 * ws; o += 64)
+                    _mm_prefetch((const char *)rows[gi] + (size_t)(b0 + cb) * ws + o, _MM_HINT_T0);
+            }
+        } else {
+            for (int j = 0; j < cb; j++) unpack32_8(k, rows, b0 + j, &P[0][j]);
+            /* the next chunk arrives from DRAM while the tokens run */
+            for (int r = 0; r < 8; r++)
+                for (size_t o = 0; o < CB32 * ws; o += 64)
+                    _mm_prefetch((const char *)rows[r] + (size_t)(b0 + cb) * ws + o, _MM_HINT_T0);
+        }
+        for (int t = 0; t < nt; t += 4) {
+            int tu[4]; /* a short last group repeats its last token into spare accumulators */
+            const uint8_t *ya[4];
+            for (int u = 0; u < 4; u++) {
+                tu[u] = t + u < nt ? t + u : nt - 1;
+                ya[u] = (const uint8_t *)act + (size_t)(t0 + tu[u]) * act_stride;
+            }
+            __m256 a[2][2][4]; /* [chain][group][token] */
+            for (int gi = 0; gi < G; gi++)
+                for (int u = 0; u < 4; u++) a[0][gi][u] = acc[gi][0][t + u], a[1][gi][u] = acc[gi][1][t + u];
+            for (int j = 0; j < cb; j++) {
+                const int64_t b = b0 + j;
+                float dy[4];
+                int32_t cr[4];
+                for (int u = 0; u < 4; u++) {
+                    dy[u] = dyt[tu[u] * nb + b];
+                    cr[u] = corr[tu[u] * nb + b];
+                }
+                const size_t bo = (size_t)b * ys;
+                const panel32 *const pj[2] = {&P[0][j], &P[1][j]};
+                tile4_32(k, G, pj, ya[0] + bo, ya[1] + bo, ya[2] + bo, ya[3] + bo, dy, cr, a[j & 1]);
+            }
+            for (int gi = 0; gi < G; gi++)
+                for (int u = 0; u < 4; u++) acc[gi][0][t + u] = a[0][gi][u], acc[gi][1][t + u] = a[1][gi][u];
+        }
     }
+    for (int gi = 0; gi < G; gi++)
+        for (int t = 0; t < nt; t++) {
+            float o[8];
+            _mm256_storeu_ps(o, _mm256_add_ps(acc[gi][0][t], acc[gi][1][t]));
+            float *dst = out + (int64_t)(t0 + t) * ldo + 8 * gi;
+            if (accumulate)
+                for (int r = 0; r < R; r++) dst[r] += o[r];
+            else
+                for (int r = 0; r < R; r++) dst[r] = o[r];
+        }
 }
 
 AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act,
                     size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
     const int64_t nb = n / 32;
-    const size_t ws = wsize32(k), ys = sizeof(vx_block_q8_0);
+    const size_t ys = sizeof(vx_block_q8_0);
     /* token tile: its (token, block) tables fit TAB32 entries */
     int tt = (int)(TAB32 / (nb > 0 ? nb : 1));
     tt = tt > 64 ? 64 : tt < 4 ? 4 : tt & ~3;
     float dyt[TAB32 + 4 * 64];
     int32_t corr[TAB32 + 4 * 64];
-    panel32 P[CB32];
-    __m256 acc[2][64 + 3]; /* even and odd blocks: the gemv's two chains */
     const int off = GBASE(k) == G_Q4_0 ? 8 : 16;
     const int packed = GPACKED(k);
     for (int t0 = 0; t0 < ntok; t0 += tt) {
@@ -218,56 +305,19 @@ AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, c
                 }
             }
         }
-        for (int r0 = 0; r0 < nrows; r0 += 8) {
+        for (int r0 = 0; r0 < nrows;) {
+            const uint8_t *rows[8];
+            if (packed && r0 + 16 <= nrows) { /* two packed groups at once */
+                rows[0] = row_at(w, stride, r0);
+                rows[1] = row_at(w, stride, r0 + 8);
+                rowblock32(k, 2, nb, rows, 8, act, act_stride, t0, nt, dyt, corr, out + r0, ldo, accumulate);
+                r0 += 16;
+                continue;
+            }
             const int R = nrows - r0 < 8 ? nrows - r0 : 8;
-            const uint8_t *rows[8]; /* a short group repeats its last row */
-            for (int r = 0; r < 8; r++) rows[r] = row_at(w, stride, r0 + (r < R ? r : R - 1));
-            for (int t = 0; t < nt + 3; t++) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
-            for (int64_t b0 = 0; b0 < nb; b0 += CB32) {
-                const int cb = (int)(nb - b0 < CB32 ? nb - b0 : CB32);
-                if (packed) { /* rows[0] is the group's first record */
-                    for (int j = 0; j < cb; j++) load32_r8(k, rows[0] + (size_t)(b0 + j) * ws, &P[j]);
-                    for (size_t o = 0; o < CB32 * ws; o += 64)
-                        _mm_prefetch((const char *)rows[0] + (size_t)(b0 + cb) * ws + o, _MM_HINT_T0);
-                } else {
-                    for (int j = 0; j < cb; j++) unpack32_8(k, rows, b0 + j, &P[j]);
-                    /* the next chunk arrives from DRAM while the tokens run */
-                    for (int r = 0; r < 8; r++)
-                        for (size_t o = 0; o < CB32 * ws; o += 64)
-                            _mm_prefetch((const char *)rows[r] + (size_t)(b0 + cb) * ws + o, _MM_HINT_T0);
-                }
-                for (int t = 0; t < nt; t += 4) {
-                    int tu[4]; /* a short last group repeats its last token into spare accumulators */
-                    const uint8_t *ya[4];
-                    for (int u = 0; u < 4; u++) {
-                        tu[u] = t + u < nt ? t + u : nt - 1;
-                        ya[u] = (const uint8_t *)act + (size_t)(t0 + tu[u]) * act_stride;
-                    }
-                    __m256 a[2][4];
-                    for (int u = 0; u < 4; u++) a[0][u] = acc[0][t + u], a[1][u] = acc[1][t + u];
-                    for (int j = 0; j < cb; j++) {
-                        const int64_t b = b0 + j;
-                        float dy[4];
-                        int32_t cr[4];
-                        for (int u = 0; u < 4; u++) {
-                            dy[u] = dyt[tu[u] * nb + b];
-                            cr[u] = corr[tu[u] * nb + b];
-                        }
-                        const size_t bo = (size_t)b * ys;
-                        tile4_32(k, &P[j], ya[0] + bo, ya[1] + bo, ya[2] + bo, ya[3] + bo, dy, cr, a[j & 1]);
-                    }
-                    for (int u = 0; u < 4; u++) acc[0][t + u] = a[0][u], acc[1][t + u] = a[1][u];
-                }
-            }
-            for (int t = 0; t < nt; t++) {
-                float o[8];
-                _mm256_storeu_ps(o, _mm256_add_ps(acc[0][t], acc[1][t]));
-                float *dst = out + (int64_t)(t0 + t) * ldo + r0;
-                if (accumulate)
-                    for (int r = 0; r < R; r++) dst[r] += o[r];
-                else
-                    for (int r = 0; r < R; r++) dst[r] = o[r];
-            }
+            for (int r = 0; r < 8; r++) rows[r] = row_at(w, stride, r0 + (r < R ? r : R - 1)); /* a short group repeats its last row */
+            rowblock32(k, 1, nb, rows, R, act, act_stride, t0, nt, dyt, corr, out + r0, ldo, accumulate);
+            r0 += 8;
         }
     }
 }
