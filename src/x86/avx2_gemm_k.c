@@ -215,29 +215,46 @@ AINLINE __m256i bq(const vx_block_q8_K *y, int e) {
 /* Dword p of x in every lane. */
 AINLINE __m256i bcast_dw(__m256i x, int p) { return _mm256_permutevar8x32_epi32(x, _mm256_set1_epi32(p)); }
 
-/* Four tokens (y0..y3: their blocks of this super-block) against a panel:
- * acc[u] (8 rows) takes the super-block's canonical step. The 4-token
- * loops are written out: with arrays GCC kept the accumulators in memory. */
 #define U4(X) X(0) X(1) X(2) X(3)
-AINLINE void tile4(int kind, const panelK *P, const vx_block_q8_K *y0, const vx_block_q8_K *y1,
-                   const vx_block_q8_K *y2, const vx_block_q8_K *y3, __m256 acc[4]) {
+/* Four tokens (y0..y3: their blocks of this super-block) against the
+ * panels of G = 1 or 2 groups of 8 rows (A, and B when G = 2; G is a
+ * compile-time constant at each call): accA[u] (accB[u]) takes the
+ * super-block's canonical step for 8 rows. With two groups every
+ * activation broadcast serves both groups' code vectors: on Zen 3 the
+ * broadcasts, not the multiplies, bound one group (two: +30% on Q4_K,
+ * +14% on Q6_K). The 4-token loops are written out: with arrays GCC kept
+ * the accumulators in memory. */
+AINLINE void tile4(int kind, int G, const panelK *A, const panelK *B, const vx_block_q8_K *y0,
+                   const vx_block_q8_K *y1, const vx_block_q8_K *y2, const vx_block_q8_K *y3, __m256 accA[4],
+                   __m256 accB[4]) {
     const int k = KBASE(kind);
-    __m256i I0 = _mm256_setzero_si256(), I1 = I0, I2 = I0, I3 = I0;
+    if (G == 1) B = A;
+    __m256i IA0 = _mm256_setzero_si256(), IA1 = IA0, IA2 = IA0, IA3 = IA0;
+    __m256i IB0 = IA0, IB1 = IA0, IB2 = IA0, IB3 = IA0;
     if (k == GK_Q4_K) {
         for (int g = 0; g < 8; g++) {
-            __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+            __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
 #pragma GCC unroll 8
             for (int q = 0; q < 8; q++) {
-                const __m256i W = P->q[g][q];
+                const __m256i WA = A->q[g][q], WB = B->q[g][q];
                 const int e = 32 * g + 4 * q;
-#define STEP(u)                                                                 \
-    s##u = _mm256_add_epi16(s##u, _mm256_maddubs_epi16(W, bq(y##u, e))); \
-    VX_KEEP(s##u);
+#define STEP(u)                                                           \
+    {                                                                     \
+        const __m256i yb = bq(y##u, e);                                   \
+        a##u = _mm256_add_epi16(a##u, _mm256_maddubs_epi16(WA, yb));      \
+        VX_KEEP(a##u);                                                    \
+        if (G == 2) {                                                     \
+            b##u = _mm256_add_epi16(b##u, _mm256_maddubs_epi16(WB, yb));  \
+            VX_KEEP(b##u);                                                \
+        }                                                                 \
+    }
                 U4(STEP)
 #undef STEP
             }
-            const __m256i S = P->sc[g];
-#define MADD(u) I##u = _mm256_add_epi32(I##u, _mm256_madd_epi16(s##u, S));
+            const __m256i SA = A->sc[g], SB = B->sc[g];
+#define MADD(u)                                                    \
+    IA##u = _mm256_add_epi32(IA##u, _mm256_madd_epi16(a##u, SA)); \
+    if (G == 2) IB##u = _mm256_add_epi32(IB##u, _mm256_madd_epi16(b##u, SB));
             U4(MADD)
 #undef MADD
         }
@@ -245,88 +262,52 @@ AINLINE void tile4(int kind, const panelK *P, const vx_block_q8_K *y0, const vx_
         for (int g = 0; g < 8; g++)
 #pragma GCC unroll 4
             for (int q = 0; q < 8; q += 2) {
-                const __m256i W0 = P->q[g][q], W1 = P->q[g][q + 1], S = P->sc[2 * g + (q >= 4)];
+                const __m256i WA0 = A->q[g][q], WA1 = A->q[g][q + 1], WB0 = B->q[g][q], WB1 = B->q[g][q + 1];
+                const __m256i SA = A->sc[2 * g + (q >= 4)], SB = B->sc[2 * g + (q >= 4)];
                 const int e = 32 * g + 4 * q;
-#define STEP(u)                                                                                   \
-    {                                                                                             \
-        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(W0, bq(y##u, e)),                \
-                                           _mm256_maddubs_epi16(W1, bq(y##u, e + 4)));            \
-        I##u = _mm256_add_epi32(I##u, _mm256_madd_epi16(p, S));                                   \
-        VX_KEEP(I##u);                                                                            \
+#define STEP(u)                                                                                               \
+    {                                                                                                         \
+        const __m256i y0_ = bq(y##u, e), y1_ = bq(y##u, e + 4);                                               \
+        const __m256i pa = _mm256_add_epi16(_mm256_maddubs_epi16(WA0, y0_), _mm256_maddubs_epi16(WA1, y1_));  \
+        IA##u = _mm256_add_epi32(IA##u, _mm256_madd_epi16(pa, SA));                                           \
+        VX_KEEP(IA##u);                                                                                       \
+        if (G == 2) {                                                                                         \
+            const __m256i pb =                                                                                \
+                _mm256_add_epi16(_mm256_maddubs_epi16(WB0, y0_), _mm256_maddubs_epi16(WB1, y1_));             \
+            IB##u = _mm256_add_epi32(IB##u, _mm256_madd_epi16(pb, SB));                                       \
+            VX_KEEP(IB##u);                                                                                   \
+        }                                                                                                     \
     }
                 U4(STEP)
 #undef STEP
             }
     }
     const vx_block_q8_K *yv[4] = {y0, y1, y2, y3};
-    const __m256i Iv[4] = {I0, I1, I2, I3};
-    for (int u = 0; u < 4; u++) {
-        const __m256 yd = _mm256_set1_ps(yv[u]->d);
-        __m256i M = _mm256_setzero_si256(), I = Iv[u];
-        if (k == GK_Q4_K) {
-            const __m256i bs = _mm256_castsi128_si256(bsums32(yv[u]));
-            for (int p = 0; p < 4; p++) M = _mm256_add_epi32(M, _mm256_madd_epi16(P->mp[p], bcast_dw(bs, p)));
-        } else {
-            const __m256i bs = load256(yv[u]->bsums);
-            for (int p = 0; p < 8; p++) M = _mm256_add_epi32(M, _mm256_madd_epi16(P->mp[p], bcast_dw(bs, p)));
-            I = _mm256_sub_epi32(I, _mm256_slli_epi32(M, 5)); /* codes are u - 32 */
-        }
-        acc[u] = _mm256_fmadd_ps(_mm256_mul_ps(P->d, yd), _mm256_cvtepi32_ps(I), acc[u]);
-        if (k == GK_Q4_K) acc[u] = _mm256_fnmadd_ps(_mm256_mul_ps(P->dmin, yd), _mm256_cvtepi32_ps(M), acc[u]);
-    }
-}
-
-/* 16 rows (packed Q4_K groups A and B) x 4 tokens: tile4's work for two
- * groups, every activation broadcast serving both groups' code vectors
- * (on Zen 3 the broadcasts, not the multiplies, bounded tile4: +30%). */
-AINLINE void tile4x2_q4k(const panelK *A, const panelK *B, const vx_block_q8_K *y0, const vx_block_q8_K *y1,
-                         const vx_block_q8_K *y2, const vx_block_q8_K *y3, __m256 accA[4], __m256 accB[4]) {
-    __m256i IA0 = _mm256_setzero_si256(), IA1 = IA0, IA2 = IA0, IA3 = IA0;
-    __m256i IB0 = IA0, IB1 = IA0, IB2 = IA0, IB3 = IA0;
-    for (int g = 0; g < 8; g++) {
-        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-#pragma GCC unroll 8
-        for (int q = 0; q < 8; q++) {
-            const __m256i WA = A->q[g][q], WB = B->q[g][q];
-            const int e = 32 * g + 4 * q;
-#define STEP(u)                                                           \
-    {                                                                     \
-        const __m256i yb = bq(y##u, e);                                   \
-        a##u = _mm256_add_epi16(a##u, _mm256_maddubs_epi16(WA, yb));      \
-        b##u = _mm256_add_epi16(b##u, _mm256_maddubs_epi16(WB, yb));      \
-        VX_KEEP(a##u);                                                    \
-        VX_KEEP(b##u);                                                    \
-    }
-            U4(STEP)
-#undef STEP
-        }
-        const __m256i SA = A->sc[g], SB = B->sc[g];
-#define MADD(u)                                                    \
-    IA##u = _mm256_add_epi32(IA##u, _mm256_madd_epi16(a##u, SA)); \
-    IB##u = _mm256_add_epi32(IB##u, _mm256_madd_epi16(b##u, SB));
-        U4(MADD)
-#undef MADD
-    }
-    const vx_block_q8_K *yv[4] = {y0, y1, y2, y3};
     const __m256i IAv[4] = {IA0, IA1, IA2, IA3}, IBv[4] = {IB0, IB1, IB2, IB3};
-    for (int u = 0; u < 4; u++) { /* tile4's epilogue, per group */
-        const __m256 yd = _mm256_set1_ps(yv[u]->d);
-        const __m256i bs = _mm256_castsi128_si256(bsums32(yv[u]));
-        __m256i MA = _mm256_setzero_si256(), MB = MA;
-        for (int p = 0; p < 4; p++) {
-            MA = _mm256_add_epi32(MA, _mm256_madd_epi16(A->mp[p], bcast_dw(bs, p)));
-            MB = _mm256_add_epi32(MB, _mm256_madd_epi16(B->mp[p], bcast_dw(bs, p)));
+    const panelK *PG[2] = {A, B};
+    __m256 *accG[2] = {accA, accB};
+    for (int gi = 0; gi < G; gi++) /* the canonical step, per group */
+        for (int u = 0; u < 4; u++) {
+            const panelK *P = PG[gi];
+            const __m256 yd = _mm256_set1_ps(yv[u]->d);
+            __m256i M = _mm256_setzero_si256(), I = gi ? IBv[u] : IAv[u];
+            if (k == GK_Q4_K) {
+                const __m256i bs = _mm256_castsi128_si256(bsums32(yv[u]));
+                for (int p = 0; p < 4; p++) M = _mm256_add_epi32(M, _mm256_madd_epi16(P->mp[p], bcast_dw(bs, p)));
+            } else {
+                const __m256i bs = load256(yv[u]->bsums);
+                for (int p = 0; p < 8; p++) M = _mm256_add_epi32(M, _mm256_madd_epi16(P->mp[p], bcast_dw(bs, p)));
+                I = _mm256_sub_epi32(I, _mm256_slli_epi32(M, 5)); /* codes are u - 32 */
+            }
+            accG[gi][u] = _mm256_fmadd_ps(_mm256_mul_ps(P->d, yd), _mm256_cvtepi32_ps(I), accG[gi][u]);
+            if (k == GK_Q4_K)
+                accG[gi][u] = _mm256_fnmadd_ps(_mm256_mul_ps(P->dmin, yd), _mm256_cvtepi32_ps(M), accG[gi][u]);
         }
-        accA[u] = _mm256_fmadd_ps(_mm256_mul_ps(A->d, yd), _mm256_cvtepi32_ps(IAv[u]), accA[u]);
-        accA[u] = _mm256_fnmadd_ps(_mm256_mul_ps(A->dmin, yd), _mm256_cvtepi32_ps(MA), accA[u]);
-        accB[u] = _mm256_fmadd_ps(_mm256_mul_ps(B->d, yd), _mm256_cvtepi32_ps(IBv[u]), accB[u]);
-        accB[u] = _mm256_fnmadd_ps(_mm256_mul_ps(B->dmin, yd), _mm256_cvtepi32_ps(MB), accB[u]);
-    }
 }
 
 /* One block of rows: G = 1 (8 rows, R of them real; rows[r]: the rows, or
  * for a packed kind rows[0]: the group's first record) or G = 2 (two full
- * packed Q4_K groups, rows[0] and rows[1] their first records); G is a
+ * packed groups, rows[0] and rows[1] their first records); G is a
  * compile-time constant at each call. */
 AINLINE void rowblockK(int k, int G, int64_t n, const uint8_t *const rows[8], int R, const void *act,
                        size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
@@ -375,12 +356,8 @@ AINLINE void rowblockK(int k, int G, int64_t n, const uint8_t *const rows[8], in
                 __m256 a[2][4];
                 for (int gi = 0; gi < G; gi++)
                     for (int u = 0; u < 4; u++) a[gi][u] = acc[gi][t + u];
-                for (int j = 0; j < cb; j++) {
-                    if (G == 2)
-                        tile4x2_q4k(&P[0][j], &P[1][j], y[0] + j, y[1] + j, y[2] + j, y[3] + j, a[0], a[1]);
-                    else
-                        tile4(k, &P[0][j], y[0] + j, y[1] + j, y[2] + j, y[3] + j, a[0]);
-                }
+                for (int j = 0; j < cb; j++)
+                    tile4(k, G, &P[0][j], &P[G - 1][j], y[0] + j, y[1] + j, y[2] + j, y[3] + j, a[0], a[G - 1]);
                 for (int gi = 0; gi < G; gi++)
                     for (int u = 0; u < 4; u++) acc[gi][t + u] = a[gi][u];
             }
@@ -402,7 +379,7 @@ AINLINE void gemmK(int k, int64_t n, const void *w, size_t stride, int nrows, co
                    size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
     for (int r0 = 0; r0 < nrows;) {
         const uint8_t *rows[8];
-        if (k == GK_Q4_K_R8 && r0 + 16 <= nrows) { /* two packed groups at once */
+        if (k >= GK_Q4_K_R8 && r0 + 16 <= nrows) { /* two packed groups at once */
             rows[0] = row_at(w, stride, r0);
             rows[1] = row_at(w, stride, r0 + 8);
             rowblockK(k, 2, n, rows, 8, act, act_stride, ntok, out + r0, ldo, accumulate);
