@@ -54,23 +54,13 @@ AINLINE float widen1(uint16_t h, int bf) {
     return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
 }
 
-/* In-register 8x8 transpose of floats: v[i] row i in, column i out. */
+/* In-register 8x8 transpose of floats (v[i] row i in, column i out): the
+ * dword transpose of avx2_quant_util.h on the same bits. */
 AINLINE void transpose8_ps(__m256 v[8]) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; i++) {
-        u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-        u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-    }
-    for (int i = 0; i < 4; i++) {
-        v[i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x20);
-        v[4 + i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x31);
-    }
+    __m256i t[8];
+    for (int i = 0; i < 8; i++) t[i] = _mm256_castps_si256(v[i]);
+    transpose8_epi32(t);
+    for (int i = 0; i < 8; i++) v[i] = _mm256_castsi256_ps(t[i]);
 }
 
 /* Panel P[k][16] of elements [k0, k0 + kc) of 16 rows (rows[r]). */
@@ -152,18 +142,5 @@ static void gemm_half(int bf, int64_t n, const void *w, size_t stride, int nrows
     }
 }
 
-void vx_gemm_f16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                      size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
-    if (ntok < MIN_TOK_HALF)
-        gemv_tokens(vx_gemv_f16_avx2, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
-    else
-        gemm_half(0, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
-}
-
-void vx_gemm_bf16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
-    if (ntok < MIN_TOK_HALF)
-        gemv_tokens(vx_gemv_bf16_avx2, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
-    else
-        gemm_half(1, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
-}
+DEFINE_GEMM_ENTRY(vx_gemm_f16_avx2, vx_gemv_f16_avx2, gemm_half, 0, MIN_TOK_HALF)
+DEFINE_GEMM_ENTRY(vx_gemm_bf16_avx2, vx_gemv_bf16_avx2, gemm_half, 1, MIN_TOK_HALF)
