@@ -371,6 +371,69 @@ static inline void kv_store(const vx_context *c, void *dst, const float *src, in
     }
 }
 
+/* Byte offset of element e (a multiple of head_dim) in a KV cache row. */
+static size_t kv_off(const vx_context *c, int64_t e) {
+    switch (vx_kv_type_of(c->kv)) {
+    case VX_KV_F32: return (size_t)e * 4;
+    case VX_KV_F16: return (size_t)e * 2;
+    default: return vx_row_size(VX_TYPE_Q8_0, e);
+    }
+}
+
+/* After the q/k/v matmuls: biases, per-head norms (Qwen3), RoPE, and K/V
+ * into the cache. Work units are (token, head): query heads, then kv heads
+ * (K and V of a kv head together). Whole tokens per thread when there are
+ * enough; for decode the heads of one token are split across threads. */
+static void qkv_post(vx_context *c, const vx_layer *L, int il, int ith, int nth) {
+    const vx_model *M = c->model;
+    const vx_hparams *hp = &M->hp;
+    const vx_batch *b = c->batch;
+    const int64_t n = c->n_tok, hd = hp->head_dim;
+    const int64_t QD = (int64_t)hp->n_head * hd, KD = (int64_t)hp->n_head_kv * hd;
+    const int64_t H = hp->n_head + hp->n_head_kv; /* units per token */
+    int64_t u0, u1;
+    if (n >= nth) {
+        vx_split(n, ith, nth, 1, &u0, &u1);
+        u0 *= H;
+        u1 *= H;
+    } else {
+        vx_split(n * H, ith, nth, 1, &u0, &u1);
+    }
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t t = u / H, h = u % H;
+        const float *cs = c->rope + t * hp->n_rot;
+        const bool isq = h < hp->n_head;
+        const int64_t hh = isq ? h : h - hp->n_head; /* head index within q, or within k and v */
+        float *q = c->q + t * QD + hh * hd, *k = c->k + t * KD + hh * hd, *v = c->v + t * KD + hh * hd;
+        if (hp->fused_qkv) { /* this head's slices of the fused output, bias added */
+            const float *src = c->qkv + t * (QD + 2 * KD);
+            const float *bq = L->bqkv.data;
+            const int64_t parts = isq ? 1 : 2;
+            for (int64_t p = 0; p < parts; p++) {
+                const int64_t off = isq ? hh * hd : QD + p * KD + hh * hd;
+                float *dst = isq ? q : p == 0 ? k : v;
+                if (bq)
+                    for (int64_t i = 0; i < hd; i++) dst[i] = src[off + i] + bq[off + i];
+                else
+                    memcpy(dst, src + off, (size_t)hd * sizeof(float));
+            }
+        }
+        if (isq) {
+            if (L->bq.data) for (int64_t i = 0; i < hd; i++) q[i] += ((const float *)L->bq.data)[hh * hd + i];
+            if (L->q_norm.data) vx_rmsnorm(q, q, L->q_norm.data, hd, hp->rms_eps);
+            vx_rope_apply(q, cs, hp->n_rot, M->arch->rope);
+            continue;
+        }
+        if (L->bk.data) for (int64_t i = 0; i < hd; i++) k[i] += ((const float *)L->bk.data)[hh * hd + i];
+        if (L->bv.data) for (int64_t i = 0; i < hd; i++) v[i] += ((const float *)L->bv.data)[hh * hd + i];
+        if (L->k_norm.data) vx_rmsnorm(k, k, L->k_norm.data, hd, hp->rms_eps);
+        vx_rope_apply(k, cs, hp->n_rot, M->arch->rope);
+        const size_t o = kv_off(c, hh * hd);
+        kv_store(c, (uint8_t *)vx_kv_k_row(c->kv, il, b->seq_id[t], b->pos[t]) + o, k, hd);
+        kv_store(c, (uint8_t *)vx_kv_v_row(c->kv, il, b->seq_id[t], b->pos[t]) + o, v, hd);
+    }
+}
+
 /* Mixtral-style routing: softmax over experts, top-k, renormalized. Run by
  * one thread; fills the per-expert token lists. */
 static void moe_route(vx_context *c) {
@@ -482,30 +545,7 @@ static void forward_worker(void *arg, int ith, int nth) {
             mm(c, ith, nth, &L->wv, 0, c->xn, n, E, c->v, KD, false);
         }
         vx_pool_barrier(c->pool);
-        for (int64_t t = t0; t < t1; t++) {
-            float *q = c->q + t * QD, *k = c->k + t * KD, *v = c->v + t * KD;
-            if (hp->fused_qkv) {
-                const float *src = c->qkv + t * (QD + 2 * KD);
-                add_bias((float *)src, &L->bqkv, QD + 2 * KD);
-                memcpy(q, src, (size_t)QD * sizeof(float));
-                memcpy(k, src + QD, (size_t)KD * sizeof(float));
-                memcpy(v, src + QD + KD, (size_t)KD * sizeof(float));
-            }
-            add_bias(q, &L->bq, QD);
-            add_bias(k, &L->bk, KD);
-            add_bias(v, &L->bv, KD);
-            const float *cs = c->rope + t * hp->n_rot;
-            for (int32_t h = 0; h < hp->n_head; h++) {
-                if (L->q_norm.data) vx_rmsnorm(q + h * hd, q + h * hd, L->q_norm.data, hd, hp->rms_eps);
-                vx_rope_apply(q + h * hd, cs, hp->n_rot, M->arch->rope);
-            }
-            for (int32_t h = 0; h < hp->n_head_kv; h++) {
-                if (L->k_norm.data) vx_rmsnorm(k + h * hd, k + h * hd, L->k_norm.data, hd, hp->rms_eps);
-                vx_rope_apply(k + h * hd, cs, hp->n_rot, M->arch->rope);
-            }
-            kv_store(c, vx_kv_k_row(c->kv, il, b->seq_id[t], b->pos[t]), k, KD);
-            kv_store(c, vx_kv_v_row(c->kv, il, b->seq_id[t], b->pos[t]), v, KD);
-        }
+        qkv_post(c, L, il, ith, nth);
         vx_pool_barrier(c->pool);
         {
             const vx_attn_args aa = {c->kv, il, hp->n_head, hp->n_head_kv, hp->head_dim,
