@@ -16,6 +16,10 @@
  * once); P = exp(scale S - m_new) under the causal mask; O = corr O + P V
  * with corr = exp(m_old - m_new): one rescale per row and chunk, fused into
  * the P.V product, and each V row is loaded once per tile of rows.
+ * Decode over an F16 cache (one token, all positions visible, g <= 8)
+ * runs its full chunks through attn_dec_f16, which fuses those three steps
+ * for the GQA group and gives their exact bits; a partial last chunk takes
+ * the per-chunk path.
  *
  * The AVX2 kernels keep the association of the previous per-position code
  * (dot_f32 for each score, exp_shift_sum's order for the sums), so results
@@ -86,6 +90,22 @@ static const uint8_t *chunk_row(const vx_attn_args *a, const int32_t *blocks, bo
     return (const uint8_t *)base + (size_t)(c0 % bs) * rb + off;
 }
 
+/* Positions from c0 (a block start) up to at most end whose K rows and V
+ * rows both lie at one stride rb apart: whole blocks that follow each
+ * other in memory. */
+static int32_t contiguous_run(const vx_attn_args *a, const int32_t *blocks, int32_t c0, int32_t end,
+                              size_t rb, size_t off) {
+    const int32_t bs = vx_kv_block_size(a->kv);
+    const uintptr_t k0 = (uintptr_t)chunk_row(a, blocks, false, c0, rb, off);
+    const uintptr_t v0 = (uintptr_t)chunk_row(a, blocks, true, c0, rb, off);
+    int32_t len = bs - c0 % bs;
+    while (c0 + len < end &&
+           (uintptr_t)chunk_row(a, blocks, false, c0 + len, rb, off) == k0 + (size_t)len * rb &&
+           (uintptr_t)chunk_row(a, blocks, true, c0 + len, rb, off) == v0 + (size_t)len * rb)
+        len += bs;
+    return VX_MIN(len, end - c0);
+}
+
 /* One unit: tokens [t0, t0 + nt) (consecutive positions of one sequence)
  * against kv heads [h0, h0 + nh). Chunks are the outer loop, so a unit
  * reads its heads' part of every cache row in one sweep (contiguous bytes
@@ -115,7 +135,20 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
         sc.l[r] = 0;
     }
 
-    for (int32_t c0 = 0; c0 < n_pos; c0 += CHUNK) {
+    int32_t c_first = 0;
+    if (type == VX_KV_F16 && nt == 1 && g <= 8) {
+        /* decode: every position is visible; the full chunks go through the
+         * fused kernel, a run of contiguous cache blocks per call */
+        const int32_t n_full = n_pos / CHUNK * CHUNK;
+        for (int32_t c0 = 0, len; c0 < n_full; c0 += len) {
+            len = contiguous_run(a, blocks, c0, n_full, rb, ho);
+            const void *kc = chunk_row(a, blocks, false, c0, rb, ho);
+            const void *vc = chunk_row(a, blocks, true, c0, rb, ho);
+            k->attn_dec_f16(nh, g, hd, sc.q, kc, vc, (int64_t)(rb / 2), len, a->scale, sc.m, sc.l, sc.o);
+        }
+        c_first = n_full;
+    }
+    for (int32_t c0 = c_first; c0 < n_pos; c0 += CHUNK) {
         const int nj = (int)VX_MIN(CHUNK, n_pos - c0);
         /* causal mask: rows of token i see positions <= pos[t0 + i] */
         for (int32_t i = 0; i < nt; i++) {
@@ -141,8 +174,9 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
                 ldv = (int64_t)(rb / 4);
                 break;
             case VX_KV_F16:
-                /* small tiles (decode: one GQA group) read K and V directly,
-                 * converting each row per row of Q; larger ones widen a K row
+                /* small tiles (a decode's partial chunk, short prefill tiles)
+                 * read K and V directly, converting each row per row of Q;
+                 * larger ones widen a K row
                  * once for every row of Q, and P.V widens each V row once
                  * per 8 rows of P. The scores are the same bits either way */
                 if (Mh <= 8) {

@@ -83,6 +83,7 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
     k->gemm_abt_f32 = vx_gemm_abt_f32_ref;
     k->gemm_abt_f16b = vx_gemm_abt_f16b_ref;
     k->attn_softmax16 = vx_attn_softmax16_ref;
+    k->attn_dec_f16 = vx_attn_dec_f16_ref;
     memset(k->gemv, 0, sizeof k->gemv);
     memset(k->act, 0, sizeof k->act);
     memset(k->gemm, 0, sizeof k->gemm);
@@ -101,6 +102,7 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
         k->gemm_abt_f32 = vx_gemm_abt_f32_avx2;
         k->gemm_abt_f16b = vx_gemm_abt_f16b_avx2;
         k->attn_softmax16 = vx_attn_softmax16_avx2;
+        k->attn_dec_f16 = vx_attn_dec_f16_avx2;
         k->act[VX_TYPE_Q8_0] = vx_quantize_row_q8_0_avx2;
         k->act[VX_TYPE_Q8_1] = vx_quantize_row_q8_1_avx2;
         k->act[VX_TYPE_Q8_K] = vx_quantize_row_q8_K_avx2;

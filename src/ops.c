@@ -115,6 +115,23 @@ void vx_attn_softmax16_ref(float *s, int64_t m, const int32_t *nv, float scale, 
     }
 }
 
+/* The composition the fused kernel stands for, chunk by chunk and head by
+ * head, with the reference blocks. */
+void vx_attn_dec_f16_ref(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
+                         const uint16_t *v, int64_t ld, int64_t n, float scale, float *mx, float *l,
+                         float *o) {
+    VX_ASSERT(g >= 1 && g <= 8 && n % 16 == 0);
+    float s[8 * 16], corr[8];
+    const int32_t nv[8] = {16, 16, 16, 16, 16, 16, 16, 16};
+    for (int64_t c0 = 0; c0 < n; c0 += 16)
+        for (int64_t h = 0; h < nh; h++) {
+            const int64_t r0 = h * g;
+            vx_gemm_abt_f16b_ref(g, 16, hd, q + r0 * hd, hd, k + c0 * ld + h * hd, ld, s, 16);
+            vx_attn_softmax16_ref(s, g, nv, scale, mx + r0, l + r0, corr);
+            vx_gemm_f16b_ref(g, hd, 16, s, 16, v + c0 * ld + h * hd, ld, o + r0 * hd, hd, corr);
+        }
+}
+
 void vx_matmul_ref(const vx_kernels *k, const vx_weight *w, size_t mat_offset, int64_t r0,
                    int64_t r1, const float *x, int64_t n, int64_t ldx, float *y, int64_t ldy,
                    bool accumulate, float *scratch) {

@@ -46,6 +46,16 @@ typedef struct vx_kernels {
      * new mx[i]) (1 if nv[i] == 0), l[i] = l[i] * corr[i] + sum_j s[i][j]. */
     void (*attn_softmax16)(float *s, int64_t m, const int32_t *nv, float scale, float *mx,
                            float *l, float *corr);
+    /* Fused decode attention of one query token over n cache positions (n
+     * a multiple of 16, all visible) for nh kv heads with g <= 8 query rows
+     * each: head h has rows q[h g + i] (i < g, hd floats each; o, mx, l
+     * likewise) and its K/V for position p at k + p * ld + h * hd, v + p *
+     * ld + h * hd (fp16). Per 16-position chunk and head, exactly
+     * gemm_abt_f16b (scores), attn_softmax16 (all 16 visible) and
+     * gemm_f16b (alpha = corr) of this table: the same bits. */
+    void (*attn_dec_f16)(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
+                         const uint16_t *v, int64_t ld, int64_t n, float scale, float *mx, float *l,
+                         float *o);
     /* Rows [r0, r1) of y[t][r] (+)= dot(W[r], x[t]) for t in [0, n).
      * scratch holds at least ne0 floats. accumulate adds to y. */
     void (*matmul)(const struct vx_kernels *k, const vx_weight *w, size_t mat_offset, int64_t r0,
@@ -87,6 +97,9 @@ void vx_gemm_abt_f16b_ref(int64_t m, int64_t n, int64_t kd, const float *a, int6
                           const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
 void vx_attn_softmax16_ref(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,
                            float *corr);
+void vx_attn_dec_f16_ref(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
+                         const uint16_t *v, int64_t ld, int64_t n, float scale, float *mx, float *l,
+                         float *o);
 
 /* out = x / rms(x) * w (w may be NULL: no scale). out may alias x. */
 void vx_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);

@@ -6,6 +6,11 @@
  * not multiples of 16, query tiles (prefill), single tokens (decode) and
  * several sequences in one batch. Also the block kernels against their
  * references, and that any thread split gives bit-identical results.
+ * The fused decode kernel (attn_dec_f16) gives the same bits as the block
+ * kernels it stands for, and one-token decode the same bits as the old
+ * per-chunk decode path and as the token's row in a batched prefill, over
+ * long contexts, partial chunks, fragmented block tables and GQA groups
+ * 1..8.
  *
  * Tolerance: outputs are convex combinations of V rows in [-1, 1]; the
  * f32 arithmetic (and the AVX2 exp, relative error ~2e-7) stays within
@@ -240,13 +245,175 @@ static void test_blocks(const vx_kernels *k, const vx_kernels *r) {
     }
 }
 
+/* The fused decode kernel against the per-chunk composition of the same
+ * table's blocks (gemm_abt_f16b, attn_softmax16 with all 16 visible,
+ * gemm_f16b with alpha = corr): bit for bit. */
+static void dec_compose(const vx_kernels *k, int64_t nh, int64_t g, int64_t hd, const float *q,
+                        const uint16_t *kc, const uint16_t *vc, int64_t ld, int64_t n, float scale,
+                        float *mx, float *l, float *o) {
+    float s[8 * 16], corr[8];
+    const int32_t nv[8] = {16, 16, 16, 16, 16, 16, 16, 16};
+    for (int64_t c0 = 0; c0 < n; c0 += 16)
+        for (int64_t h = 0; h < nh; h++) {
+            const int64_t r0 = h * g;
+            k->gemm_abt_f16b(g, 16, hd, q + r0 * hd, hd, kc + c0 * ld + h * hd, ld, s, 16);
+            k->attn_softmax16(s, g, nv, scale, mx + r0, l + r0, corr);
+            k->gemm_f16b(g, hd, 16, s, 16, vc + c0 * ld + h * hd, ld, o + r0 * hd, hd, corr);
+        }
+}
+
+static void test_dec_kernel(const vx_kernels *k, const vx_kernels *r) {
+    enum { NH = 3, GM = 8, HM = 136, NP = 64 };
+    const int64_t ld = NH * HM + 8; /* K/V rows wider than the heads read */
+    uint16_t *kc = malloc((size_t)NP * ld * 2), *vc = malloc((size_t)NP * ld * 2);
+    float *q = malloc((size_t)NH * GM * HM * 4), *o[3], mx[3][NH * GM], l[3][NH * GM];
+    for (int i = 0; i < 3; i++) o[i] = malloc((size_t)NH * GM * HM * 4);
+    for (int64_t i = 0; i < NP * ld; i++) {
+        kc[i] = vx_fp32_to_fp16(frand());
+        vc[i] = vx_fp32_to_fp16(frand());
+    }
+    const int hds[] = {64, 128, 40, 20, 96, 136};
+    for (int g = 1; g <= GM; g++)
+        for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
+            for (int nh = 1; nh <= NH; nh += 2)
+                for (int fresh = 0; fresh < 2; fresh++) {
+                    const int hd = hds[hi], n = fresh ? NP : 32, rows = nh * g;
+                    /* large scores so the running max moves from chunk to chunk */
+                    for (int i = 0; i < rows * hd; i++) q[i] = 4 * frand();
+                    for (int i = 0; i < rows; i++) {
+                        mx[0][i] = fresh ? -INFINITY : 2 * frand();
+                        l[0][i] = fresh ? 0 : 1 + frand();
+                        mx[1][i] = mx[2][i] = mx[0][i];
+                        l[1][i] = l[2][i] = l[0][i];
+                    }
+                    for (int i = 0; i < rows * hd; i++) o[0][i] = o[1][i] = o[2][i] = fresh ? 0 : frand();
+                    const float scale = 1.0f / sqrtf((float)hd);
+                    dec_compose(k, nh, g, hd, q, kc, vc, ld, n, scale, mx[0], l[0], o[0]);
+                    k->attn_dec_f16(nh, g, hd, q, kc, vc, ld, n, scale, mx[1], l[1], o[1]);
+                    r->attn_dec_f16(nh, g, hd, q, kc, vc, ld, n, scale, mx[2], l[2], o[2]);
+                    CHECKF(memcmp(o[0], o[1], (size_t)rows * hd * 4) == 0 &&
+                               memcmp(l[0], l[1], (size_t)rows * 4) == 0 &&
+                               memcmp(mx[0], mx[1], (size_t)rows * 4) == 0,
+                           "%s attn_dec_f16 g %d hd %d nh %d n %d: not the blocks' bits", k->name, g, hd, nh,
+                           n);
+                    double worst = 0;
+                    for (int i = 0; i < rows * hd; i++)
+                        worst = fmax(worst, fabs(o[1][i] / l[1][i / hd] - o[2][i] / l[2][i / hd]));
+                    CHECKF(worst <= 1e-5, "%s attn_dec_f16 g %d hd %d nh %d n %d vs reference: %g",
+                           k->name, g, hd, nh, n, worst);
+                }
+    for (int i = 0; i < 3; i++) free(o[i]);
+    free(q);
+    free(kc);
+    free(vc);
+}
+
+/* Decode (one token) over an F16 cache: bit for bit the old per-chunk path
+ * (the block kernels on each 16-position chunk, a partial last one
+ * included) and the token's row of a batched prefill of the last positions.
+ * frag: the sequence's blocks alternate with another sequence's, so runs of
+ * contiguous blocks are one block long. */
+static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, int n_pos, bool frag) {
+    const int n_head = n_head_kv * g, KD = n_head_kv * hd, QD = n_head * hd;
+    vx_kv_params kp = {1, KD, 2, 4224, 8448, 16, VX_KV_F16};
+    vx_kv_cache *kv;
+    CHECK(vx_kv_init(&kp, &kv) == VX_OK);
+    for (int p = 16; frag && p < n_pos; p += 16) {
+        CHECK(vx_kv_reserve(kv, 0, p) == VX_OK);
+        CHECK(vx_kv_reserve(kv, 1, p) == VX_OK);
+    }
+    CHECK(vx_kv_reserve(kv, 0, n_pos) == VX_OK);
+    for (int p = 0; p < n_pos; p++) {
+        uint16_t *kr = vx_kv_k_row(kv, 0, 0, p), *vr = vx_kv_v_row(kv, 0, 0, p);
+        for (int i = 0; i < KD; i++) {
+            kr[i] = vx_fp32_to_fp16(frand());
+            vr[i] = vx_fp32_to_fp16(frand());
+        }
+    }
+    enum { NB = 20 }; /* batched prefill of the last NB positions */
+    const int nb = n_pos < NB ? n_pos : NB;
+    float *q = malloc((size_t)nb * QD * 4), *out = malloc((size_t)QD * 4);
+    float *outb = malloc((size_t)nb * QD * 4), *ref = malloc((size_t)QD * 4);
+    for (int i = 0; i < nb * QD; i++) q[i] = 3 * frand();
+    const float *qd = q + (size_t)(nb - 1) * QD; /* the decoded token's query */
+    const float scale = 1.0f / sqrtf((float)hd);
+    const size_t nsf = vx_attn_scratch_floats(n_head, n_head_kv, hd);
+    float *scr = aligned_alloc(64, (nsf * 4 + 63) / 64 * 64);
+    int32_t pos[NB], seq[NB] = {0};
+    for (int i = 0; i < nb; i++) pos[i] = n_pos - nb + i;
+    /* decode */
+    vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, qd, out, &pos[nb - 1], seq, 1};
+    vx_attention(k, &a, 0, 1, scr);
+    /* the old path: per chunk, the blocks on fp16 rows read in place */
+    const int64_t ld = (int64_t)(vx_kv_row_bytes(kv) / 2);
+    float m[8], l[8], corr[8], s[8 * 16], o[8 * 256];
+    int32_t nv[8];
+    for (int h = 0; h < n_head_kv; h++) {
+        for (int i = 0; i < g; i++) {
+            m[i] = -INFINITY;
+            l[i] = 0;
+        }
+        memset(o, 0, (size_t)g * hd * 4);
+        for (int c0 = 0; c0 < n_pos; c0 += 16) {
+            const int nj = n_pos - c0 < 16 ? n_pos - c0 : 16;
+            const uint16_t *kr = (const uint16_t *)vx_kv_k_row(kv, 0, 0, c0) + h * hd;
+            const uint16_t *vr = (const uint16_t *)vx_kv_v_row(kv, 0, 0, c0) + h * hd;
+            for (int i = 0; i < g; i++) nv[i] = nj;
+            k->gemm_abt_f16b(g, nj, hd, qd + h * g * hd, hd, kr, ld, s, 16);
+            k->attn_softmax16(s, g, nv, scale, m, l, corr);
+            k->gemm_f16b(g, hd, nj, s, 16, vr, ld, o, hd, corr);
+        }
+        for (int i = 0; i < g; i++) {
+            const float inv = 1.0f / l[i];
+            for (int d = 0; d < hd; d++) ref[(h * g + i) * hd + d] = o[i * hd + d] * inv;
+        }
+    }
+    CHECKF(memcmp(out, ref, (size_t)QD * 4) == 0,
+           "%s decode g %d hd %d n_pos %d frag %d: not the per-chunk bits", k->name, g, hd, n_pos, (int)frag);
+    /* batched: the last token's row */
+    vx_attn_args b = {kv, 0, n_head, n_head_kv, hd, scale, q, outb, pos, seq, nb};
+    vx_attention(k, &b, 0, 1, scr);
+    CHECKF(memcmp(out, outb + (size_t)(nb - 1) * QD, (size_t)QD * 4) == 0,
+           "%s decode g %d hd %d n_pos %d frag %d: batched and decode differ", k->name, g, hd, n_pos,
+           (int)frag);
+    /* and split over threads */
+    for (int i = 0; i < QD; i++) outb[i] = NAN;
+    a.out = outb;
+    for (int ith = 0; ith < 3; ith++) vx_attention(k, &a, ith, 3, scr);
+    CHECKF(memcmp(out, outb, (size_t)QD * 4) == 0, "%s decode g %d hd %d n_pos %d: thread split differs",
+           k->name, g, hd, n_pos);
+    free(scr);
+    free(q);
+    free(out);
+    free(outb);
+    free(ref);
+    vx_kv_free(kv);
+}
+
+static void test_decode_bits(const vx_kernels *k) {
+    const int gs[] = {1, 2, 4, 7, 8}, pos[] = {1, 15, 16, 17, 100, 128, 1000, 4101};
+    for (size_t gi = 0; gi < sizeof gs / sizeof gs[0]; gi++)
+        for (int hd = 64; hd <= 128; hd += 64)
+            for (size_t pi = 0; pi < sizeof pos / sizeof pos[0]; pi++) {
+                if (pos[pi] > 1000 && gs[gi] != 4 && gs[gi] != 7) continue; /* long contexts: Llama, Qwen */
+                decode_bits_case(k, 2, gs[gi], hd, pos[pi], false);
+            }
+    decode_bits_case(k, 2, 4, 64, 333, true);
+    decode_bits_case(k, 3, 7, 128, 200, true);
+    decode_bits_case(k, 8, 4, 64, 4096, false);
+}
+
 int main(void) {
     vx_kernels ks[2];
     vx_kernels_init(&ks[0], VX_ISA_GENERIC);
     const vx_isa best = vx_cpu_best_isa();
     int nk = 1;
     if (best >= VX_ISA_AVX2) vx_kernels_init(&ks[nk++], VX_ISA_AVX2);
-    for (int i = 0; i < nk; i++) test_blocks(&ks[i], &ks[0]);
+    for (int i = 0; i < nk; i++) {
+        test_blocks(&ks[i], &ks[0]);
+        test_dec_kernel(&ks[i], &ks[0]);
+        test_decode_bits(&ks[i]);
+    }
 
     const scase cases[] = {
         {1, {1, 0}, {1, 0}},       /* first token */

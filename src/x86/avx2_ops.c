@@ -391,3 +391,287 @@ void vx_attn_softmax16_avx2(float *s, int64_t m, const int32_t *nv, float scale,
         mx[i] = mb;
     }
 }
+
+/* ---- fused decode attention (attn_dec_f16; contract in ops.h) ----
+ * The same arithmetic as gemm_abt_f16b + attn_softmax16 + gemm_f16b per
+ * 16-position chunk, organized so each fp16 K and V row is widened once for
+ * all g rows of the GQA group and no horizontal sum runs per score:
+ *  - scores: the K row is widened into registers; each row's 8-lane dot
+ *    vector (four chains over 32-element steps, 8-element steps into the
+ *    first, chains added (0 + 1) + (2 + 3)) is folded with seven others
+ *    through dot_f32's horizontal tree (lanes l + 4 first, then l + 2, then
+ *    l + 1) as a transpose: one vector of 8 scores per 3 fold steps. Lanes
+ *    are rows (G = 8 lanes per position) or 4 rows x 2 positions (G = 4,
+ *    for g <= 4).
+ *  - softmax: lanes are rows, so the max, exp_neg and the sum in
+ *    exp_shift_sum's order (x_k = p_k + p_(k+8), then lanes k + 4, k + 2,
+ *    k + 1) are vertical operations over the chunk's vectors.
+ *  - P.V: tiles of up to 4 rows x 16 columns, corr * O + P V by one FMA per
+ *    position in position order, as gemm_f16b.
+ * Template parameters: R the rows (g, 1..8) or 0 for any g (G = 8); HD the
+ * head dim (64 or 128) or 0 for any. */
+
+static inline __attribute__((always_inline)) __m256 fold1(__m256 a, __m256 b) {
+    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+static inline __attribute__((always_inline)) __m256 fold2(__m256 x, __m256 y) {
+    return _mm256_add_ps(_mm256_shuffle_ps(x, y, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+static inline __attribute__((always_inline)) __m256 fold3(__m256 w, __m256 u) {
+    return _mm256_add_ps(_mm256_shuffle_ps(w, u, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm256_shuffle_ps(w, u, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* 8-lane dot vector of q and a K row before the horizontal tree: from the
+ * widened row kw (HD > 0) or from the fp16 row kh (HD == 0; the scalar tail
+ * is the caller's). */
+static inline __attribute__((always_inline)) __m256 dot_lanes(const int HD, int64_t hd, const float *q,
+                                                              const __m256 *kw, const uint16_t *kh) {
+    __m256 s[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) s[c] = _mm256_setzero_ps();
+    if (HD > 0) {
+#pragma GCC unroll 4
+        for (int i = 0; i < HD / 32; i++)
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++)
+                s[c] = _mm256_fmadd_ps(_mm256_loadu_ps(q + 32 * i + 8 * c), kw[4 * i + c], s[c]);
+    } else {
+        int64_t i = 0;
+        for (; i + 32 <= hd; i += 32)
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++)
+                s[c] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8 * c), load8h(kh + i + 8 * c), s[c]);
+        for (; i + 8 <= hd; i += 8) s[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8h(kh + i), s[0]);
+    }
+    return _mm256_add_ps(_mm256_add_ps(s[0], s[1]), _mm256_add_ps(s[2], s[3]));
+}
+
+/* Dot vector of row r (zero past the rows) against K row kh / kw. */
+static inline __attribute__((always_inline)) __m256 dot_row(const int R, const int HD, int64_t g, int64_t hd,
+                                                            const float *q, int64_t r, const __m256 *kw,
+                                                            const uint16_t *kh) {
+    if (r >= (R > 0 ? R : g)) return _mm256_setzero_ps();
+    return dot_lanes(HD, hd, q + r * (HD > 0 ? HD : hd), kw, kh);
+}
+
+/* Adds the scalar tails (elements past a multiple of 8, dot_f32's last
+ * step) to the scores: lane = row + G * (position - first position). */
+static inline void dot_tails(const int G, int64_t g, int64_t hd, const float *q, const uint16_t *kj,
+                             int64_t ld, int npos, __m256 *sv) {
+    float t[8];
+    _mm256_storeu_ps(t, *sv);
+    const int64_t i0 = hd & ~(int64_t)7;
+    for (int pp = 0; pp < npos; pp++)
+        for (int64_t r = 0; r < g; r++) {
+            float x = t[pp * G + r];
+            for (int64_t i = i0; i < hd; i++) x += q[r * hd + i] * _cvtsh_ss(kj[pp * ld + i]);
+            t[pp * G + r] = x;
+        }
+    *sv = _mm256_loadu_ps(t);
+}
+
+/* Prefetches the lines of hd fp16 elements at p. */
+static inline __attribute__((always_inline)) void prefetch_row(const uint16_t *p, int64_t hd) {
+    const uintptr_t a0 = (uintptr_t)p & ~(uintptr_t)63, a1 = (uintptr_t)(p + hd) - 1;
+    for (uintptr_t a = a0; a <= a1; a += 64) _mm_prefetch((const char *)a, _MM_HINT_T0);
+}
+
+/* Rows i0 .. i0 + MR - 1 (MR <= 4) of P.V: o = corr o + sum_p P[p G + i] v[p]. */
+static inline __attribute__((always_inline)) void pv_rows(const int G, const int MR, int64_t hd,
+                                                          const float *P, int64_t i0, const uint16_t *v,
+                                                          int64_t ld, const float *corr, float *o,
+                                                          const uint16_t *vnext) {
+    int64_t j = 0;
+    for (; j + 16 <= hd; j += 16) {
+        __m256 acc[4][2];
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+            for (int x = 0; x < 2; x++)
+                acc[i][x] = _mm256_mul_ps(_mm256_set1_ps(corr[i0 + i]),
+                                          _mm256_loadu_ps(o + (i0 + i) * hd + j + 8 * x));
+        const uint16_t *vp = v + j;
+        const float *pp = P + i0;
+#pragma GCC unroll 2
+        for (int p = 0; p < 16; p++, vp += ld, pp += G) {
+            if (vnext && j == 0) prefetch_row(vnext + p * ld, hd);
+            const __m256 b0 = load8h(vp), b1 = load8h(vp + 8);
+#pragma GCC unroll 4
+            for (int i = 0; i < MR; i++) {
+                const __m256 a = _mm256_broadcast_ss(pp + i);
+                acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
+                acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+            for (int x = 0; x < 2; x++) _mm256_storeu_ps(o + (i0 + i) * hd + j + 8 * x, acc[i][x]);
+    }
+    if (j + 8 <= hd) {
+        __m256 acc[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++)
+            acc[i] = _mm256_mul_ps(_mm256_set1_ps(corr[i0 + i]), _mm256_loadu_ps(o + (i0 + i) * hd + j));
+        for (int p = 0; p < 16; p++) {
+            const __m256 b0 = load8h(v + p * ld + j);
+#pragma GCC unroll 4
+            for (int i = 0; i < MR; i++)
+                acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(P + p * G + i0 + i), b0, acc[i]);
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++) _mm256_storeu_ps(o + (i0 + i) * hd + j, acc[i]);
+        j += 8;
+    }
+    for (; j < hd; j++) /* columns past a multiple of 8, as gemm_f16b */
+        for (int i = 0; i < MR; i++) {
+            float s = corr[i0 + i] * o[(i0 + i) * hd + j];
+            for (int p = 0; p < 16; p++) s += P[p * G + i0 + i] * _cvtsh_ss(v[p * ld + j]);
+            o[(i0 + i) * hd + j] = s;
+        }
+}
+
+/* One chunk of 16 positions for one kv head: q, o [g][hd], mx, l [g]; K/V
+ * row p at k + p * ld, v + p * ld. kn, vn: rows of a later chunk or head to
+ * prefetch (NULL: none). */
+static inline __attribute__((always_inline)) void dec_chunk(const int R, const int HD, int64_t g, int64_t hd,
+                                                            const float *q, const uint16_t *k,
+                                                            const uint16_t *v, int64_t ld,
+                                                            const uint16_t *kn, const uint16_t *vn,
+                                                            __m256 vs, float *mx, float *l, float *o) {
+    const int G = R > 0 && R <= 4 ? 4 : 8, nvec = 2 * G;
+    const int64_t nr = R > 0 ? R : g;
+    if (HD > 0) hd = HD;
+    __m256 S[16];
+    __m256 kw[16]; /* a widened K row (HD <= 128) */
+    /* scores, lane = row + G * (position - first position of the vector) */
+#define DOT(r) dot_row(R, HD, g, hd, q, r, kw, kj)
+    if (G == 8) {
+#pragma GCC unroll 1
+        for (int j = 0; j < 16; j++) {
+            const uint16_t *kj = k + j * ld;
+            if (kn) prefetch_row(kn + j * ld, hd);
+            if (HD > 0)
+#pragma GCC unroll 16
+                for (int t = 0; t < HD / 8; t++) kw[t] = load8h(kj + 8 * t);
+            /* rows to fold slots 0 4 1 5 2 6 3 7: the result is in row order */
+            S[j] = fold3(fold2(fold1(DOT(0), DOT(4)), fold1(DOT(1), DOT(5))),
+                         fold2(fold1(DOT(2), DOT(6)), fold1(DOT(3), DOT(7))));
+            if (HD == 0 && (hd & 7)) dot_tails(G, nr, hd, q, kj, ld, 1, &S[j]);
+        }
+    } else {
+        const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+#pragma GCC unroll 1
+        for (int jp = 0; jp < 8; jp++) {
+            __m256 w[2];
+#pragma GCC unroll 2
+            for (int x = 0; x < 2; x++) {
+                const uint16_t *kj = k + (2 * jp + x) * ld;
+                if (kn) prefetch_row(kn + (2 * jp + x) * ld, hd);
+                if (HD > 0)
+#pragma GCC unroll 16
+                    for (int t = 0; t < HD / 8; t++) kw[t] = load8h(kj + 8 * t);
+                w[x] = fold2(fold1(DOT(0), DOT(1)), fold1(DOT(2), DOT(3)));
+            }
+            /* [r0 r2 r0' r2' | r1 r3 r1' r3'] -> [r0 r1 r2 r3 | r0' r1' r2' r3'] */
+            S[jp] = _mm256_permutevar8x32_ps(fold3(w[0], w[1]), perm);
+            if (HD == 0 && (hd & 7)) dot_tails(G, nr, hd, q, k + 2 * jp * ld, ld, 2, &S[jp]);
+        }
+    }
+#undef DOT
+    /* online softmax: attn_softmax16's arithmetic with lanes as rows */
+    float mold[8], mnew[8], sm[8], corr[8];
+    for (int i = 0; i < 8; i++) mold[i] = i % G < nr ? mx[i % G] : -INFINITY;
+    __m256 M = S[0] = _mm256_mul_ps(vs, S[0]);
+#pragma GCC unroll 16
+    for (int x = 1; x < nvec; x++) {
+        S[x] = _mm256_mul_ps(vs, S[x]);
+        M = _mm256_max_ps(M, S[x]);
+    }
+    if (G == 4) M = _mm256_max_ps(M, _mm256_permute2f128_ps(M, M, 1));
+    const __m256 mb = _mm256_max_ps(M, _mm256_loadu_ps(mold)); /* mb > mold ? mb : mold */
+    float P[16 * 8];
+#pragma GCC unroll 16
+    for (int x = 0; x < nvec; x++) {
+        S[x] = exp_neg(_mm256_sub_ps(S[x], mb));
+        _mm256_storeu_ps(P + 8 * x, S[x]);
+    }
+    __m256 sum;
+    if (G == 8) {
+        __m256 X[8], H[4];
+#pragma GCC unroll 8
+        for (int x = 0; x < 8; x++) X[x] = _mm256_add_ps(S[x], S[x + 8]);
+#pragma GCC unroll 4
+        for (int x = 0; x < 4; x++) H[x] = _mm256_add_ps(X[x], X[x + 4]);
+        sum = _mm256_add_ps(_mm256_add_ps(H[0], H[2]), _mm256_add_ps(H[1], H[3]));
+    } else {
+        __m256 X[4];
+#pragma GCC unroll 4
+        for (int x = 0; x < 4; x++) X[x] = _mm256_add_ps(S[x], S[x + 4]);
+        const __m256 A = _mm256_add_ps(_mm256_add_ps(X[0], X[2]), _mm256_add_ps(X[1], X[3]));
+        sum = _mm256_castps128_ps256(_mm_add_ps(_mm256_castps256_ps128(A), _mm256_extractf128_ps(A, 1)));
+    }
+    _mm256_storeu_ps(mnew, mb);
+    _mm256_storeu_ps(sm, sum);
+    for (int64_t i = 0; i < nr; i++) {
+        const float c = mold[i] == mnew[i] ? 1.0f : expf(mold[i] - mnew[i]);
+        corr[i] = c;
+        l[i] = l[i] * c + sm[i];
+        mx[i] = mnew[i];
+    }
+    /* P.V, rows by 4 */
+    if (R > 0) {
+        pv_rows(G, R > 4 ? 4 : R, hd, P, 0, v, ld, corr, o, vn);
+        if (R > 4) pv_rows(G, R > 4 ? R - 4 : 1, hd, P, 4, v, ld, corr, o, NULL);
+    } else {
+        for (int64_t i0 = 0; i0 < nr; i0 += 4) {
+            switch (nr - i0) {
+            case 1: pv_rows(G, 1, hd, P, i0, v, ld, corr, o, i0 ? NULL : vn); break;
+            case 2: pv_rows(G, 2, hd, P, i0, v, ld, corr, o, i0 ? NULL : vn); break;
+            case 3: pv_rows(G, 3, hd, P, i0, v, ld, corr, o, i0 ? NULL : vn); break;
+            default: pv_rows(G, 4, hd, P, i0, v, ld, corr, o, i0 ? NULL : vn); break;
+            }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void dec_run(const int R, const int HD, int64_t nh, int64_t g,
+                                                          int64_t hd, const float *q, const uint16_t *k,
+                                                          const uint16_t *v, int64_t ld, int64_t n,
+                                                          float scale, float *mx, float *l, float *o) {
+    const __m256 vs = _mm256_set1_ps(scale);
+    /* prefetch the head-chunk nh - 1 steps ahead in processing order (the
+     * next chunk of the previous head): its lines share L1 sets with the
+     * same head's current chunk, which is then done with */
+    const int64_t dist = nh > 1 ? nh - 1 : 1;
+    for (int64_t c0 = 0; c0 < n; c0 += 16)
+        for (int64_t h = 0; h < nh; h++) {
+            const int64_t t = c0 / 16 * nh + h + dist, cn = t / nh * 16, hn = t % nh;
+            const uint16_t *kn = cn < n ? k + cn * ld + hn * hd : NULL;
+            const uint16_t *vn = cn < n ? v + cn * ld + hn * hd : NULL;
+            dec_chunk(R, HD, g, hd, q + h * g * hd, k + c0 * ld + h * hd, v + c0 * ld + h * hd, ld, kn,
+                      vn, vs, mx + h * g, l + h * g, o + h * g * hd);
+        }
+}
+
+#define DEC_G(HD)                                                                                  \
+    switch (g) {                                                                                   \
+    case 1: dec_run(1, HD, nh, g, hd, q, k, v, ld, n, scale, mx, l, o); return;                    \
+    case 2: dec_run(2, HD, nh, g, hd, q, k, v, ld, n, scale, mx, l, o); return;                    \
+    case 3: dec_run(3, HD, nh, g, hd, q, k, v, ld, n, scale, mx, l, o); return;                    \
+    case 4: dec_run(4, HD, nh, g, hd, q, k, v, ld, n, scale, mx, l, o); return;                    \
+    case 5: dec_run(5, HD, nh, g, hd, q, k, v, ld, n, scale, mx, l, o); return;                    \
+    case 6: dec_run(6, HD, nh, g, hd, q, k, v, ld, n, scale, mx, l, o); return;                    \
+    case 7: dec_run(7, HD, nh, g, hd, q, k, v, ld, n, scale, mx, l, o); return;                    \
+    default: dec_run(8, HD, nh, g, hd, q, k, v, ld, n, scale, mx, l, o); return;                   \
+    }
+
+void vx_attn_dec_f16_avx2(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
+                          const uint16_t *v, int64_t ld, int64_t n, float scale, float *mx, float *l,
+                          float *o) {
+    if (hd == 64) DEC_G(64)
+    if (hd == 128) DEC_G(128)
+    dec_run(0, 0, nh, g, hd, q, k, v, ld, n, scale, mx, l, o);
+}
