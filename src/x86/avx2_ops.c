@@ -450,10 +450,12 @@ static inline void dot_tails(const int G, int64_t g, int64_t hd, const float *q,
     *sv = _mm256_loadu_ps(t);
 }
 
-/* Prefetches the lines of hd fp16 elements at p. */
+/* Prefetches the lines holding hd fp16 elements at p: one probe per 64
+ * bytes and one at the last element (unaligned rows). */
 static inline __attribute__((always_inline)) void prefetch_row(const uint16_t *p, int64_t hd) {
-    const uintptr_t a0 = (uintptr_t)p & ~(uintptr_t)63, a1 = (uintptr_t)(p + hd) - 1;
-    for (uintptr_t a = a0; a <= a1; a += 64) _mm_prefetch((const char *)a, _MM_HINT_T0);
+    const char *c = (const char *)(const void *)p;
+    for (int64_t b = 0; b < hd * 2; b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
+    _mm_prefetch(c + hd * 2 - 1, _MM_HINT_T0);
 }
 
 /* Rows i0 .. i0 + MR - 1 (MR <= 4) of P.V: o = corr o + sum_p P[p G + i] v[p]. */
@@ -474,7 +476,9 @@ static inline __attribute__((always_inline)) void pv_rows(const int G, const int
         const float *pp = P + i0;
 #pragma GCC unroll 2
         for (int p = 0; p < 16; p++, vp += ld, pp += G) {
-            if (vnext && j == 0) prefetch_row(vnext + p * ld, hd);
+            /* the next rows' 64-byte lines, one per position over the
+             * first column blocks: spread, not in a burst */
+            if (vnext && 2 * j < hd) _mm_prefetch((const char *)(vnext + p * ld + 2 * j), _MM_HINT_T0);
             const __m256 b0 = load8h(vp), b1 = load8h(vp + 8);
 #pragma GCC unroll 4
             for (int i = 0; i < MR; i++) {
