@@ -411,6 +411,7 @@ void vx_attn_softmax16_avx2(float *s, int64_t m, const int32_t *nv, float scale,
  * Template parameters: R the rows (g, 1..8) or 0 for any g (G = 8); HD the
  * head dim (64 or 128) or 0 for any. */
 
+
 static inline __attribute__((always_inline)) __m256 fold1(__m256 a, __m256 b) {
     return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
 }
@@ -448,12 +449,47 @@ static inline __attribute__((always_inline)) __m256 dot_lanes(const int HD, int6
     return _mm256_add_ps(_mm256_add_ps(s[0], s[1]), _mm256_add_ps(s[2], s[3]));
 }
 
-/* Dot vector of row r (zero past the rows) against K row kh / kw. */
-static inline __attribute__((always_inline)) __m256 dot_row(const int R, const int HD, int64_t g, int64_t hd,
-                                                            const float *q, int64_t r, const __m256 *kw,
-                                                            const uint16_t *kh) {
-    if (r >= (R > 0 ? R : g)) return _mm256_setzero_ps();
-    return dot_lanes(HD, hd, q + r * (HD > 0 ? HD : hd), kw, kh);
+/* Dot vectors v[x] of rows rs[x] (x < NS; zero for rows past the group)
+ * against the fp16 K row kj, each K element widened once for all rows.
+ * HD = 128 runs in two halves (chains 0-1, then 2-3) so the widened half
+ * row stays in registers: v = (s0 + s1) + (s2 + s3) as in dot_lanes. */
+static inline __attribute__((always_inline)) void dot_rows(const int R, const int HD, const int NS, const int *rs,
+                                                           int64_t g, int64_t hd, const float *q,
+                                                           const uint16_t *kj, __m256 *v) {
+    const int64_t nr = R > 0 ? R : g;
+    if (HD == 128) {
+        __m256 kw[8];
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; half++) {
+#pragma GCC unroll 4
+            for (int st = 0; st < 4; st++)
+#pragma GCC unroll 2
+                for (int c = 0; c < 2; c++) kw[2 * st + c] = load8h(kj + 32 * st + 8 * (2 * half + c));
+#pragma GCC unroll 8
+            for (int x = 0; x < NS; x++) {
+                if (rs[x] >= nr) {
+                    v[x] = _mm256_setzero_ps();
+                    continue;
+                }
+                const float *qr = q + rs[x] * HD + 16 * half;
+                __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+#pragma GCC unroll 4
+                for (int st = 0; st < 4; st++) {
+                    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 32 * st), kw[2 * st], a0);
+                    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 32 * st + 8), kw[2 * st + 1], a1);
+                }
+                v[x] = half ? _mm256_add_ps(v[x], _mm256_add_ps(a0, a1)) : _mm256_add_ps(a0, a1);
+            }
+        }
+        return;
+    }
+    __m256 kw[8]; /* HD is 64 or 0 here */
+    if (HD > 0)
+#pragma GCC unroll 16
+        for (int t = 0; t < HD / 8; t++) kw[t] = load8h(kj + 8 * t);
+#pragma GCC unroll 8
+    for (int x = 0; x < NS; x++)
+        v[x] = rs[x] < nr ? dot_lanes(HD, hd, q + rs[x] * (HD > 0 ? HD : hd), kw, kj) : _mm256_setzero_ps();
 }
 
 /* Adds the scalar tails (elements past a multiple of 8, dot_f32's last
@@ -472,10 +508,12 @@ static inline void dot_tails(const int G, int64_t g, int64_t hd, const float *q,
     *sv = _mm256_loadu_ps(t);
 }
 
-/* Prefetches the lines of hd fp16 elements at p. */
+/* Prefetches the lines holding hd fp16 elements at p: one probe per 64
+ * bytes and one at the last element (unaligned rows). */
 static inline __attribute__((always_inline)) void prefetch_row(const uint16_t *p, int64_t hd) {
-    const uintptr_t a0 = (uintptr_t)p & ~(uintptr_t)63, a1 = (uintptr_t)(p + hd) - 1;
-    for (uintptr_t a = a0; a <= a1; a += 64) _mm_prefetch((const char *)a, _MM_HINT_T0);
+    const char *c = (const char *)(const void *)p;
+    for (int64_t b = 0; b < hd * 2; b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
+    _mm_prefetch(c + hd * 2 - 1, _MM_HINT_T0);
 }
 
 /* Rows i0 .. i0 + MR - 1 (MR <= 4) of P.V: o = corr o + sum_p P[p G + i] v[p]. */
@@ -496,7 +534,9 @@ static inline __attribute__((always_inline)) void pv_rows(const int G, const int
         const float *pp = P + i0;
 #pragma GCC unroll 2
         for (int p = 0; p < 16; p++, vp += ld, pp += G) {
-            if (vnext && j == 0) prefetch_row(vnext + p * ld, hd);
+            /* the next rows' 64-byte lines, one per position over the
+             * first column blocks: spread, not in a burst */
+            if (vnext && 2 * j < hd) _mm_prefetch((const char *)(vnext + p * ld + 2 * j), _MM_HINT_T0);
             const __m256 b0 = load8h(vp), b1 = load8h(vp + 8);
 #pragma GCC unroll 4
             for (int i = 0; i < MR; i++) {
@@ -545,23 +585,21 @@ static inline __attribute__((always_inline)) void dec_chunk(const int R, const i
     const int64_t nr = R > 0 ? R : g;
     if (HD > 0) hd = HD;
     __m256 S[16];
-    __m256 kw[16]; /* a widened K row (HD <= 128) */
     /* scores, lane = row + G * (position - first position of the vector) */
-#define DOT(r) dot_row(R, HD, g, hd, q, r, kw, kj)
     if (G == 8) {
+        /* rows to fold slots 0 4 1 5 2 6 3 7: the result is in row order */
+        static const int rs[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 #pragma GCC unroll 1
         for (int j = 0; j < 16; j++) {
             const uint16_t *kj = k + j * ld;
             if (kn) prefetch_row(kn + j * ld, hd);
-            if (HD > 0)
-#pragma GCC unroll 16
-                for (int t = 0; t < HD / 8; t++) kw[t] = load8h(kj + 8 * t);
-            /* rows to fold slots 0 4 1 5 2 6 3 7: the result is in row order */
-            S[j] = fold3(fold2(fold1(DOT(0), DOT(4)), fold1(DOT(1), DOT(5))),
-                         fold2(fold1(DOT(2), DOT(6)), fold1(DOT(3), DOT(7))));
+            __m256 d[8];
+            dot_rows(R, HD, 8, rs, g, hd, q, kj, d);
+            S[j] = fold3(fold2(fold1(d[0], d[1]), fold1(d[2], d[3])), fold2(fold1(d[4], d[5]), fold1(d[6], d[7])));
             if (HD == 0 && (hd & 7)) dot_tails(G, nr, hd, q, kj, ld, 1, &S[j]);
         }
     } else {
+        static const int rs[4] = {0, 1, 2, 3};
         const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
 #pragma GCC unroll 1
         for (int jp = 0; jp < 8; jp++) {
@@ -570,17 +608,15 @@ static inline __attribute__((always_inline)) void dec_chunk(const int R, const i
             for (int x = 0; x < 2; x++) {
                 const uint16_t *kj = k + (2 * jp + x) * ld;
                 if (kn) prefetch_row(kn + (2 * jp + x) * ld, hd);
-                if (HD > 0)
-#pragma GCC unroll 16
-                    for (int t = 0; t < HD / 8; t++) kw[t] = load8h(kj + 8 * t);
-                w[x] = fold2(fold1(DOT(0), DOT(1)), fold1(DOT(2), DOT(3)));
+                __m256 d[4];
+                dot_rows(R, HD, 4, rs, g, hd, q, kj, d);
+                w[x] = fold2(fold1(d[0], d[1]), fold1(d[2], d[3]));
             }
             /* [r0 r2 r0' r2' | r1 r3 r1' r3'] -> [r0 r1 r2 r3 | r0' r1' r2' r3'] */
             S[jp] = _mm256_permutevar8x32_ps(fold3(w[0], w[1]), perm);
             if (HD == 0 && (hd & 7)) dot_tails(G, nr, hd, q, k + 2 * jp * ld, ld, 2, &S[jp]);
         }
     }
-#undef DOT
     /* online softmax: attn_softmax16's arithmetic with lanes as rows */
     float mold[8], mnew[8], sm[8], corr[8];
     for (int i = 0; i < 8; i++) mold[i] = i % G < nr ? mx[i % G] : -INFINITY;
