@@ -176,9 +176,9 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
             case VX_KV_F16:
                 /* small tiles (a decode's partial chunk, short prefill tiles)
                  * read K and V directly, converting each row per row of Q;
-                 * larger ones widen a K row
-                 * once for every row of Q, and P.V widens each V row once
-                 * per 8 rows of P. The scores are the same bits either way */
+                 * larger ones widen a K row once for every row of Q, and P.V
+                 * widens each V row once per 8 rows of P. The scores are the
+                 * same bits either way */
                 if (Mh <= 8) {
                     k->gemm_abt_f16b(Mh, nj, hd, q, hd, (const uint16_t *)(const void *)kr,
                                      (int64_t)(rb / 2), s, CHUNK);

@@ -52,7 +52,9 @@ typedef struct vx_kernels {
      * likewise) and its K/V for position p at k + p * ld + h * hd, v + p *
      * ld + h * hd (fp16). Per 16-position chunk and head, exactly
      * gemm_abt_f16b (scores), attn_softmax16 (all 16 visible) and
-     * gemm_f16b (alpha = corr) of this table: the same bits. */
+     * gemm_f16b (alpha = corr) of this table: the same bits of o and l
+     * (and of mx, but for the sign of a maximum of zero, which changes
+     * nothing else), for finite scores. */
     void (*attn_dec_f16)(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
                          const uint16_t *v, int64_t ld, int64_t n, float scale, float *mx, float *l,
                          float *o);
