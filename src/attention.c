@@ -138,13 +138,18 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
     int32_t c_first = 0;
     if (type == VX_KV_F16 && nt == 1 && g <= 8) {
         /* decode: every position is visible; the full chunks go through the
-         * fused kernel, a run of contiguous cache blocks per call */
+         * fused kernel, a run of contiguous cache blocks per call, with the
+         * next run's first chunk to prefetch */
         const int32_t n_full = n_pos / CHUNK * CHUNK;
         for (int32_t c0 = 0, len; c0 < n_full; c0 += len) {
             len = contiguous_run(a, blocks, c0, n_full, rb, ho);
+            const int32_t cx = c0 + len;
             const void *kc = chunk_row(a, blocks, false, c0, rb, ho);
             const void *vc = chunk_row(a, blocks, true, c0, rb, ho);
-            k->attn_dec_f16(nh, g, hd, sc.q, kc, vc, (int64_t)(rb / 2), len, a->scale, sc.m, sc.l, sc.o);
+            const void *kx = cx < n_pos ? chunk_row(a, blocks, false, cx, rb, ho) : NULL;
+            const void *vx = cx < n_pos ? chunk_row(a, blocks, true, cx, rb, ho) : NULL;
+            k->attn_dec_f16(nh, g, hd, sc.q, kc, vc, (int64_t)(rb / 2), len, kx, vx, a->scale, sc.m, sc.l,
+                            sc.o);
         }
         c_first = n_full;
     }

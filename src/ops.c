@@ -116,10 +116,12 @@ void vx_attn_softmax16_ref(float *s, int64_t m, const int32_t *nv, float scale, 
 }
 
 /* The composition the fused kernel stands for, chunk by chunk and head by
- * head, with the reference blocks. */
+ * head, with the reference blocks (kx, vx are prefetch hints). */
 void vx_attn_dec_f16_ref(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
-                         const uint16_t *v, int64_t ld, int64_t n, float scale, float *mx, float *l,
-                         float *o) {
+                         const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,
+                         float scale, float *mx, float *l, float *o) {
+    (void)kx;
+    (void)vx;
     VX_ASSERT(g >= 1 && g <= 8 && n % 16 == 0);
     float s[8 * 16], corr[8];
     const int32_t nv[8] = {16, 16, 16, 16, 16, 16, 16, 16};

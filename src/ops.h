@@ -50,14 +50,16 @@ typedef struct vx_kernels {
      * a multiple of 16, all visible) for nh kv heads with g <= 8 query rows
      * each: head h has rows q[h g + i] (i < g, hd floats each; o, mx, l
      * likewise) and its K/V for position p at k + p * ld + h * hd, v + p *
-     * ld + h * hd (fp16). Per 16-position chunk and head, exactly
+     * ld + h * hd (fp16). kx, vx: the rows of the chunk that follows (the
+     * next run of cache blocks) in the same layout, only prefetched; NULL
+     * if none. Per 16-position chunk and head, exactly
      * gemm_abt_f16b (scores), attn_softmax16 (all 16 visible) and
      * gemm_f16b (alpha = corr) of this table: the same bits of o and l
      * (and of mx, but for the sign of a maximum of zero, which changes
      * nothing else), for finite scores. */
     void (*attn_dec_f16)(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
-                         const uint16_t *v, int64_t ld, int64_t n, float scale, float *mx, float *l,
-                         float *o);
+                         const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx,
+                         const uint16_t *vx, float scale, float *mx, float *l, float *o);
     /* Rows [r0, r1) of y[t][r] (+)= dot(W[r], x[t]) for t in [0, n).
      * scratch holds at least ne0 floats. accumulate adds to y. */
     void (*matmul)(const struct vx_kernels *k, const vx_weight *w, size_t mat_offset, int64_t r0,
@@ -100,8 +102,8 @@ void vx_gemm_abt_f16b_ref(int64_t m, int64_t n, int64_t kd, const float *a, int6
 void vx_attn_softmax16_ref(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,
                            float *corr);
 void vx_attn_dec_f16_ref(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
-                         const uint16_t *v, int64_t ld, int64_t n, float scale, float *mx, float *l,
-                         float *o);
+                         const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,
+                         float scale, float *mx, float *l, float *o);
 
 /* out = x / rms(x) * w (w may be NULL: no scale). out may alias x. */
 void vx_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);

@@ -289,8 +289,9 @@ static void test_dec_kernel(const vx_kernels *k, const vx_kernels *r) {
                     for (int i = 0; i < rows * hd; i++) o[0][i] = o[1][i] = o[2][i] = fresh ? 0 : frand();
                     const float scale = 1.0f / sqrtf((float)hd);
                     dec_compose(k, nh, g, hd, q, kc, vc, ld, n, scale, mx[0], l[0], o[0]);
-                    k->attn_dec_f16(nh, g, hd, q, kc, vc, ld, n, scale, mx[1], l[1], o[1]);
-                    r->attn_dec_f16(nh, g, hd, q, kc, vc, ld, n, scale, mx[2], l[2], o[2]);
+                    /* prefetch hints: the run's own first rows (any readable rows do) */
+                    k->attn_dec_f16(nh, g, hd, q, kc, vc, ld, n, kc, vc, scale, mx[1], l[1], o[1]);
+                    r->attn_dec_f16(nh, g, hd, q, kc, vc, ld, n, NULL, NULL, scale, mx[2], l[2], o[2]);
                     CHECKF(memcmp(o[0], o[1], (size_t)rows * hd * 4) == 0 &&
                                memcmp(l[0], l[1], (size_t)rows * 4) == 0 &&
                                memcmp(mx[0], mx[1], (size_t)rows * 4) == 0,
@@ -311,18 +312,28 @@ static void test_dec_kernel(const vx_kernels *k, const vx_kernels *r) {
 /* Decode (one token) over an F16 cache: bit for bit the old per-chunk path
  * (the block kernels on each 16-position chunk, a partial last one
  * included) and the token's row of a batched prefill of the last positions.
- * frag: the sequence's blocks alternate with another sequence's, so runs of
- * contiguous blocks are one block long. */
-static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, int n_pos, bool frag) {
+ * frag 1: the sequence's blocks alternate with another sequence's, so runs
+ * of contiguous blocks are one block long; frag 2: its blocks are in
+ * descending order (blocks of a released prefix come back from the LRU
+ * list last first). */
+static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, int n_pos, int frag) {
     const int n_head = n_head_kv * g, KD = n_head_kv * hd, QD = n_head * hd;
-    vx_kv_params kp = {1, KD, 2, 4224, 8448, 16, VX_KV_F16};
+    const int n_blk = (n_pos + 15) / 16;
+    vx_kv_params kp = {1, KD, 2, 4224, frag == 2 ? n_blk * 16 : 8448, 16, VX_KV_F16};
     vx_kv_cache *kv;
     CHECK(vx_kv_init(&kp, &kv) == VX_OK);
-    for (int p = 16; frag && p < n_pos; p += 16) {
+    for (int p = 16; frag == 1 && p < n_pos; p += 16) {
         CHECK(vx_kv_reserve(kv, 0, p) == VX_OK);
         CHECK(vx_kv_reserve(kv, 1, p) == VX_OK);
     }
+    if (frag == 2) { /* every block through the LRU list, then to sequence 0 */
+        CHECK(vx_kv_reserve(kv, 1, n_blk * 16) == VX_OK);
+        for (int p = 0; p < n_blk * 16; p++) vx_kv_set_token(kv, 1, p, p % 1000 + 1);
+        vx_kv_set_len(kv, 1, n_blk * 16);
+        vx_kv_truncate(kv, 1, 0);
+    }
     CHECK(vx_kv_reserve(kv, 0, n_pos) == VX_OK);
+    if (frag == 2 && n_blk > 1) CHECK(vx_kv_blocks(kv, 0)[0] > vx_kv_blocks(kv, 0)[1]);
     for (int p = 0; p < n_pos; p++) {
         uint16_t *kr = vx_kv_k_row(kv, 0, 0, p), *vr = vx_kv_v_row(kv, 0, 0, p);
         for (int i = 0; i < KD; i++) {
@@ -369,13 +380,13 @@ static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, 
         }
     }
     CHECKF(memcmp(out, ref, (size_t)QD * 4) == 0,
-           "%s decode g %d hd %d n_pos %d frag %d: not the per-chunk bits", k->name, g, hd, n_pos, (int)frag);
+           "%s decode g %d hd %d n_pos %d frag %d: not the per-chunk bits", k->name, g, hd, n_pos, frag);
     /* batched: the last token's row */
     vx_attn_args b = {kv, 0, n_head, n_head_kv, hd, scale, q, outb, pos, seq, nb};
     vx_attention(k, &b, 0, 1, scr);
     CHECKF(memcmp(out, outb + (size_t)(nb - 1) * QD, (size_t)QD * 4) == 0,
            "%s decode g %d hd %d n_pos %d frag %d: batched and decode differ", k->name, g, hd, n_pos,
-           (int)frag);
+           frag);
     /* and split over threads */
     for (int i = 0; i < QD; i++) outb[i] = NAN;
     a.out = outb;
@@ -396,11 +407,13 @@ static void test_decode_bits(const vx_kernels *k) {
         for (int hd = 64; hd <= 128; hd += 64)
             for (size_t pi = 0; pi < sizeof pos / sizeof pos[0]; pi++) {
                 if (pos[pi] > 1000 && gs[gi] != 4 && gs[gi] != 7) continue; /* long contexts: Llama, Qwen */
-                decode_bits_case(k, 2, gs[gi], hd, pos[pi], false);
+                decode_bits_case(k, 2, gs[gi], hd, pos[pi], 0);
             }
-    decode_bits_case(k, 2, 4, 64, 333, true);
-    decode_bits_case(k, 3, 7, 128, 200, true);
-    decode_bits_case(k, 8, 4, 64, 4096, false);
+    decode_bits_case(k, 2, 4, 64, 333, 1);
+    decode_bits_case(k, 3, 7, 128, 200, 1);
+    decode_bits_case(k, 2, 4, 64, 333, 2);
+    decode_bits_case(k, 2, 8, 128, 1000, 2);
+    decode_bits_case(k, 8, 4, 64, 4096, 0);
 }
 
 int main(void) {

@@ -676,17 +676,19 @@ static inline __attribute__((always_inline)) void dec_chunk(const int R, const i
 static inline __attribute__((always_inline)) void dec_run(const int R, const int HD, int64_t nh, int64_t g,
                                                           int64_t hd, const float *q, const uint16_t *k,
                                                           const uint16_t *v, int64_t ld, int64_t n,
-                                                          float scale, float *mx, float *l, float *o) {
+                                                          const uint16_t *kx, const uint16_t *vx, float scale,
+                                                          float *mx, float *l, float *o) {
     const __m256 vs = _mm256_set1_ps(scale);
     /* prefetch the head-chunk nh - 1 steps ahead in processing order (the
      * next chunk of the previous head): its lines share L1 sets with the
-     * same head's current chunk, which is then done with */
+     * same head's current chunk, which is then done with. Past the run,
+     * the next run's first chunk (kx, vx). */
     const int64_t dist = nh > 1 ? nh - 1 : 1;
     for (int64_t c0 = 0; c0 < n; c0 += 16)
         for (int64_t h = 0; h < nh; h++) {
             const int64_t t = c0 / 16 * nh + h + dist, cn = t / nh * 16, hn = t % nh;
-            const uint16_t *kn = cn < n ? k + cn * ld + hn * hd : NULL;
-            const uint16_t *vn = cn < n ? v + cn * ld + hn * hd : NULL;
+            const uint16_t *kn = cn < n ? k + cn * ld + hn * hd : kx ? kx + hn * hd : NULL;
+            const uint16_t *vn = cn < n ? v + cn * ld + hn * hd : vx ? vx + hn * hd : NULL;
             dec_chunk(R, HD, g, hd, q + h * g * hd, k + c0 * ld + h * hd, v + c0 * ld + h * hd, ld, kn,
                       vn, vs, mx + h * g, l + h * g, o + h * g * hd);
         }
@@ -694,20 +696,20 @@ static inline __attribute__((always_inline)) void dec_run(const int R, const int
 
 #define DEC_G(HD)                                                                                  \
     switch (g) {                                                                                   \
-    case 1: dec_run(1, HD, nh, g, hd, q, k, v, ld, n, scale, mx, l, o); return;                    \
-    case 2: dec_run(2, HD, nh, g, hd, q, k, v, ld, n, scale, mx, l, o); return;                    \
-    case 3: dec_run(3, HD, nh, g, hd, q, k, v, ld, n, scale, mx, l, o); return;                    \
-    case 4: dec_run(4, HD, nh, g, hd, q, k, v, ld, n, scale, mx, l, o); return;                    \
-    case 5: dec_run(5, HD, nh, g, hd, q, k, v, ld, n, scale, mx, l, o); return;                    \
-    case 6: dec_run(6, HD, nh, g, hd, q, k, v, ld, n, scale, mx, l, o); return;                    \
-    case 7: dec_run(7, HD, nh, g, hd, q, k, v, ld, n, scale, mx, l, o); return;                    \
-    default: dec_run(8, HD, nh, g, hd, q, k, v, ld, n, scale, mx, l, o); return;                   \
+    case 1: dec_run(1, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;                    \
+    case 2: dec_run(2, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;                    \
+    case 3: dec_run(3, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;                    \
+    case 4: dec_run(4, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;                    \
+    case 5: dec_run(5, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;                    \
+    case 6: dec_run(6, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;                    \
+    case 7: dec_run(7, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;                    \
+    default: dec_run(8, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;                   \
     }
 
 void vx_attn_dec_f16_avx2(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
-                          const uint16_t *v, int64_t ld, int64_t n, float scale, float *mx, float *l,
-                          float *o) {
+                          const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,
+                          float scale, float *mx, float *l, float *o) {
     if (hd == 64) DEC_G(64)
     if (hd == 128) DEC_G(128)
-    dec_run(0, 0, nh, g, hd, q, k, v, ld, n, scale, mx, l, o);
+    dec_run(0, 0, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o);
 }

@@ -26,8 +26,8 @@ void vx_gemm_abt_f16b_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int
 void vx_attn_softmax16_avx2(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,
                             float *corr);
 void vx_attn_dec_f16_avx2(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
-                          const uint16_t *v, int64_t ld, int64_t n, float scale, float *mx, float *l,
-                          float *o);
+                          const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,
+                          float scale, float *mx, float *l, float *o);
 
 /* peak-throughput loops (machine.c): return a value so the work is kept */
 double vx_peak_fma_avx2(int64_t iters);   /* 80 FMA lanes x 2 flops per iteration */
