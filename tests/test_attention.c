@@ -314,24 +314,24 @@ static void test_dec_kernel(const vx_kernels *k, const vx_kernels *r) {
  * included) and the token's row of a batched prefill of the last positions.
  * frag 1: the sequence's blocks alternate with another sequence's, so runs
  * of contiguous blocks are one block long; frag 2: its blocks are in
- * descending order (blocks of a released prefix come back from the LRU
- * list last first). */
+ * descending order (the cache hands out ascending runs, kv_order_case, but
+ * the kernels must not depend on it). */
 static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, int n_pos, int frag) {
     const int n_head = n_head_kv * g, KD = n_head_kv * hd, QD = n_head * hd;
     const int n_blk = (n_pos + 15) / 16;
-    vx_kv_params kp = {1, KD, 2, 4224, frag == 2 ? n_blk * 16 : 8448, 16, VX_KV_F16};
+    vx_kv_params kp = {1, KD, frag == 2 ? n_blk + 1 : 2, 4224, frag == 2 ? n_blk * 16 : 8448, 16,
+                       VX_KV_F16};
     vx_kv_cache *kv;
     CHECK(vx_kv_init(&kp, &kv) == VX_OK);
     for (int p = 16; frag == 1 && p < n_pos; p += 16) {
         CHECK(vx_kv_reserve(kv, 0, p) == VX_OK);
         CHECK(vx_kv_reserve(kv, 1, p) == VX_OK);
     }
-    if (frag == 2) { /* every block through the LRU list, then to sequence 0 */
-        CHECK(vx_kv_reserve(kv, 1, n_blk * 16) == VX_OK);
-        for (int p = 0; p < n_blk * 16; p++) vx_kv_set_token(kv, 1, p, p % 1000 + 1);
-        vx_kv_set_len(kv, 1, n_blk * 16);
-        vx_kv_truncate(kv, 1, 0);
+    if (frag == 2) { /* one block to each of sequences 1.., released in that order */
+        for (int b = 0; b < n_blk; b++) CHECK(vx_kv_reserve(kv, 1 + b, 16) == VX_OK);
+        for (int b = 0; b < n_blk; b++) vx_kv_truncate(kv, 1 + b, 0);
     }
+    for (int p = 16; frag == 2 && p < n_pos; p += 16) CHECK(vx_kv_reserve(kv, 0, p) == VX_OK);
     CHECK(vx_kv_reserve(kv, 0, n_pos) == VX_OK);
     if (frag == 2 && n_blk > 1) CHECK(vx_kv_blocks(kv, 0)[0] > vx_kv_blocks(kv, 0)[1]);
     for (int p = 0; p < n_pos; p++) {
@@ -416,7 +416,38 @@ static void test_decode_bits(const vx_kernels *k) {
     decode_bits_case(k, 8, 4, 64, 4096, 0);
 }
 
+/* The cache hands out blocks in ascending runs even when they come back
+ * from the LRU list (where a released sequence's blocks sit last first),
+ * while evicting in LRU order: a released sequence's leading blocks stay
+ * cached. */
+static void kv_order_case(void) {
+    vx_kv_params kp = {1, 64, 3, 64 * 16, 64 * 16, 16, VX_KV_F16};
+    vx_kv_cache *kv;
+    CHECK(vx_kv_init(&kp, &kv) == VX_OK);
+    enum { N = 64 * 16 };
+    vx_token toks[N];
+    for (int p = 0; p < N; p++) toks[p] = (p * 7919) % 30011 + 1;
+    CHECK(vx_kv_reserve(kv, 1, N) == VX_OK);
+    for (int p = 0; p < N; p++) vx_kv_set_token(kv, 1, p, toks[p]);
+    vx_kv_set_len(kv, 1, N);
+    vx_kv_truncate(kv, 1, 0);
+    CHECK(vx_kv_cached_blocks(kv) == 64);
+    CHECK(vx_kv_reserve(kv, 0, 20 * 16) == VX_OK); /* one reserve of 20 blocks */
+    for (int p = 21 * 16; p <= 30 * 16; p += 16) CHECK(vx_kv_reserve(kv, 0, p) == VX_OK); /* decode */
+    const int32_t *bl = vx_kv_blocks(kv, 0);
+    int desc = 0;
+    for (int i = 0; i + 1 < 30; i++) desc += bl[i + 1] < bl[i];
+    /* two evicted batches, each handed out ascending: one step back at most
+     * (the LRU order alone gives 29) */
+    CHECKF(desc <= 1, "%d descending steps in a block table built from the LRU list", desc);
+    /* 30 blocks evicted in batches of 16: seq 1's first 32 are still cached */
+    CHECKF(vx_kv_attach_prefix(kv, 2, toks, N) == 32 * 16, "cached prefix %d positions",
+           vx_kv_len(kv, 2));
+    vx_kv_free(kv);
+}
+
 int main(void) {
+    kv_order_case();
     vx_kernels ks[2];
     vx_kernels_init(&ks[0], VX_ISA_GENERIC);
     const vx_isa best = vx_cpu_best_isa();
