@@ -84,6 +84,9 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
     k->gemm_abt_f16b = vx_gemm_abt_f16b_ref;
     k->attn_softmax16 = vx_attn_softmax16_ref;
     k->attn_dec_f16 = vx_attn_dec_f16_ref;
+    k->gemm_amx = NULL;
+    k->gemm_amx_scratch = NULL;
+    k->f32_to_bf16 = NULL;
     memset(k->gemv, 0, sizeof k->gemv);
     memset(k->act, 0, sizeof k->act);
     memset(k->gemm, 0, sizeof k->gemm);

@@ -61,6 +61,14 @@ struct vx_context {
     const float *act_src[VX_TYPE_COUNT];
     size_t act_stride[VX_TYPE_COUNT];
 
+    /* bf16 activation rows for the AMX GEMM ([nb rounded up to 32][bf16_ld]),
+     * converted from bf16_src; per-thread panel scratch */
+    uint16_t *act_bf16;
+    const float *bf16_src;
+    size_t bf16_ld;
+    uint8_t *amx_scratch; /* [nth][amx_scratch_per] */
+    size_t amx_scratch_per;
+
     /* per-thread scratch */
     float *scratch;      /* [nth][scratch_per] */
     int64_t scratch_per;
@@ -106,7 +114,7 @@ void vx_context_free(vx_context *c) {
     void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->qkv, c->att, c->gate, c->up, c->rope,
                     c->logits, c->out_row, c->out_tok, c->seq_next, c->router, c->sel, c->sel_w, c->exp_tok,
                     c->exp_w, c->exp_n, c->moe_in, c->moe_out, c->scratch, (void *)c->mm_next,
-                    c->mm_seq};
+                    c->mm_seq, c->act_bf16, c->amx_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     for (int t = 0; t < VX_TYPE_COUNT; t++) free(c->act_buf[t]);
     free(c);
@@ -201,6 +209,15 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
             c->act_buf[acts[i]] = xalloc(nb * rs, &ok);
         }
     }
+    if (c->kern.gemm_amx) {
+        const size_t maxin = VX_MAX(VX_MAX(E, FF), QD);
+        c->bf16_ld = (maxin + 31) / 32 * 32;
+        const size_t rows = (nb + 31) / 32 * 32;
+        c->act_bf16 = xalloc(rows * c->bf16_ld * sizeof(uint16_t), &ok);
+        if (c->act_bf16) memset(c->act_bf16, 0, rows * c->bf16_ld * sizeof(uint16_t));
+        c->amx_scratch_per = (c->kern.gemm_amx_scratch((int64_t)c->bf16_ld) + 63) & ~(size_t)63;
+        c->amx_scratch = xalloc((size_t)p->n_threads * c->amx_scratch_per, &ok);
+    }
     /* matmul calls per forward: q, k, v, o, gate, up, down (or fused) per
      * layer, the router and three per expert in MoE layers, the output;
      * calls past the table fall back to the static split */
@@ -229,18 +246,41 @@ int32_t vx_context_n_vocab(const vx_context *c) { return c->model->hp.n_vocab; }
 
 /* ------------------------------------------------------------ forward */
 
+/* Matmuls of at least this many tokens take the AMX GEMM: building a
+ * weight panel costs about as much as 20-30 tokens' worth of the integer
+ * kernels' work on it. */
+#define AMX_MIN_TOK 32
+
+/* Whether the matmul of w over ntok tokens runs on the AMX GEMM: weight
+ * types whose panels are built with SIMD (F16, BF16, the packed layouts). */
+static bool amx_for(const vx_context *c, const vx_weight *w, int64_t ntok) {
+    if (!c->kern.gemm_amx || c->params.f32_matmul || ntok < AMX_MIN_TOK || w->ne[0] % 32 != 0) return false;
+    if (w->type == VX_TYPE_F16 || w->type == VX_TYPE_BF16) return true;
+    return w->pdata != NULL;
+}
+
 /* Converts elements [e0, e1) of rows [t0, t1) of x (ld floats apart, rows
  * of n elements) into the activation types the given weights pair with;
  * e0 and e1 are multiples of every activation block (256) or the row's
  * ends. Run by the thread that produced those elements; a barrier must
  * follow before the matmuls. */
 static void prep_range(vx_context *c, int64_t t0, int64_t t1, int64_t e0, int64_t e1, const float *x,
-                       int64_t ld, int64_t n, const vx_weight *w0, const vx_weight *w1, const vx_weight *w2) {
+                       int64_t ld, int64_t n, int64_t ntok, const vx_weight *w0, const vx_weight *w1,
+                       const vx_weight *w2) {
     if (c->params.f32_matmul) return;
     const vx_weight *ws[3] = {w0, w1, w2};
     int done = -1;
+    bool bf16_done = false;
     for (int i = 0; i < 3; i++) {
         if (!ws[i] || !ws[i]->data) continue;
+        if (amx_for(c, ws[i], ntok)) {
+            if (bf16_done) continue;
+            for (int64_t t = t0; t < t1; t++)
+                c->kern.f32_to_bf16(x + t * ld + e0, c->act_bf16 + (size_t)t * c->bf16_ld + e0, e1 - e0);
+            c->bf16_src = x; /* every thread writes the same value */
+            bf16_done = true;
+            continue;
+        }
         const int at = vx_act_type(ws[i]->type);
         if (at == VX_TYPE_F32 || at == done) continue;
         const size_t rs = vx_row_size((vx_type)at, n), off = e0 ? vx_row_size((vx_type)at, e0) : 0;
@@ -252,9 +292,10 @@ static void prep_range(vx_context *c, int64_t t0, int64_t t1, int64_t e0, int64_
     }
 }
 
-static void prep(vx_context *c, int64_t t0, int64_t t1, const float *x, int64_t ld, int64_t n,
+/* Rows [t0, t1) of x for matmuls over ntok tokens. */
+static void prep(vx_context *c, int64_t t0, int64_t t1, int64_t ntok, const float *x, int64_t ld, int64_t n,
                  const vx_weight *w0, const vx_weight *w1, const vx_weight *w2) {
-    prep_range(c, t0, t1, 0, n, x, ld, n, w0, w1, w2);
+    prep_range(c, t0, t1, 0, n, x, ld, n, ntok, w0, w1, w2);
 }
 
 /* SwiGLU of n rows (g = silu(g) * u, F elements; dst: where the results
@@ -270,7 +311,7 @@ static void swiglu_prep(vx_context *c, int ith, int nth, int64_t n, float *g, co
         const int64_t t = p / pieces, e0 = p % pieces * per;
         c->kern.swiglu(g + t * ld + e0, u + t * ld + e0, per);
         if (dst != g) memcpy(dst + t * F + e0, g + t * ld + e0, (size_t)per * sizeof(float));
-        prep_range(c, t, t + 1, e0, e0 + per, dst, F, F, w, NULL, NULL);
+        prep_range(c, t, t + 1, e0, e0 + per, dst, F, F, n, w, NULL, NULL);
     }
 }
 
@@ -281,6 +322,17 @@ static void mm_rows(vx_context *c, int ith, const vx_weight *w, size_t mat_off, 
     if (c->params.f32_matmul) {
         c->kern.matmul(&c->kern, w, mat_off, r0, r1, x, n, ldx, y, ldy, acc,
                        c->scratch + (size_t)ith * (size_t)c->scratch_per);
+        return;
+    }
+    if (amx_for(c, w, n)) {
+        VX_ASSERT(c->bf16_src == x);
+        const bool pk = w->pdata != NULL;
+        const size_t rs = pk ? w->prow_size : w->row_size;
+        const size_t moff = pk && mat_off ? mat_off / w->mat_size * w->pmat_size : mat_off;
+        const uint8_t *base = (const uint8_t *)(pk ? w->pdata : w->data) + moff + (size_t)r0 * rs;
+        c->kern.gemm_amx(pk ? w->ptype : w->type, w->ne[0], base, rs, (int)(r1 - r0), c->act_bf16,
+                         c->bf16_ld * sizeof(uint16_t), (int)n, y + r0, ldy, acc,
+                         c->amx_scratch + (size_t)ith * c->amx_scratch_per);
         return;
     }
     const int at = vx_act_type(w->type);
@@ -482,7 +534,7 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
         vx_split(ne, ith, nth, 1, &t0, &t1);
         for (int64_t i = t0; i < t1; i++)
             memcpy(c->moe_in + i * E, c->xn + (size_t)toks[i] * E, (size_t)E * sizeof(float));
-        prep(c, t0, t1, c->moe_in, E, E, &L->ffn_gate_exps, &L->ffn_up_exps, NULL);
+        prep(c, t0, t1, ne, c->moe_in, E, E, &L->ffn_gate_exps, &L->ffn_up_exps, NULL);
         vx_pool_barrier(c->pool);
         mm(c, ith, nth, &L->ffn_gate_exps, (size_t)e * L->ffn_gate_exps.mat_size, c->moe_in, ne, E,
            c->gate, F, false);
@@ -490,7 +542,7 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
            c->up, F, false);
         vx_pool_barrier(c->pool);
         for (int64_t i = t0; i < t1; i++) c->kern.swiglu(c->gate + i * F, c->up + i * F, F);
-        prep(c, t0, t1, c->gate, F, F, &L->ffn_down_exps, NULL, NULL);
+        prep(c, t0, t1, ne, c->gate, F, F, &L->ffn_down_exps, NULL, NULL);
         vx_pool_barrier(c->pool);
         mm(c, ith, nth, &L->ffn_down_exps, (size_t)e * L->ffn_down_exps.mat_size, c->gate, ne, F,
            c->moe_out, E, false);
@@ -534,8 +586,8 @@ static void forward_worker(void *arg, int ith, int nth) {
         const vx_layer *L = &M->layers[il];
         for (int64_t t = t0; t < t1; t++)
             vx_rmsnorm(c->xn + t * E, c->x + t * E, L->attn_norm.data, E, hp->rms_eps);
-        if (hp->fused_qkv) prep(c, t0, t1, c->xn, E, E, &L->wqkv, NULL, NULL);
-        else prep(c, t0, t1, c->xn, E, E, &L->wq, &L->wk, &L->wv);
+        if (hp->fused_qkv) prep(c, t0, t1, n, c->xn, E, E, &L->wqkv, NULL, NULL);
+        else prep(c, t0, t1, n, c->xn, E, E, &L->wq, &L->wk, &L->wv);
         vx_pool_barrier(c->pool);
         if (hp->fused_qkv) {
             mm(c, ith, nth, &L->wqkv, 0, c->xn, n, E, c->qkv, QD + 2 * KD, false);
@@ -557,7 +609,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         }
         vx_pool_barrier(c->pool);
         if (vx_act_type(L->wo.type) != VX_TYPE_F32 && !c->params.f32_matmul) {
-            prep(c, t0, t1, c->att, QD, QD, &L->wo, NULL, NULL);
+            prep(c, t0, t1, n, c->att, QD, QD, &L->wo, NULL, NULL);
             vx_pool_barrier(c->pool);
         }
         mm(c, ith, nth, &L->wo, 0, c->att, n, QD, c->x, E, true);
@@ -566,8 +618,8 @@ static void forward_worker(void *arg, int ith, int nth) {
             add_bias(c->x + t * E, &L->bo, E);
             vx_rmsnorm(c->xn + t * E, c->x + t * E, L->ffn_norm.data, E, hp->rms_eps);
         }
-        if (hp->n_expert > 0) prep(c, t0, t1, c->xn, E, E, &L->ffn_gate_inp, NULL, NULL);
-        else prep(c, t0, t1, c->xn, E, E, &L->ffn_gate, &L->ffn_up, NULL);
+        if (hp->n_expert > 0) prep(c, t0, t1, n, c->xn, E, E, &L->ffn_gate_inp, NULL, NULL);
+        else prep(c, t0, t1, n, c->xn, E, E, &L->ffn_gate, &L->ffn_up, NULL);
         vx_pool_barrier(c->pool);
         if (hp->n_expert > 0) {
             ffn_moe(c, L, ith, nth);
@@ -595,7 +647,7 @@ static void forward_worker(void *arg, int ith, int nth) {
     for (int64_t o = o0; o < o1; o++)
         vx_rmsnorm(c->xn + o * E, c->x + (size_t)c->out_tok[o] * E, M->output_norm.data, E,
                    hp->rms_eps);
-    prep(c, o0, o1, c->xn, E, E, &M->output, NULL, NULL);
+    prep(c, o0, o1, c->n_out, c->xn, E, E, &M->output, NULL, NULL);
     vx_pool_barrier(c->pool);
     mm(c, ith, nth, &M->output, 0, c->xn, c->n_out, E, c->logits, hp->n_vocab, false);
 }

@@ -65,6 +65,12 @@ typedef struct vx_kernels {
     void (*matmul)(const struct vx_kernels *k, const vx_weight *w, size_t mat_offset, int64_t r0,
                    int64_t r1, const float *x, int64_t n, int64_t ldx, float *y, int64_t ldy,
                    bool accumulate, float *scratch);
+    /* AMX prefill GEMM for any weight type against bf16 activation rows
+     * (src/x86/kernels_amx.h; NULL without AMX), its scratch bytes for rows
+     * of K elements, and the f32 -> bf16 row conversion it takes */
+    vx_gemm_bf16_fn gemm_amx;
+    size_t (*gemm_amx_scratch)(int64_t K);
+    void (*f32_to_bf16)(const float *src, uint16_t *dst, int64_t n);
     /* per weight type: GEMV against activation rows (see matmul.h) */
     vx_gemv_fn gemv[VX_TYPE_COUNT];
     /* per weight type: GEMM over a token tile (NULL: gemv per token) */

@@ -191,6 +191,10 @@ size_t vx_repack_row_size(int ptype, int64_t n);
 /* Repacks nrows (a multiple of 8) rows of n elements, row_stride bytes
  * apart, into dst (nrows * vx_repack_row_size bytes). */
 void vx_repack_rows(int type, const void *src, size_t row_stride, int64_t nrows, int64_t n, void *dst);
+/* Row r (of n elements) of a weight matrix in a file layout or a packed
+ * one (rows row_stride bytes apart; for a packed type, w at a group start)
+ * as floats: the reference dequantization. */
+void vx_dequant_row(int type, const void *w, size_t row_stride, int64_t r, int64_t n, float *dst);
 /* Reference GEMV on packed rows (nrows a multiple of 8, w at a group
  * start), in the canonical order: Q8_K activations for the K types, Q8_0
  * for the 32-element ones. */

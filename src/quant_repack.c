@@ -241,3 +241,40 @@ void vx_gemv_q5_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows,
 void vx_gemv_q8_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
     gemv32_r8_ref(VX_TYPE_Q8_0_R8, n, w, row_stride, nrows, y, out);
 }
+
+void vx_dequant_row(int type, const void *w, size_t row_stride, int64_t r, int64_t n, float *dst) {
+    const size_t rsz = rec_size(type);
+    if (rsz == 0) { /* a file layout */
+        vx_type_get_traits(type)->to_float((const uint8_t *)w + (size_t)r * row_stride, dst, n);
+        return;
+    }
+    const int64_t be = rec_elems(type), nb = n / be;
+    const uint8_t *x = (const uint8_t *)w + (size_t)(r / 8) * 8 * row_stride;
+    const int rr = (int)(r % 8);
+    for (int64_t i = 0; i < nb; i++, dst += be) {
+        const void *rec = x + (size_t)i * rsz;
+        if (type == VX_TYPE_Q4_K_R8) {
+            const vx_block_q4_K_r8 *b = rec;
+            const float d = vx_fp16_to_fp32(b->d[rr]), dmin = vx_fp16_to_fp32(b->dmin[rr]);
+            for (int s = 0; s < 8; s++) {
+                const float ds = d * b->sc[s / 2][rr][s % 2], ms = dmin * b->mn[s / 2][rr][s % 2];
+                for (int l = 0; l < 32; l++) {
+                    const uint8_t byte = b->qs[s / 2][l / 4][rr][l % 4];
+                    dst[32 * s + l] = ds * (float)((s % 2 ? byte >> 4 : byte) & 15) - ms;
+                }
+            }
+        } else if (type == VX_TYPE_Q6_K_R8) {
+            const vx_block_q6_K_r8 *b = rec;
+            const float d = vx_fp16_to_fp32(b->d[rr]);
+            for (int e = 0; e < QK; e++) {
+                const int h = e / 128, k = (e % 128) / 32, l = e % 32, j = e / 16;
+                const int lo = (b->q[h][l / 4][k % 2][rr][l % 4] >> (4 * (k / 2))) & 15;
+                const int hi = (b->q[h][l / 4][2][rr][l % 4] >> (2 * k)) & 3;
+                dst[e] = d * (float)b->sc[j / 2][rr][j % 2] * (float)((lo | hi << 4) - 32);
+            }
+        } else {
+            const float d = vx_fp16_to_fp32(((const uint16_t *)rec)[rr]);
+            for (int e = 0; e < 32; e++) dst[e] = d * (float)code32(type, rec, rr, e);
+        }
+    }
+}

@@ -1,0 +1,412 @@
+/*
+ * amx_gemm.c - prefill GEMM on AMX tiles (tdpbf16ps) for every weight
+ * type. Compiled twice: natively with -mamx-tile -mamx-bf16 and the
+ * AVX-512 flags (functions named *_amx), and with -DVX_EMU on top of plain
+ * AVX2 (functions *_amxemu), where SIMDe supplies the AVX-512 intrinsics
+ * and amx_emu.h models the tile instructions, so the same source is tested
+ * on any x86 machine.
+ *
+ * out[t][r] (+)= sum_k W[r][k] x[t][k]: activations x in bf16 rows (the
+ * tiles' A operand, loaded straight from the rows), weights as B operand.
+ * The weights go through a panel of 32 rows, bf16, in the tiles' pair
+ * layout (B tile row p holds elements 2p and 2p + 1 of each of 16 rows):
+ * BF16 rows are only transposed, F16 / F32 rows converted, every other
+ * type dequantized to floats first (vx_dequant_row, file or packed
+ * layout). Per 32 weight rows x 32 tokens four C tiles accumulate in fp32
+ * over all of K, 32 elements per step: two A tile loads (tokens 0-15,
+ * 16-31), two B tile loads (rows 0-15, 16-31), four tdpbf16ps (16 x 16 x
+ * 32 multiply-adds each). The panel (64 K bytes) stays in L2 while every
+ * token tile passes over it.
+ *
+ * Precision: weights and activations rounded to bf16 (8 significant bits),
+ * products exact, sums in fp32: error comparable to the Q8 activations of
+ * the integer paths (tests/test_kernels.c states the bound).
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef VX_EMU
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+
+#include "x86/amx_emu.h"
+#define VXAMX(name) name##_amxemu
+#pragma GCC diagnostic ignored "-Wpsabi" /* SIMDe's 512-bit vectors without AVX-512 */
+#else
+#include <immintrin.h>
+#define VXAMX(name) name##_amx
+#endif
+
+#include "common.h"
+#include "kernels_amx.h"
+#include "quant.h"
+
+#define NR 32 /* weight rows per panel */
+#define MT 32 /* tokens per step */
+
+/* Tiles 0-3: C (token tile i, row tile j at 2i + j), 4-5: A (tokens),
+ * 6-7: B (rows); all 16 rows x 64 bytes. */
+static void tiles_config(void) {
+    uint8_t cfg[64];
+    memset(cfg, 0, sizeof cfg);
+    cfg[0] = 1; /* palette */
+    for (int i = 0; i < 8; i++) {
+        const uint16_t colsb = 64;
+        memcpy(cfg + 16 + 2 * i, &colsb, 2);
+        cfg[48 + i] = 16;
+    }
+    _tile_loadconfig(cfg);
+}
+
+/* 32 floats (lo: elements 0-15, hi: 16-31) rounded to bf16 (nearest
+ * even; inputs are finite): word i of the result is element i, so dword p
+ * holds the pair 2p, 2p + 1. The rounded value's upper half is the bf16. */
+static inline __m512i round_bf16(__m512 v) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    return _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
+}
+
+static inline __m512i bf16x32(__m512 lo, __m512 hi) {
+    const __m512i odd_words = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33,
+                                               31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    return _mm512_permutex2var_epi16(round_bf16(lo), odd_words, round_bf16(hi));
+}
+
+/* 16 fp16 values to floats */
+static inline __m512 f16x16(const uint16_t *p) {
+    const __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+    const __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + 8)));
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+
+/* v[n] (16 dwords of row n) -> v[p] (dword p of every row): a 16 x 16
+ * transpose in four rounds of in-lane unpacks and lane shuffles. */
+static inline void transpose16(__m512i v[16]) {
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    /* u[4q + j], 128-bit lane L: element 4L + j of rows 4q .. 4q + 3 */
+    for (int j = 0; j < 4; j++) {
+        const __m512i a0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88);
+        const __m512i a1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xdd);
+        const __m512i b0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
+        const __m512i b1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xdd);
+        v[j] = _mm512_shuffle_i32x4(a0, b0, 0x88);
+        v[8 + j] = _mm512_shuffle_i32x4(a0, b0, 0xdd);
+        v[4 + j] = _mm512_shuffle_i32x4(a1, b1, 0x88);
+        v[12 + j] = _mm512_shuffle_i32x4(a1, b1, 0xdd);
+    }
+}
+
+/* Element layout of a panel half (16 rows): pair p = k / 2 of row n at
+ * uint16 index 32 p + 2 n + k % 2; B tile of step s at pair 16 s. */
+
+/* 16 rows of bf16 values (rows ld uint16 apart; K elements) into a half. */
+static void half_from_bf16(const uint16_t *w, size_t ld, int nr, int64_t K, uint16_t *half) {
+    for (int64_t s = 0; s < K / 32; s++) {
+        __m512i v[16];
+        for (int n = 0; n < 16; n++)
+            v[n] = n < nr ? _mm512_loadu_si512((const void *)(w + (size_t)n * ld + 32 * s)) : _mm512_setzero_si512();
+        transpose16(v);
+        for (int p = 0; p < 16; p++) _mm512_storeu_si512((void *)(half + (16 * s + p) * 32), v[p]);
+    }
+}
+
+/* The same from f32 rows (rows ld floats apart). */
+static void half_from_f32(const float *w, size_t ld, int nr, int64_t K, uint16_t *half) {
+    for (int64_t s = 0; s < K / 32; s++) {
+        __m512i v[16];
+        for (int n = 0; n < 16; n++) {
+            const float *row = w + (size_t)n * ld + 32 * s;
+            v[n] = n < nr ? bf16x32(_mm512_loadu_ps(row), _mm512_loadu_ps(row + 16)) : _mm512_setzero_si512();
+        }
+        transpose16(v);
+        for (int p = 0; p < 16; p++) _mm512_storeu_si512((void *)(half + (16 * s + p) * 32), v[p]);
+    }
+}
+
+/* The same from fp16 rows (rows ld uint16 apart). */
+static void half_from_f16(const uint16_t *w, size_t ld, int nr, int64_t K, uint16_t *half) {
+    for (int64_t s = 0; s < K / 32; s++) {
+        __m512i v[16];
+        for (int n = 0; n < 16; n++) {
+            const uint16_t *row = w + (size_t)n * ld + 32 * s;
+            v[n] = n < nr ? bf16x32(f16x16(row), f16x16(row + 16)) : _mm512_setzero_si512();
+        }
+        transpose16(v);
+        for (int p = 0; p < 16; p++) _mm512_storeu_si512((void *)(half + (16 * s + p) * 32), v[p]);
+    }
+}
+
+/* ---- quantized 8-row packed layouts, dequantized straight into a half.
+ * A quad is 4 consecutive elements k = 4Q .. 4Q + 3 of 16 rows: 64 int8
+ * codes, row n at bytes 4n .. 4n + 3 (the packed records' [row][byte]
+ * order, rows 0-7 from one record, 8-15 from the next). Its values are
+ * code * s[n] - m[n], written as pair rows 2Q and 2Q + 1 of the half. */
+
+#ifdef VX_EMU /* 512-bit conversions SIMDe 0.7.4 lacks, from 256-bit halves */
+static inline __m512i emu_cvtepi8_epi32(__m128i a) {
+    const __m256i lo = _mm256_cvtepi8_epi32(a), hi = _mm256_cvtepi8_epi32(_mm_srli_si128(a, 8));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+static inline __m512 emu_cvtepi32_ps(__m512i a) {
+    const __m256 lo = _mm256_cvtepi32_ps(_mm512_castsi512_si256(a));
+    const __m256 hi = _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(a, 1));
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+#define CVT8_32(a) emu_cvtepi8_epi32(a)
+#define CVT32_PS(a) emu_cvtepi32_ps(a)
+#else
+#define CVT8_32(a) _mm512_cvtepi8_epi32(a)
+#define CVT32_PS(a) _mm512_cvtepi32_ps(a)
+#endif
+
+/* Per-row factors f[16] spread over the four 16-byte chunks of a quad: lane
+ * j of chunk i belongs to row 4i + j / 4. */
+typedef struct quad_scales {
+    __m512 s[4], m[4];
+} quad_scales;
+
+static inline void spread(const float sc[16], const float mn[16], quad_scales *q) {
+    const __m512 vs = _mm512_loadu_ps(sc), vm = _mm512_loadu_ps(mn);
+    for (int i = 0; i < 4; i++) {
+        const __m512i idx = _mm512_set_epi32(4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 2, 4 * i + 2,
+                                             4 * i + 2, 4 * i + 2, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1,
+                                             4 * i, 4 * i, 4 * i, 4 * i);
+        q->s[i] = _mm512_permutexvar_ps(idx, vs);
+        q->m[i] = _mm512_permutexvar_ps(idx, vm);
+    }
+}
+
+static inline void emit_quad(uint16_t *half, int64_t Q, __m512i codes, const quad_scales *qs) {
+    /* output word w: pair row 2Q (w < 16) or 2Q + 1, row n = (w % 16) / 2
+     * of chunks 0-1 (rows 0-7), element b = w % 2 (+ 2): the upper word of
+     * dword 4 (n % 4) + b of chunk n / 4 */
+    const __m512i pick = _mm512_set_epi16(
+        32 + 31, 32 + 29, 32 + 23, 32 + 21, 32 + 15, 32 + 13, 32 + 7, 32 + 5, 31, 29, 23, 21, 15, 13, 7, 5,
+        32 + 27, 32 + 25, 32 + 19, 32 + 17, 32 + 11, 32 + 9, 32 + 3, 32 + 1, 27, 25, 19, 17, 11, 9, 3, 1);
+    __m512i z[4];
+    z[0] = CVT8_32(_mm512_castsi512_si128(codes));
+    z[1] = CVT8_32(_mm512_extracti32x4_epi32(codes, 1));
+    z[2] = CVT8_32(_mm512_extracti32x4_epi32(codes, 2));
+    z[3] = CVT8_32(_mm512_extracti32x4_epi32(codes, 3));
+    for (int i = 0; i < 4; i++) z[i] = round_bf16(_mm512_fmsub_ps(CVT32_PS(z[i]), qs->s[i], qs->m[i]));
+    const __m512i lo = _mm512_permutex2var_epi16(z[0], pick, z[1]); /* rows 0-7: even | odd */
+    const __m512i hi = _mm512_permutex2var_epi16(z[2], pick, z[3]); /* rows 8-15 */
+    _mm512_storeu_si512((void *)(half + 64 * Q), _mm512_shuffle_i32x4(lo, hi, 0x44));
+    _mm512_storeu_si512((void *)(half + 64 * Q + 32), _mm512_shuffle_i32x4(lo, hi, 0xee));
+}
+
+/* Two 32-byte [row][byte] pieces (rows 0-7 and 8-15; b NULL: zeros). */
+static inline __m512i join(const uint8_t *a, const uint8_t *b) {
+    const __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)a);
+    const __m256i hi = b ? _mm256_loadu_si256((const __m256i *)(const void *)b) : _mm256_setzero_si256();
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* 16 rows (8 if rb is NULL) of one packed type into a half: ra, rb the two
+ * 8-row groups' records, nb blocks. */
+static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t rec, int64_t nb, uint16_t *half) {
+    float sc[16], mn[16];
+    quad_scales qs;
+    const __m512i m4 = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *A = ra + (size_t)i * rec, *B = rb ? rb + (size_t)i * rec : NULL;
+        if (type == VX_TYPE_Q4_K_R8) {
+            const vx_block_q4_K_r8 *a = (const void *)A, *b = (const void *)B;
+            for (int s = 0; s < 8; s++) {
+                for (int n = 0; n < 16; n++) {
+                    const vx_block_q4_K_r8 *x = n < 8 ? a : b;
+                    const int r = n % 8;
+                    sc[n] = x ? vx_fp16_to_fp32(x->d[r]) * x->sc[s / 2][r][s % 2] : 0.0f;
+                    mn[n] = x ? vx_fp16_to_fp32(x->dmin[r]) * x->mn[s / 2][r][s % 2] : 0.0f;
+                }
+                spread(sc, mn, &qs);
+                for (int q = 0; q < 8; q++) {
+                    __m512i c = join(a->qs[s / 2][q][0], b ? b->qs[s / 2][q][0] : NULL);
+                    if (s % 2) c = _mm512_srli_epi16(c, 4);
+                    emit_quad(half, 64 * i + 8 * s + q, _mm512_and_si512(c, m4), &qs);
+                }
+            }
+        } else if (type == VX_TYPE_Q6_K_R8) {
+            const vx_block_q6_K_r8 *a = (const void *)A, *b = (const void *)B;
+            memset(mn, 0, sizeof mn);
+            for (int j = 0; j < 16; j++) { /* 16-element sub-block: quads 4j .. 4j + 3 */
+                for (int n = 0; n < 16; n++) {
+                    const vx_block_q6_K_r8 *x = n < 8 ? a : b;
+                    sc[n] = x ? vx_fp16_to_fp32(x->d[n % 8]) * x->sc[j / 2][n % 8][j % 2] : 0.0f;
+                }
+                spread(sc, mn, &qs);
+                const int h = j / 8, k = (j % 8) / 2;
+                for (int q = 4 * (j % 2); q < 4 * (j % 2) + 4; q++) {
+                    __m512i lo = join(a->q[h][q][k % 2][0], b ? b->q[h][q][k % 2][0] : NULL);
+                    __m512i hb = join(a->q[h][q][2][0], b ? b->q[h][q][2][0] : NULL);
+                    lo = _mm512_and_si512(_mm512_srli_epi16(lo, 4 * (k / 2)), m4);
+                    hb = _mm512_and_si512(_mm512_srli_epi16(hb, 2 * k), _mm512_set1_epi8(3));
+                    const __m512i c = _mm512_sub_epi8(_mm512_or_si512(lo, _mm512_slli_epi16(hb, 4)),
+                                                      _mm512_set1_epi8(32));
+                    emit_quad(half, 64 * i + 32 * h + 8 * k + q, c, &qs);
+                }
+            }
+        } else {
+            /* 32-element records: d[8] first */
+            for (int n = 0; n < 16; n++) {
+                const uint8_t *x = n < 8 ? A : B;
+                uint16_t d = 0;
+                if (x) memcpy(&d, x + 2 * (n % 8), 2);
+                sc[n] = vx_fp16_to_fp32(d);
+                mn[n] = 0;
+            }
+            spread(sc, mn, &qs);
+            if (type == VX_TYPE_Q8_0_R8) {
+                const vx_block_q8_0_r8 *a = (const void *)A, *b = (const void *)B;
+                for (int q = 0; q < 8; q++)
+                    emit_quad(half, 8 * i + q,
+                              join((const uint8_t *)a->qs[q][0], b ? (const uint8_t *)b->qs[q][0] : NULL), &qs);
+            } else {
+                const int q5 = type == VX_TYPE_Q5_0_R8;
+                const uint8_t *qa = q5 ? ((const vx_block_q5_0_r8 *)(const void *)A)->qs[0][0]
+                                       : ((const vx_block_q4_0_r8 *)(const void *)A)->qs[0][0];
+                const uint8_t *qb = !B ? NULL
+                                    : q5 ? ((const vx_block_q5_0_r8 *)(const void *)B)->qs[0][0]
+                                         : ((const vx_block_q4_0_r8 *)(const void *)B)->qs[0][0];
+                __m512i hbits = _mm512_setzero_si512();
+                if (q5)
+                    hbits = join(((const vx_block_q5_0_r8 *)(const void *)A)->qh[0],
+                                 B ? ((const vx_block_q5_0_r8 *)(const void *)B)->qh[0] : NULL);
+                const __m512i off = _mm512_set1_epi8(q5 ? 16 : 8);
+                for (int q = 0; q < 8; q++) { /* quad q: nibble q / 4 of byte piece q % 4 */
+                    __m512i c = join(qa + 32 * (q % 4), qb ? qb + 32 * (q % 4) : NULL);
+                    c = _mm512_and_si512(q < 4 ? c : _mm512_srli_epi16(c, 4), m4);
+                    if (q5) {
+                        const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(hbits, q), one);
+                        c = _mm512_or_si512(c, _mm512_slli_epi16(hb, 4));
+                    }
+                    emit_quad(half, 8 * i + q, _mm512_sub_epi8(c, off), &qs);
+                }
+            }
+        }
+    }
+}
+
+static int r8_block(int type) {
+    switch (type) {
+    case VX_TYPE_Q4_K_R8: case VX_TYPE_Q6_K_R8: return 256;
+    case VX_TYPE_Q4_0_R8: case VX_TYPE_Q5_0_R8: case VX_TYPE_Q8_0_R8: return 32;
+    default: return 0;
+    }
+}
+
+/* Rows [r, r + nr) of the weight (nr <= 32) into the panel; f32: K * 16
+ * floats of scratch for the dequantized types. */
+static void build_panel(int type, const void *w, size_t rs, int r, int nr, int64_t K, uint16_t *panel,
+                        float *f32) {
+    for (int h = 0; h < 2; h++) {
+        uint16_t *half = panel + (size_t)h * (size_t)K * 16;
+        const int n = VX_MIN(16, nr - 16 * h), r0 = r + 16 * h;
+        if (n <= 0) {
+            memset(half, 0, (size_t)K * 16 * sizeof(uint16_t));
+            continue;
+        }
+        const uint8_t *row0 = (const uint8_t *)w + (size_t)r0 * rs;
+        if (type == VX_TYPE_BF16) {
+            half_from_bf16((const uint16_t *)(const void *)row0, rs / 2, n, K, half);
+        } else if (type == VX_TYPE_F16) {
+            half_from_f16((const uint16_t *)(const void *)row0, rs / 2, n, K, half);
+        } else if (type == VX_TYPE_F32) {
+            half_from_f32((const float *)(const void *)row0, rs / 4, n, K, half);
+        } else if (r8_block(type)) {
+            /* packed rows: r0 starts a group of 8 (r is a multiple of 32) */
+            const int64_t nb = K / r8_block(type);
+            const size_t rec = 8 * rs / (size_t)nb;
+            half_from_r8(type, row0, n > 8 ? row0 + 8 * rs : NULL, rec, nb, half);
+        } else {
+            for (int i = 0; i < n; i++) vx_dequant_row(type, w, rs, r0 + i, K, f32 + (size_t)i * K);
+            half_from_f32(f32, (size_t)K, n, K, half);
+        }
+    }
+}
+
+/* C tile (16 tokens x 16 rows) from / to out, or through tmp when the tile
+ * sticks out of the nt x nr block. */
+#define C_LOAD(c, i, j)                                                                             \
+    do {                                                                                            \
+        float *o_ = out + (int64_t)(t + 16 * (i)) * ldo + r + 16 * (j);                              \
+        const int mt_ = VX_MIN(16, ntok - t - 16 * (i)), mr_ = VX_MIN(16, nrows - r - 16 * (j));     \
+        if (!acc || mt_ <= 0 || mr_ <= 0) {                                                          \
+            _tile_zero(c);                                                                          \
+        } else if (mt_ == 16 && mr_ == 16) {                                                        \
+            _tile_loadd(c, o_, ldo * 4);                                                            \
+        } else {                                                                                    \
+            memset(tmp, 0, sizeof tmp);                                                             \
+            for (int a_ = 0; a_ < mt_; a_++) memcpy(tmp[a_], o_ + a_ * ldo, (size_t)mr_ * 4);        \
+            _tile_loadd(c, tmp, 64);                                                                \
+        }                                                                                           \
+    } while (0)
+#define C_STORE(c, i, j)                                                                            \
+    do {                                                                                            \
+        float *o_ = out + (int64_t)(t + 16 * (i)) * ldo + r + 16 * (j);                              \
+        const int mt_ = VX_MIN(16, ntok - t - 16 * (i)), mr_ = VX_MIN(16, nrows - r - 16 * (j));     \
+        if (mt_ == 16 && mr_ == 16) {                                                               \
+            _tile_stored(c, o_, ldo * 4);                                                           \
+        } else if (mt_ > 0 && mr_ > 0) {                                                            \
+            _tile_stored(c, tmp, 64);                                                               \
+            for (int a_ = 0; a_ < mt_; a_++) memcpy(o_ + a_ * ldo, tmp[a_], (size_t)mr_ * 4);        \
+        }                                                                                           \
+    } while (0)
+
+size_t VXAMX(vx_gemm_amx_scratch)(int64_t K) {
+    return (size_t)K * NR * sizeof(uint16_t) + (size_t)K * 16 * sizeof(float) + 64;
+}
+
+void VXAMX(vx_gemm_amx)(int type, int64_t K, const void *w, size_t rs, int nrows, const uint16_t *xa,
+                        size_t xstride, int ntok, float *out, int64_t ldo, int acc, void *scratch) {
+    uint16_t *panel = (uint16_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    float *f32 = (float *)(void *)(panel + (size_t)K * NR);
+    float tmp[16][16];
+    const uint8_t *x = (const uint8_t *)xa;
+    tiles_config();
+    for (int r = 0; r < nrows; r += NR) {
+        build_panel(type, w, rs, r, VX_MIN(NR, nrows - r), K, panel, f32);
+        const uint16_t *b0 = panel, *b1 = panel + (size_t)K * 16;
+        for (int t = 0; t < ntok; t += MT) {
+            C_LOAD(0, 0, 0);
+            C_LOAD(1, 0, 1);
+            C_LOAD(2, 1, 0);
+            C_LOAD(3, 1, 1);
+            const uint8_t *a0 = x + (size_t)t * xstride, *a1 = a0 + 16 * xstride;
+            for (int64_t s = 0; s < K / 32; s++) {
+                _tile_loadd(4, a0 + 64 * s, (int64_t)xstride);
+                _tile_loadd(5, a1 + 64 * s, (int64_t)xstride);
+                _tile_loadd(6, b0 + 512 * s, 64);
+                _tile_loadd(7, b1 + 512 * s, 64);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 4, 7);
+                _tile_dpbf16ps(2, 5, 6);
+                _tile_dpbf16ps(3, 5, 7);
+            }
+            C_STORE(0, 0, 0);
+            C_STORE(1, 0, 1);
+            C_STORE(2, 1, 0);
+            C_STORE(3, 1, 1);
+        }
+    }
+    _tile_release();
+}
+
+void VXAMX(vx_f32_to_bf16)(const float *src, uint16_t *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        _mm512_storeu_si512((void *)(dst + i), bf16x32(_mm512_loadu_ps(src + i), _mm512_loadu_ps(src + i + 16)));
+    for (; i < n; i++) dst[i] = vx_fp32_to_bf16(src[i]);
+}

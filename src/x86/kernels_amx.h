@@ -1,0 +1,23 @@
+/* kernels_amx.h - the AMX prefill GEMM (amx_gemm.c), natively (*_amx,
+ * only after CPU dispatch found AMX and the OS granted the tile state) and
+ * emulated (*_amxemu, any x86 with AVX2: amx_emu.h and SIMDe). */
+#ifndef VX_KERNELS_AMX_H
+#define VX_KERNELS_AMX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "matmul.h"
+
+/* vx_gemm_bf16_fn (matmul.h); scratch: vx_gemm_amx_scratch(K) bytes. */
+void vx_gemm_amx_amx(int type, int64_t K, const void *w, size_t rs, int nrows, const uint16_t *xa,
+                     size_t xstride, int ntok, float *out, int64_t ldo, int acc, void *scratch);
+void vx_gemm_amx_amxemu(int type, int64_t K, const void *w, size_t rs, int nrows, const uint16_t *xa,
+                        size_t xstride, int ntok, float *out, int64_t ldo, int acc, void *scratch);
+size_t vx_gemm_amx_scratch_amx(int64_t K);
+size_t vx_gemm_amx_scratch_amxemu(int64_t K);
+/* f32 -> bf16 (nearest even) */
+void vx_f32_to_bf16_amx(const float *src, uint16_t *dst, int64_t n);
+void vx_f32_to_bf16_amxemu(const float *src, uint16_t *dst, int64_t n);
+
+#endif
