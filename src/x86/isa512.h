@@ -45,7 +45,14 @@ static inline __m512i vx_emu_cvtepu8_epi16(__m256i a) {
     const __m256i hi = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(a, 1));
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
+static inline __m512i vx_emu_srai_epi32(__m512i a, int n) {
+    const __m128i c = _mm_cvtsi32_si128(n);
+    const __m256i lo = _mm256_sra_epi32(_mm512_castsi512_si256(a), c);
+    const __m256i hi = _mm256_sra_epi32(_mm512_extracti64x4_epi64(a, 1), c);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
 #define _mm512_cvtepi32_ps(a) vx_emu_cvtepi32_ps(a)
+#define _mm512_srai_epi32(a, n) vx_emu_srai_epi32(a, n)
 #define _mm512_cvtph_ps(a) vx_emu_cvtph_ps(a)
 #define _mm512_cvtepu8_epi16(a) vx_emu_cvtepu8_epi16(a)
 #else

@@ -148,6 +148,12 @@ struct vx_kernels;
     void vx_gemm_q5_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
                              size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);            \
     void vx_gemm_q8_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);            \
+    void vx_gemv_q4_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
+    void vx_gemv_q6_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
+    void vx_gemm_q4_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);            \
+    void vx_gemm_q6_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
                              size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
 VX_AVX512_KERNELS(avx512)
 VX_AVX512_KERNELS(avx512emu)
