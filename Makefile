@@ -27,7 +27,12 @@ ISA_FLAGS_avx512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx
 ISA_FLAGS_amx = $(ISA_FLAGS_avx512) -mamx-tile -mamx-int8 -mamx-bf16
 
 LIB_SRC = $(wildcard src/*.c) $(wildcard src/x86/*.c)
-LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
+# The AVX-512 kernels are compiled a second time with -DVX_EMU and the AVX2
+# flags: SIMD Everywhere (libsimde-dev) supplies the _mm512_* intrinsics, so
+# that copy (suffix _avx512emu, src/x86/isa512.h) runs and is tested on any
+# AVX2 machine.
+EMU_SRC = $(wildcard src/x86/avx512_*.c)
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(EMU_SRC:src/x86/%.c=$(BUILD)/emu/%.o)
 TOOL_SRC = $(wildcard tools/*.c)
 TOOL_OBJ = $(TOOL_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
@@ -47,6 +52,10 @@ $(BUILD)/libvortex.a: $(LIB_OBJ)
 $(BUILD)/src/x86/%.o: src/x86/%.c $(wildcard src/*.h include/*.h src/x86/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(ISA_FLAGS_$(firstword $(subst _, ,$*))) -c $< -o $@
+
+$(BUILD)/emu/%.o: src/x86/%.c $(wildcard src/*.h include/*.h src/x86/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -DVX_EMU -Wno-psabi $(ISA_FLAGS_avx2) -c $< -o $@
 
 $(BUILD)/%.o: %.c $(wildcard src/*.h include/*.h tests/*.h tools/*.h)
 	@mkdir -p $(dir $@)

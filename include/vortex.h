@@ -264,6 +264,9 @@ int32_t vx_sampler_last_top(const vx_sampler *s, int32_t n, vx_token *ids, float
 
 /* Features of this CPU the kernels use, e.g. "AVX2 FMA F16C". */
 const char *vx_cpu_features(void);
+/* The kernel tier a new context runs: "generic", "avx2", "avx512" or
+ * "avx512-emu" (after VX_FORCE_GENERIC, VX_ISA and VX_EMULATE, see README). */
+const char *vx_kernels_name(void);
 
 #ifdef __cplusplus
 }

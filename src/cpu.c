@@ -11,7 +11,7 @@
 #include "x86/kernels_x86.h"
 
 typedef struct cpu_feats {
-    bool avx2, fma, f16c, avx512f, avx512bw, avx512vnni, avx512bf16, amx_int8, amx_bf16;
+    bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, amx_int8, amx_bf16;
     bool os_avx, os_avx512, os_amx;
 } cpu_feats;
 
@@ -39,7 +39,9 @@ static cpu_feats detect(void) {
         __cpuid_count(7, 0, a, b, c, d);
         f.avx2 = (b >> 5) & 1;
         f.avx512f = (b >> 16) & 1;
+        f.avx512dq = (b >> 17) & 1;
         f.avx512bw = (b >> 30) & 1;
+        f.avx512vl = (b >> 31) & 1;
         f.avx512vnni = (c >> 11) & 1;
         f.amx_bf16 = (d >> 22) & 1;
         f.amx_int8 = (d >> 25) & 1;
@@ -49,26 +51,45 @@ static cpu_feats detect(void) {
     return f;
 }
 
+static bool env_set(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* The tier VX_ISA names (unknown or unset: no cap). */
+static vx_isa isa_cap(void) {
+    const char *v = getenv("VX_ISA");
+    if (!v || !*v) return VX_ISA_AVX512;
+    if (!strcmp(v, "generic")) return VX_ISA_GENERIC;
+    if (!strcmp(v, "avx2")) return VX_ISA_AVX2;
+    return VX_ISA_AVX512;
+}
+
 vx_isa vx_cpu_best_isa(void) {
-    const char *force = getenv("VX_FORCE_GENERIC");
-    if (force && *force && strcmp(force, "0") != 0) return VX_ISA_GENERIC;
+    if (env_set("VX_FORCE_GENERIC")) return VX_ISA_GENERIC;
     cpu_feats f = detect();
-    if (f.os_avx && f.avx2 && f.fma && f.f16c) return VX_ISA_AVX2;
-    return VX_ISA_GENERIC;
+    vx_isa isa = VX_ISA_GENERIC;
+    if (f.os_avx && f.avx2 && f.fma && f.f16c) {
+        isa = VX_ISA_AVX2;
+        if (f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni)
+            isa = VX_ISA_AVX512;
+    }
+    const vx_isa cap = isa_cap();
+    return isa < cap ? isa : cap;
 }
 
 const char *vx_cpu_features(void) {
     cpu_feats f = detect();
     /* Constant strings: the set is small and fixed. */
     if (f.os_amx && f.amx_int8 && f.os_avx512 && f.avx512vnni)
-        return "AVX2 FMA F16C AVX512F AVX512BW AVX512VNNI AMX";
-    if (f.os_avx512 && f.avx512f && f.avx512vnni) return "AVX2 FMA F16C AVX512F AVX512BW AVX512VNNI";
+        return "AVX2 FMA F16C AVX512F AVX512BW AVX512VL AVX512DQ AVX512VNNI AMX";
+    if (f.os_avx512 && f.avx512f && f.avx512vnni) return "AVX2 FMA F16C AVX512F AVX512BW AVX512VL AVX512DQ AVX512VNNI";
     if (f.os_avx512 && f.avx512f) return "AVX2 FMA F16C AVX512F";
     if (f.os_avx && f.avx2 && f.fma) return "AVX2 FMA F16C";
     return "generic";
 }
 
-void vx_kernels_init(vx_kernels *k, vx_isa isa) {
+static void kernels_fill(vx_kernels *k, vx_isa isa) {
     k->name = "generic";
     k->dot_f32 = vx_dot_f32_ref;
     k->axpy_f32 = vx_axpy_f32_ref;
@@ -140,4 +161,33 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
         k->gemm[VX_TYPE_Q5_0_R8] = vx_gemm_q5_0_r8_avx2;
         k->gemm[VX_TYPE_Q8_0_R8] = vx_gemm_q8_0_r8_avx2;
     }
+}
+
+void vx_kernels_init(vx_kernels *k, vx_isa isa) {
+    kernels_fill(k, isa);
+    if (isa >= VX_ISA_AVX512) {
+        vx_kernels_add_avx512(k);
+        k->name = "avx512";
+    }
+}
+
+void vx_kernels_init_emulated(vx_kernels *k) {
+    kernels_fill(k, VX_ISA_AVX2);
+    vx_kernels_add_avx512emu(k);
+    k->name = "avx512-emu";
+}
+
+void vx_kernels_init_best(vx_kernels *k) {
+    const vx_isa isa = vx_cpu_best_isa();
+    const char *emu = getenv("VX_EMULATE");
+    if (isa >= VX_ISA_AVX2 && emu && !strcmp(emu, "avx512"))
+        vx_kernels_init_emulated(k);
+    else
+        vx_kernels_init(k, isa);
+}
+
+const char *vx_kernels_name(void) {
+    vx_kernels k;
+    vx_kernels_init_best(&k);
+    return k.name;
 }

@@ -142,7 +142,7 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
         vx_context_free(c);
         return vx_seterr(err, err_size, VX_EINVAL, "n_ctx/n_batch/n_seq_max out of range");
     }
-    vx_kernels_init(&c->kern, vx_cpu_best_isa());
+    vx_kernels_init_best(&c->kern);
     if (vx_pool_init(p->n_threads, &c->pool) != VX_OK) {
         vx_context_free(c);
         return vx_seterr(err, err_size, VX_ENOMEM, "cannot start %d threads", p->n_threads);

@@ -79,12 +79,26 @@ typedef struct vx_kernels {
     vx_act_fn act[VX_TYPE_COUNT];
 } vx_kernels;
 
-typedef enum vx_isa { VX_ISA_GENERIC = 0, VX_ISA_AVX2 = 1 } vx_isa;
+/* Kernel tiers, ordered: a tier's table is the one below it with some
+ * entries replaced. VX_ISA_AVX512: AVX-512 F/BW/VL/DQ + VNNI with the zmm
+ * and opmask state enabled by the OS (XGETBV); its table is the AVX2 one
+ * with the kernels of src/x86/avx512_*.c on top. */
+typedef enum vx_isa { VX_ISA_GENERIC = 0, VX_ISA_AVX2 = 1, VX_ISA_AVX512 = 2 } vx_isa;
 
-/* Best ISA this CPU and OS support (CPUID + XGETBV). VX_FORCE_GENERIC=1 in
- * the environment forces the reference kernels. */
+/* Best ISA this CPU and OS support (CPUID + XGETBV), capped by the
+ * environment: VX_FORCE_GENERIC=1 forces the reference kernels,
+ * VX_ISA=generic|avx2|avx512 caps the tier (to A/B tiers on one machine). */
 vx_isa vx_cpu_best_isa(void);
+/* The table of a tier ("generic", "avx2", "avx512"); the caller must have
+ * checked the CPU (vx_cpu_best_isa() >= isa). */
 void vx_kernels_init(vx_kernels *k, vx_isa isa);
+/* The AVX-512 tier run through its emulated copy (SIMDe over AVX2; name
+ * "avx512-emu"): needs AVX2 only. For tests and VX_EMULATE=avx512. */
+void vx_kernels_init_emulated(vx_kernels *k);
+/* What a new context uses: the best tier per vx_cpu_best_isa(), or the
+ * emulated AVX-512 tier when VX_EMULATE=avx512 is set and AVX2 is
+ * available (VX_FORCE_GENERIC still wins). */
+void vx_kernels_init_best(vx_kernels *k);
 
 /* reference kernels */
 float vx_dot_f32_ref(const float *a, const float *b, int64_t n);

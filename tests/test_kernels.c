@@ -12,6 +12,11 @@
  *   - F16/BF16 x f32 dots and gemv against double-precision sums.
  *   - the prefill GEMM kernels (src/x86/avx2_gemm.c, avx2_gemm_k.c) against
  *     the reference and, bit for bit (F16: to rounding), the gemv.
+ *   - every kernel tier's table (avx2; avx512 natively when the CPU has it;
+ *     avx512-emu, the AVX-512 kernels emulated over AVX2, always): the gemv
+ *     and gemm of the packed *_R8 layouts bit-equal to the AVX2 gemv on the
+ *     plain layout (and that to the reference within 1e-5 of sum |x y|),
+ *     and any plain-layout entry a tier replaces through the GEMM checks.
  * Skipped when the CPU lacks AVX2 (or FMA/F16C, which the kernels also use).
  */
 #include <cpuid.h>
@@ -23,6 +28,7 @@
 
 #include "common.h"
 #include "gguf.h"
+#include "ops.h"
 #include "quant.h"
 #include "quant_ref.h"
 #include "testutil.h"
@@ -621,22 +627,30 @@ static void test_gemm(err_stats *st) {
     }
 }
 
-/* The 8-row packed layouts (quant.h): 16 rows packed; the reference and
- * the AVX2 gemv on them, and the AVX2 gemm for 1..9 and 64 tokens (writing
- * and accumulating), must all give exactly the plain layout's AVX2 gemv
- * bits. */
+/* The 8-row packed layouts (quant.h): 16 rows packed; the reference gemv
+ * on them, and each tier's gemv and gemm (for 1..9 and 64 tokens, writing
+ * and accumulating, 8 and 16 rows), must all give exactly the plain
+ * layout's AVX2 gemv bits: every tier keeps the canonical order (per row
+ * and block an exact int32 sum, then the same float steps), so equality,
+ * not a tolerance, is the bar; the reference gemv on the plain layout is
+ * met to DOT_TOL like every kernel (within_tol). */
 #define PK_ROWS 16
-static void check_packed(int type, vx_gemv_fn plain_gemv, vx_gemv_fn pref, vx_gemv_fn pgemv, vx_gemm_fn pgemm,
+static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_fn plain_gemv, vx_gemv_fn pref,
                          int64_t n, rng *r) {
     const int ptype = vx_repack_type(type);
+    const vx_gemv_fn pgemv = kt->gemv[ptype];
+    const vx_gemm_fn pgemm = kt->gemm[ptype];
     const size_t rs = vx_row_size((vx_type)type, n), prs = vx_repack_row_size(ptype, n);
     const int act_type = vx_type_get_traits(type)->vec_dot_type;
     const size_t as = vx_row_size((vx_type)act_type, n);
     uint8_t *w = xmalloc(rs * PK_ROWS), *pw = xmalloc(prs * PK_ROWS), *y = xmalloc(as * GEMM_TOK);
-    float *f = xmalloc((size_t)n * sizeof(float));
+    float *f = xmalloc((size_t)n * sizeof(float)), *fy = xmalloc((size_t)n * sizeof(float));
     float *one = xmalloc(sizeof(float) * PK_ROWS * GEMM_TOK), *got = xmalloc(sizeof(float) * PK_ROWS);
     float *out = xmalloc(sizeof(float) * (PK_ROWS + 3) * GEMM_TOK);
     const int ldo = PK_ROWS + 3;
+    const vx_type_traits *tx = vx_type_get_traits(type), *ty = vx_type_get_traits(act_type);
+    CHECKF(pgemv && pgemm, "%s: no %s_R8 kernels", kt->name, vx_type_name(type));
+    if (!pgemv || !pgemm) goto done;
     gemm_weights(type, n, w, rs, PK_ROWS, r, f);
     gemm_acts(act_type, n, y, as, GEMM_TOK, r, f);
     /* Q4_K_R8 adds 4 bytes of decoded scales per 144-byte block; the
@@ -648,17 +662,29 @@ static void check_packed(int type, vx_gemv_fn plain_gemv, vx_gemv_fn pref, vx_ge
         const uint8_t *yt = y + (size_t)t * as;
         float *o1 = one + (size_t)t * PK_ROWS;
         plain_gemv(n, w, rs, PK_ROWS, yt, o1);
-        pref(n, pw, prs, PK_ROWS, yt, got);
-        for (int row = 0; row < PK_ROWS; row++)
-            CHECKF(got[row] == o1[row], "%s_R8 ref gemv n=%lld tok %d row %d: %.9g vs plain %.9g", name,
-                   (long long)n, t, row, (double)got[row], (double)o1[row]);
+        if (t < 8) /* the reference vec_dot on the plain rows, to DOT_TOL */
+            for (int row = 0; row < PK_ROWS; row++) {
+                float ref;
+                tx->vec_dot(n, &ref, w + (size_t)row * rs, yt);
+                const double mag = magnitude(tx, w + (size_t)row * rs, ty, yt, n, f, fy);
+                CHECKF(within_tol(st, ptype, o1[row], ref, mag), "%s_R8 %s n=%lld tok %d row %d: %.9g vs ref %.9g",
+                       name, kt->name, (long long)n, t, row, (double)o1[row], (double)ref);
+            }
+        if (pref) {
+            pref(n, pw, prs, PK_ROWS, yt, got);
+            for (int row = 0; row < PK_ROWS; row++)
+                CHECKF(got[row] == o1[row], "%s_R8 ref gemv n=%lld tok %d row %d: %.9g vs plain %.9g", name,
+                       (long long)n, t, row, (double)got[row], (double)o1[row]);
+        }
         pgemv(n, pw, prs, PK_ROWS, yt, got);
         for (int row = 0; row < PK_ROWS; row++)
-            CHECKF(got[row] == o1[row], "%s_R8 avx2 gemv n=%lld tok %d row %d: %.9g vs plain %.9g", name,
+            CHECKF(got[row] == o1[row], "%s_R8 %s gemv n=%lld tok %d row %d: %.9g vs plain %.9g", name, kt->name,
                    (long long)n, t, row, (double)got[row], (double)o1[row]);
         /* the second group alone, from its own start */
         pgemv(n, pw + 8 * prs, prs, 8, yt, got);
-        for (int row = 0; row < 8; row++) CHECK(got[row] == o1[8 + row]);
+        for (int row = 0; row < 8; row++)
+            CHECKF(got[row] == o1[8 + row], "%s_R8 %s gemv (second group) n=%lld tok %d row %d", name, kt->name,
+                   (long long)n, t, row);
     }
     const int ntoks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, GEMM_TOK};
     for (int nr = 8; nr <= PK_ROWS; nr += 8)
@@ -672,43 +698,84 @@ static void check_packed(int type, vx_gemv_fn plain_gemv, vx_gemv_fn pref, vx_ge
                     for (int row = 0; row < ldo; row++) {
                         const float o = out[t * ldo + row];
                         if (t >= nt || row >= nr) {
-                            CHECKF(accum ? o == base : isnan(o), "%s_R8 gemm wrote (%d, %d)", name, t, row);
+                            CHECKF(accum ? o == base : isnan(o), "%s_R8 %s gemm wrote (%d, %d)", name, kt->name, t,
+                                   row);
                             continue;
                         }
                         const float want = accum ? base + one[t * PK_ROWS + row] : one[t * PK_ROWS + row];
-                        CHECKF(o == want, "%s_R8 gemm%s n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs %.9g",
-                               name, accum ? "+acc" : "", (long long)n, nr, nt, t, row, (double)o, (double)want);
+                        CHECKF(o == want, "%s_R8 %s gemm%s n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs %.9g",
+                               name, kt->name, accum ? "+acc" : "", (long long)n, nr, nt, t, row, (double)o,
+                               (double)want);
                     }
             }
+done:
     free(w);
     free(pw);
     free(y);
     free(f);
+    free(fy);
     free(one);
     free(got);
     free(out);
 }
 
-static void test_packed(void) {
+/* The tiers to test: avx2, avx512 when this CPU has it, and always the
+ * emulated avx512 (SIMDe over AVX2, src/x86/isa512.h). */
+static int tiers(vx_kernels *kt) {
+    int n = 0;
+    vx_kernels_init(&kt[n++], VX_ISA_AVX2);
+    if (vx_cpu_best_isa() >= VX_ISA_AVX512) vx_kernels_init(&kt[n++], VX_ISA_AVX512);
+    vx_kernels_init_emulated(&kt[n++]);
+    return n;
+}
+
+static void test_packed(err_stats *st) {
     const int64_t ns[] = {256, 1280, 4096, 0};
     /* 32-blocks: one block, odd counts (the lone tail block on the even
      * chain), more than one GEMM chunk, and rows past the gemv's tables */
     const int64_t ns32[] = {32, 96, 896, 4864, 40960, 0};
-    rng r = {777};
-    for (int k = 0; ns[k]; k++) {
-        check_packed(VX_TYPE_Q4_K, vx_gemv_q4_K_avx2, vx_gemv_q4_K_r8_ref, vx_gemv_q4_K_r8_avx2,
-                     vx_gemm_q4_K_r8_avx2, ns[k], &r);
-        check_packed(VX_TYPE_Q6_K, vx_gemv_q6_K_avx2, vx_gemv_q6_K_r8_ref, vx_gemv_q6_K_r8_avx2,
-                     vx_gemm_q6_K_r8_avx2, ns[k], &r);
+    vx_kernels kt[3];
+    const int nk = tiers(kt);
+    for (int ti = 0; ti < nk; ti++) {
+        rng r = {777};
+        const vx_kernels *k = &kt[ti];
+        /* the reference gemv on the packed layout once, with the AVX2 tier */
+        const bool first = ti == 0;
+        for (int i = 0; ns[i]; i++) {
+            check_packed(st, k, VX_TYPE_Q4_K, vx_gemv_q4_K_avx2, first ? vx_gemv_q4_K_r8_ref : NULL, ns[i], &r);
+            check_packed(st, k, VX_TYPE_Q6_K, vx_gemv_q6_K_avx2, first ? vx_gemv_q6_K_r8_ref : NULL, ns[i], &r);
+        }
+        for (int i = 0; ns32[i]; i++) {
+            check_packed(st, k, VX_TYPE_Q4_0, vx_gemv_q4_0_avx2, first ? vx_gemv_q4_0_r8_ref : NULL, ns32[i], &r);
+            check_packed(st, k, VX_TYPE_Q5_0, vx_gemv_q5_0_avx2, first ? vx_gemv_q5_0_r8_ref : NULL, ns32[i], &r);
+            check_packed(st, k, VX_TYPE_Q8_0, vx_gemv_q8_0_avx2, first ? vx_gemv_q8_0_r8_ref : NULL, ns32[i], &r);
+        }
+        printf("packed gemv/gemm checked: tier %s\n", k->name);
     }
-    for (int k = 0; ns32[k]; k++) {
-        check_packed(VX_TYPE_Q4_0, vx_gemv_q4_0_avx2, vx_gemv_q4_0_r8_ref, vx_gemv_q4_0_r8_avx2,
-                     vx_gemm_q4_0_r8_avx2, ns32[k], &r);
-        check_packed(VX_TYPE_Q5_0, vx_gemv_q5_0_avx2, vx_gemv_q5_0_r8_ref, vx_gemv_q5_0_r8_avx2,
-                     vx_gemm_q5_0_r8_avx2, ns32[k], &r);
-        check_packed(VX_TYPE_Q8_0, vx_gemv_q8_0_avx2, vx_gemv_q8_0_r8_ref, vx_gemv_q8_0_r8_avx2,
-                     vx_gemm_q8_0_r8_avx2, ns32[k], &r);
-    }
+}
+
+/* Plain-layout entries a tier replaces (none yet beyond AVX2's): the
+ * same gemm/gemv checks as the AVX2 kernels get. */
+static void test_tier_plain(err_stats *st) {
+    vx_kernels kt[3];
+    const int nk = tiers(kt);
+    static const int types[] = {VX_TYPE_Q4_0, VX_TYPE_Q5_0, VX_TYPE_Q8_0, VX_TYPE_Q4_K, VX_TYPE_Q6_K,
+                                VX_TYPE_F16,  VX_TYPE_BF16};
+    const int64_t ns32[] = {32, 96, 896, 4096, 0};
+    const int64_t nsK[] = {256, 1280, 4096, 0};
+    const int64_t nsF[] = {7, 40, 896, 4099, 0};
+    for (int ti = 1; ti < nk; ti++)
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+            const int t = types[i];
+            if (kt[ti].gemv[t] == kt[0].gemv[t] && kt[ti].gemm[t] == kt[0].gemm[t]) continue;
+            const gcase gc = {t, kt[ti].gemm[t], kt[ti].gemv[t]};
+            const int64_t *ns = t == VX_TYPE_F16 || t == VX_TYPE_BF16 ? nsF
+                                : vx_type_get_traits(t)->blck_size == VX_QK_K ? nsK
+                                                                               : ns32;
+            rng r = {4243};
+            for (int k = 0; ns[k]; k++) check_gemm(st, &gc, ns[k], &r);
+            printf("plain %s gemv/gemm checked: tier %s\n", vx_type_name(t), kt[ti].name);
+        }
 }
 
 /* ------------------------------------------------------------ fixtures */
@@ -775,6 +842,19 @@ static void test_fixtures(err_stats *st) {
         CHECKF(tested[cases[c].type] > 0, "no fixture tensor of type %s", vx_type_name(cases[c].type));
 }
 
+/* Type names, the load-time packed ids included (within_tol keys the
+ * packed checks by them). */
+static const char *stat_name(int t) {
+    switch (t) {
+    case VX_TYPE_Q4_K_R8: return "Q4_K_R8";
+    case VX_TYPE_Q6_K_R8: return "Q6_K_R8";
+    case VX_TYPE_Q4_0_R8: return "Q4_0_R8";
+    case VX_TYPE_Q5_0_R8: return "Q5_0_R8";
+    case VX_TYPE_Q8_0_R8: return "Q8_0_R8";
+    default: return vx_type_name(t);
+    }
+}
+
 /* F16C from CPUID leaf 1 (ECX bit 29): not every compiler's
  * __builtin_cpu_supports knows it. */
 static bool cpu_has_f16c(void) {
@@ -793,11 +873,12 @@ int main(void) {
     test_dots(&st);
     test_half(&st);
     test_gemm(&st);
-    test_packed();
+    test_packed(&st);
+    test_tier_plain(&st);
     test_fixtures(&st);
-    printf("worst |avx2 - ref| / sum|x y| (bound %.0e):", DOT_TOL);
+    printf("worst |kernel - ref| / sum|x y| (bound %.0e; *_R8: every tier, bit-equal to AVX2):", DOT_TOL);
     for (int t = 0; t < VX_TYPE_COUNT; t++)
-        if (st.worst[t] > 0.0) printf(" %s %.1e", vx_type_name(t), st.worst[t]);
+        if (st.worst[t] > 0.0) printf(" %s %.1e", stat_name(t), st.worst[t]);
     printf("\n");
     return vx_test_finish("test_kernels");
 }

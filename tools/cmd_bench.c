@@ -183,6 +183,7 @@ int vx_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "error: no model given (use -m FILE.gguf)\n");
         return 2;
     }
+    if (!jsonl) printf("kernels: %s (CPU: %s)\n\n", vx_kernels_name(), vx_cpu_features());
     if (!jsonl)
         printf("| %-28s | %10s | %8s | %7s | %14s | %16s | %22s |\n"
                "|%s|%s|%s|%s|%s|%s|%s|\n",
@@ -277,11 +278,11 @@ int vx_cmd_bench(int argc, char **argv) {
                             snprintf(ach + strlen(ach), sizeof ach - strlen(ach), " (%.0f%% i8)",
                                      100 * gflops / lim.int8_gops);
                         if (jsonl) {
-                            printf("{\"model_filename\": \"%s\", \"model_size\": %llu, "
+                            printf("{\"kernels\": \"%s\", \"model_filename\": \"%s\", \"model_size\": %llu, "
                                    "\"model_n_params\": %llu, \"n_threads\": %d, \"n_batch\": %u, "
                                    "\"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, \"n_parallel\": %d, \"avg_ts\": %.6f, "
                                    "\"stddev_ts\": %.6f, \"samples_ts\": [",
-                                   models[mi], (unsigned long long)vx_model_size(m),
+                                   vx_kernels_name(), models[mi], (unsigned long long)vx_model_size(m),
                                    (unsigned long long)vx_model_n_params(m), threads, cp.n_batch,
                                    n_prompt, n_gen, depth, n_par, mean, sd);
                             for (long r = 0; r < reps; r++) printf(r ? ", %.6f" : "%.6f", ts[r]);

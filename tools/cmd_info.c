@@ -40,7 +40,7 @@ int vx_cmd_info(int argc, char **argv) {
     vx_model_meta_str(m, "tokenizer.ggml.pre", pre, sizeof pre);
     printf("tokenizer       %s%s%s, %d tokens, bos %d, eos %d\n", tm, pre[0] ? "/" : "", pre,
            vx_vocab_n_tokens(v), vx_vocab_bos(v), vx_vocab_eos(v));
-    printf("kernels         %s\n", vx_cpu_features());
+    printf("kernels         %s (CPU: %s)\n", vx_kernels_name(), vx_cpu_features());
     uint64_t pbytes = 0;
     const int32_t npk = vx_model_n_repacked(m, &pbytes);
     if (npk > 0)

@@ -131,4 +131,32 @@ void vx_gemm_bf16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, c
                        size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
 /* ---- end of prefill GEMM kernels -------------------------------------- */
 
+/* ---- AVX-512 VNNI tier (src/x86/avx512_*.c) ----------------------------
+ * Compiled twice (isa512.h): natively (suffix _avx512, call only when
+ * vx_cpu_best_isa() >= VX_ISA_AVX512) and emulated with SIMDe over AVX2
+ * (suffix _avx512emu, any AVX2 machine). Same contracts as the AVX2
+ * kernels above, and the same bits (the canonical order). vx_kernels_add_*
+ * replaces the entries this tier speeds up in a table filled for AVX2. */
+struct vx_kernels;
+#define VX_AVX512_KERNELS(S)                                                                                   \
+    void vx_kernels_add_##S(struct vx_kernels *k);                                                             \
+    void vx_gemv_q4_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
+    void vx_gemv_q5_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
+    void vx_gemv_q8_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
+    void vx_gemm_q4_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);            \
+    void vx_gemm_q5_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);            \
+    void vx_gemm_q8_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);            \
+    void vx_gemv_q4_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
+    void vx_gemv_q6_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
+    void vx_gemm_q4_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);            \
+    void vx_gemm_q6_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+VX_AVX512_KERNELS(avx512)
+VX_AVX512_KERNELS(avx512emu)
+/* ---- end of AVX-512 tier ---------------------------------------------- */
+
 #endif

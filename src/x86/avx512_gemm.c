@@ -1,0 +1,369 @@
+/*
+ * avx512_gemm.c - AVX-512 VNNI GEMV and GEMM on the packed 32-element block
+ * types Q4_0_R8, Q5_0_R8, Q8_0_R8 (quant.h) x Q8_0 activations. Compiled
+ * natively and emulated (isa512.h); tier registration: avx512_init.c.
+ *
+ * Arithmetic. vpdpbusd (_mm512_dpbusd_epi32) multiplies unsigned bytes by
+ * signed bytes and adds each group of 4 products to an int32 lane, with no
+ * intermediate saturation. The weights go in as the unsigned operand,
+ * offset so that they are non-negative: Q4_0 codes c - 8 as c (0..15),
+ * Q5_0 as c (0..31), Q8_0 codes x as x ^ 0x80 = x + 128 (0..255); the
+ * activations (Q8_0 codes, -127..127) are the signed operand. So per row
+ * and block I = sum (c - off) y = dpbusd sum - off * sum(y), where off * sum(y)
+ * (8, 16, 128 times the block's activation sum) is one int32 per token and
+ * block, shared by all rows. |dpbusd sum| <= 32 * 255 * 127 < 2^21: exact.
+ * Then the canonical step of avx2_quant_util.h per row: two float chains
+ * (even, odd blocks) acc = fma(d * dy, (float)I, acc), added at the end.
+ * The results are therefore the very bits of the AVX2 kernels and the
+ * reference (tests/test_kernels.c checks equality), whatever the tier or
+ * the number of tokens.
+ *
+ * Latency/throughput model (Sapphire Rapids): vpdpbusd zmm runs on ports 0
+ * and 5, latency 5, so 10 independent chains keep both busy; a broadcast
+ * of a dword from memory ({1to16} operand, vpbroadcastd m32) is a load-port
+ * uop only; vpermd/valignd/vinserti64x4 use port 5 and compete with VNNI.
+ */
+#include "isa512.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "avx2_quant_util.h"
+#include "kernels_x86.h"
+#include "quant.h"
+
+enum { R_Q4_0, R_Q5_0, R_Q8_0 };
+
+AINLINE size_t rec32(int k) {
+    return k == R_Q4_0 ? sizeof(vx_block_q4_0_r8) : k == R_Q5_0 ? sizeof(vx_block_q5_0_r8) : sizeof(vx_block_q8_0_r8);
+}
+AINLINE int off32(int k) { return k == R_Q4_0 ? 8 : k == R_Q5_0 ? 16 : 128; }
+
+AINLINE __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
+AINLINE uint16_t ld16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+AINLINE uint32_t ld32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+AINLINE __m512i bcast32(const uint8_t *p) { return _mm512_set1_epi32((int)ld32(p)); }
+
+/* -off * (sum of the 32 activation codes of block yb). */
+AINLINE int32_t ncorr32(int k, const uint8_t *yb) {
+    const __m256i s = _mm256_maddubs_epi16(_mm256_set1_epi8(1), load256(yb + offsetof(vx_block_q8_0, qs)));
+    return -off32(k) * hsum_epi32(pairs_to_i32(s));
+}
+
+/* bits 4 of a byte from bit q of the same byte of h (the Q5_0_R8 qh layout:
+ * bit q of byte b of row r's dword is the fifth bit of element 4q + b), by
+ * a 16-bit shift that never moves a bit 4 across bytes; other bits: junk. */
+AINLINE __m512i q5_shift(__m512i h, int q) {
+    return q < 4 ? _mm512_slli_epi16(h, (unsigned)(4 - q)) : _mm512_srli_epi16(h, (unsigned)(q - 4));
+}
+/* a | (b & 0x10) bytewise: one vpternlogd (A | (B & C), C = 0x10 bytes) */
+AINLINE __m512i or_bit4(__m512i a, __m512i b) {
+    return _mm512_ternarylogic_epi32(a, b, _mm512_set1_epi8(0x10), 0xF8);
+}
+
+/* ===================================================================== GEMV
+ * One 8-row group at a time, records read front to back (one sequential
+ * stream, software prefetch 2 KiB ahead as in the AVX2 gemv: decode is
+ * bound by DRAM, not by these instructions). A zmm holds two quads of a
+ * record: 32-bit lane r (< 8) quad 2p of row r, lane 8 + r quad 2p + 1 -
+ * exactly the 64 bytes qs[2p], qs[2p + 1] as stored, so one plain load. Its
+ * activation vector is dword 2p of the token's block in lanes 0-7 and dword
+ * 2p + 1 in lanes 8-15 (two broadcast loads and a blend). The two halves
+ * are added (vextracti64x4 + vpaddd) before the 8-lane float step.
+ *
+ * Per 8-row record (32 elements x 8 rows), ports 0/5 uops:
+ *   Q8_0: 4 vpdpbusd, 4 vpxord (x + 128), 4 blends, 3 adds + 1 extract,
+ *         sub, cvtdq2ps, 2 cvtph2ps-ish, mul, fma            ~ 20 uops / 272 B
+ *   Q4_0: 4 vpdpbusd, 2 vpandd + 2 (vpsrlw, vpandd), 4 blends, same tail
+ *                                                            ~ 20 uops / 144 B
+ *   Q5_0: Q4_0 + 4 variable shifts (vpsllvw/vpsrlvw) + 4 vpternlogd
+ *                                                            ~ 28 uops / 176 B
+ * i.e. 10-14 cycles per record at 2 uops/cycle: > 40 GB/s per core of
+ * weights, above what one core streams from DRAM. The int32 sum of a record
+ * is two chains of 2 vpdpbusd; records are independent, so out-of-order
+ * execution overlaps consecutive records' chains.
+ */
+
+/* Lanes 0-7: dword a of the block's codes, lanes 8-15: dword a + 1. */
+AINLINE __m512i act_pair(const uint8_t *yq, int a) {
+    return _mm512_mask_blend_epi32((__mmask16)0xFF00, bcast32(yq + 4 * a), bcast32(yq + 4 * a + 4));
+}
+
+/* Code vector p of a record, as unsigned bytes, and the dword index (of
+ * the activation block) of its low half. Q8_0: quads 2p, 2p + 1. Q4_0 and
+ * Q5_0: p = 0, 1 low nibbles of qs[2p], qs[2p + 1] (quads 2p, 2p + 1);
+ * p = 2, 3 their high nibbles (quads 2p, 2p + 1 again: 4.., 6..). */
+AINLINE __m512i codes_r8(int k, const uint8_t *rec, int p) {
+    if (k == R_Q8_0) {
+        const __m512i x = load512(((const vx_block_q8_0_r8 *)(const void *)rec)->qs[2 * p]);
+        return _mm512_xor_si512(x, _mm512_set1_epi8((char)0x80));
+    }
+    const uint8_t *qs = k == R_Q4_0 ? ((const vx_block_q4_0_r8 *)(const void *)rec)->qs[0][0]
+                                    : ((const vx_block_q5_0_r8 *)(const void *)rec)->qs[0][0];
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i v = load512(qs + 64 * (p & 1));
+    __m512i c = p < 2 ? _mm512_and_si512(v, m4) : _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    if (k == R_Q5_0) {
+        /* the 8 rows' qh dwords in both halves; quad q = 2p' (low half)
+         * and 2p' + 1 (high half) need shifts differing by one */
+        const __m512i h = _mm512_broadcast_i64x4(load256(((const vx_block_q5_0_r8 *)(const void *)rec)->qh[0]));
+        const int q = 2 * p; /* quad of the low half: 0, 2, 4, 6 */
+        __m512i t;
+        if (q < 4) /* left by 4 - q (low half), 3 - q (high half) */
+            t = _mm512_sllv_epi16(h, _mm512_inserti64x4(_mm512_set1_epi16((short)(4 - q)),
+                                                        _mm256_set1_epi16((short)(3 - q)), 1));
+        else /* right by q - 4, q - 3 */
+            t = _mm512_srlv_epi16(h, _mm512_inserti64x4(_mm512_set1_epi16((short)(q - 4)),
+                                                        _mm256_set1_epi16((short)(q - 3)), 1));
+        c = or_bit4(c, t);
+    }
+    return c;
+}
+
+/* Record rec (8 rows) against activation block yb: the chain acc takes the
+ * canonical step. dy: the block's activation scale, nc: -off * sum(y). */
+AINLINE __m256 step_r8(int k, const uint8_t *rec, const uint8_t *yb, float dy, int32_t nc, __m256 acc) {
+    const uint8_t *yq = yb + offsetof(vx_block_q8_0, qs);
+    __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes_r8(k, rec, 0), act_pair(yq, 0));
+    __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes_r8(k, rec, 1), act_pair(yq, 2));
+    s0 = _mm512_dpbusd_epi32(s0, codes_r8(k, rec, 2), act_pair(yq, 4));
+    s1 = _mm512_dpbusd_epi32(s1, codes_r8(k, rec, 3), act_pair(yq, 6));
+    const __m512i s = _mm512_add_epi32(s0, s1);
+    __m256i sum = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+    sum = _mm256_add_epi32(sum, _mm256_set1_epi32(nc));
+    const __m256 d = _mm256_cvtph_ps(load128(rec)); /* every record starts with d[8] */
+    return _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dy)), _mm256_cvtepi32_ps(sum), acc);
+}
+
+#ifndef PF32_R8
+#define PF32_R8 2048
+#endif
+/* Activation blocks whose scale and correction are tabulated per call
+ * (rows up to 32768 elements; longer rows compute them per block). */
+#define CT32 1024
+
+AINLINE void gemv32(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
+    const int64_t nb = n / 32;
+    const size_t rs = rec32(k), ys = sizeof(vx_block_q8_0);
+    const uint8_t *y = vy;
+    float dyt[CT32];
+    int32_t ct[CT32];
+    const int tab = nb <= CT32;
+    for (int64_t b = 0; tab && b < nb; b++) {
+        dyt[b] = f16(ld16(y + (size_t)b * ys));
+        ct[b] = ncorr32(k, y + (size_t)b * ys);
+    }
+#define DY(b) (tab ? dyt[b] : f16(ld16(y + (size_t)(b) * ys)))
+#define CT(b) (tab ? ct[b] : ncorr32(k, y + (size_t)(b) * ys))
+    for (int r0 = 0; r0 < nrows; r0 += 8) {
+        const uint8_t *g = (const uint8_t *)row_at(w, stride, r0);
+        __m256 ae = _mm256_setzero_ps(), ao = ae;
+        int64_t i = 0;
+        for (; i + 2 <= nb; i += 2) {
+            const uint8_t *rec = g + (size_t)i * rs;
+            prefetch_ahead(rec, PF32_R8, 2 * rs);
+            ae = step_r8(k, rec, y + (size_t)i * ys, DY(i), CT(i), ae);
+            ao = step_r8(k, rec + rs, y + (size_t)(i + 1) * ys, DY(i + 1), CT(i + 1), ao);
+        }
+        if (i < nb) ae = step_r8(k, g + (size_t)i * rs, y + (size_t)i * ys, DY(i), CT(i), ae);
+        _mm256_storeu_ps(out + r0, _mm256_add_ps(ae, ao));
+    }
+#undef DY
+#undef CT
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized" /* dyt, ct: read only when filled (tab) */
+void VX512(vx_gemv_q4_0_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemv32(R_Q4_0, n, w, stride, nrows, y, out);
+}
+void VX512(vx_gemv_q5_0_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemv32(R_Q5_0, n, w, stride, nrows, y, out);
+}
+void VX512(vx_gemv_q8_0_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemv32(R_Q8_0, n, w, stride, nrows, y, out);
+}
+#pragma GCC diagnostic pop
+
+/* ===================================================================== GEMM
+ * 16 rows at a time: two 8-row groups side by side, zmm lane r (< 8) row r
+ * of group A, lane 8 + r row r of group B (the last group of an odd count
+ * pairs with itself and only its 8 rows are stored). A chunk of CB blocks
+ * is unpacked into a panel in L1 - per block 8 code vectors (quad q of the
+ * 16 rows: vinserti64x4 of the two records' 32-byte quads, then the nibble
+ * split / fifth bit / + 128) and the 16 scales - and then every token of
+ * the tile runs against it: the activation dword of quad q is the {1to16}
+ * broadcast memory operand of vpdpbusd, so a token's block is 8 vpdpbusd
+ * and nothing else on the vector ports but its float step.
+ *
+ * Per (16 rows, 4 tokens, block) - the tile4 body:
+ *   32 vpdpbusd zmm, m32{1to16}     (each token: one chain of 8, started
+ *                                    from the broadcast -off * sum(y))
+ *   4 vpbroadcastd (chain start), 8 zmm loads of the panel: load ports
+ *   4 vcvtdq2ps, 4 vmulps (d * dy, dy broadcast from memory), 4 vfmadd
+ *   = 44 port-0/5 uops for 32 vpdpbusd: 73% of the VNNI peak, 4 chains of
+ *   8 (40 cycles each) per tile step, overlapped across the unrolled steps
+ *   of consecutive blocks and token quads by out-of-order execution.
+ * Panel unpacking per block and 16 rows (amortized over the token tile):
+ *   Q8_0: 8 vinserti64x4 + 8 vpxord; Q4_0: 4 vinserti64x4 + 12 ALU;
+ *   Q5_0: Q4_0 + 1 vinserti64x4 + 16 (shift, vpternlogd).
+ */
+
+/* Blocks per unpacked chunk: 8 x 576 bytes (L1); even, so that a block's
+ * index within a chunk has the block's parity (the two chains). */
+#define CB 8
+/* (token, block) entries of the per-tile tables */
+#define TAB32 8192
+#define MAX_TT 64
+
+typedef struct {
+    __m512i q[8]; /* quad q of 16 rows, unsigned codes */
+    __m512 d;     /* the 16 rows' scales */
+} panel16;
+
+AINLINE __m512i pair256(const void *a, const void *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a)), load256(b), 1);
+}
+
+/* Block records A and B (groups A, B; B may be A) into a panel. */
+AINLINE void load_panel(int k, const uint8_t *A, const uint8_t *B, panel16 *P) {
+    P->d = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(A)), load128(B), 1));
+    if (k == R_Q8_0) {
+        const vx_block_q8_0_r8 *a = (const vx_block_q8_0_r8 *)(const void *)A;
+        const vx_block_q8_0_r8 *b = (const vx_block_q8_0_r8 *)(const void *)B;
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++)
+            P->q[q] = _mm512_xor_si512(pair256(a->qs[q][0], b->qs[q][0]), _mm512_set1_epi8((char)0x80));
+        return;
+    }
+    const size_t qo = k == R_Q4_0 ? offsetof(vx_block_q4_0_r8, qs) : offsetof(vx_block_q5_0_r8, qs);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m512i v = pair256(A + qo + 32 * c, B + qo + 32 * c);
+        P->q[c] = _mm512_and_si512(v, m4);
+        P->q[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+    if (k == R_Q5_0) {
+        const size_t ho = offsetof(vx_block_q5_0_r8, qh);
+        const __m512i h = pair256(A + ho, B + ho);
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) P->q[q] = or_bit4(P->q[q], q5_shift(h, q));
+    }
+}
+
+/* Four tokens' activation blocks y0..y3 against one panel block: acc[u]
+ * (16 rows) takes the canonical step. dy[u], nc[u]: the tokens' scale and
+ * -off * sum(y) for the block. */
+#define U4(X) X(0) X(1) X(2) X(3)
+AINLINE void tile4(const panel16 *P, const uint8_t *y0, const uint8_t *y1, const uint8_t *y2, const uint8_t *y3,
+                   const float *dy, const int32_t *nc, __m512 acc[4]) {
+#define INIT(u) __m512i I##u = _mm512_set1_epi32(nc[u]);
+    U4(INIT)
+#undef INIT
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; q++) {
+        const __m512i W = P->q[q];
+#define STEP(u) I##u = _mm512_dpbusd_epi32(I##u, W, bcast32(y##u + offsetof(vx_block_q8_0, qs) + 4 * q));
+        U4(STEP)
+#undef STEP
+    }
+#define FSTEP(u) acc[u] = _mm512_fmadd_ps(_mm512_mul_ps(P->d, _mm512_set1_ps(dy[u])), _mm512_cvtepi32_ps(I##u), acc[u]);
+    U4(FSTEP)
+#undef FSTEP
+}
+
+/* Groups A and B (first records; B == A: a lone group, R = 8 rows stored,
+ * else 16) against tokens [t0, t0 + nt) (dyt, nct: their (token, block)
+ * tables, nb per token). */
+AINLINE void rowblock(int k, int64_t nb, const uint8_t *A, const uint8_t *B, int R, const void *act,
+                      size_t act_stride, int t0, int nt, const float *dyt, const int32_t *nct, float *out,
+                      int64_t ldo, int accumulate) {
+    const size_t rs = rec32(k), ys = sizeof(vx_block_q8_0);
+    panel16 P[CB];
+    __m512 acc[2][MAX_TT + 3]; /* [even, odd block] */
+    for (int t = 0; t < nt + 3; t++) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += CB) {
+        const int cb = (int)(nb - b0 < CB ? nb - b0 : CB);
+        for (int j = 0; j < cb; j++) load_panel(k, A + (size_t)(b0 + j) * rs, B + (size_t)(b0 + j) * rs, &P[j]);
+        /* the next chunk arrives from DRAM while the tokens run */
+        for (size_t o = 0; o < CB * rs; o += 64) {
+            _mm_prefetch((const char *)A + (size_t)(b0 + cb) * rs + o, _MM_HINT_T0);
+            if (B != A) _mm_prefetch((const char *)B + (size_t)(b0 + cb) * rs + o, _MM_HINT_T0);
+        }
+        for (int t = 0; t < nt; t += 4) {
+            int tu[4]; /* a short last group repeats its last token into spare accumulators */
+            const uint8_t *ya[4];
+            for (int u = 0; u < 4; u++) {
+                tu[u] = t + u < nt ? t + u : nt - 1;
+                ya[u] = (const uint8_t *)act + (size_t)(t0 + tu[u]) * act_stride;
+            }
+            __m512 a[2][4];
+            for (int u = 0; u < 4; u++) a[0][u] = acc[0][t + u], a[1][u] = acc[1][t + u];
+            for (int j = 0; j < cb; j++) {
+                const int64_t b = b0 + j;
+                float dy[4];
+                int32_t nc[4];
+                for (int u = 0; u < 4; u++) {
+                    dy[u] = dyt[tu[u] * nb + b];
+                    nc[u] = nct[tu[u] * nb + b];
+                }
+                const size_t bo = (size_t)b * ys;
+                tile4(&P[j], ya[0] + bo, ya[1] + bo, ya[2] + bo, ya[3] + bo, dy, nc, a[j & 1]);
+            }
+            for (int u = 0; u < 4; u++) acc[0][t + u] = a[0][u], acc[1][t + u] = a[1][u];
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        float o[16];
+        _mm512_storeu_ps(o, _mm512_add_ps(acc[0][t], acc[1][t]));
+        float *dst = out + (int64_t)(t0 + t) * ldo;
+        if (accumulate)
+            for (int r = 0; r < R; r++) dst[r] += o[r];
+        else
+            for (int r = 0; r < R; r++) dst[r] = o[r];
+    }
+}
+
+/* nrows: a multiple of 8 (whole packed groups). */
+AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act,
+                    size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
+    const int64_t nb = n / 32;
+    const size_t ys = sizeof(vx_block_q8_0);
+    int tt = (int)(TAB32 / (nb > 0 ? nb : 1));
+    tt = tt > MAX_TT ? MAX_TT : tt < 4 ? 4 : tt & ~3;
+    float dyt[TAB32 + 4 * MAX_TT];
+    int32_t nct[TAB32 + 4 * MAX_TT];
+    for (int t0 = 0; t0 < ntok; t0 += tt) {
+        const int nt = ntok - t0 < tt ? ntok - t0 : tt;
+        for (int t = 0; t < nt; t++) {
+            const uint8_t *ya = (const uint8_t *)act + (size_t)(t0 + t) * act_stride;
+            for (int64_t b = 0; b < nb; b++) {
+                dyt[t * nb + b] = f16(ld16(ya + (size_t)b * ys));
+                nct[t * nb + b] = ncorr32(k, ya + (size_t)b * ys);
+            }
+        }
+        for (int r0 = 0; r0 < nrows; r0 += 16) {
+            const uint8_t *A = row_at(w, stride, r0);
+            const int two = r0 + 16 <= nrows;
+            const uint8_t *B = two ? (const uint8_t *)row_at(w, stride, r0 + 8) : A;
+            rowblock(k, nb, A, B, two ? 16 : 8, act, act_stride, t0, nt, dyt, nct, out + r0, ldo, accumulate);
+        }
+    }
+}
+
+/* Under 2 tokens the gemv (the same bits). */
+#define MIN_TOK 2
+
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q4_0_r8), VX512(vx_gemv_q4_0_r8), gemm32, R_Q4_0, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q5_0_r8), VX512(vx_gemv_q5_0_r8), gemm32, R_Q5_0, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q8_0_r8), VX512(vx_gemv_q8_0_r8), gemm32, R_Q8_0, MIN_TOK)

@@ -1,0 +1,384 @@
+/*
+ * avx512_gemm_k.c - AVX-512 VNNI GEMV and GEMM on the packed K-quant types
+ * Q4_K_R8 and Q6_K_R8 (quant.h) x Q8_K activations. Compiled natively and
+ * emulated (isa512.h); registered in avx512_init.c.
+ *
+ * Arithmetic: codes as the unsigned operand of vpdpbusd (Q4_K 0..15, Q6_K
+ * 0..63 with the -32 offset taken out through the activation block sums),
+ * Q8_K activations (-127..127) as the signed one; per row and super-block
+ * an exact int32 I (and Q4_K's mins term M), then the canonical step of
+ * avx2_quant_util.h: acc = fma(d * y.d, (float)I, acc) [acc = fnma(dmin *
+ * y.d, (float)M, acc)]. Results are the bits of the AVX2 kernels and the
+ * reference, for any tier and token count.
+ *
+ * Sub-block scales, exactly:
+ *   Q4_K: a 32-element sub-block sum can reach 32 * 15 * 127 = 60960, past
+ *   int16, but each half (16 elements, <= 30480) fits. The two halves of
+ *   sub-blocks 2c and 2c + 1 go into one dword as an int16 pair (vpslld +
+ *   vpblendmw) and one vpdpwssd against the (sc[2c], sc[2c + 1]) pair adds
+ *   both scaled sums: 3 uops per 16 vpdpbusd.
+ *   Q6_K: a 16-element sub-block sum reaches 16 * 63 * 127 = 128016, and
+ *   even a quarter of it times the int8 scale needs more than 16 bits, so
+ *   I += S * sc by vpmulld (2 uops on SPR) + vpaddd per 4 vpdpbusd.
+ */
+#include "isa512.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "avx2_quant_util.h"
+#include "kernels_x86.h"
+#include "quant.h"
+
+#define QK VX_QK_K
+enum { K_Q4_K, K_Q6_K };
+
+AINLINE __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
+AINLINE __m512i bcast32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+/* 32 bytes at a into lanes 0-7, at b into lanes 8-15 */
+AINLINE __m512i pair256(const void *a, const void *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a)), load256(b), 1);
+}
+AINLINE __m256i pair128(const void *a, const void *b) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(load128(a)), load128(b), 1);
+}
+/* Lanes 0-7: dword at a, lanes 8-15: dword at b. */
+AINLINE __m512i act2(const int8_t *a, const int8_t *b) {
+    return _mm512_mask_blend_epi32((__mmask16)0xFF00, bcast32(a), bcast32(b));
+}
+/* dword lanes (lo16 of x, lo16 of y): the int16 pair vpdpwssd reads */
+AINLINE __m512i pack16(__m512i x, __m512i y) {
+    return _mm512_mask_blend_epi16((__mmask32)0xAAAAAAAA, x, _mm512_slli_epi32(y, 16));
+}
+/* (A & 0x0F) | (B & 0x30) bytewise, A's low nibble and B's bits 4-5 */
+AINLINE __m512i merge6(__m512i a, __m512i b) {
+    return _mm512_ternarylogic_epi32(_mm512_and_si512(a, _mm512_set1_epi8(0x0F)), b, _mm512_set1_epi8(0x30), 0xF8);
+}
+
+/* Dword p of x in every lane (AVX2). */
+AINLINE __m256i bcast_dw(__m256i x, int p) { return _mm256_permutevar8x32_epi32(x, _mm256_set1_epi32(p)); }
+
+/* ===================================================================== GEMV
+ * One 8-row group at a time, records front to back (one stream, software
+ * prefetch 2 records ahead, as the AVX2 gemv). A zmm holds two quads of a
+ * record as stored (lane r quad 2p of row r, lane 8 + r quad 2p + 1); the
+ * halves' partial sums are added once per super-block (vextracti64x4 +
+ * vpaddd). Per 8-row super-block record, ports 0/5:
+ *   Q4_K (1184 B): 32 vpdpbusd, 48 nibble ops (and; srlw + and), 32 act
+ *     blends, 8 (vpslld, vpblendmw) + 4 vpdpwssd, 4 scale widenings, mins
+ *     8 AVX2 (madd, add), ~10 float/convert: ~146 uops, ~73 cycles.
+ *   Q6_K (1680 B): 32 vpdpbusd, 16 x 7 code-building uops (nibble and
+ *     2-bit fields, variable shifts, ternlog), 32 act blends, 4 x 2 vpmulld
+ *     (2 uops each) + adds, 16 scale ops, mins 16, ~8 float: ~240 uops.
+ * i.e. >= 16 B/cycle of weights: above one core's DRAM stream.
+ */
+
+AINLINE __m256 q4k_r8_gemv_sb(const vx_block_q4_K_r8 *b, const vx_block_q8_K *y, __m256 acc) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    prefetch_ahead(b, 2 * sizeof *b, sizeof *b);
+    __m512i I = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const int8_t *ylo = y->qs + 64 * c, *yhi = ylo + 32; /* sub-blocks 2c, 2c + 1 */
+        __m512i X = _mm512_setzero_si512(), Y = X;
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            const __m512i v = load512(b->qs[c][2 * p]);
+            X = _mm512_dpbusd_epi32(X, _mm512_and_si512(v, m4), act2(ylo + 8 * p, ylo + 8 * p + 4));
+            Y = _mm512_dpbusd_epi32(Y, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                    act2(yhi + 8 * p, yhi + 8 * p + 4));
+        }
+        /* lanes r and 8 + r: 16 elements each, |sum| <= 30480 */
+        const __m512i sc = _mm512_cvtepu8_epi16(_mm256_broadcastsi128_si256(load128(b->sc[c])));
+        I = _mm512_dpwssd_epi32(I, pack16(X, Y), sc);
+    }
+    const __m256i Ir = _mm256_add_epi32(_mm512_castsi512_si256(I), _mm512_extracti64x4_epi64(I, 1));
+    const __m256i bs = _mm256_castsi128_si256(bsums32(y));
+    __m256i M = _mm256_setzero_si256();
+    for (int p = 0; p < 4; p++)
+        M = _mm256_add_epi32(M, _mm256_madd_epi16(_mm256_cvtepu8_epi16(load128(b->mn[p])), bcast_dw(bs, p)));
+    const __m256 yd = _mm256_set1_ps(y->d);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->d)), yd), _mm256_cvtepi32_ps(Ir), acc);
+    return _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->dmin)), yd), _mm256_cvtepi32_ps(M), acc);
+}
+
+/* Sub-block scales as int32 lanes from a vector of int16 pairs
+ * (sc[2p], sc[2p + 1]) per lane: the first (j = 0) or the second. */
+AINLINE __m512i pair_sel(__m512i x, int j) {
+    return j ? _mm512_srai_epi32(x, 16) : _mm512_srai_epi32(_mm512_slli_epi32(x, 16), 16);
+}
+
+AINLINE __m256 q6k_r8_gemv_sb(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, __m256 acc) {
+    prefetch_ahead(b, 2 * sizeof *b, sizeof *b);
+    /* 2-bit fields of qh to bits 4-5: quarters 0 | 1 (low | high half of
+     * the zmm) left by 4 | 2, quarters 2 | 3 right by 0 | 2 */
+    const __m512i sh01 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i sh23 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m512i m30 = _mm512_set1_epi8(0x30);
+    __m512i I = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        /* sub-block scale pairs: lanes 0-7 of quarter s0, 8-15 of s0 + 1 */
+        const __m512i x01 = _mm512_cvtepi8_epi16(load256(b->sc[4 * h]));
+        const __m512i x23 = _mm512_cvtepi8_epi16(load256(b->sc[4 * h + 2]));
+        const int8_t *yh = y->qs + 128 * h;
+        for (int hq = 0; hq < 2; hq++) { /* quads 4hq .. 4hq + 3: sub-blocks 8h + 2s + hq */
+            __m512i S01 = _mm512_setzero_si512(), S23 = S01;
+#pragma GCC unroll 4
+            for (int q = 4 * hq; q < 4 * hq + 4; q++) {
+                const __m512i L = load512(b->q[h][q][0]); /* l0 | l1 */
+                const __m512i QH = _mm512_broadcast_i64x4(load256(b->q[h][q][2]));
+                const __m512i c01 = merge6(L, _mm512_and_si512(_mm512_sllv_epi16(QH, sh01), m30));
+                const __m512i c23 = merge6(_mm512_srli_epi16(L, 4), _mm512_and_si512(_mm512_srlv_epi16(QH, sh23), m30));
+                S01 = _mm512_dpbusd_epi32(S01, c01, act2(yh + 4 * q, yh + 32 + 4 * q));
+                S23 = _mm512_dpbusd_epi32(S23, c23, act2(yh + 64 + 4 * q, yh + 96 + 4 * q));
+            }
+            I = _mm512_add_epi32(I, _mm512_mullo_epi32(S01, pair_sel(x01, hq)));
+            I = _mm512_add_epi32(I, _mm512_mullo_epi32(S23, pair_sel(x23, hq)));
+        }
+    }
+    __m256i Ir = _mm256_add_epi32(_mm512_castsi512_si256(I), _mm512_extracti64x4_epi64(I, 1));
+    const __m256i bs = load256(y->bsums);
+    __m256i M = _mm256_setzero_si256();
+    for (int p = 0; p < 8; p++)
+        M = _mm256_add_epi32(M, _mm256_madd_epi16(_mm256_cvtepi8_epi16(load128(b->sc[p])), bcast_dw(bs, p)));
+    Ir = _mm256_sub_epi32(Ir, _mm256_slli_epi32(M, 5)); /* codes are u - 32 */
+    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->d)), _mm256_set1_ps(y->d)),
+                           _mm256_cvtepi32_ps(Ir), acc);
+}
+
+AINLINE void gemvK(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
+    const int64_t nsb = n / QK;
+    const vx_block_q8_K *y = vy;
+    for (int r0 = 0; r0 < nrows; r0 += 8) {
+        const uint8_t *g = (const uint8_t *)row_at(w, stride, r0);
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nsb; i++)
+            acc = k == K_Q4_K ? q4k_r8_gemv_sb((const vx_block_q4_K_r8 *)(const void *)g + i, &y[i], acc)
+                              : q6k_r8_gemv_sb((const vx_block_q6_K_r8 *)(const void *)g + i, &y[i], acc);
+        _mm256_storeu_ps(out + r0, acc);
+    }
+}
+
+void VX512(vx_gemv_q4_K_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemvK(K_Q4_K, n, w, stride, nrows, y, out);
+}
+void VX512(vx_gemv_q6_K_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemvK(K_Q6_K, n, w, stride, nrows, y, out);
+}
+
+/* ===================================================================== GEMM
+ * 16 rows at a time (lane r: row r of group A, lane 8 + r: row r of group
+ * B; a lone last group pairs with itself). One super-block of the 16 rows
+ * is unpacked into an L1 panel, then 4 tokens at a time run against it
+ * with the activation dwords as {1to16} broadcast memory operands.
+ *
+ * Q4_K per (16 rows, 4 tokens, super-block): 256 vpdpbusd; per sub-block
+ * pair and token 2 x (vpslld, vpblendmw) + 2 vpdpwssd = 96; mins 16
+ * vpdpwssd; float 24: ~392 port-0/5 uops, 65% of the VNNI peak. Each
+ * sub-block half is a chain of 4 vpdpbusd: 16 independent chains per
+ * sub-block pair (4 tokens x 2 sub-blocks x 2 halves). Loads: 64 panel
+ * loads per 256 vpdpbusd + the broadcasts (load ports only).
+ * Q6_K per (16 rows, 4 tokens, super-block): 256 vpdpbusd, 64 vpmulld (128
+ * uops) + 64 vpaddd, mins 32 vpdpwssd + 8, float 12: ~500 uops, 51%;
+ * 16 chains of 4 per quad group.
+ */
+
+typedef struct {
+    __m512i q[8][8]; /* [sub-block][quad] Q4_K; [4h + s][q]: half h, quarter s, quad q for Q6_K */
+    __m512i sc[16];  /* Q4_K: [c] (sc[2c], sc[2c + 1]) int16 pairs; Q6_K: [j] sub-block j's scale (int32) */
+    __m512i mp[8];   /* int16 pairs for the mins term: Q4_K mins (4), Q6_K scales (8) */
+    __m512 d, dmin;
+} panelK;
+
+static void load_q4_K(const vx_block_q4_K_r8 *A, const vx_block_q4_K_r8 *B, panelK *P) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int c = 0; c < 4; c++) {
+        for (int q = 0; q < 8; q++) {
+            const __m512i v = pair256(A->qs[c][q], B->qs[c][q]);
+            P->q[2 * c][q] = _mm512_and_si512(v, m4);
+            P->q[2 * c + 1][q] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+        P->sc[c] = _mm512_cvtepu8_epi16(pair128(A->sc[c], B->sc[c]));
+        P->mp[c] = _mm512_cvtepu8_epi16(pair128(A->mn[c], B->mn[c]));
+    }
+    P->d = _mm512_cvtph_ps(pair128(A->d, B->d));
+    P->dmin = _mm512_cvtph_ps(pair128(A->dmin, B->dmin));
+}
+
+static void load_q6_K(const vx_block_q6_K_r8 *A, const vx_block_q6_K_r8 *B, panelK *P) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    for (int h = 0; h < 2; h++)
+        for (int q = 0; q < 8; q++) {
+            const __m512i l0 = pair256(A->q[h][q][0], B->q[h][q][0]), l1 = pair256(A->q[h][q][1], B->q[h][q][1]);
+            const __m512i qh = pair256(A->q[h][q][2], B->q[h][q][2]);
+            P->q[4 * h][q] = _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
+            P->q[4 * h + 1][q] =
+                _mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30));
+            P->q[4 * h + 2][q] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4), _mm512_and_si512(qh, m30));
+            P->q[4 * h + 3][q] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
+                                                 _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30));
+        }
+    for (int p = 0; p < 8; p++) {
+        const __m512i x = _mm512_cvtepi8_epi16(pair128(A->sc[p], B->sc[p]));
+        P->mp[p] = x;
+        P->sc[2 * p] = pair_sel(x, 0);
+        P->sc[2 * p + 1] = pair_sel(x, 1);
+    }
+    P->d = _mm512_cvtph_ps(pair128(A->d, B->d));
+    P->dmin = _mm512_setzero_ps();
+}
+
+#define U4(X) X(0) X(1) X(2) X(3)
+
+/* Four tokens' blocks y0..y3 of this super-block against a panel: acc[u]
+ * takes the canonical step (16 rows). bs[u]: token u's bsum pairs (Q4_K:
+ * sums of 32 as 4 dwords of int16 pairs; Q6_K: the 8 dwords of bsums). */
+AINLINE void tileK(int k, const panelK *P, const vx_block_q8_K *y0, const vx_block_q8_K *y1,
+                   const vx_block_q8_K *y2, const vx_block_q8_K *y3, const int32_t *const bs[4], __m512 acc[4]) {
+    __m512i I0 = _mm512_setzero_si512(), I1 = I0, I2 = I0, I3 = I0;
+    if (k == K_Q4_K) {
+        for (int c = 0; c < 4; c++) {
+            /* X: sub-block 2c, Y: 2c + 1; a: quads 0-3, b: quads 4-7 */
+            __m512i Xa0 = _mm512_setzero_si512(), Xa1 = Xa0, Xa2 = Xa0, Xa3 = Xa0, Xb0 = Xa0, Xb1 = Xa0, Xb2 = Xa0,
+                    Xb3 = Xa0, Ya0 = Xa0, Ya1 = Xa0, Ya2 = Xa0, Ya3 = Xa0, Yb0 = Xa0, Yb1 = Xa0, Yb2 = Xa0, Yb3 = Xa0;
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                const __m512i WXa = P->q[2 * c][q], WYa = P->q[2 * c + 1][q];
+                const __m512i WXb = P->q[2 * c][q + 4], WYb = P->q[2 * c + 1][q + 4];
+                const int e = 64 * c + 4 * q;
+#define STEP(u)                                                              \
+    Xa##u = _mm512_dpbusd_epi32(Xa##u, WXa, bcast32(y##u->qs + e));          \
+    Xb##u = _mm512_dpbusd_epi32(Xb##u, WXb, bcast32(y##u->qs + e + 16));     \
+    Ya##u = _mm512_dpbusd_epi32(Ya##u, WYa, bcast32(y##u->qs + e + 32));     \
+    Yb##u = _mm512_dpbusd_epi32(Yb##u, WYb, bcast32(y##u->qs + e + 48));
+                U4(STEP)
+#undef STEP
+            }
+            const __m512i S = P->sc[c];
+#define COMB(u)                                                     \
+    I##u = _mm512_dpwssd_epi32(I##u, pack16(Xa##u, Ya##u), S);      \
+    I##u = _mm512_dpwssd_epi32(I##u, pack16(Xb##u, Yb##u), S);
+            U4(COMB)
+#undef COMB
+        }
+    } else {
+        for (int h = 0; h < 2; h++)
+            for (int hq = 0; hq < 2; hq++) {
+                /* S<s><u>: quarter s of half h, quads 4hq .. 4hq + 3 = sub-block 8h + 2s + hq */
+                __m512i S00 = _mm512_setzero_si512(), S01 = S00, S02 = S00, S03 = S00, S10 = S00, S11 = S00,
+                        S12 = S00, S13 = S00, S20 = S00, S21 = S00, S22 = S00, S23 = S00, S30 = S00, S31 = S00,
+                        S32 = S00, S33 = S00;
+#pragma GCC unroll 4
+                for (int q = 4 * hq; q < 4 * hq + 4; q++) {
+                    const __m512i W0 = P->q[4 * h][q], W1 = P->q[4 * h + 1][q], W2 = P->q[4 * h + 2][q],
+                                  W3 = P->q[4 * h + 3][q];
+                    const int e = 128 * h + 4 * q;
+#define STEP(u)                                                            \
+    S0##u = _mm512_dpbusd_epi32(S0##u, W0, bcast32(y##u->qs + e));        \
+    S1##u = _mm512_dpbusd_epi32(S1##u, W1, bcast32(y##u->qs + e + 32));   \
+    S2##u = _mm512_dpbusd_epi32(S2##u, W2, bcast32(y##u->qs + e + 64));   \
+    S3##u = _mm512_dpbusd_epi32(S3##u, W3, bcast32(y##u->qs + e + 96));
+                    U4(STEP)
+#undef STEP
+                }
+                const __m512i C0 = P->sc[8 * h + hq], C1 = P->sc[8 * h + 2 + hq], C2 = P->sc[8 * h + 4 + hq],
+                              C3 = P->sc[8 * h + 6 + hq];
+#define SCALE(u)                                                                                    \
+    I##u = _mm512_add_epi32(I##u, _mm512_add_epi32(_mm512_mullo_epi32(S0##u, C0), _mm512_mullo_epi32(S1##u, C1))); \
+    I##u = _mm512_add_epi32(I##u, _mm512_add_epi32(_mm512_mullo_epi32(S2##u, C2), _mm512_mullo_epi32(S3##u, C3)));
+                U4(SCALE)
+#undef SCALE
+            }
+    }
+    const __m512i Iv[4] = {I0, I1, I2, I3};
+    const vx_block_q8_K *yv[4] = {y0, y1, y2, y3};
+    for (int u = 0; u < 4; u++) {
+        __m512i M = _mm512_setzero_si512();
+        const __m512 yd = _mm512_set1_ps(yv[u]->d);
+        if (k == K_Q4_K) {
+            for (int p = 0; p < 4; p++) M = _mm512_dpwssd_epi32(M, P->mp[p], _mm512_set1_epi32(bs[u][p]));
+            acc[u] = _mm512_fmadd_ps(_mm512_mul_ps(P->d, yd), _mm512_cvtepi32_ps(Iv[u]), acc[u]);
+            acc[u] = _mm512_fnmadd_ps(_mm512_mul_ps(P->dmin, yd), _mm512_cvtepi32_ps(M), acc[u]);
+        } else {
+            for (int p = 0; p < 8; p++) M = _mm512_dpwssd_epi32(M, P->mp[p], _mm512_set1_epi32(bs[u][p]));
+            const __m512i I = _mm512_sub_epi32(Iv[u], _mm512_slli_epi32(M, 5)); /* codes are u - 32 */
+            acc[u] = _mm512_fmadd_ps(_mm512_mul_ps(P->d, yd), _mm512_cvtepi32_ps(I), acc[u]);
+        }
+    }
+}
+
+/* Tokens per tile: 16 rows x TT accumulators (64 KiB at 256, L2) */
+#define TT 256
+
+/* Groups A and B (first records; B == A: a lone group, R = 8 rows
+ * stored, else 16) against all ntok tokens. */
+AINLINE void rowblockK(int k, int64_t n, const uint8_t *A, const uint8_t *B, int R, const void *act,
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
+    const int64_t nsb = n / QK;
+    const size_t bs = k == K_Q4_K ? sizeof(vx_block_q4_K_r8) : sizeof(vx_block_q6_K_r8);
+    panelK P;
+    __m512 acc[TT + 3];
+    int32_t bsum[TT + 3][8]; /* per token of the tile: the super-block's bsum pairs */
+    for (int t0 = 0; t0 < ntok; t0 += TT) {
+        const int nt = ntok - t0 < TT ? ntok - t0 : TT;
+        for (int t = 0; t < nt + 3; t++) acc[t] = _mm512_setzero_ps();
+        for (int64_t i = 0; i < nsb; i++) {
+            const uint8_t *ra = A + (size_t)i * bs, *rb = B + (size_t)i * bs;
+            if (k == K_Q4_K)
+                load_q4_K((const vx_block_q4_K_r8 *)(const void *)ra, (const vx_block_q4_K_r8 *)(const void *)rb, &P);
+            else
+                load_q6_K((const vx_block_q6_K_r8 *)(const void *)ra, (const vx_block_q6_K_r8 *)(const void *)rb, &P);
+            for (size_t o = 0; o < bs; o += 64) { /* the next super-block arrives while the tokens run */
+                _mm_prefetch((const char *)ra + bs + o, _MM_HINT_T0);
+                if (B != A) _mm_prefetch((const char *)rb + bs + o, _MM_HINT_T0);
+            }
+            for (int t = 0; t < nt; t++) {
+                const vx_block_q8_K *y =
+                    (const vx_block_q8_K *)(const void *)((const uint8_t *)act + (size_t)(t0 + t) * act_stride) + i;
+                if (k == K_Q4_K) store128(bsum[t], bsums32(y));
+                else memcpy(bsum[t], y->bsums, sizeof y->bsums);
+            }
+            for (int t = 0; t < nt; t += 4) {
+                const vx_block_q8_K *y[4];
+                const int32_t *b4[4];
+                for (int u = 0; u < 4; u++) { /* a short last group repeats its last token */
+                    const int tu = t + u < nt ? t + u : nt - 1;
+                    y[u] = (const vx_block_q8_K *)(const void *)((const uint8_t *)act + (size_t)(t0 + tu) * act_stride) + i;
+                    b4[u] = bsum[tu];
+                }
+                tileK(k, &P, y[0], y[1], y[2], y[3], b4, acc + t);
+            }
+        }
+        for (int t = 0; t < nt; t++) {
+            float o[16];
+            _mm512_storeu_ps(o, acc[t]);
+            float *dst = out + (int64_t)(t0 + t) * ldo;
+            if (accumulate)
+                for (int r = 0; r < R; r++) dst[r] += o[r];
+            else
+                for (int r = 0; r < R; r++) dst[r] = o[r];
+        }
+    }
+}
+
+/* nrows: a multiple of 8 (whole packed groups). */
+AINLINE void gemmK(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act, size_t act_stride,
+                   int ntok, float *out, int64_t ldo, int accumulate) {
+    for (int r0 = 0; r0 < nrows; r0 += 16) {
+        const uint8_t *A = row_at(w, stride, r0);
+        const int two = r0 + 16 <= nrows;
+        const uint8_t *B = two ? (const uint8_t *)row_at(w, stride, r0 + 8) : A;
+        rowblockK(k, n, A, B, two ? 16 : 8, act, act_stride, ntok, out + r0, ldo, accumulate);
+    }
+}
+
+#define MIN_TOK 2
+
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q4_K_r8), VX512(vx_gemv_q4_K_r8), gemmK, K_Q4_K, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q6_K_r8), VX512(vx_gemv_q6_K_r8), gemmK, K_Q6_K, MIN_TOK)

@@ -1,0 +1,24 @@
+/*
+ * avx512_init.c - the AVX-512 tier's table entries (compiled natively and
+ * emulated, isa512.h): vx_kernels_add_avx512 / vx_kernels_add_avx512emu
+ * replace, in a table filled for AVX2 (cpu.c), the kernels this tier
+ * speeds up; every other entry stays AVX2. The packed 8-row layouts are
+ * the AVX2 tier's (model_repack.c packs for any tier >= AVX2).
+ */
+#include "isa512.h"
+
+#include "kernels_x86.h"
+#include "ops.h"
+
+void VX512(vx_kernels_add)(struct vx_kernels *k) {
+    k->gemv[VX_TYPE_Q4_0_R8] = VX512(vx_gemv_q4_0_r8);
+    k->gemv[VX_TYPE_Q5_0_R8] = VX512(vx_gemv_q5_0_r8);
+    k->gemv[VX_TYPE_Q8_0_R8] = VX512(vx_gemv_q8_0_r8);
+    k->gemm[VX_TYPE_Q4_0_R8] = VX512(vx_gemm_q4_0_r8);
+    k->gemm[VX_TYPE_Q5_0_R8] = VX512(vx_gemm_q5_0_r8);
+    k->gemm[VX_TYPE_Q8_0_R8] = VX512(vx_gemm_q8_0_r8);
+    k->gemv[VX_TYPE_Q4_K_R8] = VX512(vx_gemv_q4_K_r8);
+    k->gemv[VX_TYPE_Q6_K_R8] = VX512(vx_gemv_q6_K_r8);
+    k->gemm[VX_TYPE_Q4_K_R8] = VX512(vx_gemm_q4_K_r8);
+    k->gemm[VX_TYPE_Q6_K_R8] = VX512(vx_gemm_q6_K_r8);
+}
