@@ -31,7 +31,7 @@ LIB_SRC = $(wildcard src/*.c) $(wildcard src/x86/*.c)
 # flags: SIMD Everywhere (libsimde-dev) supplies the _mm512_* intrinsics, so
 # that copy (suffix _avx512emu, src/x86/isa512.h) runs and is tested on any
 # AVX2 machine.
-EMU_SRC = $(wildcard src/x86/avx512_*.c)
+EMU_SRC = $(wildcard src/x86/avx512_*.c) $(wildcard src/x86/amx_*.c)
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(EMU_SRC:src/x86/%.c=$(BUILD)/emu/%.o)
 TOOL_SRC = $(wildcard tools/*.c)
 TOOL_OBJ = $(TOOL_SRC:%.c=$(BUILD)/%.o)

@@ -5,13 +5,16 @@
 #include <cpuid.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "ops.h"
+#include "x86/kernels_amx.h"
 #include "x86/kernels_x86.h"
 
 typedef struct cpu_feats {
-    bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, amx_int8, amx_bf16;
+    bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, amx_tile, amx_int8, amx_bf16;
     bool os_avx, os_avx512, os_amx;
 } cpu_feats;
 
@@ -44,6 +47,7 @@ static cpu_feats detect(void) {
         f.avx512vl = (b >> 31) & 1;
         f.avx512vnni = (c >> 11) & 1;
         f.amx_bf16 = (d >> 22) & 1;
+        f.amx_tile = (d >> 24) & 1;
         f.amx_int8 = (d >> 25) & 1;
         __cpuid_count(7, 1, a, b, c, d);
         f.avx512bf16 = (a >> 5) & 1;
@@ -59,10 +63,22 @@ static bool env_set(const char *name) {
 /* The tier VX_ISA names (unknown or unset: no cap). */
 static vx_isa isa_cap(void) {
     const char *v = getenv("VX_ISA");
-    if (!v || !*v) return VX_ISA_AVX512;
+    if (!v || !*v) return VX_ISA_AMX;
     if (!strcmp(v, "generic")) return VX_ISA_GENERIC;
     if (!strcmp(v, "avx2")) return VX_ISA_AVX2;
-    return VX_ISA_AVX512;
+    if (!strcmp(v, "avx512")) return VX_ISA_AVX512;
+    return VX_ISA_AMX;
+}
+
+/* Linux lets a process use the AMX tile data state (8 KiB per thread)
+ * only after asking for it (arch_prctl ARCH_REQ_XCOMP_PERM, XTILEDATA):
+ * without it the first tile instruction faults. Asking again is harmless. */
+static bool amx_permitted(void) {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#else
+    return false;
+#endif
 }
 
 vx_isa vx_cpu_best_isa(void) {
@@ -75,6 +91,8 @@ vx_isa vx_cpu_best_isa(void) {
             isa = VX_ISA_AVX512;
     }
     const vx_isa cap = isa_cap();
+    if (isa == VX_ISA_AVX512 && cap >= VX_ISA_AMX && f.os_amx && f.amx_tile && f.amx_bf16 && amx_permitted())
+        isa = VX_ISA_AMX;
     return isa < cap ? isa : cap;
 }
 
@@ -169,6 +187,12 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
         vx_kernels_add_avx512(k);
         k->name = "avx512";
     }
+    if (isa >= VX_ISA_AMX) {
+        k->gemm_amx = vx_gemm_amx_amx;
+        k->gemm_amx_scratch = vx_gemm_amx_scratch_amx;
+        k->f32_to_bf16 = vx_f32_to_bf16_amx;
+        k->name = "amx";
+    }
 }
 
 void vx_kernels_init_emulated(vx_kernels *k) {
@@ -177,11 +201,21 @@ void vx_kernels_init_emulated(vx_kernels *k) {
     k->name = "avx512-emu";
 }
 
+void vx_kernels_init_emulated_amx(vx_kernels *k) {
+    vx_kernels_init_emulated(k);
+    k->gemm_amx = vx_gemm_amx_amxemu;
+    k->gemm_amx_scratch = vx_gemm_amx_scratch_amxemu;
+    k->f32_to_bf16 = vx_f32_to_bf16_amxemu;
+    k->name = "amx-emu";
+}
+
 void vx_kernels_init_best(vx_kernels *k) {
     const vx_isa isa = vx_cpu_best_isa();
     const char *emu = getenv("VX_EMULATE");
     if (isa >= VX_ISA_AVX2 && emu && !strcmp(emu, "avx512"))
         vx_kernels_init_emulated(k);
+    else if (isa >= VX_ISA_AVX2 && emu && !strcmp(emu, "amx"))
+        vx_kernels_init_emulated_amx(k);
     else
         vx_kernels_init(k, isa);
 }

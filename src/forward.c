@@ -63,8 +63,8 @@ struct vx_context {
 
     /* bf16 activation rows for the AMX GEMM ([nb rounded up to 32][bf16_ld]),
      * converted from bf16_src; per-thread panel scratch */
-    uint16_t *act_bf16;
-    const float *bf16_src;
+    uint16_t *act_bf16, *act_bf16_lo; /* the latter: x - bf16(x), for F16 weights */
+    const float *bf16_src, *bf16_lo_src;
     size_t bf16_ld;
     uint8_t *amx_scratch; /* [nth][amx_scratch_per] */
     size_t amx_scratch_per;
@@ -114,7 +114,7 @@ void vx_context_free(vx_context *c) {
     void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->qkv, c->att, c->gate, c->up, c->rope,
                     c->logits, c->out_row, c->out_tok, c->seq_next, c->router, c->sel, c->sel_w, c->exp_tok,
                     c->exp_w, c->exp_n, c->moe_in, c->moe_out, c->scratch, (void *)c->mm_next,
-                    c->mm_seq, c->act_bf16, c->amx_scratch};
+                    c->mm_seq, c->act_bf16, c->act_bf16_lo, c->amx_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     for (int t = 0; t < VX_TYPE_COUNT; t++) free(c->act_buf[t]);
     free(c);
@@ -214,7 +214,9 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
         c->bf16_ld = (maxin + 31) / 32 * 32;
         const size_t rows = (nb + 31) / 32 * 32;
         c->act_bf16 = xalloc(rows * c->bf16_ld * sizeof(uint16_t), &ok);
+        c->act_bf16_lo = xalloc(rows * c->bf16_ld * sizeof(uint16_t), &ok);
         if (c->act_bf16) memset(c->act_bf16, 0, rows * c->bf16_ld * sizeof(uint16_t));
+        if (c->act_bf16_lo) memset(c->act_bf16_lo, 0, rows * c->bf16_ld * sizeof(uint16_t));
         c->amx_scratch_per = (c->kern.gemm_amx_scratch((int64_t)c->bf16_ld) + 63) & ~(size_t)63;
         c->amx_scratch = xalloc((size_t)p->n_threads * c->amx_scratch_per, &ok);
     }
@@ -270,14 +272,19 @@ static void prep_range(vx_context *c, int64_t t0, int64_t t1, int64_t e0, int64_
     if (c->params.f32_matmul) return;
     const vx_weight *ws[3] = {w0, w1, w2};
     int done = -1;
-    bool bf16_done = false;
+    bool bf16_done = false, lo = false;
+    for (int i = 0; i < 3; i++)
+        lo |= ws[i] && ws[i]->data && ws[i]->type == VX_TYPE_F16 && amx_for(c, ws[i], ntok);
     for (int i = 0; i < 3; i++) {
         if (!ws[i] || !ws[i]->data) continue;
         if (amx_for(c, ws[i], ntok)) {
             if (bf16_done) continue;
-            for (int64_t t = t0; t < t1; t++)
-                c->kern.f32_to_bf16(x + t * ld + e0, c->act_bf16 + (size_t)t * c->bf16_ld + e0, e1 - e0);
-            c->bf16_src = x; /* every thread writes the same value */
+            for (int64_t t = t0; t < t1; t++) {
+                const size_t o = (size_t)t * c->bf16_ld + (size_t)e0;
+                c->kern.f32_to_bf16(x + t * ld + e0, c->act_bf16 + o, lo ? c->act_bf16_lo + o : NULL, e1 - e0);
+            }
+            c->bf16_src = x; /* every thread writes the same values */
+            c->bf16_lo_src = lo ? x : NULL;
             bf16_done = true;
             continue;
         }
@@ -325,13 +332,14 @@ static void mm_rows(vx_context *c, int ith, const vx_weight *w, size_t mat_off, 
         return;
     }
     if (amx_for(c, w, n)) {
-        VX_ASSERT(c->bf16_src == x);
+        const bool lo = w->type == VX_TYPE_F16;
+        VX_ASSERT(c->bf16_src == x && (!lo || c->bf16_lo_src == x));
         const bool pk = w->pdata != NULL;
         const size_t rs = pk ? w->prow_size : w->row_size;
         const size_t moff = pk && mat_off ? mat_off / w->mat_size * w->pmat_size : mat_off;
         const uint8_t *base = (const uint8_t *)(pk ? w->pdata : w->data) + moff + (size_t)r0 * rs;
         c->kern.gemm_amx(pk ? w->ptype : w->type, w->ne[0], base, rs, (int)(r1 - r0), c->act_bf16,
-                         c->bf16_ld * sizeof(uint16_t), (int)n, y + r0, ldy, acc,
+                         lo ? c->act_bf16_lo : NULL, c->bf16_ld * sizeof(uint16_t), (int)n, y + r0, ldy, acc,
                          c->amx_scratch + (size_t)ith * c->amx_scratch_per);
         return;
     }
@@ -608,7 +616,7 @@ static void forward_worker(void *arg, int ith, int nth) {
             vx_attention(&c->kern, &aa, ith, nth, scr);
         }
         vx_pool_barrier(c->pool);
-        if (vx_act_type(L->wo.type) != VX_TYPE_F32 && !c->params.f32_matmul) {
+        if ((vx_act_type(L->wo.type) != VX_TYPE_F32 || amx_for(c, &L->wo, n)) && !c->params.f32_matmul) {
             prep(c, t0, t1, n, c->att, QD, QD, &L->wo, NULL, NULL);
             vx_pool_barrier(c->pool);
         }

@@ -26,11 +26,13 @@ typedef void (*vx_gemm_fn)(int64_t n, const void *w, size_t row_stride, int nrow
                            size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
 /* out[t * ldo + r] (+)= dot(row r of w, x[t]) for r < nrows, t < ntok with
  * weights of any type (type: file or packed layout, rows rs bytes apart, K
- * elements, K a multiple of 32) and bf16 activation rows xstride bytes
- * apart, of which ntok rounded up to 32 must be readable; scratch as the
- * kernel's table says. */
+ * elements, K a multiple of 32) and bf16 activation rows xa, xstride bytes
+ * apart, of which ntok rounded up to 32 must be readable; xl: NULL, or the
+ * rows' remainders x - bf16(x) in the same layout, for about 16 significant
+ * bits instead of 8 (F16 weights); scratch as the kernel's table says. */
 typedef void (*vx_gemm_bf16_fn)(int type, int64_t K, const void *w, size_t rs, int nrows, const uint16_t *xa,
-                                size_t xstride, int ntok, float *out, int64_t ldo, int acc, void *scratch);
+                                const uint16_t *xl, size_t xstride, int ntok, float *out, int64_t ldo, int acc,
+                                void *scratch);
 /* Converts n floats to an activation row (n a multiple of the block size). */
 typedef void (*vx_act_fn)(const float *x, void *y, int64_t n);
 

@@ -67,10 +67,11 @@ typedef struct vx_kernels {
                    bool accumulate, float *scratch);
     /* AMX prefill GEMM for any weight type against bf16 activation rows
      * (src/x86/kernels_amx.h; NULL without AMX), its scratch bytes for rows
-     * of K elements, and the f32 -> bf16 row conversion it takes */
+     * of K elements, and the f32 -> bf16 row conversion it takes (with lo:
+     * also the remainders, for F16 weights) */
     vx_gemm_bf16_fn gemm_amx;
     size_t (*gemm_amx_scratch)(int64_t K);
-    void (*f32_to_bf16)(const float *src, uint16_t *dst, int64_t n);
+    void (*f32_to_bf16)(const float *src, uint16_t *dst, uint16_t *lo, int64_t n);
     /* per weight type: GEMV against activation rows (see matmul.h) */
     vx_gemv_fn gemv[VX_TYPE_COUNT];
     /* per weight type: GEMM over a token tile (NULL: gemv per token) */
@@ -82,12 +83,15 @@ typedef struct vx_kernels {
 /* Kernel tiers, ordered: a tier's table is the one below it with some
  * entries replaced. VX_ISA_AVX512: AVX-512 F/BW/VL/DQ + VNNI with the zmm
  * and opmask state enabled by the OS (XGETBV); its table is the AVX2 one
- * with the kernels of src/x86/avx512_*.c on top. */
-typedef enum vx_isa { VX_ISA_GENERIC = 0, VX_ISA_AVX2 = 1, VX_ISA_AVX512 = 2 } vx_isa;
+ * with the kernels of src/x86/avx512_*.c on top. VX_ISA_AMX: that and AMX
+ * (tile + bf16 units, the tile state enabled by the OS and granted to the
+ * process): prefill matmuls of 32+ tokens go through the bf16 tile GEMM
+ * (src/x86/amx_gemm.c). */
+typedef enum vx_isa { VX_ISA_GENERIC = 0, VX_ISA_AVX2 = 1, VX_ISA_AVX512 = 2, VX_ISA_AMX = 3 } vx_isa;
 
 /* Best ISA this CPU and OS support (CPUID + XGETBV), capped by the
  * environment: VX_FORCE_GENERIC=1 forces the reference kernels,
- * VX_ISA=generic|avx2|avx512 caps the tier (to A/B tiers on one machine). */
+ * VX_ISA=generic|avx2|avx512|amx caps the tier (to A/B tiers on one machine). */
 vx_isa vx_cpu_best_isa(void);
 /* The table of a tier ("generic", "avx2", "avx512"); the caller must have
  * checked the CPU (vx_cpu_best_isa() >= isa). */
@@ -95,6 +99,9 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa);
 /* The AVX-512 tier run through its emulated copy (SIMDe over AVX2; name
  * "avx512-emu"): needs AVX2 only. For tests and VX_EMULATE=avx512. */
 void vx_kernels_init_emulated(vx_kernels *k);
+/* That with the AMX GEMM emulated too (amx_emu.h; name "amx-emu";
+ * VX_EMULATE=amx). */
+void vx_kernels_init_emulated_amx(vx_kernels *k);
 /* What a new context uses: the best tier per vx_cpu_best_isa(), or the
  * emulated AVX-512 tier when VX_EMULATE=avx512 is set and AVX2 is
  * available (VX_FORCE_GENERIC still wins). */

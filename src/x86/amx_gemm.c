@@ -19,8 +19,13 @@
  * token tile passes over it.
  *
  * Precision: weights and activations rounded to bf16 (8 significant bits),
- * products exact, sums in fp32: error comparable to the Q8 activations of
- * the integer paths (tests/test_kernels.c states the bound).
+ * products exact, sums in fp32: error below that of the Q8 activations of
+ * the integer paths. Given the activations' remainders x - bf16(x) too (the
+ * caller does for F16 weights, whose 11 significant bits bf16 would lose),
+ * weights are split the same way (BF16 ones are exact already) and three of
+ * the four products of (x_hi + x_lo)(w_hi + w_lo) are summed: about 16
+ * significant bits, better than fp16 arithmetic, for three times the tile
+ * work (tests/test_amx.c states the bounds).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -68,10 +73,22 @@ static inline __m512i round_bf16(__m512 v) {
     return _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
 }
 
+static const int16_t odd_words[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31,
+                                      33, 35, 37, 39, 41, 43, 45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+
 static inline __m512i bf16x32(__m512 lo, __m512 hi) {
-    const __m512i odd_words = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33,
-                                               31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-    return _mm512_permutex2var_epi16(round_bf16(lo), odd_words, round_bf16(hi));
+    return _mm512_permutex2var_epi16(round_bf16(lo), _mm512_loadu_si512((const void *)odd_words), round_bf16(hi));
+}
+
+/* The same split in two: *h = bf16(v), *l = bf16(v - h), so h + l holds 16
+ * significant bits (an fp16 value exactly). */
+static inline void bf16x32_split(__m512 lo, __m512 hi, __m512i *h, __m512i *l) {
+    const __m512i odd = _mm512_loadu_si512((const void *)odd_words), top = _mm512_set1_epi32((int)0xffff0000u);
+    const __m512i rl = round_bf16(lo), rh = round_bf16(hi);
+    *h = _mm512_permutex2var_epi16(rl, odd, rh);
+    const __m512 dl = _mm512_sub_ps(lo, _mm512_castsi512_ps(_mm512_and_si512(rl, top)));
+    const __m512 dh = _mm512_sub_ps(hi, _mm512_castsi512_ps(_mm512_and_si512(rh, top)));
+    *l = _mm512_permutex2var_epi16(round_bf16(dl), odd, round_bf16(dh));
 }
 
 /* 16 fp16 values to floats */
@@ -122,29 +139,31 @@ static void half_from_bf16(const uint16_t *w, size_t ld, int nr, int64_t K, uint
     }
 }
 
-/* The same from f32 rows (rows ld floats apart). */
-static void half_from_f32(const float *w, size_t ld, int nr, int64_t K, uint16_t *half) {
+/* The same from f32 rows (f16 = 0, rows ld floats apart) or fp16 rows
+ * (f16 = 1, ld uint16 apart); with lo, the remainders w - bf16(w) go into
+ * the half lo the same way. */
+static void half_from_float(const void *w, size_t ld, int f16, int nr, int64_t K, uint16_t *half, uint16_t *lo) {
     for (int64_t s = 0; s < K / 32; s++) {
-        __m512i v[16];
+        __m512i v[16], u[16];
         for (int n = 0; n < 16; n++) {
-            const float *row = w + (size_t)n * ld + 32 * s;
-            v[n] = n < nr ? bf16x32(_mm512_loadu_ps(row), _mm512_loadu_ps(row + 16)) : _mm512_setzero_si512();
+            v[n] = u[n] = _mm512_setzero_si512();
+            if (n >= nr) continue;
+            __m512 a, b;
+            if (f16) {
+                const uint16_t *row = (const uint16_t *)w + (size_t)n * ld + 32 * s;
+                a = f16x16(row), b = f16x16(row + 16);
+            } else {
+                const float *row = (const float *)w + (size_t)n * ld + 32 * s;
+                a = _mm512_loadu_ps(row), b = _mm512_loadu_ps(row + 16);
+            }
+            if (lo) bf16x32_split(a, b, &v[n], &u[n]);
+            else v[n] = bf16x32(a, b);
         }
         transpose16(v);
         for (int p = 0; p < 16; p++) _mm512_storeu_si512((void *)(half + (16 * s + p) * 32), v[p]);
-    }
-}
-
-/* The same from fp16 rows (rows ld uint16 apart). */
-static void half_from_f16(const uint16_t *w, size_t ld, int nr, int64_t K, uint16_t *half) {
-    for (int64_t s = 0; s < K / 32; s++) {
-        __m512i v[16];
-        for (int n = 0; n < 16; n++) {
-            const uint16_t *row = w + (size_t)n * ld + 32 * s;
-            v[n] = n < nr ? bf16x32(f16x16(row), f16x16(row + 16)) : _mm512_setzero_si512();
-        }
-        transpose16(v);
-        for (int p = 0; p < 16; p++) _mm512_storeu_si512((void *)(half + (16 * s + p) * 32), v[p]);
+        if (!lo) continue;
+        transpose16(u);
+        for (int p = 0; p < 16; p++) _mm512_storeu_si512((void *)(lo + (16 * s + p) * 32), u[p]);
     }
 }
 
@@ -309,11 +328,17 @@ static int r8_block(int type) {
 
 /* Rows [r, r + nr) of the weight (nr <= 32) into the panel; f32: K * 16
  * floats of scratch for the dequantized types. */
+/* Rows [r, r + nr) of the weight (nr <= 32) into the panel: two halves
+ * of K * 16 values (rows 0-15, 16-31), and with lo two more of the
+ * remainders w - bf16(w) (F16 / F32 / dequantized weights; BF16 weights
+ * and the packed types' values times a scale have none worth keeping).
+ * f32: K * 16 floats of scratch for the dequantized types. */
 static void build_panel(int type, const void *w, size_t rs, int r, int nr, int64_t K, uint16_t *panel,
-                        float *f32) {
+                        uint16_t *lo, float *f32) {
     for (int h = 0; h < 2; h++) {
-        uint16_t *half = panel + (size_t)h * (size_t)K * 16;
+        uint16_t *half = panel + (size_t)h * (size_t)K * 16, *lhalf = lo ? lo + (size_t)h * (size_t)K * 16 : NULL;
         const int n = VX_MIN(16, nr - 16 * h), r0 = r + 16 * h;
+        if (lhalf && (n <= 0 || type == VX_TYPE_BF16)) memset(lhalf, 0, (size_t)K * 16 * sizeof(uint16_t));
         if (n <= 0) {
             memset(half, 0, (size_t)K * 16 * sizeof(uint16_t));
             continue;
@@ -321,18 +346,16 @@ static void build_panel(int type, const void *w, size_t rs, int r, int nr, int64
         const uint8_t *row0 = (const uint8_t *)w + (size_t)r0 * rs;
         if (type == VX_TYPE_BF16) {
             half_from_bf16((const uint16_t *)(const void *)row0, rs / 2, n, K, half);
-        } else if (type == VX_TYPE_F16) {
-            half_from_f16((const uint16_t *)(const void *)row0, rs / 2, n, K, half);
-        } else if (type == VX_TYPE_F32) {
-            half_from_f32((const float *)(const void *)row0, rs / 4, n, K, half);
-        } else if (r8_block(type)) {
+        } else if (type == VX_TYPE_F16 || type == VX_TYPE_F32) {
+            half_from_float(row0, rs / (type == VX_TYPE_F16 ? 2 : 4), type == VX_TYPE_F16, n, K, half, lhalf);
+        } else if (r8_block(type) && !lo) {
             /* packed rows: r0 starts a group of 8 (r is a multiple of 32) */
             const int64_t nb = K / r8_block(type);
             const size_t rec = 8 * rs / (size_t)nb;
             half_from_r8(type, row0, n > 8 ? row0 + 8 * rs : NULL, rec, nb, half);
         } else {
             for (int i = 0; i < n; i++) vx_dequant_row(type, w, rs, r0 + i, K, f32 + (size_t)i * K);
-            half_from_f32(f32, (size_t)K, n, K, half);
+            half_from_float(f32, (size_t)K, 0, n, K, half, lhalf);
         }
     }
 }
@@ -366,30 +389,52 @@ static void build_panel(int type, const void *w, size_t rs, int r, int nr, int64
     } while (0)
 
 size_t VXAMX(vx_gemm_amx_scratch)(int64_t K) {
-    return (size_t)K * NR * sizeof(uint16_t) + (size_t)K * 16 * sizeof(float) + 64;
+    return 2 * (size_t)K * NR * sizeof(uint16_t) + (size_t)K * 16 * sizeof(float) + 64;
 }
 
 void VXAMX(vx_gemm_amx)(int type, int64_t K, const void *w, size_t rs, int nrows, const uint16_t *xa,
-                        size_t xstride, int ntok, float *out, int64_t ldo, int acc, void *scratch) {
+                        const uint16_t *xl, size_t xstride, int ntok, float *out, int64_t ldo, int acc,
+                        void *scratch) {
     uint16_t *panel = (uint16_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    float *f32 = (float *)(void *)(panel + (size_t)K * NR);
+    uint16_t *lo = xl && type != VX_TYPE_BF16 ? panel + (size_t)K * NR : NULL;
+    float *f32 = (float *)(void *)(panel + 2 * (size_t)K * NR);
     float tmp[16][16];
-    const uint8_t *x = (const uint8_t *)xa;
     tiles_config();
     for (int r = 0; r < nrows; r += NR) {
-        build_panel(type, w, rs, r, VX_MIN(NR, nrows - r), K, panel, f32);
+        build_panel(type, w, rs, r, VX_MIN(NR, nrows - r), K, panel, lo, f32);
         const uint16_t *b0 = panel, *b1 = panel + (size_t)K * 16;
+        const uint16_t *l0 = lo, *l1 = lo ? lo + (size_t)K * 16 : NULL;
         for (int t = 0; t < ntok; t += MT) {
             C_LOAD(0, 0, 0);
             C_LOAD(1, 0, 1);
             C_LOAD(2, 1, 0);
             C_LOAD(3, 1, 1);
-            const uint8_t *a0 = x + (size_t)t * xstride, *a1 = a0 + 16 * xstride;
+            const uint8_t *a0 = (const uint8_t *)xa + (size_t)t * xstride, *a1 = a0 + 16 * xstride;
+            const uint8_t *e0 = xl ? (const uint8_t *)xl + (size_t)t * xstride : NULL;
+            const uint8_t *e1 = xl ? e0 + 16 * xstride : NULL;
             for (int64_t s = 0; s < K / 32; s++) {
                 _tile_loadd(4, a0 + 64 * s, (int64_t)xstride);
                 _tile_loadd(5, a1 + 64 * s, (int64_t)xstride);
                 _tile_loadd(6, b0 + 512 * s, 64);
                 _tile_loadd(7, b1 + 512 * s, 64);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 4, 7);
+                _tile_dpbf16ps(2, 5, 6);
+                _tile_dpbf16ps(3, 5, 7);
+                if (!xl) continue;
+                /* three of the four products of (x_hi + x_lo)(w_hi + w_lo) */
+                if (lo) {
+                    _tile_loadd(6, l0 + 512 * s, 64);
+                    _tile_loadd(7, l1 + 512 * s, 64);
+                    _tile_dpbf16ps(0, 4, 6);
+                    _tile_dpbf16ps(1, 4, 7);
+                    _tile_dpbf16ps(2, 5, 6);
+                    _tile_dpbf16ps(3, 5, 7);
+                    _tile_loadd(6, b0 + 512 * s, 64);
+                    _tile_loadd(7, b1 + 512 * s, 64);
+                }
+                _tile_loadd(4, e0 + 64 * s, (int64_t)xstride);
+                _tile_loadd(5, e1 + 64 * s, (int64_t)xstride);
                 _tile_dpbf16ps(0, 4, 6);
                 _tile_dpbf16ps(1, 4, 7);
                 _tile_dpbf16ps(2, 5, 6);
@@ -404,9 +449,21 @@ void VXAMX(vx_gemm_amx)(int type, int64_t K, const void *w, size_t rs, int nrows
     _tile_release();
 }
 
-void VXAMX(vx_f32_to_bf16)(const float *src, uint16_t *dst, int64_t n) {
+void VXAMX(vx_f32_to_bf16)(const float *src, uint16_t *dst, uint16_t *lo, int64_t n) {
     int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        _mm512_storeu_si512((void *)(dst + i), bf16x32(_mm512_loadu_ps(src + i), _mm512_loadu_ps(src + i + 16)));
-    for (; i < n; i++) dst[i] = vx_fp32_to_bf16(src[i]);
+    for (; i + 32 <= n; i += 32) {
+        const __m512 a = _mm512_loadu_ps(src + i), b = _mm512_loadu_ps(src + i + 16);
+        if (lo) {
+            __m512i h, l;
+            bf16x32_split(a, b, &h, &l);
+            _mm512_storeu_si512((void *)(dst + i), h);
+            _mm512_storeu_si512((void *)(lo + i), l);
+        } else {
+            _mm512_storeu_si512((void *)(dst + i), bf16x32(a, b));
+        }
+    }
+    for (; i < n; i++) {
+        dst[i] = vx_fp32_to_bf16(src[i]);
+        if (lo) lo[i] = vx_fp32_to_bf16(src[i] - vx_bf16_to_fp32(dst[i]));
+    }
 }

@@ -11,13 +11,16 @@
 
 /* vx_gemm_bf16_fn (matmul.h); scratch: vx_gemm_amx_scratch(K) bytes. */
 void vx_gemm_amx_amx(int type, int64_t K, const void *w, size_t rs, int nrows, const uint16_t *xa,
-                     size_t xstride, int ntok, float *out, int64_t ldo, int acc, void *scratch);
+                     const uint16_t *xl, size_t xstride, int ntok, float *out, int64_t ldo, int acc,
+                     void *scratch);
 void vx_gemm_amx_amxemu(int type, int64_t K, const void *w, size_t rs, int nrows, const uint16_t *xa,
-                        size_t xstride, int ntok, float *out, int64_t ldo, int acc, void *scratch);
+                        const uint16_t *xl, size_t xstride, int ntok, float *out, int64_t ldo, int acc,
+                        void *scratch);
 size_t vx_gemm_amx_scratch_amx(int64_t K);
 size_t vx_gemm_amx_scratch_amxemu(int64_t K);
-/* f32 -> bf16 (nearest even) */
-void vx_f32_to_bf16_amx(const float *src, uint16_t *dst, int64_t n);
-void vx_f32_to_bf16_amxemu(const float *src, uint16_t *dst, int64_t n);
+/* f32 -> bf16 (nearest even); with lo, also the remainders
+ * bf16(src - bf16(src)) */
+void vx_f32_to_bf16_amx(const float *src, uint16_t *dst, uint16_t *lo, int64_t n);
+void vx_f32_to_bf16_amxemu(const float *src, uint16_t *dst, uint16_t *lo, int64_t n);
 
 #endif

@@ -1,0 +1,137 @@
+/*
+ * test_amx.c - the AMX bf16 GEMM (src/x86/amx_gemm.c) against a double
+ * precision reference, natively when the CPU has AMX and always through its
+ * emulated copy (amx_emu.h + SIMDe): every weight type the forward pass sends
+ * it (F16, BF16 and the packed Q4_K/Q6_K/Q4_0/Q5_0/Q8_0 layouts) and the
+ * generic dequantizing path (F32, file-layout quantized types), row counts
+ * that leave partial 16-row tiles and 8-row groups, token counts that leave
+ * partial tiles, with and without accumulation; the rows and columns outside
+ * the product must be left alone.
+ *
+ * Tolerance: the kernel rounds weights and activations to bf16 and sums
+ * exact products in fp32, so against sum_k bf16(w) bf16(x) in double it may
+ * differ only by fp32 summation error: 1e-5 of sum_k |w x| (a layout error
+ * is of the order of the result itself). Against the unrounded product the
+ * error is that of bf16 rounding, 2^-8 of sum_k |w x| at most. With the
+ * activations' remainders (split, the F16 path) both operands carry ~16
+ * significant bits: 3e-5 of sum_k |w x| against the unrounded product.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "ops.h"
+#include "quant.h"
+#include "testutil.h"
+#include "x86/kernels_amx.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static double bf(float f) { return vx_bf16_to_fp32(vx_fp32_to_bf16(f)); }
+
+typedef struct variant {
+    const char *name;
+    vx_gemm_bf16_fn gemm;
+    size_t (*scratch)(int64_t K);
+    void (*to_bf16)(const float *, uint16_t *, uint16_t *, int64_t);
+} variant;
+
+static void gemm_case(const variant *v, int type, int packed, int K, int R, int T, int acc, int split) {
+    const int ptype = packed ? vx_repack_type(type) : type;
+    const vx_type_traits *tr = vx_type_get_traits(type);
+    const size_t rs = vx_row_size((vx_type)type, K);
+    const int LDO = R + 5, T32 = (T + 31) / 32 * 32;
+    uint8_t *w = malloc(rs * (size_t)R);
+    float *wf = malloc(sizeof(float) * (size_t)K * R), *deq = malloc(sizeof(float) * (size_t)K * R);
+    float *x = malloc(sizeof(float) * (size_t)K * T), *out = malloc(sizeof(float) * (size_t)LDO * T);
+    uint16_t *xa = calloc((size_t)T32 * K, sizeof(uint16_t)), *xl = calloc((size_t)T32 * K, sizeof(uint16_t));
+    void *scr = malloc(v->scratch(K));
+    for (int i = 0; i < K * R; i++) wf[i] = frand() * (1 + (i % 7));
+    for (int r = 0; r < R; r++) tr->from_float(wf + (size_t)r * K, w + (size_t)r * rs, K);
+    for (int r = 0; r < R; r++) tr->to_float(w + (size_t)r * rs, deq + (size_t)r * K, K);
+    const void *wk = w;
+    size_t wrs = rs;
+    void *pw = NULL;
+    if (packed) {
+        wrs = vx_repack_row_size(ptype, K);
+        pw = malloc(wrs * (size_t)R);
+        vx_repack_rows(type, w, rs, R, K, pw);
+        wk = pw;
+    }
+    for (int i = 0; i < K * T; i++) x[i] = frand();
+    for (int t = 0; t < T; t++)
+        v->to_bf16(x + (size_t)t * K, xa + (size_t)t * K, split ? xl + (size_t)t * K : NULL, K);
+    for (int i = 0; i < LDO * T; i++) out[i] = 0.25f * (float)(i % 5);
+    v->gemm(ptype, K, wk, wrs, R, xa, split ? xl : NULL, (size_t)K * 2, T, out, LDO, acc, scr);
+    double worst = 0, worst_unrounded = 0;
+    int untouched = 1;
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < LDO; r++) {
+            const double init = 0.25 * ((t * LDO + r) % 5);
+            const float got = out[(size_t)t * LDO + r];
+            if (r >= R) {
+                untouched &= got == (float)init;
+                continue;
+            }
+            double ref = 0, exact = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                const double a = deq[(size_t)r * K + k], b = x[(size_t)t * K + k];
+                ref += bf((float)a) * bf((float)b);
+                exact += a * b;
+                mag += fabs(a * b);
+            }
+            if (acc) ref += init, exact += init;
+            worst = fmax(worst, fabs(got - ref) / (mag + 1e-30));
+            worst_unrounded = fmax(worst_unrounded, fabs(got - exact) / (mag + 1e-30));
+        }
+    /* split: ~16 significant bits of both operands (BF16 weights are exact) */
+    const bool ok = split ? worst_unrounded <= 3e-5 : worst <= 1e-5 && worst_unrounded <= 1.0 / 256;
+    CHECKF(ok && untouched,
+           "%s type %d%s%s K %d rows %d tokens %d acc %d: error %g (vs unrounded %g), outside rows %s", v->name,
+           type, packed ? " packed" : "", split ? " split" : "", K, R, T, acc, worst, worst_unrounded,
+           untouched ? "kept" : "changed");
+    free(w), free(wf), free(deq), free(x), free(out), free(xa), free(xl), free(scr), free(pw);
+}
+
+static void test_variant(const variant *v) {
+    const int types[] = {VX_TYPE_F16, VX_TYPE_BF16, VX_TYPE_F32, VX_TYPE_Q8_0, VX_TYPE_Q4_0,
+                         VX_TYPE_Q5_0, VX_TYPE_Q4_K, VX_TYPE_Q6_K, VX_TYPE_Q3_K};
+    const int Ks[] = {256, 768}, Rs[] = {8, 16, 40, 64}, Ts[] = {1, 16, 17, 33, 70};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (int pk = 0; pk < 2; pk++) {
+            if (pk && vx_repack_type(types[ti]) < 0) continue;
+            for (int ki = 0; ki < 2; ki++)
+                for (int ri = 0; ri < 4; ri++)
+                    for (int tj = 0; tj < 5; tj++)
+                        gemm_case(v, types[ti], pk, Ks[ki], Rs[ri], Ts[tj], (ri + tj + ki) % 2,
+                                  (ri + tj) % 3 == 0);
+        }
+    /* the activation conversion: nearest even, ties included */
+    float src[70];
+    uint16_t dst[70];
+    for (int i = 0; i < 70; i++) src[i] = frand() * 1000;
+    src[3] = 1.00390625f;   /* 1 + 2^-8: a tie, rounds down to even */
+    src[40] = 1.01171875f;  /* 1 + 3 * 2^-8: a tie, rounds up to even */
+    uint16_t rem[70];
+    v->to_bf16(src, dst, rem, 70);
+    int same = 1;
+    for (int i = 0; i < 70; i++)
+        same &= dst[i] == vx_fp32_to_bf16(src[i]) &&
+                rem[i] == vx_fp32_to_bf16(src[i] - vx_bf16_to_fp32(vx_fp32_to_bf16(src[i])));
+    CHECKF(same && dst[3] == 0x3f80 && dst[40] == 0x3f82, "%s f32_to_bf16", v->name);
+}
+
+int main(void) {
+    const variant emu = {"amx-emu", vx_gemm_amx_amxemu, vx_gemm_amx_scratch_amxemu, vx_f32_to_bf16_amxemu};
+    if (vx_cpu_best_isa() >= VX_ISA_AVX2) test_variant(&emu);
+    const variant native = {"amx", vx_gemm_amx_amx, vx_gemm_amx_scratch_amx, vx_f32_to_bf16_amx};
+    if (vx_cpu_best_isa() >= VX_ISA_AMX) test_variant(&native);
+    return vx_test_finish("test_amx");
+}
