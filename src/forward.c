@@ -409,7 +409,9 @@ static void mm(vx_context *c, int ith, int nth, const vx_weight *w, size_t mat_o
         return;
     }
     int64_t chunk = (rows + (int64_t)nth * MM_CHUNKS_PER_THREAD - 1) / ((int64_t)nth * MM_CHUNKS_PER_THREAD);
-    chunk = (chunk + 15) & ~(int64_t)15;
+    /* the AMX GEMM builds weight panels of 32 rows */
+    const int64_t align = amx_for(c, w, n) ? 32 : 16;
+    chunk = (chunk + align - 1) / align * align;
     for (;;) {
         const int64_t r0 = (int64_t)atomic_fetch_add_explicit(&c->mm_next[seq], 1, memory_order_relaxed) * chunk;
         if (r0 >= rows) break;

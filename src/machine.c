@@ -7,12 +7,13 @@
 #include "common.h"
 #include "ops.h"
 #include "threadpool.h"
+#include "x86/kernels_amx.h"
 #include "x86/kernels_x86.h"
 
 typedef struct lim_task {
     const uint8_t *buf;
     size_t size;
-    int kind; /* 0 read, 1 fma, 2 int8 */
+    int kind; /* 0 read, 1 fma, 2 int8, 3 AMX bf16 */
     int64_t iters;
     double sink[64];
 } lim_task;
@@ -44,8 +45,10 @@ static void lim_worker(void *arg, int ith, int nth) {
         t->sink[ith] = read_share(t->buf + lo, (size_t)(hi - lo));
     } else if (t->kind == 1) {
         t->sink[ith] = vx_peak_fma_avx2(t->iters);
-    } else {
+    } else if (t->kind == 2) {
         t->sink[ith] = vx_peak_int8_avx2(t->iters);
+    } else {
+        t->sink[ith] = vx_peak_amx_bf16_amx(t->iters);
     }
 }
 
@@ -92,6 +95,18 @@ int vx_measure_limits(int n_threads, vx_limits *out) {
             }
             if (kind == 1) out->fma_gflops = bestk;
             else out->int8_gops = bestk;
+        }
+    }
+    if (vx_cpu_best_isa() >= VX_ISA_AMX) {
+        out->isa = "amx";
+        t.kind = 3;
+        t.iters = 500 * 1000;
+        for (int rep = 0; rep < 3; rep++) {
+            int64_t t0 = vx_time_us();
+            vx_pool_run(pool, lim_worker, &t);
+            double s = (double)(vx_time_us() - t0) * 1e-6;
+            const double g = (double)t.iters * nth * 65536.0 / s / 1e9;
+            if (g > out->amx_bf16_gflops) out->amx_bf16_gflops = g;
         }
     }
     vx_pool_free(pool);

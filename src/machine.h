@@ -1,7 +1,8 @@
 /*
  * machine.h - microbenchmarks of the machine's limits, for `vx bench`:
  * DRAM read bandwidth with several interleaved streams per thread, and peak
- * fp32 FMA / int8 dot-product throughput of the best ISA present.
+ * fp32 FMA / int8 dot-product throughput of the best ISA present (AVX2),
+ * and AMX bf16 tile throughput where the AMX tier is in use.
  */
 #ifndef VX_MACHINE_H
 #define VX_MACHINE_H
@@ -11,6 +12,7 @@ typedef struct vx_limits {
     double read_gbs;     /* best of several passes over a buffer far larger than L3 */
     double fma_gflops;   /* fp32 FMA */
     double int8_gops;    /* int8 multiply-adds x 2 (ops) */
+    double amx_bf16_gflops; /* AMX tdpbf16ps (0 without AMX) */
     const char *isa;
 } vx_limits;
 

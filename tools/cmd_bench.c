@@ -171,12 +171,15 @@ int vx_cmd_bench(int argc, char **argv) {
         vx_measure_limits((int)nt.v[nt.n - 1], &lim);
         if (jsonl)
             printf("{\"limits\": true, \"n_threads\": %d, \"read_gbs\": %.2f, \"fp32_gflops\": %.1f, "
-                   "\"int8_gops\": %.1f, \"isa\": \"%s\"}\n",
-                   lim.n_threads, lim.read_gbs, lim.fma_gflops, lim.int8_gops, lim.isa);
+                   "\"int8_gops\": %.1f, \"amx_bf16_gflops\": %.1f, \"isa\": \"%s\"}\n",
+                   lim.n_threads, lim.read_gbs, lim.fma_gflops, lim.int8_gops, lim.amx_bf16_gflops, lim.isa);
         else
             printf("machine limits (%d threads, %s): read %.1f GB/s, fp32 FMA %.0f GFLOP/s, "
                    "int8 %.0f GOP/s\n\n",
                    lim.n_threads, lim.isa, lim.read_gbs, lim.fma_gflops, lim.int8_gops);
+        if (!jsonl && lim.amx_bf16_gflops > 0)
+            printf("AMX bf16 tiles: %.0f GFLOP/s (prefill ratios below are to this peak)\n\n",
+                   lim.amx_bf16_gflops);
         if (limits_only) return 0;
     }
     if (n_models == 0) {
@@ -274,7 +277,10 @@ int vx_cmd_bench(int argc, char **argv) {
                         if (kind == 1 && n_par == 1 && lim.read_gbs > 0)
                             snprintf(ach + strlen(ach), sizeof ach - strlen(ach), " (%.0f%%)",
                                      100 * gbs / lim.read_gbs);
-                        if ((kind == 0 || n_par > 1) && lim.int8_gops > 0)
+                        if (kind == 0 && lim.amx_bf16_gflops > 0)
+                            snprintf(ach + strlen(ach), sizeof ach - strlen(ach), " (%.0f%% amx)",
+                                     100 * gflops / lim.amx_bf16_gflops);
+                        else if ((kind == 0 || n_par > 1) && lim.int8_gops > 0)
                             snprintf(ach + strlen(ach), sizeof ach - strlen(ach), " (%.0f%% i8)",
                                      100 * gflops / lim.int8_gops);
                         if (jsonl) {
@@ -289,8 +295,9 @@ int vx_cmd_bench(int argc, char **argv) {
                             printf("], \"avg_ns\": %.0f, \"weight_gbs\": %.3f, \"matmul_gflops\": %.3f",
                                    1e9 * n * n_par / mean, gbs, gflops);
                             if (lim.read_gbs > 0)
-                                printf(", \"read_gbs_limit\": %.3f, \"int8_gops_limit\": %.3f",
-                                       lim.read_gbs, lim.int8_gops);
+                                printf(", \"read_gbs_limit\": %.3f, \"int8_gops_limit\": %.3f, "
+                                       "\"amx_bf16_gflops_limit\": %.3f",
+                                       lim.read_gbs, lim.int8_gops, lim.amx_bf16_gflops);
                             printf("}\n");
                         } else {
                             printf("| %-28s | %6.2f MiB | %6.3f B | %7d | %14s | %8.2f ± %5.2f | %22s |\n",

@@ -467,3 +467,28 @@ void VXAMX(vx_f32_to_bf16)(const float *src, uint16_t *dst, uint16_t *lo, int64_
         if (lo) lo[i] = vx_fp32_to_bf16(src[i] - vx_bf16_to_fp32(dst[i]));
     }
 }
+
+/* Peak-throughput loop for `vx bench --limits`: iters x 4 tdpbf16ps of
+ * 16 x 16 x 32 multiply-adds (65536 flops), four independent
+ * accumulators; returns a value so the work is kept. */
+double VXAMX(vx_peak_amx_bf16)(int64_t iters) {
+    float c[16][16];
+    tiles_config();
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_zero(4);
+    _tile_zero(5);
+    _tile_zero(6);
+    _tile_zero(7);
+    for (int64_t i = 0; i < iters; i++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, c, 64);
+    _tile_release();
+    return c[0][0];
+}

@@ -23,4 +23,8 @@ size_t vx_gemm_amx_scratch_amxemu(int64_t K);
 void vx_f32_to_bf16_amx(const float *src, uint16_t *dst, uint16_t *lo, int64_t n);
 void vx_f32_to_bf16_amxemu(const float *src, uint16_t *dst, uint16_t *lo, int64_t n);
 
+/* peak loop (machine.c): iters x 65536 flops */
+double vx_peak_amx_bf16_amx(int64_t iters);
+double vx_peak_amx_bf16_amxemu(int64_t iters);
+
 #endif
