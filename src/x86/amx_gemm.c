@@ -270,8 +270,8 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
                 for (int q = 4 * (j % 2); q < 4 * (j % 2) + 4; q++) {
                     __m512i lo = join(a->q[h][q][k % 2][0], b ? b->q[h][q][k % 2][0] : NULL);
                     __m512i hb = join(a->q[h][q][2][0], b ? b->q[h][q][2][0] : NULL);
-                    lo = _mm512_and_si512(_mm512_srli_epi16(lo, 4 * (k / 2)), m4);
-                    hb = _mm512_and_si512(_mm512_srli_epi16(hb, 2 * k), _mm512_set1_epi8(3));
+                    lo = _mm512_and_si512(_mm512_srlv_epi16(lo, _mm512_set1_epi16((short)(4 * (k / 2)))), m4);
+                    hb = _mm512_and_si512(_mm512_srlv_epi16(hb, _mm512_set1_epi16((short)(2 * k))), _mm512_set1_epi8(3));
                     const __m512i c = _mm512_sub_epi8(_mm512_or_si512(lo, _mm512_slli_epi16(hb, 4)),
                                                       _mm512_set1_epi8(32));
                     emit_quad(half, 64 * i + 32 * h + 8 * k + q, c, &qs);
@@ -308,7 +308,7 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
                     __m512i c = join(qa + 32 * (q % 4), qb ? qb + 32 * (q % 4) : NULL);
                     c = _mm512_and_si512(q < 4 ? c : _mm512_srli_epi16(c, 4), m4);
                     if (q5) {
-                        const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(hbits, q), one);
+                        const __m512i hb = _mm512_and_si512(_mm512_srlv_epi16(hbits, _mm512_set1_epi16((short)q)), one);
                         c = _mm512_or_si512(c, _mm512_slli_epi16(hb, 4));
                     }
                     emit_quad(half, 8 * i + q, _mm512_sub_epi8(c, off), &qs);
