@@ -44,6 +44,9 @@
 #ifndef TT
 #define TT 258 /* most tokens per tile, a multiple of 6: x chunk 258 KiB */
 #endif
+#ifndef WHINT
+#define WHINT _MM_HINT_T0
+#endif
 #define MR 6      /* tokens per micro-kernel */
 #define MIN_TOK_HALF 4
 
@@ -64,18 +67,16 @@ AINLINE float widen1(uint16_t h, int bf) {
     return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
 }
 
-/* Elements [k, k + 8) of 8 rows widened and transposed: P[j * 16 + i] =
- * r[i][k + j] (P 32-byte aligned). Named values, no arrays: GCC kept an
- * array version on the stack. */
-AINLINE void widen_tr8(const uint16_t *const r[8], int64_t k, int bf, float *P) {
-    const __m256 v0 = widen8(r[0] + k, bf), v1 = widen8(r[1] + k, bf), v2 = widen8(r[2] + k, bf),
-                 v3 = widen8(r[3] + k, bf), v4 = widen8(r[4] + k, bf), v5 = widen8(r[5] + k, bf),
-                 v6 = widen8(r[6] + k, bf), v7 = widen8(r[7] + k, bf);
+/* P[j * 16 + i] = T[i * KC + j] for i, j < 8 (P and T 32-byte aligned). */
+AINLINE void tr8(const float *T, float *P) {
+    const __m256 v0 = _mm256_load_ps(T + 0 * KC), v1 = _mm256_load_ps(T + 1 * KC), v2 = _mm256_load_ps(T + 2 * KC),
+                 v3 = _mm256_load_ps(T + 3 * KC), v4 = _mm256_load_ps(T + 4 * KC), v5 = _mm256_load_ps(T + 5 * KC),
+                 v6 = _mm256_load_ps(T + 6 * KC), v7 = _mm256_load_ps(T + 7 * KC);
     const __m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
     const __m256 t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
     const __m256 t4 = _mm256_unpacklo_ps(v4, v5), t5 = _mm256_unpackhi_ps(v4, v5);
     const __m256 t6 = _mm256_unpacklo_ps(v6, v7), t7 = _mm256_unpackhi_ps(v6, v7);
-    /* s0: (0,1,2,3)[k0] | [k4], s1: [k1] | [k5], s2: [k2] | [k6], s3: [k3] | [k7]; s4..s7 rows 4..7 */
+    /* s0: rows 0..3 of columns 0 | 4, s1: 1 | 5, s2: 2 | 6, s3: 3 | 7; s4..s7 rows 4..7 */
     const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
     const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
     const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
@@ -90,14 +91,23 @@ AINLINE void widen_tr8(const uint16_t *const r[8], int64_t k, int bf, float *P) 
     _mm256_store_ps(P + 7 * 16, _mm256_permute2f128_ps(s3, s7, 0x31));
 }
 
-/* Panel P[k][16] of elements [k0, k0 + kc) of 16 rows (rows[r]). */
-AINLINE void pack16(const uint16_t *const rows[16], int64_t k0, int kc, int bf, float (*P)[16]) {
-    int k = 0;
-    for (; k + 8 <= kc; k += 8) {
-        widen_tr8(rows, k0 + k, bf, P[k]);
-        widen_tr8(rows + 8, k0 + k, bf, P[k] + 8);
+/* Panel P[k][16] of elements [k0, k0 + kc) of 16 rows (rows[r]). Each
+ * row is widened whole first, into T[r][KC] (a row's lines one after the
+ * other: rows n halves apart share their L1 set when n * 2 is a multiple
+ * of 4 KiB, and 16 rows read 8 elements at a time thrashed the set), then
+ * 8 x 8 blocks of T are transposed into P. */
+AINLINE void pack16(const uint16_t *const rows[16], int64_t k0, int kc, int bf, float (*P)[16], float *T) {
+    const int k8 = kc & ~7;
+    for (int r = 0; r < 16; r++) {
+        const uint16_t *src = rows[r] + k0;
+        float *dst = T + r * KC;
+        for (int k = 0; k < k8; k += 8) _mm256_store_ps(dst + k, widen8(src + k, bf));
     }
-    for (; k < kc; k++)
+    for (int k = 0; k < k8; k += 8) {
+        tr8(T + k, P[k]);
+        tr8(T + 8 * KC + k, P[k] + 8);
+    }
+    for (int k = k8; k < kc; k++)
         for (int r = 0; r < 16; r++) P[k][r] = widen1(rows[r][k0 + k], bf);
 }
 
@@ -122,6 +132,20 @@ static void pack_x6(const float *const x[MR], int kc, float *X) {
     }
     for (; k < kc; k++)
         for (int u = 0; u < MR; u++) X[6 * k + u] = x[u][k];
+}
+
+/* x row of token t0 + t + u, from element k0; a short group (t + u >= nt)
+ * repeats its last token */
+AINLINE const float *x_row(const void *act, size_t act_stride, int t0, int t, int u, int nt, int64_t k0) {
+    const int tok = t + u < nt ? t + u : nt - 1;
+    return (const float *)(const void *)((const uint8_t *)act + (size_t)(t0 + tok) * act_stride) + k0;
+}
+
+/* The group of the 6 tokens from t0 + t into X + t * kc. */
+AINLINE void pack_group(const void *act, size_t act_stride, int t0, int t, int nt, int64_t k0, int kc, float *X) {
+    const float *x[MR];
+    for (int u = 0; u < MR; u++) x[u] = x_row(act, act_stride, t0, t, u, nt, k0);
+    pack_x6(x, kc, X + (size_t)t * kc);
 }
 
 /* c[u][0..15] (u < 6, rows of ldc floats) = (init ? 0 : c) + sum over the
@@ -156,9 +180,10 @@ static void micro6x16(const float (*P)[16], int kc, const float *X, float *c, in
 #undef ST
 }
 
-static void gemm_half(int bf, int64_t n, const void *w, size_t stride, int nrows, const void *act,
+AINLINE void gemm_half(int bf, int64_t n, const void *w, size_t stride, int nrows, const void *act,
                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
     _Alignas(64) float P[KC][16];
+    _Alignas(64) float T[16 * KC]; /* pack16's rows */
     float tmp[MR][16]; /* a partial block (fewer rows or tokens) works here */
     /* tiles of equal size, at most TT tokens */
     const int ntiles = (ntok + TT - 1) / TT;
@@ -177,20 +202,12 @@ static void gemm_half(int bf, int64_t n, const void *w, size_t stride, int nrows
         for (int64_t k0 = 0; k0 < n; k0 += KC) {
             const int kc = (int)(n - k0 < KC ? n - k0 : KC);
             const int init = k0 == 0 && !accumulate;
-            for (int t = 0; t < nt; t += MR) {
-                const int U = nt - t < MR ? nt - t : MR;
-                const float *x[MR]; /* a short group repeats its last token */
-                for (int u = 0; u < MR; u++)
-                    x[u] = (const float *)(const void *)((const uint8_t *)act +
-                                                         (size_t)(t0 + t + (u < U ? u : U - 1)) * act_stride) +
-                           k0;
-                pack_x6(x, kc, X + (size_t)t * kc);
-            }
+            for (int t = 0; t < nt; t += MR) pack_group(act, act_stride, t0, t, nt, k0, kc, X);
             for (int r0 = 0; r0 < nrows; r0 += 16) {
                 const int R = nrows - r0 < 16 ? nrows - r0 : 16;
                 const uint16_t *rows[16]; /* a short block repeats its last row */
                 for (int r = 0; r < 16; r++) rows[r] = row_at(w, stride, r0 + (r < R ? r : R - 1));
-                pack16(rows, k0, kc, bf, P);
+                pack16(rows, k0, kc, bf, P, T);
                 /* the next panel: the next row block, else the next chunk's first */
                 const int pr0 = r0 + 16 < nrows ? r0 + 16 : 0;
                 const int64_t pk0 = r0 + 16 < nrows ? k0 : k0 + KC;
@@ -204,7 +221,7 @@ static void gemm_half(int bf, int64_t n, const void *w, size_t stride, int nrows
                         const int r = pl / nlines_row < pR ? pl / nlines_row : pR - 1;
                         const size_t off = (size_t)pk0 * 2 + (size_t)(pl % nlines_row) * 64;
                         if (off < (size_t)(pk0 + pkc) * 2)
-                            _mm_prefetch((const char *)row_at(w, stride, pr0 + r) + off, _MM_HINT_T0);
+                            _mm_prefetch((const char *)row_at(w, stride, pr0 + r) + off, WHINT);
                     }
                     const int U = nt - t < MR ? nt - t : MR;
                     const float *Xg = X + (size_t)t * kc;
