@@ -44,8 +44,8 @@
 #ifndef TT
 #define TT 258 /* most tokens per tile, a multiple of 6: x chunk 258 KiB */
 #endif
-#ifndef WHINT
-#define WHINT _MM_HINT_T0
+#ifndef PFD
+#define PFD 1 /* panels ahead */
 #endif
 #define MR 6      /* tokens per micro-kernel */
 #define MIN_TOK_HALF 4
@@ -208,9 +208,10 @@ AINLINE void gemm_half(int bf, int64_t n, const void *w, size_t stride, int nrow
                 const uint16_t *rows[16]; /* a short block repeats its last row */
                 for (int r = 0; r < 16; r++) rows[r] = row_at(w, stride, r0 + (r < R ? r : R - 1));
                 pack16(rows, k0, kc, bf, P, T);
-                /* the next panel: the next row block, else the next chunk's first */
-                const int pr0 = r0 + 16 < nrows ? r0 + 16 : 0;
-                const int64_t pk0 = r0 + 16 < nrows ? k0 : k0 + KC;
+                /* the panel PFD ahead (row blocks, then the next chunk's) */
+                const int nblk = (nrows + 15) / 16, pb = r0 / 16 + PFD;
+                const int pr0 = pb % nblk * 16;
+                const int64_t pk0 = k0 + (int64_t)(pb / nblk) * KC;
                 const int pR = nrows - pr0 < 16 ? nrows - pr0 : 16;
                 const int pkc = (int)(n - pk0 < KC ? n - pk0 : KC);
                 const int plines = pk0 < n ? 16 * ((pkc * 2 + 63) / 64) : 0;
@@ -221,7 +222,7 @@ AINLINE void gemm_half(int bf, int64_t n, const void *w, size_t stride, int nrow
                         const int r = pl / nlines_row < pR ? pl / nlines_row : pR - 1;
                         const size_t off = (size_t)pk0 * 2 + (size_t)(pl % nlines_row) * 64;
                         if (off < (size_t)(pk0 + pkc) * 2)
-                            _mm_prefetch((const char *)row_at(w, stride, pr0 + r) + off, WHINT);
+                            _mm_prefetch((const char *)row_at(w, stride, pr0 + r) + off, _MM_HINT_T0);
                     }
                     const int U = nt - t < MR ? nt - t : MR;
                     const float *Xg = X + (size_t)t * kc;
