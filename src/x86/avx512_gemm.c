@@ -201,14 +201,15 @@ void VX512(vx_gemv_q8_0_r8)(int64_t n, const void *w, size_t stride, int nrows, 
  * is unpacked into a panel in L1 - per block 8 code vectors (quad q of the
  * 16 rows: vinserti64x4 of the two records' 32-byte quads, then the nibble
  * split / fifth bit / + 128) and the 16 scales - and then every token of
- * the tile runs against it: the activation dword of quad q is the {1to16}
- * broadcast memory operand of vpdpbusd, so a token's block is 8 vpdpbusd
- * and nothing else on the vector ports but its float step.
+ * the tile runs against it: the activation dword of quad q is broadcast
+ * straight from memory (vpbroadcastd zmm, m32 - GCC emits it rather than
+ * the {1to16} operand; either is a load-port uop only), so a token's block
+ * is 8 vpdpbusd and nothing else on the vector ports but its float step.
  *
  * Per (16 rows, 4 tokens, block) - the tile4 body:
- *   32 vpdpbusd zmm, m32{1to16}     (each token: one chain of 8, started
- *                                    from the broadcast -off * sum(y))
- *   4 vpbroadcastd (chain start), 8 zmm loads of the panel: load ports
+ *   32 vpdpbusd zmm (each token: one chain of 8, started from the
+ *                    broadcast -off * sum(y))
+ *   36 vpbroadcastd m32, 8 zmm loads of the panel: load ports only
  *   4 vcvtdq2ps, 4 vmulps (d * dy, dy broadcast from memory), 4 vfmadd
  *   = 44 port-0/5 uops for 32 vpdpbusd: 73% of the VNNI peak, 4 chains of
  *   8 (40 cycles each) per tile step, overlapped across the unrolled steps
