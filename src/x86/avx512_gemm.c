@@ -63,7 +63,16 @@ AINLINE int32_t ncorr32(int k, const uint8_t *yb) {
  * bit q of byte b of row r's dword is the fifth bit of element 4q + b), by
  * a 16-bit shift that never moves a bit 4 across bytes; other bits: junk. */
 AINLINE __m512i q5_shift(__m512i h, int q) {
-    return q < 4 ? _mm512_slli_epi16(h, (unsigned)(4 - q)) : _mm512_srli_epi16(h, (unsigned)(q - 4));
+    switch (q) { /* immediates (q is a constant at every call once inlined) */
+    case 0: return _mm512_slli_epi16(h, 4);
+    case 1: return _mm512_slli_epi16(h, 3);
+    case 2: return _mm512_slli_epi16(h, 2);
+    case 3: return _mm512_slli_epi16(h, 1);
+    case 4: return h;
+    case 5: return _mm512_srli_epi16(h, 1);
+    case 6: return _mm512_srli_epi16(h, 2);
+    default: return _mm512_srli_epi16(h, 3);
+    }
 }
 /* a | (b & 0x10) bytewise: one vpternlogd (A | (B & C), C = 0x10 bytes) */
 AINLINE __m512i or_bit4(__m512i a, __m512i b) {
@@ -181,8 +190,10 @@ AINLINE void gemv32(int k, int64_t n, const void *w, size_t stride, int nrows, c
 #undef CT
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized" /* dyt, ct: read only when filled (tab) */
+#endif
 void VX512(vx_gemv_q4_0_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
     gemv32(R_Q4_0, n, w, stride, nrows, y, out);
 }
@@ -192,7 +203,9 @@ void VX512(vx_gemv_q5_0_r8)(int64_t n, const void *w, size_t stride, int nrows, 
 void VX512(vx_gemv_q8_0_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
     gemv32(R_Q8_0, n, w, stride, nrows, y, out);
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 /* ===================================================================== GEMM
  * 16 rows at a time: two 8-row groups side by side, zmm lane r (< 8) row r
