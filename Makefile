@@ -30,7 +30,9 @@ LIB_SRC = $(wildcard src/*.c) $(wildcard src/x86/*.c)
 # The AVX-512 kernels are compiled a second time with -DVX_EMU and the AVX2
 # flags: SIMD Everywhere (libsimde-dev) supplies the _mm512_* intrinsics, so
 # that copy (suffix _avx512emu, src/x86/isa512.h) runs and is tested on any
-# AVX2 machine.
+# AVX2 machine (-fopenmp-simd: SIMDe's loops carry `omp simd` hints; no
+# OpenMP runtime is involved). The AMX kernels likewise, with the tile
+# instructions modelled by src/x86/amx_emu.h (suffix _amxemu).
 EMU_SRC = $(wildcard src/x86/avx512_*.c) $(wildcard src/x86/amx_*.c)
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(EMU_SRC:src/x86/%.c=$(BUILD)/emu/%.o)
 TOOL_SRC = $(wildcard tools/*.c)
@@ -55,7 +57,7 @@ $(BUILD)/src/x86/%.o: src/x86/%.c $(wildcard src/*.h include/*.h src/x86/*.h)
 
 $(BUILD)/emu/%.o: src/x86/%.c $(wildcard src/*.h include/*.h src/x86/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) -DVX_EMU -Wno-psabi $(ISA_FLAGS_avx2) -c $< -o $@
+	$(CC) $(CFLAGS_BASE) -DVX_EMU -Wno-psabi -fopenmp-simd $(ISA_FLAGS_avx2) -c $< -o $@
 
 $(BUILD)/%.o: %.c $(wildcard src/*.h include/*.h tests/*.h tools/*.h)
 	@mkdir -p $(dir $@)

@@ -14,6 +14,7 @@ typedef struct lim_task {
     const uint8_t *buf;
     size_t size;
     int kind; /* 0 read, 1 fma, 2 int8, 3 AMX bf16 */
+    bool avx512; /* the AVX-512 loops (else AVX2) */
     int64_t iters;
     double sink[64];
 } lim_task;
@@ -44,9 +45,9 @@ static void lim_worker(void *arg, int ith, int nth) {
         vx_split((int64_t)t->size, ith, nth, 4096, &lo, &hi);
         t->sink[ith] = read_share(t->buf + lo, (size_t)(hi - lo));
     } else if (t->kind == 1) {
-        t->sink[ith] = vx_peak_fma_avx2(t->iters);
+        t->sink[ith] = t->avx512 ? vx_peak_fma_avx512(t->iters) : vx_peak_fma_avx2(t->iters);
     } else if (t->kind == 2) {
-        t->sink[ith] = vx_peak_int8_avx2(t->iters);
+        t->sink[ith] = t->avx512 ? vx_peak_int8_avx512(t->iters) : vx_peak_int8_avx2(t->iters);
     } else {
         t->sink[ith] = vx_peak_amx_bf16_amx(t->iters);
     }
@@ -80,7 +81,9 @@ int vx_measure_limits(int n_threads, vx_limits *out) {
     free(buf);
     out->isa = "generic";
     if (vx_cpu_best_isa() >= VX_ISA_AVX2) {
-        out->isa = "avx2";
+        /* the peak loops of the tier the kernels use (VX_ISA caps it) */
+        t.avx512 = vx_cpu_best_isa() >= VX_ISA_AVX512;
+        out->isa = t.avx512 ? "avx512" : "avx2";
         t.iters = 20 * 1000 * 1000;
         for (int kind = 1; kind <= 2; kind++) {
             t.kind = kind;
@@ -89,8 +92,10 @@ int vx_measure_limits(int n_threads, vx_limits *out) {
                 int64_t t0 = vx_time_us();
                 vx_pool_run(pool, lim_worker, &t);
                 double s = (double)(vx_time_us() - t0) * 1e-6;
-                /* fma: 10 vectors x 8 lanes x 2 flops; int8: 8 vectors x 32 lanes x 2 ops */
-                double ops = (double)t.iters * nth * (kind == 1 ? 160.0 : 512.0);
+                /* AVX2 fma: 10 vectors x 8 lanes x 2 flops; int8: 8 vectors x 32 lanes x 2 ops.
+                 * AVX-512: 10 x 16 x 2; 10 vpdpbusd x 64 byte products x 2 ops */
+                double ops = (double)t.iters * nth *
+                             (kind == 1 ? (t.avx512 ? 320.0 : 160.0) : (t.avx512 ? 1280.0 : 512.0));
                 if (ops / s / 1e9 > bestk) bestk = ops / s / 1e9;
             }
             if (kind == 1) out->fma_gflops = bestk;

@@ -63,7 +63,16 @@ AINLINE int32_t ncorr32(int k, const uint8_t *yb) {
  * bit q of byte b of row r's dword is the fifth bit of element 4q + b), by
  * a 16-bit shift that never moves a bit 4 across bytes; other bits: junk. */
 AINLINE __m512i q5_shift(__m512i h, int q) {
-    return q < 4 ? _mm512_slli_epi16(h, (unsigned)(4 - q)) : _mm512_srli_epi16(h, (unsigned)(q - 4));
+    switch (q) { /* immediates (q is a constant at every call once inlined) */
+    case 0: return _mm512_slli_epi16(h, 4);
+    case 1: return _mm512_slli_epi16(h, 3);
+    case 2: return _mm512_slli_epi16(h, 2);
+    case 3: return _mm512_slli_epi16(h, 1);
+    case 4: return h;
+    case 5: return _mm512_srli_epi16(h, 1);
+    case 6: return _mm512_srli_epi16(h, 2);
+    default: return _mm512_srli_epi16(h, 3);
+    }
 }
 /* a | (b & 0x10) bytewise: one vpternlogd (A | (B & C), C = 0x10 bytes) */
 AINLINE __m512i or_bit4(__m512i a, __m512i b) {
@@ -181,8 +190,10 @@ AINLINE void gemv32(int k, int64_t n, const void *w, size_t stride, int nrows, c
 #undef CT
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized" /* dyt, ct: read only when filled (tab) */
+#endif
 void VX512(vx_gemv_q4_0_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
     gemv32(R_Q4_0, n, w, stride, nrows, y, out);
 }
@@ -192,7 +203,9 @@ void VX512(vx_gemv_q5_0_r8)(int64_t n, const void *w, size_t stride, int nrows, 
 void VX512(vx_gemv_q8_0_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
     gemv32(R_Q8_0, n, w, stride, nrows, y, out);
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 /* ===================================================================== GEMM
  * 16 rows at a time: two 8-row groups side by side, zmm lane r (< 8) row r
@@ -201,14 +214,15 @@ void VX512(vx_gemv_q8_0_r8)(int64_t n, const void *w, size_t stride, int nrows, 
  * is unpacked into a panel in L1 - per block 8 code vectors (quad q of the
  * 16 rows: vinserti64x4 of the two records' 32-byte quads, then the nibble
  * split / fifth bit / + 128) and the 16 scales - and then every token of
- * the tile runs against it: the activation dword of quad q is the {1to16}
- * broadcast memory operand of vpdpbusd, so a token's block is 8 vpdpbusd
- * and nothing else on the vector ports but its float step.
+ * the tile runs against it: the activation dword of quad q is broadcast
+ * straight from memory (vpbroadcastd zmm, m32 - GCC emits it rather than
+ * the {1to16} operand; either is a load-port uop only), so a token's block
+ * is 8 vpdpbusd and nothing else on the vector ports but its float step.
  *
  * Per (16 rows, 4 tokens, block) - the tile4 body:
- *   32 vpdpbusd zmm, m32{1to16}     (each token: one chain of 8, started
- *                                    from the broadcast -off * sum(y))
- *   4 vpbroadcastd (chain start), 8 zmm loads of the panel: load ports
+ *   32 vpdpbusd zmm (each token: one chain of 8, started from the
+ *                    broadcast -off * sum(y))
+ *   36 vpbroadcastd m32, 8 zmm loads of the panel: load ports only
  *   4 vcvtdq2ps, 4 vmulps (d * dy, dy broadcast from memory), 4 vfmadd
  *   = 44 port-0/5 uops for 32 vpdpbusd: 73% of the VNNI peak, 4 chains of
  *   8 (40 cycles each) per tile step, overlapped across the unrolled steps

@@ -176,7 +176,7 @@ void VX512(vx_gemv_q6_K_r8)(int64_t n, const void *w, size_t stride, int nrows, 
  * 16 rows at a time (lane r: row r of group A, lane 8 + r: row r of group
  * B; a lone last group pairs with itself). One super-block of the 16 rows
  * is unpacked into an L1 panel, then 4 tokens at a time run against it
- * with the activation dwords as {1to16} broadcast memory operands.
+ * with the activation dwords broadcast from memory (load ports only).
  *
  * Q4_K per (16 rows, 4 tokens, super-block): 256 vpdpbusd; per sub-block
  * pair and token 2 x (vpslld, vpblendmw) + 2 vpdpwssd = 96; mins 16
@@ -186,7 +186,8 @@ void VX512(vx_gemv_q6_K_r8)(int64_t n, const void *w, size_t stride, int nrows, 
  * loads per 256 vpdpbusd + the broadcasts (load ports only).
  * Q6_K per (16 rows, 4 tokens, super-block): 256 vpdpbusd, 64 vpmulld (128
  * uops) + 64 vpaddd, mins 32 vpdpwssd + 8, float 12: ~500 uops, 51%;
- * 16 chains of 4 per quad group.
+ * 8 chains of 4 per (quad group, quarter pair) step, 16 live zmm (with
+ * 16 chains GCC spilled a third of them).
  */
 
 typedef struct {
@@ -268,33 +269,32 @@ AINLINE void tileK(int k, const panelK *P, const vx_block_q8_K *y0, const vx_blo
 #undef COMB
         }
     } else {
+        /* per half h, quad group hq (quads 4hq .. 4hq + 3) and quarter pair
+         * sp (quarters 2sp, 2sp + 1): 8 chains of 4 (2 quarters x 4 tokens);
+         * quarter s is sub-block 8h + 2s + hq */
         for (int h = 0; h < 2; h++)
-            for (int hq = 0; hq < 2; hq++) {
-                /* S<s><u>: quarter s of half h, quads 4hq .. 4hq + 3 = sub-block 8h + 2s + hq */
-                __m512i S00 = _mm512_setzero_si512(), S01 = S00, S02 = S00, S03 = S00, S10 = S00, S11 = S00,
-                        S12 = S00, S13 = S00, S20 = S00, S21 = S00, S22 = S00, S23 = S00, S30 = S00, S31 = S00,
-                        S32 = S00, S33 = S00;
+            for (int hq = 0; hq < 2; hq++)
+                for (int sp = 0; sp < 2; sp++) {
+                    const int s0 = 2 * sp;
+                    __m512i Sa0 = _mm512_setzero_si512(), Sa1 = Sa0, Sa2 = Sa0, Sa3 = Sa0, Sb0 = Sa0, Sb1 = Sa0,
+                            Sb2 = Sa0, Sb3 = Sa0;
 #pragma GCC unroll 4
-                for (int q = 4 * hq; q < 4 * hq + 4; q++) {
-                    const __m512i W0 = P->q[4 * h][q], W1 = P->q[4 * h + 1][q], W2 = P->q[4 * h + 2][q],
-                                  W3 = P->q[4 * h + 3][q];
-                    const int e = 128 * h + 4 * q;
+                    for (int qq = 0; qq < 4; qq++) {
+                        const int q = 4 * hq + qq;
+                        const __m512i Wa = P->q[4 * h + s0][q], Wb = P->q[4 * h + s0 + 1][q];
+                        const int e = 128 * h + 32 * s0 + 4 * q;
 #define STEP(u)                                                            \
-    S0##u = _mm512_dpbusd_epi32(S0##u, W0, bcast32(y##u->qs + e));        \
-    S1##u = _mm512_dpbusd_epi32(S1##u, W1, bcast32(y##u->qs + e + 32));   \
-    S2##u = _mm512_dpbusd_epi32(S2##u, W2, bcast32(y##u->qs + e + 64));   \
-    S3##u = _mm512_dpbusd_epi32(S3##u, W3, bcast32(y##u->qs + e + 96));
-                    U4(STEP)
+    Sa##u = _mm512_dpbusd_epi32(Sa##u, Wa, bcast32(y##u->qs + e));        \
+    Sb##u = _mm512_dpbusd_epi32(Sb##u, Wb, bcast32(y##u->qs + e + 32));
+                        U4(STEP)
 #undef STEP
-                }
-                const __m512i C0 = P->sc[8 * h + hq], C1 = P->sc[8 * h + 2 + hq], C2 = P->sc[8 * h + 4 + hq],
-                              C3 = P->sc[8 * h + 6 + hq];
-#define SCALE(u)                                                                                    \
-    I##u = _mm512_add_epi32(I##u, _mm512_add_epi32(_mm512_mullo_epi32(S0##u, C0), _mm512_mullo_epi32(S1##u, C1))); \
-    I##u = _mm512_add_epi32(I##u, _mm512_add_epi32(_mm512_mullo_epi32(S2##u, C2), _mm512_mullo_epi32(S3##u, C3)));
-                U4(SCALE)
+                    }
+                    const __m512i Ca = P->sc[8 * h + 2 * s0 + hq], Cb = P->sc[8 * h + 2 * s0 + 2 + hq];
+#define SCALE(u) \
+    I##u = _mm512_add_epi32(I##u, _mm512_add_epi32(_mm512_mullo_epi32(Sa##u, Ca), _mm512_mullo_epi32(Sb##u, Cb)));
+                    U4(SCALE)
 #undef SCALE
-            }
+                }
     }
     const __m512i Iv[4] = {I0, I1, I2, I3};
     const vx_block_q8_K *yv[4] = {y0, y1, y2, y3};

@@ -140,6 +140,8 @@ void vx_gemm_bf16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, c
 struct vx_kernels;
 #define VX_AVX512_KERNELS(S)                                                                                   \
     void vx_kernels_add_##S(struct vx_kernels *k);                                                             \
+    double vx_peak_fma_##S(int64_t iters);  /* 160 FMA lanes x 2 flops per iteration */                       \
+    double vx_peak_int8_##S(int64_t iters); /* 10 x 64 int8 multiply-adds per iteration */                     \
     void vx_gemv_q4_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     void vx_gemv_q5_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     void vx_gemv_q8_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
