@@ -31,15 +31,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "isa512.h" /* the AVX-512 intrinsics, native or SIMDe (VX_EMU) */
 #ifdef VX_EMU
-#define SIMDE_ENABLE_NATIVE_ALIASES
-#include <simde/x86/avx512.h>
-
 #include "x86/amx_emu.h"
 #define VXAMX(name) name##_amxemu
-#pragma GCC diagnostic ignored "-Wpsabi" /* SIMDe's 512-bit vectors without AVX-512 */
 #else
-#include <immintrin.h>
 #define VXAMX(name) name##_amx
 #endif
 
@@ -173,23 +169,6 @@ static void half_from_float(const void *w, size_t ld, int f16, int nr, int64_t K
  * order, rows 0-7 from one record, 8-15 from the next). Its values are
  * code * s[n] - m[n], written as pair rows 2Q and 2Q + 1 of the half. */
 
-#ifdef VX_EMU /* 512-bit conversions SIMDe 0.7.4 lacks, from 256-bit halves */
-static inline __m512i emu_cvtepi8_epi32(__m128i a) {
-    const __m256i lo = _mm256_cvtepi8_epi32(a), hi = _mm256_cvtepi8_epi32(_mm_srli_si128(a, 8));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-static inline __m512 emu_cvtepi32_ps(__m512i a) {
-    const __m256 lo = _mm256_cvtepi32_ps(_mm512_castsi512_si256(a));
-    const __m256 hi = _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(a, 1));
-    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
-}
-#define CVT8_32(a) emu_cvtepi8_epi32(a)
-#define CVT32_PS(a) emu_cvtepi32_ps(a)
-#else
-#define CVT8_32(a) _mm512_cvtepi8_epi32(a)
-#define CVT32_PS(a) _mm512_cvtepi32_ps(a)
-#endif
-
 /* Per-row factors f[16] spread over the four 16-byte chunks of a quad: lane
  * j of chunk i belongs to row 4i + j / 4. */
 typedef struct quad_scales {
@@ -215,11 +194,11 @@ static inline void emit_quad(uint16_t *half, int64_t Q, __m512i codes, const qua
         32 + 31, 32 + 29, 32 + 23, 32 + 21, 32 + 15, 32 + 13, 32 + 7, 32 + 5, 31, 29, 23, 21, 15, 13, 7, 5,
         32 + 27, 32 + 25, 32 + 19, 32 + 17, 32 + 11, 32 + 9, 32 + 3, 32 + 1, 27, 25, 19, 17, 11, 9, 3, 1);
     __m512i z[4];
-    z[0] = CVT8_32(_mm512_castsi512_si128(codes));
-    z[1] = CVT8_32(_mm512_extracti32x4_epi32(codes, 1));
-    z[2] = CVT8_32(_mm512_extracti32x4_epi32(codes, 2));
-    z[3] = CVT8_32(_mm512_extracti32x4_epi32(codes, 3));
-    for (int i = 0; i < 4; i++) z[i] = round_bf16(_mm512_fmsub_ps(CVT32_PS(z[i]), qs->s[i], qs->m[i]));
+    z[0] = _mm512_cvtepi8_epi32(_mm512_castsi512_si128(codes));
+    z[1] = _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(codes, 1));
+    z[2] = _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(codes, 2));
+    z[3] = _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(codes, 3));
+    for (int i = 0; i < 4; i++) z[i] = round_bf16(_mm512_fmsub_ps(_mm512_cvtepi32_ps(z[i]), qs->s[i], qs->m[i]));
     const __m512i lo = _mm512_permutex2var_epi16(z[0], pick, z[1]); /* rows 0-7: even | odd */
     const __m512i hi = _mm512_permutex2var_epi16(z[2], pick, z[3]); /* rows 8-15 */
     _mm512_storeu_si512((void *)(half + 64 * Q), _mm512_shuffle_i32x4(lo, hi, 0x44));

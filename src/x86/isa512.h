@@ -51,6 +51,11 @@ static inline __m512i vx_emu_srai_epi32(__m512i a, int n) {
     const __m256i hi = _mm256_sra_epi32(_mm512_extracti64x4_epi64(a, 1), c);
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
+static inline __m512i vx_emu_cvtepi8_epi32(__m128i a) {
+    const __m256i lo = _mm256_cvtepi8_epi32(a), hi = _mm256_cvtepi8_epi32(_mm_srli_si128(a, 8));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+#define _mm512_cvtepi8_epi32(a) vx_emu_cvtepi8_epi32(a)
 #define _mm512_cvtepi32_ps(a) vx_emu_cvtepi32_ps(a)
 #define _mm512_srai_epi32(a, n) vx_emu_srai_epi32(a, n)
 #define _mm512_cvtph_ps(a) vx_emu_cvtph_ps(a)
