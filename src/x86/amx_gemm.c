@@ -367,6 +367,15 @@ static void build_panel(int type, const void *w, size_t rs, int r, int nr, int64
         }                                                                                           \
     } while (0)
 
+/* C tile 2i + j += A tile 4 + i (tokens) x B tile 6 + j (rows) */
+#define DP2X2()                                                                                     \
+    do {                                                                                            \
+        _tile_dpbf16ps(0, 4, 6);                                                                    \
+        _tile_dpbf16ps(1, 4, 7);                                                                    \
+        _tile_dpbf16ps(2, 5, 6);                                                                    \
+        _tile_dpbf16ps(3, 5, 7);                                                                    \
+    } while (0)
+
 size_t VXAMX(vx_gemm_amx_scratch)(int64_t K) {
     return 2 * (size_t)K * NR * sizeof(uint16_t) + (size_t)K * 16 * sizeof(float) + 64;
 }
@@ -396,28 +405,19 @@ void VXAMX(vx_gemm_amx)(int type, int64_t K, const void *w, size_t rs, int nrows
                 _tile_loadd(5, a1 + 64 * s, (int64_t)xstride);
                 _tile_loadd(6, b0 + 512 * s, 64);
                 _tile_loadd(7, b1 + 512 * s, 64);
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_dpbf16ps(1, 4, 7);
-                _tile_dpbf16ps(2, 5, 6);
-                _tile_dpbf16ps(3, 5, 7);
+                DP2X2();
                 if (!xl) continue;
                 /* three of the four products of (x_hi + x_lo)(w_hi + w_lo) */
                 if (lo) {
                     _tile_loadd(6, l0 + 512 * s, 64);
                     _tile_loadd(7, l1 + 512 * s, 64);
-                    _tile_dpbf16ps(0, 4, 6);
-                    _tile_dpbf16ps(1, 4, 7);
-                    _tile_dpbf16ps(2, 5, 6);
-                    _tile_dpbf16ps(3, 5, 7);
+                    DP2X2();
                     _tile_loadd(6, b0 + 512 * s, 64);
                     _tile_loadd(7, b1 + 512 * s, 64);
                 }
                 _tile_loadd(4, e0 + 64 * s, (int64_t)xstride);
                 _tile_loadd(5, e1 + 64 * s, (int64_t)xstride);
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_dpbf16ps(1, 4, 7);
-                _tile_dpbf16ps(2, 5, 6);
-                _tile_dpbf16ps(3, 5, 7);
+                DP2X2();
             }
             C_STORE(0, 0, 0);
             C_STORE(1, 0, 1);
