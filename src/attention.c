@@ -21,10 +21,14 @@
  * for the GQA group and gives their exact bits; a partial last chunk takes
  * the per-chunk path.
  *
- * The AVX2 kernels keep the association of the previous per-position code
- * (dot_f32 for each score, exp_shift_sum's order for the sums), so results
- * are bit-identical to it and to each other whatever the blocking and the
- * thread split.
+ * Every score is summed in one association (one 8-lane FMA chain, then the
+ * lanes' tree, see gemm_abt in avx2_ops.c) by every kernel that computes
+ * one, and the softmax sums in exp_shift_sum's order, so results are
+ * bit-identical whatever the tiling, the blocking and the thread split:
+ * a token's output does not depend on the batch it came in.
+ * Tokens whose positions all precede a chunk skip it (their rows are a
+ * prefix of each head's rows), so a long tile wastes nothing on the
+ * diagonal.
  */
 #include "attention.h"
 
@@ -35,7 +39,7 @@
 #include "common.h"
 #include "quant.h"
 
-enum { CHUNK = 16, MAX_ROWS = 64 };
+enum { CHUNK = 16, MAX_ROWS = 128 };
 
 int32_t vx_attn_tile_tokens(int32_t g) {
     const int32_t t = MAX_ROWS / (g > 0 ? g : 1);
@@ -163,17 +167,33 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
         }
         const uint8_t *kc = chunk_row(a, blocks, false, c0, rb, ho);
         const uint8_t *vc = chunk_row(a, blocks, true, c0, rb, ho);
+        if (c0 + CHUNK < n_pos) {
+            /* the next chunk's K and V rows of these heads, while this one
+             * computes: the cache is read once per unit, mostly from L3 */
+            const int32_t cn = c0 + CHUNK, nn = VX_MIN(CHUNK, n_pos - cn);
+            const uint8_t *kn = chunk_row(a, blocks, false, cn, rb, ho);
+            const uint8_t *vn = chunk_row(a, blocks, true, cn, rb, ho);
+            const size_t span = (size_t)nh * hbytes;
+            for (int32_t j = 0; j < nn; j++)
+                for (size_t b = 0; b < span; b += 64) {
+                    __builtin_prefetch(kn + (size_t)j * rb + b, 0, 2);
+                    __builtin_prefetch(vn + (size_t)j * rb + b, 0, 2);
+                }
+        }
+        /* tokens before i_vis see none of this chunk: their rows (a prefix
+         * of each head's rows) would get P = 0 and corr = 1, i.e. no change */
+        const int32_t i_vis = VX_MAX(0, c0 - p_first), Mv = Mh - i_vis * g;
         for (int32_t hh = 0; hh < nh; hh++) {
             const uint8_t *kr = kc + (size_t)hh * hbytes, *vr = vc + (size_t)hh * hbytes;
             /* S = Q K^T, P = softmax numerators, O = corr O + P V */
-            const size_t r0 = (size_t)hh * Mh;
+            const size_t r0 = (size_t)hh * Mh + (size_t)i_vis * g;
             float *s = sc.s + r0 * CHUNK, *o = sc.o + r0 * hd;
             const float *q = sc.q + r0 * hd;
             const float *v = sc.v;
             int64_t ldv = hd;
             switch (type) {
             case VX_KV_F32:
-                k->gemm_abt_f32(Mh, nj, hd, q, hd, (const float *)(const void *)kr, (int64_t)(rb / 4), s,
+                k->gemm_abt_f32(Mv, nj, hd, q, hd, (const float *)(const void *)kr, (int64_t)(rb / 4), s,
                                 CHUNK);
                 v = (const float *)(const void *)vr;
                 ldv = (int64_t)(rb / 4);
@@ -184,16 +204,16 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
                  * larger ones widen a K row once for every row of Q, and P.V
                  * widens each V row once per 8 rows of P. The scores are the
                  * same bits either way */
-                if (Mh <= 8) {
-                    k->gemm_abt_f16b(Mh, nj, hd, q, hd, (const uint16_t *)(const void *)kr,
+                if (Mv <= 8) {
+                    k->gemm_abt_f16b(Mv, nj, hd, q, hd, (const uint16_t *)(const void *)kr,
                                      (int64_t)(rb / 2), s, CHUNK);
                 } else {
                     for (int j = 0; j < nj; j++)
                         k->f16_to_f32((const uint16_t *)(const void *)(kr + (size_t)j * rb),
                                       sc.kr + (size_t)j * hd, hd);
-                    k->gemm_abt_f32(Mh, nj, hd, q, hd, sc.kr, hd, s, CHUNK);
+                    k->gemm_abt_f32(Mv, nj, hd, q, hd, sc.kr, hd, s, CHUNK);
                 }
-                if (Mh <= 8) {
+                if (Mv <= 8) {
                     v = NULL;
                     break;
                 }
@@ -206,14 +226,14 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
                     k->q8_0_to_f32(kr + (size_t)j * rb, sc.kr + (size_t)j * hd, hd);
                     k->q8_0_to_f32(vr + (size_t)j * rb, sc.v + (size_t)j * hd, hd);
                 }
-                k->gemm_abt_f32(Mh, nj, hd, q, hd, sc.kr, hd, s, CHUNK);
+                k->gemm_abt_f32(Mv, nj, hd, q, hd, sc.kr, hd, s, CHUNK);
                 break;
             }
-            k->attn_softmax16(s, Mh, sc.nv, a->scale, sc.m + r0, sc.l + r0, sc.corr + r0);
+            k->attn_softmax16(s, Mv, sc.nv + (size_t)i_vis * g, a->scale, sc.m + r0, sc.l + r0, sc.corr + r0);
             if (v)
-                k->gemm_f32(Mh, hd, nj, s, CHUNK, v, ldv, o, hd, sc.corr + r0);
+                k->gemm_f32(Mv, hd, nj, s, CHUNK, v, ldv, o, hd, sc.corr + r0);
             else
-                k->gemm_f16b(Mh, hd, nj, s, CHUNK, (const uint16_t *)(const void *)vr,
+                k->gemm_f16b(Mv, hd, nj, s, CHUNK, (const uint16_t *)(const void *)vr,
                              (int64_t)(rb / 2), o, hd, sc.corr + r0);
         }
     }

@@ -34,8 +34,10 @@ typedef struct vx_kernels {
     void (*gemm_f16b)(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda,
                       const uint16_t *b, int64_t ldb, float *c, int64_t ldc, const float *alpha);
     /* Scores: c[i][j] = sum_p a[i][p] * b[j][p] for i < m, j < n, p < kd
-     * (b holds n rows of kd, ldb apart: K rows), each summed in dot_f32's
-     * order; b in f32 or fp16. */
+     * (b holds n rows of kd, ldb apart: K rows); b in f32 or fp16. Every
+     * score in one association, whatever m and n (the SIMD tiers: one
+     * 8-lane FMA chain over 8-element steps, the lanes' tree l + 4, l + 2,
+     * l + 1, then the scalar tail; attn_dec_f16 sums the same way). */
     void (*gemm_abt_f32)(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda,
                          const float *b, int64_t ldb, float *c, int64_t ldc);
     void (*gemm_abt_f16b)(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda,

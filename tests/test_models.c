@@ -3,7 +3,11 @@
  * (../shared/fixtures/models, see its README):
  *  - logits of all 48 prompt positions in one batch vs ref64 (exact float64
  *    math): normalized RMSE <= max(1.25 x llama.cpp's, 1e-5) and top-1
- *    agreement >= llama.cpp's - 1;
+ *    agreement >= llama.cpp's - 1 over the decisive positions, those where
+ *    ref64's top-2 margin is at least twice llama.cpp's RMS logit error
+ *    (below that either engine's pick is a coin flip: llama-Q4_1 has 9 of
+ *    48 positions with margins under 1.0 against an RMS error of 0.65, and
+ *    rounding-level changes anywhere moved its raw count by 2);
  *  - the same prompt one token at a time (the decode path), against ref64
  *    with the same bar and against the batched logits;
  *  - greedy continuation of 64 tokens equals ref64's for F32/F16/BF16 files;
@@ -61,6 +65,21 @@ static stats compare(const float *a, const float *ref, int npos, int nv) {
     }
     stats s = {sqrt(se / sr), mx, top1};
     return s;
+}
+
+/* Top-1 agreement of a with ref over the positions whose ref top-2 margin
+ * is at least min_margin. */
+static int decisive_top1(const float *a, const float *ref, int npos, int nv, double min_margin) {
+    int n = 0;
+    for (int p = 0; p < npos; p++) {
+        const float *r = ref + (size_t)p * nv;
+        const int b = argmax(r, nv);
+        float second = -INFINITY;
+        for (int i = 0; i < nv; i++)
+            if (i != b && r[i] > second) second = r[i];
+        if ((double)r[b] - second >= min_margin) n += argmax(a + (size_t)p * nv, nv) == b;
+    }
+    return n;
 }
 
 static vx_context *new_ctx(vx_model *m, int n_ctx, int n_batch) {
@@ -143,6 +162,7 @@ static void test_model(const cJSON *e, const vx_token *prompt, int mi) {
     const double lc_rel = cJSON_GetObjectItem(lc, "rel_rmse")->valuedouble;
     const int lc_top1 = cJSON_GetObjectItem(lc, "top1_agree")->valueint;
     const double bound = fmax(1.25 * lc_rel, 1e-5);
+    const double min_margin = 2 * cJSON_GetObjectItem(lc, "rmse")->valuedouble;
 
     char err[VX_ERRMSG_MAX];
     vx_model *m = NULL;
@@ -158,15 +178,18 @@ static void test_model(const cJSON *e, const vx_token *prompt, int mi) {
     const size_t nlog = (size_t)NPOS * nv;
     float *ref = read_f32(cJSON_GetObjectItem(cJSON_GetObjectItem(e, "refs"), "ref64")->valuestring, nlog);
     float *batched = malloc(nlog * sizeof(float)), *single = malloc(nlog * sizeof(float));
-    CHECKF(ref != NULL, "%s: reference logits missing", rel);
+    float *lcl = read_f32(cJSON_GetObjectItem(cJSON_GetObjectItem(e, "refs"), "llamacpp")->valuestring, nlog);
+    CHECKF(ref != NULL && lcl != NULL, "%s: reference logits missing", rel);
     vx_context *c = new_ctx(m, 256, NPOS);
     CHECK(c != NULL);
-    if (!ref || !c || !batched || !single) goto out;
+    if (!ref || !lcl || !c || !batched || !single) goto out;
+    const int lc_dec = decisive_top1(lcl, ref, NPOS, nv, min_margin);
 
     CHECK(eval(c, prompt, NPOS, NPOS, batched, nv));
     stats sb = compare(batched, ref, NPOS, nv);
     CHECKF(sb.rel_rmse <= bound, "%s batched: rel_rmse %.3g > bound %.3g", rel, sb.rel_rmse, bound);
-    CHECKF(sb.top1 >= lc_top1 - 1, "%s batched: top-1 %d < llama.cpp %d - 1", rel, sb.top1, lc_top1);
+    const int sb_dec = decisive_top1(batched, ref, NPOS, nv, min_margin);
+    CHECKF(sb_dec >= lc_dec - 1, "%s batched: decisive top-1 %d < llama.cpp %d - 1", rel, sb_dec, lc_dec);
     if (mi < MAX_MODELS && !emu_pass) {
         first_pass[mi] = malloc(nlog * sizeof(float));
         if (first_pass[mi]) memcpy(first_pass[mi], batched, nlog * sizeof(float));
@@ -226,15 +249,18 @@ static void test_model(const cJSON *e, const vx_token *prompt, int mi) {
     stats ss = compare(single, ref, NPOS, nv);
     stats sx = compare(single, batched, NPOS, nv);
     CHECKF(ss.rel_rmse <= bound, "%s decode: rel_rmse %.3g > bound %.3g", rel, ss.rel_rmse, bound);
-    CHECKF(ss.top1 >= lc_top1 - 1, "%s decode: top-1 %d < llama.cpp %d - 1", rel, ss.top1, lc_top1);
+    const int ss_dec = decisive_top1(single, ref, NPOS, nv, min_margin);
+    CHECKF(ss_dec >= lc_dec - 1, "%s decode: decisive top-1 %d < llama.cpp %d - 1", rel, ss_dec, lc_dec);
     CHECKF(sx.rel_rmse <= bound, "%s decode vs batched: rel_rmse %.3g > %.3g", rel, sx.rel_rmse, bound);
 
-    printf("%s%-34s rel_rmse %.2e (llama.cpp %.2e, bound %.2e) max %.2e top1 %2d/%d (llama.cpp %2d) "
-           "decode %.2e greedy %2d/64\n",
-           pass_name[emu_pass], rel, sb.rel_rmse, lc_rel, bound, sb.max_abs, sb.top1, NPOS, lc_top1, ss.rel_rmse, agree);
+    printf("%s%-34s rel_rmse %.2e (llama.cpp %.2e, bound %.2e) max %.2e top1 %2d/%d (llama.cpp %2d; "
+           "decisive %d, llama.cpp %d) decode %.2e greedy %2d/64\n",
+           pass_name[emu_pass], rel, sb.rel_rmse, lc_rel, bound, sb.max_abs, sb.top1, NPOS, lc_top1, sb_dec, lc_dec,
+           ss.rel_rmse, agree);
 out:
     vx_context_free(c);
     free(ref);
+    free(lcl);
     free(batched);
     free(single);
     vx_model_free(m);

@@ -275,70 +275,111 @@ static inline __attribute__((always_inline)) __m256 load8h(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
 }
 
-/* gemm_abt: every score is computed exactly as vx_dot_f32_avx2 computes
- * that dot product (four 8-lane chains over 32-element steps, 8-element
- * steps into the first chain, the same horizontal tree, a scalar tail), so
- * attention's numerics do not depend on how it is blocked. Two dot
- * products run side by side for instruction-level parallelism, and their
- * horizontal sums share the shuffles. */
-#define ABT_PAIR(NAME, BT, LOAD, CONV)                                                              \
-    static inline __attribute__((always_inline)) void NAME(int64_t n, const float *a0,             \
-                                                           const BT *b0, const float *a1,          \
-                                                           const BT *b1, float *r0, float *r1) {   \
-        __m256 s[2][4];                                                                            \
-        _Pragma("GCC unroll 2") for (int x = 0; x < 2; x++)                                        \
-            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) s[x][c] = _mm256_setzero_ps();     \
-        int64_t i = 0;                                                                             \
-        for (; i + 32 <= n; i += 32)                                                               \
-            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {                                  \
-                s[0][c] = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i + 8 * c), LOAD(b0 + i + 8 * c),  \
-                                          s[0][c]);                                                \
-                s[1][c] = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i + 8 * c), LOAD(b1 + i + 8 * c),  \
-                                          s[1][c]);                                                \
-            }                                                                                      \
-        for (; i + 8 <= n; i += 8) {                                                               \
-            s[0][0] = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i), LOAD(b0 + i), s[0][0]);             \
-            s[1][0] = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i), LOAD(b1 + i), s[1][0]);             \
-        }                                                                                          \
-        const __m256 v0 = _mm256_add_ps(_mm256_add_ps(s[0][0], s[0][1]), _mm256_add_ps(s[0][2], s[0][3])); \
-        const __m256 v1 = _mm256_add_ps(_mm256_add_ps(s[1][0], s[1][1]), _mm256_add_ps(s[1][2], s[1][3])); \
-        /* [lo0 + hi0 | lo1 + hi1], then movehl and movehdup steps per half */                    \
-        __m256 z = _mm256_add_ps(_mm256_permute2f128_ps(v0, v1, 0x20),                             \
-                                 _mm256_permute2f128_ps(v0, v1, 0x31));                            \
-        z = _mm256_add_ps(z, _mm256_shuffle_ps(z, z, _MM_SHUFFLE(3, 2, 3, 2)));                    \
-        z = _mm256_add_ps(z, _mm256_movehdup_ps(z));                                               \
-        float x0 = _mm256_cvtss_f32(z), x1 = _mm_cvtss_f32(_mm256_extractf128_ps(z, 1));           \
-        for (; i < n; i++) {                                                                       \
-            x0 += a0[i] * CONV(b0[i]);                                                             \
-            x1 += a1[i] * CONV(b1[i]);                                                             \
-        }                                                                                          \
-        *r0 = x0;                                                                                  \
-        *r1 = x1;                                                                                  \
-    }
+/* Transposing folds of the horizontal tree (lanes l + 4, then
+ * l + 2, then l + 1): fold3(fold2(fold1(d0, d1), fold1(d2, d3)),
+ * fold2(fold1(d4, d5), fold1(d6, d7))) holds the eight sums of d0, d2, d4,
+ * d6, d1, d3, d5, d7 in that lane order. */
+static inline __attribute__((always_inline)) __m256 fold1(__m256 a, __m256 b) {
+    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+static inline __attribute__((always_inline)) __m256 fold2(__m256 x, __m256 y) {
+    return _mm256_add_ps(_mm256_shuffle_ps(x, y, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+static inline __attribute__((always_inline)) __m256 fold3(__m256 w, __m256 u) {
+    return _mm256_add_ps(_mm256_shuffle_ps(w, u, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm256_shuffle_ps(w, u, _MM_SHUFFLE(3, 1, 3, 1)));
+}
 
-ABT_PAIR(abt_pair_f32, float, load8, )
-ABT_PAIR(abt_pair_f16, uint16_t, load8h, _cvtsh_ss)
+/* gemm_abt: the attention scores' association, shared by every path that
+ * computes them (this blocked kernel, the fused decode kernel below): one
+ * 8-lane FMA chain over the 8-element steps in order, the lanes summed by
+ * the fold tree (l + 4, then l + 2, then l + 1), then the scalar tail in
+ * order. Attention's bits therefore do not depend on how it is blocked.
+ * (Four chains, as dot_f32 uses, need four accumulators per score and cost
+ * ~40% of this kernel's speed.)
+ *
+ * Blocking: 2 rows x 4 positions per step (6 loads per 8 FMAs), the
+ * positions of one group of 8 taken as (x, x + 4, x + 1, x + 5) so the
+ * folds leave the 8 scores in position order. Rows and positions past the
+ * edge repeat the last one and are dropped. */
+static inline __attribute__((always_inline)) float tail_dot_f32(const float *a, const float *b, int64_t i, int64_t n,
+                                                                float x) {
+    for (; i < n; i++) x += a[i] * b[i];
+    return x;
+}
+static inline __attribute__((always_inline)) float tail_dot_f16(const float *a, const uint16_t *b, int64_t i,
+                                                                int64_t n, float x) {
+    for (; i < n; i++) x += a[i] * _cvtsh_ss(b[i]);
+    return x;
+}
 
-/* Pairs run along the positions of one row: the row of a stays in L1 and
- * each b row is read once per row of a. */
-#define ABT_DRIVER(NAME, PAIR, BT)                                                                  \
-    void NAME(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const BT *b,          \
-              int64_t ldb, float *c, int64_t ldc) {                                                \
-        for (int64_t i = 0; i < m; i++) {                                                          \
-            const float *ai = a + i * lda;                                                         \
-            float *ci = c + i * ldc;                                                               \
-            int64_t j = 0;                                                                         \
-            for (; j + 2 <= n; j += 2)                                                             \
-                PAIR(kd, ai, b + j * ldb, ai, b + (j + 1) * ldb, ci + j, ci + j + 1);              \
-            if (j < n) {                                                                           \
-                float dummy;                                                                       \
-                PAIR(kd, ai, b + j * ldb, ai, b + j * ldb, ci + j, &dummy);                        \
+#define ABT_KERNEL(NAME, BT, LOAD, TAIL)                                                            \
+    static inline __attribute__((always_inline)) void NAME##_lanes(const int KD, int64_t kd,       \
+                                                                   const float *a0, const float *a1, \
+                                                                   const BT *const *bp,            \
+                                                                   __m256 v[2][4]) {               \
+        if (KD > 0) kd = KD;                                                                       \
+        _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)                                        \
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) v[r][p] = _mm256_setzero_ps();     \
+        _Pragma("GCC unroll 16") for (int64_t i = 0; i + 8 <= kd; i += 8) {                        \
+            __m256 x[4];                                                                           \
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) x[p] = LOAD(bp[p] + i);            \
+            const __m256 y0 = _mm256_loadu_ps(a0 + i), y1 = _mm256_loadu_ps(a1 + i);               \
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {                                  \
+                v[0][p] = _mm256_fmadd_ps(y0, x[p], v[0][p]);                                      \
+                v[1][p] = _mm256_fmadd_ps(y1, x[p], v[1][p]);                                      \
             }                                                                                      \
         }                                                                                          \
+    }                                                                                              \
+    static inline __attribute__((always_inline)) void NAME##_blocked(const int KD, int64_t m, int64_t n, \
+                                                                     int64_t kd, const float *a,   \
+                                                                     int64_t lda, const BT *b,     \
+                                                                     int64_t ldb, float *c,        \
+                                                                     int64_t ldc) {                \
+        for (int64_t i = 0; i < m; i += 2) {                                                       \
+            const float *ar[2] = {a + i * lda, a + (i + 1 < m ? i + 1 : i) * lda};                 \
+            for (int64_t j0 = 0; j0 < n; j0 += 8) {                                                \
+                __m256 u[2][2];                                                                    \
+                _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {                              \
+                    static const int off[4] = {0, 4, 1, 5};                                        \
+                    const BT *bp[4];                                                               \
+                    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {                          \
+                        const int64_t j = j0 + 2 * h + off[p];                                     \
+                        bp[p] = b + (j < n ? j : n - 1) * ldb;                                     \
+                    }                                                                              \
+                    __m256 v[2][4];                                                                \
+                    NAME##_lanes(KD, kd, ar[0], ar[1], bp, v);                                     \
+                    _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)                            \
+                        u[h][r] = fold2(fold1(v[r][0], v[r][1]), fold1(v[r][2], v[r][3]));         \
+                }                                                                                  \
+                const int nj = n - j0 < 8 ? (int)(n - j0) : 8;                                     \
+                _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {                              \
+                    if (i + r >= m) break;                                                         \
+                    float *cr = c + (i + r) * ldc + j0;                                            \
+                    const __m256 sv = fold3(u[0][r], u[1][r]);                                     \
+                    if (nj == 8 && kd % 8 == 0) {                                                  \
+                        _mm256_storeu_ps(cr, sv);                                                  \
+                        continue;                                                                  \
+                    }                                                                              \
+                    float t8[8];                                                                   \
+                    _mm256_storeu_ps(t8, sv);                                                      \
+                    for (int p = 0; p < nj; p++)                                                   \
+                        cr[p] = TAIL(ar[r], b + (j0 + p) * ldb, kd & ~(int64_t)7, kd, t8[p]);      \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    void vx_##NAME##_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int64_t lda, const BT *b, \
+                          int64_t ldb, float *c, int64_t ldc) {                                    \
+        /* head dims 64 and 128 fully unrolled */                                                  \
+        if (kd == 64) NAME##_blocked(64, m, n, kd, a, lda, b, ldb, c, ldc);                        \
+        else if (kd == 128) NAME##_blocked(128, m, n, kd, a, lda, b, ldb, c, ldc);                 \
+        else NAME##_blocked(0, m, n, kd, a, lda, b, ldb, c, ldc);                                  \
     }
 
-ABT_DRIVER(vx_gemm_abt_f32_avx2, abt_pair_f32, float)
-ABT_DRIVER(vx_gemm_abt_f16b_avx2, abt_pair_f16, uint16_t)
+ABT_KERNEL(gemm_abt_f32, float, load8, tail_dot_f32)
+ABT_KERNEL(gemm_abt_f16b, uint16_t, load8h, tail_dot_f16)
 
 void vx_attn_softmax16_avx2(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,
                             float *corr) {
@@ -397,9 +438,8 @@ void vx_attn_softmax16_avx2(float *s, int64_t m, const int32_t *nv, float scale,
  * 16-position chunk, organized so each fp16 K and V row is widened once for
  * all g rows of the GQA group and no horizontal sum runs per score:
  *  - scores: the K row is widened into registers; each row's 8-lane dot
- *    vector (four chains over 32-element steps, 8-element steps into the
- *    first, chains added (0 + 1) + (2 + 3)) is folded with seven others
- *    through dot_f32's horizontal tree (lanes l + 4 first, then l + 2, then
+ *    vector (gemm_abt's one chain over 8-element steps) is folded with
+ *    seven others through the horizontal tree (lanes l + 4 first, then l + 2, then
  *    l + 1) as a transpose: one vector of 8 scores per 3 fold steps. Lanes
  *    are rows (G = 8 lanes per position) or 4 rows x 2 positions (G = 4,
  *    for g <= 4).
@@ -412,47 +452,26 @@ void vx_attn_softmax16_avx2(float *s, int64_t m, const int32_t *nv, float scale,
  * head dim (64 or 128) or 0 for any. */
 
 
-static inline __attribute__((always_inline)) __m256 fold1(__m256 a, __m256 b) {
-    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
-}
-static inline __attribute__((always_inline)) __m256 fold2(__m256 x, __m256 y) {
-    return _mm256_add_ps(_mm256_shuffle_ps(x, y, _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm256_shuffle_ps(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
-}
-static inline __attribute__((always_inline)) __m256 fold3(__m256 w, __m256 u) {
-    return _mm256_add_ps(_mm256_shuffle_ps(w, u, _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm256_shuffle_ps(w, u, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-/* 8-lane dot vector of q and a K row before the horizontal tree: from the
- * widened row kw (HD > 0) or from the fp16 row kh (HD == 0; the scalar tail
- * is the caller's). */
+/* 8-lane dot vector of q and a K row before the fold tree (gemm_abt's
+ * association: one chain over the 8-element steps): from the widened row
+ * kw (HD > 0) or from the fp16 row kh (HD == 0; the scalar tail is the
+ * caller's). */
 static inline __attribute__((always_inline)) __m256 dot_lanes(const int HD, int64_t hd, const float *q,
                                                               const __m256 *kw, const uint16_t *kh) {
-    __m256 s[4];
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) s[c] = _mm256_setzero_ps();
+    __m256 s = _mm256_setzero_ps();
     if (HD > 0) {
-#pragma GCC unroll 4
-        for (int i = 0; i < HD / 32; i++)
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; c++)
-                s[c] = _mm256_fmadd_ps(_mm256_loadu_ps(q + 32 * i + 8 * c), kw[4 * i + c], s[c]);
+#pragma GCC unroll 16
+        for (int t = 0; t < HD / 8; t++) s = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * t), kw[t], s);
     } else {
-        int64_t i = 0;
-        for (; i + 32 <= hd; i += 32)
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; c++)
-                s[c] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8 * c), load8h(kh + i + 8 * c), s[c]);
-        for (; i + 8 <= hd; i += 8) s[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8h(kh + i), s[0]);
+        for (int64_t i = 0; i + 8 <= hd; i += 8) s = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8h(kh + i), s);
     }
-    return _mm256_add_ps(_mm256_add_ps(s[0], s[1]), _mm256_add_ps(s[2], s[3]));
+    return s;
 }
 
 /* Dot vectors v[x] of rows rs[x] (x < NS; zero for rows past the group)
  * against the fp16 K row kj, each K element widened once for all rows.
- * HD = 128 runs in two halves (chains 0-1, then 2-3) so the widened half
- * row stays in registers: v = (s0 + s1) + (s2 + s3) as in dot_lanes. */
+ * HD = 128 runs in two halves (the chain goes on from the first half's
+ * vector) so the widened half row stays in registers. */
 static inline __attribute__((always_inline)) void dot_rows(const int R, const int HD, const int NS, const int *rs,
                                                            int64_t g, int64_t hd, const float *q,
                                                            const uint16_t *kj, __m256 *v) {
@@ -461,24 +480,19 @@ static inline __attribute__((always_inline)) void dot_rows(const int R, const in
         __m256 kw[8];
 #pragma GCC unroll 2
         for (int half = 0; half < 2; half++) {
-#pragma GCC unroll 4
-            for (int st = 0; st < 4; st++)
-#pragma GCC unroll 2
-                for (int c = 0; c < 2; c++) kw[2 * st + c] = load8h(kj + 32 * st + 8 * (2 * half + c));
+#pragma GCC unroll 8
+            for (int t = 0; t < 8; t++) kw[t] = load8h(kj + 64 * half + 8 * t);
 #pragma GCC unroll 8
             for (int x = 0; x < NS; x++) {
                 if (rs[x] >= nr) {
                     v[x] = _mm256_setzero_ps();
                     continue;
                 }
-                const float *qr = q + rs[x] * HD + 16 * half;
-                __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-#pragma GCC unroll 4
-                for (int st = 0; st < 4; st++) {
-                    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 32 * st), kw[2 * st], a0);
-                    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 32 * st + 8), kw[2 * st + 1], a1);
-                }
-                v[x] = half ? _mm256_add_ps(v[x], _mm256_add_ps(a0, a1)) : _mm256_add_ps(a0, a1);
+                const float *qr = q + rs[x] * HD + 64 * half;
+                __m256 acc = half ? v[x] : _mm256_setzero_ps();
+#pragma GCC unroll 8
+                for (int t = 0; t < 8; t++) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 8 * t), kw[t], acc);
+                v[x] = acc;
             }
         }
         return;
@@ -492,8 +506,8 @@ static inline __attribute__((always_inline)) void dot_rows(const int R, const in
         v[x] = rs[x] < nr ? dot_lanes(HD, hd, q + rs[x] * (HD > 0 ? HD : hd), kw, kj) : _mm256_setzero_ps();
 }
 
-/* Adds the scalar tails (elements past a multiple of 8, dot_f32's last
- * step) to the scores: lane = row + G * (position - first position). */
+/* Adds the scalar tails (elements past a multiple of 8, gemm_abt's last
+ * step, as tail_dot_f16) to the scores: lane = row + G * (position - first position). */
 static inline void dot_tails(const int G, int64_t g, int64_t hd, const float *q, const uint16_t *kj,
                              int64_t ld, int npos, __m256 *sv) {
     float t[8];
@@ -502,8 +516,7 @@ static inline void dot_tails(const int G, int64_t g, int64_t hd, const float *q,
     for (int pp = 0; pp < npos; pp++)
         for (int64_t r = 0; r < g; r++) {
             float x = t[pp * G + r];
-            for (int64_t i = i0; i < hd; i++) x += q[r * hd + i] * _cvtsh_ss(kj[pp * ld + i]);
-            t[pp * G + r] = x;
+            t[pp * G + r] = tail_dot_f16(q + r * hd, kj + pp * ld, i0, hd, x);
         }
     *sv = _mm256_loadu_ps(t);
 }

@@ -1,0 +1,97 @@
+/*
+ * bench_attention.c - single-thread micro-benchmark of vx_attention() on
+ * the current kernel table (not a test: the runner only picks up
+ * tests/test_*.c).
+ *
+ * A Llama-3.2-1B-shaped layer (32 query heads, 8 kv heads, head dim 64;
+ * other shapes by arguments) with an F16 cache holding `depth + n`
+ * positions of random K/V; a prefill batch of n tokens at positions depth
+ * .. depth + n - 1, and a one-token decode at the last position. Prints
+ * the best time over the repetitions (robust to a shared machine) and the
+ * achieved GFLOP/s of the q.k and p.v products (4 hd flops per visible
+ * position and query head).
+ *
+ * Build (from the repository root, after `make`):
+ *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc tests/bench_attention.c \
+ *      build/libvortex.a -lm -lpthread -lpcre2-8 -lcjson -lmicrohttpd -o /tmp/bench_attention
+ * Run: /tmp/bench_attention [depth=3584] [n=512] [reps=5] [n_head=32] [n_head_kv=8] [hd=64]
+ * VX_FORCE_GENERIC / VX_ISA select the kernel table as everywhere else.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "attention.h"
+#include "kv_cache.h"
+#include "ops.h"
+#include "quant.h"
+#include "common.h"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); /* robust to time slicing on a shared machine */
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+int main(int argc, char **argv) {
+    const int depth = argc > 1 ? atoi(argv[1]) : 3584, n = argc > 2 ? atoi(argv[2]) : 512;
+    const int reps = argc > 3 ? atoi(argv[3]) : 5;
+    const int n_head = argc > 4 ? atoi(argv[4]) : 32, n_head_kv = argc > 5 ? atoi(argv[5]) : 8;
+    const int hd = argc > 6 ? atoi(argv[6]) : 64;
+    const int total = depth + n, KD = n_head_kv * hd, QD = n_head * hd;
+    vx_kernels k;
+    vx_kernels_init_best(&k);
+    vx_kv_params kp = {1, KD, 1, total + 16, total + 16, 16, VX_KV_F16};
+    vx_kv_cache *kv = NULL;
+    if (vx_kv_init(&kp, &kv) != VX_OK || vx_kv_reserve(kv, 0, total) != VX_OK) {
+        fprintf(stderr, "kv cache init failed\n");
+        return 1;
+    }
+    for (int p = 0; p < total; p++) {
+        uint16_t *kr = vx_kv_k_row(kv, 0, 0, p), *vr = vx_kv_v_row(kv, 0, 0, p);
+        for (int i = 0; i < KD; i++) {
+            kr[i] = vx_fp32_to_fp16(frand());
+            vr[i] = vx_fp32_to_fp16(frand());
+        }
+    }
+    float *q = malloc((size_t)n * QD * 4), *out = malloc((size_t)n * QD * 4);
+    int32_t *pos = malloc((size_t)n * 4), *seq = calloc((size_t)n, 4);
+    for (int i = 0; i < n * QD; i++) q[i] = 3 * frand();
+    for (int i = 0; i < n; i++) pos[i] = depth + i;
+    const size_t nsf = vx_attn_scratch_floats(n_head, n_head_kv, hd);
+    float *scr = aligned_alloc(64, (nsf * 4 + 63) / 64 * 64);
+    const float scale = 1.0f / sqrtf((float)hd);
+    printf("kernels %s, n_head %d, n_head_kv %d, hd %d\n", k.name, n_head, n_head_kv, hd);
+    for (int mode = 0; mode < 2; mode++) {
+        const int nt = mode == 0 ? n : 1;
+        vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, mode == 0 ? q : q + (size_t)(n - 1) * QD,
+                          out, mode == 0 ? pos : pos + n - 1, seq, nt};
+        double best = 1e30, flops = 0;
+        for (int t = 0; t < nt; t++) flops += 4.0 * hd * n_head * (a.pos[t] + 1);
+        for (int r = 0; r < (mode == 0 ? reps : 20 * reps); r++) {
+            const double t0 = now();
+            vx_attention(&k, &a, 0, 1, scr);
+            const double dt = now() - t0;
+            best = dt < best ? dt : best;
+        }
+        printf("%-8s %4d tok @ depth %5d: %9.3f ms  %6.1f GFLOP/s\n", mode == 0 ? "prefill" : "decode", nt,
+               mode == 0 ? depth : total - 1, best * 1e3, flops / best * 1e-9);
+    }
+    free(q);
+    free(out);
+    free(pos);
+    free(seq);
+    free(scr);
+    vx_kv_free(kv);
+    return 0;
+}
