@@ -466,6 +466,7 @@ typedef struct {
     int type;
     vx_gemm_fn gemm;
     vx_gemv_fn gemv;
+    size_t (*scratch)(int64_t n); /* the kernel table's gemm_scratch (NULL: none) */
 } gcase;
 
 #define GEMM_TOK 260 /* past one 252-token tile of the F16/BF16 gemm */
@@ -522,6 +523,7 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
     float *ref = xmalloc(sizeof(float) * GEMM_ROWS * GEMM_TOK), *one = xmalloc(sizeof(float) * GEMM_ROWS * GEMM_TOK);
     double *mag = xmalloc(sizeof(double) * GEMM_ROWS * GEMM_TOK);
     float *out = xmalloc(sizeof(float) * GEMM_LDO * GEMM_TOK);
+    uint8_t *scr = gc->scratch ? xmalloc(gc->scratch(n)) : NULL;
 
     gemm_weights(gc->type, n, w, rs, GEMM_ROWS, r, f);
     gemm_acts(yt, n, y, as, GEMM_TOK, r, f);
@@ -558,7 +560,7 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
                 /* accumulate: onto 0.375 everywhere; untouched cells keep it */
                 const float base = 0.375f;
                 for (int i = 0; i < GEMM_LDO * GEMM_TOK; i++) out[i] = accum ? base : NAN;
-                gc->gemm(n, w, rs, nr, y, as, nt, out, GEMM_LDO, accum);
+                gc->gemm(n, w, rs, nr, y, as, nt, out, GEMM_LDO, accum, scr);
                 for (int t = 0; t < GEMM_TOK; t++)
                     for (int row = 0; row < GEMM_LDO; row++) {
                         const float o = out[t * GEMM_LDO + row];
@@ -592,6 +594,7 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
                                    tx->name, (long long)n, nr, nt, t, row, (double)o, (double)one[i]);
                     }
             }
+    free(scr);
     free(w);
     free(y);
     free(f);
@@ -604,13 +607,13 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
 
 static void test_gemm(err_stats *st) {
     static const gcase gcases[] = {
-        {VX_TYPE_Q4_0, vx_gemm_q4_0_avx2, vx_gemv_q4_0_avx2},
-        {VX_TYPE_Q5_0, vx_gemm_q5_0_avx2, vx_gemv_q5_0_avx2},
-        {VX_TYPE_Q8_0, vx_gemm_q8_0_avx2, vx_gemv_q8_0_avx2},
-        {VX_TYPE_Q4_K, vx_gemm_q4_K_avx2, vx_gemv_q4_K_avx2},
-        {VX_TYPE_Q6_K, vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2},
-        {VX_TYPE_F16, vx_gemm_f16_avx2, vx_gemv_f16_avx2},
-        {VX_TYPE_BF16, vx_gemm_bf16_avx2, vx_gemv_bf16_avx2},
+        {VX_TYPE_Q4_0, vx_gemm_q4_0_avx2, vx_gemv_q4_0_avx2, NULL},
+        {VX_TYPE_Q5_0, vx_gemm_q5_0_avx2, vx_gemv_q5_0_avx2, NULL},
+        {VX_TYPE_Q8_0, vx_gemm_q8_0_avx2, vx_gemv_q8_0_avx2, NULL},
+        {VX_TYPE_Q4_K, vx_gemm_q4_K_avx2, vx_gemv_q4_K_avx2, NULL},
+        {VX_TYPE_Q6_K, vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2, NULL},
+        {VX_TYPE_F16, vx_gemm_f16_avx2, vx_gemv_f16_avx2, vx_gemm_half_scratch_avx2},
+        {VX_TYPE_BF16, vx_gemm_bf16_avx2, vx_gemv_bf16_avx2, vx_gemm_half_scratch_avx2},
     };
     /* 32-blocks: odd block counts (the lone tail block), one chunk and
      * several; K-quants: a partial last chunk; F16: n % 8 tails */
@@ -648,6 +651,7 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
     float *one = xmalloc(sizeof(float) * PK_ROWS * GEMM_TOK), *got = xmalloc(sizeof(float) * PK_ROWS);
     float *out = xmalloc(sizeof(float) * (PK_ROWS + 3) * GEMM_TOK);
     const int ldo = PK_ROWS + 3;
+    uint8_t *scr = kt->gemm_scratch ? xmalloc(kt->gemm_scratch(n)) : NULL; /* the table's, as a context has */
     const vx_type_traits *tx = vx_type_get_traits(type), *ty = vx_type_get_traits(act_type);
     CHECKF(pgemv && pgemm, "%s: no %s_R8 kernels", kt->name, vx_type_name(type));
     if (!pgemv || !pgemm) goto done;
@@ -693,7 +697,7 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
                 const int nt = ntoks[k];
                 const float base = 0.375f;
                 for (int i = 0; i < ldo * GEMM_TOK; i++) out[i] = accum ? base : NAN;
-                pgemm(n, pw, prs, nr, y, as, nt, out, ldo, accum);
+                pgemm(n, pw, prs, nr, y, as, nt, out, ldo, accum, scr);
                 for (int t = 0; t < GEMM_TOK; t++)
                     for (int row = 0; row < ldo; row++) {
                         const float o = out[t * ldo + row];
@@ -709,6 +713,7 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
                     }
             }
 done:
+    free(scr);
     free(w);
     free(pw);
     free(y);
@@ -768,7 +773,7 @@ static void test_tier_plain(err_stats *st) {
         for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
             const int t = types[i];
             if (kt[ti].gemv[t] == kt[0].gemv[t] && kt[ti].gemm[t] == kt[0].gemm[t]) continue;
-            const gcase gc = {t, kt[ti].gemm[t], kt[ti].gemv[t]};
+            const gcase gc = {t, kt[ti].gemm[t], kt[ti].gemv[t], kt[ti].gemm_scratch};
             const int64_t *ns = t == VX_TYPE_F16 || t == VX_TYPE_BF16 ? nsF
                                 : vx_type_get_traits(t)->blck_size == VX_QK_K ? nsK
                                                                                : ns32;

@@ -246,10 +246,10 @@ AINLINE __m128 f16x4(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
 }
 
 /* A GEMM entry point: under min_tok tokens the gemv per token (same
- * bits, see gemv_tokens), else impl(kind, ...). */
+ * bits, see gemv_tokens), else impl(kind, ...); it takes no scratch. */
 #define DEFINE_GEMM_ENTRY(name, gemv, impl, kind, min_tok)                                                 \
     void name(int64_t n, const void *w, size_t row_stride, int nrows, const void *act, size_t act_stride, \
-              int ntok, float *out, int64_t ldo, int accumulate) {                                        \
+              int ntok, float *out, int64_t ldo, int accumulate, void *scratch) {                         \
         if (ntok < (min_tok))                                                                             \
             gemv_tokens(gemv, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);      \
         else                                                                                              \
