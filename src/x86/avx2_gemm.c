@@ -65,12 +65,6 @@ AINLINE size_t wsize32(int k) {
     }
 }
 
-AINLINE uint16_t ld16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
-
 /* Block b of 8 rows into a panel. */
 AINLINE void unpack32_8(int k, const uint8_t *const rows[8], int64_t b, panel32 *P) {
     const size_t ws = wsize32(k);

@@ -50,6 +50,12 @@ AINLINE float hmax_ps(__m256 v) {
  * nearest even, overflow to inf) vx_fp32_to_fp16 for every non-NaN value. */
 AINLINE float f16(uint16_t h) { return _cvtsh_ss(h); }
 AINLINE uint16_t to_f16(float f) { return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+/* A uint16 (an fp16 scale) from any address. */
+AINLINE uint16_t ld16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
 
 AINLINE const void *row_at(const void *w, size_t stride, int r) {
     return (const uint8_t *)w + (size_t)r * stride;

@@ -41,11 +41,6 @@ AINLINE size_t rec32(int k) {
 AINLINE int off32(int k) { return k == R_Q4_0 ? 8 : k == R_Q5_0 ? 16 : 128; }
 
 AINLINE __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
-AINLINE uint16_t ld16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
 AINLINE uint32_t ld32(const uint8_t *p) {
     uint32_t v;
     memcpy(&v, p, 4);
