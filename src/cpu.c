@@ -129,6 +129,7 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
     memset(k->gemv, 0, sizeof k->gemv);
     memset(k->act, 0, sizeof k->act);
     memset(k->gemm, 0, sizeof k->gemm);
+    k->gemm_scratch = NULL;
     vx_matmul_kernels_ref(k->gemv, k->act);
     if (isa >= VX_ISA_AVX2) {
         k->name = "avx2";
@@ -178,6 +179,7 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
         k->gemm[VX_TYPE_Q4_0_R8] = vx_gemm_q4_0_r8_avx2;
         k->gemm[VX_TYPE_Q5_0_R8] = vx_gemm_q5_0_r8_avx2;
         k->gemm[VX_TYPE_Q8_0_R8] = vx_gemm_q8_0_r8_avx2;
+        k->gemm_scratch = vx_gemm_half_scratch_avx2;
     }
 }
 

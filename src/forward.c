@@ -68,6 +68,9 @@ struct vx_context {
     size_t bf16_ld;
     uint8_t *amx_scratch; /* [nth][amx_scratch_per] */
     size_t amx_scratch_per;
+    /* per-thread scratch of the kernel table's GEMMs (kern.gemm_scratch) */
+    uint8_t *gemm_scratch; /* [nth][gemm_scratch_per] */
+    size_t gemm_scratch_per;
 
     /* per-thread scratch */
     float *scratch;      /* [nth][scratch_per] */
@@ -114,7 +117,7 @@ void vx_context_free(vx_context *c) {
     void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->qkv, c->att, c->gate, c->up, c->rope,
                     c->logits, c->out_row, c->out_tok, c->seq_next, c->router, c->sel, c->sel_w, c->exp_tok,
                     c->exp_w, c->exp_n, c->moe_in, c->moe_out, c->scratch, (void *)c->mm_next,
-                    c->mm_seq, c->act_bf16, c->act_bf16_lo, c->amx_scratch};
+                    c->mm_seq, c->act_bf16, c->act_bf16_lo, c->amx_scratch, c->gemm_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     for (int t = 0; t < VX_TYPE_COUNT; t++) free(c->act_buf[t]);
     free(c);
@@ -219,6 +222,11 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
         if (c->act_bf16_lo) memset(c->act_bf16_lo, 0, rows * c->bf16_ld * sizeof(uint16_t));
         c->amx_scratch_per = (c->kern.gemm_amx_scratch((int64_t)c->bf16_ld) + 63) & ~(size_t)63;
         c->amx_scratch = xalloc((size_t)p->n_threads * c->amx_scratch_per, &ok);
+    }
+    if (c->kern.gemm_scratch && !p->f32_matmul) {
+        const size_t maxin = VX_MAX(VX_MAX(E, FF), QD);
+        c->gemm_scratch_per = (c->kern.gemm_scratch((int64_t)maxin) + 63) & ~(size_t)63;
+        c->gemm_scratch = xalloc((size_t)p->n_threads * c->gemm_scratch_per, &ok);
     }
     /* matmul calls per forward: q, k, v, o, gate, up, down (or fused) per
      * layer, the router and three per expert in MoE layers, the output;
@@ -369,7 +377,8 @@ static void mm_rows(vx_context *c, int ith, const vx_weight *w, size_t mat_off, 
     /* gemm unpacks each weight block once for all the tokens */
     const vx_gemm_fn gemm = n >= 2 ? c->kern.gemm[wt] : NULL;
     if (gemm) {
-        gemm(ne0, base, rs, (int)(r1 - r0), act, stride, (int)n, y + r0, ldy, acc);
+        gemm(ne0, base, rs, (int)(r1 - r0), act, stride, (int)n, y + r0, ldy, acc,
+             c->gemm_scratch ? c->gemm_scratch + (size_t)ith * c->gemm_scratch_per : NULL);
         return;
     }
     /* token tiles x blocks of 64 rows: the rows stay in L2 for the tile */

@@ -21,9 +21,11 @@ typedef void (*vx_gemv_fn)(int64_t n, const void *w, size_t row_stride, int nrow
 /* out[t * ldo + r] = dot(row r of w, activation row t) for r < nrows and
  * t < ntok (with accumulate: out[t * ldo + r] += dot), activation rows
  * act_stride bytes apart: gemv for many tokens, unpacking each weight
- * block once for all of them. */
+ * block once for all of them. scratch: the calling thread's own buffer of
+ * the kernel table's gemm_scratch(n) bytes (ops.h), or NULL (a kernel that
+ * needs one then runs the gemv per token). */
 typedef void (*vx_gemm_fn)(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 /* out[t * ldo + r] (+)= dot(row r of w, x[t]) for r < nrows, t < ntok with
  * weights of any type (type: file or packed layout, rows rs bytes apart, K
  * elements, K a multiple of 32) and bf16 activation rows xa, xstride bytes

@@ -76,8 +76,11 @@ typedef struct vx_kernels {
     void (*f32_to_bf16)(const float *src, uint16_t *dst, uint16_t *lo, int64_t n);
     /* per weight type: GEMV against activation rows (see matmul.h) */
     vx_gemv_fn gemv[VX_TYPE_COUNT];
-    /* per weight type: GEMM over a token tile (NULL: gemv per token) */
+    /* per weight type: GEMM over a token tile (NULL: gemv per token), and
+     * the per-thread scratch bytes these GEMMs take for rows of n elements
+     * (allocated once per context; gemm_scratch NULL: they take none) */
     vx_gemm_fn gemm[VX_TYPE_COUNT];
+    size_t (*gemm_scratch)(int64_t n);
     /* per activation type (Q8_0, Q8_1, Q8_K): float row -> activation row */
     vx_act_fn act[VX_TYPE_COUNT];
 } vx_kernels;

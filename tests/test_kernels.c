@@ -461,11 +461,16 @@ static void test_half(err_stats *st) {
  * ones) and ntok 1..9 and 64, writing and accumulating, with padded
  * activation rows and output rows: quantized types must also give exactly
  * the gemv's bits (the canonical float order of avx2_quant_util.h: batch
- * invariance), F16 (f32 activations) the gemv's value up to rounding. */
+ * invariance), F16 (f32 activations) the gemv's value up to rounding.
+ * The kernels get their scratch, filled with NaNs before every call (none
+ * may be read before it is written); F16/BF16, which use it, also run
+ * without (NULL: the gemv per token in blocks of 16 rows, so to rounding
+ * again). */
 typedef struct {
     int type;
     vx_gemm_fn gemm;
     vx_gemv_fn gemv;
+    size_t (*scratch)(int64_t n); /* the kernel table's gemm_scratch (NULL: none) */
 } gcase;
 
 #define GEMM_TOK 260 /* past one 252-token tile of the F16/BF16 gemm */
@@ -522,6 +527,8 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
     float *ref = xmalloc(sizeof(float) * GEMM_ROWS * GEMM_TOK), *one = xmalloc(sizeof(float) * GEMM_ROWS * GEMM_TOK);
     double *mag = xmalloc(sizeof(double) * GEMM_ROWS * GEMM_TOK);
     float *out = xmalloc(sizeof(float) * GEMM_LDO * GEMM_TOK);
+    const size_t sb = gc->scratch ? gc->scratch(n) : 0;
+    uint8_t *scr = sb ? xmalloc(sb) : NULL;
 
     gemm_weights(gc->type, n, w, rs, GEMM_ROWS, r, f);
     gemm_acts(yt, n, y, as, GEMM_TOK, r, f);
@@ -553,18 +560,27 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
     const int nrs[] = {1, 3, 4, 8, 9, 16, 17, GEMM_ROWS};
     for (size_t ri = 0; ri < sizeof nrs / sizeof nrs[0]; ri++)
         for (size_t k = 0; k < sizeof ntoks / sizeof ntoks[0]; k++)
-            for (int accum = 0; accum < 2; accum++) {
-                const int nt = ntoks[k], nr = nrs[ri];
+            for (int pass = 0; pass < (half && scr ? 4 : 2); pass++) {
+                /* writing and accumulating; F16/BF16 then both without scratch */
+                const int nt = ntoks[k], nr = nrs[ri], accum = pass & 1;
+                void *const s = pass < 2 ? scr : NULL;
                 /* accumulate: onto 0.375 everywhere; untouched cells keep it */
                 const float base = 0.375f;
                 for (int i = 0; i < GEMM_LDO * GEMM_TOK; i++) out[i] = accum ? base : NAN;
-                gc->gemm(n, w, rs, nr, y, as, nt, out, GEMM_LDO, accum);
+                if (scr) memset(scr, 0xFF, sb); /* NaNs */
+                gc->gemm(n, w, rs, nr, y, as, nt, out, GEMM_LDO, accum, s);
+                if (half && s && nt == GEMM_TOK) { /* the GEMM path ran, in the scratch */
+                    size_t b = 0;
+                    while (b < sb && scr[b] == 0xFF) b++;
+                    CHECKF(b < sb, "%s gemm n=%lld nrows=%d ntok=%d: scratch unused", tx->name, (long long)n, nr, nt);
+                }
                 for (int t = 0; t < GEMM_TOK; t++)
                     for (int row = 0; row < GEMM_LDO; row++) {
                         const float o = out[t * GEMM_LDO + row];
                         if (t >= nt || row >= nr) {
-                            CHECKF(accum ? o == base : isnan(o), "%s gemm n=%lld nrows=%d ntok=%d wrote (%d, %d)",
-                                   tx->name, (long long)n, nr, nt, t, row);
+                            CHECKF(accum ? o == base : isnan(o),
+                                   "%s gemm n=%lld nrows=%d ntok=%d scratch %d wrote (%d, %d)", tx->name,
+                                   (long long)n, nr, nt, s != NULL, t, row);
                             continue;
                         }
                         const int i = t * GEMM_ROWS + row;
@@ -575,23 +591,25 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
                                        (long long)n, nr, nt, t, row, (double)o, (double)(base + one[i]));
                             else /* the sum continues from base: within rounding of base + ref */
                                 CHECKF(within_tol(st, gc->type, o, base + ref[i], mag[i] + base),
-                                       "%s gemm+acc n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs %.9g", tx->name,
-                                       (long long)n, nr, nt, t, row, (double)o, (double)(base + ref[i]));
+                                       "%s gemm+acc n=%lld nrows=%d ntok=%d scratch %d tok %d row %d: %.9g vs %.9g",
+                                       tx->name, (long long)n, nr, nt, s != NULL, t, row, (double)o,
+                                       (double)(base + ref[i]));
                             continue;
                         }
                         CHECKF(within_tol(st, gc->type, o, ref[i], mag[i]),
-                               "%s gemm n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs ref %.9g (mag %.6g)",
-                               tx->name, (long long)n, nr, nt, t, row, (double)o, (double)ref[i], mag[i]);
+                               "%s gemm n=%lld nrows=%d ntok=%d scratch %d tok %d row %d: %.9g vs ref %.9g (mag %.6g)",
+                               tx->name, (long long)n, nr, nt, s != NULL, t, row, (double)o, (double)ref[i], mag[i]);
                         if (!half)
                             CHECKF(o == one[i],
                                    "%s gemm n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs gemv %.9g", tx->name,
                                    (long long)n, nr, nt, t, row, (double)o, (double)one[i]);
                         else
                             CHECKF(within_tol(st, gc->type, o, one[i], mag[i]),
-                                   "%s gemm n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs gemv %.9g",
-                                   tx->name, (long long)n, nr, nt, t, row, (double)o, (double)one[i]);
+                                   "%s gemm n=%lld nrows=%d ntok=%d scratch %d tok %d row %d: %.9g vs gemv %.9g",
+                                   tx->name, (long long)n, nr, nt, s != NULL, t, row, (double)o, (double)one[i]);
                     }
             }
+    free(scr);
     free(w);
     free(y);
     free(f);
@@ -604,13 +622,13 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
 
 static void test_gemm(err_stats *st) {
     static const gcase gcases[] = {
-        {VX_TYPE_Q4_0, vx_gemm_q4_0_avx2, vx_gemv_q4_0_avx2},
-        {VX_TYPE_Q5_0, vx_gemm_q5_0_avx2, vx_gemv_q5_0_avx2},
-        {VX_TYPE_Q8_0, vx_gemm_q8_0_avx2, vx_gemv_q8_0_avx2},
-        {VX_TYPE_Q4_K, vx_gemm_q4_K_avx2, vx_gemv_q4_K_avx2},
-        {VX_TYPE_Q6_K, vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2},
-        {VX_TYPE_F16, vx_gemm_f16_avx2, vx_gemv_f16_avx2},
-        {VX_TYPE_BF16, vx_gemm_bf16_avx2, vx_gemv_bf16_avx2},
+        {VX_TYPE_Q4_0, vx_gemm_q4_0_avx2, vx_gemv_q4_0_avx2, NULL},
+        {VX_TYPE_Q5_0, vx_gemm_q5_0_avx2, vx_gemv_q5_0_avx2, NULL},
+        {VX_TYPE_Q8_0, vx_gemm_q8_0_avx2, vx_gemv_q8_0_avx2, NULL},
+        {VX_TYPE_Q4_K, vx_gemm_q4_K_avx2, vx_gemv_q4_K_avx2, NULL},
+        {VX_TYPE_Q6_K, vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2, NULL},
+        {VX_TYPE_F16, vx_gemm_f16_avx2, vx_gemv_f16_avx2, vx_gemm_half_scratch_avx2},
+        {VX_TYPE_BF16, vx_gemm_bf16_avx2, vx_gemv_bf16_avx2, vx_gemm_half_scratch_avx2},
     };
     /* 32-blocks: odd block counts (the lone tail block), one chunk and
      * several; K-quants: a partial last chunk; F16: n % 8 tails */
@@ -648,6 +666,7 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
     float *one = xmalloc(sizeof(float) * PK_ROWS * GEMM_TOK), *got = xmalloc(sizeof(float) * PK_ROWS);
     float *out = xmalloc(sizeof(float) * (PK_ROWS + 3) * GEMM_TOK);
     const int ldo = PK_ROWS + 3;
+    uint8_t *scr = kt->gemm_scratch ? xmalloc(kt->gemm_scratch(n)) : NULL; /* the table's, as a context has */
     const vx_type_traits *tx = vx_type_get_traits(type), *ty = vx_type_get_traits(act_type);
     CHECKF(pgemv && pgemm, "%s: no %s_R8 kernels", kt->name, vx_type_name(type));
     if (!pgemv || !pgemm) goto done;
@@ -693,7 +712,7 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
                 const int nt = ntoks[k];
                 const float base = 0.375f;
                 for (int i = 0; i < ldo * GEMM_TOK; i++) out[i] = accum ? base : NAN;
-                pgemm(n, pw, prs, nr, y, as, nt, out, ldo, accum);
+                pgemm(n, pw, prs, nr, y, as, nt, out, ldo, accum, scr);
                 for (int t = 0; t < GEMM_TOK; t++)
                     for (int row = 0; row < ldo; row++) {
                         const float o = out[t * ldo + row];
@@ -709,6 +728,7 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
                     }
             }
 done:
+    free(scr);
     free(w);
     free(pw);
     free(y);
@@ -768,7 +788,7 @@ static void test_tier_plain(err_stats *st) {
         for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
             const int t = types[i];
             if (kt[ti].gemv[t] == kt[0].gemv[t] && kt[ti].gemm[t] == kt[0].gemm[t]) continue;
-            const gcase gc = {t, kt[ti].gemm[t], kt[ti].gemv[t]};
+            const gcase gc = {t, kt[ti].gemm[t], kt[ti].gemv[t], kt[ti].gemm_scratch};
             const int64_t *ns = t == VX_TYPE_F16 || t == VX_TYPE_BF16 ? nsF
                                 : vx_type_get_traits(t)->blck_size == VX_QK_K ? nsK
                                                                                : ns32;

@@ -65,12 +65,6 @@ AINLINE size_t wsize32(int k) {
     }
 }
 
-AINLINE uint16_t ld16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
-
 /* Block b of 8 rows into a panel. */
 AINLINE void unpack32_8(int k, const uint8_t *const rows[8], int64_t b, panel32 *P) {
     const size_t ws = wsize32(k);
@@ -331,15 +325,6 @@ DEFINE_GEMM_ENTRY(vx_gemm_q8_0_avx2, vx_gemv_q8_0_avx2, gemm32, G_Q8_0, MIN_TOK3
  * the 8 rows' sums build up in the lanes of one register (no horizontal
  * reduction), even and odd blocks in two chains as in the plain gemv. */
 
-/* Bytes the software prefetch runs ahead of the record stream (without it
- * DRAM streams stall; avx2_quant_util.h). */
-#ifndef PF32_R8
-#define PF32_R8 2048
-#endif
-/* Activation blocks whose scale and offset correction are tabulated once
- * per call (rows up to 32768 elements; longer ones compute them per block). */
-#define CT32 1024
-
 /* Record rec against activation block yb (scale dy, offset correction c):
  * the exact int32 sums of the 8 rows (the pair sums summed in int16 as far
  * as tile4_32 does), then the canonical step of the chain acc. Written out
@@ -398,35 +383,10 @@ AINLINE int32_t corr_r8(int k, const uint8_t *yb) {
     return hsum_epi32(pairs_to_i32(s));
 }
 
-AINLINE void gemv32_r8(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
-    const int64_t nb = n / 32;
-    const size_t rs = wsize32(k), ys = sizeof(vx_block_q8_0);
-    const uint8_t *y = vy;
-    float dyt[CT32];
-    int32_t ct[CT32];
-    const int tab = nb <= CT32;
-    for (int64_t b = 0; tab && b < nb; b++) {
-        dyt[b] = f16(ld16(y + (size_t)b * ys));
-        ct[b] = corr_r8(k, y + (size_t)b * ys);
-    }
-#define DY(b) (tab ? dyt[b] : f16(ld16(y + (size_t)(b) * ys)))
-#define CT(b) (tab ? ct[b] : corr_r8(k, y + (size_t)(b) * ys))
-    for (int r0 = 0; r0 < nrows; r0 += 8) {
-        const uint8_t *g = (const uint8_t *)row_at(w, stride, r0);
-        __m256 ae = _mm256_setzero_ps(), ao = ae;
-        int64_t i = 0;
-        for (; i + 2 <= nb; i += 2) {
-            const uint8_t *rec = g + (size_t)i * rs;
-            prefetch_ahead(rec, PF32_R8, 2 * rs);
-            ae = step32_r8(k, rec, y + (size_t)i * ys, DY(i), CT(i), ae);
-            ao = step32_r8(k, rec + rs, y + (size_t)(i + 1) * ys, DY(i + 1), CT(i + 1), ao);
-        }
-        if (i < nb) ae = step32_r8(k, g + (size_t)i * rs, y + (size_t)i * ys, DY(i), CT(i), ae);
-        _mm256_storeu_ps(out + r0, _mm256_add_ps(ae, ao));
-    }
-#undef DY
-#undef CT
-}
+#define GEMV32_R8_REC(k) wsize32(k)
+#define GEMV32_R8_CORR(k, yb) corr_r8(k, yb)
+#define GEMV32_R8_STEP(k, rec, yb, dy, c, acc) step32_r8(k, rec, yb, dy, c, acc)
+#include "gemv32_r8.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized" /* dyt, ct: read only when filled (tab) */

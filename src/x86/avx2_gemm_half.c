@@ -25,7 +25,9 @@
  * FMAs in ascending k). While the micro-kernels run over a panel they
  * prefetch the weights of the next panel (the widening would otherwise
  * wait on memory) and each the output rows of the next. The activation
- * buffer is allocated per call (the gemv per token if that fails).
+ * buffer is the calling thread's scratch (vx_gemm_half_scratch_avx2 bytes,
+ * allocated once per context): no allocation per call; given none, the
+ * entry points run the gemv per token.
  *
  * Summation order differs from the gemv's (four accumulators and a final
  * horizontal sum), so the two agree up to float rounding only.
@@ -33,7 +35,6 @@
 #include <immintrin.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "avx2_quant_util.h"
@@ -182,21 +183,29 @@ static void micro6x16(const float (*P)[16], int kc, const float *X, float *c, in
 #undef ST
 }
 
+/* The activation chunks X of a tile: at most TT tokens of KC elements (the
+ * tiles hold tt <= TT tokens, see gemm_half), and 64 bytes to align X to a
+ * cache line. */
+size_t vx_gemm_half_scratch_avx2(int64_t n) {
+    return (size_t)TT * (size_t)(n < KC ? n : KC) * sizeof(float) + 64;
+}
+
 AINLINE void gemm_half(int bf, int64_t n, const void *w, size_t stride, int nrows, const void *act,
-                      size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
+                      size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch) {
+    if (ntok < MIN_TOK_HALF || !scratch) {
+        /* few tokens (the panels would not pay back), or no scratch: the
+         * gemv per token (the same results to rounding) */
+        gemv_tokens(bf ? vx_gemv_bf16_avx2 : vx_gemv_f16_avx2, n, w, stride, nrows, act, act_stride, ntok, out,
+                    ldo, accumulate);
+        return;
+    }
     _Alignas(64) float P[KC][16];
     _Alignas(64) float T[16 * KC]; /* pack16's rows */
     float tmp[MR][16]; /* a partial block (fewer rows or tokens) works here */
     /* tiles of equal size, at most TT tokens */
     const int ntiles = (ntok + TT - 1) / TT;
     const int tt = ((ntok + ntiles - 1) / ntiles + MR - 1) / MR * MR;
-    float *X = NULL;
-    if (posix_memalign((void **)&X, 64, (size_t)tt * KC * sizeof(float)) != 0) {
-        /* out of memory: the gemv per token (slow, same results to rounding) */
-        gemv_tokens(bf ? vx_gemv_bf16_avx2 : vx_gemv_f16_avx2, n, w, stride, nrows, act, act_stride, ntok, out,
-                    ldo, accumulate);
-        return;
-    }
+    float *X = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63); /* [tt][KC] at most */
     const int nlines_row = (KC * 2 + 63) / 64; /* cache lines of a panel's row */
     for (int t0 = 0; t0 < ntok; t0 += tt) {
         const int nt = ntok - t0 < tt ? ntok - t0 : tt;
@@ -250,8 +259,13 @@ AINLINE void gemm_half(int bf, int64_t n, const void *w, size_t stride, int nrow
             }
         }
     }
-    free(X);
 }
 
-DEFINE_GEMM_ENTRY(vx_gemm_f16_avx2, vx_gemv_f16_avx2, gemm_half, 0, MIN_TOK_HALF)
-DEFINE_GEMM_ENTRY(vx_gemm_bf16_avx2, vx_gemv_bf16_avx2, gemm_half, 1, MIN_TOK_HALF)
+void vx_gemm_f16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act, size_t act_stride,
+                      int ntok, float *out, int64_t ldo, int accumulate, void *scratch) {
+    gemm_half(0, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate, scratch);
+}
+void vx_gemm_bf16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act, size_t act_stride,
+                       int ntok, float *out, int64_t ldo, int accumulate, void *scratch) {
+    gemm_half(1, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate, scratch);
+}

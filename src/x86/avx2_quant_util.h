@@ -50,6 +50,12 @@ AINLINE float hmax_ps(__m256 v) {
  * nearest even, overflow to inf) vx_fp32_to_fp16 for every non-NaN value. */
 AINLINE float f16(uint16_t h) { return _cvtsh_ss(h); }
 AINLINE uint16_t to_f16(float f) { return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+/* A uint16 (an fp16 scale) from any address. */
+AINLINE uint16_t ld16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
 
 AINLINE const void *row_at(const void *w, size_t stride, int r) {
     return (const uint8_t *)w + (size_t)r * stride;
@@ -246,10 +252,10 @@ AINLINE __m128 f16x4(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
 }
 
 /* A GEMM entry point: under min_tok tokens the gemv per token (same
- * bits, see gemv_tokens), else impl(kind, ...). */
+ * bits, see gemv_tokens), else impl(kind, ...); it takes no scratch. */
 #define DEFINE_GEMM_ENTRY(name, gemv, impl, kind, min_tok)                                                 \
     void name(int64_t n, const void *w, size_t row_stride, int nrows, const void *act, size_t act_stride, \
-              int ntok, float *out, int64_t ldo, int accumulate) {                                        \
+              int ntok, float *out, int64_t ldo, int accumulate, void *scratch) {                         \
         if (ntok < (min_tok))                                                                             \
             gemv_tokens(gemv, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);      \
         else                                                                                              \

@@ -41,11 +41,6 @@ AINLINE size_t rec32(int k) {
 AINLINE int off32(int k) { return k == R_Q4_0 ? 8 : k == R_Q5_0 ? 16 : 128; }
 
 AINLINE __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
-AINLINE uint16_t ld16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
 AINLINE uint32_t ld32(const uint8_t *p) {
     uint32_t v;
     memcpy(&v, p, 4);
@@ -153,55 +148,23 @@ AINLINE __m256 step_r8(int k, const uint8_t *rec, const uint8_t *yb, float dy, i
     return _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dy)), _mm256_cvtepi32_ps(sum), acc);
 }
 
-#ifndef PF32_R8
-#define PF32_R8 2048
-#endif
-/* Activation blocks whose scale and correction are tabulated per call
- * (rows up to 32768 elements; longer rows compute them per block). */
-#define CT32 1024
-
-AINLINE void gemv32(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
-    const int64_t nb = n / 32;
-    const size_t rs = rec32(k), ys = sizeof(vx_block_q8_0);
-    const uint8_t *y = vy;
-    float dyt[CT32];
-    int32_t ct[CT32];
-    const int tab = nb <= CT32;
-    for (int64_t b = 0; tab && b < nb; b++) {
-        dyt[b] = f16(ld16(y + (size_t)b * ys));
-        ct[b] = ncorr32(k, y + (size_t)b * ys);
-    }
-#define DY(b) (tab ? dyt[b] : f16(ld16(y + (size_t)(b) * ys)))
-#define CT(b) (tab ? ct[b] : ncorr32(k, y + (size_t)(b) * ys))
-    for (int r0 = 0; r0 < nrows; r0 += 8) {
-        const uint8_t *g = (const uint8_t *)row_at(w, stride, r0);
-        __m256 ae = _mm256_setzero_ps(), ao = ae;
-        int64_t i = 0;
-        for (; i + 2 <= nb; i += 2) {
-            const uint8_t *rec = g + (size_t)i * rs;
-            prefetch_ahead(rec, PF32_R8, 2 * rs);
-            ae = step_r8(k, rec, y + (size_t)i * ys, DY(i), CT(i), ae);
-            ao = step_r8(k, rec + rs, y + (size_t)(i + 1) * ys, DY(i + 1), CT(i + 1), ao);
-        }
-        if (i < nb) ae = step_r8(k, g + (size_t)i * rs, y + (size_t)i * ys, DY(i), CT(i), ae);
-        _mm256_storeu_ps(out + r0, _mm256_add_ps(ae, ao));
-    }
-#undef DY
-#undef CT
-}
+#define GEMV32_R8_REC(k) rec32(k)
+#define GEMV32_R8_CORR(k, yb) ncorr32(k, yb)
+#define GEMV32_R8_STEP(k, rec, yb, dy, c, acc) step_r8(k, rec, yb, dy, c, acc)
+#include "gemv32_r8.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized" /* dyt, ct: read only when filled (tab) */
 #endif
 void VX512(vx_gemv_q4_0_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv32(R_Q4_0, n, w, stride, nrows, y, out);
+    gemv32_r8(R_Q4_0, n, w, stride, nrows, y, out);
 }
 void VX512(vx_gemv_q5_0_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv32(R_Q5_0, n, w, stride, nrows, y, out);
+    gemv32_r8(R_Q5_0, n, w, stride, nrows, y, out);
 }
 void VX512(vx_gemv_q8_0_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv32(R_Q8_0, n, w, stride, nrows, y, out);
+    gemv32_r8(R_Q8_0, n, w, stride, nrows, y, out);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop

@@ -98,17 +98,18 @@ void vx_gemv_bf16_avx2(int64_t n, const void *w_rows, size_t row_stride, int nro
  * as for gemv; f32 for F16). Each weight block is unpacked once per group
  * of 8 rows and token tile and reused for every token; results equal the
  * gemv's (bit for bit for the quantized types, to rounding for F16). The kernel
- * types vx_gemv_fn / vx_gemm_fn are matmul.h's. */
+ * types vx_gemv_fn / vx_gemm_fn are matmul.h's; only the F16/BF16 GEMM uses
+ * its scratch (the others ignore it). */
 void vx_gemm_q4_0_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q5_0_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q8_0_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q4_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q6_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 /* the 8-row packed layouts (quant.h) */
 void vx_gemv_q4_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q6_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
@@ -116,19 +117,24 @@ void vx_gemv_q4_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows
 void vx_gemv_q5_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q8_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemm_q4_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q5_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q8_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q4_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q6_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_f16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                      size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+                      size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_bf16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
+/* Scratch bytes of the F16/BF16 GEMM for rows of n elements (its packed
+ * activations, ~258 KiB from n = 256 on): given NULL, it runs the gemv per
+ * token instead. Any other kernel of the AVX2 table takes none, so this is
+ * the table's gemm_scratch. */
+size_t vx_gemm_half_scratch_avx2(int64_t n);
 /* ---- end of prefill GEMM kernels -------------------------------------- */
 
 /* ---- AVX-512 VNNI tier (src/x86/avx512_*.c) ----------------------------
@@ -146,17 +152,22 @@ struct vx_kernels;
     void vx_gemv_q5_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     void vx_gemv_q8_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     void vx_gemm_q4_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
-                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);            \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,             \
+                             void *scratch);                                                                   \
     void vx_gemm_q5_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
-                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);            \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,             \
+                             void *scratch);                                                                   \
     void vx_gemm_q8_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
-                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);            \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,             \
+                             void *scratch);                                                                   \
     void vx_gemv_q4_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     void vx_gemv_q6_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     void vx_gemm_q4_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
-                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);            \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,             \
+                             void *scratch);                                                                   \
     void vx_gemm_q6_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
-                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate);
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,             \
+                             void *scratch);
 VX_AVX512_KERNELS(avx512)
 VX_AVX512_KERNELS(avx512emu)
 /* ---- end of AVX-512 tier ---------------------------------------------- */

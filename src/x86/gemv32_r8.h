@@ -1,0 +1,68 @@
+/*
+ * gemv32_r8.h - the GEMV driver of the packed 8-row 32-element block types
+ * Q4_0_R8, Q5_0_R8, Q8_0_R8 (quant.h) x Q8_0 activations, shared by the
+ * AVX2 kernels (avx2_gemm.c) and the AVX-512 ones (avx512_gemm.c, natively
+ * and emulated: it uses only AVX2 intrinsics, which both provide).
+ *
+ * One 8-row group at a time, its records read front to back (one
+ * sequential stream, with a software prefetch ahead: without it DRAM
+ * streams stall, avx2_quant_util.h); the 8 rows' sums build up in the
+ * lanes of one register, even and odd blocks in two chains of the
+ * canonical step, added at the end. The activation blocks' scales and
+ * offset corrections are tabulated once per call.
+ *
+ * A template: the including file defines, after avx2_quant_util.h, the
+ * per-ISA parts as macros of the record kind k (its own enum), then
+ * includes this file, which defines gemv32_r8(k, n, w, stride, nrows, y,
+ * out) (vx_gemv_fn with the kind first):
+ *   GEMV32_R8_REC(k)         bytes of a record (8 rows x one block)
+ *   GEMV32_R8_CORR(k, yb)    the int32 offset correction of activation
+ *                            block yb, as the step takes it
+ *   GEMV32_R8_STEP(k, rec, yb, dy, c, acc)
+ *                            the chain acc (__m256) after record rec
+ *                            against block yb (scale dy, correction c)
+ * The entry points calling gemv32_r8 need -Wmaybe-uninitialized off: the
+ * tables are read only when filled, which GCC cannot always tell.
+ */
+#ifndef VX_GEMV32_R8_H
+#define VX_GEMV32_R8_H
+
+/* Bytes the software prefetch runs ahead of the record stream. */
+#ifndef PF32_R8
+#define PF32_R8 2048
+#endif
+/* Activation blocks whose scale and correction are tabulated per call
+ * (rows up to 32768 elements; longer rows compute them per block). */
+#define CT32 1024
+
+AINLINE void gemv32_r8(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
+    const int64_t nb = n / 32;
+    const size_t rs = GEMV32_R8_REC(k), ys = sizeof(vx_block_q8_0);
+    const uint8_t *y = vy;
+    float dyt[CT32];
+    int32_t ct[CT32];
+    const int tab = nb <= CT32;
+    for (int64_t b = 0; tab && b < nb; b++) {
+        dyt[b] = f16(ld16(y + (size_t)b * ys));
+        ct[b] = GEMV32_R8_CORR(k, y + (size_t)b * ys);
+    }
+#define DY(b) (tab ? dyt[b] : f16(ld16(y + (size_t)(b) * ys)))
+#define CT(b) (tab ? ct[b] : GEMV32_R8_CORR(k, y + (size_t)(b) * ys))
+    for (int r0 = 0; r0 < nrows; r0 += 8) {
+        const uint8_t *g = (const uint8_t *)row_at(w, stride, r0);
+        __m256 ae = _mm256_setzero_ps(), ao = ae;
+        int64_t i = 0;
+        for (; i + 2 <= nb; i += 2) {
+            const uint8_t *rec = g + (size_t)i * rs;
+            prefetch_ahead(rec, PF32_R8, 2 * rs);
+            ae = GEMV32_R8_STEP(k, rec, y + (size_t)i * ys, DY(i), CT(i), ae);
+            ao = GEMV32_R8_STEP(k, rec + rs, y + (size_t)(i + 1) * ys, DY(i + 1), CT(i + 1), ao);
+        }
+        if (i < nb) ae = GEMV32_R8_STEP(k, g + (size_t)i * rs, y + (size_t)i * ys, DY(i), CT(i), ae);
+        _mm256_storeu_ps(out + r0, _mm256_add_ps(ae, ao));
+    }
+#undef DY
+#undef CT
+}
+
+#endif
