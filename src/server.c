@@ -1074,7 +1074,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     pthread_mutex_unlock(&s->mu);
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap) {
+__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap) {
     (void)cls;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);

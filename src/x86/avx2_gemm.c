@@ -388,8 +388,10 @@ AINLINE int32_t corr_r8(int k, const uint8_t *yb) {
 #define GEMV32_R8_STEP(k, rec, yb, dy, c, acc) step32_r8(k, rec, yb, dy, c, acc)
 #include "gemv32_r8.h"
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized" /* dyt, ct: read only when filled (tab) */
+#endif
 void vx_gemv_q4_0_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
     gemv32_r8(G_Q4_0_R8, n, w, stride, nrows, y, out);
 }
@@ -399,7 +401,9 @@ void vx_gemv_q5_0_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, co
 void vx_gemv_q8_0_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
     gemv32_r8(G_Q8_0_R8, n, w, stride, nrows, y, out);
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 /* With no unpacking to pay back, the panel serves from 2 tokens. */
 #define MIN_TOK32_R8 2

@@ -385,8 +385,10 @@ AINLINE void rows32c(int k, int64_t n, const void *w, size_t stride, int R, cons
 #define CT_MAX 1024
 /* ct and dyf are read only at indices below nb, all written first; GCC
  * (with the sanitizers) cannot see that through the inlined kernels. */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 AINLINE void gemv32c(int k, int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
     int32_t ct[CT_MAX];
     float dyf[CT_MAX];
@@ -409,7 +411,9 @@ AINLINE void gemv32c(int k, int64_t n, const void *w, size_t stride, int nrows, 
         else rows32c(k, n, row_at(w, stride, r), stride, 1, y, out + r, 0, NULL, NULL);
     }
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 #define DEFINE_QDOT32C(k, vec_dot_name, gemv_name)                                                        \
     void vec_dot_name(int64_t n, float *s, const void *x, const void *y) { gemv32c(k, n, x, 0, 1, y, s); } \
