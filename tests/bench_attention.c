@@ -27,6 +27,7 @@
 #include "kv_cache.h"
 #include "ops.h"
 #include "quant.h"
+#include "testutil.h"
 #include "common.h"
 
 static double now(void) {
@@ -36,12 +37,7 @@ static double now(void) {
 }
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
+static float frand(void) { return vx_test_frand(&rng); }
 
 int main(int argc, char **argv) {
     const int depth = argc > 1 ? atoi(argv[1]) : 3584, n = argc > 2 ? atoi(argv[2]) : 512;

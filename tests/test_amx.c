@@ -27,12 +27,7 @@
 #include "x86/kernels_amx.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static float frand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
+static float frand(void) { return vx_test_frand(&rng); }
 
 static double bf(float f) { return vx_bf16_to_fp32(vx_fp32_to_bf16(f)); }
 

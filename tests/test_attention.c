@@ -29,12 +29,7 @@
 #include "testutil.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
+static float frand(void) { return vx_test_frand(&rng); }
 
 static const double TOL = 2e-5;
 

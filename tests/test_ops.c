@@ -13,12 +13,7 @@
 #include "testutil.h"
 
 static uint64_t rng = 88172645463325252ull;
-static float frand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
+static float frand(void) { return vx_test_frand(&rng); }
 
 /* A large-magnitude gate value: +-120 alternating with n. */
 static float i_big(int64_t n) { return n % 2 ? 120.0f : -120.0f; }

@@ -39,4 +39,15 @@ char *vx_test_read_file(const char *path, size_t *size);
 /* Prints the summary line and returns the process exit code. */
 int vx_test_finish(const char *name);
 
+/* Deterministic test data: xorshift64 on *state, a float uniform in
+ * [-1, 1) with 53 random bits before rounding. */
+static inline float vx_test_frand(uint64_t *state) {
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *state = x;
+    return (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
 #endif
