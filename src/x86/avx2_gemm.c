@@ -266,10 +266,7 @@ AINLINE void rowblock32(int k, int G, int64_t nb, const uint8_t *const rows[8], 
             float o[8];
             _mm256_storeu_ps(o, _mm256_add_ps(acc[gi][0][t], acc[gi][1][t]));
             float *dst = out + (int64_t)(t0 + t) * ldo + 8 * gi;
-            if (accumulate)
-                for (int r = 0; r < R; r++) dst[r] += o[r];
-            else
-                for (int r = 0; r < R; r++) dst[r] = o[r];
+            store_rows(dst, o, R, accumulate);
         }
 }
 

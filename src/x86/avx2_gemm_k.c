@@ -367,10 +367,7 @@ AINLINE void rowblockK(int k, int G, int64_t n, const uint8_t *const rows[8], in
                 float o[8];
                 _mm256_storeu_ps(o, acc[gi][t]);
                 float *dst = out + (int64_t)(t0 + t) * ldo + 8 * gi;
-                if (accumulate)
-                    for (int r = 0; r < R; r++) dst[r] += o[r];
-                else
-                    for (int r = 0; r < R; r++) dst[r] = o[r];
+                store_rows(dst, o, R, accumulate);
             }
     }
 }

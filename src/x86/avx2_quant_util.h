@@ -57,6 +57,15 @@ AINLINE uint16_t ld16(const uint8_t *p) {
     return v;
 }
 
+/* The first R results of a GEMM tile into an output row: written, or
+ * added to it (accumulate). */
+AINLINE void store_rows(float *dst, const float *o, int R, int accumulate) {
+    if (accumulate)
+        for (int r = 0; r < R; r++) dst[r] += o[r];
+    else
+        for (int r = 0; r < R; r++) dst[r] = o[r];
+}
+
 AINLINE const void *row_at(const void *w, size_t stride, int r) {
     return (const uint8_t *)w + (size_t)r * stride;
 }

@@ -304,10 +304,7 @@ AINLINE void rowblock(int k, int64_t nb, const uint8_t *A, const uint8_t *B, int
         float o[16];
         _mm512_storeu_ps(o, _mm512_add_ps(acc[0][t], acc[1][t]));
         float *dst = out + (int64_t)(t0 + t) * ldo;
-        if (accumulate)
-            for (int r = 0; r < R; r++) dst[r] += o[r];
-        else
-            for (int r = 0; r < R; r++) dst[r] = o[r];
+        store_rows(dst, o, R, accumulate);
     }
 }
 
