@@ -8,8 +8,8 @@
  * blocks at a time, into a row-lane panel - code vector q of a block holds
  * in its 32-bit lane r the four codes 4q .. 4q + 3 of row r (an 8x8 dword
  * transpose), so one _mm256_maddubs_epi16 against four activation bytes
- * of one token, broadcast, serves 8 rows, and every code vector loaded
- * serves a 4-token register tile; Q4_0 sums all 8 products of a block in
+ * of one token, broadcast, serves 8 rows; the register tile is 2 such
+ * groups x 2 tokens (see CB32). Q4_0 sums all 8 products of a block in
  * int16 before one madd (Q5_0: 4), where a row-major kernel needs a madd
  * per maddubs. Each (row, token, block) gets an exact int32 sum and then
  * the canonical float step of avx2_quant_util.h (even and odd blocks in
@@ -29,11 +29,8 @@
 #include "kernels_x86.h"
 #include "quant.h"
 
-/* (token, block) entries of the per-tile activation tables. */
+/* (block, token) entries of the per-tile activation tables. */
 #define TAB32 8192
-/* Blocks per unpacked chunk (8 x 544 bytes, L1); even, so that a block's
- * index within a chunk has the block's parity. */
-#define CB32 8
 
 /* The plain layouts and their 8-row packed forms (quant.h); a packed kind
  * runs its base kind's tile with a panel loaded straight from the record. */
@@ -138,177 +135,185 @@ AINLINE __m256i bq32(const uint8_t *yb, int q) {
     return _mm256_set1_epi32((int)v);
 }
 
-/* Four tokens (y0..y3: their activation block) against one panel block
- * of G = 1 or 2 groups of 8 rows (P[0], P[1]; G is a compile-time constant
- * at each call): with two, every activation broadcast serves both groups'
- * code vectors (the broadcasts, not the multiplies, bound one group on
- * Zen 3). dy[u], corr[u]: the tokens' scale and offset correction for the
- * block. The 4-token loops are written out (named accumulators stay in
- * registers). */
-#define U4(X) X(0) X(1) X(2) X(3)
-AINLINE void tile4_32(int kind, int G, const panel32 *const P[2], const uint8_t *y0, const uint8_t *y1,
-                      const uint8_t *y2, const uint8_t *y3, const float dy[4], const int32_t corr[4],
-                      __m256 acc[2][4]) {
-    const int k = GBASE(kind);
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i I0 = _mm256_setzero_si256(), I1 = I0, I2 = I0, I3 = I0, J0 = I0, J1 = I0, J2 = I0, J3 = I0;
-    const panel32 *A = P[0], *B = G == 2 ? P[1] : P[0];
-    if (k == G_Q4_0 || k == G_Q5_0) {
-        /* Q4_0: 8 pair sums <= 2*15*127 fit int16; Q5_0: 4 of 2*31*127 */
-        const int span = k == G_Q4_0 ? 8 : 4;
-        for (int h = 0; h < 8; h += span) {
-            __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0, t0 = s0, t1 = s0, t2 = s0, t3 = s0;
-#pragma GCC unroll 8
-            for (int q = h; q < h + span; q++) {
-                const __m256i WA = A->q[q], WB = B->q[q];
-#define STEP(u)                                                                  \
-    {                                                                            \
-        const __m256i yb = bq32(y##u, q);                                        \
-        s##u = _mm256_add_epi16(s##u, _mm256_maddubs_epi16(WA, yb));             \
-        VX_KEEP(s##u);                                                           \
-        if (G == 2) {                                                            \
-            t##u = _mm256_add_epi16(t##u, _mm256_maddubs_epi16(WB, yb));         \
-            VX_KEEP(t##u);                                                       \
-        }                                                                        \
-    }
-                U4(STEP)
-#undef STEP
-            }
-#define MADD(u)                                                                          \
-    I##u = _mm256_add_epi32(I##u, _mm256_madd_epi16(s##u, ones));                        \
-    if (G == 2) J##u = _mm256_add_epi32(J##u, _mm256_madd_epi16(t##u, ones));
-            U4(MADD)
-#undef MADD
-        }
-    } else {
-#pragma GCC unroll 8
-        for (int q = 0; q < 8; q++) {
-            const __m256i WA = A->q[q], XA = A->x[q], WB = B->q[q], XB = B->x[q];
-#define STEP(u)                                                                                             \
-    {                                                                                                       \
-        const __m256i yb = bq32(y##u, q);                                                                   \
-        I##u = _mm256_add_epi32(I##u, _mm256_madd_epi16(_mm256_maddubs_epi16(WA, _mm256_sign_epi8(yb, XA)), ones)); \
-        VX_KEEP(I##u);                                                                                      \
-        if (G == 2) {                                                                                       \
-            J##u = _mm256_add_epi32(J##u, _mm256_madd_epi16(_mm256_maddubs_epi16(WB, _mm256_sign_epi8(yb, XB)), ones)); \
-            VX_KEEP(J##u);                                                                                  \
-        }                                                                                                   \
-    }
-            U4(STEP)
-#undef STEP
-        }
-    }
-    const __m256i Iv[2][4] = {{I0, I1, I2, I3}, {J0, J1, J2, J3}};
-    for (int gi = 0; gi < G; gi++)
-        for (int u = 0; u < 4; u++) {
-            const __m256i Iu = k == G_Q8_0 ? Iv[gi][u] : _mm256_sub_epi32(Iv[gi][u], _mm256_set1_epi32(corr[u]));
-            acc[gi][u] =
-                _mm256_fmadd_ps(_mm256_mul_ps(P[gi]->d, _mm256_set1_ps(dy[u])), _mm256_cvtepi32_ps(Iu), acc[gi][u]);
-        }
+/* Offset correction of an activation block: the code sum times 8 (Q4_0)
+ * or 16 (Q5_0); none for Q8_0. */
+AINLINE int32_t corr32(int k, const uint8_t *yb) {
+    if (GBASE(k) == G_Q8_0) return 0;
+    const __m256i s = _mm256_maddubs_epi16(_mm256_set1_epi8(GBASE(k) == G_Q4_0 ? 8 : 16),
+                                           load256(yb + offsetof(vx_block_q8_0, qs)));
+    return hsum_epi32(pairs_to_i32(s));
 }
 
-/* One block of rows against tokens [t0, t0 + nt) of the tile (dyt, corr:
- * its (token, block) tables): G = 1 (8 rows, R of them real; rows[r] the
- * rows, or for a packed kind rows[0] the group's first record) or G = 2
- * (two full packed groups, rows[0] and rows[1]); G is a compile-time
- * constant at each call. */
-AINLINE void rowblock32(int k, int G, int64_t nb, const uint8_t *const rows[8], int R, const void *act,
-                        size_t act_stride, int t0, int nt, const float *dyt, const int32_t *corr, float *out,
+/* The GEMM tile is 2 groups of 8 rows x 2 tokens, and a token pair runs
+ * a chunk's even blocks, then its odd ones (the two chains of the
+ * canonical order), so that only one chain's 4 accumulators are live:
+ * with the int16 and int32 sums and the code vectors that fills the 16
+ * registers without a spill. Each code vector loaded serves 2 tokens and
+ * each activation broadcast 2 groups. (A 2 x 4 tile needs 16 float
+ * accumulators alone; it ran with them in memory, 25-35% slower.) */
+/* Blocks per chunk (16 x 544 bytes per group, L1); even, so that a
+ * block's index within a chunk has the block's parity. */
+#define CB32 16
+
+/* One block: the panels of groups A, B (B == A when G = 1; G is a
+ * compile-time constant at each call) x tokens y0, y1 (their activation
+ * block); dy, cr: the two tokens' scale and offset correction. The
+ * canonical step into the chain's accumulators a0, a1 (group A) and
+ * b0, b1. */
+AINLINE void pair32(int k, int G, const panel32 *A, const panel32 *B, const uint8_t *y0, const uint8_t *y1,
+                    const float *dy, const int32_t *cr, __m256 *a0, __m256 *a1, __m256 *b0, __m256 *b1) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i IA0, IA1, IB0 = _mm256_setzero_si256(), IB1 = IB0;
+    if (k == G_Q8_0) {
+        IA0 = IA1 = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) {
+            const __m256i u0 = bq32(y0, q), u1 = bq32(y1, q);
+            IA0 = _mm256_add_epi32(IA0, _mm256_madd_epi16(_mm256_maddubs_epi16(A->q[q], _mm256_sign_epi8(u0, A->x[q])), ones));
+            IA1 = _mm256_add_epi32(IA1, _mm256_madd_epi16(_mm256_maddubs_epi16(A->q[q], _mm256_sign_epi8(u1, A->x[q])), ones));
+            VX_KEEP(IA0);
+            VX_KEEP(IA1);
+            if (G == 2) {
+                IB0 = _mm256_add_epi32(IB0, _mm256_madd_epi16(_mm256_maddubs_epi16(B->q[q], _mm256_sign_epi8(u0, B->x[q])), ones));
+                IB1 = _mm256_add_epi32(IB1, _mm256_madd_epi16(_mm256_maddubs_epi16(B->q[q], _mm256_sign_epi8(u1, B->x[q])), ones));
+                VX_KEEP(IB0);
+                VX_KEEP(IB1);
+            }
+        }
+    } else {
+        const int span = k == G_Q4_0 ? 8 : 4;
+        IA0 = IA1 = _mm256_setzero_si256();
+        for (int h = 0; h < 8; h += span) {
+            __m256i sA0 = _mm256_setzero_si256(), sA1 = sA0, sB0 = sA0, sB1 = sA0;
+#pragma GCC unroll 8
+            for (int q = h; q < h + span; q++) {
+                const __m256i u0 = bq32(y0, q), u1 = bq32(y1, q), WA = A->q[q];
+                sA0 = _mm256_add_epi16(sA0, _mm256_maddubs_epi16(WA, u0));
+                sA1 = _mm256_add_epi16(sA1, _mm256_maddubs_epi16(WA, u1));
+                VX_KEEP(sA0);
+                VX_KEEP(sA1);
+                if (G == 2) {
+                    const __m256i WB = B->q[q];
+                    sB0 = _mm256_add_epi16(sB0, _mm256_maddubs_epi16(WB, u0));
+                    sB1 = _mm256_add_epi16(sB1, _mm256_maddubs_epi16(WB, u1));
+                    VX_KEEP(sB0);
+                    VX_KEEP(sB1);
+                }
+            }
+            IA0 = _mm256_add_epi32(IA0, _mm256_madd_epi16(sA0, ones));
+            IA1 = _mm256_add_epi32(IA1, _mm256_madd_epi16(sA1, ones));
+            if (G == 2) {
+                IB0 = _mm256_add_epi32(IB0, _mm256_madd_epi16(sB0, ones));
+                IB1 = _mm256_add_epi32(IB1, _mm256_madd_epi16(sB1, ones));
+            }
+        }
+        IA0 = _mm256_sub_epi32(IA0, _mm256_set1_epi32(cr[0]));
+        IA1 = _mm256_sub_epi32(IA1, _mm256_set1_epi32(cr[1]));
+        if (G == 2) {
+            IB0 = _mm256_sub_epi32(IB0, _mm256_set1_epi32(cr[0]));
+            IB1 = _mm256_sub_epi32(IB1, _mm256_set1_epi32(cr[1]));
+        }
+    }
+    const __m256 d0 = _mm256_set1_ps(dy[0]), d1 = _mm256_set1_ps(dy[1]);
+    *a0 = _mm256_fmadd_ps(_mm256_mul_ps(A->d, d0), _mm256_cvtepi32_ps(IA0), *a0);
+    *a1 = _mm256_fmadd_ps(_mm256_mul_ps(A->d, d1), _mm256_cvtepi32_ps(IA1), *a1);
+    if (G == 2) {
+        *b0 = _mm256_fmadd_ps(_mm256_mul_ps(B->d, d0), _mm256_cvtepi32_ps(IB0), *b0);
+        *b1 = _mm256_fmadd_ps(_mm256_mul_ps(B->d, d1), _mm256_cvtepi32_ps(IB1), *b1);
+    }
+}
+
+/* Groups rows[0] and rows[1] (G = 2) or rows[0] (G = 1, R real rows)
+ * against tokens [t0, t0 + nt) of the tile: rows[gi] the group's 8 rows
+ * (for a packed kind, rows[gi][0] its first record). dyt, ct: the tile's
+ * activation scales and corrections, [block][token], tt tokens a block. */
+AINLINE void rowblock32(int k, int G, int64_t nb, const uint8_t *const rows[2][8], int R, const void *act,
+                        size_t act_stride, int t0, int nt, int tt, const float *dyt, const int32_t *ct, float *out,
                         int64_t ldo, int accumulate) {
     const size_t ws = wsize32(k), ys = sizeof(vx_block_q8_0);
     panel32 P[2][CB32];
-    __m256 acc[2][2][64 + 3]; /* [group][even, odd block]: the gemv's two chains */
-    for (int gi = 0; gi < G; gi++)
-        for (int t = 0; t < nt + 3; t++) acc[gi][0][t] = acc[gi][1][t] = _mm256_setzero_ps();
+    __m256 acc[2][2][64 + 1]; /* [chain][group][token] */
+    for (int c = 0; c < 2; c++)
+        for (int gi = 0; gi < G; gi++)
+            for (int t = 0; t < nt + 1; t++) acc[c][gi][t] = _mm256_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += CB32) {
         const int cb = (int)(nb - b0 < CB32 ? nb - b0 : CB32);
-        if (GPACKED(k)) { /* rows[gi] is a group's first record */
-            for (int gi = 0; gi < G; gi++) {
-                for (int j = 0; j < cb; j++) load32_r8(k, rows[gi] + (size_t)(b0 + j) * ws, &P[gi][j]);
+        for (int gi = 0; gi < G; gi++) {
+            if (GPACKED(k)) {
+                for (int j = 0; j < cb; j++) load32_r8(k, rows[gi][0] + (size_t)(b0 + j) * ws, &P[gi][j]);
                 for (size_t o = 0; o < CB32 * ws; o += 64)
-                    _mm_prefetch((const char *)rows[gi] + (size_t)(b0 + cb) * ws + o, _MM_HINT_T0);
+                    _mm_prefetch((const char *)rows[gi][0] + (size_t)(b0 + cb) * ws + o, _MM_HINT_T0);
+            } else {
+                for (int j = 0; j < cb; j++) unpack32_8(k, rows[gi], b0 + j, &P[gi][j]);
+                /* the next chunk arrives from DRAM while the tokens run */
+                for (int r = 0; r < 8; r++)
+                    for (size_t o = 0; o < CB32 * ws; o += 64)
+                        _mm_prefetch((const char *)rows[gi][r] + (size_t)(b0 + cb) * ws + o, _MM_HINT_T0);
             }
-        } else {
-            for (int j = 0; j < cb; j++) unpack32_8(k, rows, b0 + j, &P[0][j]);
-            /* the next chunk arrives from DRAM while the tokens run */
-            for (int r = 0; r < 8; r++)
-                for (size_t o = 0; o < CB32 * ws; o += 64)
-                    _mm_prefetch((const char *)rows[r] + (size_t)(b0 + cb) * ws + o, _MM_HINT_T0);
         }
-        for (int t = 0; t < nt; t += 4) {
-            int tu[4]; /* a short last group repeats its last token into spare accumulators */
-            const uint8_t *ya[4];
-            for (int u = 0; u < 4; u++) {
-                tu[u] = t + u < nt ? t + u : nt - 1;
-                ya[u] = (const uint8_t *)act + (size_t)(t0 + tu[u]) * act_stride;
-            }
-            __m256 a[2][2][4]; /* [chain][group][token] */
-            for (int gi = 0; gi < G; gi++)
-                for (int u = 0; u < 4; u++) a[0][gi][u] = acc[gi][0][t + u], a[1][gi][u] = acc[gi][1][t + u];
-            for (int j = 0; j < cb; j++) {
-                const int64_t b = b0 + j;
-                float dy[4];
-                int32_t cr[4];
-                for (int u = 0; u < 4; u++) {
-                    dy[u] = dyt[tu[u] * nb + b];
-                    cr[u] = corr[tu[u] * nb + b];
+        for (int t = 0; t < nt; t += 2) {
+            const int t1 = t + 1 < nt ? t + 1 : t; /* a short last pair repeats its token */
+            const uint8_t *y0 = (const uint8_t *)act + (size_t)(t0 + t) * act_stride + (size_t)b0 * ys;
+            const uint8_t *y1 = (const uint8_t *)act + (size_t)(t0 + t1) * act_stride + (size_t)b0 * ys;
+            for (int c = 0; c < 2; c++) {
+                __m256 a0 = acc[c][0][t], a1 = acc[c][0][t + 1], e0 = a0, e1 = a1;
+                if (G == 2) e0 = acc[c][1][t], e1 = acc[c][1][t + 1];
+                for (int j = c; j < cb; j += 2) {
+                    const int64_t e = (b0 + j) * tt;
+                    const float dy[2] = {dyt[e + t], dyt[e + t1]};
+                    const int32_t cr[2] = {ct[e + t], ct[e + t1]};
+                    pair32(GBASE(k), G, &P[0][j], &P[G - 1][j], y0 + (size_t)j * ys, y1 + (size_t)j * ys, dy, cr,
+                           &a0, &a1, &e0, &e1);
                 }
-                const size_t bo = (size_t)b * ys;
-                const panel32 *const pj[2] = {&P[0][j], &P[1][j]};
-                tile4_32(k, G, pj, ya[0] + bo, ya[1] + bo, ya[2] + bo, ya[3] + bo, dy, cr, a[j & 1]);
+                acc[c][0][t] = a0, acc[c][0][t + 1] = a1;
+                if (G == 2) acc[c][1][t] = e0, acc[c][1][t + 1] = e1;
             }
-            for (int gi = 0; gi < G; gi++)
-                for (int u = 0; u < 4; u++) acc[gi][0][t + u] = a[0][gi][u], acc[gi][1][t + u] = a[1][gi][u];
         }
     }
     for (int gi = 0; gi < G; gi++)
         for (int t = 0; t < nt; t++) {
             float o[8];
-            _mm256_storeu_ps(o, _mm256_add_ps(acc[gi][0][t], acc[gi][1][t]));
-            float *dst = out + (int64_t)(t0 + t) * ldo + 8 * gi;
-            store_rows(dst, o, R, accumulate);
+            _mm256_storeu_ps(o, _mm256_add_ps(acc[0][gi][t], acc[1][gi][t]));
+            store_rows(out + (int64_t)(t0 + t) * ldo + 8 * gi, o, R, accumulate);
         }
+}
+
+/* Group gi (8 rows) of the block of rows at r0: its row pointers, a short
+ * group repeating its last row (packed: only [0], the first record). */
+AINLINE void group_rows(int k, const void *w, size_t stride, int nrows, int r0, const uint8_t *rows[8]) {
+    for (int r = 0; r < 8; r++)
+        rows[r] = row_at(w, stride, GPACKED(k) ? r0 : r0 + r < nrows ? r0 + r : nrows - 1);
 }
 
 AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act,
                     size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
     const int64_t nb = n / 32;
     const size_t ys = sizeof(vx_block_q8_0);
-    /* token tile: its (token, block) tables fit TAB32 entries */
+    /* token tile: its (block, token) tables fit TAB32 entries */
     int tt = (int)(TAB32 / (nb > 0 ? nb : 1));
-    tt = tt > 64 ? 64 : tt < 4 ? 4 : tt & ~3;
-    float dyt[TAB32 + 4 * 64];
-    int32_t corr[TAB32 + 4 * 64];
-    const int off = GBASE(k) == G_Q4_0 ? 8 : 16;
-    const int packed = GPACKED(k);
+    tt = tt > 64 ? 64 : tt < 2 ? 2 : tt & ~1;
+    float dyt[TAB32 + 2 * 64];
+    int32_t ct[TAB32 + 2 * 64];
     for (int t0 = 0; t0 < ntok; t0 += tt) {
         const int nt = ntok - t0 < tt ? ntok - t0 : tt;
         for (int t = 0; t < nt; t++) {
             const uint8_t *ya = (const uint8_t *)act + (size_t)(t0 + t) * act_stride;
             for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *yb = ya + (size_t)b * ys;
-                dyt[t * nb + b] = f16(ld16(yb));
-                corr[t * nb + b] = 0;
-                if (GBASE(k) != G_Q8_0) {
-                    const __m256i s = _mm256_maddubs_epi16(_mm256_set1_epi8((char)off),
-                                                           load256(yb + offsetof(vx_block_q8_0, qs)));
-                    corr[t * nb + b] = hsum_epi32(pairs_to_i32(s));
-                }
+                dyt[b * tt + t] = f16(ld16(ya + (size_t)b * ys));
+                ct[b * tt + t] = corr32(k, ya + (size_t)b * ys);
             }
         }
-        for (int r0 = 0; r0 < nrows;) {
-            const uint8_t *rows[8];
-            if (packed && r0 + 16 <= nrows) { /* two packed groups at once */
-                rows[0] = row_at(w, stride, r0);
-                rows[1] = row_at(w, stride, r0 + 8);
-                rowblock32(k, 2, nb, rows, 8, act, act_stride, t0, nt, dyt, corr, out + r0, ldo, accumulate);
-                r0 += 16;
-                continue;
-            }
-            const int R = nrows - r0 < 8 ? nrows - r0 : 8;
-            for (int r = 0; r < 8; r++) rows[r] = row_at(w, stride, r0 + (r < R ? r : R - 1)); /* a short group repeats its last row */
-            rowblock32(k, 1, nb, rows, R, act, act_stride, t0, nt, dyt, corr, out + r0, ldo, accumulate);
-            r0 += 8;
+        const uint8_t *rows[2][8];
+        int r0 = 0;
+        for (; r0 + 16 <= nrows; r0 += 16) {
+            group_rows(k, w, stride, nrows, r0, rows[0]);
+            group_rows(k, w, stride, nrows, r0 + 8, rows[1]);
+            rowblock32(k, 2, nb, rows, 8, act, act_stride, t0, nt, tt, dyt, ct, out + r0, ldo, accumulate);
+        }
+        for (; r0 < nrows; r0 += 8) {
+            group_rows(k, w, stride, nrows, r0, rows[0]);
+            rowblock32(k, 1, nb, rows, nrows - r0 < 8 ? nrows - r0 : 8, act, act_stride, t0, nt, tt, dyt, ct,
+                       out + r0, ldo, accumulate);
         }
     }
 }
@@ -324,7 +329,7 @@ DEFINE_GEMM_ENTRY(vx_gemm_q8_0_avx2, vx_gemv_q8_0_avx2, gemm32, G_Q8_0, MIN_TOK3
 
 /* Record rec against activation block yb (scale dy, offset correction c):
  * the exact int32 sums of the 8 rows (the pair sums summed in int16 as far
- * as tile4_32 does), then the canonical step of the chain acc. Written out
+ * as pair32 does), then the canonical step of the chain acc. Written out
  * with the loops unrolled: through a panel in memory the step ran at a
  * third of the speed. */
 AINLINE __m256 step32_r8(int k, const uint8_t *rec, const uint8_t *yb, float dy, int32_t c, __m256 acc) {
@@ -373,15 +378,8 @@ AINLINE __m256 step32_r8(int k, const uint8_t *rec, const uint8_t *yb, float dy,
     return _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dy)), _mm256_cvtepi32_ps(I), acc);
 }
 
-AINLINE int32_t corr_r8(int k, const uint8_t *yb) {
-    if (GBASE(k) == G_Q8_0) return 0;
-    const __m256i s = _mm256_maddubs_epi16(_mm256_set1_epi8(GBASE(k) == G_Q4_0 ? 8 : 16),
-                                           load256(yb + offsetof(vx_block_q8_0, qs)));
-    return hsum_epi32(pairs_to_i32(s));
-}
-
 #define GEMV32_R8_REC(k) wsize32(k)
-#define GEMV32_R8_CORR(k, yb) corr_r8(k, yb)
+#define GEMV32_R8_CORR(k, yb) corr32(k, yb)
 #define GEMV32_R8_STEP(k, rec, yb, dy, c, acc) step32_r8(k, rec, yb, dy, c, acc)
 #include "gemv32_r8.h"
 
