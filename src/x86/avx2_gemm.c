@@ -155,6 +155,13 @@ AINLINE int32_t corr32(int k, const uint8_t *yb) {
  * block's index within a chunk has the block's parity. */
 #define CB32 16
 
+/* Q8_0's quad q of panel P against activation quad u: |x| against u with
+ * x's sign, the pair sums (up to 2 * 127 * 127) to int32 at once. */
+AINLINE __m256i q8_step(__m256i I, const panel32 *P, int q, __m256i u) {
+    const __m256i p = _mm256_maddubs_epi16(P->q[q], _mm256_sign_epi8(u, P->x[q]));
+    return _mm256_add_epi32(I, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
 /* One block: the panels of groups A, B (B == A when G = 1; G is a
  * compile-time constant at each call) x tokens y0, y1 (their activation
  * block); dy, cr: the two tokens' scale and offset correction. The
@@ -169,13 +176,13 @@ AINLINE void pair32(int k, int G, const panel32 *A, const panel32 *B, const uint
 #pragma GCC unroll 8
         for (int q = 0; q < 8; q++) {
             const __m256i u0 = bq32(y0, q), u1 = bq32(y1, q);
-            IA0 = _mm256_add_epi32(IA0, _mm256_madd_epi16(_mm256_maddubs_epi16(A->q[q], _mm256_sign_epi8(u0, A->x[q])), ones));
-            IA1 = _mm256_add_epi32(IA1, _mm256_madd_epi16(_mm256_maddubs_epi16(A->q[q], _mm256_sign_epi8(u1, A->x[q])), ones));
+            IA0 = q8_step(IA0, A, q, u0);
+            IA1 = q8_step(IA1, A, q, u1);
             VX_KEEP(IA0);
             VX_KEEP(IA1);
             if (G == 2) {
-                IB0 = _mm256_add_epi32(IB0, _mm256_madd_epi16(_mm256_maddubs_epi16(B->q[q], _mm256_sign_epi8(u0, B->x[q])), ones));
-                IB1 = _mm256_add_epi32(IB1, _mm256_madd_epi16(_mm256_maddubs_epi16(B->q[q], _mm256_sign_epi8(u1, B->x[q])), ones));
+                IB0 = q8_step(IB0, B, q, u0);
+                IB1 = q8_step(IB1, B, q, u1);
                 VX_KEEP(IB0);
                 VX_KEEP(IB1);
             }
