@@ -96,6 +96,9 @@ int32_t vx_model_n_repacked(const vx_model *model, uint64_t *bytes); /* bytes of
  * every matrix it multiplies; MoE counts only the experts used; attention
  * and the token-embedding row are not included). For bandwidth reports. */
 void vx_model_token_cost(const vx_model *model, uint64_t *bytes, uint64_t *flops);
+/* Of those FLOPs, the ones on float weights (F32/F16/BF16), which run on
+ * fp32 FMA (or AMX bf16) rather than int8 dot products. */
+uint64_t vx_model_token_float_flops(const vx_model *model);
 
 /* Metadata as text (numbers formatted, arrays summarized). Returns the length
  * the full value needs (like snprintf) or -1 if the key does not exist. */

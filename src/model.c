@@ -473,29 +473,46 @@ void vx_weight_row_f32(const vx_weight *w, int64_t r, float *dst) {
     tr->to_float((const uint8_t *)w->data + (size_t)r * w->row_size, dst, w->ne[0]);
 }
 
-static void cost_add(const vx_weight *w, double frac, uint64_t *bytes, uint64_t *flops) {
-    if (!w->data) return;
-    *bytes += (uint64_t)((double)w->mat_size * (double)w->ne[2] * frac);
-    *flops += (uint64_t)(2.0 * (double)w->ne[0] * (double)w->ne[1] * (double)w->ne[2] * frac);
+/* Float weights (F32/F16/BF16): their matmuls run on FMA (or AMX bf16),
+ * not on int8 dot products. */
+static bool float_weight(const vx_weight *w) {
+    return w->type == VX_TYPE_F32 || w->type == VX_TYPE_F16 || w->type == VX_TYPE_BF16;
 }
 
-void vx_model_token_cost(const vx_model *m, uint64_t *bytes, uint64_t *flops) {
-    uint64_t b = 0, f = 0;
+static void cost_add(const vx_weight *w, double frac, uint64_t *bytes, uint64_t *flops, uint64_t *fflops) {
+    if (!w->data) return;
+    const uint64_t f = (uint64_t)(2.0 * (double)w->ne[0] * (double)w->ne[1] * (double)w->ne[2] * frac);
+    *bytes += (uint64_t)((double)w->mat_size * (double)w->ne[2] * frac);
+    *flops += f;
+    if (float_weight(w)) *fflops += f;
+}
+
+static void token_cost(const vx_model *m, uint64_t *bytes, uint64_t *flops, uint64_t *fflops) {
+    uint64_t b = 0, f = 0, ff = 0;
     if (m->layers) {
         const double used = m->hp.n_expert ? (double)m->hp.n_expert_used / m->hp.n_expert : 1.0;
         for (int il = 0; il < m->hp.n_layer; il++) {
             const vx_layer *l = &m->layers[il];
             const vx_weight *dense[] = {&l->wq, &l->wk, &l->wv, &l->wqkv, &l->wo,
                                         &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->ffn_gate_inp};
-            for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++) cost_add(dense[i], 1.0, &b, &f);
-            cost_add(&l->ffn_gate_exps, used, &b, &f);
-            cost_add(&l->ffn_up_exps, used, &b, &f);
-            cost_add(&l->ffn_down_exps, used, &b, &f);
+            for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++) cost_add(dense[i], 1.0, &b, &f, &ff);
+            cost_add(&l->ffn_gate_exps, used, &b, &f, &ff);
+            cost_add(&l->ffn_up_exps, used, &b, &f, &ff);
+            cost_add(&l->ffn_down_exps, used, &b, &f, &ff);
         }
-        cost_add(&m->output, 1.0, &b, &f);
+        cost_add(&m->output, 1.0, &b, &f, &ff);
     }
     if (bytes) *bytes = b;
     if (flops) *flops = f;
+    if (fflops) *fflops = ff;
+}
+
+void vx_model_token_cost(const vx_model *m, uint64_t *bytes, uint64_t *flops) { token_cost(m, bytes, flops, NULL); }
+
+uint64_t vx_model_token_float_flops(const vx_model *m) {
+    uint64_t ff;
+    token_cost(m, NULL, NULL, &ff);
+    return ff;
 }
 
 int32_t vx_model_meta_str(const vx_model *m, const char *key, char *buf, size_t size) {

@@ -21,6 +21,7 @@
  * 2*128*127, so each maddubs goes to int32 at once).
  */
 #include <immintrin.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -39,10 +40,12 @@ enum { G_Q4_0, G_Q5_0, G_Q8_0, G_Q4_0_R8, G_Q5_0_R8, G_Q8_0_R8 };
 #define GPACKED(k) ((k) >= G_Q4_0_R8)
 
 /* Below a few tokens the unpacking is not paid back; the gemv per token
- * gives the same bits, so the entry points fall back to it. */
-#define MIN_TOK32 4
+ * gives the same bits, so the entry points fall back to it. So do rows
+ * too long for a 2-token tile's tables (n > 131072). */
+#define MIN_TOK_N(m) (n / 32 * 2 > TAB32 ? INT_MAX : (m))
+#define MIN_TOK32 MIN_TOK_N(4)
 /* Q5_0's fifth-bit unpacking costs more: the panel pays from 6 tokens */
-#define MIN_TOK_Q5_0 6
+#define MIN_TOK_Q5_0 MIN_TOK_N(6)
 
 typedef struct {
     __m256i q[8]; /* maddubs codes (Q8_0: |x|), quad q of 8 rows */
@@ -164,7 +167,7 @@ AINLINE __m256i q8_step(__m256i I, const panel32 *P, int q, __m256i u) {
 
 /* One block: the panels of groups A, B (B == A when G = 1; G is a
  * compile-time constant at each call) x tokens y0, y1 (their activation
- * block); dy, cr: the two tokens' scale and offset correction. The
+ * block); dy, cr: the two tokens' scales and offset corrections. The
  * canonical step into the chain's accumulators a0, a1 (group A) and
  * b0, b1. */
 AINLINE void pair32(int k, int G, const panel32 *A, const panel32 *B, const uint8_t *y0, const uint8_t *y1,
@@ -266,11 +269,9 @@ AINLINE void rowblock32(int k, int G, int64_t nb, const uint8_t *const rows[2][8
                 __m256 a0 = acc[c][0][t], a1 = acc[c][0][t + 1], e0 = a0, e1 = a1;
                 if (G == 2) e0 = acc[c][1][t], e1 = acc[c][1][t + 1];
                 for (int j = c; j < cb; j += 2) {
-                    const int64_t e = (b0 + j) * tt;
-                    const float dy[2] = {dyt[e + t], dyt[e + t1]};
-                    const int32_t cr[2] = {ct[e + t], ct[e + t1]};
-                    pair32(GBASE(k), G, &P[0][j], &P[G - 1][j], y0 + (size_t)j * ys, y1 + (size_t)j * ys, dy, cr,
-                           &a0, &a1, &e0, &e1);
+                    const int64_t e = (b0 + j) * tt + t; /* tokens t and t + 1 */
+                    pair32(GBASE(k), G, &P[0][j], &P[G - 1][j], y0 + (size_t)j * ys, y1 + (size_t)j * ys, dyt + e,
+                           ct + e, &a0, &a1, &e0, &e1);
                 }
                 acc[c][0][t] = a0, acc[c][0][t + 1] = a1;
                 if (G == 2) acc[c][1][t] = e0, acc[c][1][t + 1] = e1;
@@ -303,8 +304,9 @@ AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, c
     int32_t ct[TAB32 + 2 * 64];
     for (int t0 = 0; t0 < ntok; t0 += tt) {
         const int nt = ntok - t0 < tt ? ntok - t0 : tt;
-        for (int t = 0; t < nt; t++) {
-            const uint8_t *ya = (const uint8_t *)act + (size_t)(t0 + t) * act_stride;
+        /* an odd tile's last pair repeats its token: one more column */
+        for (int t = 0; t < nt + (nt & 1); t++) {
+            const uint8_t *ya = (const uint8_t *)act + (size_t)(t0 + (t < nt ? t : nt - 1)) * act_stride;
             for (int64_t b = 0; b < nb; b++) {
                 dyt[b * tt + t] = f16(ld16(ya + (size_t)b * ys));
                 ct[b * tt + t] = corr32(k, ya + (size_t)b * ys);
@@ -408,7 +410,7 @@ void vx_gemv_q8_0_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, co
 #endif
 
 /* With no unpacking to pay back, the panel serves from 2 tokens. */
-#define MIN_TOK32_R8 2
+#define MIN_TOK32_R8 MIN_TOK_N(2)
 
 DEFINE_GEMM_ENTRY(vx_gemm_q4_0_r8_avx2, vx_gemv_q4_0_r8_avx2, gemm32, G_Q4_0_R8, MIN_TOK32_R8)
 DEFINE_GEMM_ENTRY(vx_gemm_q5_0_r8_avx2, vx_gemv_q5_0_r8_avx2, gemm32, G_Q5_0_R8, MIN_TOK32_R8)
