@@ -126,7 +126,8 @@ static void bench_usage(void) {
            "  --no-repack           keep weights in the file's layout (no 8-row packing)\n"
            "  -o, --output md|jsonl table (default) or one JSON object per line\n"
            "  --json                same as -o jsonl\n"
-           "  --no-limits           do not measure the machine's limits first\n"
+           "  --no-limits           do not measure the machine's limits (at start and after every\n"
+           "                        test: each ratio is to the best of the run so far)\n"
            "  --limits              only measure and print the machine's limits\n"
            "LISTs are comma-separated, e.g. -p 128,512 -t 1,2.\n");
 }

@@ -284,20 +284,25 @@ AINLINE void rowblock(int k, int64_t nb, const uint8_t *A, const uint8_t *B, int
                 tu[u] = t + u < nt ? t + u : nt - 1;
                 ya[u] = (const uint8_t *)act + (size_t)(t0 + tu[u]) * act_stride;
             }
-            __m512 a[2][4];
-            for (int u = 0; u < 4; u++) a[0][u] = acc[0][t + u], a[1][u] = acc[1][t + u];
-            for (int j = 0; j < cb; j++) {
-                const int64_t b = b0 + j;
-                float dy[4];
-                int32_t nc[4];
-                for (int u = 0; u < 4; u++) {
-                    dy[u] = dyt[tu[u] * nb + b];
-                    nc[u] = nct[tu[u] * nb + b];
+            /* the chunk's even blocks, then its odd ones: one chain's
+             * accumulators at a time stay in registers (indexed by the
+             * block's parity they went through memory) */
+            for (int c = 0; c < 2; c++) {
+                __m512 a[4];
+                for (int u = 0; u < 4; u++) a[u] = acc[c][t + u];
+                for (int j = c; j < cb; j += 2) {
+                    const int64_t b = b0 + j;
+                    float dy[4];
+                    int32_t nc[4];
+                    for (int u = 0; u < 4; u++) {
+                        dy[u] = dyt[tu[u] * nb + b];
+                        nc[u] = nct[tu[u] * nb + b];
+                    }
+                    const size_t bo = (size_t)b * ys;
+                    tile4(&P[j], ya[0] + bo, ya[1] + bo, ya[2] + bo, ya[3] + bo, dy, nc, a);
                 }
-                const size_t bo = (size_t)b * ys;
-                tile4(&P[j], ya[0] + bo, ya[1] + bo, ya[2] + bo, ya[3] + bo, dy, nc, a[j & 1]);
+                for (int u = 0; u < 4; u++) acc[c][t + u] = a[u];
             }
-            for (int u = 0; u < 4; u++) acc[0][t + u] = a[0][u], acc[1][t + u] = a[1][u];
         }
     }
     for (int t = 0; t < nt; t++) {
