@@ -215,6 +215,25 @@ AINLINE __m256i bq(const vx_block_q8_K *y, int e) {
 /* Dword p of x in every lane. */
 AINLINE __m256i bcast_dw(__m256i x, int p) { return _mm256_permutevar8x32_epi32(x, _mm256_set1_epi32(p)); }
 
+/* Dword p of a 4-byte-aligned-or-not int32 array, in every lane. */
+AINLINE __m256i bcast_i32(const int32_t *v, int p) {
+    int32_t x;
+    memcpy(&x, v + p, 4);
+    return _mm256_set1_epi32(x);
+}
+
+/* A super-block's integer mins term of 8 rows (Q4_K: sum of min x per-32
+ * activation sum; Q6_K: of scale x per-16 sum, for the -32 offset): the
+ * panel's int16 pairs mp[p] against the activation pairs pr[p]. Exact
+ * in int32, so the order is free. */
+AINLINE __m256i mins_k(int k, const panelK *P, const int32_t *pr) {
+    const int np = k == GK_Q4_K ? 4 : 8;
+    __m256i M = _mm256_madd_epi16(P->mp[0], bcast_i32(pr, 0));
+#pragma GCC unroll 8
+    for (int p = 1; p < np; p++) M = _mm256_add_epi32(M, _mm256_madd_epi16(P->mp[p], bcast_i32(pr, p)));
+    return M;
+}
+
 #define U4(X) X(0) X(1) X(2) X(3)
 /* Four tokens (y0..y3: their blocks of this super-block) against the
  * panels of G = 1 or 2 groups of 8 rows (A, and B when G = 2; G is a
@@ -282,23 +301,33 @@ AINLINE void tile4(int kind, int G, const panelK *A, const panelK *B, const vx_b
 #undef STEP
             }
     }
+    /* the activation sums in int16 pairs, dword p = sums (2p, 2p + 1):
+     * Q4_K's per-32 sums (once per token for both groups), Q6_K's per-16
+     * sums as stored; each pair is broadcast from memory (a load, where a
+     * vpermd per pair cost an ALU uop) */
     const vx_block_q8_K *yv[4] = {y0, y1, y2, y3};
+    int32_t pr4[4][4];
+    const int32_t *pr[4];
+    for (int u = 0; u < 4; u++) {
+        if (k == GK_Q4_K) {
+            _mm_storeu_si128((__m128i *)(void *)pr4[u], bsums32(yv[u]));
+            pr[u] = pr4[u];
+        } else {
+            pr[u] = (const int32_t *)(const void *)yv[u]->bsums;
+        }
+    }
     const __m256i IAv[4] = {IA0, IA1, IA2, IA3}, IBv[4] = {IB0, IB1, IB2, IB3};
     const panelK *PG[2] = {A, B};
     __m256 *accG[2] = {accA, accB};
+#pragma GCC unroll 2
     for (int gi = 0; gi < G; gi++) /* the canonical step, per group */
+#pragma GCC unroll 4
         for (int u = 0; u < 4; u++) {
             const panelK *P = PG[gi];
             const __m256 yd = _mm256_set1_ps(yv[u]->d);
-            __m256i M = _mm256_setzero_si256(), I = gi ? IBv[u] : IAv[u];
-            if (k == GK_Q4_K) {
-                const __m256i bs = _mm256_castsi128_si256(bsums32(yv[u]));
-                for (int p = 0; p < 4; p++) M = _mm256_add_epi32(M, _mm256_madd_epi16(P->mp[p], bcast_dw(bs, p)));
-            } else {
-                const __m256i bs = load256(yv[u]->bsums);
-                for (int p = 0; p < 8; p++) M = _mm256_add_epi32(M, _mm256_madd_epi16(P->mp[p], bcast_dw(bs, p)));
-                I = _mm256_sub_epi32(I, _mm256_slli_epi32(M, 5)); /* codes are u - 32 */
-            }
+            __m256i I = gi ? IBv[u] : IAv[u];
+            const __m256i M = mins_k(k, P, pr[u]);
+            if (k == GK_Q6_K) I = _mm256_sub_epi32(I, _mm256_slli_epi32(M, 5)); /* codes are u - 32 */
             accG[gi][u] = _mm256_fmadd_ps(_mm256_mul_ps(P->d, yd), _mm256_cvtepi32_ps(I), accG[gi][u]);
             if (k == GK_Q4_K)
                 accG[gi][u] = _mm256_fnmadd_ps(_mm256_mul_ps(P->dmin, yd), _mm256_cvtepi32_ps(M), accG[gi][u]);
