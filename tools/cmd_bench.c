@@ -9,9 +9,12 @@
  * Each test runs once as warm-up, then -r times; reports mean ± sd of t/s,
  * achieved weight-read bandwidth (tg) and matmul GFLOP/s (pp), and their
  * ratios to the machine limits (--no-limits skips those): measured at
- * start and again after every test, each ratio taken to the best figure
- * of the run so far, so that a limit caught at a busy moment of a shared
- * host does not flatter a result. pp's ratio is to the int8 peak, or to
+ * start and again after every test, each test's ratio taken to the mean
+ * of the measurements just before and just after it. On a shared host
+ * the limits move by tens of percent within minutes, so a figure taken
+ * once at start can put a later test anywhere from 70% to 120% of it;
+ * bracketing each test compares it with the machine as it was during the
+ * test (the footer gives the range seen). pp's ratio is to the int8 peak, or to
  * the fp32 FMA peak for models whose matmul FLOPs are mostly on float
  * weights (F16/BF16/F32), or to AMX bf16 where there is AMX.
  */
@@ -32,12 +35,14 @@ typedef struct int_list {
     long v[MAX_LIST];
 } int_list;
 
-/* Keeps the best of two measurements of the limits. */
-static void limits_max(vx_limits *best, const vx_limits *now) {
-    best->read_gbs = fmax(best->read_gbs, now->read_gbs);
-    best->fma_gflops = fmax(best->fma_gflops, now->fma_gflops);
-    best->int8_gops = fmax(best->int8_gops, now->int8_gops);
-    best->amx_bf16_gflops = fmax(best->amx_bf16_gflops, now->amx_bf16_gflops);
+/* The mean of two measurements of the limits (a test's bracket). */
+static vx_limits limits_mean(const vx_limits *a, const vx_limits *b) {
+    vx_limits m = *b;
+    m.read_gbs = (a->read_gbs + b->read_gbs) / 2;
+    m.fma_gflops = (a->fma_gflops + b->fma_gflops) / 2;
+    m.int8_gops = (a->int8_gops + b->int8_gops) / 2;
+    m.amx_bf16_gflops = (a->amx_bf16_gflops + b->amx_bf16_gflops) / 2;
+    return m;
 }
 
 static bool parse_list(const char *s, int_list *l, long lo, long hi) {
@@ -178,11 +183,13 @@ int vx_cmd_bench(int argc, char **argv) {
     }
     if (a.error) return 2;
 
-    vx_limits lim;
+    vx_limits lim, prev;
     memset(&lim, 0, sizeof lim);
+    double read_lo = 0, read_hi = 0; /* the range of read figures seen */
     if (limits || limits_only) {
         fprintf(stderr, "measuring machine limits...\n");
         vx_measure_limits((int)nt.v[nt.n - 1], &lim);
+        read_lo = read_hi = lim.read_gbs;
         if (jsonl)
             printf("{\"limits\": true, \"n_threads\": %d, \"read_gbs\": %.2f, \"fp32_gflops\": %.1f, "
                    "\"int8_gops\": %.1f, \"amx_bf16_gflops\": %.1f, \"isa\": \"%s\"}\n",
@@ -281,8 +288,15 @@ int vx_cmd_bench(int argc, char **argv) {
                         const double gflops = mean * (double)flops_tok / 1e9;
                         if (limits) { /* the limits again, right after the test */
                             vx_limits now;
-                            if (vx_measure_limits((int)nt.v[nt.n - 1], &now) == 0) limits_max(&lim, &now);
+                            prev = lim;
+                            if (vx_measure_limits((int)nt.v[nt.n - 1], &now) == 0) {
+                                read_lo = fmin(read_lo, now.read_gbs);
+                                read_hi = fmax(read_hi, now.read_gbs);
+                                lim = now;
+                            }
                         }
+                        /* this test's ratios: to the limits just before and after it */
+                        const vx_limits bl = limits ? limits_mean(&prev, &lim) : lim;
                         char test[32], ach[64];
                         snprintf(test, sizeof test, "%s%d", kind == 0 ? "pp" : "tg", n);
                         if (n_par > 1) snprintf(test + strlen(test), sizeof test - strlen(test), " x%d", n_par);
@@ -293,18 +307,18 @@ int vx_cmd_bench(int argc, char **argv) {
                             snprintf(ach, sizeof ach, "%.1f GB/s", gbs);
                         else
                             snprintf(ach, sizeof ach, "%.0f GFLOP/s", gflops);
-                        if (kind == 1 && n_par == 1 && lim.read_gbs > 0)
+                        if (kind == 1 && n_par == 1 && bl.read_gbs > 0)
                             snprintf(ach + strlen(ach), sizeof ach - strlen(ach), " (%.0f%%)",
-                                     100 * gbs / lim.read_gbs);
-                        if (kind == 0 && lim.amx_bf16_gflops > 0)
+                                     100 * gbs / bl.read_gbs);
+                        if (kind == 0 && bl.amx_bf16_gflops > 0)
                             snprintf(ach + strlen(ach), sizeof ach - strlen(ach), " (%.0f%% amx)",
-                                     100 * gflops / lim.amx_bf16_gflops);
-                        else if ((kind == 0 || n_par > 1) && float_mm && lim.fma_gflops > 0)
+                                     100 * gflops / bl.amx_bf16_gflops);
+                        else if ((kind == 0 || n_par > 1) && float_mm && bl.fma_gflops > 0)
                             snprintf(ach + strlen(ach), sizeof ach - strlen(ach), " (%.0f%% fp32)",
-                                     100 * gflops / lim.fma_gflops);
-                        else if ((kind == 0 || n_par > 1) && lim.int8_gops > 0)
+                                     100 * gflops / bl.fma_gflops);
+                        else if ((kind == 0 || n_par > 1) && bl.int8_gops > 0)
                             snprintf(ach + strlen(ach), sizeof ach - strlen(ach), " (%.0f%% i8)",
-                                     100 * gflops / lim.int8_gops);
+                                     100 * gflops / bl.int8_gops);
                         if (jsonl) {
                             printf("{\"kernels\": \"%s\", \"model_filename\": \"%s\", \"model_size\": %llu, "
                                    "\"model_n_params\": %llu, \"n_threads\": %d, \"n_batch\": %u, "
@@ -316,10 +330,10 @@ int vx_cmd_bench(int argc, char **argv) {
                             for (long r = 0; r < reps; r++) printf(r ? ", %.6f" : "%.6f", ts[r]);
                             printf("], \"avg_ns\": %.0f, \"weight_gbs\": %.3f, \"matmul_gflops\": %.3f",
                                    1e9 * n * n_par / mean, gbs, gflops);
-                            if (lim.read_gbs > 0)
+                            if (bl.read_gbs > 0)
                                 printf(", \"read_gbs_limit\": %.3f, \"int8_gops_limit\": %.3f, "
                                        "\"fp32_gflops_limit\": %.3f, \"amx_bf16_gflops_limit\": %.3f",
-                                       lim.read_gbs, lim.int8_gops, lim.fma_gflops, lim.amx_bf16_gflops);
+                                       bl.read_gbs, bl.int8_gops, bl.fma_gflops, bl.amx_bf16_gflops);
                             printf("}\n");
                         } else {
                             printf("| %-28s | %6.2f MiB | %6.3f B | %7d | %14s | %8.2f ± %5.2f | %22s |\n",
@@ -336,8 +350,8 @@ int vx_cmd_bench(int argc, char **argv) {
         vx_model_free(m);
     }
     if (rc == 0 && limits && !jsonl)
-        printf("\nratios are to the best limits of the run (measured after every test): read %.1f GB/s, "
-               "fp32 FMA %.0f GFLOP/s, int8 %.0f GOP/s\n",
-               lim.read_gbs, lim.fma_gflops, lim.int8_gops);
+        printf("\nratios are to the mean of the limits measured just before and after each test; "
+               "read bandwidth seen in this run: %.1f-%.1f GB/s\n",
+               read_lo, read_hi);
     return rc;
 }
