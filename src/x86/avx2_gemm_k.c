@@ -215,7 +215,8 @@ AINLINE __m256i bq(const vx_block_q8_K *y, int e) {
 /* Dword p of x in every lane. */
 AINLINE __m256i bcast_dw(__m256i x, int p) { return _mm256_permutevar8x32_epi32(x, _mm256_set1_epi32(p)); }
 
-/* Dword p of a 4-byte-aligned-or-not int32 array, in every lane. */
+/* Dword p of an int32 array (any alignment), in every lane: a broadcast
+ * load, where a vpermd from a register costs an ALU uop. */
 AINLINE __m256i bcast_i32(const int32_t *v, int p) {
     int32_t x;
     memcpy(&x, v + p, 4);
@@ -436,9 +437,9 @@ DEFINE_GEMM_ENTRY(vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2, gemmK, GK_Q6_K, MIN_TOK_
 #define PF_R8 2
 #endif
 
-/* One super-block record of 8 rows against one token: acc takes the
- * canonical step. */
-AINLINE __m256 sb_r8(int k, const uint8_t *rec, const vx_block_q8_K *yi, __m256 acc) {
+/* One super-block record of 8 rows against one token (pr: Q4_K's
+ * activation pairs, as mins_k takes them): acc takes the canonical step. */
+AINLINE __m256 sb_r8(int k, const uint8_t *rec, const vx_block_q8_K *yi, const int32_t *pr, __m256 acc) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256 yd = _mm256_set1_ps(yi->d);
     __m256i I = _mm256_setzero_si256(), M = I;
@@ -458,14 +459,16 @@ AINLINE __m256 sb_r8(int k, const uint8_t *rec, const vx_block_q8_K *yi, __m256 
             I = _mm256_add_epi32(I, _mm256_add_epi32(_mm256_madd_epi16(lo, dup_lo(x)),
                                                      _mm256_madd_epi16(hi, dup_hi(x))));
         }
-        const __m256i bs = _mm256_castsi128_si256(bsums32(yi));
+#pragma GCC unroll 4
         for (int p = 0; p < 4; p++)
-            M = _mm256_add_epi32(M, _mm256_madd_epi16(_mm256_cvtepu8_epi16(load128(b->mn[p])), bcast_dw(bs, p)));
+            M = _mm256_add_epi32(M, _mm256_madd_epi16(_mm256_cvtepu8_epi16(load128(b->mn[p])), bcast_i32(pr, p)));
         acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->d)), yd), _mm256_cvtepi32_ps(I), acc);
         acc = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->dmin)), yd), _mm256_cvtepi32_ps(M), acc);
     } else {
         const vx_block_q6_K_r8 *b = (const vx_block_q6_K_r8 *)(const void *)rec;
         prefetch_ahead(b, PF_R8 * sizeof *b, sizeof *b);
+        /* the bsums as one vector and a vpermd per pair: 8 broadcast
+         * loads instead measured no better here (within the noise) */
         const __m256i bs = load256(yi->bsums);
         for (int h = 0; h < 2; h++) {
             const __m256i x0 = _mm256_cvtepi8_epi16(load128(b->sc[4 * h])),
@@ -504,6 +507,10 @@ I = _mm256_add_epi32(                                                           
     return acc;
 }
 
+/* Super-blocks whose Q4_K activation pairs the gemv tabulates per call
+ * (rows up to 65536 elements). */
+#define PRT 256
+
 /* One group at a time: the records of consecutive groups are one
  * sequential stream (with 2 or 4 groups side by side, i.e. as many
  * streams, Llama-1B decode lost 15-25% on 2 threads). */
@@ -511,10 +518,28 @@ AINLINE void gemv_r8(int k, int64_t n, const void *w, size_t stride, int nrows, 
     const int64_t nsb = n / QK;
     const size_t bs = k == GK_Q4_K_R8 ? sizeof(vx_block_q4_K_r8) : sizeof(vx_block_q6_K_r8);
     const vx_block_q8_K *y = vy;
+    /* Q4_K's activation pairs (per-32 sums) once per call for all rows
+     * (Q6_K's are the blocks' own bsums); rows over PRT super-blocks long
+     * compute them per record */
+    int32_t prt[PRT][4];
+    const int tab = k == GK_Q4_K_R8 && nsb <= PRT;
+    for (int64_t i = 0; tab && i < nsb; i++) _mm_storeu_si128((__m128i *)(void *)prt[i], bsums32(&y[i]));
     for (int r0 = 0; r0 < nrows; r0 += 8) {
         const uint8_t *g = (const uint8_t *)row_at(w, stride, r0);
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nsb; i++) acc = sb_r8(k, g + (size_t)i * bs, &y[i], acc);
+        for (int64_t i = 0; i < nsb; i++) {
+            int32_t pri[4];
+            const int32_t *pr = NULL;
+            if (k == GK_Q4_K_R8) {
+                if (tab) {
+                    pr = prt[i];
+                } else {
+                    _mm_storeu_si128((__m128i *)(void *)pri, bsums32(&y[i]));
+                    pr = pri;
+                }
+            }
+            acc = sb_r8(k, g + (size_t)i * bs, &y[i], pr, acc);
+        }
         _mm256_storeu_ps(out + r0, acc);
     }
 }
