@@ -286,8 +286,8 @@ AINLINE void rowblock32(int k, int G, int64_t nb, const uint8_t *const rows[2][8
         }
 }
 
-/* Group gi (8 rows) of the block of rows at r0: its row pointers, a short
- * group repeating its last row (packed: only [0], the first record). */
+/* The row pointers of the 8-row group starting at row r0, a short group
+ * repeating its last row (packed: only [0] is used, the first record). */
 AINLINE void group_rows(int k, const void *w, size_t stride, int nrows, int r0, const uint8_t *rows[8]) {
     for (int r = 0; r < 8; r++)
         rows[r] = row_at(w, stride, GPACKED(k) ? r0 : r0 + r < nrows ? r0 + r : nrows - 1);
