@@ -330,6 +330,9 @@ static void swiglu_prep(vx_context *c, int ith, int nth, int64_t n, float *g, co
     }
 }
 
+/* Rows per gemv call of a single token (a multiple of 16). */
+#define MM_GEMV_ROWS 512
+
 /* Rows [r0, r1) of y = W x for n tokens. x must have been prepared (prep)
  * for W's activation type. */
 static void mm_rows(vx_context *c, int ith, const vx_weight *w, size_t mat_off, const float *x, int64_t n,
@@ -381,12 +384,15 @@ static void mm_rows(vx_context *c, int ith, const vx_weight *w, size_t mat_off, 
              c->gemm_scratch ? c->gemm_scratch + (size_t)ith * c->gemm_scratch_per : NULL);
         return;
     }
-    /* token tiles x blocks of 64 rows: the rows stay in L2 for the tile */
-    float out[64];
+    /* token tiles x blocks of 64 rows: the rows stay in L2 for the tile;
+     * a single token takes blocks of up to MM_GEMV_ROWS rows, so that the
+     * gemv's row streams (avx2_quant_util.h) run long */
+    float out[MM_GEMV_ROWS];
+    const int64_t rb = n == 1 ? MM_GEMV_ROWS : 64;
     for (int64_t tt = 0; tt < n; tt += 64) {
         const int64_t te = VX_MIN(n, tt + 64);
-        for (int64_t r = r0; r < r1; r += 64) {
-            const int nr = (int)VX_MIN(64, r1 - r);
+        for (int64_t r = r0; r < r1; r += rb) {
+            const int nr = (int)VX_MIN(rb, r1 - r);
             for (int64_t t = tt; t < te; t++) {
                 gemv(ne0, base + (size_t)(r - r0) * rs, rs, nr, act + (size_t)t * stride, out);
                 float *yt = y + t * ldy + r;

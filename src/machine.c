@@ -14,36 +14,43 @@ typedef struct lim_task {
     const uint8_t *buf;
     size_t size;
     int kind; /* 0 read, 1 fma, 2 int8, 3 AMX bf16 */
+    int pat;  /* read: the read_pat entry */
     bool avx512; /* the AVX-512 loops (else AVX2) */
     int64_t iters;
     double sink[64];
 } lim_task;
 
-/* Reads this thread's share with 4 interleaved streams (the DRAM
+/* Reads this thread's share as S interleaved streams (the DRAM
  * prefetchers track several streams; one stream per thread leaves
- * bandwidth unused on this kind of machine). */
-static double read_share(const uint8_t *p, size_t n) {
-    const size_t q = n / 4 / 64 * 64;
-    const uint64_t *s0 = (const uint64_t *)(const void *)p;
-    const uint64_t *s1 = (const uint64_t *)(const void *)(p + q);
-    const uint64_t *s2 = (const uint64_t *)(const void *)(p + 2 * q);
-    const uint64_t *s3 = (const uint64_t *)(const void *)(p + 3 * q);
-    uint64_t a = 0, b = 0, c = 0, d = 0;
-    for (size_t i = 0; i < q / 8; i += 8) {
-        a ^= s0[i] + s0[i + 4];
-        b ^= s1[i] + s1[i + 4];
-        c ^= s2[i] + s2[i + 4];
-        d ^= s3[i] + s3[i + 4];
-    }
-    return (double)(a ^ b ^ c ^ d);
+ * bandwidth unused on this kind of machine), with a software prefetch D
+ * bytes ahead in each (0: none), as the gemv kernels do. */
+#define READ_MAX_STREAMS 8
+static double read_share(const uint8_t *p, size_t n, int S, size_t D) {
+    const size_t q = n / (size_t)S / 64 * 64;
+    uint64_t a[READ_MAX_STREAMS] = {0};
+    for (size_t i = 0; i < q; i += 64)
+        for (int s = 0; s < S; s++) {
+            const uint64_t *r = (const uint64_t *)(const void *)(p + (size_t)s * q + i);
+            if (D) __builtin_prefetch((const char *)r + D);
+            a[s] ^= r[0] + r[4];
+        }
+    uint64_t x = 0;
+    for (int s = 0; s < S; s++) x ^= a[s];
+    return (double)x;
 }
+
+/* The read patterns tried; the limit is the best pass of any. */
+static const struct {
+    int streams;
+    size_t ahead;
+} read_pat[] = {{4, 0}, {4, 512}, {8, 512}};
 
 static void lim_worker(void *arg, int ith, int nth) {
     lim_task *t = arg;
     if (t->kind == 0) {
         int64_t lo, hi;
         vx_split((int64_t)t->size, ith, nth, 4096, &lo, &hi);
-        t->sink[ith] = read_share(t->buf + lo, (size_t)(hi - lo));
+        t->sink[ith] = read_share(t->buf + lo, (size_t)(hi - lo), read_pat[t->pat].streams, read_pat[t->pat].ahead);
     } else if (t->kind == 1) {
         t->sink[ith] = t->avx512 ? vx_peak_fma_avx512(t->iters) : vx_peak_fma_avx2(t->iters);
     } else if (t->kind == 2) {
@@ -71,7 +78,8 @@ int vx_measure_limits(int n_threads, vx_limits *out) {
     t.buf = buf;
     t.size = size;
     double best = 0;
-    for (int rep = 0; rep < 4; rep++) {
+    for (int rep = 0; rep < 3 * (int)(sizeof read_pat / sizeof read_pat[0]); rep++) {
+        t.pat = rep % (int)(sizeof read_pat / sizeof read_pat[0]);
         int64_t t0 = vx_time_us();
         vx_pool_run(pool, lim_worker, &t);
         double s = (double)(vx_time_us() - t0) * 1e-6;

@@ -4,7 +4,7 @@
  *   - the activation quantizers (Q8_0, Q8_1, Q8_K) must give the same bytes
  *     on Gaussian rows over many scales, on exact rounding ties, signed
  *     ties of the extreme, zeros, infinities, NaNs and random bit patterns;
- *   - vec_dot and gemv (1..9 rows, covering the 4-row groups and every
+ *   - vec_dot and gemv (1..13 rows, covering the 4-row groups and every
  *     remainder) must match the reference vec_dot to 1e-5 of sum |x_i y_i|
  *     on rows quantized by the reference, on random-byte blocks (every code
  *     and scale pattern, to catch 16-bit overflow) and on the tensors of the
@@ -304,7 +304,7 @@ static double magnitude(const vx_type_traits *tx, const void *x, const vx_type_t
 /* Reference-quantized or random-byte rows: nrows rows of n against one
  * activation row; vec_dot and gemv (every row count 1..nrows) vs the
  * reference vec_dot. */
-#define MAX_ROWS 9
+#define MAX_ROWS 13
 
 static void check_rows(err_stats *st, const kcase *kc, const uint8_t *w, size_t rs, int nrows, const void *yq,
                        int64_t n, const char *what) {
@@ -645,14 +645,17 @@ static void test_gemm(err_stats *st) {
     }
 }
 
-/* The 8-row packed layouts (quant.h): 16 rows packed; the reference gemv
- * on them, and each tier's gemv and gemm (for 1..9 and 64 tokens, writing
- * and accumulating, 8 and 16 rows), must all give exactly the plain
+/* The 8-row packed layouts (quant.h): 40 rows packed; the reference gemv
+ * on them, each tier's gemv (1..9 groups: the gemv takes 4 groups a
+ * quarter of the call apart, then the rest one at a time) and gemm (for
+ * 1..9 and 64 tokens, writing and accumulating, 8 and 40 rows), must
+ * all give exactly the plain
  * layout's AVX2 gemv bits: every tier keeps the canonical order (per row
  * and block an exact int32 sum, then the same float steps), so equality,
  * not a tolerance, is the bar; the reference gemv on the plain layout is
  * met to DOT_TOL like every kernel (within_tol). */
-#define PK_ROWS 16
+#define PK_ROWS 72 /* 9 groups: 4 x 2 a quarter apart, and one */
+#define PK_GEMM_ROWS 40
 static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_fn plain_gemv, vx_gemv_fn pref,
                          int64_t n, rng *r) {
     const int ptype = vx_repack_type(type);
@@ -695,10 +698,12 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
                 CHECKF(got[row] == o1[row], "%s_R8 ref gemv n=%lld tok %d row %d: %.9g vs plain %.9g", name,
                        (long long)n, t, row, (double)got[row], (double)o1[row]);
         }
-        pgemv(n, pw, prs, PK_ROWS, yt, got);
-        for (int row = 0; row < PK_ROWS; row++)
-            CHECKF(got[row] == o1[row], "%s_R8 %s gemv n=%lld tok %d row %d: %.9g vs plain %.9g", name, kt->name,
-                   (long long)n, t, row, (double)got[row], (double)o1[row]);
+        for (int nr = t < 4 ? 8 : PK_ROWS; nr <= PK_ROWS; nr += 8) {
+            pgemv(n, pw, prs, nr, yt, got);
+            for (int row = 0; row < nr; row++)
+                CHECKF(got[row] == o1[row], "%s_R8 %s gemv n=%lld nrows=%d tok %d row %d: %.9g vs plain %.9g", name,
+                       kt->name, (long long)n, nr, t, row, (double)got[row], (double)o1[row]);
+        }
         /* the second group alone, from its own start */
         pgemv(n, pw + 8 * prs, prs, 8, yt, got);
         for (int row = 0; row < 8; row++)
@@ -706,7 +711,7 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
                    (long long)n, t, row);
     }
     const int ntoks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, GEMM_TOK};
-    for (int nr = 8; nr <= PK_ROWS; nr += 8)
+    for (int nr = 8; nr <= PK_GEMM_ROWS; nr = nr == 8 ? PK_GEMM_ROWS : PK_GEMM_ROWS + 1)
         for (size_t k = 0; k < sizeof ntoks / sizeof ntoks[0]; k++)
             for (int accum = 0; accum < 2; accum++) {
                 const int nt = ntoks[k];

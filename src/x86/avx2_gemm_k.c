@@ -511,12 +511,41 @@ I = _mm256_add_epi32(                                                           
  * (rows up to 65536 elements). */
 #define PRT 256
 
-/* One group at a time: the records of consecutive groups are one
- * sequential stream (with 2 or 4 groups side by side, i.e. as many
- * streams, Llama-1B decode lost 15-25% on 2 threads). */
+/* Groups of 8 rows that go together, GEMV_R8_STREAMS of them a G-th of
+ * the call's groups apart (as gemv32_r8.h): G long record streams, one
+ * super-block record of each in turn. (Adjacent groups side by side, i.e.
+ * short streams, lost 15-25% of Llama-1B decode on 2 threads.) Each
+ * group's sums are the same whichever groups go with it. */
+#ifndef GEMV_R8_STREAMS
+#define GEMV_R8_STREAMS 4
+#endif
+
+AINLINE void gemv_r8_groups(int k, int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y,
+                            const int32_t (*prt)[4], float *const *out) {
+    const size_t bs = k == GK_Q4_K_R8 ? sizeof(vx_block_q4_K_r8) : sizeof(vx_block_q6_K_r8);
+    __m256 acc[GEMV_R8_STREAMS];
+#pragma GCC unroll 8
+    for (int s = 0; s < G; s++) acc[s] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+        int32_t pri[4];
+        const int32_t *pr = NULL;
+        if (k == GK_Q4_K_R8) {
+            if (prt) {
+                pr = prt[i];
+            } else {
+                _mm_storeu_si128((__m128i *)(void *)pri, bsums32(&y[i]));
+                pr = pri;
+            }
+        }
+#pragma GCC unroll 8
+        for (int s = 0; s < G; s++) acc[s] = sb_r8(k, g[s] + (size_t)i * bs, &y[i], pr, acc[s]);
+    }
+#pragma GCC unroll 8
+    for (int s = 0; s < G; s++) _mm256_storeu_ps(out[s], acc[s]);
+}
+
 AINLINE void gemv_r8(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
     const int64_t nsb = n / QK;
-    const size_t bs = k == GK_Q4_K_R8 ? sizeof(vx_block_q4_K_r8) : sizeof(vx_block_q6_K_r8);
     const vx_block_q8_K *y = vy;
     /* Q4_K's activation pairs (per-32 sums) once per call for all rows
      * (Q6_K's are the blocks' own bsums); rows over PRT super-blocks long
@@ -524,23 +553,20 @@ AINLINE void gemv_r8(int k, int64_t n, const void *w, size_t stride, int nrows, 
     int32_t prt[PRT][4];
     const int tab = k == GK_Q4_K_R8 && nsb <= PRT;
     for (int64_t i = 0; tab && i < nsb; i++) _mm_storeu_si128((__m128i *)(void *)prt[i], bsums32(&y[i]));
-    for (int r0 = 0; r0 < nrows; r0 += 8) {
-        const uint8_t *g = (const uint8_t *)row_at(w, stride, r0);
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nsb; i++) {
-            int32_t pri[4];
-            const int32_t *pr = NULL;
-            if (k == GK_Q4_K_R8) {
-                if (tab) {
-                    pr = prt[i];
-                } else {
-                    _mm_storeu_si128((__m128i *)(void *)pri, bsums32(&y[i]));
-                    pr = pri;
-                }
-            }
-            acc = sb_r8(k, g + (size_t)i * bs, &y[i], pr, acc);
+    const int ng = nrows / 8, G = GEMV_R8_STREAMS, q = ng / G;
+    const uint8_t *g[GEMV_R8_STREAMS];
+    float *o[GEMV_R8_STREAMS];
+    for (int i = 0; i < q; i++) {
+        for (int s = 0; s < G; s++) {
+            g[s] = (const uint8_t *)row_at(w, stride, 8 * (i + s * q));
+            o[s] = out + 8 * (i + s * q);
         }
-        _mm256_storeu_ps(out + r0, acc);
+        gemv_r8_groups(k, G, nsb, g, y, tab ? (const int32_t(*)[4])prt : NULL, o);
+    }
+    for (int r0 = 8 * G * q; r0 < nrows; r0 += 8) {
+        g[0] = (const uint8_t *)row_at(w, stride, r0);
+        o[0] = out + r0;
+        gemv_r8_groups(k, 1, nsb, g, y, tab ? (const int32_t(*)[4])prt : NULL, o);
     }
 }
 

@@ -400,13 +400,15 @@ AINLINE void gemv32c(int k, int64_t n, const void *w, size_t stride, int nrows, 
             ct[b] = corr32(k, yb);
             dyf[b] = f16(load_u16(yb));
         }
-    int r = 0;
-    if (wide_rows(stride))
-        for (; r + 4 <= nrows; r += 4) {
-            if (tab) rows32c(k, n, row_at(w, stride, r), stride, 4, y, out + r, 1, ct, dyf);
-            else rows32c(k, n, row_at(w, stride, r), stride, 4, y, out + r, 0, NULL, NULL);
-        }
-    for (; r < nrows; r++) {
+    /* as GEMV_DISPATCH: groups of 4 rows a quarter of the rows apart */
+    const int q = gemv_quarter(stride, nrows);
+    float o[4];
+    for (int i = 0; i < q; i++) {
+        if (tab) rows32c(k, n, row_at(w, stride, i), (size_t)q * stride, 4, y, o, 1, ct, dyf);
+        else rows32c(k, n, row_at(w, stride, i), (size_t)q * stride, 4, y, o, 0, NULL, NULL);
+        gemv_scatter4(o, out, i, q);
+    }
+    for (int r = 4 * q; r < nrows; r++) {
         if (tab) rows32c(k, n, row_at(w, stride, r), stride, 1, y, out + r, 1, ct, dyf);
         else rows32c(k, n, row_at(w, stride, r), stride, 1, y, out + r, 0, NULL, NULL);
     }

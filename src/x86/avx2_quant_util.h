@@ -143,6 +143,9 @@ AINLINE __m256i pairs_to_i32(__m256i p) { return _mm256_madd_epi16(p, _mm256_set
 #ifndef VX_GEMV_PREFETCH
 #define VX_GEMV_PREFETCH 1
 #endif
+#ifndef VX_GEMV_PF_GROUP
+#define VX_GEMV_PF_GROUP 512
+#endif
 #ifndef VX_GEMV_PREFETCH_HINT
 #define VX_GEMV_PREFETCH_HINT _MM_HINT_T0
 #endif
@@ -159,11 +162,13 @@ AINLINE void prefetch_ahead(const void *p, size_t dist, size_t size) {
 #endif
 }
 
-/* Prefetch distance of a group of R rows: the same position in the next
- * group (R rows on), at least 2 rows on; 1 KiB within the row for a
- * single vec_dot (stride 0). */
+/* Prefetch distance, in bytes ahead along each row's stream: a row read
+ * alone runs on into the next row, so 2 rows on; a group of R > 1 rows
+ * (far apart, GEMV_DISPATCH) runs each of its R streams on into the next
+ * row of the same stream, VX_GEMV_PF_GROUP bytes ahead; 1 KiB within the
+ * row for a single vec_dot (stride 0). */
 AINLINE size_t prefetch_dist(int R, size_t stride) {
-    return stride ? (size_t)(R > 2 ? R : 2) * stride : 1024;
+    return R > 1 ? (size_t)VX_GEMV_PF_GROUP : stride ? 2 * stride : 1024;
 }
 
 /* stride >= VX_GEMV_WIDE_ROW, written so that a knob of 0 does not make
@@ -171,16 +176,29 @@ AINLINE size_t prefetch_dist(int R, size_t stride) {
  * SIZE_MAX, so the + 1 cannot wrap. */
 AINLINE int wide_rows(size_t stride) { return stride + 1 > (size_t)VX_GEMV_WIDE_ROW; }
 
-/* Groups of 4 rows for wide rows, then (or else) one row at a time; R is
- * a compile-time constant in every call, so the per-row loops of the
- * kernels unroll into registers. */
+/* Wide rows go in groups of 4 rows a quarter of the call's rows apart
+ * (rows i, i + q, i + 2q, i + 3q for i = 0..q-1, q = nrows / 4): four
+ * long streams, each running on through consecutive rows; the rest (and
+ * narrow rows) one at a time. R is a compile-time constant in every call,
+ * so the per-row loops of the kernels unroll into registers. Each row's
+ * result depends only on whether it went in a group, and a call's rows
+ * beyond 4q are the only ones that go alone. */
+AINLINE int gemv_quarter(size_t stride, int nrows) { return wide_rows(stride) ? nrows / 4 : 0; }
+
+AINLINE void gemv_scatter4(const float *o, float *out, int i, int q) {
+    for (int k = 0; k < 4; k++) out[i + k * q] = o[k];
+}
+
 #define GEMV_DISPATCH(rows_fn, n, w, stride, nrows, y, out)                                               \
     do {                                                                                                  \
-        int r_ = 0;                                                                                       \
-        if (wide_rows(stride))                                                                            \
-            for (; r_ + 4 <= (nrows); r_ += 4)                                                            \
-                rows_fn((n), row_at((w), (stride), r_), (stride), 4, (y), (out) + r_);                    \
-        for (; r_ < (nrows); r_++) rows_fn((n), row_at((w), (stride), r_), (stride), 1, (y), (out) + r_); \
+        const int q_ = gemv_quarter((stride), (nrows));                                                   \
+        float o_[4];                                                                                      \
+        for (int i_ = 0; i_ < q_; i_++) {                                                                 \
+            rows_fn((n), row_at((w), (stride), i_), (size_t)q_ * (stride), 4, (y), o_);                   \
+            gemv_scatter4(o_, (out), i_, q_);                                                             \
+        }                                                                                                 \
+        for (int r_ = 4 * q_; r_ < (nrows); r_++)                                                         \
+            rows_fn((n), row_at((w), (stride), r_), (stride), 1, (y), (out) + r_);                        \
     } while (0)
 
 /* vec_dot (reference signature) and gemv entry points of a *_rows kernel. */

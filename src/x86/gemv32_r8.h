@@ -35,9 +35,46 @@
  * (rows up to 32768 elements; longer rows compute them per block). */
 #define CT32 1024
 
+/* Groups of 8 rows that go together (GEMV32_R8_STREAMS of them, a
+ * G-th of the call's groups apart, as the plain gemv's rows): G long
+ * record streams, which pull more from DRAM than one. Each group's sums
+ * are the same whichever groups go with it. */
+#ifndef GEMV32_R8_STREAMS
+#define GEMV32_R8_STREAMS 4
+#endif
+
+AINLINE void gemv32_r8_groups(int k, int G, int64_t nb, const uint8_t *const *g, const uint8_t *y,
+                              const float *dyt, const int32_t *ct, int tab, float *const *out) {
+    const size_t rs = GEMV32_R8_REC(k), ys = sizeof(vx_block_q8_0);
+#define DY(b) (tab ? dyt[b] : f16(ld16(y + (size_t)(b) * ys)))
+#define CT(b) (tab ? ct[b] : GEMV32_R8_CORR(k, y + (size_t)(b) * ys))
+    __m256 ae[GEMV32_R8_STREAMS], ao[GEMV32_R8_STREAMS];
+#pragma GCC unroll 8
+    for (int s = 0; s < G; s++) ae[s] = ao[s] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const float d0 = DY(i), d1 = DY(i + 1);
+        const int32_t c0 = CT(i), c1 = CT(i + 1);
+#pragma GCC unroll 8
+        for (int s = 0; s < G; s++) {
+            const uint8_t *rec = g[s] + (size_t)i * rs;
+            prefetch_ahead(rec, PF32_R8, 2 * rs);
+            ae[s] = GEMV32_R8_STEP(k, rec, y + (size_t)i * ys, d0, c0, ae[s]);
+            ao[s] = GEMV32_R8_STEP(k, rec + rs, y + (size_t)(i + 1) * ys, d1, c1, ao[s]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int s = 0; s < G; s++) {
+        if (i < nb) ae[s] = GEMV32_R8_STEP(k, g[s] + (size_t)i * rs, y + (size_t)i * ys, DY(i), CT(i), ae[s]);
+        _mm256_storeu_ps(out[s], _mm256_add_ps(ae[s], ao[s]));
+    }
+#undef DY
+#undef CT
+}
+
 AINLINE void gemv32_r8(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
     const int64_t nb = n / 32;
-    const size_t rs = GEMV32_R8_REC(k), ys = sizeof(vx_block_q8_0);
+    const size_t ys = sizeof(vx_block_q8_0);
     const uint8_t *y = vy;
     float dyt[CT32];
     int32_t ct[CT32];
@@ -46,23 +83,21 @@ AINLINE void gemv32_r8(int k, int64_t n, const void *w, size_t stride, int nrows
         dyt[b] = f16(ld16(y + (size_t)b * ys));
         ct[b] = GEMV32_R8_CORR(k, y + (size_t)b * ys);
     }
-#define DY(b) (tab ? dyt[b] : f16(ld16(y + (size_t)(b) * ys)))
-#define CT(b) (tab ? ct[b] : GEMV32_R8_CORR(k, y + (size_t)(b) * ys))
-    for (int r0 = 0; r0 < nrows; r0 += 8) {
-        const uint8_t *g = (const uint8_t *)row_at(w, stride, r0);
-        __m256 ae = _mm256_setzero_ps(), ao = ae;
-        int64_t i = 0;
-        for (; i + 2 <= nb; i += 2) {
-            const uint8_t *rec = g + (size_t)i * rs;
-            prefetch_ahead(rec, PF32_R8, 2 * rs);
-            ae = GEMV32_R8_STEP(k, rec, y + (size_t)i * ys, DY(i), CT(i), ae);
-            ao = GEMV32_R8_STEP(k, rec + rs, y + (size_t)(i + 1) * ys, DY(i + 1), CT(i + 1), ao);
+    const int ng = nrows / 8, G = GEMV32_R8_STREAMS, q = ng / G;
+    const uint8_t *g[GEMV32_R8_STREAMS];
+    float *o[GEMV32_R8_STREAMS];
+    for (int i = 0; i < q; i++) {
+        for (int s = 0; s < G; s++) {
+            g[s] = (const uint8_t *)row_at(w, stride, 8 * (i + s * q));
+            o[s] = out + 8 * (i + s * q);
         }
-        if (i < nb) ae = GEMV32_R8_STEP(k, g + (size_t)i * rs, y + (size_t)i * ys, DY(i), CT(i), ae);
-        _mm256_storeu_ps(out + r0, _mm256_add_ps(ae, ao));
+        gemv32_r8_groups(k, G, nb, g, y, dyt, ct, tab, o);
     }
-#undef DY
-#undef CT
+    for (int r0 = 8 * G * q; r0 < nrows; r0 += 8) {
+        g[0] = (const uint8_t *)row_at(w, stride, r0);
+        o[0] = out + r0;
+        gemv32_r8_groups(k, 1, nb, g, y, dyt, ct, tab, o);
+    }
 }
 
 #endif
