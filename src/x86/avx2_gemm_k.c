@@ -437,111 +437,142 @@ DEFINE_GEMM_ENTRY(vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2, gemmK, GK_Q6_K, MIN_TOK_
 #define PF_R8 2
 #endif
 
-/* One super-block record of 8 rows against one token (pr: Q4_K's
- * activation pairs, as mins_k takes them): acc takes the canonical step. */
-AINLINE __m256 sb_r8(int k, const uint8_t *rec, const vx_block_q8_K *yi, const int32_t *pr, __m256 acc) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256 yd = _mm256_set1_ps(yi->d);
-    __m256i I = _mm256_setzero_si256(), M = I;
-    if (k == GK_Q4_K_R8) {
-        const vx_block_q4_K_r8 *b = (const vx_block_q4_K_r8 *)(const void *)rec;
-        prefetch_ahead(b, PF_R8 * sizeof *b, sizeof *b);
-        for (int c = 0; c < 4; c++) {
-            __m256i lo = _mm256_setzero_si256(), hi = lo;
-#pragma GCC unroll 8
-            for (int q = 0; q < 8; q++) {
-                const __m256i v = load256(b->qs[c][q]);
-                lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), bq(yi, 64 * c + 4 * q)));
-                hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-                                                               bq(yi, 64 * c + 32 + 4 * q)));
-            }
-            const __m256i x = _mm256_cvtepu8_epi16(load128(b->sc[c]));
-            I = _mm256_add_epi32(I, _mm256_add_epi32(_mm256_madd_epi16(lo, dup_lo(x)),
-                                                     _mm256_madd_epi16(hi, dup_hi(x))));
-        }
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++)
-            M = _mm256_add_epi32(M, _mm256_madd_epi16(_mm256_cvtepu8_epi16(load128(b->mn[p])), bcast_i32(pr, p)));
-        acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->d)), yd), _mm256_cvtepi32_ps(I), acc);
-        acc = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->dmin)), yd), _mm256_cvtepi32_ps(M), acc);
-    } else {
-        const vx_block_q6_K_r8 *b = (const vx_block_q6_K_r8 *)(const void *)rec;
-        prefetch_ahead(b, PF_R8 * sizeof *b, sizeof *b);
-        /* the bsums as one vector and a vpermd per pair: 8 broadcast
-         * loads instead measured no better here (within the noise) */
-        const __m256i bs = load256(yi->bsums);
-        for (int h = 0; h < 2; h++) {
-            const __m256i x0 = _mm256_cvtepi8_epi16(load128(b->sc[4 * h])),
-                          x1 = _mm256_cvtepi8_epi16(load128(b->sc[4 * h + 1])),
-                          x2 = _mm256_cvtepi8_epi16(load128(b->sc[4 * h + 2])),
-                          x3 = _mm256_cvtepi8_epi16(load128(b->sc[4 * h + 3]));
-            /* quarter s, code vectors q and q + 1 of half h: a pair of
-             * products in int16, then the 16-element scale */
-#define Q6_PAIR(s, q, A, B, X)                                                                          \
-I = _mm256_add_epi32(                                                                               \
-    I, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(A, bq(yi, 128 * h + 32 * s + 4 * (q))), \
-                                      _mm256_maddubs_epi16(B, bq(yi, 128 * h + 32 * s + 4 * (q) + 4))), \
-                     (q) < 4 ? dup_lo(X) : dup_hi(X)));
-#pragma GCC unroll 4
-            for (int q = 0; q < 8; q += 2) {
-                __m256i a0, a1, a2, a3, b0, b1, b2, b3;
-                const __m256i la = load256(b->q[h][q][0]), ha = load256(b->q[h][q][1]),
-                              qa = load256(b->q[h][q][2]), lb = load256(b->q[h][q + 1][0]),
-                              hb = load256(b->q[h][q + 1][1]), qb = load256(b->q[h][q + 1][2]);
-                Q6_CODES(la, ha, qa, a0, a1, a2, a3);
-                Q6_CODES(lb, hb, qb, b0, b1, b2, b3);
-                Q6_PAIR(0, q, a0, b0, x0)
-                Q6_PAIR(1, q, a1, b1, x1)
-                Q6_PAIR(2, q, a2, b2, x2)
-                Q6_PAIR(3, q, a3, b3, x3)
-            }
-#undef Q6_PAIR
-            M = _mm256_add_epi32(M, _mm256_madd_epi16(x0, bcast_dw(bs, 4 * h)));
-            M = _mm256_add_epi32(M, _mm256_madd_epi16(x1, bcast_dw(bs, 4 * h + 1)));
-            M = _mm256_add_epi32(M, _mm256_madd_epi16(x2, bcast_dw(bs, 4 * h + 2)));
-            M = _mm256_add_epi32(M, _mm256_madd_epi16(x3, bcast_dw(bs, 4 * h + 3)));
-        }
-        I = _mm256_sub_epi32(I, _mm256_slli_epi32(M, 5)); /* codes are u - 32 */
-        acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->d)), yd), _mm256_cvtepi32_ps(I), acc);
-    }
-    return acc;
-}
-
 /* Super-blocks whose Q4_K activation pairs the gemv tabulates per call
  * (rows up to 65536 elements). */
 #define PRT 256
 
 /* Groups of 8 rows that go together, GEMV_R8_STREAMS of them a G-th of
- * the call's groups apart (as gemv32_r8.h): G long record streams, one
- * super-block record of each in turn. (Adjacent groups side by side, i.e.
- * short streams, lost 15-25% of Llama-1B decode on 2 threads.) Each
- * group's sums are the same whichever groups go with it. */
+ * the call's groups apart (as gemv32_r8.h): G long record streams, a part
+ * of a record of each in turn. (Adjacent groups side by side, i.e. short
+ * streams, lost 15-25% of Llama-1B decode on 2 threads.) Each group's
+ * sums are the same whichever groups go with it. */
 #ifndef GEMV_R8_STREAMS
 #define GEMV_R8_STREAMS 4
 #endif
 
-AINLINE void gemv_r8_groups(int k, int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y,
-                            const int32_t (*prt)[4], float *const *out) {
-    const size_t bs = k == GK_Q4_K_R8 ? sizeof(vx_block_q4_K_r8) : sizeof(vx_block_q6_K_r8);
+/* Q4_K_R8 records of G groups: each record's quarter c (its 256 code
+ * bytes and their scales) for every group in turn, so the G streams
+ * advance ~300 bytes at a time (a whole record per turn, ~1.2 KiB, read
+ * ~15% slower from DRAM on 2 threads). Per record an exact int32 sum,
+ * then the canonical float step: the same bits as the GEMM (test_kernels). */
+AINLINE void q4k_r8_groups(int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y,
+                           const int32_t (*prt)[4], float *const *out) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[GEMV_R8_STREAMS];
 #pragma GCC unroll 8
     for (int s = 0; s < G; s++) acc[s] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; i++) {
+        const vx_block_q8_K *yi = &y[i];
         int32_t pri[4];
-        const int32_t *pr = NULL;
-        if (k == GK_Q4_K_R8) {
-            if (prt) {
-                pr = prt[i];
-            } else {
-                _mm_storeu_si128((__m128i *)(void *)pri, bsums32(&y[i]));
-                pr = pri;
+        const int32_t *pr = pri;
+        if (prt) pr = prt[i];
+        else _mm_storeu_si128((__m128i *)(void *)pri, bsums32(yi));
+        __m256i I[GEMV_R8_STREAMS];
+#pragma GCC unroll 8
+        for (int s = 0; s < G; s++) I[s] = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+#pragma GCC unroll 8
+            for (int s = 0; s < G; s++) {
+                const vx_block_q4_K_r8 *b = (const vx_block_q4_K_r8 *)(const void *)g[s] + i;
+                /* lines 5c .. 5c + 4 of the record PF_R8 records on (19 in all) */
+                prefetch_ahead((const uint8_t *)b + 320 * c, PF_R8 * sizeof *b, c < 3 ? 320 : sizeof *b - 960);
+                __m256i lo = _mm256_setzero_si256(), hi = lo;
+#pragma GCC unroll 8
+                for (int q = 0; q < 8; q++) {
+                    const __m256i v = load256(b->qs[c][q]);
+                    lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), bq(yi, 64 * c + 4 * q)));
+                    hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                                                   bq(yi, 64 * c + 32 + 4 * q)));
+                }
+                const __m256i x = _mm256_cvtepu8_epi16(load128(b->sc[c]));
+                I[s] = _mm256_add_epi32(I[s], _mm256_add_epi32(_mm256_madd_epi16(lo, dup_lo(x)),
+                                                               _mm256_madd_epi16(hi, dup_hi(x))));
             }
         }
+        const __m256 yd = _mm256_set1_ps(yi->d);
 #pragma GCC unroll 8
-        for (int s = 0; s < G; s++) acc[s] = sb_r8(k, g[s] + (size_t)i * bs, &y[i], pr, acc[s]);
+        for (int s = 0; s < G; s++) {
+            const vx_block_q4_K_r8 *b = (const vx_block_q4_K_r8 *)(const void *)g[s] + i;
+            __m256i M = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++)
+                M = _mm256_add_epi32(M, _mm256_madd_epi16(_mm256_cvtepu8_epi16(load128(b->mn[p])), bcast_i32(pr, p)));
+            acc[s] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->d)), yd), _mm256_cvtepi32_ps(I[s]), acc[s]);
+            acc[s] = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->dmin)), yd), _mm256_cvtepi32_ps(M),
+                                      acc[s]);
+        }
     }
 #pragma GCC unroll 8
     for (int s = 0; s < G; s++) _mm256_storeu_ps(out[s], acc[s]);
+}
+
+/* Q6_K_R8 records of G groups: each record's half h (its 768 code bytes
+ * and their scales) for every group in turn, as q4k_r8_groups. The offset
+ * term goes in per half (I - 32 M0 - 32 M1 instead of I - 32 (M0 + M1):
+ * wrapping int32 arithmetic, the same result), so the same bits as the
+ * GEMM. (Whole records per turn read ~25% slower on 2 threads.) */
+AINLINE void q6k_r8_groups(int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y, float *const *out) {
+    __m256 acc[GEMV_R8_STREAMS];
+#pragma GCC unroll 8
+    for (int s = 0; s < G; s++) acc[s] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+        const vx_block_q8_K *yi = &y[i];
+        __m256i I[GEMV_R8_STREAMS];
+#pragma GCC unroll 8
+        for (int s = 0; s < G; s++) I[s] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+#pragma GCC unroll 8
+            for (int s = 0; s < G; s++) {
+                const vx_block_q6_K_r8 *b = (const vx_block_q6_K_r8 *)(const void *)g[s] + i;
+                /* lines 0-13, then 14-26 of the record PF_R8 records on */
+                prefetch_ahead((const uint8_t *)b + 896 * h, PF_R8 * sizeof *b, h == 0 ? 896 : sizeof *b - 896);
+                const __m256i bs = load256(yi->bsums);
+                const __m256i x0 = _mm256_cvtepi8_epi16(load128(b->sc[4 * h])),
+                              x1 = _mm256_cvtepi8_epi16(load128(b->sc[4 * h + 1])),
+                              x2 = _mm256_cvtepi8_epi16(load128(b->sc[4 * h + 2])),
+                              x3 = _mm256_cvtepi8_epi16(load128(b->sc[4 * h + 3]));
+                __m256i J = I[s];
+#define Q6_PAIR(s_, q, A, B, X)                                                                            \
+    J = _mm256_add_epi32(                                                                                  \
+        J, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(A, bq(yi, 128 * h + 32 * s_ + 4 * (q))),   \
+                                              _mm256_maddubs_epi16(B, bq(yi, 128 * h + 32 * s_ + 4 * (q) + 4))), \
+                             (q) < 4 ? dup_lo(X) : dup_hi(X)));
+#pragma GCC unroll 4
+                for (int q = 0; q < 8; q += 2) {
+                    __m256i a0, a1, a2, a3, b0, b1, b2, b3;
+                    const __m256i la = load256(b->q[h][q][0]), ha = load256(b->q[h][q][1]),
+                                  qa = load256(b->q[h][q][2]), lb = load256(b->q[h][q + 1][0]),
+                                  hb = load256(b->q[h][q + 1][1]), qb = load256(b->q[h][q + 1][2]);
+                    Q6_CODES(la, ha, qa, a0, a1, a2, a3);
+                    Q6_CODES(lb, hb, qb, b0, b1, b2, b3);
+                    Q6_PAIR(0, q, a0, b0, x0)
+                    Q6_PAIR(1, q, a1, b1, x1)
+                    Q6_PAIR(2, q, a2, b2, x2)
+                    Q6_PAIR(3, q, a3, b3, x3)
+                }
+#undef Q6_PAIR
+                __m256i M = _mm256_madd_epi16(x0, bcast_dw(bs, 4 * h));
+                M = _mm256_add_epi32(M, _mm256_madd_epi16(x1, bcast_dw(bs, 4 * h + 1)));
+                M = _mm256_add_epi32(M, _mm256_madd_epi16(x2, bcast_dw(bs, 4 * h + 2)));
+                M = _mm256_add_epi32(M, _mm256_madd_epi16(x3, bcast_dw(bs, 4 * h + 3)));
+                I[s] = _mm256_sub_epi32(J, _mm256_slli_epi32(M, 5)); /* codes are u - 32 */
+            }
+        }
+        const __m256 yd = _mm256_set1_ps(yi->d);
+#pragma GCC unroll 8
+        for (int s = 0; s < G; s++) {
+            const vx_block_q6_K_r8 *b = (const vx_block_q6_K_r8 *)(const void *)g[s] + i;
+            acc[s] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->d)), yd), _mm256_cvtepi32_ps(I[s]), acc[s]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int s = 0; s < G; s++) _mm256_storeu_ps(out[s], acc[s]);
+}
+
+AINLINE void gemv_r8_groups(int k, int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y,
+                            const int32_t (*prt)[4], float *const *out) {
+    if (k == GK_Q4_K_R8) q4k_r8_groups(G, nsb, g, y, prt, out);
+    else q6k_r8_groups(G, nsb, g, y, out);
 }
 
 AINLINE void gemv_r8(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {

@@ -154,6 +154,8 @@ AINLINE __m256i pairs_to_i32(__m256i p) { return _mm256_madd_epi16(p, _mm256_set
  * (prefetches never fault, so running past the end is fine). */
 AINLINE void prefetch_ahead(const void *p, size_t dist, size_t size) {
 #if VX_GEMV_PREFETCH
+    /* sizes are compile-time constants: unrolled, no loop per record */
+#pragma GCC unroll 32
     for (size_t o = 0; o < size; o += 64) _mm_prefetch((const char *)p + dist + o, VX_GEMV_PREFETCH_HINT);
 #else
     (void)p;
