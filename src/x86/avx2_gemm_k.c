@@ -39,9 +39,12 @@
 #define CBK 2
 
 /* The plain layouts and their 8-row packed forms (quant.h); a packed kind
- * runs its base kind's tile with a cheaper panel load. */
-enum { GK_Q4_K, GK_Q6_K, GK_Q4_K_R8, GK_Q6_K_R8 };
+ * runs its base kind's tile with a cheaper panel load, and Q5_K runs
+ * Q4_K's (the same scales and mins; codes to 31, so its int16 sums take 4
+ * code vectors at a time instead of 8). */
+enum { GK_Q4_K, GK_Q6_K, GK_Q4_K_R8, GK_Q6_K_R8, GK_Q5_K };
 #define KBASE(k) ((k) & 1)
+#define KPACKED(k) ((k) == GK_Q4_K_R8 || (k) == GK_Q6_K_R8)
 
 /* One super-block of 8 rows. Q4_K: q[g] is sub-block g; sc[g] its scale
  * per row (in both int16 halves of the lane); mp[p] (p < 4) the mins of
@@ -104,6 +107,47 @@ static void unpack_q4_K8(const uint8_t *const rows[8], int64_t i, panelK *P) {
         for (int q = 0; q < 8; q++) {
             P->q[2 * c][q] = _mm256_and_si256(v[q], m4);
             P->q[2 * c + 1][q] = _mm256_and_si256(_mm256_srli_epi16(v[q], 4), m4);
+        }
+    }
+    __m128i c[4];
+    transpose8x8_u8(sc, c);
+    for (int g = 0; g < 8; g++) P->sc[g] = col_dup16(c, g, 0);
+    transpose8x8_u8(mn, c);
+    for (int p = 0; p < 4; p++) P->mp[p] = col_pair16(c, p, 0);
+    P->d = _mm256_cvtph_ps(load128(d));
+    P->dmin = _mm256_cvtph_ps(load128(dm));
+}
+
+/* Q5_K: Q4_K's nibbles with the fifth bits of qh (bit 2c of byte l for
+ * element 64c + l, bit 2c + 1 for element 64c + 32 + l) merged in as bit 4,
+ * row by row before the transposes. */
+static void unpack_q5_K8(const uint8_t *const rows[8], int64_t i, panelK *P) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
+    uint64_t sc[8], mn[8];
+    uint16_t d[8], dm[8];
+    const vx_block_q5_K *b[8];
+    for (int r = 0; r < 8; r++) {
+        b[r] = (const vx_block_q5_K *)(const void *)rows[r] + i;
+        q4k_scales_mins(b[r]->scales, &sc[r], &mn[r]);
+        d[r] = b[r]->d;
+        dm[r] = b[r]->dmin;
+    }
+    for (int c = 0; c < 4; c++) {
+        __m256i lo[8], hi[8];
+        for (int r = 0; r < 8; r++) {
+            const __m256i v = load256(b[r]->qs + 32 * c), h = load256(b[r]->qh);
+            /* bit 2c (2c + 1) of each byte to bit 4: a 16-bit shift by at
+             * most 4 either way stays within the byte for that bit */
+            const __m256i hl = 2 * c <= 4 ? _mm256_slli_epi16(h, 4 - 2 * c) : _mm256_srli_epi16(h, 2 * c - 4);
+            const __m256i hh = 2 * c + 1 <= 4 ? _mm256_slli_epi16(h, 3 - 2 * c) : _mm256_srli_epi16(h, 2 * c - 3);
+            lo[r] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(hl, b4));
+            hi[r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(hh, b4));
+        }
+        transpose8_epi32(lo);
+        transpose8_epi32(hi);
+        for (int q = 0; q < 8; q++) {
+            P->q[2 * c][q] = lo[q];
+            P->q[2 * c + 1][q] = hi[q];
         }
     }
     __m128i c[4];
@@ -254,8 +298,19 @@ AINLINE void tile4(int kind, int G, const panelK *A, const panelK *B, const vx_b
     if (k == GK_Q4_K) {
         for (int g = 0; g < 8; g++) {
             __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+            const __m256i SA = A->sc[g], SB = B->sc[g];
+#define MADD(u)                                                    \
+    IA##u = _mm256_add_epi32(IA##u, _mm256_madd_epi16(a##u, SA)); \
+    if (G == 2) IB##u = _mm256_add_epi32(IB##u, _mm256_madd_epi16(b##u, SB));
+#define ZERO(u)                           \
+    a##u = _mm256_setzero_si256();        \
+    if (G == 2) b##u = _mm256_setzero_si256();
 #pragma GCC unroll 8
             for (int q = 0; q < 8; q++) {
+                if (kind == GK_Q5_K && q == 4) { /* 4 x 2 x 31 x 128 < 2^15 */
+                    U4(MADD)
+                    U4(ZERO)
+                }
                 const __m256i WA = A->q[g][q], WB = B->q[g][q];
                 const int e = 32 * g + 4 * q;
 #define STEP(u)                                                           \
@@ -271,12 +326,9 @@ AINLINE void tile4(int kind, int G, const panelK *A, const panelK *B, const vx_b
                 U4(STEP)
 #undef STEP
             }
-            const __m256i SA = A->sc[g], SB = B->sc[g];
-#define MADD(u)                                                    \
-    IA##u = _mm256_add_epi32(IA##u, _mm256_madd_epi16(a##u, SA)); \
-    if (G == 2) IB##u = _mm256_add_epi32(IB##u, _mm256_madd_epi16(b##u, SB));
             U4(MADD)
 #undef MADD
+#undef ZERO
         }
     } else {
         for (int g = 0; g < 8; g++)
@@ -342,8 +394,9 @@ AINLINE void tile4(int kind, int G, const panelK *A, const panelK *B, const vx_b
 AINLINE void rowblockK(int k, int G, int64_t n, const uint8_t *const rows[8], int R, const void *act,
                        size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
     const int64_t nsb = n / QK;
-    const int packed = k >= GK_Q4_K_R8;
+    const int packed = KPACKED(k);
     const size_t bs = k == GK_Q4_K ? sizeof(vx_block_q4_K) : k == GK_Q6_K ? sizeof(vx_block_q6_K)
+                    : k == GK_Q5_K ? sizeof(vx_block_q5_K)
                     : k == GK_Q4_K_R8 ? sizeof(vx_block_q4_K_r8) : sizeof(vx_block_q6_K_r8);
     panelK P[2][CBK];
     __m256 acc[2][TT + 3];
@@ -367,6 +420,7 @@ AINLINE void rowblockK(int k, int G, int64_t n, const uint8_t *const rows[8], in
             } else {
                 for (int j = 0; j < cb; j++) {
                     if (k == GK_Q4_K) unpack_q4_K8(rows, i0 + j, &P[0][j]);
+                    else if (k == GK_Q5_K) unpack_q5_K8(rows, i0 + j, &P[0][j]);
                     else unpack_q6_K8(rows, i0 + j, &P[0][j]);
                 }
                 /* the next chunk arrives from DRAM while the tokens run */
@@ -406,7 +460,7 @@ AINLINE void gemmK(int k, int64_t n, const void *w, size_t stride, int nrows, co
                    size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
     for (int r0 = 0; r0 < nrows;) {
         const uint8_t *rows[8];
-        if (k >= GK_Q4_K_R8 && r0 + 16 <= nrows) { /* two packed groups at once */
+        if (KPACKED(k) && r0 + 16 <= nrows) { /* two packed groups at once */
             rows[0] = row_at(w, stride, r0);
             rows[1] = row_at(w, stride, r0 + 8);
             rowblockK(k, 2, n, rows, 8, act, act_stride, ntok, out + r0, ldo, accumulate);
@@ -426,6 +480,7 @@ AINLINE void gemmK(int k, int64_t n, const void *w, size_t stride, int nrows, co
 
 DEFINE_GEMM_ENTRY(vx_gemm_q4_K_avx2, vx_gemv_q4_K_avx2, gemmK, GK_Q4_K, MIN_TOK_K)
 DEFINE_GEMM_ENTRY(vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2, gemmK, GK_Q6_K, MIN_TOK_K)
+DEFINE_GEMM_ENTRY(vx_gemm_q5_K_avx2, vx_gemv_q5_K_avx2, gemmK, GK_Q5_K, MIN_TOK_K)
 
 /* ---- packed layouts (Q4_K_R8, Q6_K_R8) ----
  * GEMV: one record per 8 rows and super-block, read front to back; the
