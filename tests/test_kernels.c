@@ -647,15 +647,15 @@ static void test_gemm(err_stats *st) {
 }
 
 /* The 8-row packed layouts (quant.h): 40 rows packed; the reference gemv
- * on them, each tier's gemv (1..9 groups: the gemv takes 4 groups a
- * quarter of the call apart, then the rest one at a time) and gemm (for
+ * on them, each tier's gemv (1..9 groups: the gemv takes 2 or 4 groups a
+ * G-th of the call apart, then the rest one at a time) and gemm (for
  * 1..9 and 64 tokens, writing and accumulating, 8 and 40 rows), must
  * all give exactly the plain
  * layout's AVX2 gemv bits: every tier keeps the canonical order (per row
  * and block an exact int32 sum, then the same float steps), so equality,
  * not a tolerance, is the bar; the reference gemv on the plain layout is
  * met to DOT_TOL like every kernel (within_tol). */
-#define PK_ROWS 72 /* 9 groups: 4 x 2 a quarter apart, and one */
+#define PK_ROWS 72 /* 9 groups: 4 x 2 or 2 x 4 a G-th apart, and one */
 #define PK_GEMM_ROWS 40
 static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_fn plain_gemv, vx_gemv_fn pref,
                          int64_t n, rng *r) {
