@@ -125,14 +125,15 @@ AINLINE __m256i pairs_to_i32(__m256i p) { return _mm256_madd_epi16(p, _mm256_set
  *   - rows are contiguous, so one row at a time is one sequential stream,
  *     which the hardware prefetcher follows well; groups of 4 rows load
  *     each activation block once for 4 rows and keep 4 streams in flight,
- *     which pulls more bandwidth from DRAM - but only when the rows are
- *     long: with rows under ~4 KiB, 4 short interleaved streams lose the
- *     hardware prefetcher (Q8_0 at n = 896: 10 GB/s in groups of 4 vs 15
- *     row by row; at n = 14336: 23 vs 15);
- *   - either way, a software prefetch of the same position some rows
- *     ahead (the next group, or 2 rows on) turns the access back into a
- *     stream the memory system can run ahead on; without it groups of 4
- *     reached only 6-9 GB/s.
+ *     which pulls more bandwidth from DRAM. 4 adjacent rows are 4 short
+ *     streams (Q8_0 at n = 896: 10 GB/s in groups of 4 vs 15 row by row);
+ *     since session 8 a group's rows are a quarter of the call apart
+ *     (GEMV_DISPATCH), so each stream runs on through consecutive rows
+ *     (2 threads, F16 at n = 2048: 46-50 GB/s vs 33-36 for adjacent rows);
+ *     narrow rows still go one at a time (not retuned for the far groups);
+ *   - either way, a software prefetch ahead along each stream turns the
+ *     access back into a stream the memory system can run ahead on;
+ *     without it groups of 4 reached only 6-9 GB/s.
  * VX_GEMV_WIDE_ROW (bytes of row stride from which rows go in groups of 4;
  * 0: always, a huge value: never) and VX_GEMV_PREFETCH (0: no software
  * prefetch) override the choice at compile time, for retuning elsewhere.
