@@ -89,24 +89,49 @@ AINLINE __m256i col_pair16(const __m128i c[4], int p, int sgn) {
     return sgn ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v);
 }
 
-static void unpack_q4_K8(const uint8_t *const rows[8], int64_t i, panelK *P) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
+/* Q4_K, or Q5_K (five): Q4_K's nibbles, with Q5_K's fifth bits of qh
+ * (bit 2c of byte l for element 64c + l, bit 2c + 1 for element
+ * 64c + 32 + l) merged in as bit 4, row by row before the transposes. */
+AINLINE void unpack_q45_K8(int five, const uint8_t *const rows[8], int64_t i, panelK *P) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
     uint64_t sc[8], mn[8]; /* byte j: scale / min of sub-block j */
     uint16_t d[8], dm[8];
-    const vx_block_q4_K *b[8];
+    const uint8_t *qs[8], *qh[8];
     for (int r = 0; r < 8; r++) {
-        b[r] = (const vx_block_q4_K *)(const void *)rows[r] + i;
-        q4k_scales_mins(b[r]->scales, &sc[r], &mn[r]);
-        d[r] = b[r]->d;
-        dm[r] = b[r]->dmin;
+        const vx_block_q4_K *b4k = (const vx_block_q4_K *)(const void *)rows[r] + i;
+        const vx_block_q5_K *b5k = (const vx_block_q5_K *)(const void *)rows[r] + i;
+        q4k_scales_mins(five ? b5k->scales : b4k->scales, &sc[r], &mn[r]);
+        d[r] = five ? b5k->d : b4k->d;
+        dm[r] = five ? b5k->dmin : b4k->dmin;
+        qs[r] = five ? b5k->qs : b4k->qs;
+        qh[r] = five ? b5k->qh : NULL;
     }
     for (int c = 0; c < 4; c++) {
-        __m256i v[8];
-        for (int r = 0; r < 8; r++) v[r] = load256(b[r]->qs + 32 * c);
-        transpose8_epi32(v); /* low nibbles: sub-block 2c, high: 2c + 1 */
-        for (int q = 0; q < 8; q++) {
-            P->q[2 * c][q] = _mm256_and_si256(v[q], m4);
-            P->q[2 * c + 1][q] = _mm256_and_si256(_mm256_srli_epi16(v[q], 4), m4);
+        __m256i v[8], hi[8];
+        for (int r = 0; r < 8; r++) v[r] = load256(qs[r] + 32 * c);
+        if (five) {
+            for (int r = 0; r < 8; r++) {
+                const __m256i h = load256(qh[r]);
+                /* bit 2c (2c + 1) of each byte to bit 4: a 16-bit shift by
+                 * at most 4 either way stays within the byte for that bit */
+                const __m256i hl = 2 * c <= 4 ? _mm256_slli_epi16(h, 4 - 2 * c) : _mm256_srli_epi16(h, 2 * c - 4);
+                const __m256i hh =
+                    2 * c + 1 <= 4 ? _mm256_slli_epi16(h, 3 - 2 * c) : _mm256_srli_epi16(h, 2 * c - 3);
+                hi[r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v[r], 4), m4), _mm256_and_si256(hh, b4));
+                v[r] = _mm256_or_si256(_mm256_and_si256(v[r], m4), _mm256_and_si256(hl, b4));
+            }
+            transpose8_epi32(v);
+            transpose8_epi32(hi);
+            for (int q = 0; q < 8; q++) {
+                P->q[2 * c][q] = v[q];
+                P->q[2 * c + 1][q] = hi[q];
+            }
+        } else {
+            transpose8_epi32(v); /* low nibbles: sub-block 2c, high: 2c + 1 */
+            for (int q = 0; q < 8; q++) {
+                P->q[2 * c][q] = _mm256_and_si256(v[q], m4);
+                P->q[2 * c + 1][q] = _mm256_and_si256(_mm256_srli_epi16(v[q], 4), m4);
+            }
         }
     }
     __m128i c[4];
@@ -118,46 +143,8 @@ static void unpack_q4_K8(const uint8_t *const rows[8], int64_t i, panelK *P) {
     P->dmin = _mm256_cvtph_ps(load128(dm));
 }
 
-/* Q5_K: Q4_K's nibbles with the fifth bits of qh (bit 2c of byte l for
- * element 64c + l, bit 2c + 1 for element 64c + 32 + l) merged in as bit 4,
- * row by row before the transposes. */
-static void unpack_q5_K8(const uint8_t *const rows[8], int64_t i, panelK *P) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
-    uint64_t sc[8], mn[8];
-    uint16_t d[8], dm[8];
-    const vx_block_q5_K *b[8];
-    for (int r = 0; r < 8; r++) {
-        b[r] = (const vx_block_q5_K *)(const void *)rows[r] + i;
-        q4k_scales_mins(b[r]->scales, &sc[r], &mn[r]);
-        d[r] = b[r]->d;
-        dm[r] = b[r]->dmin;
-    }
-    for (int c = 0; c < 4; c++) {
-        __m256i lo[8], hi[8];
-        for (int r = 0; r < 8; r++) {
-            const __m256i v = load256(b[r]->qs + 32 * c), h = load256(b[r]->qh);
-            /* bit 2c (2c + 1) of each byte to bit 4: a 16-bit shift by at
-             * most 4 either way stays within the byte for that bit */
-            const __m256i hl = 2 * c <= 4 ? _mm256_slli_epi16(h, 4 - 2 * c) : _mm256_srli_epi16(h, 2 * c - 4);
-            const __m256i hh = 2 * c + 1 <= 4 ? _mm256_slli_epi16(h, 3 - 2 * c) : _mm256_srli_epi16(h, 2 * c - 3);
-            lo[r] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(hl, b4));
-            hi[r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(hh, b4));
-        }
-        transpose8_epi32(lo);
-        transpose8_epi32(hi);
-        for (int q = 0; q < 8; q++) {
-            P->q[2 * c][q] = lo[q];
-            P->q[2 * c + 1][q] = hi[q];
-        }
-    }
-    __m128i c[4];
-    transpose8x8_u8(sc, c);
-    for (int g = 0; g < 8; g++) P->sc[g] = col_dup16(c, g, 0);
-    transpose8x8_u8(mn, c);
-    for (int p = 0; p < 4; p++) P->mp[p] = col_pair16(c, p, 0);
-    P->d = _mm256_cvtph_ps(load128(d));
-    P->dmin = _mm256_cvtph_ps(load128(dm));
-}
+static void unpack_q4_K8(const uint8_t *const rows[8], int64_t i, panelK *P) { unpack_q45_K8(0, rows, i, P); }
+static void unpack_q5_K8(const uint8_t *const rows[8], int64_t i, panelK *P) { unpack_q45_K8(1, rows, i, P); }
 
 /* The four code vectors of Q6_K's quarters k = 0..3 of a half from its
  * ql bytes l0 (quarters 0, 2), l1 (1, 3) and qh bits: bytewise, so it
@@ -643,10 +630,7 @@ AINLINE void gemv_r8(int k, int64_t n, const void *w, size_t stride, int nrows, 
     const uint8_t *g[GEMV_R8_STREAMS];
     float *o[GEMV_R8_STREAMS];
     for (int i = 0; i < q; i++) {
-        for (int s = 0; s < G; s++) {
-            g[s] = (const uint8_t *)row_at(w, stride, 8 * (i + s * q));
-            o[s] = out + 8 * (i + s * q);
-        }
+        gemv_far_groups(w, stride, out, i, q, G, g, o);
         gemv_r8_groups(k, G, nsb, g, y, tab ? (const int32_t(*)[4])prt : NULL, o);
     }
     for (int r0 = 8 * G * q; r0 < nrows; r0 += 8) {

@@ -192,6 +192,16 @@ AINLINE void gemv_scatter4(const float *o, float *out, int i, int q) {
     for (int k = 0; k < 4; k++) out[i + k * q] = o[k];
 }
 
+/* The packed gemvs' G far groups: groups i, i + q, ..., i + (G-1) q of 8
+ * rows (their first records g[s], their outputs o[s]). */
+AINLINE void gemv_far_groups(const void *w, size_t stride, float *out, int i, int q, int G, const uint8_t **g,
+                             float **o) {
+    for (int s = 0; s < G; s++) {
+        g[s] = (const uint8_t *)row_at(w, stride, 8 * (i + s * q));
+        o[s] = out + 8 * (i + s * q);
+    }
+}
+
 #define GEMV_DISPATCH(rows_fn, n, w, stride, nrows, y, out)                                               \
     do {                                                                                                  \
         const int q_ = gemv_quarter((stride), (nrows));                                                   \

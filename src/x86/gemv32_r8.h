@@ -92,10 +92,7 @@ AINLINE void gemv32_r8(int k, int64_t n, const void *w, size_t stride, int nrows
     const uint8_t *g[GEMV32_R8_STREAMS];
     float *o[GEMV32_R8_STREAMS];
     for (int i = 0; i < q; i++) {
-        for (int s = 0; s < G; s++) {
-            g[s] = (const uint8_t *)row_at(w, stride, 8 * (i + s * q));
-            o[s] = out + 8 * (i + s * q);
-        }
+        gemv_far_groups(w, stride, out, i, q, G, g, o);
         gemv32_r8_groups(k, G, nb, g, y, dyt, ct, tab, o);
     }
     for (int r0 = 8 * G * q; r0 < nrows; r0 += 8) {
