@@ -470,7 +470,8 @@ DEFINE_GEMM_ENTRY(vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2, gemmK, GK_Q6_K, MIN_TOK_
 DEFINE_GEMM_ENTRY(vx_gemm_q5_K_avx2, vx_gemv_q5_K_avx2, gemmK, GK_Q5_K, MIN_TOK_K)
 
 /* ---- packed layouts (Q4_K_R8, Q6_K_R8) ----
- * GEMV: one record per 8 rows and super-block, read front to back; the
+ * GEMV: one record per 8 rows and super-block; each group's records are
+ * read front to back, several groups far apart side by side (below). The
  * codes are in row-lane order, so 8 rows' sums build up in the lanes of
  * one register with no horizontal reduction, and the scales are vectors. */
 /* Records a stream's software prefetch runs ahead: every cache line of the
@@ -559,6 +560,7 @@ AINLINE void q6k_r8_groups(int G, int64_t nsb, const uint8_t *const *g, const vx
     for (int s = 0; s < G; s++) acc[s] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; i++) {
         const vx_block_q8_K *yi = &y[i];
+        const __m256i bs = load256(yi->bsums);
         __m256i I[GEMV_R8_STREAMS];
 #pragma GCC unroll 8
         for (int s = 0; s < G; s++) I[s] = _mm256_setzero_si256();
@@ -568,7 +570,6 @@ AINLINE void q6k_r8_groups(int G, int64_t nsb, const uint8_t *const *g, const vx
                 const vx_block_q6_K_r8 *b = (const vx_block_q6_K_r8 *)(const void *)g[s] + i;
                 /* lines 0-13, then 14-26 of the record PF_R8 records on */
                 prefetch_ahead((const uint8_t *)b + 896 * h, PF_R8 * sizeof *b, h == 0 ? 896 : sizeof *b - 896);
-                const __m256i bs = load256(yi->bsums);
                 const __m256i x0 = _mm256_cvtepi8_epi16(load128(b->sc[4 * h])),
                               x1 = _mm256_cvtepi8_epi16(load128(b->sc[4 * h + 1])),
                               x2 = _mm256_cvtepi8_epi16(load128(b->sc[4 * h + 2])),
