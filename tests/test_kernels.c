@@ -628,6 +628,8 @@ static void test_gemm(err_stats *st) {
         {VX_TYPE_Q4_K, vx_gemm_q4_K_avx2, vx_gemv_q4_K_avx2, NULL},
         {VX_TYPE_Q6_K, vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2, NULL},
         {VX_TYPE_Q5_K, vx_gemm_q5_K_avx2, vx_gemv_q5_K_avx2, NULL},
+        {VX_TYPE_Q3_K, vx_gemm_q3_K_avx2, vx_gemv_q3_K_avx2, NULL},
+        {VX_TYPE_Q2_K, vx_gemm_q2_K_avx2, vx_gemv_q2_K_avx2, NULL},
         {VX_TYPE_F16, vx_gemm_f16_avx2, vx_gemv_f16_avx2, vx_gemm_half_scratch_avx2},
         {VX_TYPE_BF16, vx_gemm_bf16_avx2, vx_gemv_bf16_avx2, vx_gemm_half_scratch_avx2},
     };

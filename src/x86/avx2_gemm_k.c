@@ -28,6 +28,7 @@
 #include "avx2_quant_util.h"
 #include "kernels_x86.h"
 #include "quant.h"
+#include "quant_ref.h"
 
 #define QK VX_QK_K
 /* Tokens per tile: the accumulators of 8 rows x TT tokens (8 KiB) stay in
@@ -38,19 +39,28 @@
 /* Super-blocks per unpacked chunk (2 x 2.9 KiB, L1). */
 #define CBK 2
 
-/* The plain layouts and their 8-row packed forms (quant.h); a packed kind
- * runs its base kind's tile with a cheaper panel load, and Q5_K runs
- * Q4_K's (the same scales and mins; codes to 31, so its int16 sums take 4
- * code vectors at a time instead of 8). */
-enum { GK_Q4_K, GK_Q6_K, GK_Q4_K_R8, GK_Q6_K_R8, GK_Q5_K };
-#define KBASE(k) ((k) & 1)
+/* The plain layouts and their 8-row packed forms (quant.h). Two tiles:
+ * per-32 scales with int16 sums of 8 code vectors (Q4_K; Q5_K, codes to
+ * 31, of 4: 4 x 2 x 31 x 128 < 2^15), and per-16 scales (Q6_K: sums of 2
+ * code vectors; Q3_K and Q2_K, codes to 7, of 4, each half of a 32-element
+ * step under its own scale). The mins term pairs the panel's mp with the
+ * per-32 activation sums (KSC16 0) or the per-16 bsums (KSC16 1); it is
+ * subtracted times dmin (KDMIN) or, for the signed codes u - 2^KOFF, as
+ * an integer. A packed kind runs its base kind's tile with a cheaper
+ * panel load. */
+enum { GK_Q4_K, GK_Q6_K, GK_Q4_K_R8, GK_Q6_K_R8, GK_Q5_K, GK_Q3_K, GK_Q2_K };
 #define KPACKED(k) ((k) == GK_Q4_K_R8 || (k) == GK_Q6_K_R8)
+#define KQ6(k) ((k) == GK_Q6_K || (k) == GK_Q6_K_R8)
+#define KSC16(k) (KQ6(k) || (k) == GK_Q3_K || (k) == GK_Q2_K)
+#define KSPLIT(k) ((k) == GK_Q5_K || (k) == GK_Q3_K || (k) == GK_Q2_K)
+#define KDMIN(k) (!KQ6(k) && (k) != GK_Q3_K)
+#define KOFF(k) (KQ6(k) ? 5 : (k) == GK_Q3_K ? 2 : 0)
 
 /* One super-block of 8 rows. Q4_K: q[g] is sub-block g; sc[g] its scale
  * per row (in both int16 halves of the lane); mp[p] (p < 4) the mins of
- * sub-blocks 2p and 2p + 1 as an int16 pair. Q6_K: q[g] covers sub-blocks
- * 2g (codes 0..15) and 2g + 1; sc[j] the 16 sub-block scales; mp[p]
- * (p < 8) scales 2p and 2p + 1 as a pair, for the -32 offset. */
+ * sub-blocks 2p and 2p + 1 as an int16 pair. Q6_K, Q3_K, Q2_K: q[g]
+ * covers sub-blocks 2g (codes 0..15) and 2g + 1; sc[j] the 16 sub-block
+ * scales; mp[p] (p < 8) scales (Q2_K: mins) 2p and 2p + 1 as a pair. */
 typedef struct {
     __m256i q[8][8];
     __m256i sc[16];
@@ -190,6 +200,71 @@ static void unpack_q6_K8(const uint8_t *const rows[8], int64_t i, panelK *P) {
     P->dmin = _mm256_setzero_ps();
 }
 
+/* Q2_K, or Q3_K (three): 2-bit fields (element 128h + 32j + l: bits 2j
+ * of qs[32h + l]); Q3_K's third bit (bit 4h + j of hmask[l]) merged in as
+ * bit 2, so that its codes are u = q + 4 hbit in 0..7 with offset 4. */
+AINLINE void unpack_q23_K8(int three, const uint8_t *const rows[8], int64_t i, panelK *P) {
+    const __m256i m2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    int8_t sc[8][16]; /* scales (Q3_K signed), then Q2_K's mins */
+    uint8_t mn[8][16];
+    uint16_t d[8], dm[8];
+    const uint8_t *qs[8], *hm[8];
+    for (int r = 0; r < 8; r++) {
+        if (three) {
+            const vx_block_q3_K *b = (const vx_block_q3_K *)(const void *)rows[r] + i;
+            vx_q3_K_unpack_scales(b->scales, sc[r]);
+            d[r] = b->d;
+            dm[r] = 0;
+            qs[r] = b->qs;
+            hm[r] = b->hmask;
+        } else {
+            const vx_block_q2_K *b = (const vx_block_q2_K *)(const void *)rows[r] + i;
+            for (int j = 0; j < 16; j++) {
+                sc[r][j] = (int8_t)(b->scales[j] & 15);
+                mn[r][j] = (uint8_t)(b->scales[j] >> 4);
+            }
+            d[r] = b->d;
+            dm[r] = b->dmin;
+            qs[r] = b->qs;
+            hm[r] = NULL;
+        }
+    }
+    for (int h = 0; h < 2; h++) {
+        __m256i v[4][8]; /* step j of this half (elements 128h + 32j + l), row r */
+        for (int r = 0; r < 8; r++) {
+            const __m256i q = load256(qs[r] + 32 * h);
+            const __m256i hb = three ? load256(hm[r]) : _mm256_setzero_si256();
+            for (int j = 0; j < 4; j++) {
+                v[j][r] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m2);
+                if (three) /* bit 4h + j of each byte to bit 2 (16-bit shifts, one bit per byte kept) */
+                    v[j][r] = _mm256_or_si256(
+                        v[j][r], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4 * h + j), one), 2));
+            }
+        }
+        for (int j = 0; j < 4; j++) {
+            transpose8_epi32(v[j]);
+            for (int q = 0; q < 8; q++) P->q[4 * h + j][q] = v[j][q];
+        }
+    }
+    for (int half = 0; half < 2; half++) { /* sub-blocks 8 half .. 8 half + 7 */
+        uint64_t sr[8], mr[8];
+        __m128i c[4];
+        for (int r = 0; r < 8; r++) {
+            memcpy(&sr[r], sc[r] + 8 * half, 8);
+            if (!three) memcpy(&mr[r], mn[r] + 8 * half, 8);
+        }
+        transpose8x8_u8(sr, c);
+        for (int g = 0; g < 8; g++) P->sc[8 * half + g] = col_dup16(c, g, three);
+        if (!three) transpose8x8_u8(mr, c);
+        for (int p = 0; p < 4; p++) P->mp[4 * half + p] = col_pair16(c, p, three);
+    }
+    P->d = _mm256_cvtph_ps(load128(d));
+    P->dmin = _mm256_cvtph_ps(load128(dm));
+}
+
+static void unpack_q2_K8(const uint8_t *const rows[8], int64_t i, panelK *P) { unpack_q23_K8(0, rows, i, P); }
+static void unpack_q3_K8(const uint8_t *const rows[8], int64_t i, panelK *P) { unpack_q23_K8(1, rows, i, P); }
+
 /* Lane r of a pair vector (two int16 per row lane) duplicated: the first
  * (dup_lo) or the second (dup_hi) int16 in both halves of the lane. */
 AINLINE __m256i dup_lo(__m256i x) {
@@ -254,12 +329,13 @@ AINLINE __m256i bcast_i32(const int32_t *v, int p) {
     return _mm256_set1_epi32(x);
 }
 
-/* A super-block's integer mins term of 8 rows (Q4_K: sum of min x per-32
- * activation sum; Q6_K: of scale x per-16 sum, for the -32 offset): the
- * panel's int16 pairs mp[p] against the activation pairs pr[p]. Exact
- * in int32, so the order is free. */
-AINLINE __m256i mins_k(int k, const panelK *P, const int32_t *pr) {
-    const int np = k == GK_Q4_K ? 4 : 8;
+/* A super-block's integer mins term of 8 rows (Q4_K, Q5_K: sum of min x
+ * per-32 activation sum; Q2_K: of min x per-16 sum; Q6_K, Q3_K: of scale
+ * x per-16 sum, for the code offset): the panel's int16 pairs mp[p]
+ * against the activation pairs pr[p]. Exact in int32, so the order is
+ * free. */
+AINLINE __m256i mins_k(int kind, const panelK *P, const int32_t *pr) {
+    const int np = KSC16(kind) ? 8 : 4;
     __m256i M = _mm256_madd_epi16(P->mp[0], bcast_i32(pr, 0));
 #pragma GCC unroll 8
     for (int p = 1; p < np; p++) M = _mm256_add_epi32(M, _mm256_madd_epi16(P->mp[p], bcast_i32(pr, p)));
@@ -278,24 +354,27 @@ AINLINE __m256i mins_k(int k, const panelK *P, const int32_t *pr) {
 AINLINE void tile4(int kind, int G, const panelK *A, const panelK *B, const vx_block_q8_K *y0,
                    const vx_block_q8_K *y1, const vx_block_q8_K *y2, const vx_block_q8_K *y3, __m256 accA[4],
                    __m256 accB[4]) {
-    const int k = KBASE(kind);
     if (G == 1) B = A;
     __m256i IA0 = _mm256_setzero_si256(), IA1 = IA0, IA2 = IA0, IA3 = IA0;
     __m256i IB0 = IA0, IB1 = IA0, IB2 = IA0, IB3 = IA0;
-    if (k == GK_Q4_K) {
+    if (!KQ6(kind)) {
+        /* int16 sums of 8 code vectors (KSPLIT: of 4, the halves' scales
+         * sc[2g], sc[2g + 1] with KSC16, else both sc[g]) */
         for (int g = 0; g < 8; g++) {
             __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-            const __m256i SA = A->sc[g], SB = B->sc[g];
-#define MADD(u)                                                    \
-    IA##u = _mm256_add_epi32(IA##u, _mm256_madd_epi16(a##u, SA)); \
-    if (G == 2) IB##u = _mm256_add_epi32(IB##u, _mm256_madd_epi16(b##u, SB));
+            const int s0 = KSC16(kind) ? 2 * g : g, s1 = KSC16(kind) ? 2 * g + 1 : g;
+#define MADD(u, s)                                                              \
+    IA##u = _mm256_add_epi32(IA##u, _mm256_madd_epi16(a##u, A->sc[s]));        \
+    if (G == 2) IB##u = _mm256_add_epi32(IB##u, _mm256_madd_epi16(b##u, B->sc[s]));
+#define MADD0(u) MADD(u, s0)
+#define MADD1(u) MADD(u, s1)
 #define ZERO(u)                           \
     a##u = _mm256_setzero_si256();        \
     if (G == 2) b##u = _mm256_setzero_si256();
 #pragma GCC unroll 8
             for (int q = 0; q < 8; q++) {
-                if (kind == GK_Q5_K && q == 4) { /* 4 x 2 x 31 x 128 < 2^15 */
-                    U4(MADD)
+                if (KSPLIT(kind) && q == 4) {
+                    U4(MADD0)
                     U4(ZERO)
                 }
                 const __m256i WA = A->q[g][q], WB = B->q[g][q];
@@ -313,8 +392,10 @@ AINLINE void tile4(int kind, int G, const panelK *A, const panelK *B, const vx_b
                 U4(STEP)
 #undef STEP
             }
-            U4(MADD)
+            U4(MADD1)
 #undef MADD
+#undef MADD0
+#undef MADD1
 #undef ZERO
         }
     } else {
@@ -342,14 +423,14 @@ AINLINE void tile4(int kind, int G, const panelK *A, const panelK *B, const vx_b
             }
     }
     /* the activation sums in int16 pairs, dword p = sums (2p, 2p + 1):
-     * Q4_K's per-32 sums (once per token for both groups), Q6_K's per-16
+     * the per-32 sums (once per token for both groups), or the per-16
      * sums as stored; each pair is broadcast from memory (a load, where a
      * vpermd per pair cost an ALU uop) */
     const vx_block_q8_K *yv[4] = {y0, y1, y2, y3};
     int32_t pr4[4][4];
     const int32_t *pr[4];
     for (int u = 0; u < 4; u++) {
-        if (k == GK_Q4_K) {
+        if (!KSC16(kind)) {
             _mm_storeu_si128((__m128i *)(void *)pr4[u], bsums32(yv[u]));
             pr[u] = pr4[u];
         } else {
@@ -366,10 +447,10 @@ AINLINE void tile4(int kind, int G, const panelK *A, const panelK *B, const vx_b
             const panelK *P = PG[gi];
             const __m256 yd = _mm256_set1_ps(yv[u]->d);
             __m256i I = gi ? IBv[u] : IAv[u];
-            const __m256i M = mins_k(k, P, pr[u]);
-            if (k == GK_Q6_K) I = _mm256_sub_epi32(I, _mm256_slli_epi32(M, 5)); /* codes are u - 32 */
+            const __m256i M = mins_k(kind, P, pr[u]);
+            if (KOFF(kind)) I = _mm256_sub_epi32(I, _mm256_slli_epi32(M, KOFF(kind))); /* codes u - 2^KOFF */
             accG[gi][u] = _mm256_fmadd_ps(_mm256_mul_ps(P->d, yd), _mm256_cvtepi32_ps(I), accG[gi][u]);
-            if (k == GK_Q4_K)
+            if (KDMIN(kind))
                 accG[gi][u] = _mm256_fnmadd_ps(_mm256_mul_ps(P->dmin, yd), _mm256_cvtepi32_ps(M), accG[gi][u]);
         }
 }
@@ -383,7 +464,8 @@ AINLINE void rowblockK(int k, int G, int64_t n, const uint8_t *const rows[8], in
     const int64_t nsb = n / QK;
     const int packed = KPACKED(k);
     const size_t bs = k == GK_Q4_K ? sizeof(vx_block_q4_K) : k == GK_Q6_K ? sizeof(vx_block_q6_K)
-                    : k == GK_Q5_K ? sizeof(vx_block_q5_K)
+                    : k == GK_Q5_K ? sizeof(vx_block_q5_K) : k == GK_Q3_K ? sizeof(vx_block_q3_K)
+                    : k == GK_Q2_K ? sizeof(vx_block_q2_K)
                     : k == GK_Q4_K_R8 ? sizeof(vx_block_q4_K_r8) : sizeof(vx_block_q6_K_r8);
     panelK P[2][CBK];
     __m256 acc[2][TT + 3];
@@ -408,6 +490,8 @@ AINLINE void rowblockK(int k, int G, int64_t n, const uint8_t *const rows[8], in
                 for (int j = 0; j < cb; j++) {
                     if (k == GK_Q4_K) unpack_q4_K8(rows, i0 + j, &P[0][j]);
                     else if (k == GK_Q5_K) unpack_q5_K8(rows, i0 + j, &P[0][j]);
+                    else if (k == GK_Q3_K) unpack_q3_K8(rows, i0 + j, &P[0][j]);
+                    else if (k == GK_Q2_K) unpack_q2_K8(rows, i0 + j, &P[0][j]);
                     else unpack_q6_K8(rows, i0 + j, &P[0][j]);
                 }
                 /* the next chunk arrives from DRAM while the tokens run */
@@ -468,6 +552,8 @@ AINLINE void gemmK(int k, int64_t n, const void *w, size_t stride, int nrows, co
 DEFINE_GEMM_ENTRY(vx_gemm_q4_K_avx2, vx_gemv_q4_K_avx2, gemmK, GK_Q4_K, MIN_TOK_K)
 DEFINE_GEMM_ENTRY(vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2, gemmK, GK_Q6_K, MIN_TOK_K)
 DEFINE_GEMM_ENTRY(vx_gemm_q5_K_avx2, vx_gemv_q5_K_avx2, gemmK, GK_Q5_K, MIN_TOK_K)
+DEFINE_GEMM_ENTRY(vx_gemm_q3_K_avx2, vx_gemv_q3_K_avx2, gemmK, GK_Q3_K, MIN_TOK_K)
+DEFINE_GEMM_ENTRY(vx_gemm_q2_K_avx2, vx_gemv_q2_K_avx2, gemmK, GK_Q2_K, MIN_TOK_K)
 
 /* ---- packed layouts (Q4_K_R8, Q6_K_R8) ----
  * GEMV: one record per 8 rows and super-block; each group's records are

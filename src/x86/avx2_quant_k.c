@@ -288,17 +288,16 @@ AINLINE void q5_K_rows(int64_t n, const void *w, size_t st, int R, const void *y
 AINLINE void q2_K_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
     const vx_block_q8_K *y = vy;
     const vx_block_q2_K *x[4];
-    __m256 acc[4];
-    for (int r = 0; r < R; r++) {
-        x[r] = row_at(w, stride, r);
-        acc[r] = _mm256_setzero_ps();
-    }
+    for (int r = 0; r < R; r++) x[r] = row_at(w, stride, r);
+    __m128 acc = _mm_setzero_ps(); /* lane r: row r (canonical order) */
     const size_t pf = prefetch_dist(R, stride);
     const __m256i m2 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(0x0F);
     for (int64_t i = 0; i < n / QK; i++) {
         const __m256i ybs = load256(y[i].bsums);
-        const __m128 yd = _mm_set1_ps(y[i].d);
         const int8_t *yq = y[i].qs;
+        __m256i is[4];
+        __m128i ms[4];
+        uint32_t dd[4];
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const vx_block_q2_K *b = &x[r][i];
@@ -320,10 +319,13 @@ AINLINE void q2_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
                         isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, sel16z(8 * h + 2 * j))));
                 }
             }
-            acc[r] = apply_d_dmin(acc[r], d_dmin((const uint8_t *)&b->d, yd), isum, msum);
+            is[r] = isum;
+            ms[r] = _mm_add_epi32(_mm256_castsi256_si128(msum), _mm256_extracti128_si256(msum, 1));
+            dd[r] = ld32((const uint8_t *)&b->d); /* {d, dmin} */
         }
+        acc = k_step(R, acc, dd, y[i].d, is, ms);
     }
-    for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]);
+    k_store(R, acc, out);
 }
 
 /* Q3_K's 16 signed 6-bit scales (see vx_q3_K_unpack_scales) as bytes,
@@ -365,11 +367,8 @@ AINLINE __m256i sel16hi(int i) { /* like sel16z, but scale byte in the high half
 AINLINE void q3_K_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
     const vx_block_q8_K *y = vy;
     const vx_block_q3_K *x[4];
-    __m256 acc[4];
-    for (int r = 0; r < R; r++) {
-        x[r] = row_at(w, stride, r);
-        acc[r] = _mm256_setzero_ps();
-    }
+    for (int r = 0; r < R; r++) x[r] = row_at(w, stride, r);
+    __m128 acc = _mm_setzero_ps(); /* lane r: row r (canonical order) */
     const size_t pf = prefetch_dist(R, stride);
     const __m256i m2 = _mm256_set1_epi8(3);
     /* scale bytes in natural order, high halves of int16 lanes */
@@ -379,6 +378,8 @@ AINLINE void q3_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
     for (int64_t i = 0; i < n / QK; i++) {
         const __m256i ybs = load256(y[i].bsums);
         const int8_t *yq = y[i].qs;
+        __m256i is[4];
+        uint32_t dd[4];
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const vx_block_q3_K *b = &x[r][i];
@@ -401,11 +402,12 @@ AINLINE void q3_K_rows(int64_t n, const void *w, size_t stride, int R, const voi
                         isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, sel16hi(8 * h + 2 * j))));
                 }
             }
-            isum = _mm256_srai_epi32(isum, 8);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * f16(b->d)), _mm256_cvtepi32_ps(isum), acc[r]);
+            is[r] = _mm256_srai_epi32(isum, 8);
+            dd[r] = b->d; /* dmin 0 */
         }
+        acc = k_step(R, acc, dd, y[i].d, is, NULL);
     }
-    for (int r = 0; r < R; r++) out[r] = hsum_ps(acc[r]);
+    k_store(R, acc, out);
 }
 
 /* Q6_K: x = d sc (u - 32), u = 4 low bits | 2 high bits << 4, in 0..63

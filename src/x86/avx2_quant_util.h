@@ -130,7 +130,9 @@ AINLINE __m256i pairs_to_i32(__m256i p) { return _mm256_madd_epi16(p, _mm256_set
  *     since session 8 a group's rows are a quarter of the call apart
  *     (GEMV_DISPATCH), so each stream runs on through consecutive rows
  *     (2 threads, F16 at n = 2048: 46-50 GB/s vs 33-36 for adjacent rows);
- *     narrow rows still go one at a time (not retuned for the far groups);
+ *     since session 9 narrow rows too (VX_GEMV_WIDE_ROW 0): their streams
+ *     run on through consecutive rows as well (Llama-1B decode, 2 threads,
+ *     medians: Q5_K_M 33.5 -> 39.0 t/s, Q4_1 37.0 -> 40.2);
  *   - either way, a software prefetch ahead along each stream turns the
  *     access back into a stream the memory system can run ahead on;
  *     without it groups of 4 reached only 6-9 GB/s.
@@ -139,7 +141,7 @@ AINLINE __m256i pairs_to_i32(__m256i p) { return _mm256_madd_epi16(p, _mm256_set
  * prefetch) override the choice at compile time, for retuning elsewhere.
  */
 #ifndef VX_GEMV_WIDE_ROW
-#define VX_GEMV_WIDE_ROW 4096
+#define VX_GEMV_WIDE_ROW 0
 #endif
 #ifndef VX_GEMV_PREFETCH
 #define VX_GEMV_PREFETCH 1
@@ -179,10 +181,10 @@ AINLINE size_t prefetch_dist(int R, size_t stride) {
  * SIZE_MAX, so the + 1 cannot wrap. */
 AINLINE int wide_rows(size_t stride) { return stride + 1 > (size_t)VX_GEMV_WIDE_ROW; }
 
-/* Wide rows go in groups of 4 rows a quarter of the call's rows apart
- * (rows i, i + q, i + 2q, i + 3q for i = 0..q-1, q = nrows / 4): four
- * long streams, each running on through consecutive rows; the rest (and
- * narrow rows) one at a time. R is a compile-time constant in every call,
+/* Rows go in groups of 4 rows a quarter of the call's rows apart (rows
+ * i, i + q, i + 2q, i + 3q for i = 0..q-1, q = nrows / 4): four long
+ * streams, each running on through consecutive rows; the rest (and rows
+ * narrower than VX_GEMV_WIDE_ROW) one at a time. R is a compile-time constant in every call,
  * so the per-row loops of the kernels unroll into registers. Each row's
  * result depends only on whether it went in a group, and a call's rows
  * beyond 4q are the only ones that go alone. */
@@ -239,12 +241,12 @@ AINLINE __m128i bsums32(const vx_block_q8_K *y) {
 
 /* ------------------------------------------- canonical order
  *
- * Types that have a GEMM kernel (Q4_0, Q5_0, Q8_0, Q4_K, Q6_K) compute
+ * Types that have a GEMM kernel (Q4_0, Q5_0, Q8_0, Q2_K..Q6_K) compute
  * every output in one canonical order, so that a token's result does not
  * depend on how many tokens share the call or how rows are grouped (batch
  * invariance: greedy output is the same alone or among many requests).
  * Per row, an exact integer dot I_b per block b (32 elements, or a
- * 256-element K super-block; for Q4_K also the mins term M_b) and the
+ * 256-element K super-block; for Q2_K, Q4_K, Q5_K also the mins term M_b) and the
  * float steps
  *     acc = fma(dw_b * dy_b, (float)I_b, acc)   [acc = fnma(dmin_b * dy_b, (float)M_b, acc)]
  * in ascending block order from acc = 0. The 32-block types keep two

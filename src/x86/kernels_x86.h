@@ -112,6 +112,10 @@ void vx_gemm_q6_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, c
                        size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q5_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                        size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
+void vx_gemm_q3_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
+void vx_gemm_q2_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 /* the 8-row packed layouts (quant.h) */
 void vx_gemv_q4_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q6_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
