@@ -34,10 +34,17 @@
 #define TAB32 8192
 
 /* The plain layouts and their 8-row packed forms (quant.h); a packed kind
- * runs its base kind's tile with a panel loaded straight from the record. */
-enum { G_Q4_0, G_Q5_0, G_Q8_0, G_Q4_0_R8, G_Q5_0_R8, G_Q8_0_R8 };
-#define GBASE(k) ((k) % 3)
-#define GPACKED(k) ((k) >= G_Q4_0_R8)
+ * runs its base kind's tile with a panel loaded straight from the record.
+ * Signed codes (Q8_0, IQ4_NL's book values) run the |x| / sign tile; Q4_1
+ * and Q5_1 pair with Q8_1 activations and add a min term per block. */
+enum { G_Q4_0, G_Q5_0, G_Q8_0, G_Q4_0_R8, G_Q5_0_R8, G_Q8_0_R8, G_Q4_1, G_Q5_1, G_IQ4_NL };
+#define GBASE(k) ((k) >= G_Q4_0_R8 && (k) <= G_Q8_0_R8 ? (k) - 3 : (k))
+#define GPACKED(k) ((k) >= G_Q4_0_R8 && (k) <= G_Q8_0_R8)
+#define GSIGNED(k) (GBASE(k) == G_Q8_0 || (k) == G_IQ4_NL)
+#define GMIN(k) ((k) == G_Q4_1 || (k) == G_Q5_1)
+/* Activation block bytes and the offset of its codes (Q8_1: {d, s, qs}). */
+#define YSIZE(k) (GMIN(k) ? sizeof(vx_block_q8_1) : sizeof(vx_block_q8_0))
+#define YCODES(k) (GMIN(k) ? offsetof(vx_block_q8_1, qs) : offsetof(vx_block_q8_0, qs))
 
 /* Below a few tokens the unpacking is not paid back; the gemv per token
  * gives the same bits, so the entry points fall back to it. So do rows
@@ -48,9 +55,9 @@ enum { G_Q4_0, G_Q5_0, G_Q8_0, G_Q4_0_R8, G_Q5_0_R8, G_Q8_0_R8 };
 #define MIN_TOK_Q5_0 MIN_TOK_N(6)
 
 typedef struct {
-    __m256i q[8]; /* maddubs codes (Q8_0: |x|), quad q of 8 rows */
-    __m256i x[8]; /* Q8_0: the signed codes */
-    __m256 d;
+    __m256i q[8]; /* maddubs codes (signed kinds: |x|), quad q of 8 rows */
+    __m256i x[8]; /* signed kinds: the signed codes */
+    __m256 d, m;  /* m: Q4_1 / Q5_1 mins */
 } panel32;
 
 /* Bytes per block of one row (plain) or per record of 8 rows (packed). */
@@ -61,6 +68,9 @@ AINLINE size_t wsize32(int k) {
     case G_Q8_0: return sizeof(vx_block_q8_0);
     case G_Q4_0_R8: return sizeof(vx_block_q4_0_r8);
     case G_Q5_0_R8: return sizeof(vx_block_q5_0_r8);
+    case G_Q4_1: return sizeof(vx_block_q4_1);
+    case G_Q5_1: return sizeof(vx_block_q5_1);
+    case G_IQ4_NL: return sizeof(vx_block_iq4_nl);
     default: return sizeof(vx_block_q8_0_r8);
     }
 }
@@ -69,23 +79,27 @@ AINLINE size_t wsize32(int k) {
 AINLINE void unpack32_8(int k, const uint8_t *const rows[8], int64_t b, panel32 *P) {
     const size_t ws = wsize32(k);
     __m256i v[8];
-    uint16_t d[8];
+    uint16_t d[8], m[8];
     for (int r = 0; r < 8; r++) {
         const uint8_t *blk = rows[r] + (size_t)b * ws;
         d[r] = ld16(blk);
-        if (k == G_Q4_0) {
-            v[r] = nibbles32(blk + offsetof(vx_block_q4_0, qs));
-        } else if (k == G_Q5_0) {
-            const __m256i hi = _mm256_and_si256(bits_to_bytes(load_u32(blk + offsetof(vx_block_q5_0, qh))),
-                                                _mm256_set1_epi8(16));
-            v[r] = _mm256_or_si256(nibbles32(blk + offsetof(vx_block_q5_0, qs)), hi);
+        m[r] = GMIN(k) ? ld16(blk + 2) : 0;
+        if (k == G_Q4_0 || k == G_Q4_1 || k == G_IQ4_NL) {
+            v[r] = nibbles32(blk + (k == G_Q4_0 ? offsetof(vx_block_q4_0, qs)
+                                    : k == G_Q4_1 ? offsetof(vx_block_q4_1, qs) : offsetof(vx_block_iq4_nl, qs)));
+            if (k == G_IQ4_NL) v[r] = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(load128(vx_iq4nl_values)), v[r]);
+        } else if (k == G_Q5_0 || k == G_Q5_1) {
+            const size_t qh = k == G_Q5_0 ? offsetof(vx_block_q5_0, qh) : offsetof(vx_block_q5_1, qh);
+            const size_t qs = k == G_Q5_0 ? offsetof(vx_block_q5_0, qs) : offsetof(vx_block_q5_1, qs);
+            const __m256i hi = _mm256_and_si256(bits_to_bytes(load_u32(blk + qh)), _mm256_set1_epi8(16));
+            v[r] = _mm256_or_si256(nibbles32(blk + qs), hi);
         } else {
             v[r] = load256(blk + offsetof(vx_block_q8_0, qs));
         }
     }
     transpose8_epi32(v);
     for (int q = 0; q < 8; q++) {
-        if (k == G_Q8_0) {
+        if (GSIGNED(k)) {
             P->x[q] = v[q];
             P->q[q] = _mm256_abs_epi8(v[q]);
         } else {
@@ -93,6 +107,7 @@ AINLINE void unpack32_8(int k, const uint8_t *const rows[8], int64_t b, panel32 
         }
     }
     P->d = _mm256_cvtph_ps(load128(d));
+    P->m = _mm256_cvtph_ps(load128(m));
 }
 
 /* Fifth bits of quad q from a Q5_0_R8 qh vector (bit q of byte b: element
@@ -132,16 +147,18 @@ AINLINE void load32_r8(int k, const uint8_t *rec, panel32 *P) {
     }
 }
 
-AINLINE __m256i bq32(const uint8_t *yb, int q) {
+/* Activation quad q (codes 4q .. 4q + 3) in every lane; yc: the offset of
+ * the block's codes (YCODES). */
+AINLINE __m256i bq32(const uint8_t *yb, size_t yc, int q) {
     uint32_t v;
-    memcpy(&v, yb + offsetof(vx_block_q8_0, qs) + 4 * q, 4);
+    memcpy(&v, yb + yc + 4 * q, 4);
     return _mm256_set1_epi32((int)v);
 }
 
 /* Offset correction of an activation block: the code sum times 8 (Q4_0)
  * or 16 (Q5_0); none for Q8_0. */
 AINLINE int32_t corr32(int k, const uint8_t *yb) {
-    if (GBASE(k) == G_Q8_0) return 0;
+    if (GBASE(k) != G_Q4_0 && GBASE(k) != G_Q5_0) return 0;
     const __m256i s = _mm256_maddubs_epi16(_mm256_set1_epi8(GBASE(k) == G_Q4_0 ? 8 : 16),
                                            load256(yb + offsetof(vx_block_q8_0, qs)));
     return hsum_epi32(pairs_to_i32(s));
@@ -167,18 +184,20 @@ AINLINE __m256i q8_step(__m256i I, const panel32 *P, int q, __m256i u) {
 
 /* One block: the panels of groups A, B (B == A when G = 1; G is a
  * compile-time constant at each call) x tokens y0, y1 (their activation
- * block); dy, cr: the two tokens' scales and offset corrections. The
- * canonical step into the chain's accumulators a0, a1 (group A) and
- * b0, b1. */
+ * block); dy, cr, sy: the two tokens' scales, offset corrections and
+ * (Q4_1, Q5_1) activation sums s. The canonical step into the chain's
+ * accumulators a0, a1 (group A) and b0, b1. */
 AINLINE void pair32(int k, int G, const panel32 *A, const panel32 *B, const uint8_t *y0, const uint8_t *y1,
-                    const float *dy, const int32_t *cr, __m256 *a0, __m256 *a1, __m256 *b0, __m256 *b1) {
+                    const float *dy, const int32_t *cr, const float *sy, __m256 *a0, __m256 *a1, __m256 *b0,
+                    __m256 *b1) {
     const __m256i ones = _mm256_set1_epi16(1);
+    const size_t yc = YCODES(k);
     __m256i IA0, IA1, IB0 = _mm256_setzero_si256(), IB1 = IB0;
-    if (k == G_Q8_0) {
+    if (GSIGNED(k)) {
         IA0 = IA1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int q = 0; q < 8; q++) {
-            const __m256i u0 = bq32(y0, q), u1 = bq32(y1, q);
+            const __m256i u0 = bq32(y0, yc, q), u1 = bq32(y1, yc, q);
             IA0 = q8_step(IA0, A, q, u0);
             IA1 = q8_step(IA1, A, q, u1);
             VX_KEEP(IA0);
@@ -191,13 +210,13 @@ AINLINE void pair32(int k, int G, const panel32 *A, const panel32 *B, const uint
             }
         }
     } else {
-        const int span = k == G_Q4_0 ? 8 : 4;
+        const int span = k == G_Q4_0 || k == G_Q4_1 ? 8 : 4; /* codes to 15: 8 pair sums fit int16 */
         IA0 = IA1 = _mm256_setzero_si256();
         for (int h = 0; h < 8; h += span) {
             __m256i sA0 = _mm256_setzero_si256(), sA1 = sA0, sB0 = sA0, sB1 = sA0;
 #pragma GCC unroll 8
             for (int q = h; q < h + span; q++) {
-                const __m256i u0 = bq32(y0, q), u1 = bq32(y1, q), WA = A->q[q];
+                const __m256i u0 = bq32(y0, yc, q), u1 = bq32(y1, yc, q), WA = A->q[q];
                 sA0 = _mm256_add_epi16(sA0, _mm256_maddubs_epi16(WA, u0));
                 sA1 = _mm256_add_epi16(sA1, _mm256_maddubs_epi16(WA, u1));
                 VX_KEEP(sA0);
@@ -231,6 +250,15 @@ AINLINE void pair32(int k, int G, const panel32 *A, const panel32 *B, const uint
         *b0 = _mm256_fmadd_ps(_mm256_mul_ps(B->d, d0), _mm256_cvtepi32_ps(IB0), *b0);
         *b1 = _mm256_fmadd_ps(_mm256_mul_ps(B->d, d1), _mm256_cvtepi32_ps(IB1), *b1);
     }
+    if (GMIN(k)) { /* + m s_y */
+        const __m256 s0 = _mm256_set1_ps(sy[0]), s1 = _mm256_set1_ps(sy[1]);
+        *a0 = _mm256_fmadd_ps(A->m, s0, *a0);
+        *a1 = _mm256_fmadd_ps(A->m, s1, *a1);
+        if (G == 2) {
+            *b0 = _mm256_fmadd_ps(B->m, s0, *b0);
+            *b1 = _mm256_fmadd_ps(B->m, s1, *b1);
+        }
+    }
 }
 
 /* Groups rows[0] and rows[1] (G = 2) or rows[0] (G = 1, R real rows)
@@ -238,9 +266,9 @@ AINLINE void pair32(int k, int G, const panel32 *A, const panel32 *B, const uint
  * (for a packed kind, rows[gi][0] its first record). dyt, ct: the tile's
  * activation scales and corrections, [block][token], tt tokens a block. */
 AINLINE void rowblock32(int k, int G, int64_t nb, const uint8_t *const rows[2][8], int R, const void *act,
-                        size_t act_stride, int t0, int nt, int tt, const float *dyt, const int32_t *ct, float *out,
-                        int64_t ldo, int accumulate) {
-    const size_t ws = wsize32(k), ys = sizeof(vx_block_q8_0);
+                        size_t act_stride, int t0, int nt, int tt, const float *dyt, const int32_t *ct,
+                        const float *syt, float *out, int64_t ldo, int accumulate) {
+    const size_t ws = wsize32(k), ys = YSIZE(k);
     panel32 P[2][CB32];
     __m256 acc[2][2][64 + 1]; /* [chain][group][token] */
     for (int c = 0; c < 2; c++)
@@ -271,7 +299,7 @@ AINLINE void rowblock32(int k, int G, int64_t nb, const uint8_t *const rows[2][8
                 for (int j = c; j < cb; j += 2) {
                     const int64_t e = (b0 + j) * tt + t; /* tokens t and t + 1 */
                     pair32(GBASE(k), G, &P[0][j], &P[G - 1][j], y0 + (size_t)j * ys, y1 + (size_t)j * ys, dyt + e,
-                           ct + e, &a0, &a1, &e0, &e1);
+                           ct + e, syt + e, &a0, &a1, &e0, &e1);
                 }
                 acc[c][0][t] = a0, acc[c][0][t + 1] = a1;
                 if (G == 2) acc[c][1][t] = e0, acc[c][1][t + 1] = e1;
@@ -296,11 +324,11 @@ AINLINE void group_rows(int k, const void *w, size_t stride, int nrows, int r0, 
 AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act,
                     size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
     const int64_t nb = n / 32;
-    const size_t ys = sizeof(vx_block_q8_0);
+    const size_t ys = YSIZE(k);
     /* token tile: its (block, token) tables fit TAB32 entries */
     int tt = (int)(TAB32 / (nb > 0 ? nb : 1));
     tt = tt > 64 ? 64 : tt < 2 ? 2 : tt & ~1;
-    float dyt[TAB32 + 2 * 64];
+    float dyt[TAB32 + 2 * 64], syt[TAB32 + 2 * 64];
     int32_t ct[TAB32 + 2 * 64];
     for (int t0 = 0; t0 < ntok; t0 += tt) {
         const int nt = ntok - t0 < tt ? ntok - t0 : tt;
@@ -310,6 +338,7 @@ AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, c
             for (int64_t b = 0; b < nb; b++) {
                 dyt[b * tt + t] = f16(ld16(ya + (size_t)b * ys));
                 ct[b * tt + t] = corr32(k, ya + (size_t)b * ys);
+                syt[b * tt + t] = GMIN(k) ? f16(ld16(ya + (size_t)b * ys + 2)) : 0.0f;
             }
         }
         const uint8_t *rows[2][8];
@@ -317,11 +346,11 @@ AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, c
         for (; r0 + 16 <= nrows; r0 += 16) {
             group_rows(k, w, stride, nrows, r0, rows[0]);
             group_rows(k, w, stride, nrows, r0 + 8, rows[1]);
-            rowblock32(k, 2, nb, rows, 8, act, act_stride, t0, nt, tt, dyt, ct, out + r0, ldo, accumulate);
+            rowblock32(k, 2, nb, rows, 8, act, act_stride, t0, nt, tt, dyt, ct, syt, out + r0, ldo, accumulate);
         }
         for (; r0 < nrows; r0 += 8) {
             group_rows(k, w, stride, nrows, r0, rows[0]);
-            rowblock32(k, 1, nb, rows, nrows - r0 < 8 ? nrows - r0 : 8, act, act_stride, t0, nt, tt, dyt, ct,
+            rowblock32(k, 1, nb, rows, nrows - r0 < 8 ? nrows - r0 : 8, act, act_stride, t0, nt, tt, dyt, ct, syt,
                        out + r0, ldo, accumulate);
         }
     }
@@ -330,6 +359,9 @@ AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, c
 DEFINE_GEMM_ENTRY(vx_gemm_q4_0_avx2, vx_gemv_q4_0_avx2, gemm32, G_Q4_0, MIN_TOK32)
 DEFINE_GEMM_ENTRY(vx_gemm_q5_0_avx2, vx_gemv_q5_0_avx2, gemm32, G_Q5_0, MIN_TOK_Q5_0)
 DEFINE_GEMM_ENTRY(vx_gemm_q8_0_avx2, vx_gemv_q8_0_avx2, gemm32, G_Q8_0, MIN_TOK32)
+DEFINE_GEMM_ENTRY(vx_gemm_q4_1_avx2, vx_gemv_q4_1_avx2, gemm32, G_Q4_1, MIN_TOK32)
+DEFINE_GEMM_ENTRY(vx_gemm_q5_1_avx2, vx_gemv_q5_1_avx2, gemm32, G_Q5_1, MIN_TOK_Q5_0)
+DEFINE_GEMM_ENTRY(vx_gemm_iq4_nl_avx2, vx_gemv_iq4_nl_avx2, gemm32, G_IQ4_NL, MIN_TOK32)
 
 /* ---- packed layouts (Q4_0_R8, Q5_0_R8, Q8_0_R8) ----
  * GEMV: one record per 8 rows and block, read front to back as one stream;
@@ -351,10 +383,10 @@ AINLINE __m256 step32_r8(int k, const uint8_t *rec, const uint8_t *yb, float dy,
         for (int q = 0; q < 8; q += 2) {
             const __m256i x0 = load256(b->qs[q]), x1 = load256(b->qs[q + 1]);
             s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(x0),
-                                                                             _mm256_sign_epi8(bq32(yb, q), x0)),
+                                                                             _mm256_sign_epi8(bq32(yb, offsetof(vx_block_q8_0, qs), q), x0)),
                                                         ones));
             s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(x1),
-                                                                             _mm256_sign_epi8(bq32(yb, q + 1), x1)),
+                                                                             _mm256_sign_epi8(bq32(yb, offsetof(vx_block_q8_0, qs), q + 1), x1)),
                                                         ones));
         }
         I = _mm256_add_epi32(s0, s1);
@@ -374,8 +406,8 @@ AINLINE __m256 step32_r8(int k, const uint8_t *rec, const uint8_t *yb, float dy,
                 a = _mm256_or_si256(a, q5_hbits(h, q));
                 e = _mm256_or_si256(e, q5_hbits(h, q + 4));
             }
-            lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(a, bq32(yb, q)));
-            hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(e, bq32(yb, q + 4)));
+            lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(a, bq32(yb, offsetof(vx_block_q8_0, qs), q)));
+            hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(e, bq32(yb, offsetof(vx_block_q8_0, qs), q + 4)));
         }
         if (k == G_Q4_0_R8) /* 8 pair sums of Q4_0 fit int16 (8 * 3810) */
             I = _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones);

@@ -92,9 +92,11 @@ void vx_quantize_row_q8_1_avx2(const float *src, void *dst, int64_t n) {
 
 /* ====================================================== 32-block dots */
 /*
- * One template (rows32) serves all six types; `kind` and R (rows at once,
- * 1..4) are compile-time constants in every instantiation, so the switches
- * fold away and the per-row loops unroll into registers.
+ * One template (rows32c, in the canonical order of avx2_quant_util.h, so
+ * that the GEMMs of avx2_gemm.c give the same bits) serves all six types;
+ * `kind` and R (rows at once, 1 or 4) are compile-time constants in every
+ * instantiation, so the switches fold away and the per-row loops unroll
+ * into registers.
  *
  * Per block: 32 codes to bytes, _mm256_maddubs_epi16 (unsigned x signed
  * bytes, adjacent products summed to 16 int16 "pair sums"). Signed weight
@@ -209,76 +211,11 @@ AINLINE __m128 f16_head2(int with_min, const uint8_t *b0, const uint8_t *b1) {
     return _mm_cvtph_ps(_mm_cvtsi32_si128((int)(load_u16(b0) | (uint32_t)load_u16(b1) << 16)));
 }
 
-AINLINE __m128 f16_head1(int with_min, const uint8_t *b0) {
-    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)(with_min ? load_u32(b0) : load_u16(b0))));
-}
-
-AINLINE void rows32(int k, int64_t n, const void *w, size_t stride, int R, const void *vy, float *out) {
-    const size_t xs = xsize(k), ys = ysize(k), yo = ycodes(k);
-    const int hm = has_min(k);
-    const uint8_t *yb = vy;
-    const uint8_t *x[4];
-    __m256 acc[4];
-    __m128 accm[4]; /* Q4_1/Q5_1: m * s terms in lanes 1 and 3 */
-    for (int r = 0; r < R; r++) {
-        x[r] = row_at(w, stride, r);
-        acc[r] = _mm256_setzero_ps();
-        accm[r] = _mm_setzero_ps();
-    }
-    const size_t pf = prefetch_dist(R, stride);
-    const __m256i book =
-        k == K_IQ4_NL ? _mm256_broadcastsi128_si256(load128(vx_iq4nl_values)) : _mm256_setzero_si256();
-    const int64_t nb = n / 32;
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const uint8_t *y0 = yb + (size_t)i * ys, *y1 = y0 + ys;
-        const __m256i yq0 = load256(y0 + yo), yq1 = load256(y1 + yo);
-        const __m256i yc0 = ycorr(k, yq0), yc1 = ycorr(k, yq1);
-        /* {dy0, dy1} or {dy0, sy0, dy1, sy1} */
-        const __m128 dy = f16_head2(hm, y0, y1);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const uint8_t *b0 = x[r] + (size_t)i * xs, *b1 = b0 + xs;
-            prefetch_ahead(b0, pf, 2 * xs);
-            const __m256i s =
-                merge_pairs(k, block_pairs(k, b0, yq0, yc0, book), block_pairs(k, b1, yq1, yc1, book));
-            const __m128 prod = _mm_mul_ps(f16_head2(hm, b0, b1), dy);
-            __m256 sc;
-            if (hm) {
-                accm[r] = _mm_add_ps(accm[r], prod); /* lanes 1, 3: m * s */
-                sc = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(prod),
-                                              _mm256_setr_epi32(0, 2, 0, 2, 0, 2, 0, 2));
-            } else {
-                sc = _mm256_castpd_ps(_mm256_broadcastsd_pd(_mm_castps_pd(prod)));
-            }
-            acc[r] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc[r]);
-        }
-    }
-    if (i < nb) { /* odd block count: the last block alone */
-        const uint8_t *y0 = yb + (size_t)i * ys;
-        const __m256i yq0 = load256(y0 + yo), yc0 = ycorr(k, yq0);
-        const __m128 dy = f16_head1(hm, y0);
-        for (int r = 0; r < R; r++) {
-            const uint8_t *b0 = x[r] + (size_t)i * xs;
-            const __m256i s = pairs_to_i32(block_pairs(k, b0, yq0, yc0, book));
-            const __m128 prod = _mm_mul_ps(f16_head1(hm, b0), dy); /* {s, m * s, 0, 0} */
-            if (hm) accm[r] = _mm_add_ps(accm[r], prod);
-            acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(prod), _mm256_cvtepi32_ps(s), acc[r]);
-        }
-    }
-    for (int r = 0; r < R; r++) {
-        float m = 0.0f;
-        if (hm)
-            m = _mm_cvtss_f32(
-                _mm_add_ss(_mm_shuffle_ps(accm[r], accm[r], 1), _mm_shuffle_ps(accm[r], accm[r], 3)));
-        out[r] = hsum_ps(acc[r]) + m;
-    }
-}
-
 /* Offset correction of activation block yb for the canonical 32-block
  * kernels: off * sum(codes), off = 8 (Q4_0), 16 (Q5_0), 0 (Q8_0). */
+AINLINE int has_off(int k) { return k == K_Q4_0 || k == K_Q5_0; }
 AINLINE int32_t corr32(int k, const uint8_t *yb) {
-    if (k == K_Q8_0) return 0;
+    if (!has_off(k)) return 0;
     return hsum_epi32(pairs_to_i32(ycorr(k, load256(yb + offsetof(vx_block_q8_0, qs)))));
 }
 
@@ -290,84 +227,109 @@ AINLINE __m128i pair_sums(int k, __m256i p0, __m256i p1) {
     return _mm_add_epi32(q, _mm_shuffle_epi32(q, 0x4E));
 }
 
-/* Canonical-order kernel (avx2_quant_util.h) for the 32-block types that
- * have a GEMM (Q4_0, Q5_0, Q8_0); R is 1 or 4. Each row keeps two chains,
- * even and odd blocks, added at the end. R = 4: lanes {rows 0..3 even,
- * rows 0..3 odd}, the 8 exact block sums of a block pair out of one hadd
- * tree. R = 1: lanes {even, odd}. Pair sums are taken without the Q4_0 /
- * Q5_0 offset, which comes off the exact sums as the per-block integer
- * ct[b] (computed once per gemv call; NULL: here). */
+/* Canonical-order kernel (avx2_quant_util.h) of the 32-block types; R is
+ * 1 or 4. Each row keeps two chains, even and odd blocks, added at the
+ * end. R = 4: lanes {rows 0..3 even, rows 0..3 odd}, the 8 exact block
+ * sums of a block pair out of one hadd tree. R = 1: lanes {even, odd}.
+ * Pair sums are taken without the Q4_0 / Q5_0 offset, which comes off the
+ * exact sums as the per-block integer ct[b] (computed once per gemv call;
+ * tab 0: here). Q4_1 / Q5_1 add their min term as a second step per block,
+ * acc = fma(m, s_y, acc), after acc = fma(d dy, I, acc). */
 AINLINE void rows32c(int k, int64_t n, const void *w, size_t stride, int R, const void *vy, float *out,
-                     int tab, const int32_t *ct, const float *dyf) {
-    /* Q8_0 has no offset; tab (a compile-time constant in every call):
-     * the corrections come from ct, else (rows too long for the table)
-     * they are computed per block here */
+                     int tab, const int32_t *ct, const float *dyf, const float *syf) {
+    /* tab (a compile-time constant in every call): the corrections and
+     * activation scales come from ct, dyf, syf, else (rows too long for
+     * the tables) they are computed per block here */
     const size_t xs = xsize(k), ys = ysize(k), yo = ycodes(k);
+    const int hm = has_min(k);
     const uint8_t *yb = vy;
     const uint8_t *x[4];
     for (int r = 0; r < R; r++) x[r] = row_at(w, stride, r);
     __m256 acc = _mm256_setzero_ps();
     const size_t pf = prefetch_dist(R, stride);
-    const __m256i book = _mm256_setzero_si256(), zero = _mm256_setzero_si256();
+    const __m256i zero = _mm256_setzero_si256();
+    const __m256i book = k == K_IQ4_NL ? _mm256_broadcastsi128_si256(load128(vx_iq4nl_values)) : zero;
+    const __m256i lo4 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
     const int64_t nb = n / 32;
     int64_t i = 0;
     for (; i + 2 <= nb; i += 2) {
         const uint8_t *y0 = yb + (size_t)i * ys, *y1 = y0 + ys;
         const __m256i yq0 = load256(y0 + yo), yq1 = load256(y1 + yo);
         __m128i c01 = _mm_setzero_si128(); /* {c0, c1, c0, c1} */
-        if (k != K_Q8_0 && tab) c01 = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(const void *)(ct + i)), _mm_loadl_epi64((const __m128i *)(const void *)(ct + i)));
-        else if (k != K_Q8_0) c01 = _mm_setr_epi32(corr32(k, y0), corr32(k, y1), corr32(k, y0), corr32(k, y1));
+        if (has_off(k) && tab) c01 = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(const void *)(ct + i)), _mm_loadl_epi64((const __m128i *)(const void *)(ct + i)));
+        else if (has_off(k)) c01 = _mm_setr_epi32(corr32(k, y0), corr32(k, y1), corr32(k, y0), corr32(k, y1));
+        /* {dy0, dy1, 0, 0}, {sy0, sy1, 0, 0} */
         const __m128 dy = tab ? _mm_castpd_ps(_mm_load_sd((const double *)(const void *)(dyf + i)))
-                              : f16_head2(0, y0, y1); /* {dy0, dy1, 0, 0} */
+                              : f16_head2(0, y0, y1);
+        __m128 sy = _mm_setzero_ps();
+        if (hm) sy = tab ? _mm_castpd_ps(_mm_load_sd((const double *)(const void *)(syf + i)))
+                         : f16_head2(0, y0 + 2, y1 + 2);
         if (R == 1) {
             const uint8_t *b0 = x[0] + (size_t)i * xs, *b1 = b0 + xs;
             prefetch_ahead(b0, pf, 2 * xs);
             __m128i q = pair_sums(k, block_pairs(k, b0, yq0, zero, book), block_pairs(k, b1, yq1, zero, book));
-            if (k != K_Q8_0) q = _mm_sub_epi32(q, c01);
+            if (has_off(k)) q = _mm_sub_epi32(q, c01);
             const __m128 s = _mm_mul_ps(f16_head2(0, b0, b1), dy);
-            acc = _mm256_castps128_ps256(_mm_fmadd_ps(s, _mm_cvtepi32_ps(q), _mm256_castps256_ps128(acc)));
+            __m128 a = _mm_fmadd_ps(s, _mm_cvtepi32_ps(q), _mm256_castps256_ps128(acc));
+            if (hm) a = _mm_fmadd_ps(f16_head2(0, b0 + 2, b1 + 2), sy, a); /* {m0, m1, 0, 0} */
+            acc = _mm256_castps128_ps256(a);
             continue;
         }
         __m256i v[8];
-        uint16_t dw[8];
+        /* the rows' fp16 d (and m) of blocks i (low half), i + 1 (high),
+         * gathered in general registers: through a uint16_t array the
+         * 128-bit load waited on a failed store forwarding (Q4_1 decode
+         * at half speed) */
+        uint64_t d0 = 0, d1 = 0, m0 = 0, m1 = 0;
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             const uint8_t *b0 = x[r] + (size_t)i * xs, *b1 = b0 + xs;
             prefetch_ahead(b0, pf, 2 * xs);
             v[r] = pairs_to_i32(block_pairs(k, b0, yq0, zero, book));
             v[4 + r] = pairs_to_i32(block_pairs(k, b1, yq1, zero, book));
-            dw[r] = load_u16(b0);
-            dw[4 + r] = load_u16(b1);
+            d0 |= (uint64_t)load_u16(b0) << 16 * r;
+            d1 |= (uint64_t)load_u16(b1) << 16 * r;
+            if (hm) {
+                m0 |= (uint64_t)load_u16(b0 + 2) << 16 * r;
+                m1 |= (uint64_t)load_u16(b1 + 2) << 16 * r;
+            }
         }
         __m256i I = hsum8_epi32(v);
-        if (k != K_Q8_0) /* {c0 x4, c1 x4} */
-            I = _mm256_sub_epi32(I, _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(c01),
-                                                                _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)));
-        const __m256 s = _mm256_mul_ps(_mm256_cvtph_ps(load128(dw)),
-                                       _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dy),
-                                                                _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)));
+        if (has_off(k)) /* {c0 x4, c1 x4} */
+            I = _mm256_sub_epi32(I, _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(c01), lo4));
+        const __m256 s = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set_epi64x((long long)d1, (long long)d0)),
+                                       _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dy), lo4));
         acc = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(I), acc); /* rows 0..3 block i, then block i + 1 */
+        if (hm)
+            acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_set_epi64x((long long)m1, (long long)m0)),
+                                  _mm256_permutevar8x32_ps(_mm256_castps128_ps256(sy), lo4), acc);
     }
     if (i < nb) { /* odd block count: the last block, onto the even chain */
         const uint8_t *y0 = yb + (size_t)i * ys;
         const __m256i yq0 = load256(y0 + yo);
-        const __m128i c = _mm_set1_epi32(k == K_Q8_0 ? 0 : tab ? ct[i] : corr32(k, y0));
-        const float dy = f16(load_u16(y0));
+        const __m128i c = _mm_set1_epi32(!has_off(k) ? 0 : tab ? ct[i] : corr32(k, y0));
+        const float dy = tab ? dyf[i] : f16(load_u16(y0));
+        const float sy = !hm ? 0.0f : tab ? syf[i] : f16(load_u16(y0 + 2));
         __m256i v[4];
-        uint16_t dw[4] = {0, 0, 0, 0};
+        uint16_t dw[4] = {0, 0, 0, 0}, mw[4] = {0, 0, 0, 0};
         for (int r = 0; r < R; r++) {
             const uint8_t *b0 = x[r] + (size_t)i * xs;
             v[r] = pairs_to_i32(block_pairs(k, b0, yq0, zero, book));
             dw[r] = load_u16(b0);
+            if (hm) mw[r] = load_u16(b0 + 2);
         }
         const __m128 s = _mm_mul_ps(f16x4(dw[0], dw[1], dw[2], dw[3]), _mm_set1_ps(dy));
+        const __m128 ms = f16x4(mw[0], mw[1], mw[2], mw[3]);
         const __m128 lo = _mm256_castps256_ps128(acc);
         __m128 e;
-        if (R == 1) /* _ss takes lanes 1..3 from s: keep the odd chain */
-            e = _mm_blend_ps(
-                lo, _mm_fmadd_ss(s, _mm_cvtepi32_ps(_mm_sub_epi32(_mm_cvtsi32_si128(hsum_epi32(v[0])), c)), lo), 1);
-        else
+        if (R == 1) { /* _ss takes lanes 1..3 from s: keep the odd chain */
+            e = _mm_fmadd_ss(s, _mm_cvtepi32_ps(_mm_sub_epi32(_mm_cvtsi32_si128(hsum_epi32(v[0])), c)), lo);
+            if (hm) e = _mm_fmadd_ss(ms, _mm_set1_ps(sy), e);
+            e = _mm_blend_ps(lo, e, 1);
+        } else {
             e = _mm_fmadd_ps(s, _mm_cvtepi32_ps(_mm_sub_epi32(hsum4_epi32(v[0], v[1], v[2], v[3]), c)), lo);
+            if (hm) e = _mm_fmadd_ps(ms, _mm_set1_ps(sy), e);
+        }
         acc = _mm256_insertf128_ps(acc, e, 0);
     }
     if (R == 1) {
@@ -391,26 +353,27 @@ AINLINE void rows32c(int k, int64_t n, const void *w, size_t stride, int R, cons
 #endif
 AINLINE void gemv32c(int k, int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
     int32_t ct[CT_MAX];
-    float dyf[CT_MAX];
+    float dyf[CT_MAX], syf[CT_MAX];
     const int64_t nb = n / 32;
     const int tab = nb <= CT_MAX;
     if (tab)
         for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *yb = (const uint8_t *)y + (size_t)b * sizeof(vx_block_q8_0);
+            const uint8_t *yb = (const uint8_t *)y + (size_t)b * ysize(k);
             ct[b] = corr32(k, yb);
             dyf[b] = f16(load_u16(yb));
+            syf[b] = has_min(k) ? f16(load_u16(yb + 2)) : 0.0f;
         }
     /* as GEMV_DISPATCH: groups of 4 rows a quarter of the rows apart */
     const int q = gemv_quarter(stride, nrows);
     float o[4];
     for (int i = 0; i < q; i++) {
-        if (tab) rows32c(k, n, row_at(w, stride, i), (size_t)q * stride, 4, y, o, 1, ct, dyf);
-        else rows32c(k, n, row_at(w, stride, i), (size_t)q * stride, 4, y, o, 0, NULL, NULL);
+        if (tab) rows32c(k, n, row_at(w, stride, i), (size_t)q * stride, 4, y, o, 1, ct, dyf, syf);
+        else rows32c(k, n, row_at(w, stride, i), (size_t)q * stride, 4, y, o, 0, NULL, NULL, NULL);
         gemv_scatter4(o, out, i, q);
     }
     for (int r = 4 * q; r < nrows; r++) {
-        if (tab) rows32c(k, n, row_at(w, stride, r), stride, 1, y, out + r, 1, ct, dyf);
-        else rows32c(k, n, row_at(w, stride, r), stride, 1, y, out + r, 0, NULL, NULL);
+        if (tab) rows32c(k, n, row_at(w, stride, r), stride, 1, y, out + r, 1, ct, dyf, syf);
+        else rows32c(k, n, row_at(w, stride, r), stride, 1, y, out + r, 0, NULL, NULL, NULL);
     }
 }
 #if defined(__GNUC__) && !defined(__clang__)
@@ -427,19 +390,9 @@ DEFINE_QDOT32C(K_Q4_0, vx_vec_dot_q4_0_q8_0_avx2, vx_gemv_q4_0_avx2)
 DEFINE_QDOT32C(K_Q5_0, vx_vec_dot_q5_0_q8_0_avx2, vx_gemv_q5_0_avx2)
 DEFINE_QDOT32C(K_Q8_0, vx_vec_dot_q8_0_q8_0_avx2, vx_gemv_q8_0_avx2)
 
-AINLINE void q4_1_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
-    rows32(K_Q4_1, n, w, st, R, y, out);
-}
-AINLINE void q5_1_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
-    rows32(K_Q5_1, n, w, st, R, y, out);
-}
-AINLINE void iq4_nl_rows(int64_t n, const void *w, size_t st, int R, const void *y, float *out) {
-    rows32(K_IQ4_NL, n, w, st, R, y, out);
-}
-
-DEFINE_QDOT(q4_1_rows, vx_vec_dot_q4_1_q8_1_avx2, vx_gemv_q4_1_avx2)
-DEFINE_QDOT(q5_1_rows, vx_vec_dot_q5_1_q8_1_avx2, vx_gemv_q5_1_avx2)
-DEFINE_QDOT(iq4_nl_rows, vx_vec_dot_iq4_nl_q8_0_avx2, vx_gemv_iq4_nl_avx2)
+DEFINE_QDOT32C(K_Q4_1, vx_vec_dot_q4_1_q8_1_avx2, vx_gemv_q4_1_avx2)
+DEFINE_QDOT32C(K_Q5_1, vx_vec_dot_q5_1_q8_1_avx2, vx_gemv_q5_1_avx2)
+DEFINE_QDOT32C(K_IQ4_NL, vx_vec_dot_iq4_nl_q8_0_avx2, vx_gemv_iq4_nl_avx2)
 
 /* ========================================== F16 / BF16 x f32 activations */
 
