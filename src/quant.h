@@ -37,7 +37,7 @@ typedef enum vx_type {
     VX_TYPE_I64 = 27,
     VX_TYPE_F64 = 28,
     VX_TYPE_BF16 = 30,
-    VX_TYPE_COUNT = 45 /* size of the traits table and kernel tables (ids are sparse) */
+    VX_TYPE_COUNT = 47 /* size of the traits table and kernel tables (ids are sparse) */
 } vx_type;
 
 #define VX_QK4_0 32
@@ -138,7 +138,7 @@ size_t vx_row_size(vx_type type, int64_t n);
  * the row-lane form the AVX2 kernels compute in, with no transpose at run
  * time and one sequential read stream per 8 rows. Group g (rows 8g ..
  * 8g + 7) starts at byte 8 g row_size, row_size = n / block * sizeof(record)
- * / 8 (the file's bytes per row, plus 2.8% for Q4_K). Every product keeps
+ * / 8 (the file's bytes per row, plus 2.8% for Q4_K, 3.6% for Q3_K). Every product keeps
  * the canonical order of the plain layout, so results are bit-identical to
  * it. Ids sit above every GGUF id (39, MXFP4, is the highest) and have no
  * traits (vx_type_get_traits returns NULL), so no file can name them. */
@@ -147,6 +147,8 @@ size_t vx_row_size(vx_type type, int64_t n);
 #define VX_TYPE_Q4_0_R8 42
 #define VX_TYPE_Q5_0_R8 43
 #define VX_TYPE_Q8_0_R8 44
+#define VX_TYPE_Q3_K_R8 45
+#define VX_TYPE_Q2_K_R8 46
 
 typedef struct {
     uint16_t d[8], dmin[8];
@@ -178,11 +180,28 @@ typedef struct {
     uint16_t d[8];
     int8_t qs[8][8][4]; /* [q][r][b]: element 4q + b of row r */
 } vx_block_q8_0_r8;
+/* Q2_K and Q3_K: qs[h][q][r][b] is byte 32h + 4q + b of row r's qs (bits
+ * 2j: element 128h + 32j + 4q + b); Q3_K's hm[q][r][b] byte 4q + b of its
+ * hmask (bit g: the high bit of element 32g + 4q + b) and its scales
+ * decoded to int8 (-32..31; 16 bytes a row where the file packs 12). */
+typedef struct {
+    uint16_t d[8], dmin[8];
+    uint8_t sc[8][8][2]; /* [p][r][j]: scales byte (scale | min << 4) of sub-block 2p + j of row r */
+    uint8_t qs[2][8][8][4];
+} vx_block_q2_K_r8;
+typedef struct {
+    uint16_t d[8];
+    int8_t sc[8][8][2]; /* [p][r][j]: scale of sub-block 2p + j of row r */
+    uint8_t hm[8][8][4];
+    uint8_t qs[2][8][8][4];
+} vx_block_q3_K_r8;
 _Static_assert(sizeof(vx_block_q4_K_r8) == 1184, "q4_K_r8 size");
 _Static_assert(sizeof(vx_block_q6_K_r8) == 1680, "q6_K_r8 size");
 _Static_assert(sizeof(vx_block_q4_0_r8) == 8 * sizeof(vx_block_q4_0), "q4_0_r8 size");
 _Static_assert(sizeof(vx_block_q5_0_r8) == 8 * sizeof(vx_block_q5_0), "q5_0_r8 size");
 _Static_assert(sizeof(vx_block_q8_0_r8) == 8 * sizeof(vx_block_q8_0), "q8_0_r8 size");
+_Static_assert(sizeof(vx_block_q2_K_r8) == 8 * sizeof(vx_block_q2_K), "q2_K_r8 size");
+_Static_assert(sizeof(vx_block_q3_K_r8) == 8 * sizeof(vx_block_q3_K) + 32, "q3_K_r8 size");
 
 /* The packed type of a weight type (-1: none). */
 int vx_repack_type(int type);
@@ -203,6 +222,8 @@ void vx_gemv_q6_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows,
 void vx_gemv_q4_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q5_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q8_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q3_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q2_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 
 /* IQ4_NL's non-linear 4-bit code book. */
 extern const int8_t vx_iq4nl_values[16];

@@ -1,12 +1,12 @@
 /*
- * quant_repack.c - the load-time 8-row layouts Q4_K_R8, Q6_K_R8, Q4_0_R8,
- * Q5_0_R8 and Q8_0_R8 (see quant.h): repacking from the file layout, and
+ * quant_repack.c - the load-time 8-row layouts Q4_K_R8, Q6_K_R8, Q3_K_R8,
+ * Q2_K_R8, Q4_0_R8, Q5_0_R8 and Q8_0_R8 (see quant.h): repacking from the file layout, and
  * the plain-C reference GEMV on them.
  *
  * The reference follows the canonical order of avx2_quant_util.h exactly:
  * per row and super-block an exact int32 sum I (and the min sum M of
- * Q4_K), then acc = fma(d * y.d, I, acc) and, for Q4_K, acc = fma(-(dmin *
- * y.d), M, acc), super-blocks in ascending order. The 32-element types
+ * Q4_K and Q2_K), then acc = fma(d * y.d, I, acc) and, for those two, acc =
+ * fma(-(dmin * y.d), M, acc), super-blocks in ascending order. The 32-element types
  * keep two chains per row, even and odd blocks (an odd count's last block
  * goes onto the even chain), each taking acc = fma(d * y.d, I, acc) with I
  * the exact sum of (code - offset) * y, and add them at the end: the order
@@ -27,6 +27,8 @@ int vx_repack_type(int type) {
     switch (type) {
     case VX_TYPE_Q4_K: return VX_TYPE_Q4_K_R8;
     case VX_TYPE_Q6_K: return VX_TYPE_Q6_K_R8;
+    case VX_TYPE_Q3_K: return VX_TYPE_Q3_K_R8;
+    case VX_TYPE_Q2_K: return VX_TYPE_Q2_K_R8;
     case VX_TYPE_Q4_0: return VX_TYPE_Q4_0_R8;
     case VX_TYPE_Q5_0: return VX_TYPE_Q5_0_R8;
     case VX_TYPE_Q8_0: return VX_TYPE_Q8_0_R8;
@@ -36,13 +38,18 @@ int vx_repack_type(int type) {
 
 /* Elements per block and bytes per 8-row record of a packed type. */
 static int64_t rec_elems(int ptype) {
-    return ptype == VX_TYPE_Q4_K_R8 || ptype == VX_TYPE_Q6_K_R8 ? QK : 32;
+    return ptype == VX_TYPE_Q4_K_R8 || ptype == VX_TYPE_Q6_K_R8 || ptype == VX_TYPE_Q3_K_R8 ||
+                   ptype == VX_TYPE_Q2_K_R8
+               ? QK
+               : 32;
 }
 
 static size_t rec_size(int ptype) {
     switch (ptype) {
     case VX_TYPE_Q4_K_R8: return sizeof(vx_block_q4_K_r8);
     case VX_TYPE_Q6_K_R8: return sizeof(vx_block_q6_K_r8);
+    case VX_TYPE_Q3_K_R8: return sizeof(vx_block_q3_K_r8);
+    case VX_TYPE_Q2_K_R8: return sizeof(vx_block_q2_K_r8);
     case VX_TYPE_Q4_0_R8: return sizeof(vx_block_q4_0_r8);
     case VX_TYPE_Q5_0_R8: return sizeof(vx_block_q5_0_r8);
     case VX_TYPE_Q8_0_R8: return sizeof(vx_block_q8_0_r8);
@@ -81,6 +88,30 @@ static void pack_q6_K(const vx_block_q6_K *const b[8], vx_block_q6_K_r8 *o) {
                 memcpy(o->q[h][q][1][r], b[r]->ql + 64 * h + 32 + 4 * q, 4);
                 memcpy(o->q[h][q][2][r], b[r]->qh + 32 * h + 4 * q, 4);
             }
+    }
+}
+
+static void pack_q2_K(const uint8_t *const b[8], vx_block_q2_K_r8 *o) {
+    for (int r = 0; r < 8; r++) {
+        const vx_block_q2_K *x = (const vx_block_q2_K *)(const void *)b[r];
+        o->d[r] = x->d;
+        o->dmin[r] = x->dmin;
+        for (int j = 0; j < 16; j++) o->sc[j / 2][r][j % 2] = x->scales[j];
+        for (int h = 0; h < 2; h++)
+            for (int q = 0; q < 8; q++) memcpy(o->qs[h][q][r], x->qs + 32 * h + 4 * q, 4);
+    }
+}
+
+static void pack_q3_K(const uint8_t *const b[8], vx_block_q3_K_r8 *o) {
+    for (int r = 0; r < 8; r++) {
+        const vx_block_q3_K *x = (const vx_block_q3_K *)(const void *)b[r];
+        int8_t sc[16];
+        vx_q3_K_unpack_scales(x->scales, sc);
+        o->d[r] = x->d;
+        for (int j = 0; j < 16; j++) o->sc[j / 2][r][j % 2] = sc[j];
+        for (int q = 0; q < 8; q++) memcpy(o->hm[q][r], x->hmask + 4 * q, 4);
+        for (int h = 0; h < 2; h++)
+            for (int q = 0; q < 8; q++) memcpy(o->qs[h][q][r], x->qs + 32 * h + 4 * q, 4);
     }
 }
 
@@ -136,6 +167,8 @@ void vx_repack_rows(int type, const void *src, size_t row_stride, int64_t nrows,
                 pack_q6_K(k, o);
                 break;
             }
+            case VX_TYPE_Q3_K_R8: pack_q3_K(b, o); break;
+            case VX_TYPE_Q2_K_R8: pack_q2_K(b, o); break;
             case VX_TYPE_Q4_0_R8: pack_q4_0(b, o); break;
             case VX_TYPE_Q5_0_R8: pack_q5_0(b, o); break;
             default: pack_q8_0(b, o); break;
@@ -197,6 +230,59 @@ void vx_gemv_q6_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows,
             out[8 * g + r] = acc;
         }
     }
+}
+
+/* Q2_K_R8 / Q3_K_R8 element e of row r: its code (Q3_K: minus 4, the
+ * offset), scale and (Q2_K) min. */
+static void q23_elem(int ptype, const void *rec, int r, int e, int *code, int *sc, int *mn) {
+    const int h = e / 128, j = (e % 128) / 32, q = (e % 32) / 4, b = e % 4, s = e / 16;
+    if (ptype == VX_TYPE_Q2_K_R8) {
+        const vx_block_q2_K_r8 *x = rec;
+        *code = (x->qs[h][q][r][b] >> (2 * j)) & 3;
+        *sc = x->sc[s / 2][r][s % 2] & 15;
+        *mn = x->sc[s / 2][r][s % 2] >> 4;
+    } else {
+        const vx_block_q3_K_r8 *x = rec;
+        *code = ((x->qs[h][q][r][b] >> (2 * j)) & 3) + 4 * ((x->hm[q][r][b] >> (e / 32)) & 1) - 4;
+        *sc = x->sc[s / 2][r][s % 2];
+        *mn = 0;
+    }
+}
+
+static void gemv_q23_K_r8_ref(int ptype, int64_t n, const void *w, size_t row_stride, int nrows, const void *vy,
+                              float *out) {
+    const int64_t nb = n / QK;
+    const size_t rs = rec_size(ptype);
+    const vx_block_q8_K *y = vy;
+    for (int g = 0; g < nrows / 8; g++) {
+        const uint8_t *x = (const uint8_t *)w + (size_t)8 * g * row_stride;
+        for (int r = 0; r < 8; r++) {
+            float acc = 0;
+            for (int64_t i = 0; i < nb; i++) {
+                const void *rec = x + (size_t)i * rs;
+                int32_t I = 0, M = 0;
+                for (int e = 0; e < QK; e++) {
+                    int code, sc, mn;
+                    q23_elem(ptype, rec, r, e, &code, &sc, &mn);
+                    I += sc * code * y[i].qs[e];
+                    if (e % 16 == 0) M += mn * y[i].bsums[e / 16];
+                }
+                const float yd = y[i].d;
+                const uint16_t d = ((const uint16_t *)rec)[r]; /* both records start with d[8] */
+                acc = fmaf(vx_fp16_to_fp32(d) * yd, (float)I, acc);
+                if (ptype == VX_TYPE_Q2_K_R8)
+                    acc = fmaf(-(vx_fp16_to_fp32(((const vx_block_q2_K_r8 *)rec)->dmin[r]) * yd), (float)M, acc);
+            }
+            out[8 * g + r] = acc;
+        }
+    }
+}
+
+void vx_gemv_q3_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
+    gemv_q23_K_r8_ref(VX_TYPE_Q3_K_R8, n, w, row_stride, nrows, y, out);
+}
+void vx_gemv_q2_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
+    gemv_q23_K_r8_ref(VX_TYPE_Q2_K_R8, n, w, row_stride, nrows, y, out);
 }
 
 /* Code (offset removed) of element e of row r in a 32-element record. */
@@ -271,6 +357,15 @@ void vx_dequant_row(int type, const void *w, size_t row_stride, int64_t r, int64
                 const int lo = (b->q[h][l / 4][k % 2][rr][l % 4] >> (4 * (k / 2))) & 15;
                 const int hi = (b->q[h][l / 4][2][rr][l % 4] >> (2 * k)) & 3;
                 dst[e] = d * (float)b->sc[j / 2][rr][j % 2] * (float)((lo | hi << 4) - 32);
+            }
+        } else if (type == VX_TYPE_Q3_K_R8 || type == VX_TYPE_Q2_K_R8) {
+            const float d = vx_fp16_to_fp32(((const uint16_t *)rec)[rr]);
+            const float dmin =
+                type == VX_TYPE_Q2_K_R8 ? vx_fp16_to_fp32(((const vx_block_q2_K_r8 *)rec)->dmin[rr]) : 0.0f;
+            for (int e = 0; e < QK; e++) {
+                int code, sc, mn;
+                q23_elem(type, rec, rr, e, &code, &sc, &mn);
+                dst[e] = d * (float)sc * (float)code - dmin * (float)mn;
             }
         } else {
             const float d = vx_fp16_to_fp32(((const uint16_t *)rec)[rr]);

@@ -48,13 +48,16 @@
  * subtracted times dmin (KDMIN) or, for the signed codes u - 2^KOFF, as
  * an integer. A packed kind runs its base kind's tile with a cheaper
  * panel load. */
-enum { GK_Q4_K, GK_Q6_K, GK_Q4_K_R8, GK_Q6_K_R8, GK_Q5_K, GK_Q3_K, GK_Q2_K };
-#define KPACKED(k) ((k) == GK_Q4_K_R8 || (k) == GK_Q6_K_R8)
-#define KQ6(k) ((k) == GK_Q6_K || (k) == GK_Q6_K_R8)
-#define KSC16(k) (KQ6(k) || (k) == GK_Q3_K || (k) == GK_Q2_K)
-#define KSPLIT(k) ((k) == GK_Q5_K || (k) == GK_Q3_K || (k) == GK_Q2_K)
-#define KDMIN(k) (!KQ6(k) && (k) != GK_Q3_K)
-#define KOFF(k) (KQ6(k) ? 5 : (k) == GK_Q3_K ? 2 : 0)
+enum { GK_Q4_K, GK_Q6_K, GK_Q5_K, GK_Q3_K, GK_Q2_K, GK_Q4_K_R8, GK_Q6_K_R8, GK_Q3_K_R8, GK_Q2_K_R8 };
+#define KPACKED(k) ((k) >= GK_Q4_K_R8)
+#define KBASE(k)                                                                                          \
+    ((k) == GK_Q4_K_R8 ? GK_Q4_K : (k) == GK_Q6_K_R8 ? GK_Q6_K : (k) == GK_Q3_K_R8 ? GK_Q3_K              \
+                                  : (k) == GK_Q2_K_R8 ? GK_Q2_K : (k))
+#define KQ6(k) (KBASE(k) == GK_Q6_K)
+#define KSC16(k) (KQ6(k) || KBASE(k) == GK_Q3_K || KBASE(k) == GK_Q2_K)
+#define KSPLIT(k) (KBASE(k) == GK_Q5_K || KBASE(k) == GK_Q3_K || KBASE(k) == GK_Q2_K)
+#define KDMIN(k) (!KQ6(k) && KBASE(k) != GK_Q3_K)
+#define KOFF(k) (KQ6(k) ? 5 : KBASE(k) == GK_Q3_K ? 2 : 0)
 
 /* One super-block of 8 rows. Q4_K: q[g] is sub-block g; sc[g] its scale
  * per row (in both int16 halves of the lane); mp[p] (p < 4) the mins of
@@ -312,6 +315,46 @@ static void load_q6_K_r8(const vx_block_q6_K_r8 *b, panelK *P) {
     P->dmin = _mm256_setzero_ps();
 }
 
+/* Q2_K_R8 / Q3_K_R8: code vector (4h + j, q) from the record's qs[h][q]
+ * (bits 2j) and, for Q3_K, hm[q] (bit 4h + j, moved to bit 2 by one
+ * 16-bit shift: the bit kept stays within its byte). */
+AINLINE __m256i q23_code(int three, const uint8_t *qs, const uint8_t *hm, int h, int j) {
+    const __m256i v = _mm256_and_si256(_mm256_srli_epi16(load256(qs), 2 * j), _mm256_set1_epi8(3));
+    if (!three) return v;
+    const int g = 4 * h + j;
+    const __m256i x = load256(hm);
+    const __m256i t = g <= 2 ? _mm256_slli_epi16(x, 2 - g) : _mm256_srli_epi16(x, g - 2);
+    return _mm256_or_si256(v, _mm256_and_si256(t, _mm256_set1_epi8(4)));
+}
+
+/* Scale pair p of a Q2_K_R8 / Q3_K_R8 record as int16 pairs per row lane
+ * (Q2_K: the scales; *mn its mins). */
+AINLINE __m256i q23_pair(int three, const uint8_t *sc, __m256i *mn) {
+    if (three) return _mm256_cvtepi8_epi16(load128(sc));
+    const __m256i x = _mm256_cvtepu8_epi16(load128(sc));
+    *mn = _mm256_srli_epi16(x, 4);
+    return _mm256_and_si256(x, _mm256_set1_epi16(15));
+}
+
+static void load_q23_K_r8(int three, const uint8_t *rec, panelK *P) {
+    const vx_block_q2_K_r8 *b2 = (const vx_block_q2_K_r8 *)(const void *)rec;
+    const vx_block_q3_K_r8 *b3 = (const vx_block_q3_K_r8 *)(const void *)rec;
+    for (int h = 0; h < 2; h++)
+        for (int q = 0; q < 8; q++)
+            for (int j = 0; j < 4; j++)
+                P->q[4 * h + j][q] = three ? q23_code(1, b3->qs[h][q][0], b3->hm[q][0], h, j)
+                                           : q23_code(0, b2->qs[h][q][0], NULL, h, j);
+    for (int p = 0; p < 8; p++) {
+        __m256i mn = _mm256_setzero_si256();
+        const __m256i x = q23_pair(three, three ? (const uint8_t *)b3->sc[p][0] : b2->sc[p][0], &mn);
+        P->sc[2 * p] = dup_lo(x);
+        P->sc[2 * p + 1] = dup_hi(x);
+        P->mp[p] = three ? x : mn;
+    }
+    P->d = _mm256_cvtph_ps(load128(three ? b3->d : b2->d));
+    P->dmin = three ? _mm256_setzero_ps() : _mm256_cvtph_ps(load128(b2->dmin));
+}
+
 AINLINE __m256i bq(const vx_block_q8_K *y, int e) {
     uint32_t v;
     memcpy(&v, y->qs + e, 4);
@@ -465,8 +508,9 @@ AINLINE void rowblockK(int k, int G, int64_t n, const uint8_t *const rows[8], in
     const int packed = KPACKED(k);
     const size_t bs = k == GK_Q4_K ? sizeof(vx_block_q4_K) : k == GK_Q6_K ? sizeof(vx_block_q6_K)
                     : k == GK_Q5_K ? sizeof(vx_block_q5_K) : k == GK_Q3_K ? sizeof(vx_block_q3_K)
-                    : k == GK_Q2_K ? sizeof(vx_block_q2_K)
-                    : k == GK_Q4_K_R8 ? sizeof(vx_block_q4_K_r8) : sizeof(vx_block_q6_K_r8);
+                    : k == GK_Q2_K ? sizeof(vx_block_q2_K) : k == GK_Q4_K_R8 ? sizeof(vx_block_q4_K_r8)
+                    : k == GK_Q3_K_R8 ? sizeof(vx_block_q3_K_r8) : k == GK_Q2_K_R8 ? sizeof(vx_block_q2_K_r8)
+                                      : sizeof(vx_block_q6_K_r8);
     panelK P[2][CBK];
     __m256 acc[2][TT + 3];
     for (int t0 = 0; t0 < ntok; t0 += TT) {
@@ -481,6 +525,8 @@ AINLINE void rowblockK(int k, int G, int64_t n, const uint8_t *const rows[8], in
                     for (int j = 0; j < cb; j++) {
                         const uint8_t *rec = rows[gi] + (size_t)(i0 + j) * bs;
                         if (k == GK_Q4_K_R8) load_q4_K_r8((const vx_block_q4_K_r8 *)(const void *)rec, &P[gi][j]);
+                        else if (k == GK_Q3_K_R8) load_q23_K_r8(1, rec, &P[gi][j]);
+                        else if (k == GK_Q2_K_R8) load_q23_K_r8(0, rec, &P[gi][j]);
                         else load_q6_K_r8((const vx_block_q6_K_r8 *)(const void *)rec, &P[gi][j]);
                     }
                     for (size_t o = 0; o < CBK * bs; o += 64)
@@ -698,9 +744,79 @@ AINLINE void q6k_r8_groups(int G, int64_t nsb, const uint8_t *const *g, const vx
     for (int s = 0; s < G; s++) _mm256_storeu_ps(out[s], acc[s]);
 }
 
+/* Q3_K_R8 (three) / Q2_K_R8 records of G groups: each record's half h
+ * (its 256 code bytes, with Q3_K's high bits and the half's scales) for
+ * every group in turn, as q6k_r8_groups. Per 32-element step g: two int16
+ * sums of 4 code vectors (codes <= 7: 4 x 2 x 7 x 127 < 2^15), one per
+ * 16-element sub-block, madd with its scale. Q3_K's offset term goes in
+ * per half like Q6_K's (the same int32 result); Q2_K's mins term is
+ * summed apart for the dmin step. */
+AINLINE void q23k_r8_groups(int three, int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y,
+                            float *const *out) {
+    const size_t rs = three ? sizeof(vx_block_q3_K_r8) : sizeof(vx_block_q2_K_r8), half = rs / 2;
+    __m256 acc[GEMV_R8_STREAMS];
+#pragma GCC unroll 8
+    for (int s = 0; s < G; s++) acc[s] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+        const vx_block_q8_K *yi = &y[i];
+        const int32_t *bp = (const int32_t *)(const void *)yi->bsums; /* pair p: bsums 2p, 2p + 1 */
+        __m256i I[GEMV_R8_STREAMS], M[GEMV_R8_STREAMS];
+#pragma GCC unroll 8
+        for (int s = 0; s < G; s++) I[s] = M[s] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+#pragma GCC unroll 8
+            for (int s = 0; s < G; s++) {
+                const uint8_t *rec = g[s] + (size_t)i * rs;
+                const vx_block_q2_K_r8 *b2 = (const vx_block_q2_K_r8 *)(const void *)rec;
+                const vx_block_q3_K_r8 *b3 = (const vx_block_q3_K_r8 *)(const void *)rec;
+                prefetch_ahead(rec + half * h, PF_R8 * rs, h == 0 ? half : rs - half);
+                __m256i J = I[s], Mh = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) {
+                    const int p = 4 * h + j; /* step p: sub-blocks 2p, 2p + 1 */
+                    __m256i mn = _mm256_setzero_si256();
+                    const __m256i x = q23_pair(three, three ? (const uint8_t *)b3->sc[p][0] : b2->sc[p][0], &mn);
+                    __m256i lo = _mm256_setzero_si256(), hi = lo;
+#pragma GCC unroll 8
+                    for (int q = 0; q < 8; q++) {
+                        const __m256i c = three ? q23_code(1, b3->qs[h][q][0], b3->hm[q][0], h, j)
+                                                : q23_code(0, b2->qs[h][q][0], NULL, h, j);
+                        const __m256i m = _mm256_maddubs_epi16(c, bq(yi, 32 * p + 4 * q));
+                        if (q < 4) lo = _mm256_add_epi16(lo, m);
+                        else hi = _mm256_add_epi16(hi, m);
+                    }
+                    J = _mm256_add_epi32(J, _mm256_add_epi32(_mm256_madd_epi16(lo, dup_lo(x)),
+                                                             _mm256_madd_epi16(hi, dup_hi(x))));
+                    Mh = _mm256_add_epi32(Mh, _mm256_madd_epi16(three ? x : mn, bcast_i32(bp, p)));
+                }
+                if (three) I[s] = _mm256_sub_epi32(J, _mm256_slli_epi32(Mh, 2)); /* codes are u - 4 */
+                else {
+                    I[s] = J;
+                    M[s] = _mm256_add_epi32(M[s], Mh);
+                }
+            }
+        }
+        const __m256 yd = _mm256_set1_ps(yi->d);
+#pragma GCC unroll 8
+        for (int s = 0; s < G; s++) {
+            const uint8_t *rec = g[s] + (size_t)i * rs;
+            acc[s] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(rec)), yd), _mm256_cvtepi32_ps(I[s]),
+                                     acc[s]); /* both records start with d[8] */
+            if (!three)
+                acc[s] = _mm256_fnmadd_ps(
+                    _mm256_mul_ps(_mm256_cvtph_ps(load128(((const vx_block_q2_K_r8 *)(const void *)rec)->dmin)), yd),
+                    _mm256_cvtepi32_ps(M[s]), acc[s]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int s = 0; s < G; s++) _mm256_storeu_ps(out[s], acc[s]);
+}
+
 AINLINE void gemv_r8_groups(int k, int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y,
                             const int32_t (*prt)[4], float *const *out) {
     if (k == GK_Q4_K_R8) q4k_r8_groups(G, nsb, g, y, prt, out);
+    else if (k == GK_Q3_K_R8) q23k_r8_groups(1, G, nsb, g, y, out);
+    else if (k == GK_Q2_K_R8) q23k_r8_groups(0, G, nsb, g, y, out);
     else q6k_r8_groups(G, nsb, g, y, out);
 }
 
@@ -733,9 +849,17 @@ void vx_gemv_q4_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, co
 void vx_gemv_q6_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
     gemv_r8(GK_Q6_K_R8, n, w, stride, nrows, y, out);
 }
+void vx_gemv_q3_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemv_r8(GK_Q3_K_R8, n, w, stride, nrows, y, out);
+}
+void vx_gemv_q2_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemv_r8(GK_Q2_K_R8, n, w, stride, nrows, y, out);
+}
 
 /* With no unpacking to pay back, the panel serves from 2 tokens. */
 #define MIN_TOK_R8 2
 
 DEFINE_GEMM_ENTRY(vx_gemm_q4_K_r8_avx2, vx_gemv_q4_K_r8_avx2, gemmK, GK_Q4_K_R8, MIN_TOK_R8)
 DEFINE_GEMM_ENTRY(vx_gemm_q6_K_r8_avx2, vx_gemv_q6_K_r8_avx2, gemmK, GK_Q6_K_R8, MIN_TOK_R8)
+DEFINE_GEMM_ENTRY(vx_gemm_q3_K_r8_avx2, vx_gemv_q3_K_r8_avx2, gemmK, GK_Q3_K_R8, MIN_TOK_R8)
+DEFINE_GEMM_ENTRY(vx_gemm_q2_K_r8_avx2, vx_gemv_q2_K_r8_avx2, gemmK, GK_Q2_K_R8, MIN_TOK_R8)
