@@ -179,6 +179,8 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
         k->gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_avx2;
         k->gemm[VX_TYPE_Q4_K_R8] = vx_gemm_q4_K_r8_avx2;
         k->gemm[VX_TYPE_Q6_K_R8] = vx_gemm_q6_K_r8_avx2;
+        k->gemv[VX_TYPE_Q5_K_R8] = vx_gemv_q5_K_r8_avx2;
+        k->gemm[VX_TYPE_Q5_K_R8] = vx_gemm_q5_K_r8_avx2;
         k->gemv[VX_TYPE_Q3_K_R8] = vx_gemv_q3_K_r8_avx2;
         k->gemv[VX_TYPE_Q2_K_R8] = vx_gemv_q2_K_r8_avx2;
         k->gemm[VX_TYPE_Q3_K_R8] = vx_gemm_q3_K_r8_avx2;

@@ -76,6 +76,7 @@ void vx_matmul_kernels_ref(vx_gemv_fn *gemv, vx_act_fn *act) {
     gemv[VX_TYPE_IQ4_NL] = gemv_ref_iq4_nl;
     gemv[VX_TYPE_Q4_K_R8] = vx_gemv_q4_K_r8_ref;
     gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_ref;
+    gemv[VX_TYPE_Q5_K_R8] = vx_gemv_q5_K_r8_ref;
     gemv[VX_TYPE_Q3_K_R8] = vx_gemv_q3_K_r8_ref;
     gemv[VX_TYPE_Q2_K_R8] = vx_gemv_q2_K_r8_ref;
     gemv[VX_TYPE_Q4_0_R8] = vx_gemv_q4_0_r8_ref;

@@ -37,7 +37,7 @@ typedef enum vx_type {
     VX_TYPE_I64 = 27,
     VX_TYPE_F64 = 28,
     VX_TYPE_BF16 = 30,
-    VX_TYPE_COUNT = 47 /* size of the traits table and kernel tables (ids are sparse) */
+    VX_TYPE_COUNT = 48 /* size of the traits table and kernel tables (ids are sparse) */
 } vx_type;
 
 #define VX_QK4_0 32
@@ -138,7 +138,8 @@ size_t vx_row_size(vx_type type, int64_t n);
  * the row-lane form the AVX2 kernels compute in, with no transpose at run
  * time and one sequential read stream per 8 rows. Group g (rows 8g ..
  * 8g + 7) starts at byte 8 g row_size, row_size = n / block * sizeof(record)
- * / 8 (the file's bytes per row, plus 2.8% for Q4_K, 3.6% for Q3_K). Every product keeps
+ * / 8 (the file's bytes per row, plus 2.8% for Q4_K, 2.3% for Q5_K, 3.6% for Q3_K).
+ * Every product keeps
  * the canonical order of the plain layout, so results are bit-identical to
  * it. Ids sit above every GGUF id (39, MXFP4, is the highest) and have no
  * traits (vx_type_get_traits returns NULL), so no file can name them. */
@@ -149,6 +150,7 @@ size_t vx_row_size(vx_type type, int64_t n);
 #define VX_TYPE_Q8_0_R8 44
 #define VX_TYPE_Q3_K_R8 45
 #define VX_TYPE_Q2_K_R8 46
+#define VX_TYPE_Q5_K_R8 47
 
 typedef struct {
     uint16_t d[8], dmin[8];
@@ -156,6 +158,13 @@ typedef struct {
     uint8_t mn[4][8][2];     /* [p][r][j]: its min */
     uint8_t qs[4][8][8][4];  /* [c][q][r][b]: byte 32c + 4q + b of row r's qs */
 } vx_block_q4_K_r8;
+/* Q5_K: Q4_K_R8's fields for the low nibbles, scales and mins, and the
+ * fifth bits: qh[q][r][b] is byte 4q + b of row r's qh (bit s: element
+ * 32s + 4q + b). */
+typedef struct {
+    vx_block_q4_K_r8 k4;
+    uint8_t qh[8][8][4];
+} vx_block_q5_K_r8;
 typedef struct {
     uint16_t d[8];
     int8_t sc[8][8][2];        /* [p][r][j]: scale of 16-element sub-block 2p + j of row r */
@@ -196,6 +205,7 @@ typedef struct {
     uint8_t qs[2][8][8][4];
 } vx_block_q3_K_r8;
 _Static_assert(sizeof(vx_block_q4_K_r8) == 1184, "q4_K_r8 size");
+_Static_assert(sizeof(vx_block_q5_K_r8) == 1440, "q5_K_r8 size");
 _Static_assert(sizeof(vx_block_q6_K_r8) == 1680, "q6_K_r8 size");
 _Static_assert(sizeof(vx_block_q4_0_r8) == 8 * sizeof(vx_block_q4_0), "q4_0_r8 size");
 _Static_assert(sizeof(vx_block_q5_0_r8) == 8 * sizeof(vx_block_q5_0), "q5_0_r8 size");
@@ -218,6 +228,7 @@ void vx_dequant_row(int type, const void *w, size_t row_stride, int64_t r, int64
  * start), in the canonical order: Q8_K activations for the K types, Q8_0
  * for the 32-element ones. */
 void vx_gemv_q4_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q5_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q6_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q4_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q5_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);

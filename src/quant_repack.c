@@ -1,11 +1,11 @@
 /*
- * quant_repack.c - the load-time 8-row layouts Q4_K_R8, Q6_K_R8, Q3_K_R8,
+ * quant_repack.c - the load-time 8-row layouts Q4_K_R8, Q5_K_R8, Q6_K_R8, Q3_K_R8,
  * Q2_K_R8, Q4_0_R8, Q5_0_R8 and Q8_0_R8 (see quant.h): repacking from the file layout, and
  * the plain-C reference GEMV on them.
  *
  * The reference follows the canonical order of avx2_quant_util.h exactly:
  * per row and super-block an exact int32 sum I (and the min sum M of
- * Q4_K and Q2_K), then acc = fma(d * y.d, I, acc) and, for those two, acc =
+ * Q4_K, Q5_K and Q2_K), then acc = fma(d * y.d, I, acc) and, for those two, acc =
  * fma(-(dmin * y.d), M, acc), super-blocks in ascending order. The 32-element types
  * keep two chains per row, even and odd blocks (an odd count's last block
  * goes onto the even chain), each taking acc = fma(d * y.d, I, acc) with I
@@ -26,6 +26,7 @@
 int vx_repack_type(int type) {
     switch (type) {
     case VX_TYPE_Q4_K: return VX_TYPE_Q4_K_R8;
+    case VX_TYPE_Q5_K: return VX_TYPE_Q5_K_R8;
     case VX_TYPE_Q6_K: return VX_TYPE_Q6_K_R8;
     case VX_TYPE_Q3_K: return VX_TYPE_Q3_K_R8;
     case VX_TYPE_Q2_K: return VX_TYPE_Q2_K_R8;
@@ -39,7 +40,7 @@ int vx_repack_type(int type) {
 /* Elements per block and bytes per 8-row record of a packed type. */
 static int64_t rec_elems(int ptype) {
     return ptype == VX_TYPE_Q4_K_R8 || ptype == VX_TYPE_Q6_K_R8 || ptype == VX_TYPE_Q3_K_R8 ||
-                   ptype == VX_TYPE_Q2_K_R8
+                   ptype == VX_TYPE_Q2_K_R8 || ptype == VX_TYPE_Q5_K_R8
                ? QK
                : 32;
 }
@@ -47,6 +48,7 @@ static int64_t rec_elems(int ptype) {
 static size_t rec_size(int ptype) {
     switch (ptype) {
     case VX_TYPE_Q4_K_R8: return sizeof(vx_block_q4_K_r8);
+    case VX_TYPE_Q5_K_R8: return sizeof(vx_block_q5_K_r8);
     case VX_TYPE_Q6_K_R8: return sizeof(vx_block_q6_K_r8);
     case VX_TYPE_Q3_K_R8: return sizeof(vx_block_q3_K_r8);
     case VX_TYPE_Q2_K_R8: return sizeof(vx_block_q2_K_r8);
@@ -63,18 +65,33 @@ size_t vx_repack_row_size(int ptype, int64_t n) {
     return (size_t)(n / be) * rec_size(ptype) / 8;
 }
 
-static void pack_q4_K(const vx_block_q4_K *const b[8], vx_block_q4_K_r8 *o) {
+/* Row r's Q4_K (or Q5_K) fields into a Q4_K_R8 record. */
+static void pack_k4_row(uint16_t d, uint16_t dmin, const uint8_t *scales, const uint8_t *qs, int r,
+                        vx_block_q4_K_r8 *o) {
+    uint8_t sc[8], mn[8];
+    vx_q4_K_unpack_scales(scales, sc, mn);
+    o->d[r] = d;
+    o->dmin[r] = dmin;
+    for (int g = 0; g < 8; g++) {
+        o->sc[g / 2][r][g % 2] = sc[g];
+        o->mn[g / 2][r][g % 2] = mn[g];
+    }
+    for (int c = 0; c < 4; c++)
+        for (int q = 0; q < 8; q++) memcpy(o->qs[c][q][r], qs + 32 * c + 4 * q, 4);
+}
+
+static void pack_q4_K(const uint8_t *const b[8], vx_block_q4_K_r8 *o) {
     for (int r = 0; r < 8; r++) {
-        uint8_t sc[8], mn[8];
-        vx_q4_K_unpack_scales(b[r]->scales, sc, mn);
-        o->d[r] = b[r]->d;
-        o->dmin[r] = b[r]->dmin;
-        for (int g = 0; g < 8; g++) {
-            o->sc[g / 2][r][g % 2] = sc[g];
-            o->mn[g / 2][r][g % 2] = mn[g];
-        }
-        for (int c = 0; c < 4; c++)
-            for (int q = 0; q < 8; q++) memcpy(o->qs[c][q][r], b[r]->qs + 32 * c + 4 * q, 4);
+        const vx_block_q4_K *x = (const vx_block_q4_K *)(const void *)b[r];
+        pack_k4_row(x->d, x->dmin, x->scales, x->qs, r, o);
+    }
+}
+
+static void pack_q5_K(const uint8_t *const b[8], vx_block_q5_K_r8 *o) {
+    for (int r = 0; r < 8; r++) {
+        const vx_block_q5_K *x = (const vx_block_q5_K *)(const void *)b[r];
+        pack_k4_row(x->d, x->dmin, x->scales, x->qs, r, &o->k4);
+        for (int q = 0; q < 8; q++) memcpy(o->qh[q][r], x->qh + 4 * q, 4);
     }
 }
 
@@ -155,12 +172,8 @@ void vx_repack_rows(int type, const void *src, size_t row_stride, int64_t nrows,
             for (int r = 0; r < 8; r++) b[r] = rows[r] + (size_t)i * bs;
             void *o = (uint8_t *)dst + (size_t)(g * nb + i) * rs;
             switch (ptype) {
-            case VX_TYPE_Q4_K_R8: {
-                const vx_block_q4_K *k[8];
-                for (int r = 0; r < 8; r++) k[r] = (const vx_block_q4_K *)(const void *)b[r];
-                pack_q4_K(k, o);
-                break;
-            }
+            case VX_TYPE_Q4_K_R8: pack_q4_K(b, o); break;
+            case VX_TYPE_Q5_K_R8: pack_q5_K(b, o); break;
             case VX_TYPE_Q6_K_R8: {
                 const vx_block_q6_K *k[8];
                 for (int r = 0; r < 8; r++) k[r] = (const vx_block_q6_K *)(const void *)b[r];
@@ -177,23 +190,30 @@ void vx_repack_rows(int type, const void *src, size_t row_stride, int64_t nrows,
     }
 }
 
-void vx_gemv_q4_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *vy, float *out) {
+/* Code of element 32s + l of row r in a Q4_K_R8 / Q5_K_R8 record (x5:
+ * the Q5_K record, or NULL). */
+static int k45_code(const vx_block_q4_K_r8 *b, const vx_block_q5_K_r8 *x5, int r, int s, int l) {
+    const uint8_t byte = b->qs[s / 2][l / 4][r][l % 4];
+    const int code = (s % 2 ? byte >> 4 : byte) & 15;
+    return x5 ? code | ((x5->qh[l / 4][r][l % 4] >> s) & 1) << 4 : code;
+}
+
+static void gemv_q45_K_r8_ref(int five, int64_t n, const void *w, size_t row_stride, int nrows, const void *vy,
+                              float *out) {
     const int64_t nb = n / QK;
+    const size_t rs = five ? sizeof(vx_block_q5_K_r8) : sizeof(vx_block_q4_K_r8);
     const vx_block_q8_K *y = vy;
     for (int g = 0; g < nrows / 8; g++) {
-        const vx_block_q4_K_r8 *x = (const void *)((const uint8_t *)w + (size_t)8 * g * row_stride);
+        const uint8_t *x = (const uint8_t *)w + (size_t)8 * g * row_stride;
         for (int r = 0; r < 8; r++) {
             float acc = 0;
             for (int64_t i = 0; i < nb; i++) {
-                const vx_block_q4_K_r8 *b = &x[i];
+                const vx_block_q4_K_r8 *b = (const vx_block_q4_K_r8 *)(const void *)(x + (size_t)i * rs);
+                const vx_block_q5_K_r8 *x5 = five ? (const vx_block_q5_K_r8 *)(const void *)b : NULL;
                 int32_t I = 0, M = 0;
                 for (int s = 0; s < 8; s++) { /* sub-block of 32 */
                     int32_t sum = 0;
-                    for (int l = 0; l < 32; l++) {
-                        const uint8_t byte = b->qs[s / 2][l / 4][r][l % 4];
-                        const int code = (s % 2 ? byte >> 4 : byte) & 15;
-                        sum += code * y[i].qs[32 * s + l];
-                    }
+                    for (int l = 0; l < 32; l++) sum += k45_code(b, x5, r, s, l) * y[i].qs[32 * s + l];
                     I += (int32_t)b->sc[s / 2][r][s % 2] * sum;
                     M += (int32_t)b->mn[s / 2][r][s % 2] * (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
                 }
@@ -204,6 +224,13 @@ void vx_gemv_q4_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows,
             out[8 * g + r] = acc;
         }
     }
+}
+
+void vx_gemv_q4_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
+    gemv_q45_K_r8_ref(0, n, w, row_stride, nrows, y, out);
+}
+void vx_gemv_q5_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
+    gemv_q45_K_r8_ref(1, n, w, row_stride, nrows, y, out);
 }
 
 void vx_gemv_q6_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *vy, float *out) {
@@ -339,15 +366,13 @@ void vx_dequant_row(int type, const void *w, size_t row_stride, int64_t r, int64
     const int rr = (int)(r % 8);
     for (int64_t i = 0; i < nb; i++, dst += be) {
         const void *rec = x + (size_t)i * rsz;
-        if (type == VX_TYPE_Q4_K_R8) {
+        if (type == VX_TYPE_Q4_K_R8 || type == VX_TYPE_Q5_K_R8) {
             const vx_block_q4_K_r8 *b = rec;
+            const vx_block_q5_K_r8 *x5 = type == VX_TYPE_Q5_K_R8 ? rec : NULL;
             const float d = vx_fp16_to_fp32(b->d[rr]), dmin = vx_fp16_to_fp32(b->dmin[rr]);
             for (int s = 0; s < 8; s++) {
                 const float ds = d * b->sc[s / 2][rr][s % 2], ms = dmin * b->mn[s / 2][rr][s % 2];
-                for (int l = 0; l < 32; l++) {
-                    const uint8_t byte = b->qs[s / 2][l / 4][rr][l % 4];
-                    dst[32 * s + l] = ds * (float)((s % 2 ? byte >> 4 : byte) & 15) - ms;
-                }
+                for (int l = 0; l < 32; l++) dst[32 * s + l] = ds * (float)k45_code(b, x5, rr, s, l) - ms;
             }
         } else if (type == VX_TYPE_Q6_K_R8) {
             const vx_block_q6_K_r8 *b = rec;

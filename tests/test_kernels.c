@@ -682,9 +682,10 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
     gemm_weights(type, n, w, rs, PK_ROWS, r, f);
     gemm_acts(act_type, n, y, as, GEMM_TOK, r, f);
     /* Q4_K_R8 adds 4 bytes of decoded scales per 144-byte block, Q3_K_R8
-     * 4 per 110; the others keep the file's size */
+     * 4 per 110, Q5_K_R8 4 per 176; the others keep the file's size */
     CHECK(ptype == VX_TYPE_Q4_K_R8   ? prs * 8 == rs * 8 / 144 * 148
           : ptype == VX_TYPE_Q3_K_R8 ? prs * 8 == rs * 8 / 110 * 114
+          : ptype == VX_TYPE_Q5_K_R8 ? prs * 8 == rs * 8 / 176 * 180
                                      : prs == rs);
     vx_repack_rows(type, w, rs, PK_ROWS, n, pw);
     const char *name = vx_type_name(type);
@@ -777,6 +778,7 @@ static void test_packed(err_stats *st) {
         for (int i = 0; ns[i]; i++) {
             check_packed(st, k, VX_TYPE_Q4_K, vx_gemv_q4_K_avx2, first ? vx_gemv_q4_K_r8_ref : NULL, ns[i], &r);
             check_packed(st, k, VX_TYPE_Q6_K, vx_gemv_q6_K_avx2, first ? vx_gemv_q6_K_r8_ref : NULL, ns[i], &r);
+            check_packed(st, k, VX_TYPE_Q5_K, vx_gemv_q5_K_avx2, first ? vx_gemv_q5_K_r8_ref : NULL, ns[i], &r);
             check_packed(st, k, VX_TYPE_Q3_K, vx_gemv_q3_K_avx2, first ? vx_gemv_q3_K_r8_ref : NULL, ns[i], &r);
             check_packed(st, k, VX_TYPE_Q2_K, vx_gemv_q2_K_avx2, first ? vx_gemv_q2_K_r8_ref : NULL, ns[i], &r);
         }
@@ -884,6 +886,7 @@ static const char *stat_name(int t) {
     case VX_TYPE_Q4_K_R8: return "Q4_K_R8";
     case VX_TYPE_Q6_K_R8: return "Q6_K_R8";
     case VX_TYPE_Q3_K_R8: return "Q3_K_R8";
+    case VX_TYPE_Q5_K_R8: return "Q5_K_R8";
     case VX_TYPE_Q2_K_R8: return "Q2_K_R8";
     case VX_TYPE_Q4_0_R8: return "Q4_0_R8";
     case VX_TYPE_Q5_0_R8: return "Q5_0_R8";

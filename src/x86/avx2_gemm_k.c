@@ -48,11 +48,11 @@
  * subtracted times dmin (KDMIN) or, for the signed codes u - 2^KOFF, as
  * an integer. A packed kind runs its base kind's tile with a cheaper
  * panel load. */
-enum { GK_Q4_K, GK_Q6_K, GK_Q5_K, GK_Q3_K, GK_Q2_K, GK_Q4_K_R8, GK_Q6_K_R8, GK_Q3_K_R8, GK_Q2_K_R8 };
+enum { GK_Q4_K, GK_Q6_K, GK_Q5_K, GK_Q3_K, GK_Q2_K, GK_Q4_K_R8, GK_Q6_K_R8, GK_Q3_K_R8, GK_Q2_K_R8, GK_Q5_K_R8 };
 #define KPACKED(k) ((k) >= GK_Q4_K_R8)
 #define KBASE(k)                                                                                          \
     ((k) == GK_Q4_K_R8 ? GK_Q4_K : (k) == GK_Q6_K_R8 ? GK_Q6_K : (k) == GK_Q3_K_R8 ? GK_Q3_K              \
-                                  : (k) == GK_Q2_K_R8 ? GK_Q2_K : (k))
+                                  : (k) == GK_Q2_K_R8 ? GK_Q2_K : (k) == GK_Q5_K_R8 ? GK_Q5_K : (k))
 #define KQ6(k) (KBASE(k) == GK_Q6_K)
 #define KSC16(k) (KQ6(k) || KBASE(k) == GK_Q3_K || KBASE(k) == GK_Q2_K)
 #define KSPLIT(k) (KBASE(k) == GK_Q5_K || KBASE(k) == GK_Q3_K || KBASE(k) == GK_Q2_K)
@@ -281,13 +281,26 @@ AINLINE __m256i dup_hi(__m256i x) {
 
 /* Panels from the packed layouts: the codes are already in row-lane
  * order, so a panel is a nibble split (Q4_K) or the bit merge (Q6_K). */
-static void load_q4_K_r8(const vx_block_q4_K_r8 *b, panelK *P) {
+/* Bit s of each byte of h moved to bit 4 (a 16-bit shift by at most 4
+ * either way keeps that bit within its byte), other bits cleared. */
+AINLINE __m256i bit_to4(__m256i h, int s) {
+    const __m256i t = s <= 4 ? _mm256_slli_epi16(h, 4 - s) : _mm256_srli_epi16(h, s - 4);
+    return _mm256_and_si256(t, _mm256_set1_epi8(0x10));
+}
+
+/* Q4_K_R8, or Q5_K_R8 (qh: its fifth bits, else NULL). */
+static void load_q45_K_r8(const vx_block_q4_K_r8 *b, const uint8_t (*qh)[8][4], panelK *P) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int c = 0; c < 4; c++)
         for (int q = 0; q < 8; q++) {
             const __m256i v = load256(b->qs[c][q]);
             P->q[2 * c][q] = _mm256_and_si256(v, m4);
             P->q[2 * c + 1][q] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if (qh) {
+                const __m256i h = load256(qh[q]);
+                P->q[2 * c][q] = _mm256_or_si256(P->q[2 * c][q], bit_to4(h, 2 * c));
+                P->q[2 * c + 1][q] = _mm256_or_si256(P->q[2 * c + 1][q], bit_to4(h, 2 * c + 1));
+            }
         }
     for (int p = 0; p < 4; p++) {
         const __m256i x = _mm256_cvtepu8_epi16(load128(b->sc[p]));
@@ -510,7 +523,7 @@ AINLINE void rowblockK(int k, int G, int64_t n, const uint8_t *const rows[8], in
                     : k == GK_Q5_K ? sizeof(vx_block_q5_K) : k == GK_Q3_K ? sizeof(vx_block_q3_K)
                     : k == GK_Q2_K ? sizeof(vx_block_q2_K) : k == GK_Q4_K_R8 ? sizeof(vx_block_q4_K_r8)
                     : k == GK_Q3_K_R8 ? sizeof(vx_block_q3_K_r8) : k == GK_Q2_K_R8 ? sizeof(vx_block_q2_K_r8)
-                                      : sizeof(vx_block_q6_K_r8);
+                    : k == GK_Q5_K_R8 ? sizeof(vx_block_q5_K_r8) : sizeof(vx_block_q6_K_r8);
     panelK P[2][CBK];
     __m256 acc[2][TT + 3];
     for (int t0 = 0; t0 < ntok; t0 += TT) {
@@ -524,7 +537,10 @@ AINLINE void rowblockK(int k, int G, int64_t n, const uint8_t *const rows[8], in
                 for (int gi = 0; gi < G; gi++) {
                     for (int j = 0; j < cb; j++) {
                         const uint8_t *rec = rows[gi] + (size_t)(i0 + j) * bs;
-                        if (k == GK_Q4_K_R8) load_q4_K_r8((const vx_block_q4_K_r8 *)(const void *)rec, &P[gi][j]);
+                        if (k == GK_Q4_K_R8) load_q45_K_r8((const vx_block_q4_K_r8 *)(const void *)rec, NULL, &P[gi][j]);
+                        else if (k == GK_Q5_K_R8)
+                            load_q45_K_r8((const vx_block_q4_K_r8 *)(const void *)rec,
+                                          ((const vx_block_q5_K_r8 *)(const void *)rec)->qh, &P[gi][j]);
                         else if (k == GK_Q3_K_R8) load_q23_K_r8(1, rec, &P[gi][j]);
                         else if (k == GK_Q2_K_R8) load_q23_K_r8(0, rec, &P[gi][j]);
                         else load_q6_K_r8((const vx_block_q6_K_r8 *)(const void *)rec, &P[gi][j]);
@@ -625,14 +641,17 @@ DEFINE_GEMM_ENTRY(vx_gemm_q2_K_avx2, vx_gemv_q2_K_avx2, gemmK, GK_Q2_K, MIN_TOK_
 #define GEMV_R8_STREAMS 4
 #endif
 
-/* Q4_K_R8 records of G groups: each record's quarter c (its 256 code
- * bytes and their scales) for every group in turn, so the G streams
- * advance ~300 bytes at a time (a whole record per turn, ~1.2 KiB, read
- * ~15% slower from DRAM on 2 threads). Per record an exact int32 sum,
- * then the canonical float step: the same bits as the GEMM (test_kernels). */
-AINLINE void q4k_r8_groups(int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y,
-                           const int32_t (*prt)[4], float *const *out) {
+/* Q4_K_R8 (or, five, Q5_K_R8) records of G groups: each record's quarter
+ * c (its 256 code bytes, Q5_K's fifth bits, their scales) for every
+ * group in turn, so the G streams advance ~300 bytes at a time (a whole
+ * record per turn, ~1.2 KiB, read ~15% slower from DRAM on 2 threads).
+ * Q4_K sums 8 code vectors in int16 before the madd, Q5_K (codes to 31)
+ * 4. Per record an exact int32 sum, then the canonical float step: the
+ * same bits as the GEMM (test_kernels). */
+AINLINE void q45k_r8_groups(int five, int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y,
+                            const int32_t (*prt)[4], float *const *out) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const size_t rs = five ? sizeof(vx_block_q5_K_r8) : sizeof(vx_block_q4_K_r8), qtr = rs / 4;
     __m256 acc[GEMV_R8_STREAMS];
 #pragma GCC unroll 8
     for (int s = 0; s < G; s++) acc[s] = _mm256_setzero_ps();
@@ -648,26 +667,42 @@ AINLINE void q4k_r8_groups(int G, int64_t nsb, const uint8_t *const *g, const vx
         for (int c = 0; c < 4; c++) {
 #pragma GCC unroll 8
             for (int s = 0; s < G; s++) {
-                const vx_block_q4_K_r8 *b = (const vx_block_q4_K_r8 *)(const void *)g[s] + i;
-                /* lines 5c .. 5c + 4 of the record PF_R8 records on (19 in all) */
-                prefetch_ahead((const uint8_t *)b + 320 * c, PF_R8 * sizeof *b, c < 3 ? 320 : sizeof *b - 960);
-                __m256i lo = _mm256_setzero_si256(), hi = lo;
+                const uint8_t *rec = g[s] + (size_t)i * rs;
+                const vx_block_q4_K_r8 *b = (const vx_block_q4_K_r8 *)(const void *)rec;
+                const vx_block_q5_K_r8 *b5 = (const vx_block_q5_K_r8 *)(const void *)rec;
+                /* a quarter of the record PF_R8 records on */
+                prefetch_ahead(rec + qtr * c, PF_R8 * rs, c < 3 ? qtr : rs - 3 * qtr);
+                __m256i lo = _mm256_setzero_si256(), hi = lo, lo2 = lo, hi2 = lo;
 #pragma GCC unroll 8
                 for (int q = 0; q < 8; q++) {
                     const __m256i v = load256(b->qs[c][q]);
-                    lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), bq(yi, 64 * c + 4 * q)));
-                    hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-                                                                   bq(yi, 64 * c + 32 + 4 * q)));
+                    __m256i a = _mm256_and_si256(v, m4), e = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    if (five) {
+                        const __m256i h = load256(b5->qh[q]);
+                        a = _mm256_or_si256(a, bit_to4(h, 2 * c));
+                        e = _mm256_or_si256(e, bit_to4(h, 2 * c + 1));
+                    }
+                    const __m256i pa = _mm256_maddubs_epi16(a, bq(yi, 64 * c + 4 * q));
+                    const __m256i pe = _mm256_maddubs_epi16(e, bq(yi, 64 * c + 32 + 4 * q));
+                    if (five && q >= 4) { /* 4 x 2 x 31 x 127 < 2^15 */
+                        lo2 = _mm256_add_epi16(lo2, pa);
+                        hi2 = _mm256_add_epi16(hi2, pe);
+                    } else {
+                        lo = _mm256_add_epi16(lo, pa);
+                        hi = _mm256_add_epi16(hi, pe);
+                    }
                 }
                 const __m256i x = _mm256_cvtepu8_epi16(load128(b->sc[c]));
-                I[s] = _mm256_add_epi32(I[s], _mm256_add_epi32(_mm256_madd_epi16(lo, dup_lo(x)),
-                                                               _mm256_madd_epi16(hi, dup_hi(x))));
+                const __m256i sl = dup_lo(x), sh = dup_hi(x);
+                __m256i t = _mm256_add_epi32(_mm256_madd_epi16(lo, sl), _mm256_madd_epi16(hi, sh));
+                if (five) t = _mm256_add_epi32(t, _mm256_add_epi32(_mm256_madd_epi16(lo2, sl), _mm256_madd_epi16(hi2, sh)));
+                I[s] = _mm256_add_epi32(I[s], t);
             }
         }
         const __m256 yd = _mm256_set1_ps(yi->d);
 #pragma GCC unroll 8
         for (int s = 0; s < G; s++) {
-            const vx_block_q4_K_r8 *b = (const vx_block_q4_K_r8 *)(const void *)g[s] + i;
+            const vx_block_q4_K_r8 *b = (const vx_block_q4_K_r8 *)(const void *)(g[s] + (size_t)i * rs);
             __m256i M = _mm256_setzero_si256();
 #pragma GCC unroll 4
             for (int p = 0; p < 4; p++)
@@ -814,7 +849,8 @@ AINLINE void q23k_r8_groups(int three, int G, int64_t nsb, const uint8_t *const 
 
 AINLINE void gemv_r8_groups(int k, int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y,
                             const int32_t (*prt)[4], float *const *out) {
-    if (k == GK_Q4_K_R8) q4k_r8_groups(G, nsb, g, y, prt, out);
+    if (k == GK_Q4_K_R8) q45k_r8_groups(0, G, nsb, g, y, prt, out);
+    else if (k == GK_Q5_K_R8) q45k_r8_groups(1, G, nsb, g, y, prt, out);
     else if (k == GK_Q3_K_R8) q23k_r8_groups(1, G, nsb, g, y, out);
     else if (k == GK_Q2_K_R8) q23k_r8_groups(0, G, nsb, g, y, out);
     else q6k_r8_groups(G, nsb, g, y, out);
@@ -827,7 +863,7 @@ AINLINE void gemv_r8(int k, int64_t n, const void *w, size_t stride, int nrows, 
      * (Q6_K's are the blocks' own bsums); rows over PRT super-blocks long
      * compute them per record */
     int32_t prt[PRT][4];
-    const int tab = k == GK_Q4_K_R8 && nsb <= PRT;
+    const int tab = (k == GK_Q4_K_R8 || k == GK_Q5_K_R8) && nsb <= PRT;
     for (int64_t i = 0; tab && i < nsb; i++) _mm_storeu_si128((__m128i *)(void *)prt[i], bsums32(&y[i]));
     const int ng = nrows / 8, G = GEMV_R8_STREAMS, q = ng / G;
     const uint8_t *g[GEMV_R8_STREAMS];
@@ -849,6 +885,9 @@ void vx_gemv_q4_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, co
 void vx_gemv_q6_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
     gemv_r8(GK_Q6_K_R8, n, w, stride, nrows, y, out);
 }
+void vx_gemv_q5_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemv_r8(GK_Q5_K_R8, n, w, stride, nrows, y, out);
+}
 void vx_gemv_q3_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
     gemv_r8(GK_Q3_K_R8, n, w, stride, nrows, y, out);
 }
@@ -861,5 +900,6 @@ void vx_gemv_q2_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, co
 
 DEFINE_GEMM_ENTRY(vx_gemm_q4_K_r8_avx2, vx_gemv_q4_K_r8_avx2, gemmK, GK_Q4_K_R8, MIN_TOK_R8)
 DEFINE_GEMM_ENTRY(vx_gemm_q6_K_r8_avx2, vx_gemv_q6_K_r8_avx2, gemmK, GK_Q6_K_R8, MIN_TOK_R8)
+DEFINE_GEMM_ENTRY(vx_gemm_q5_K_r8_avx2, vx_gemv_q5_K_r8_avx2, gemmK, GK_Q5_K_R8, MIN_TOK_R8)
 DEFINE_GEMM_ENTRY(vx_gemm_q3_K_r8_avx2, vx_gemv_q3_K_r8_avx2, gemmK, GK_Q3_K_R8, MIN_TOK_R8)
 DEFINE_GEMM_ENTRY(vx_gemm_q2_K_r8_avx2, vx_gemv_q2_K_r8_avx2, gemmK, GK_Q2_K_R8, MIN_TOK_R8)

@@ -125,6 +125,7 @@ void vx_gemm_q2_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, c
 /* the 8-row packed layouts (quant.h) */
 void vx_gemv_q4_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q6_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q5_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q3_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q2_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q4_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
@@ -139,6 +140,8 @@ void vx_gemm_q8_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows
 void vx_gemm_q4_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q6_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
+void vx_gemm_q5_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q3_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
