@@ -191,6 +191,12 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
         k->gemm[VX_TYPE_Q4_0_R8] = vx_gemm_q4_0_r8_avx2;
         k->gemm[VX_TYPE_Q5_0_R8] = vx_gemm_q5_0_r8_avx2;
         k->gemm[VX_TYPE_Q8_0_R8] = vx_gemm_q8_0_r8_avx2;
+        k->gemv[VX_TYPE_Q4_1_R8] = vx_gemv_q4_1_r8_avx2;
+        k->gemv[VX_TYPE_Q5_1_R8] = vx_gemv_q5_1_r8_avx2;
+        k->gemv[VX_TYPE_IQ4_NL_R8] = vx_gemv_iq4_nl_r8_avx2;
+        k->gemm[VX_TYPE_Q4_1_R8] = vx_gemm_q4_1_r8_avx2;
+        k->gemm[VX_TYPE_Q5_1_R8] = vx_gemm_q5_1_r8_avx2;
+        k->gemm[VX_TYPE_IQ4_NL_R8] = vx_gemm_iq4_nl_r8_avx2;
         k->gemm_scratch = vx_gemm_half_scratch_avx2;
     }
 }

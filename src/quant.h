@@ -37,7 +37,7 @@ typedef enum vx_type {
     VX_TYPE_I64 = 27,
     VX_TYPE_F64 = 28,
     VX_TYPE_BF16 = 30,
-    VX_TYPE_COUNT = 48 /* size of the traits table and kernel tables (ids are sparse) */
+    VX_TYPE_COUNT = 51 /* size of the traits table and kernel tables (ids are sparse) */
 } vx_type;
 
 #define VX_QK4_0 32
@@ -151,6 +151,9 @@ size_t vx_row_size(vx_type type, int64_t n);
 #define VX_TYPE_Q3_K_R8 45
 #define VX_TYPE_Q2_K_R8 46
 #define VX_TYPE_Q5_K_R8 47
+#define VX_TYPE_Q4_1_R8 48
+#define VX_TYPE_Q5_1_R8 49
+#define VX_TYPE_IQ4_NL_R8 50
 
 typedef struct {
     uint16_t d[8], dmin[8];
@@ -189,6 +192,18 @@ typedef struct {
     uint16_t d[8];
     int8_t qs[8][8][4]; /* [q][r][b]: element 4q + b of row r */
 } vx_block_q8_0_r8;
+/* Q4_1, Q5_1 (with their mins m) and IQ4_NL (book indices) as Q4_0_R8,
+ * Q5_0_R8. */
+typedef struct {
+    uint16_t d[8], m[8];
+    uint8_t qs[4][8][4];
+} vx_block_q4_1_r8;
+typedef struct {
+    uint16_t d[8], m[8];
+    uint8_t qh[8][4];
+    uint8_t qs[4][8][4];
+} vx_block_q5_1_r8;
+typedef vx_block_q4_0_r8 vx_block_iq4_nl_r8;
 /* Q2_K and Q3_K: qs[h][q][r][b] is byte 32h + 4q + b of row r's qs (bits
  * 2j: element 128h + 32j + 4q + b); Q3_K's hm[q][r][b] byte 4q + b of its
  * hmask (bit g: the high bit of element 32g + 4q + b) and its scales
@@ -211,6 +226,9 @@ _Static_assert(sizeof(vx_block_q4_0_r8) == 8 * sizeof(vx_block_q4_0), "q4_0_r8 s
 _Static_assert(sizeof(vx_block_q5_0_r8) == 8 * sizeof(vx_block_q5_0), "q5_0_r8 size");
 _Static_assert(sizeof(vx_block_q8_0_r8) == 8 * sizeof(vx_block_q8_0), "q8_0_r8 size");
 _Static_assert(sizeof(vx_block_q2_K_r8) == 8 * sizeof(vx_block_q2_K), "q2_K_r8 size");
+_Static_assert(sizeof(vx_block_q4_1_r8) == 8 * sizeof(vx_block_q4_1), "q4_1_r8 size");
+_Static_assert(sizeof(vx_block_q5_1_r8) == 8 * sizeof(vx_block_q5_1), "q5_1_r8 size");
+_Static_assert(sizeof(vx_block_iq4_nl_r8) == 8 * sizeof(vx_block_iq4_nl), "iq4_nl_r8 size");
 _Static_assert(sizeof(vx_block_q3_K_r8) == 8 * sizeof(vx_block_q3_K) + 32, "q3_K_r8 size");
 
 /* The packed type of a weight type (-1: none). */
@@ -233,6 +251,9 @@ void vx_gemv_q6_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows,
 void vx_gemv_q4_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q5_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q8_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q4_1_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q5_1_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_iq4_nl_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q3_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q2_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 

@@ -1,6 +1,6 @@
 /*
  * quant_repack.c - the load-time 8-row layouts Q4_K_R8, Q5_K_R8, Q6_K_R8, Q3_K_R8,
- * Q2_K_R8, Q4_0_R8, Q5_0_R8 and Q8_0_R8 (see quant.h): repacking from the file layout, and
+ * Q2_K_R8, Q4_0_R8, Q5_0_R8, Q8_0_R8, Q4_1_R8, Q5_1_R8 and IQ4_NL_R8 (see quant.h): repacking from the file layout, and
  * the plain-C reference GEMV on them.
  *
  * The reference follows the canonical order of avx2_quant_util.h exactly:
@@ -15,6 +15,7 @@
  * very same bits (tests/test_kernels.c checks it).
  */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "common.h"
@@ -33,6 +34,9 @@ int vx_repack_type(int type) {
     case VX_TYPE_Q4_0: return VX_TYPE_Q4_0_R8;
     case VX_TYPE_Q5_0: return VX_TYPE_Q5_0_R8;
     case VX_TYPE_Q8_0: return VX_TYPE_Q8_0_R8;
+    case VX_TYPE_Q4_1: return VX_TYPE_Q4_1_R8;
+    case VX_TYPE_Q5_1: return VX_TYPE_Q5_1_R8;
+    case VX_TYPE_IQ4_NL: return VX_TYPE_IQ4_NL_R8;
     default: return -1;
     }
 }
@@ -55,6 +59,9 @@ static size_t rec_size(int ptype) {
     case VX_TYPE_Q4_0_R8: return sizeof(vx_block_q4_0_r8);
     case VX_TYPE_Q5_0_R8: return sizeof(vx_block_q5_0_r8);
     case VX_TYPE_Q8_0_R8: return sizeof(vx_block_q8_0_r8);
+    case VX_TYPE_Q4_1_R8: return sizeof(vx_block_q4_1_r8);
+    case VX_TYPE_Q5_1_R8: return sizeof(vx_block_q5_1_r8);
+    case VX_TYPE_IQ4_NL_R8: return sizeof(vx_block_iq4_nl_r8);
     default: return 0;
     }
 }
@@ -132,24 +139,35 @@ static void pack_q3_K(const uint8_t *const b[8], vx_block_q3_K_r8 *o) {
     }
 }
 
-static void pack_q4_0(const uint8_t *const b[8], vx_block_q4_0_r8 *o) {
+/* A 32-element block of 8 rows: d (and m) of each row, its 16 nibble
+ * bytes (at qs_off in the file's block) and, for the 5-bit types, its
+ * fifth bits (at qh_off; -1: none) reordered per quad (quant.h). */
+static void pack32_nib(const uint8_t *const b[8], size_t qs_off, long qh_off, int with_min, uint16_t *d,
+                       uint16_t *m, uint8_t (*qh)[4], uint8_t (*qs)[8][4]) {
     for (int r = 0; r < 8; r++) {
-        const vx_block_q4_0 *x = (const vx_block_q4_0 *)(const void *)b[r];
-        o->d[r] = x->d;
-        for (int c = 0; c < 4; c++) memcpy(o->qs[c][r], x->qs + 4 * c, 4);
+        memcpy(&d[r], b[r], 2);
+        if (with_min) memcpy(&m[r], b[r] + 2, 2);
+        for (int c = 0; c < 4; c++) memcpy(qs[c][r], b[r] + qs_off + 4 * c, 4);
+        if (qh_off >= 0) {
+            uint32_t h;
+            memcpy(&h, b[r] + qh_off, 4);
+            memset(qh[r], 0, 4);
+            for (int e = 0; e < 32; e++) qh[r][e % 4] |= (uint8_t)(((h >> e) & 1) << (e / 4));
+        }
     }
 }
 
+static void pack_q4_0(const uint8_t *const b[8], vx_block_q4_0_r8 *o) {
+    pack32_nib(b, offsetof(vx_block_q4_0, qs), -1, 0, o->d, NULL, NULL, o->qs);
+}
 static void pack_q5_0(const uint8_t *const b[8], vx_block_q5_0_r8 *o) {
-    for (int r = 0; r < 8; r++) {
-        const vx_block_q5_0 *x = (const vx_block_q5_0 *)(const void *)b[r];
-        o->d[r] = x->d;
-        for (int c = 0; c < 4; c++) memcpy(o->qs[c][r], x->qs + 4 * c, 4);
-        uint32_t h;
-        memcpy(&h, x->qh, 4);
-        memset(o->qh[r], 0, 4);
-        for (int e = 0; e < 32; e++) o->qh[r][e % 4] |= (uint8_t)(((h >> e) & 1) << (e / 4));
-    }
+    pack32_nib(b, offsetof(vx_block_q5_0, qs), offsetof(vx_block_q5_0, qh), 0, o->d, NULL, o->qh, o->qs);
+}
+static void pack_q4_1(const uint8_t *const b[8], vx_block_q4_1_r8 *o) {
+    pack32_nib(b, offsetof(vx_block_q4_1, qs), -1, 1, o->d, o->m, NULL, o->qs);
+}
+static void pack_q5_1(const uint8_t *const b[8], vx_block_q5_1_r8 *o) {
+    pack32_nib(b, offsetof(vx_block_q5_1, qs), offsetof(vx_block_q5_1, qh), 1, o->d, o->m, o->qh, o->qs);
 }
 
 static void pack_q8_0(const uint8_t *const b[8], vx_block_q8_0_r8 *o) {
@@ -183,6 +201,9 @@ void vx_repack_rows(int type, const void *src, size_t row_stride, int64_t nrows,
             case VX_TYPE_Q3_K_R8: pack_q3_K(b, o); break;
             case VX_TYPE_Q2_K_R8: pack_q2_K(b, o); break;
             case VX_TYPE_Q4_0_R8: pack_q4_0(b, o); break;
+            case VX_TYPE_IQ4_NL_R8: pack_q4_0(b, o); break; /* the same layout, book indices */
+            case VX_TYPE_Q4_1_R8: pack_q4_1(b, o); break;
+            case VX_TYPE_Q5_1_R8: pack_q5_1(b, o); break;
             case VX_TYPE_Q5_0_R8: pack_q5_0(b, o); break;
             default: pack_q8_0(b, o); break;
             }
@@ -312,33 +333,56 @@ void vx_gemv_q2_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows,
     gemv_q23_K_r8_ref(VX_TYPE_Q2_K_R8, n, w, row_stride, nrows, y, out);
 }
 
-/* Code (offset removed) of element e of row r in a 32-element record. */
+/* Code (offset removed; IQ4_NL: its book value) of element e of row r in
+ * a 32-element record. */
 static int code32(int ptype, const void *rec, int r, int e) {
     if (ptype == VX_TYPE_Q8_0_R8) return ((const vx_block_q8_0_r8 *)rec)->qs[e / 4][r][e % 4];
-    const uint8_t *qs = ptype == VX_TYPE_Q4_0_R8 ? ((const vx_block_q4_0_r8 *)rec)->qs[0][0]
-                                                 : ((const vx_block_q5_0_r8 *)rec)->qs[0][0];
+    const uint8_t *qs = ptype == VX_TYPE_Q4_0_R8 || ptype == VX_TYPE_IQ4_NL_R8
+                            ? ((const vx_block_q4_0_r8 *)rec)->qs[0][0]
+                        : ptype == VX_TYPE_Q5_0_R8 ? ((const vx_block_q5_0_r8 *)rec)->qs[0][0]
+                        : ptype == VX_TYPE_Q4_1_R8 ? ((const vx_block_q4_1_r8 *)rec)->qs[0][0]
+                                                   : ((const vx_block_q5_1_r8 *)rec)->qs[0][0];
     const int c = (e % 16) / 4, b = e % 4; /* qs byte 4c + b of the row */
     const int nib = (qs[(c * 8 + r) * 4 + b] >> (e < 16 ? 0 : 4)) & 15;
-    if (ptype == VX_TYPE_Q4_0_R8) return nib - 8;
-    const int hi = (((const vx_block_q5_0_r8 *)rec)->qh[r][e % 4] >> (e / 4)) & 1;
-    return (nib | hi << 4) - 16;
+    switch (ptype) {
+    case VX_TYPE_Q4_0_R8: return nib - 8;
+    case VX_TYPE_Q4_1_R8: return nib;
+    case VX_TYPE_IQ4_NL_R8: return vx_iq4nl_values[nib];
+    case VX_TYPE_Q5_0_R8: return (nib | ((((const vx_block_q5_0_r8 *)rec)->qh[r][e % 4] >> (e / 4)) & 1) << 4) - 16;
+    default: return nib | ((((const vx_block_q5_1_r8 *)rec)->qh[r][e % 4] >> (e / 4)) & 1) << 4;
+    }
+}
+
+/* The min m of row r in a Q4_1_R8 / Q5_1_R8 record (0: none). */
+static float min32(int ptype, const void *rec, int r) {
+    if (ptype == VX_TYPE_Q4_1_R8) return vx_fp16_to_fp32(((const vx_block_q4_1_r8 *)rec)->m[r]);
+    if (ptype == VX_TYPE_Q5_1_R8) return vx_fp16_to_fp32(((const vx_block_q5_1_r8 *)rec)->m[r]);
+    return 0.0f;
 }
 
 static void gemv32_r8_ref(int ptype, int64_t n, const void *w, size_t row_stride, int nrows, const void *vy,
                           float *out) {
     const int64_t nb = n / 32;
     const size_t rs = rec_size(ptype);
-    const vx_block_q8_0 *y = vy;
+    /* Q8_0 activations {d, qs}, or Q8_1 {d, s, qs} for the types with a min */
+    const int hm = ptype == VX_TYPE_Q4_1_R8 || ptype == VX_TYPE_Q5_1_R8;
+    const size_t ys = hm ? sizeof(vx_block_q8_1) : sizeof(vx_block_q8_0);
     for (int g = 0; g < nrows / 8; g++) {
         const uint8_t *x = (const uint8_t *)w + (size_t)8 * g * row_stride;
         for (int r = 0; r < 8; r++) {
             float acc[2] = {0, 0}; /* even and odd blocks */
             for (int64_t i = 0; i < nb; i++) {
                 const void *rec = x + (size_t)i * rs;
+                const uint8_t *yb = (const uint8_t *)vy + (size_t)i * ys;
+                const int8_t *yq = (const int8_t *)(yb + (hm ? offsetof(vx_block_q8_1, qs) : offsetof(vx_block_q8_0, qs)));
+                uint16_t dy, sy;
+                memcpy(&dy, yb, 2);
+                memcpy(&sy, yb + 2, 2);
                 int32_t I = 0;
-                for (int e = 0; e < 32; e++) I += code32(ptype, rec, r, e) * y[i].qs[e];
+                for (int e = 0; e < 32; e++) I += code32(ptype, rec, r, e) * yq[e];
                 const uint16_t d = ((const uint16_t *)rec)[r]; /* every record starts with d[8] */
-                acc[i % 2] = fmaf(vx_fp16_to_fp32(d) * vx_fp16_to_fp32(y[i].d), (float)I, acc[i % 2]);
+                acc[i % 2] = fmaf(vx_fp16_to_fp32(d) * vx_fp16_to_fp32(dy), (float)I, acc[i % 2]);
+                if (hm) acc[i % 2] = fmaf(min32(ptype, rec, r), vx_fp16_to_fp32(sy), acc[i % 2]);
             }
             out[8 * g + r] = acc[0] + acc[1];
         }
@@ -353,6 +397,15 @@ void vx_gemv_q5_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows,
 }
 void vx_gemv_q8_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
     gemv32_r8_ref(VX_TYPE_Q8_0_R8, n, w, row_stride, nrows, y, out);
+}
+void vx_gemv_q4_1_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
+    gemv32_r8_ref(VX_TYPE_Q4_1_R8, n, w, row_stride, nrows, y, out);
+}
+void vx_gemv_q5_1_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
+    gemv32_r8_ref(VX_TYPE_Q5_1_R8, n, w, row_stride, nrows, y, out);
+}
+void vx_gemv_iq4_nl_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
+    gemv32_r8_ref(VX_TYPE_IQ4_NL_R8, n, w, row_stride, nrows, y, out);
 }
 
 void vx_dequant_row(int type, const void *w, size_t row_stride, int64_t r, int64_t n, float *dst) {
@@ -393,8 +446,8 @@ void vx_dequant_row(int type, const void *w, size_t row_stride, int64_t r, int64
                 dst[e] = d * (float)sc * (float)code - dmin * (float)mn;
             }
         } else {
-            const float d = vx_fp16_to_fp32(((const uint16_t *)rec)[rr]);
-            for (int e = 0; e < 32; e++) dst[e] = d * (float)code32(type, rec, rr, e);
+            const float d = vx_fp16_to_fp32(((const uint16_t *)rec)[rr]), m = min32(type, rec, rr);
+            for (int e = 0; e < 32; e++) dst[e] = d * (float)code32(type, rec, rr, e) + m;
         }
     }
 }

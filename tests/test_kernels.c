@@ -786,6 +786,10 @@ static void test_packed(err_stats *st) {
             check_packed(st, k, VX_TYPE_Q4_0, vx_gemv_q4_0_avx2, first ? vx_gemv_q4_0_r8_ref : NULL, ns32[i], &r);
             check_packed(st, k, VX_TYPE_Q5_0, vx_gemv_q5_0_avx2, first ? vx_gemv_q5_0_r8_ref : NULL, ns32[i], &r);
             check_packed(st, k, VX_TYPE_Q8_0, vx_gemv_q8_0_avx2, first ? vx_gemv_q8_0_r8_ref : NULL, ns32[i], &r);
+            check_packed(st, k, VX_TYPE_Q4_1, vx_gemv_q4_1_avx2, first ? vx_gemv_q4_1_r8_ref : NULL, ns32[i], &r);
+            check_packed(st, k, VX_TYPE_Q5_1, vx_gemv_q5_1_avx2, first ? vx_gemv_q5_1_r8_ref : NULL, ns32[i], &r);
+            check_packed(st, k, VX_TYPE_IQ4_NL, vx_gemv_iq4_nl_avx2, first ? vx_gemv_iq4_nl_r8_ref : NULL, ns32[i],
+                         &r);
         }
         printf("packed gemv/gemm checked: tier %s\n", k->name);
     }
@@ -891,6 +895,9 @@ static const char *stat_name(int t) {
     case VX_TYPE_Q4_0_R8: return "Q4_0_R8";
     case VX_TYPE_Q5_0_R8: return "Q5_0_R8";
     case VX_TYPE_Q8_0_R8: return "Q8_0_R8";
+    case VX_TYPE_Q4_1_R8: return "Q4_1_R8";
+    case VX_TYPE_Q5_1_R8: return "Q5_1_R8";
+    case VX_TYPE_IQ4_NL_R8: return "IQ4_NL_R8";
     default: return vx_type_name(t);
     }
 }

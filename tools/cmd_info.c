@@ -44,7 +44,7 @@ int vx_cmd_info(int argc, char **argv) {
     uint64_t pbytes = 0;
     const int32_t npk = vx_model_n_repacked(m, &pbytes);
     if (npk > 0)
-        printf("repacking       %d Q4_0/Q5_0/Q8_0/Q2_K..Q6_K weights into 8-row interleaved layouts (*_R8), "
+        printf("repacking       %d quantized weights into 8-row interleaved layouts (*_R8), "
                "%.1f MiB (--no-repack: file layout)\n",
                npk, (double)pbytes / (1 << 20));
     else

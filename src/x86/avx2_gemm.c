@@ -37,11 +37,17 @@
  * runs its base kind's tile with a panel loaded straight from the record.
  * Signed codes (Q8_0, IQ4_NL's book values) run the |x| / sign tile; Q4_1
  * and Q5_1 pair with Q8_1 activations and add a min term per block. */
-enum { G_Q4_0, G_Q5_0, G_Q8_0, G_Q4_0_R8, G_Q5_0_R8, G_Q8_0_R8, G_Q4_1, G_Q5_1, G_IQ4_NL };
-#define GBASE(k) ((k) >= G_Q4_0_R8 && (k) <= G_Q8_0_R8 ? (k) - 3 : (k))
-#define GPACKED(k) ((k) >= G_Q4_0_R8 && (k) <= G_Q8_0_R8)
-#define GSIGNED(k) (GBASE(k) == G_Q8_0 || (k) == G_IQ4_NL)
-#define GMIN(k) ((k) == G_Q4_1 || (k) == G_Q5_1)
+enum {
+    G_Q4_0, G_Q5_0, G_Q8_0, G_Q4_0_R8, G_Q5_0_R8, G_Q8_0_R8,
+    G_Q4_1, G_Q5_1, G_IQ4_NL, G_Q4_1_R8, G_Q5_1_R8, G_IQ4_NL_R8
+};
+/* each packed kind sits 3 after its plain one */
+#define GPACKED(k) (((k) >= G_Q4_0_R8 && (k) <= G_Q8_0_R8) || (k) >= G_Q4_1_R8)
+#define GBASE(k) (GPACKED(k) ? (k) - 3 : (k))
+#define GSIGNED(k) (GBASE(k) == G_Q8_0 || GBASE(k) == G_IQ4_NL)
+#define GMIN(k) (GBASE(k) == G_Q4_1 || GBASE(k) == G_Q5_1)
+/* 4-bit codes (Q4_0, Q4_1, IQ4_NL) or 5-bit ones (Q5_0, Q5_1) */
+#define GNIB5(k) (GBASE(k) == G_Q5_0 || GBASE(k) == G_Q5_1)
 /* Activation block bytes and the offset of its codes (Q8_1: {d, s, qs}). */
 #define YSIZE(k) (GMIN(k) ? sizeof(vx_block_q8_1) : sizeof(vx_block_q8_0))
 #define YCODES(k) (GMIN(k) ? offsetof(vx_block_q8_1, qs) : offsetof(vx_block_q8_0, qs))
@@ -68,6 +74,9 @@ AINLINE size_t wsize32(int k) {
     case G_Q8_0: return sizeof(vx_block_q8_0);
     case G_Q4_0_R8: return sizeof(vx_block_q4_0_r8);
     case G_Q5_0_R8: return sizeof(vx_block_q5_0_r8);
+    case G_Q4_1_R8: return sizeof(vx_block_q4_1_r8);
+    case G_Q5_1_R8: return sizeof(vx_block_q5_1_r8);
+    case G_IQ4_NL_R8: return sizeof(vx_block_iq4_nl_r8);
     case G_Q4_1: return sizeof(vx_block_q4_1);
     case G_Q5_1: return sizeof(vx_block_q5_1);
     case G_IQ4_NL: return sizeof(vx_block_iq4_nl);
@@ -118,11 +127,48 @@ AINLINE __m256i q5_hbits(__m256i h, int q) {
     return _mm256_and_si256(t, _mm256_set1_epi8(0x10));
 }
 
-/* A panel from a packed record (the codes are already in row-lane order):
- * a nibble split, the fifth bits merged, or |x| for Q8_0. */
-AINLINE void load32_r8(int k, const uint8_t *rec, panel32 *P) {
+/* The nibble bytes (qs[c][r][b]) and fifth bits (qh[r][b]) of a packed
+ * 32-element record; every record starts with d[8] (then m[8] with a min). */
+AINLINE const uint8_t *r8_qs(int k, const uint8_t *rec) {
+    switch (k) {
+    case G_Q5_0_R8: return ((const vx_block_q5_0_r8 *)(const void *)rec)->qs[0][0];
+    case G_Q4_1_R8: return ((const vx_block_q4_1_r8 *)(const void *)rec)->qs[0][0];
+    case G_Q5_1_R8: return ((const vx_block_q5_1_r8 *)(const void *)rec)->qs[0][0];
+    default: return ((const vx_block_q4_0_r8 *)(const void *)rec)->qs[0][0]; /* Q4_0, IQ4_NL */
+    }
+}
+AINLINE const uint8_t *r8_qh(int k, const uint8_t *rec) {
+    return k == G_Q5_0_R8 ? ((const vx_block_q5_0_r8 *)(const void *)rec)->qh[0]
+                          : ((const vx_block_q5_1_r8 *)(const void *)rec)->qh[0];
+}
+
+/* Quads c and c + 4 (c < 4) of a packed record as maddubs operands: the
+ * nibble split, the fifth bits merged, IQ4_NL's book values (*x0, *x4 the
+ * signed values, the results their magnitudes). */
+AINLINE void r8_quads(int k, const uint8_t *rec, int c, __m256i *a, __m256i *e, __m256i *x0, __m256i *x4) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i v = load256(r8_qs(k, rec) + 32 * c);
+    *a = _mm256_and_si256(v, m4);
+    *e = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    if (GNIB5(k)) {
+        const __m256i h = load256(r8_qh(k, rec));
+        *a = _mm256_or_si256(*a, q5_hbits(h, c));
+        *e = _mm256_or_si256(*e, q5_hbits(h, c + 4));
+    }
+    if (GBASE(k) == G_IQ4_NL) {
+        const __m256i book = _mm256_broadcastsi128_si256(load128(vx_iq4nl_values));
+        *x0 = _mm256_shuffle_epi8(book, *a);
+        *x4 = _mm256_shuffle_epi8(book, *e);
+        *a = _mm256_abs_epi8(*x0);
+        *e = _mm256_abs_epi8(*x4);
+    }
+}
+
+/* A panel from a packed record (the codes are already in row-lane order):
+ * r8_quads, or |x| for Q8_0. */
+AINLINE void load32_r8(int k, const uint8_t *rec, panel32 *P) {
     P->d = _mm256_cvtph_ps(load128(rec)); /* every record starts with d[8] */
+    P->m = GMIN(k) ? _mm256_cvtph_ps(load128(rec + 16)) : _mm256_setzero_ps();
     if (k == G_Q8_0_R8) {
         const vx_block_q8_0_r8 *b = (const vx_block_q8_0_r8 *)(const void *)rec;
 #pragma GCC unroll 8
@@ -132,19 +178,8 @@ AINLINE void load32_r8(int k, const uint8_t *rec, panel32 *P) {
         }
         return;
     }
-    const uint8_t *qs = k == G_Q4_0_R8 ? ((const vx_block_q4_0_r8 *)(const void *)rec)->qs[0][0]
-                                       : ((const vx_block_q5_0_r8 *)(const void *)rec)->qs[0][0];
 #pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-        const __m256i v = load256(qs + 32 * c);
-        P->q[c] = _mm256_and_si256(v, m4);
-        P->q[c + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    }
-    if (k == G_Q5_0_R8) {
-        const __m256i h = load256(((const vx_block_q5_0_r8 *)(const void *)rec)->qh[0]);
-#pragma GCC unroll 8
-        for (int q = 0; q < 8; q++) P->q[q] = _mm256_or_si256(P->q[q], q5_hbits(h, q));
-    }
+    for (int c = 0; c < 4; c++) r8_quads(k, rec, c, &P->q[c], &P->q[c + 4], &P->x[c], &P->x[c + 4]);
 }
 
 /* Activation quad q (codes 4q .. 4q + 3) in every lane; yc: the offset of
@@ -374,52 +409,59 @@ DEFINE_GEMM_ENTRY(vx_gemm_iq4_nl_avx2, vx_gemv_iq4_nl_avx2, gemm32, G_IQ4_NL, MI
  * with the loops unrolled: through a panel in memory the step ran at a
  * third of the speed. */
 AINLINE __m256 step32_r8(int k, const uint8_t *rec, const uint8_t *yb, float dy, int32_t c, __m256 acc) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i ones = _mm256_set1_epi16(1);
+    const size_t yc = YCODES(k);
     __m256i I;
-    if (k == G_Q8_0_R8) {
-        const vx_block_q8_0_r8 *b = (const vx_block_q8_0_r8 *)(const void *)rec;
+    if (GSIGNED(k)) { /* |x| against y with x's sign, each pair sum to int32 at once */
         __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+        if (k == G_Q8_0_R8) {
+            const vx_block_q8_0_r8 *b = (const vx_block_q8_0_r8 *)(const void *)rec;
 #pragma GCC unroll 8
-        for (int q = 0; q < 8; q += 2) {
-            const __m256i x0 = load256(b->qs[q]), x1 = load256(b->qs[q + 1]);
-            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(x0),
-                                                                             _mm256_sign_epi8(bq32(yb, offsetof(vx_block_q8_0, qs), q), x0)),
-                                                        ones));
-            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(x1),
-                                                                             _mm256_sign_epi8(bq32(yb, offsetof(vx_block_q8_0, qs), q + 1), x1)),
-                                                        ones));
+            for (int q = 0; q < 8; q += 2) {
+                const __m256i x0 = load256(b->qs[q]), x1 = load256(b->qs[q + 1]);
+                s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(x0),
+                                                                                 _mm256_sign_epi8(bq32(yb, yc, q), x0)),
+                                                            ones));
+                s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(x1),
+                                                                                 _mm256_sign_epi8(bq32(yb, yc, q + 1), x1)),
+                                                            ones));
+            }
+        } else { /* IQ4_NL */
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                __m256i a, e, x0, x4;
+                r8_quads(k, rec, q, &a, &e, &x0, &x4);
+                s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(bq32(yb, yc, q), x0)), ones));
+                s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(e, _mm256_sign_epi8(bq32(yb, yc, q + 4), x4)), ones));
+            }
         }
         I = _mm256_add_epi32(s0, s1);
     } else {
-        const uint8_t *qs = k == G_Q4_0_R8 ? ((const vx_block_q4_0_r8 *)(const void *)rec)->qs[0][0]
-                                           : ((const vx_block_q5_0_r8 *)(const void *)rec)->qs[0][0];
-        const __m256i h = k == G_Q5_0_R8 ? load256(((const vx_block_q5_0_r8 *)(const void *)rec)->qh[0])
-                                         : _mm256_setzero_si256();
         /* quads 0..3 (low nibbles) and 4..7 (high): 4 pair sums each, at
          * most 4 * 2 * 31 * 127 = 31496 */
         __m256i lo = _mm256_setzero_si256(), hi = lo;
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
-            const __m256i v = load256(qs + 32 * q);
-            __m256i a = _mm256_and_si256(v, m4), e = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            if (k == G_Q5_0_R8) {
-                a = _mm256_or_si256(a, q5_hbits(h, q));
-                e = _mm256_or_si256(e, q5_hbits(h, q + 4));
-            }
-            lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(a, bq32(yb, offsetof(vx_block_q8_0, qs), q)));
-            hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(e, bq32(yb, offsetof(vx_block_q8_0, qs), q + 4)));
+            __m256i a, e, x0, x4;
+            r8_quads(k, rec, q, &a, &e, &x0, &x4);
+            lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(a, bq32(yb, yc, q)));
+            hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(e, bq32(yb, yc, q + 4)));
         }
-        if (k == G_Q4_0_R8) /* 8 pair sums of Q4_0 fit int16 (8 * 3810) */
+        if (!GNIB5(k)) /* 8 pair sums of 4-bit codes fit int16 (8 * 3810) */
             I = _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones);
         else
             I = _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));
         I = _mm256_sub_epi32(I, _mm256_set1_epi32(c));
     }
     const __m256 d = _mm256_cvtph_ps(load128(rec)); /* every record starts with d[8] */
-    return _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dy)), _mm256_cvtepi32_ps(I), acc);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dy)), _mm256_cvtepi32_ps(I), acc);
+    if (GMIN(k)) /* + m s_y: then m[8], and the Q8_1 block {d, s, qs} */
+        acc = _mm256_fmadd_ps(_mm256_cvtph_ps(load128(rec + 16)), _mm256_set1_ps(f16(ld16(yb + 2))), acc);
+    return acc;
 }
 
 #define GEMV32_R8_REC(k) wsize32(k)
+#define GEMV32_R8_YSIZE(k) YSIZE(k)
 #define GEMV32_R8_CORR(k, yb) corr32(k, yb)
 #define GEMV32_R8_STEP(k, rec, yb, dy, c, acc) step32_r8(k, rec, yb, dy, c, acc)
 #include "gemv32_r8.h"
@@ -437,6 +479,15 @@ void vx_gemv_q5_0_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, co
 void vx_gemv_q8_0_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
     gemv32_r8(G_Q8_0_R8, n, w, stride, nrows, y, out);
 }
+void vx_gemv_q4_1_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemv32_r8(G_Q4_1_R8, n, w, stride, nrows, y, out);
+}
+void vx_gemv_q5_1_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemv32_r8(G_Q5_1_R8, n, w, stride, nrows, y, out);
+}
+void vx_gemv_iq4_nl_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemv32_r8(G_IQ4_NL_R8, n, w, stride, nrows, y, out);
+}
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -447,3 +498,6 @@ void vx_gemv_q8_0_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, co
 DEFINE_GEMM_ENTRY(vx_gemm_q4_0_r8_avx2, vx_gemv_q4_0_r8_avx2, gemm32, G_Q4_0_R8, MIN_TOK32_R8)
 DEFINE_GEMM_ENTRY(vx_gemm_q5_0_r8_avx2, vx_gemv_q5_0_r8_avx2, gemm32, G_Q5_0_R8, MIN_TOK32_R8)
 DEFINE_GEMM_ENTRY(vx_gemm_q8_0_r8_avx2, vx_gemv_q8_0_r8_avx2, gemm32, G_Q8_0_R8, MIN_TOK32_R8)
+DEFINE_GEMM_ENTRY(vx_gemm_q4_1_r8_avx2, vx_gemv_q4_1_r8_avx2, gemm32, G_Q4_1_R8, MIN_TOK32_R8)
+DEFINE_GEMM_ENTRY(vx_gemm_q5_1_r8_avx2, vx_gemv_q5_1_r8_avx2, gemm32, G_Q5_1_R8, MIN_TOK32_R8)
+DEFINE_GEMM_ENTRY(vx_gemm_iq4_nl_r8_avx2, vx_gemv_iq4_nl_r8_avx2, gemm32, G_IQ4_NL_R8, MIN_TOK32_R8)

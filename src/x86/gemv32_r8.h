@@ -16,6 +16,8 @@
  * includes this file, which defines gemv32_r8(k, n, w, stride, nrows, y,
  * out) (vx_gemv_fn with the kind first):
  *   GEMV32_R8_REC(k)         bytes of a record (8 rows x one block)
+ *   GEMV32_R8_YSIZE(k)       bytes of an activation block (optional:
+ *                            Q8_0's; every block starts with its fp16 d)
  *   GEMV32_R8_CORR(k, yb)    the int32 offset correction of activation
  *                            block yb, as the step takes it
  *   GEMV32_R8_STEP(k, rec, yb, dy, c, acc)
@@ -26,6 +28,10 @@
  */
 #ifndef VX_GEMV32_R8_H
 #define VX_GEMV32_R8_H
+
+#ifndef GEMV32_R8_YSIZE
+#define GEMV32_R8_YSIZE(k) sizeof(vx_block_q8_0)
+#endif
 
 /* Bytes the software prefetch runs ahead of the record stream. */
 #ifndef PF32_R8
@@ -50,7 +56,7 @@
 
 AINLINE void gemv32_r8_groups(int k, int G, int64_t nb, const uint8_t *const *g, const uint8_t *y,
                               const float *dyt, const int32_t *ct, int tab, float *const *out) {
-    const size_t rs = GEMV32_R8_REC(k), ys = sizeof(vx_block_q8_0);
+    const size_t rs = GEMV32_R8_REC(k), ys = GEMV32_R8_YSIZE(k);
 #define DY(b) (tab ? dyt[b] : f16(ld16(y + (size_t)(b) * ys)))
 #define CT(b) (tab ? ct[b] : GEMV32_R8_CORR(k, y + (size_t)(b) * ys))
     __m256 ae[GEMV32_R8_STREAMS], ao[GEMV32_R8_STREAMS];
@@ -79,7 +85,7 @@ AINLINE void gemv32_r8_groups(int k, int G, int64_t nb, const uint8_t *const *g,
 
 AINLINE void gemv32_r8(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
     const int64_t nb = n / 32;
-    const size_t ys = sizeof(vx_block_q8_0);
+    const size_t ys = GEMV32_R8_YSIZE(k);
     const uint8_t *y = vy;
     float dyt[CT32];
     int32_t ct[CT32];

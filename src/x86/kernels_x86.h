@@ -131,11 +131,20 @@ void vx_gemv_q2_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows
 void vx_gemv_q4_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q5_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q8_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q4_1_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_q5_1_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_iq4_nl_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemm_q4_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q5_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q8_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
+void vx_gemm_q4_1_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
+void vx_gemm_q5_1_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
+void vx_gemm_iq4_nl_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q4_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
