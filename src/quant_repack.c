@@ -219,40 +219,6 @@ static int k45_code(const vx_block_q4_K_r8 *b, const vx_block_q5_K_r8 *x5, int r
     return x5 ? code | ((x5->qh[l / 4][r][l % 4] >> s) & 1) << 4 : code;
 }
 
-static void gemv_q45_K_r8_ref(int five, int64_t n, const void *w, size_t row_stride, int nrows, const void *vy,
-                              float *out) {
-    const int64_t nb = n / QK;
-    const size_t rs = five ? sizeof(vx_block_q5_K_r8) : sizeof(vx_block_q4_K_r8);
-    const vx_block_q8_K *y = vy;
-    for (int g = 0; g < nrows / 8; g++) {
-        const uint8_t *x = (const uint8_t *)w + (size_t)8 * g * row_stride;
-        for (int r = 0; r < 8; r++) {
-            float acc = 0;
-            for (int64_t i = 0; i < nb; i++) {
-                const vx_block_q4_K_r8 *b = (const vx_block_q4_K_r8 *)(const void *)(x + (size_t)i * rs);
-                const vx_block_q5_K_r8 *x5 = five ? (const vx_block_q5_K_r8 *)(const void *)b : NULL;
-                int32_t I = 0, M = 0;
-                for (int s = 0; s < 8; s++) { /* sub-block of 32 */
-                    int32_t sum = 0;
-                    for (int l = 0; l < 32; l++) sum += k45_code(b, x5, r, s, l) * y[i].qs[32 * s + l];
-                    I += (int32_t)b->sc[s / 2][r][s % 2] * sum;
-                    M += (int32_t)b->mn[s / 2][r][s % 2] * (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
-                }
-                const float yd = y[i].d;
-                acc = fmaf(vx_fp16_to_fp32(b->d[r]) * yd, (float)I, acc);
-                acc = fmaf(-(vx_fp16_to_fp32(b->dmin[r]) * yd), (float)M, acc);
-            }
-            out[8 * g + r] = acc;
-        }
-    }
-}
-
-void vx_gemv_q4_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
-    gemv_q45_K_r8_ref(0, n, w, row_stride, nrows, y, out);
-}
-void vx_gemv_q5_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
-    gemv_q45_K_r8_ref(1, n, w, row_stride, nrows, y, out);
-}
 
 void vx_gemv_q6_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *vy, float *out) {
     const int64_t nb = n / QK;
@@ -297,8 +263,34 @@ static void q23_elem(int ptype, const void *rec, int r, int e, int *code, int *s
     }
 }
 
-static void gemv_q23_K_r8_ref(int ptype, int64_t n, const void *w, size_t row_stride, int nrows, const void *vy,
-                              float *out) {
+/* The exact sums of row r of a Q4_K_R8 / Q5_K_R8 / Q3_K_R8 / Q2_K_R8
+ * record against y: I (codes, offset removed, times their scales) and M
+ * (mins times activation sums; 0 without mins). */
+static void k_r8_sums(int ptype, const void *rec, int r, const vx_block_q8_K *y, int32_t *I, int32_t *M) {
+    *I = *M = 0;
+    if (ptype == VX_TYPE_Q4_K_R8 || ptype == VX_TYPE_Q5_K_R8) {
+        const vx_block_q4_K_r8 *b = rec;
+        const vx_block_q5_K_r8 *x5 = ptype == VX_TYPE_Q5_K_R8 ? rec : NULL;
+        for (int s = 0; s < 8; s++) { /* sub-block of 32 */
+            int32_t sum = 0;
+            for (int l = 0; l < 32; l++) sum += k45_code(b, x5, r, s, l) * y->qs[32 * s + l];
+            *I += (int32_t)b->sc[s / 2][r][s % 2] * sum;
+            *M += (int32_t)b->mn[s / 2][r][s % 2] * (y->bsums[2 * s] + y->bsums[2 * s + 1]);
+        }
+        return;
+    }
+    for (int e = 0; e < QK; e++) {
+        int code, sc, mn;
+        q23_elem(ptype, rec, r, e, &code, &sc, &mn);
+        *I += sc * code * y->qs[e];
+        if (e % 16 == 0) *M += mn * y->bsums[e / 16];
+    }
+}
+
+/* The canonical reference of the K-quant records with a dmin (Q4_K,
+ * Q5_K, Q2_K) or none (Q3_K, whose M is 0). */
+static void gemv_k_r8_ref(int ptype, int64_t n, const void *w, size_t row_stride, int nrows, const void *vy,
+                          float *out) {
     const int64_t nb = n / QK;
     const size_t rs = rec_size(ptype);
     const vx_block_q8_K *y = vy;
@@ -308,29 +300,29 @@ static void gemv_q23_K_r8_ref(int ptype, int64_t n, const void *w, size_t row_st
             float acc = 0;
             for (int64_t i = 0; i < nb; i++) {
                 const void *rec = x + (size_t)i * rs;
-                int32_t I = 0, M = 0;
-                for (int e = 0; e < QK; e++) {
-                    int code, sc, mn;
-                    q23_elem(ptype, rec, r, e, &code, &sc, &mn);
-                    I += sc * code * y[i].qs[e];
-                    if (e % 16 == 0) M += mn * y[i].bsums[e / 16];
-                }
+                int32_t I, M;
+                k_r8_sums(ptype, rec, r, &y[i], &I, &M);
                 const float yd = y[i].d;
-                const uint16_t d = ((const uint16_t *)rec)[r]; /* both records start with d[8] */
-                acc = fmaf(vx_fp16_to_fp32(d) * yd, (float)I, acc);
-                if (ptype == VX_TYPE_Q2_K_R8)
-                    acc = fmaf(-(vx_fp16_to_fp32(((const vx_block_q2_K_r8 *)rec)->dmin[r]) * yd), (float)M, acc);
+                const uint16_t *d = rec; /* every record starts with d[8], then (with mins) dmin[8] */
+                acc = fmaf(vx_fp16_to_fp32(d[r]) * yd, (float)I, acc);
+                if (ptype != VX_TYPE_Q3_K_R8) acc = fmaf(-(vx_fp16_to_fp32(d[8 + r]) * yd), (float)M, acc);
             }
             out[8 * g + r] = acc;
         }
     }
 }
 
+void vx_gemv_q4_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
+    gemv_k_r8_ref(VX_TYPE_Q4_K_R8, n, w, row_stride, nrows, y, out);
+}
+void vx_gemv_q5_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
+    gemv_k_r8_ref(VX_TYPE_Q5_K_R8, n, w, row_stride, nrows, y, out);
+}
 void vx_gemv_q3_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
-    gemv_q23_K_r8_ref(VX_TYPE_Q3_K_R8, n, w, row_stride, nrows, y, out);
+    gemv_k_r8_ref(VX_TYPE_Q3_K_R8, n, w, row_stride, nrows, y, out);
 }
 void vx_gemv_q2_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
-    gemv_q23_K_r8_ref(VX_TYPE_Q2_K_R8, n, w, row_stride, nrows, y, out);
+    gemv_k_r8_ref(VX_TYPE_Q2_K_R8, n, w, row_stride, nrows, y, out);
 }
 
 /* Code (offset removed; IQ4_NL: its book value) of element e of row r in
