@@ -120,12 +120,8 @@ AINLINE void unpack32_8(int k, const uint8_t *const rows[8], int64_t b, panel32 
 }
 
 /* Fifth bits of quad q from a Q5_0_R8 qh vector (bit q of byte b: element
- * 4q + b), moved to bit 4 of each byte. A 16-bit shift by at most 4 keeps
- * every byte's bit 4 within its own byte. */
-AINLINE __m256i q5_hbits(__m256i h, int q) {
-    const __m256i t = q < 4 ? _mm256_slli_epi16(h, 4 - q) : _mm256_srli_epi16(h, q - 4);
-    return _mm256_and_si256(t, _mm256_set1_epi8(0x10));
-}
+ * 4q + b), moved to bit 4 of each byte. */
+AINLINE __m256i q5_hbits(__m256i h, int q) { return byte_bit_to(h, q, 4); }
 
 /* The nibble bytes (qs[c][r][b]) and fifth bits (qh[r][b]) of a packed
  * 32-element record; every record starts with d[8] (then m[8] with a min). */

@@ -106,7 +106,7 @@ AINLINE __m256i col_pair16(const __m128i c[4], int p, int sgn) {
  * (bit 2c of byte l for element 64c + l, bit 2c + 1 for element
  * 64c + 32 + l) merged in as bit 4, row by row before the transposes. */
 AINLINE void unpack_q45_K8(int five, const uint8_t *const rows[8], int64_t i, panelK *P) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
     uint64_t sc[8], mn[8]; /* byte j: scale / min of sub-block j */
     uint16_t d[8], dm[8];
     const uint8_t *qs[8], *qh[8];
@@ -125,13 +125,9 @@ AINLINE void unpack_q45_K8(int five, const uint8_t *const rows[8], int64_t i, pa
         if (five) {
             for (int r = 0; r < 8; r++) {
                 const __m256i h = load256(qh[r]);
-                /* bit 2c (2c + 1) of each byte to bit 4: a 16-bit shift by
-                 * at most 4 either way stays within the byte for that bit */
-                const __m256i hl = 2 * c <= 4 ? _mm256_slli_epi16(h, 4 - 2 * c) : _mm256_srli_epi16(h, 2 * c - 4);
-                const __m256i hh =
-                    2 * c + 1 <= 4 ? _mm256_slli_epi16(h, 3 - 2 * c) : _mm256_srli_epi16(h, 2 * c - 3);
-                hi[r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v[r], 4), m4), _mm256_and_si256(hh, b4));
-                v[r] = _mm256_or_si256(_mm256_and_si256(v[r], m4), _mm256_and_si256(hl, b4));
+                /* bit 2c (2c + 1) of each byte to bit 4 */
+                hi[r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v[r], 4), m4), byte_bit_to(h, 2 * c + 1, 4));
+                v[r] = _mm256_or_si256(_mm256_and_si256(v[r], m4), byte_bit_to(h, 2 * c, 4));
             }
             transpose8_epi32(v);
             transpose8_epi32(hi);
@@ -207,7 +203,7 @@ static void unpack_q6_K8(const uint8_t *const rows[8], int64_t i, panelK *P) {
  * of qs[32h + l]); Q3_K's third bit (bit 4h + j of hmask[l]) merged in as
  * bit 2, so that its codes are u = q + 4 hbit in 0..7 with offset 4. */
 AINLINE void unpack_q23_K8(int three, const uint8_t *const rows[8], int64_t i, panelK *P) {
-    const __m256i m2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256i m2 = _mm256_set1_epi8(3);
     int8_t sc[8][16]; /* scales (Q3_K signed), then Q2_K's mins */
     uint8_t mn[8][16];
     uint16_t d[8], dm[8];
@@ -239,9 +235,7 @@ AINLINE void unpack_q23_K8(int three, const uint8_t *const rows[8], int64_t i, p
             const __m256i hb = three ? load256(hm[r]) : _mm256_setzero_si256();
             for (int j = 0; j < 4; j++) {
                 v[j][r] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m2);
-                if (three) /* bit 4h + j of each byte to bit 2 (16-bit shifts, one bit per byte kept) */
-                    v[j][r] = _mm256_or_si256(
-                        v[j][r], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4 * h + j), one), 2));
+                if (three) v[j][r] = _mm256_or_si256(v[j][r], byte_bit_to(hb, 4 * h + j, 2)); /* the third bit */
             }
         }
         for (int j = 0; j < 4; j++) {
@@ -281,12 +275,6 @@ AINLINE __m256i dup_hi(__m256i x) {
 
 /* Panels from the packed layouts: the codes are already in row-lane
  * order, so a panel is a nibble split (Q4_K) or the bit merge (Q6_K). */
-/* Bit s of each byte of h moved to bit 4 (a 16-bit shift by at most 4
- * either way keeps that bit within its byte), other bits cleared. */
-AINLINE __m256i bit_to4(__m256i h, int s) {
-    const __m256i t = s <= 4 ? _mm256_slli_epi16(h, 4 - s) : _mm256_srli_epi16(h, s - 4);
-    return _mm256_and_si256(t, _mm256_set1_epi8(0x10));
-}
 
 /* Q4_K_R8, or Q5_K_R8 (qh: its fifth bits, else NULL). */
 static void load_q45_K_r8(const vx_block_q4_K_r8 *b, const uint8_t (*qh)[8][4], panelK *P) {
@@ -298,8 +286,8 @@ static void load_q45_K_r8(const vx_block_q4_K_r8 *b, const uint8_t (*qh)[8][4], 
             P->q[2 * c + 1][q] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
             if (qh) {
                 const __m256i h = load256(qh[q]);
-                P->q[2 * c][q] = _mm256_or_si256(P->q[2 * c][q], bit_to4(h, 2 * c));
-                P->q[2 * c + 1][q] = _mm256_or_si256(P->q[2 * c + 1][q], bit_to4(h, 2 * c + 1));
+                P->q[2 * c][q] = _mm256_or_si256(P->q[2 * c][q], byte_bit_to(h, 2 * c, 4));
+                P->q[2 * c + 1][q] = _mm256_or_si256(P->q[2 * c + 1][q], byte_bit_to(h, 2 * c + 1, 4));
             }
         }
     for (int p = 0; p < 4; p++) {
@@ -329,15 +317,11 @@ static void load_q6_K_r8(const vx_block_q6_K_r8 *b, panelK *P) {
 }
 
 /* Q2_K_R8 / Q3_K_R8: code vector (4h + j, q) from the record's qs[h][q]
- * (bits 2j) and, for Q3_K, hm[q] (bit 4h + j, moved to bit 2 by one
- * 16-bit shift: the bit kept stays within its byte). */
+ * (bits 2j) and, for Q3_K, hm[q] (bit 4h + j, moved to bit 2). */
 AINLINE __m256i q23_code(int three, const uint8_t *qs, const uint8_t *hm, int h, int j) {
     const __m256i v = _mm256_and_si256(_mm256_srli_epi16(load256(qs), 2 * j), _mm256_set1_epi8(3));
     if (!three) return v;
-    const int g = 4 * h + j;
-    const __m256i x = load256(hm);
-    const __m256i t = g <= 2 ? _mm256_slli_epi16(x, 2 - g) : _mm256_srli_epi16(x, g - 2);
-    return _mm256_or_si256(v, _mm256_and_si256(t, _mm256_set1_epi8(4)));
+    return _mm256_or_si256(v, byte_bit_to(load256(hm), 4 * h + j, 2));
 }
 
 /* Scale pair p of a Q2_K_R8 / Q3_K_R8 record as int16 pairs per row lane
@@ -679,8 +663,8 @@ AINLINE void q45k_r8_groups(int five, int G, int64_t nsb, const uint8_t *const *
                     __m256i a = _mm256_and_si256(v, m4), e = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                     if (five) {
                         const __m256i h = load256(b5->qh[q]);
-                        a = _mm256_or_si256(a, bit_to4(h, 2 * c));
-                        e = _mm256_or_si256(e, bit_to4(h, 2 * c + 1));
+                        a = _mm256_or_si256(a, byte_bit_to(h, 2 * c, 4));
+                        e = _mm256_or_si256(e, byte_bit_to(h, 2 * c + 1, 4));
                     }
                     const __m256i pa = _mm256_maddubs_epi16(a, bq(yi, 64 * c + 4 * q));
                     const __m256i pe = _mm256_maddubs_epi16(e, bq(yi, 64 * c + 32 + 4 * q));

@@ -223,6 +223,14 @@ AINLINE void gemv_far_groups(const void *w, size_t stride, float *out, int i, in
         GEMV_DISPATCH(rows_fn, n, w_rows, row_stride, nrows, y, out);                                        \
     }
 
+/* Bit s of each byte of h moved to bit t (s, t < 8), the other bits
+ * cleared: one 16-bit shift by |s - t| (the bit kept stays within its
+ * byte) and a mask. */
+AINLINE __m256i byte_bit_to(__m256i h, int s, int t) {
+    const __m256i x = s < t ? _mm256_slli_epi16(h, t - s) : s > t ? _mm256_srli_epi16(h, s - t) : h;
+    return _mm256_and_si256(x, _mm256_set1_epi8((char)(1 << t)));
+}
+
 /* Q4_K / Q5_K: 8 (scale, min) 6-bit pairs packed in 12 bytes (see
  * vx_q4_K_unpack_scales), unpacked four at a time in 32-bit words. */
 AINLINE void q4k_scales_mins(const uint8_t *p, uint64_t *sc, uint64_t *mn) {
