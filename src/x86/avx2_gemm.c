@@ -1,8 +1,8 @@
 /*
  * avx2_gemm.c - prefill GEMM kernels for the 32-element block types Q4_0,
- * Q5_0, Q8_0 (x Q8_0 activations), and the GEMV and GEMM on their packed
- * 8-row forms Q4_0_R8, Q5_0_R8, Q8_0_R8 (quant.h), compiled with -mavx2
- * -mfma -mf16c -mbmi2. F16/BF16: avx2_gemm_half.c.
+ * Q5_0, Q8_0, IQ4_NL (x Q8_0 activations), Q4_1, Q5_1 (x Q8_1), and the
+ * GEMV and GEMM on their packed 8-row forms *_R8 (quant.h), compiled with
+ * -mavx2 -mfma -mf16c -mbmi2. F16/BF16: avx2_gemm_half.c.
  *
  * Quantized types: eight weight rows at a time are unpacked, a chunk of
  * blocks at a time, into a row-lane panel - code vector q of a block holds

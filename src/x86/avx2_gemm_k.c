@@ -1,6 +1,7 @@
 /*
- * avx2_gemm_k.c - prefill GEMM kernels for Q4_K and Q6_K weights x Q8_K
- * activations (compiled with -mavx2 -mfma -mf16c -mbmi2).
+ * avx2_gemm_k.c - prefill GEMM kernels for Q2_K..Q6_K weights x Q8_K
+ * activations, and the GEMV and GEMM on their packed 8-row forms *_R8
+ * (compiled with -mavx2 -mfma -mf16c -mbmi2).
  *
  * Eight weight rows at a time are unpacked, one or two super-blocks per
  * chunk, into a row-lane panel: code vector (g, q) holds in its 32-bit

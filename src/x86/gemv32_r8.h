@@ -1,6 +1,6 @@
 /*
  * gemv32_r8.h - the GEMV driver of the packed 8-row 32-element block types
- * Q4_0_R8, Q5_0_R8, Q8_0_R8 (quant.h) x Q8_0 activations, shared by the
+ * (quant.h) x Q8_0 (or Q8_1) activations, shared by the
  * AVX2 kernels (avx2_gemm.c) and the AVX-512 ones (avx512_gemm.c, natively
  * and emulated: it uses only AVX2 intrinsics, which both provide).
  *
