@@ -9,7 +9,8 @@
  * fma(-(dmin * y.d), M, acc), super-blocks in ascending order. The 32-element types
  * keep two chains per row, even and odd blocks (an odd count's last block
  * goes onto the even chain), each taking acc = fma(d * y.d, I, acc) with I
- * the exact sum of (code - offset) * y, and add them at the end: the order
+ * the exact sum of (code - offset) * y (Q4_1 / Q5_1 then acc = fma(m, s_y,
+ * acc)), and add them at the end: the order
  * of avx2_quant.c (rows32c) and avx2_gemm.c. fmaf rounds once like
  * the hardware instruction, so the SIMD kernels on either layout give the
  * very same bits (tests/test_kernels.c checks it).

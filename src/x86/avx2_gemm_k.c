@@ -60,6 +60,22 @@ enum { GK_Q4_K, GK_Q6_K, GK_Q5_K, GK_Q3_K, GK_Q2_K, GK_Q4_K_R8, GK_Q6_K_R8, GK_Q
 #define KDMIN(k) (!KQ6(k) && KBASE(k) != GK_Q3_K)
 #define KOFF(k) (KQ6(k) ? 5 : KBASE(k) == GK_Q3_K ? 2 : 0)
 
+/* Bytes per super-block of one row (plain) or per record of 8 rows (packed). */
+AINLINE size_t ksize(int k) {
+    switch (k) {
+    case GK_Q4_K: return sizeof(vx_block_q4_K);
+    case GK_Q5_K: return sizeof(vx_block_q5_K);
+    case GK_Q6_K: return sizeof(vx_block_q6_K);
+    case GK_Q3_K: return sizeof(vx_block_q3_K);
+    case GK_Q2_K: return sizeof(vx_block_q2_K);
+    case GK_Q4_K_R8: return sizeof(vx_block_q4_K_r8);
+    case GK_Q5_K_R8: return sizeof(vx_block_q5_K_r8);
+    case GK_Q3_K_R8: return sizeof(vx_block_q3_K_r8);
+    case GK_Q2_K_R8: return sizeof(vx_block_q2_K_r8);
+    default: return sizeof(vx_block_q6_K_r8);
+    }
+}
+
 /* One super-block of 8 rows. Q4_K: q[g] is sub-block g; sc[g] its scale
  * per row (in both int16 halves of the lane); mp[p] (p < 4) the mins of
  * sub-blocks 2p and 2p + 1 as an int16 pair. Q6_K, Q3_K, Q2_K: q[g]
@@ -504,11 +520,7 @@ AINLINE void rowblockK(int k, int G, int64_t n, const uint8_t *const rows[8], in
                        size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
     const int64_t nsb = n / QK;
     const int packed = KPACKED(k);
-    const size_t bs = k == GK_Q4_K ? sizeof(vx_block_q4_K) : k == GK_Q6_K ? sizeof(vx_block_q6_K)
-                    : k == GK_Q5_K ? sizeof(vx_block_q5_K) : k == GK_Q3_K ? sizeof(vx_block_q3_K)
-                    : k == GK_Q2_K ? sizeof(vx_block_q2_K) : k == GK_Q4_K_R8 ? sizeof(vx_block_q4_K_r8)
-                    : k == GK_Q3_K_R8 ? sizeof(vx_block_q3_K_r8) : k == GK_Q2_K_R8 ? sizeof(vx_block_q2_K_r8)
-                    : k == GK_Q5_K_R8 ? sizeof(vx_block_q5_K_r8) : sizeof(vx_block_q6_K_r8);
+    const size_t bs = ksize(k);
     panelK P[2][CBK];
     __m256 acc[2][TT + 3];
     for (int t0 = 0; t0 < ntok; t0 += TT) {
@@ -636,7 +648,7 @@ DEFINE_GEMM_ENTRY(vx_gemm_q2_K_avx2, vx_gemv_q2_K_avx2, gemmK, GK_Q2_K, MIN_TOK_
 AINLINE void q45k_r8_groups(int five, int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y,
                             const int32_t (*prt)[4], float *const *out) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const size_t rs = five ? sizeof(vx_block_q5_K_r8) : sizeof(vx_block_q4_K_r8), qtr = rs / 4;
+    const size_t rs = ksize(five ? GK_Q5_K_R8 : GK_Q4_K_R8), qtr = rs / 4;
     __m256 acc[GEMV_R8_STREAMS];
 #pragma GCC unroll 8
     for (int s = 0; s < G; s++) acc[s] = _mm256_setzero_ps();
@@ -702,7 +714,7 @@ AINLINE void q45k_r8_groups(int five, int G, int64_t nsb, const uint8_t *const *
 }
 
 /* Q6_K_R8 records of G groups: each record's half h (its 768 code bytes
- * and their scales) for every group in turn, as q4k_r8_groups. The offset
+ * and their scales) for every group in turn, as q45k_r8_groups. The offset
  * term goes in per half (I - 32 M0 - 32 M1 instead of I - 32 (M0 + M1):
  * wrapping int32 arithmetic, the same result), so the same bits as the
  * GEMM. (Whole records per turn read ~25% slower on 2 threads.) */
@@ -773,7 +785,7 @@ AINLINE void q6k_r8_groups(int G, int64_t nsb, const uint8_t *const *g, const vx
  * summed apart for the dmin step. */
 AINLINE void q23k_r8_groups(int three, int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y,
                             float *const *out) {
-    const size_t rs = three ? sizeof(vx_block_q3_K_r8) : sizeof(vx_block_q2_K_r8), half = rs / 2;
+    const size_t rs = ksize(three ? GK_Q3_K_R8 : GK_Q2_K_R8), half = rs / 2;
     __m256 acc[GEMV_R8_STREAMS];
 #pragma GCC unroll 8
     for (int s = 0; s < G; s++) acc[s] = _mm256_setzero_ps();

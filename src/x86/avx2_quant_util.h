@@ -249,12 +249,13 @@ AINLINE __m128i bsums32(const vx_block_q8_K *y) {
 
 /* ------------------------------------------- canonical order
  *
- * Types that have a GEMM kernel (Q4_0, Q5_0, Q8_0, Q2_K..Q6_K) compute
+ * Every quantized type (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K..Q6_K; each has a GEMM) computes
  * every output in one canonical order, so that a token's result does not
  * depend on how many tokens share the call or how rows are grouped (batch
  * invariance: greedy output is the same alone or among many requests).
  * Per row, an exact integer dot I_b per block b (32 elements, or a
- * 256-element K super-block; for Q2_K, Q4_K, Q5_K also the mins term M_b) and the
+ * 256-element K super-block; for Q2_K, Q4_K, Q5_K also the mins term M_b; Q4_1
+ * and Q5_1 add acc = fma(m_b, s_b, acc) after the first step) and the
  * float steps
  *     acc = fma(dw_b * dy_b, (float)I_b, acc)   [acc = fnma(dmin_b * dy_b, (float)M_b, acc)]
  * in ascending block order from acc = 0. The 32-block types keep two
