@@ -6,6 +6,7 @@
 #include "model.h"
 
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "common.h"
+#include "matmul.h"
 #include "vocab.h"
 
 static const vx_arch vx_archs[] = {
@@ -85,8 +87,10 @@ static vx_status hp_float(loader *L, const char *suffix, double def, float *out)
     double v = def;
     if (vx_gguf_get_f64(L->m->gguf, key, &v) < 0)
         return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s has the wrong type", key);
-    if (!isfinite(v))
-        return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s is not finite", key);
+    /* a double beyond FLT_MAX would not convert (undefined in C11, an
+     * infinity in practice): reject it like an infinity */
+    if (!isfinite(v) || fabs(v) > FLT_MAX)
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s = %g is not a finite float", key, v);
     *out = (float)v;
     return VX_OK;
 }
@@ -169,6 +173,10 @@ static vx_status load_hparams(loader *L) {
         return vx_seterr(L->err, L->err_size, VX_EFORMAT, "expert_count %d but no expert_used_count",
                          hp->n_expert);
     if ((st = hp_float(L, "attention.layer_norm_rms_epsilon", 1e-5, &hp->rms_eps))) return st;
+    if (hp->rms_eps < 0) /* 1/sqrt(mean + eps) would be NaN for small rows */
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT,
+                         "%s.attention.layer_norm_rms_epsilon = %g is negative", L->arch,
+                         hp->rms_eps);
     if ((st = hp_float(L, "rope.freq_base", 10000.0, &hp->rope_base))) return st;
     if (hp->rope_base <= 0)
         return vx_seterr(L->err, L->err_size, VX_EFORMAT, "rope.freq_base must be positive");
@@ -186,6 +194,22 @@ static vx_status load_hparams(loader *L) {
         return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
                          "rope scaling type '%s' is not supported yet", stype);
     }
+    return VX_OK;
+}
+
+/* Every kernel table starts from the reference one (cpu.c), so a type
+ * without a reference GEMV has no matmul kernel at all: Q8_1 and Q8_K are
+ * activation formats that dequantize (bind accepts them) but would be
+ * called through a NULL pointer at the first forward. */
+static vx_status need_matmul(loader *L, const vx_weight *w) {
+    if (!w->data) return VX_OK;
+    vx_gemv_fn gemv[VX_TYPE_COUNT] = {0};
+    vx_act_fn act[VX_TYPE_COUNT] = {0};
+    vx_matmul_kernels_ref(gemv, act);
+    if (w->type < 0 || w->type >= VX_TYPE_COUNT || !gemv[w->type])
+        return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
+                         "tensor '%s': type %s is not supported for matrix multiplication",
+                         w->name, vx_type_name(w->type));
     return VX_OK;
 }
 
@@ -273,8 +297,15 @@ static vx_status load_weights(loader *L) {
             }
             if ((st = bind(L, &l->ffn_down, NAME("ffn_down.weight"), true, F, E, 0))) return st;
         }
+        const vx_weight *mats[] = {&l->wq, &l->wk, &l->wv, &l->wqkv, &l->wo, &l->ffn_gate,
+                                   &l->ffn_up, &l->ffn_down, &l->ffn_gate_inp, &l->ffn_gate_exps,
+                                   &l->ffn_up_exps, &l->ffn_down_exps};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            if ((st = need_matmul(L, mats[i]))) return st;
     }
 #undef NAME
+    /* the output matrix (token_embd itself when tied) */
+    if ((st = need_matmul(L, &m->output))) return st;
     return VX_OK;
 }
 
@@ -325,7 +356,10 @@ static vx_status check_tensors(vx_model *m, char *err, size_t err_size) {
     for (int64_t i = 0; i < vx_gguf_n_tensors(m->gguf); i++) {
         const vx_gguf_tensor *t = vx_gguf_tensor_at(m->gguf, i);
         const vx_type_traits *tr = vx_type_get_traits(t->type);
-        if (!tr || !tr->to_float || t->ne[0] <= 0) continue;
+        const int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
+        /* an empty tensor may still claim a huge row (the reader accepts
+         * [2^40, 0]): nothing to check, and no row buffer to size by it */
+        if (!tr || !tr->to_float || t->ne[0] <= 0 || rows <= 0) continue;
         const size_t ne0 = (size_t)t->ne[0], rs = vx_row_size((vx_type)t->type, t->ne[0]);
         if (ne0 > cap) {
             free(buf);
@@ -333,7 +367,6 @@ static vx_status check_tensors(vx_model *m, char *err, size_t err_size) {
             buf = malloc(cap * sizeof *buf);
             if (!buf) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
         }
-        const int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
         for (int64_t r = 0; r < rows; r++) {
             tr->to_float((const uint8_t *)t->data + (size_t)r * rs, buf, (int64_t)ne0);
             for (size_t j = 0; j < ne0; j++)

@@ -1134,6 +1134,9 @@ typedef struct model_case {
     const char *half_rows;   /* tensor written with half its rows */
     vx_status want;
     const char *want_msg;
+    const char *retype;      /* tensor written as retype_to (zero data of the new size) */
+    int retype_to;
+    bool check_tensors;      /* load with vx_model_params.check_tensors */
 } model_case;
 
 static void edit_arch_gptj(vx_gguf_writer *w) { vx_gguf_set_str(w, "general.architecture", "gpt-j"); }
@@ -1142,28 +1145,63 @@ static void edit_blocks_absurd(vx_gguf_writer *w) { vx_gguf_set_u32(w, "llama.bl
 static void edit_blocks_5(vx_gguf_writer *w) { vx_gguf_set_u32(w, "llama.block_count", 5); }
 static void edit_heads_0(vx_gguf_writer *w) { vx_gguf_set_u32(w, "llama.attention.head_count", 0); }
 static void edit_embd_str(vx_gguf_writer *w) { vx_gguf_set_str(w, "llama.embedding_length", "256"); }
+static void edit_eps_huge(vx_gguf_writer *w) {
+    const double v = 1e300; /* finite as a double, not as a float */
+    vx_gguf_set_val(w, "llama.attention.layer_norm_rms_epsilon", VX_GGUF_FLOAT64, &v);
+}
+static void edit_eps_negative(vx_gguf_writer *w) {
+    vx_gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", -1e-5f);
+}
+/* An extra empty tensor whose rows are 2^40 floats: the reader accepts it
+ * (no bytes), so check_tensors must not size a row buffer by it. */
+static void edit_huge_empty(vx_gguf_writer *w) {
+    const int64_t ne[2] = {(int64_t)1 << 40, 0};
+    vx_gguf_add_tensor(w, "extra.weight", VX_TYPE_F32, 2, ne, NULL, 0, true);
+}
 
 static void test_model_errors(void) {
+    /* designated fields: a case names only what it changes */
     static const model_case cases[] = {
-        {"unchanged", NULL, NULL, NULL, NULL, VX_OK, NULL},
-        {"no architecture", "general.architecture", NULL, NULL, NULL, VX_EFORMAT,
-         "general.architecture"},
-        {"architecture not a string", NULL, NULL, edit_arch_u32, NULL, VX_EFORMAT,
-         "general.architecture"},
-        {"architecture gpt-j", NULL, NULL, edit_arch_gptj, NULL, VX_EUNSUPPORTED, "'gpt-j'"},
-        {"missing tensor", NULL, "blk.1.attn_k.weight", NULL, NULL, VX_EFORMAT,
-         "missing tensor 'blk.1.attn_k.weight'"},
-        {"missing output_norm", NULL, "output_norm.weight", NULL, NULL, VX_EFORMAT,
-         "output_norm.weight"},
-        {"wrong shape", NULL, NULL, NULL, "blk.0.attn_q.weight", VX_EFORMAT,
-         "tensor 'blk.0.attn_q.weight' has shape"},
-        {"block_count absurd", NULL, NULL, edit_blocks_absurd, NULL, VX_EFORMAT, "block_count"},
-        {"block_count > layers", NULL, NULL, edit_blocks_5, NULL, VX_EFORMAT, "blk.4."},
-        {"no block_count", "llama.block_count", NULL, NULL, NULL, VX_EFORMAT, "block_count"},
-        {"head_count 0", NULL, NULL, edit_heads_0, NULL, VX_EFORMAT, "head_count"},
-        {"embedding_length string", NULL, NULL, edit_embd_str, NULL, VX_EFORMAT,
-         "embedding_length"},
-        {"no vocabulary", "tokenizer.ggml.tokens", NULL, NULL, NULL, VX_EFORMAT, "token"},
+        {.label = "unchanged", .want = VX_OK},
+        {.label = "no architecture", .skip_kv = "general.architecture", .want = VX_EFORMAT,
+         .want_msg = "general.architecture"},
+        {.label = "architecture not a string", .edit = edit_arch_u32, .want = VX_EFORMAT,
+         .want_msg = "general.architecture"},
+        {.label = "architecture gpt-j", .edit = edit_arch_gptj, .want = VX_EUNSUPPORTED,
+         .want_msg = "'gpt-j'"},
+        {.label = "missing tensor", .skip_tensor = "blk.1.attn_k.weight", .want = VX_EFORMAT,
+         .want_msg = "missing tensor 'blk.1.attn_k.weight'"},
+        {.label = "missing output_norm", .skip_tensor = "output_norm.weight", .want = VX_EFORMAT,
+         .want_msg = "output_norm.weight"},
+        {.label = "wrong shape", .half_rows = "blk.0.attn_q.weight", .want = VX_EFORMAT,
+         .want_msg = "tensor 'blk.0.attn_q.weight' has shape"},
+        {.label = "block_count absurd", .edit = edit_blocks_absurd, .want = VX_EFORMAT,
+         .want_msg = "block_count"},
+        {.label = "block_count > layers", .edit = edit_blocks_5, .want = VX_EFORMAT,
+         .want_msg = "blk.4."},
+        {.label = "no block_count", .skip_kv = "llama.block_count", .want = VX_EFORMAT,
+         .want_msg = "block_count"},
+        {.label = "head_count 0", .edit = edit_heads_0, .want = VX_EFORMAT,
+         .want_msg = "head_count"},
+        {.label = "embedding_length string", .edit = edit_embd_str, .want = VX_EFORMAT,
+         .want_msg = "embedding_length"},
+        {.label = "no vocabulary", .skip_kv = "tokenizer.ggml.tokens", .want = VX_EFORMAT,
+         .want_msg = "token"},
+        /* activation formats dequantize but have no matmul kernel (fuzz_model:
+         * a NULL GEMV called at the first decode) */
+        {.label = "Q8_K weight", .retype = "blk.0.attn_q.weight", .retype_to = VX_TYPE_Q8_K,
+         .want = VX_EUNSUPPORTED,
+         .want_msg = "'blk.0.attn_q.weight': type Q8_K is not supported for matrix multiplication"},
+        {.label = "Q8_1 weight", .retype = "blk.1.ffn_down.weight", .retype_to = VX_TYPE_Q8_1,
+         .want = VX_EUNSUPPORTED, .want_msg = "'blk.1.ffn_down.weight': type Q8_1 is not supported"},
+        {.label = "Q8_1 output", .retype = "output.weight", .retype_to = VX_TYPE_Q8_1,
+         .want = VX_EUNSUPPORTED, .want_msg = "'output.weight': type Q8_1 is not supported"},
+        {.label = "rms epsilon beyond float", .edit = edit_eps_huge, .want = VX_EFORMAT,
+         .want_msg = "layer_norm_rms_epsilon = 1e+300 is not a finite float"},
+        {.label = "rms epsilon negative", .edit = edit_eps_negative, .want = VX_EFORMAT,
+         .want_msg = "llama.attention.layer_norm_rms_epsilon = -1e-05 is negative"},
+        {.label = "check_tensors, huge empty tensor", .edit = edit_huge_empty,
+         .check_tensors = true, .want = VX_OK},
     };
     char err[VX_ERRMSG_MAX], path[512];
     vx_gguf *src = NULL;
@@ -1176,6 +1214,7 @@ static void test_model_errors(void) {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const model_case *mc = &cases[c];
         vx_gguf_writer *w = vx_gguf_writer_init();
+        void *zeros = NULL; /* data of a retyped tensor */
         copy_kv_except(w, src, mc->skip_kv);
         if (mc->edit) mc->edit(w);
         for (int64_t i = 0; i < vx_gguf_n_tensors(src); i++) {
@@ -1183,19 +1222,32 @@ static void test_model_errors(void) {
             if (mc->skip_tensor && strcmp(t->name, mc->skip_tensor) == 0) continue;
             int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
             uint64_t size = t->size;
+            int type = t->type;
+            const void *data = t->data;
             if (mc->half_rows && strcmp(t->name, mc->half_rows) == 0) {
                 ne[1] /= 2;
                 size /= 2;
             }
-            CHECK(vx_gguf_add_tensor(w, t->name, t->type, t->n_dims, ne, t->data, size, true) ==
+            if (mc->retype && strcmp(t->name, mc->retype) == 0) {
+                type = mc->retype_to;
+                size = vx_row_size((vx_type)type, ne[0]) * (uint64_t)(ne[1] * ne[2] * ne[3]);
+                free(zeros);
+                zeros = calloc(1, (size_t)size);
+                data = zeros;
+            }
+            CHECK(vx_gguf_add_tensor(w, t->name, type, t->n_dims, ne, data, size, true) ==
                   VX_OK);
         }
         vx_status st = vx_gguf_write_file(w, path, err, sizeof err);
         vx_gguf_writer_free(w);
+        free(zeros);
+        zeros = NULL;
         CHECKF(st == VX_OK, "%s: write: %s", mc->label, err);
         vx_model *m = (vx_model *)1;
         err[0] = 0;
-        st = vx_model_load(path, NULL, &m, err, sizeof err);
+        vx_model_params mp = vx_model_default_params();
+        mp.check_tensors = mc->check_tensors;
+        st = vx_model_load(path, &mp, &m, err, sizeof err);
         CHECKF(st == mc->want, "%s: status %d (%s), want %d: %s", mc->label, st,
                vx_status_str(st), mc->want, err);
         if (mc->want != VX_OK)
