@@ -232,6 +232,21 @@ void vx_oai_set_error(vx_oai_error *e, int status, const char *param, const char
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
+    /* a quoted value cut short (%.32s) or the message cut at its size can
+     * split a character: drop the pieces so the message stays valid UTF-8 */
+    unsigned char *u = (unsigned char *)e->message;
+    size_t n = strlen(e->message), i = 0, o = 0, bad;
+    while (i < n) {
+        int k = u[i] < 0x80 ? 1 : utf8_char(u + i, n - i, &bad);
+        if (k == 0) {
+            i += bad;
+            continue;
+        }
+        memmove(u + o, u + i, (size_t)k);
+        o += (size_t)k;
+        i += (size_t)k;
+    }
+    u[o] = 0;
 }
 
 static void error_object(vx_sbuf *b, const vx_oai_error *e) {
@@ -260,14 +275,106 @@ void vx_oai_error_chunk(vx_sbuf *out, const vx_oai_error *e) {
 
 /* -------------------------------------------------------------- JSON input */
 
+/* What cJSON lets through but JSON forbids, and what it would silently
+ * get wrong: control bytes between tokens (cJSON skips every byte <= 0x20
+ * as whitespace), numbers such as 01 or 1. (it hands them to strtod), and
+ * NUL characters in strings (its strings end at the first NUL: the key
+ * "n\u0000x" would be read as "n", a prompt would be cut short). A NUL in
+ * a key, and a raw NUL byte anywhere, is an error; a \u0000 escape in a
+ * value is rewritten in patch (a copy of the body, if not NULL) to \ufffd,
+ * the same length, and *n_nul counts them. Returns the offset of the first
+ * error (len if none) with *what saying what it is. Structure and literals
+ * are left to cJSON; other raw control bytes in strings are accepted. */
+static size_t json_lex_check(const char *body, size_t len, char *patch, size_t *n_nul, const char **what) {
+    const unsigned char *s = (const unsigned char *)body;
+    size_t i = 0;
+    *n_nul = 0;
+    while (i < len) {
+        unsigned c = s[i];
+        if (c == '"') {
+            size_t first_nul = SIZE_MAX;
+            for (i++; i < len && s[i] != '"'; i++) {
+                if (s[i] == 0) {
+                    *what = "a raw NUL byte in a string";
+                    return i;
+                }
+                if (s[i] != '\\' || i + 1 >= len) continue;
+                if (s[i + 1] == 'u' && i + 5 < len && !memcmp(s + i + 2, "0000", 4)) {
+                    if (first_nul == SIZE_MAX) first_nul = i;
+                    (*n_nul)++;
+                    if (patch) memcpy(patch + i + 2, "fffd", 4);
+                }
+                i++; /* the escaped byte */
+            }
+            i++;
+            if (first_nul != SIZE_MAX) {
+                size_t k = i;
+                while (k < len && (s[k] == ' ' || s[k] == '\t' || s[k] == '\n' || s[k] == '\r')) k++;
+                if (k < len && s[k] == ':') {
+                    *what = "a NUL character (\\u0000) in a key";
+                    return first_nul;
+                }
+            }
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            size_t at = i;
+            if (c == '-') i++;
+            if (i < len && s[i] == '0') i++;
+            else if (i < len && s[i] >= '1' && s[i] <= '9') while (i < len && s[i] >= '0' && s[i] <= '9') i++;
+            else goto bad_number;
+            if (i < len && s[i] >= '0' && s[i] <= '9') goto bad_number; /* a leading zero */
+            if (i < len && s[i] == '.') {
+                if (++i >= len || s[i] < '0' || s[i] > '9') goto bad_number;
+                while (i < len && s[i] >= '0' && s[i] <= '9') i++;
+            }
+            if (i < len && (s[i] == 'e' || s[i] == 'E')) {
+                if (++i < len && (s[i] == '+' || s[i] == '-')) i++;
+                if (i >= len || s[i] < '0' || s[i] > '9') goto bad_number;
+                while (i < len && s[i] >= '0' && s[i] <= '9') i++;
+            }
+            continue;
+        bad_number:
+            *what = "an invalid number";
+            return at;
+        } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+            while (i < len && ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z'))) i++;
+        } else if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+            *what = "a control character outside a string";
+            return i;
+        } else {
+            i++;
+        }
+    }
+    return len;
+}
+
 void *vx_oai_parse_json_object(const char *body, size_t len, vx_oai_error *err) {
     size_t bad;
     if (!vx_utf8_valid(body, len, &bad)) {
         vx_oai_set_error(err, 400, NULL, "The request body is not valid UTF-8 (byte %zu).", bad);
         return NULL;
     }
+    const char *what = "syntax error";
+    size_t n_nul = 0;
+    size_t lex_pos = json_lex_check(body, len, NULL, &n_nul, &what);
+    /* cJSON gets a NUL-terminated copy: 1.7.15 and older read one byte past
+     * the end of a body that stops after a comma in an object (CVE-2023-53154,
+     * fixed in 1.7.18 and in some distributions' 1.7.15). In the copy a NUL
+     * character in a value becomes U+FFFD rather than the string's end. */
+    char *copy = malloc(len + 1);
+    if (!copy) {
+        vx_oai_set_error(err, 500, NULL, "Out of memory while reading the request body.");
+        return NULL;
+    }
+    memcpy(copy, body, len);
+    copy[len] = 0;
+    if (n_nul && lex_pos == len) {
+        const char *unused;
+        json_lex_check(body, len, copy, &n_nul, &unused);
+    }
     const char *end = NULL;
-    cJSON *root = len ? cJSON_ParseWithLengthOpts(body, len, &end, false) : NULL;
+    cJSON *root = len ? cJSON_ParseWithLengthOpts(copy, len, &end, false) : NULL;
+    if (end) end = body + (end - copy); /* the same offsets: \u0000 and \ufffd are both 6 bytes */
+    free(copy);
     size_t pos = root ? 0 : (end && end >= body && end <= body + len ? (size_t)(end - body) : 0);
     if (root) {
         /* cJSON stops after the first value: anything but whitespace after it is an error */
@@ -279,7 +386,11 @@ void *vx_oai_parse_json_object(const char *body, size_t len, vx_oai_error *err) 
             root = NULL;
         }
     }
-    if (!root) {
+    /* the first error wins: cJSON's, or one it let through */
+    if (!root || lex_pos < len) {
+        if (root || lex_pos <= pos) pos = lex_pos;
+        else what = "syntax error";
+        cJSON_Delete(root);
         size_t line = 1, col = 1;
         for (size_t i = 0; i < pos && i < len; i++) {
             if (body[i] == '\n') {
@@ -291,7 +402,7 @@ void *vx_oai_parse_json_object(const char *body, size_t len, vx_oai_error *err) 
         }
         vx_oai_set_error(err, 400, NULL,
                          "Invalid JSON in the request body: %s at line %zu, column %zu (byte %zu).",
-                         len == 0 ? "empty body" : "syntax error",
+                         len == 0 ? "empty body" : what,
                          line, col, pos);
         return NULL;
     }
@@ -395,7 +506,10 @@ static bool content_text(const cJSON *content, int32_t mi, vx_sbuf *out, vx_oai_
     char param[96];
     snprintf(param, sizeof param, "messages[%d].content", (int)mi);
     if (!content) return true;
-    if (cJSON_IsString(content)) return vx_sbuf_adds(out, content->valuestring);
+    if (cJSON_IsString(content)) {
+        vx_sbuf_adds(out, content->valuestring); /* out of memory: the caller sees out->oom */
+        return true;
+    }
     if (!cJSON_IsArray(content)) return type_error(e, param, "a string or an array of content parts", content);
     int32_t j = 0;
     const cJSON *part;
@@ -501,10 +615,17 @@ static bool parse_messages(const cJSON *root, vx_oai_request *r, vx_oai_error *e
             cJSON_Delete(out);
             goto oom;
         }
-        cJSON_DeleteItemFromObjectCaseSensitive(copy, "content");
+        /* A key given twice counts once, the first time, as everywhere in the
+         * request (the template's JSON reader would keep the last one): the
+         * template must see the role and content checked above. */
+        bool seen_role = false;
         for (cJSON *f = copy->child, *next; f; f = next) {
             next = f->next;
-            if (json_depth(f, MAX_FIELD_DEPTH) > MAX_FIELD_DEPTH) cJSON_Delete(cJSON_DetachItemViaPointer(copy, f));
+            bool is_role = f->string && !strcmp(f->string, "role");
+            if ((f->string && !strcmp(f->string, "content")) || (is_role && seen_role) ||
+                json_depth(f, MAX_FIELD_DEPTH) > MAX_FIELD_DEPTH)
+                cJSON_Delete(cJSON_DetachItemViaPointer(copy, f));
+            else if (is_role) seen_role = true;
         }
         cJSON_AddItemToObject(copy, "content", str);
         cJSON_AddItemToArray(out, copy);
@@ -891,14 +1012,25 @@ static void filter_bytes(vx_text_filter *f, const unsigned char *u, size_t n) {
     }
 }
 
-/* Looks for a stop string in held; releases what cannot start one. */
+/* Looks for a stop string in held; releases what cannot start one. The
+ * stop string that ends first wins (the longest of those ending at the same
+ * byte): that is where generation stops when text arrives piece by piece,
+ * so the result does not depend on how the stream is cut into tokens. A
+ * stop string that starts earlier but ends later ("abcd" against "c" in
+ * "abcd") is never completed. */
 static bool filter_release(vx_text_filter *f, vx_sbuf *out, bool final) {
     const char *h = f->held.p;
-    size_t n = f->held.len, first = SIZE_MAX;
+    size_t n = f->held.len, first = SIZE_MAX, first_end = SIZE_MAX;
     if (n == 0) return false;
     for (int32_t i = 0; i < f->n_stop; i++) {
-        const char *hit = memmem(h, n, f->stop[i], strlen(f->stop[i]));
-        if (hit && (size_t)(hit - h) < first) first = (size_t)(hit - h);
+        size_t sl = strlen(f->stop[i]);
+        const char *hit = sl ? memmem(h, n, f->stop[i], sl) : NULL; /* "" is ignored */
+        if (!hit) continue;
+        size_t at = (size_t)(hit - h);
+        if (at + sl < first_end || (at + sl == first_end && at < first)) {
+            first = at;
+            first_end = at + sl;
+        }
     }
     if (first != SIZE_MAX) {
         vx_sbuf_add(out, h, first);
@@ -911,7 +1043,7 @@ static bool filter_release(vx_text_filter *f, vx_sbuf *out, bool final) {
         /* the longest suffix of held that is a proper prefix of a stop string */
         for (int32_t i = 0; i < f->n_stop; i++) {
             size_t sl = strlen(f->stop[i]);
-            for (size_t k = (sl - 1 < n ? sl - 1 : n); k > keep; k--) {
+            for (size_t k = (sl && sl - 1 < n ? sl - 1 : sl ? n : 0); k > keep; k--) {
                 if (memcmp(h + n - k, f->stop[i], k) == 0) {
                     keep = k;
                     break;

@@ -100,8 +100,12 @@ bool vx_oai_parse_request(vx_oai_kind kind, const char *body, size_t len, int32_
 void vx_oai_request_free(vx_oai_request *r);
 
 /* Parses a body as a JSON object, with the UTF-8 check and an error that
- * says where parsing stopped. Returns a cJSON object (caller deletes) as
- * void * to keep cJSON out of this header, or NULL with err filled. */
+ * says where parsing stopped. Stricter than cJSON alone: control bytes
+ * between tokens, numbers such as 01 or 1., raw NUL bytes and NUL
+ * characters in keys are errors; a \u0000 in a string value becomes U+FFFD
+ * (C strings end at NUL). Of duplicate keys the first is read. Returns
+ * a cJSON object (caller deletes) as void * to keep cJSON out of this
+ * header, or NULL with err filled. */
 void *vx_oai_parse_json_object(const char *body, size_t len, vx_oai_error *err);
 
 /* Tokenizes text (len bytes) into a malloc'd array. */
@@ -129,7 +133,11 @@ typedef struct vx_text_filter {
     bool stopped;
 } vx_text_filter;
 
-/* stop (n_stop strings) must outlive the filter. */
+/* stop (n_stop strings) must outlive the filter. They should be valid UTF-8
+ * (vx_oai_parse_request's are): an invalid one can match inside a character
+ * and cut it. Empty strings are ignored. When stop strings overlap, the one
+ * that ends first wins, so the output does not depend on how the stream is
+ * split into pieces. */
 void vx_text_filter_init(vx_text_filter *f, char *const *stop, int32_t n_stop);
 void vx_text_filter_free(vx_text_filter *f);
 /* Feeds bytes; appends what can be released to out. Returns true once a

@@ -370,14 +370,21 @@ static void test_text_filter(void) {
     CHECK(!strcmp(filter_run(s5, 1, "\xC3\xA9t!", 4, c6, 2, &st), "\xC3\xA9t!") && !st);
 }
 
-/* Reference: sanitize all, cut at the first stop occurrence. */
+/* Reference: sanitize all, cut before the stop string that ends first (the
+ * longest of those that end at the same byte), as feeding byte by byte does. */
 static void filter_reference(const char *const *stops, int n_stop, const char *text, size_t len, vx_sbuf *out) {
     vx_sbuf s = {0};
     vx_utf8_sanitize(&s, text, len);
-    size_t cut = s.len;
+    size_t cut = s.len, cut_end = SIZE_MAX;
     for (int i = 0; i < n_stop; i++) {
-        const char *h = s.len ? memmem(s.p, s.len, stops[i], strlen(stops[i])) : NULL;
-        if (h && (size_t)(h - s.p) < cut) cut = (size_t)(h - s.p);
+        size_t sl = strlen(stops[i]);
+        const char *h = s.len ? memmem(s.p, s.len, stops[i], sl) : NULL;
+        if (!h) continue;
+        size_t at = (size_t)(h - s.p);
+        if (at + sl < cut_end || (at + sl == cut_end && at < cut)) {
+            cut = at;
+            cut_end = at + sl;
+        }
     }
     vx_sbuf_add(out, s.p ? s.p : "", cut);
     vx_sbuf_free(&s);
@@ -387,7 +394,9 @@ static void test_text_filter_random(void) {
     /* small alphabet with multi-byte and invalid bytes, so stops and
      * partial characters are frequent */
     static const char *alpha[] = {"a", "b", "ab", "\xC3\xA9", "\xE2\x82\xAC", "\xC3", "\xA9", "\x82", "\xFF", " "};
-    const char *stops_pool[] = {"ab a", "\xC3\xA9\x62" /* e-acute, b */, "bb", "\xE2\x82\xAC\xE2\x82\xAC", "a a a"};
+    /* " a" and "b" lie inside longer ones: the one that ends first wins */
+    const char *stops_pool[] = {"ab a", "\xC3\xA9\x62" /* e-acute, b */, "bb", "\xE2\x82\xAC\xE2\x82\xAC", "a a a",
+                                " a", "b"};
     uint64_t x = 12345;
     int mismatches = 0;
     for (int iter = 0; iter < 3000; iter++) {
@@ -403,7 +412,7 @@ static void test_text_filter_random(void) {
         }
         const char *stops[3];
         int n_stop = (int)((x >> 20) % 4);
-        for (int i = 0; i < n_stop; i++) stops[i] = stops_pool[(x >> (10 + 3 * i)) % 5];
+        for (int i = 0; i < n_stop; i++) stops[i] = stops_pool[(x >> (10 + 3 * i)) % 7];
         size_t cuts[16];
         int n_cuts = (int)((x >> 40) % 16);
         for (int i = 0; i < n_cuts; i++) {
@@ -424,6 +433,120 @@ static void test_text_filter_random(void) {
         vx_sbuf_free(&want);
     }
     CHECKF(mismatches == 0, "%d random text-filter cases differ from the reference", mismatches);
+}
+
+/* Cases the libFuzzer target (tests/fuzz/fuzz_openai.c) found. */
+static void test_fuzz_regressions(void) {
+    vx_oai_request r;
+    vx_oai_error e;
+    bool st;
+    /* stop strings inside longer ones: the one that ends first wins, however
+     * the stream is cut ("abcd" fed whole used to give "" and byte by byte "ab") */
+    const char *s1[] = {"abcd", "c"};
+    size_t c1[] = {1, 2, 3};
+    CHECK(!strcmp(filter_run(s1, 2, "xabcd", 5, NULL, 0, &st), "xab") && st);
+    CHECK(!strcmp(filter_run(s1, 2, "xabcd", 5, c1, 3, &st), "xab") && st);
+    const char *s2[] = {"c", "bc"}; /* both end at the same byte: the longer */
+    CHECK(!strcmp(filter_run(s2, 2, "abcd", 4, NULL, 0, &st), "a") && st);
+    const char *s3[] = {"", "zz"}; /* an empty stop string is ignored */
+    CHECK(!strcmp(filter_run(s3, 2, "abzzc", 5, NULL, 0, &st), "ab") && st);
+    CHECK(!strcmp(filter_run(s3, 1, "abc", 3, c1, 2, &st), "abc") && !st);
+
+    /* a message's role and content given twice: the first counts, and the
+     * template sees exactly that (its JSON reader keeps the last one) */
+    CHECK(parse(VX_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"role\":5,"
+                             "\"content\":[{\"type\":\"image_url\"}],\"name\":\"n\"}]}", &r, &e));
+    cJSON *m = r.messages_json ? cJSON_Parse(r.messages_json) : NULL;
+    cJSON *m0 = cJSON_GetArrayItem(m, 0);
+    int n_role = 0, n_content = 0;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, m0) {
+        n_role += !strcmp(f->string, "role") && cJSON_IsString(f) && !strcmp(f->valuestring, "user");
+        n_content += !strcmp(f->string, "content") && cJSON_IsString(f) && !strcmp(f->valuestring, "hi");
+    }
+    CHECKF(n_role == 1 && n_content == 1 && cJSON_GetArraySize(m0) == 3, "messages_json: %s", r.messages_json);
+    cJSON_Delete(m);
+    vx_oai_request_free(&r);
+    REJECT_CHAT("{\"messages\":[{\"role\":null,\"role\":\"user\",\"content\":\"x\"}]}", "messages[0].role");
+
+    /* what cJSON lets through: control bytes between tokens (it skips every
+     * byte <= 0x20), numbers with a leading zero or a bare dot, and NUL in
+     * strings ("n\u0000x" was read as the key "n", prompts were cut short:
+     * a NUL in a key or a raw NUL byte is an error, \u0000 in a value U+FFFD) */
+    static const struct {
+        const char *body;
+        size_t len;
+        const char *what, *where;
+    } bad[] = {
+        {"{\"prompt\":\"a\",\x01\"n\":2}", 0, "control character", "byte 14"},
+        {"{\"prompt\":\"a\",\"n\":1}\x00\x00\x00", 23, "control character", "byte 20"},
+        {"{\"prompt\":\"a\",\"max_tokens\":\x00\x00\x02\x00 5}", 34, "control character", "byte 27"},
+        {"{\"prompt\":\"a\",\"n\":01}", 0, "invalid number", "byte 18"},
+        {"{\"prompt\":\"a\",\"n\":1.}", 0, "invalid number", "column 19"},
+        {"{\"prompt\":\"a\",\"n\":-}", 0, "invalid number", "byte 18"},
+        {"{\"prompt\":\"a\",\"n\":[1.5e]}", 0, "invalid number", "byte 19"},
+        {"{\"prompt\":\"a\",\"n\\u0000x\":2}", 0, "NUL", "byte 16"},
+        {"{\"prompt\":\"a\x00" "b\"}", 16, "NUL", "byte 12"},
+        {"{\"x\":01, \"prompt\":\"a\",,}", 0, "invalid number", "byte 5"}, /* the first error is reported */
+        {"{\"prompt\":\"a\",,\"n\":01}", 0, "syntax error", "byte 15"}, /* cJSON's position */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t len = bad[i].len ? bad[i].len : strlen(bad[i].body);
+        memset(&e, 0, sizeof e);
+        bool ok = vx_oai_parse_request(VX_OAI_COMPLETION, bad[i].body, len, N_VOCAB, &r, &e);
+        CHECKF(!ok && e.status == 400 && !e.param[0] && strstr(e.message, "Invalid JSON") &&
+                   strstr(e.message, bad[i].what) && strstr(e.message, bad[i].where),
+               "case %zu: %s", i, ok ? "accepted" : e.message);
+        if (ok) vx_oai_request_free(&r);
+    }
+    CHECK(parse(VX_OAI_COMPLETION, "{\"prompt\":\"a\\u0000b\\u0000\",\"n\":2}", &r, &e));
+    CHECK(r.prompt && !strcmp(r.prompt, "a\xEF\xBF\xBD" "b\xEF\xBF\xBD") && r.prompt_len == 8 && r.n == 2);
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\\u0000y\"}],\"stop\":\"\\u0000\"}", &r, &e));
+    CHECK(r.messages_json && strstr(r.messages_json, "\"content\":\"x\xEF\xBF\xBDy\""));
+    CHECK(r.n_stop == 1 && !strcmp(r.stop[0], "\xEF\xBF\xBD"));
+    vx_oai_request_free(&r);
+    /* a NUL after a syntax error: the syntax error is reported */
+    REJECT_CMPL("{\"prompt\":\"a\\u0000\",,}", NULL);
+    /* a body that ends after a comma in an object, in a buffer of exactly its
+     * size (cJSON 1.7.15 read one byte past it; ASan builds with an
+     * instrumented cJSON see it) */
+    static const char comma[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"b\"},{\"role\":\"er\",";
+    char *exact = malloc(sizeof comma - 1);
+    if (exact) {
+        memcpy(exact, comma, sizeof comma - 1);
+        memset(&e, 0, sizeof e);
+        CHECK(!vx_oai_parse_request(VX_OAI_CHAT, exact, sizeof comma - 1, N_VOCAB, &r, &e) && e.status == 400 &&
+              strstr(e.message, "Invalid JSON"));
+        free(exact);
+    }
+
+    /* a quoted value cut short inside a character: the message stays UTF-8 */
+    static const char *cut[] = {
+        "{\"prompt\":\"a\",\"logit_bias\":{\"1\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9"
+        "\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\":1}}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"x\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC"
+        "\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC"
+        "\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC"
+        "\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\"}]}]}",
+    };
+    for (int k = 0; k < 2; k++) {
+        memset(&e, 0, sizeof e);
+        CHECK(!vx_oai_parse_request((vx_oai_kind)(1 - k), cut[k], strlen(cut[k]), N_VOCAB, &r, &e) && e.status == 400);
+        CHECKF(e.message[0] && vx_utf8_valid(e.message, strlen(e.message), NULL), "not UTF-8: %s", e.message);
+        CHECK(!strcmp(e.param, k ? "messages[0].content[0].type" : "logit_bias"));
+    }
+    vx_oai_set_error(&e, 400, NULL, "%s", "\xC3\xA9 and \xE2\x82 cut"); /* sanitized whatever the cause */
+    CHECKF(!strcmp(e.message, "\xC3\xA9 and  cut"), "%s", e.message);
+
+    /* still fine: raw control bytes inside strings, an escaped backslash
+     * before u0000, exponents, -0, a byte order mark */
+    CHECK(parse(VX_OAI_COMPLETION, "{\"prompt\":\"a\x01\x1f" "b\",\"n\":1E+0,\"temperature\":-0.0e-0}", &r, &e));
+    CHECK(r.prompt && !strcmp(r.prompt, "a\x01\x1f" "b") && r.n == 1);
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_COMPLETION, "\xEF\xBB\xBF{\"prompt\":\"a\\\\u0000\",\"top_p\":0.5e0}", &r, &e));
+    CHECK(r.prompt && !strcmp(r.prompt, "a\\u0000"));
+    vx_oai_request_free(&r);
 }
 
 /* ---------------------------------------------------------------- responses */
@@ -732,6 +855,7 @@ int main(void) {
     test_completion_fields();
     test_text_filter();
     test_text_filter_random();
+    test_fuzz_regressions();
     vx_model_params mp = vx_model_default_params();
     mp.vocab_only = true;
     vx_model *m = NULL;

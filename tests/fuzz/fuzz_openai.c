@@ -1,0 +1,467 @@
+/*
+ * fuzz_openai.c - libFuzzer target for the OpenAI request layer of `vx
+ * serve` (src/server_openai.c). Every bad input must give a precise
+ * OpenAI-style error (status, message, param) and never a crash, UB, leak
+ * or hang; every accepted request must satisfy the documented invariants.
+ *
+ * Input: byte 0 picks the mode (low 2 bits) and its options (the others),
+ * the rest is the payload.
+ *   0  request bodies. Bits 2-3: vx_oai_parse_request as chat or
+ *      completion, or POST /tokenize, /detokenize (vx_oai_tokenize_json,
+ *      vx_oai_detokenize_json); bits 4-5: n_vocab 1, 7, 512 or the loaded
+ *      vocabulary's size. An accepted request has its fields checked
+ *      (sampling ranges, n, max_tokens, stop strings, logit_bias ids,
+ *      prompt ids, messages_json shape), is handed to vx_sampler_init (which
+ *      must accept it, as the engine will), rendered into a response and an
+ *      SSE chunk (both must be valid JSON), then freed. A rejected one must
+ *      carry status 400/413, a non-empty valid UTF-8 message and error JSON
+ *      that parses, and leave the request zeroed.
+ *   1  vx_oai_chat_prompt with a fixture template and vocabulary (bits 2-3:
+ *      Qwen2.5 + qwen2, Llama 3.1 + llama-bpe, Mistral Nemo + llama-spm,
+ *      Gemma 2 + llama-spm); bit 4: the payload is raw messages JSON,
+ *      otherwise a chat request body that goes through vx_oai_parse_request
+ *      first, as in the server. Ids must be in range; errors 400 with
+ *      param "messages".
+ *   2  vx_text_filter. Byte 1: number of stop strings (% 5) and a chunking
+ *      seed; the payload is split at NUL bytes into those stop strings, the
+ *      rest is the stream. Fed whole, byte by byte and in random chunks, the
+ *      output must be identical and free of any stop string; when the stop
+ *      strings are valid UTF-8 (as the parser guarantees) it must also be
+ *      valid UTF-8 and equal the reference: the sanitized stream cut before
+ *      the stop string that ends first (the longest of those ending there).
+ *   3  vx_utf8_sanitize must give valid UTF-8 (vx_utf8_valid), be the
+ *      identity on valid input, and survive a response JSON round trip.
+ *
+ * Environment: $VX_FIXTURES (default ../shared/fixtures, so run from the
+ * repository root) for tokenizer/ggml-vocab-{qwen2,llama-bpe,llama-spm}.gguf
+ * and four chat/templates/ files (those mode 1 names), loaded once at startup.
+ *
+ * Build (from the repository root):
+ *
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+ *       -std=c11 -D_GNU_SOURCE -Iinclude -Isrc tests/fuzz/fuzz_openai.c \
+ *       src/server_openai.c src/sampling.c src/chat.c src/jinja*.c src/vocab.c \
+ *       src/tok_*.c src/gguf.c src/quant*.c src/common.c \
+ *       -lcjson -lpcre2-8 -lm -o /tmp/fuzz_openai
+ *
+ * The system's libcjson is not instrumented, so ASan cannot see its reads.
+ * To let it, build cJSON from source into the target instead: put cJSON.h
+ * (the installed version, e.g. tag v1.7.15 of github.com/DaveGamble/cJSON)
+ * in /tmp/cjson/inc/cjson/ and cJSON.c in /tmp/cjson/, then add
+ * -I/tmp/cjson/inc before -Iinclude and replace -lcjson by /tmp/cjson/cJSON.c
+ * (output /tmp/fuzz_openai_cj). That is how the over-read behind
+ * CVE-2023-53154 showed up (see vx_oai_parse_json_object).
+ *
+ * Run (one job, bounded time; the machine is shared):
+ *
+ *   mkdir -p /tmp/corpus_openai /tmp/artifacts
+ *   /tmp/fuzz_openai -dict=tests/fuzz/openai.dict -max_len=4096 -timeout=10 \
+ *       -max_total_time=600 -artifact_prefix=/tmp/artifacts/ \
+ *       /tmp/corpus_openai /tmp/seeds_openai
+ *
+ * Seeds: a mode byte followed by realistic bodies, e.g. "\x00" + a chat body
+ * with messages, stop, logit_bias, stream_options; "\x04" + {"prompt":[1,2]}
+ * with logprobs and echo; "\x08" + {"content":"hi","with_pieces":true};
+ * "\x0c" + {"tokens":[1,2,3]}; "\x11" + a messages array with tool_calls;
+ * "\x02\x02" + "STOP\0ab\0text with STOP"; "\x03" + mixed valid/invalid
+ * UTF-8. tests/fuzz/openai.dict lists the JSON keys the parser knows.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat.h"
+#include "gguf.h"
+#include "server_openai.h"
+#include "vocab.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* ------------------------------------------------------------- fixtures */
+
+typedef struct pairing {
+    const char *template_file, *vocab_file;
+    vx_chat_template *t;
+    vx_vocab *v;
+} pairing;
+
+static pairing g_pair[4] = {
+    {"Qwen-Qwen2.5-7B-Instruct.jinja", "ggml-vocab-qwen2.gguf", NULL, NULL},
+    {"meta-llama-Llama-3.1-8B-Instruct.jinja", "ggml-vocab-llama-bpe.gguf", NULL, NULL},
+    {"mistralai-Mistral-Nemo-Instruct-2407.jinja", "ggml-vocab-llama-spm.gguf", NULL, NULL},
+    {"google-gemma-2-2b-it.jinja", "ggml-vocab-llama-spm.gguf", NULL, NULL},
+};
+
+static void die(const char *what, const char *detail) {
+    fprintf(stderr, "fuzz_openai: %s: %s\n", what, detail);
+    abort(); /* test harness only */
+}
+
+static void check(int ok, const char *what) {
+    if (!ok) die("check failed", what);
+}
+
+static const char *fixtures(void) {
+    const char *fx = getenv("VX_FIXTURES");
+    return fx && *fx ? fx : "../shared/fixtures";
+}
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die("cannot open", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (!s || fread(s, 1, (size_t)n, f) != (size_t)n) die("cannot read", path);
+    s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+static vx_vocab *load_vocab(const char *file) {
+    for (int i = 0; i < 4; i++)
+        if (g_pair[i].v && !strcmp(g_pair[i].vocab_file, file)) return g_pair[i].v;
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/tokenizer/%s", fixtures(), file);
+    vx_gguf *g = NULL;
+    vx_vocab *v = NULL;
+    if (vx_gguf_open(path, &g, err, sizeof err) != VX_OK || vx_vocab_load(g, &v, err, sizeof err) != VX_OK)
+        die(path, err);
+    vx_gguf_close(g);
+    return v;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    for (int i = 0; i < 4; i++) {
+        char path[1024], err[512];
+        snprintf(path, sizeof path, "%s/chat/templates/%s", fixtures(), g_pair[i].template_file);
+        char *src = read_file(path);
+        if (vx_chat_template_parse(src, &g_pair[i].t, err, sizeof err) != VX_OK) die(path, err);
+        free(src);
+        g_pair[i].v = load_vocab(g_pair[i].vocab_file);
+    }
+    return 0;
+}
+
+/* -------------------------------------------------------------- helpers */
+
+static bool is_json(const char *s) {
+    if (!s) return false;
+    cJSON *j = cJSON_Parse(s);
+    cJSON_Delete(j);
+    return j != NULL;
+}
+
+static bool str_ok(const char *s) { return s && vx_utf8_valid(s, strlen(s), NULL); }
+
+/* A rejected request: a precise error and nothing left to free. */
+static void check_error(const vx_oai_error *e) {
+    check(e->status == 400 || e->status == 413, "error status is 400 or 413");
+    check(e->message[0] != 0, "error has a message");
+    check(str_ok(e->message), "error message is valid UTF-8");
+    check(str_ok(e->param), "error param is valid UTF-8");
+    check(e->type && !strcmp(e->type, "invalid_request_error"), "error type");
+    char *j = vx_oai_error_json(e);
+    check(is_json(j), "error JSON parses");
+    free(j);
+}
+
+static bool float_in(float x, float lo, float hi) { return isfinite(x) && x >= lo && x <= hi; }
+
+/* Renders a response and a chunk for the request and checks both parse. */
+static void check_response(const vx_oai_request *r, const vx_vocab *v) {
+    vx_oai_logprob lp[2];
+    memset(lp, 0, sizeof lp);
+    lp[0].token = r->n_prompt_ids ? r->prompt_ids[0] : 0;
+    lp[0].logprob = -INFINITY;
+    lp[0].n_top = r->top_logprobs < 2 ? r->top_logprobs : 2;
+    lp[1].logprob = NAN;
+    const char *text = r->prompt ? r->prompt : r->messages_json;
+    vx_oai_meta m = {.kind = r->kind, .id = "chatcmpl-x", .created = 1, .model = r->model, .vocab = v};
+    vx_oai_choice c = {.index = 0, .text = text, .text_len = text ? strlen(text) : 0, .finish_reason = "stop",
+                       .lp = r->logprobs ? lp : NULL, .n_lp = 2};
+    vx_oai_usage u = {1, 2, 0};
+    char *j = vx_oai_response_json(&m, &c, 1, &u);
+    check(is_json(j), "response JSON parses");
+    free(j);
+    vx_sbuf b = {0};
+    vx_oai_chunk(&b, &m, &c, false, r->include_usage);
+    check(b.p && b.len > 8 && !strncmp(b.p, "data: ", 6), "chunk framing");
+    b.p[b.len - 2] = 0; /* the "\n\n" */
+    check(is_json(b.p + 6), "chunk JSON parses");
+    vx_sbuf_free(&b);
+}
+
+/* An accepted request: every field within its documented range. */
+static void check_request(const vx_oai_request *r, vx_oai_kind kind, int32_t n_vocab, const vx_vocab *v) {
+    check(r->kind == kind, "kind");
+    check(!r->model || str_ok(r->model), "model is valid UTF-8");
+    if (kind == VX_OAI_CHAT) {
+        check(r->messages_json && r->n_messages >= 1, "messages present");
+        check(!r->prompt && !r->prompt_ids, "chat has no prompt");
+        cJSON *m = cJSON_Parse(r->messages_json);
+        check(cJSON_IsArray(m) && cJSON_GetArraySize(m) == r->n_messages, "messages_json is the array");
+        const cJSON *msg;
+        cJSON_ArrayForEach(msg, m) {
+            check(cJSON_IsObject(msg), "message is an object");
+            int n_role = 0, n_content = 0;
+            const cJSON *f;
+            cJSON_ArrayForEach(f, msg) {
+                if (!strcmp(f->string, "role")) {
+                    n_role++;
+                    check(cJSON_IsString(f) && f->valuestring[0], "role is a non-empty string");
+                }
+                if (!strcmp(f->string, "content")) {
+                    n_content++;
+                    check(cJSON_IsString(f), "content is a string");
+                }
+            }
+            check(n_role == 1 && n_content == 1, "one role and one content per message");
+        }
+        cJSON_Delete(m);
+        check(r->max_tokens >= -1, "max_tokens");
+        check(!r->echo, "chat has no echo");
+    } else {
+        check(!r->messages_json, "completion has no messages");
+        check((r->prompt != NULL) != (r->prompt_ids != NULL), "exactly one prompt form");
+        if (r->prompt) check(r->prompt_len == strlen(r->prompt) && str_ok(r->prompt), "prompt text");
+        if (r->prompt_ids) {
+            check(r->n_prompt_ids > 0, "prompt ids non-empty");
+            for (int32_t i = 0; i < r->n_prompt_ids; i++)
+                check(r->prompt_ids[i] >= 0 && r->prompt_ids[i] < n_vocab, "prompt id in range");
+        }
+        check(r->max_tokens >= 0, "max_tokens");
+    }
+    check(r->n >= 1 && r->n <= VX_OAI_MAX_N, "n");
+    const vx_sampler_params *sp = &r->sampling;
+    check(float_in(sp->temperature, 0, 2), "temperature");
+    check(float_in(sp->top_p, 0, 1), "top_p");
+    check(float_in(sp->min_p, 0, 1), "min_p");
+    check(float_in(sp->presence_penalty, -2, 2), "presence_penalty");
+    check(float_in(sp->frequency_penalty, -2, 2), "frequency_penalty");
+    check(float_in(sp->repeat_penalty, 0, 10) && sp->repeat_penalty > 0, "repeat_penalty");
+    check(sp->top_k >= -1, "top_k");
+    check(sp->penalty_last_n >= -1, "penalty_last_n");
+    check(sp->logit_bias == r->logit_bias && sp->n_logit_bias == r->n_logit_bias, "logit_bias linked");
+    check(r->n_logit_bias >= 0 && r->n_logit_bias <= VX_OAI_MAX_BIAS, "logit_bias count");
+    check(r->n_logit_bias == 0 || r->logit_bias != NULL, "logit_bias array");
+    for (int32_t i = 0; i < r->n_logit_bias; i++) {
+        const vx_logit_bias *b = &r->logit_bias[i];
+        check(b->token >= 0 && b->token < n_vocab, "logit_bias id in range");
+        check(float_in(b->bias, -100, 100) || b->bias == -INFINITY, "logit_bias value");
+    }
+    check(r->n_stop >= 0 && r->n_stop <= VX_OAI_MAX_STOP, "stop count");
+    for (int32_t i = 0; i < r->n_stop; i++) {
+        check(r->stop[i] != NULL, "stop string set");
+        size_t n = strlen(r->stop[i]);
+        check(n >= 1 && n <= VX_OAI_MAX_STOP_LEN && str_ok(r->stop[i]), "stop string length");
+    }
+    for (int32_t i = r->n_stop; i < VX_OAI_MAX_STOP; i++) check(r->stop[i] == NULL, "unused stop slots");
+    check(r->top_logprobs >= 0 && r->top_logprobs <= VX_OAI_MAX_TOP, "top_logprobs");
+    check(r->logprobs || r->top_logprobs == 0, "top_logprobs needs logprobs");
+    check(!r->include_usage || r->stream, "include_usage needs stream");
+
+    /* the engine must accept what the parser accepted (the server caps the
+     * penalty window at n_ctx the same way) */
+    vx_sampler_params p = *sp;
+    if (p.penalty_last_n > 4096) p.penalty_last_n = 4096;
+    vx_sampler *s = NULL;
+    check(vx_sampler_init(&p, n_vocab, &s) == VX_OK, "vx_sampler_init accepts the request");
+    vx_sampler_free(s);
+    check_response(r, v);
+}
+
+static bool zeroed(const vx_oai_request *r) {
+    static const vx_oai_request zero;
+    return memcmp(r, &zero, sizeof zero) == 0;
+}
+
+/* ----------------------------------------------------------------- modes */
+
+static void mode_request(uint8_t opt, const char *body, size_t len) {
+    const vx_vocab *v = g_pair[0].v;
+    static const int32_t vocabs[3] = {1, 7, 512};
+    int32_t n_vocab = ((opt >> 2) & 3) == 3 ? vx_vocab_n_tokens(v) : vocabs[(opt >> 2) & 3];
+    vx_oai_error e;
+    memset(&e, 0x5a, sizeof e); /* a missed field shows as garbage */
+    int kind = opt & 3;
+    if (kind < 2) {
+        vx_oai_request r;
+        memset(&r, 0x5a, sizeof r);
+        if (vx_oai_parse_request((vx_oai_kind)kind, body, len, n_vocab, &r, &e)) {
+            check_request(&r, (vx_oai_kind)kind, n_vocab, v);
+            vx_oai_request_free(&r);
+            check(zeroed(&r), "freed request is zeroed");
+        } else {
+            check_error(&e);
+            check(zeroed(&r), "rejected request holds nothing");
+        }
+        return;
+    }
+    char *j = kind == 2 ? vx_oai_tokenize_json(v, body, len, &e) : vx_oai_detokenize_json(v, body, len, &e);
+    if (j) check(is_json(j), "(de)tokenize JSON parses");
+    else check_error(&e);
+    free(j);
+}
+
+static void check_ids(const vx_token *t, int32_t n, const vx_vocab *v) {
+    for (int32_t i = 0; i < n; i++) check(t[i] >= 0 && t[i] < vx_vocab_n_tokens(v), "prompt token in range");
+}
+
+static void mode_chat(uint8_t opt, const char *payload, size_t len) {
+    const pairing *pr = &g_pair[opt & 3];
+    vx_oai_error e;
+    memset(&e, 0x5a, sizeof e);
+    vx_token *t = NULL;
+    int32_t n = -1;
+    if (opt & 4) {
+        char *msgs = malloc(len + 1);
+        if (!msgs) return;
+        memcpy(msgs, payload, len);
+        msgs[len] = 0;
+        if (vx_oai_chat_prompt(pr->t, pr->v, msgs, &t, &n, &e)) check_ids(t, n, pr->v);
+        else check(e.status == 400 && !strcmp(e.param, "messages") && str_ok(e.message), "chat prompt error");
+        free(msgs);
+        free(t);
+        return;
+    }
+    vx_oai_request r;
+    if (!vx_oai_parse_request(VX_OAI_CHAT, payload, len, vx_vocab_n_tokens(pr->v), &r, &e)) {
+        check_error(&e);
+        return;
+    }
+    if (vx_oai_chat_prompt(pr->t, pr->v, r.messages_json, &t, &n, &e)) check_ids(t, n, pr->v);
+    else check(e.status == 400 && !strcmp(e.param, "messages") && str_ok(e.message), "chat prompt error");
+    free(t);
+    vx_oai_request_free(&r);
+}
+
+/* Feeds the stream in chunks (sizes from seed; 0 = whole, 1 = bytes). */
+static void run_filter(char *const *stops, int32_t n_stop, const char *s, size_t n, uint32_t seed, int how,
+                       vx_sbuf *out) {
+    vx_text_filter f;
+    vx_text_filter_init(&f, stops, n_stop);
+    size_t pos = 0;
+    bool stopped = false;
+    while (pos < n && !stopped) {
+        size_t k = n - pos;
+        if (how == 1) k = 1;
+        if (how == 2) {
+            seed = seed * 1103515245u + 12345u;
+            k = 1 + (seed >> 16) % 7;
+            if (k > n - pos) k = n - pos;
+        }
+        stopped = vx_text_filter_feed(&f, s + pos, k, out);
+        pos += k;
+    }
+    if (!stopped) vx_text_filter_finish(&f, out);
+    else check(vx_text_filter_feed(&f, "x", 1, out), "stays stopped");
+    vx_text_filter_free(&f);
+}
+
+static void mode_filter(const uint8_t *data, size_t size) {
+    if (size < 2) return;
+    int32_t want = data[1] % 5, n_stop = 0;
+    uint32_t seed = data[1] / 5u;
+    char *stops[VX_OAI_MAX_STOP];
+    bool stops_valid = true;
+    const char *p = (const char *)data + 2, *end = (const char *)data + size;
+    while (n_stop < want) {
+        const char *z = memchr(p, 0, (size_t)(end - p));
+        if (!z) break;
+        size_t sl = (size_t)(z - p);
+        if (sl >= 1 && sl <= VX_OAI_MAX_STOP_LEN) {
+            stops[n_stop] = strndup(p, sl);
+            if (!vx_utf8_valid(p, sl, NULL)) stops_valid = false;
+            n_stop++;
+        } else {
+            want--; /* the parser drops empty stop strings */
+        }
+        p = z + 1;
+    }
+    size_t n = (size_t)(end - p);
+
+    vx_sbuf out[3] = {{0}, {0}, {0}};
+    for (int how = 0; how < 3; how++) run_filter(stops, n_stop, p, n, seed, how, &out[how]);
+    for (int how = 1; how < 3; how++)
+        check(out[how].len == out[0].len && (!out[0].len || !memcmp(out[how].p, out[0].p, out[0].len)),
+              "the same output for every chunking");
+    for (int32_t i = 0; i < n_stop; i++)
+        check(!out[0].len || !memmem(out[0].p, out[0].len, stops[i], strlen(stops[i])), "no stop string in output");
+
+    if (stops_valid) {
+        /* stop strings are valid UTF-8 (the parser's guarantee): an invalid
+         * one could match inside a character and cut it */
+        check(vx_utf8_valid(out[0].p, out[0].len, NULL), "output is valid UTF-8");
+        /* reference: the stop string that ends first, the longest on a tie */
+        vx_sbuf s = {0};
+        vx_utf8_sanitize(&s, p, n);
+        size_t best_end = SIZE_MAX, best_start = s.len;
+        for (int32_t i = 0; i < n_stop; i++) {
+            size_t sl = strlen(stops[i]);
+            const char *h = s.len ? memmem(s.p, s.len, stops[i], sl) : NULL;
+            if (!h) continue;
+            size_t st = (size_t)(h - s.p);
+            if (st + sl < best_end || (st + sl == best_end && st < best_start)) {
+                best_end = st + sl;
+                best_start = st;
+            }
+        }
+        check(out[0].len == best_start && (!best_start || !memcmp(out[0].p, s.p, best_start)),
+              "output matches the reference");
+        vx_sbuf_free(&s);
+    }
+    for (int i = 0; i < 3; i++) vx_sbuf_free(&out[i]);
+    for (int32_t i = 0; i < n_stop; i++) free(stops[i]);
+}
+
+static void mode_utf8(const char *s, size_t n) {
+    vx_sbuf b = {0};
+    vx_utf8_sanitize(&b, s, n);
+    check(vx_utf8_valid(b.p, b.len, NULL), "sanitized text is valid UTF-8");
+    if (vx_utf8_valid(s, n, NULL)) check(b.len == n && (!n || !memcmp(b.p, s, n)), "identity on valid UTF-8");
+    else check(b.len > 0 && b.len <= 3 * n, "replacements");
+    /* the response JSON carries the sanitized text exactly */
+    vx_oai_meta m = {.kind = VX_OAI_COMPLETION, .id = "cmpl-x", .created = 1, .model = "m", .vocab = g_pair[0].v};
+    vx_oai_choice c = {.index = 0, .text = s, .text_len = n, .finish_reason = "length"};
+    vx_oai_usage u = {0, 0, 0};
+    char *j = vx_oai_response_json(&m, &c, 1, &u);
+    cJSON *root = cJSON_Parse(j);
+    check(root != NULL, "response JSON parses");
+    const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(ch, "text");
+    check(cJSON_IsString(text), "text is a string");
+    /* cJSON strings end at an escaped NUL: compare up to the first one */
+    size_t cmp = b.len;
+    const char *nul = b.len ? memchr(b.p, 0, b.len) : NULL;
+    if (nul) cmp = (size_t)(nul - b.p);
+    check(strlen(text->valuestring) == cmp && (!cmp || !memcmp(text->valuestring, b.p, cmp)), "text round trip");
+    cJSON_Delete(root);
+    free(j);
+    vx_sbuf_free(&b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1 || size > (1 << 16)) return 0;
+    if (!g_pair[0].v) LLVMFuzzerInitialize(NULL, NULL);
+    uint8_t mode = data[0] & 3, opt = data[0] >> 2;
+    /* an exact-size copy, not NUL-terminated, so over-reads are caught */
+    size_t n = size - 1;
+    char *body = malloc(n ? n : 1);
+    if (!body) return 0;
+    memcpy(body, data + 1, n);
+    switch (mode) {
+    case 0: mode_request(opt, body, n); break;
+    case 1: mode_chat(opt, body, n); break;
+    case 2: mode_filter(data, size); break;
+    default: mode_utf8(body, n); break;
+    }
+    free(body);
+    return 0;
+}
