@@ -280,3 +280,14 @@ void vx_attention(const vx_kernels *k, const vx_attn_args *a, int ith, int nth, 
             if (u % nth == ith) attend_unit(k, a, t0, nt, h, VX_MIN(hp, nkv - h), scratch);
     }
 }
+
+void vx_attention_heads(const vx_kernels *k, const vx_attn_args *a, int32_t h0, int32_t h1, float *scratch) {
+    VX_ASSERT(vx_kv_block_size(a->kv) % CHUNK == 0);
+    const int32_t g = a->n_head / a->n_head_kv;
+    const int32_t T = vx_attn_tile_tokens(g), R = max_rows(g);
+    for (int32_t t0 = 0, nt; t0 < a->n_tok; t0 += nt) {
+        nt = tile_len(a, t0, T);
+        const int32_t hp = VX_MAX(1, R / (nt * g));
+        for (int32_t h = h0; h < h1; h += hp) attend_unit(k, a, t0, nt, h, VX_MIN(hp, h1 - h), scratch);
+    }
+}

@@ -46,4 +46,9 @@ size_t vx_attn_scratch_floats(int32_t n_head, int32_t n_head_kv, int32_t head_di
  * by this thread. Writes only out rows of its own units. */
 void vx_attention(const vx_kernels *k, const vx_attn_args *a, int ith, int nth, float *scratch);
 
+/* Attention of every batch token for kv heads [h0, h1) (and their query
+ * heads) only: for a caller that splits the heads itself. The same bits
+ * as vx_attention. */
+void vx_attention_heads(const vx_kernels *k, const vx_attn_args *a, int32_t h0, int32_t h1, float *scratch);
+
 #endif

@@ -321,6 +321,33 @@ static void prep(vx_context *c, int64_t t0, int64_t t1, int64_t ntok, const floa
     prep_range(c, t0, t1, 0, n, x, ld, n, ntok, w0, w1, w2);
 }
 
+/* Decode of a single token ("solo"): the row-wise steps between two
+ * matmuls (RMSNorm, SwiGLU, the activation quantization) are too short to
+ * split, and a barrier costs more than doing them: every thread does them
+ * itself, for the whole row, into its own scratch row (solo_row) and its
+ * own activation slot (row ith of act_buf), which its matmul rows then
+ * read (mm_rows tells by x == solo_row). Same functions on the same
+ * input: the same bits as the split path. Four of a layer's ten barriers
+ * go, and two more where the attention block splits by kv heads
+ * (attn_heads): four are left, after the attention, the output
+ * projection, gate/up and down. */
+static float *solo_row(const vx_context *c, int ith) { return c->scratch + (size_t)ith * (size_t)c->scratch_per; }
+
+/* The activation rows of x (n elements) for w0..w2 into slot ith. */
+static void prep_solo(vx_context *c, int ith, const float *x, int64_t n, const vx_weight *w0,
+                      const vx_weight *w1, const vx_weight *w2) {
+    const vx_weight *ws[3] = {w0, w1, w2};
+    int done = -1;
+    for (int i = 0; i < 3; i++) {
+        if (!ws[i] || !ws[i]->data) continue;
+        const int at = vx_act_type(ws[i]->type);
+        if (at == VX_TYPE_F32 || at == done) continue;
+        const size_t rs = vx_row_size((vx_type)at, n);
+        c->kern.act[at](x, (uint8_t *)c->act_buf[at] + (size_t)ith * rs, n);
+        done = at;
+    }
+}
+
 /* SwiGLU of n rows (g = silu(g) * u, F elements; dst: where the results
  * go, g itself or another buffer) and their activation rows for w. With
  * fewer rows than threads (decode) the rows are split in 256-element
@@ -368,6 +395,9 @@ static void mm_rows(vx_context *c, int ith, const vx_weight *w, size_t mat_off, 
     if (at == VX_TYPE_F32) {
         act = (const uint8_t *)x;
         stride = (size_t)ldx * sizeof(float);
+    } else if (x == solo_row(c, ith)) { /* prep_solo's slot */
+        stride = vx_row_size((vx_type)at, w->ne[0]);
+        act = (const uint8_t *)c->act_buf[at] + (size_t)ith * stride;
     } else {
         VX_ASSERT(c->act_src[at] == x);
         act = c->act_buf[at];
@@ -465,16 +495,54 @@ static size_t kv_off(const vx_context *c, int64_t e) {
     }
 }
 
+/* Head h of token t after the q/k/v projections (h < n_head: a query head,
+ * else kv head h - n_head): fused slices, biases, q/k norms, RoPE, and
+ * k and v into the cache. */
+static void qkv_unit(vx_context *c, const vx_layer *L, int il, int64_t t, int64_t h) {
+    const vx_model *M = c->model;
+    const vx_hparams *hp = &M->hp;
+    const vx_batch *b = c->batch;
+    const int64_t hd = hp->head_dim;
+    const int64_t QD = (int64_t)hp->n_head * hd, KD = (int64_t)hp->n_head_kv * hd;
+    const float *cs = c->rope + t * hp->n_rot;
+    const bool isq = h < hp->n_head;
+    const int64_t hh = isq ? h : h - hp->n_head; /* head index within q, or within k and v */
+    float *q = c->q + t * QD + hh * hd, *k = c->k + t * KD + hh * hd, *v = c->v + t * KD + hh * hd;
+    if (hp->fused_qkv) { /* this head's slices of the fused output, bias added */
+        const float *src = c->qkv + t * (QD + 2 * KD);
+        const float *bq = L->bqkv.data;
+        const int64_t parts = isq ? 1 : 2;
+        for (int64_t p = 0; p < parts; p++) {
+            const int64_t off = isq ? hh * hd : QD + p * KD + hh * hd;
+            float *dst = isq ? q : p == 0 ? k : v;
+            if (bq)
+                for (int64_t i = 0; i < hd; i++) dst[i] = src[off + i] + bq[off + i];
+            else
+                memcpy(dst, src + off, (size_t)hd * sizeof(float));
+        }
+    }
+    if (isq) {
+        if (L->bq.data) for (int64_t i = 0; i < hd; i++) q[i] += ((const float *)L->bq.data)[hh * hd + i];
+        if (L->q_norm.data) vx_rmsnorm(q, q, L->q_norm.data, hd, hp->rms_eps);
+        vx_rope_apply(q, cs, hp->n_rot, M->arch->rope);
+        return;
+    }
+    if (L->bk.data) for (int64_t i = 0; i < hd; i++) k[i] += ((const float *)L->bk.data)[hh * hd + i];
+    if (L->bv.data) for (int64_t i = 0; i < hd; i++) v[i] += ((const float *)L->bv.data)[hh * hd + i];
+    if (L->k_norm.data) vx_rmsnorm(k, k, L->k_norm.data, hd, hp->rms_eps);
+    vx_rope_apply(k, cs, hp->n_rot, M->arch->rope);
+    const size_t o = kv_off(c, hh * hd);
+    kv_store(c, (uint8_t *)vx_kv_k_row(c->kv, il, b->seq_id[t], b->pos[t]) + o, k, hd);
+    kv_store(c, (uint8_t *)vx_kv_v_row(c->kv, il, b->seq_id[t], b->pos[t]) + o, v, hd);
+}
+
 /* After the q/k/v matmuls: biases, per-head norms (Qwen3), RoPE, and K/V
  * into the cache. Work units are (token, head): query heads, then kv heads
  * (K and V of a kv head together). Whole tokens per thread when there are
  * enough; for decode the heads of one token are split across threads. */
 static void qkv_post(vx_context *c, const vx_layer *L, int il, int ith, int nth) {
-    const vx_model *M = c->model;
-    const vx_hparams *hp = &M->hp;
-    const vx_batch *b = c->batch;
-    const int64_t n = c->n_tok, hd = hp->head_dim;
-    const int64_t QD = (int64_t)hp->n_head * hd, KD = (int64_t)hp->n_head_kv * hd;
+    const vx_hparams *hp = &c->model->hp;
+    const int64_t n = c->n_tok;
     const int64_t H = hp->n_head + hp->n_head_kv; /* units per token */
     int64_t u0, u1;
     if (n >= nth) {
@@ -484,39 +552,35 @@ static void qkv_post(vx_context *c, const vx_layer *L, int il, int ith, int nth)
     } else {
         vx_split(n * H, ith, nth, 1, &u0, &u1);
     }
-    for (int64_t u = u0; u < u1; u++) {
-        const int64_t t = u / H, h = u % H;
-        const float *cs = c->rope + t * hp->n_rot;
-        const bool isq = h < hp->n_head;
-        const int64_t hh = isq ? h : h - hp->n_head; /* head index within q, or within k and v */
-        float *q = c->q + t * QD + hh * hd, *k = c->k + t * KD + hh * hd, *v = c->v + t * KD + hh * hd;
-        if (hp->fused_qkv) { /* this head's slices of the fused output, bias added */
-            const float *src = c->qkv + t * (QD + 2 * KD);
-            const float *bq = L->bqkv.data;
-            const int64_t parts = isq ? 1 : 2;
-            for (int64_t p = 0; p < parts; p++) {
-                const int64_t off = isq ? hh * hd : QD + p * KD + hh * hd;
-                float *dst = isq ? q : p == 0 ? k : v;
-                if (bq)
-                    for (int64_t i = 0; i < hd; i++) dst[i] = src[off + i] + bq[off + i];
-                else
-                    memcpy(dst, src + off, (size_t)hd * sizeof(float));
-            }
-        }
-        if (isq) {
-            if (L->bq.data) for (int64_t i = 0; i < hd; i++) q[i] += ((const float *)L->bq.data)[hh * hd + i];
-            if (L->q_norm.data) vx_rmsnorm(q, q, L->q_norm.data, hd, hp->rms_eps);
-            vx_rope_apply(q, cs, hp->n_rot, M->arch->rope);
-            continue;
-        }
-        if (L->bk.data) for (int64_t i = 0; i < hd; i++) k[i] += ((const float *)L->bk.data)[hh * hd + i];
-        if (L->bv.data) for (int64_t i = 0; i < hd; i++) v[i] += ((const float *)L->bv.data)[hh * hd + i];
-        if (L->k_norm.data) vx_rmsnorm(k, k, L->k_norm.data, hd, hp->rms_eps);
-        vx_rope_apply(k, cs, hp->n_rot, M->arch->rope);
-        const size_t o = kv_off(c, hh * hd);
-        kv_store(c, (uint8_t *)vx_kv_k_row(c->kv, il, b->seq_id[t], b->pos[t]) + o, k, hd);
-        kv_store(c, (uint8_t *)vx_kv_v_row(c->kv, il, b->seq_id[t], b->pos[t]) + o, v, hd);
+    for (int64_t u = u0; u < u1; u++) qkv_unit(c, L, il, u / H, u % H);
+}
+
+/* The attention block of a single token for kv heads [h0, h1) alone: their
+ * q/k/v rows (xa: prep_solo'd), qkv_unit, attention. With the kv heads
+ * split evenly over the threads this needs no barrier until the output
+ * projection: the heads' work is independent (same bits as the split
+ * steps). */
+static void attn_heads(vx_context *c, const vx_layer *L, int il, int ith, const float *xa, int32_t h0, int32_t h1,
+                       float *scr) {
+    const vx_hparams *hp = &c->model->hp;
+    const int64_t hd = hp->head_dim, E = hp->n_embd, g = hp->n_head / hp->n_head_kv;
+    const int64_t QD = (int64_t)hp->n_head * hd, KD = (int64_t)hp->n_head_kv * hd;
+    const int64_t q0 = h0 * g * hd, q1 = h1 * g * hd, k0 = h0 * hd, k1 = h1 * hd;
+    if (hp->fused_qkv) {
+        const int64_t ld = QD + 2 * KD;
+        mm_rows(c, ith, &L->wqkv, 0, xa, 1, E, c->qkv, ld, false, q0, q1);
+        mm_rows(c, ith, &L->wqkv, 0, xa, 1, E, c->qkv, ld, false, QD + k0, QD + k1);
+        mm_rows(c, ith, &L->wqkv, 0, xa, 1, E, c->qkv, ld, false, QD + KD + k0, QD + KD + k1);
+    } else {
+        mm_rows(c, ith, &L->wq, 0, xa, 1, E, c->q, QD, false, q0, q1);
+        mm_rows(c, ith, &L->wk, 0, xa, 1, E, c->k, KD, false, k0, k1);
+        mm_rows(c, ith, &L->wv, 0, xa, 1, E, c->v, KD, false, k0, k1);
     }
+    for (int64_t h = h0 * g; h < h1 * g; h++) qkv_unit(c, L, il, 0, h);
+    for (int64_t h = h0; h < h1; h++) qkv_unit(c, L, il, 0, hp->n_head + h);
+    const vx_attn_args aa = {c->kv, il, hp->n_head, hp->n_head_kv, hp->head_dim, 1.0f / sqrtf((float)hd),
+                             c->q, c->att, c->batch->pos, c->batch->seq_id, 1};
+    vx_attention_heads(&c->kern, &aa, h0, h1, scr);
 }
 
 /* Mixtral-style routing: softmax over experts, top-k, renormalized. Run by
@@ -599,6 +663,13 @@ static void forward_worker(void *arg, int ith, int nth) {
     const int32_t half = hp->n_rot / 2;
     int64_t t0, t1;
     vx_split(n, ith, nth, 1, &t0, &t1);
+    /* a single token: the row-wise steps run in every thread (solo_row) */
+    const bool solo = n == 1 && nth > 1 && c->params.n_batch >= (uint32_t)nth && !c->params.f32_matmul;
+    float *const xs = solo_row(c, ith);
+    /* ... and the attention block by kv heads, when they split evenly */
+    const int32_t nkv = hp->n_head_kv;
+    const bool hsolo = solo && nkv % nth == 0 && hd % 16 == 0;
+    const int32_t kvh0 = nkv / nth * ith, kvh1 = kvh0 + nkv / nth;
 
     /* embeddings and per-token rotary tables */
     for (int64_t t = t0; t < t1; t++) {
@@ -617,64 +688,102 @@ static void forward_worker(void *arg, int ith, int nth) {
 
     for (int il = 0; il < hp->n_layer; il++) {
         const vx_layer *L = &M->layers[il];
-        for (int64_t t = t0; t < t1; t++)
-            vx_rmsnorm(c->xn + t * E, c->x + t * E, L->attn_norm.data, E, hp->rms_eps);
-        if (hp->fused_qkv) prep(c, t0, t1, n, c->xn, E, E, &L->wqkv, NULL, NULL);
-        else prep(c, t0, t1, n, c->xn, E, E, &L->wq, &L->wk, &L->wv);
-        vx_pool_barrier(c->pool);
-        if (hp->fused_qkv) {
-            mm(c, ith, nth, &L->wqkv, 0, c->xn, n, E, c->qkv, QD + 2 * KD, false);
+        const float *xa = c->xn; /* the attention block's input */
+        if (solo) {
+            vx_rmsnorm(xs, c->x, L->attn_norm.data, E, hp->rms_eps);
+            if (hp->fused_qkv) prep_solo(c, ith, xs, E, &L->wqkv, NULL, NULL);
+            else prep_solo(c, ith, xs, E, &L->wq, &L->wk, &L->wv);
+            xa = xs;
         } else {
-            mm(c, ith, nth, &L->wq, 0, c->xn, n, E, c->q, QD, false);
-            mm(c, ith, nth, &L->wk, 0, c->xn, n, E, c->k, KD, false);
-            mm(c, ith, nth, &L->wv, 0, c->xn, n, E, c->v, KD, false);
+            for (int64_t t = t0; t < t1; t++)
+                vx_rmsnorm(c->xn + t * E, c->x + t * E, L->attn_norm.data, E, hp->rms_eps);
+            if (hp->fused_qkv) prep(c, t0, t1, n, c->xn, E, E, &L->wqkv, NULL, NULL);
+            else prep(c, t0, t1, n, c->xn, E, E, &L->wq, &L->wk, &L->wv);
+            vx_pool_barrier(c->pool);
         }
-        vx_pool_barrier(c->pool);
-        qkv_post(c, L, il, ith, nth);
-        vx_pool_barrier(c->pool);
-        {
+        float *scr = c->scratch + (size_t)ith * (size_t)c->scratch_per + (size_t)c->att_scratch_off;
+        if (hsolo) {
+            attn_heads(c, L, il, ith, xa, kvh0, kvh1, scr);
+        } else {
+            if (hp->fused_qkv) {
+                mm(c, ith, nth, &L->wqkv, 0, xa, n, E, c->qkv, QD + 2 * KD, false);
+            } else {
+                mm(c, ith, nth, &L->wq, 0, xa, n, E, c->q, QD, false);
+                mm(c, ith, nth, &L->wk, 0, xa, n, E, c->k, KD, false);
+                mm(c, ith, nth, &L->wv, 0, xa, n, E, c->v, KD, false);
+            }
+            vx_pool_barrier(c->pool);
+            qkv_post(c, L, il, ith, nth);
+            vx_pool_barrier(c->pool);
             const vx_attn_args aa = {c->kv, il, hp->n_head, hp->n_head_kv, hp->head_dim,
                                      1.0f / sqrtf((float)hd), c->q, c->att, b->pos, b->seq_id,
                                      (int32_t)n};
-            float *scr = c->scratch + (size_t)ith * (size_t)c->scratch_per +
-                         (size_t)c->att_scratch_off;
             vx_attention(&c->kern, &aa, ith, nth, scr);
         }
         vx_pool_barrier(c->pool);
-        if ((vx_act_type(L->wo.type) != VX_TYPE_F32 || amx_for(c, &L->wo, n)) && !c->params.f32_matmul) {
+        const float *xo = c->att; /* the output projection's input */
+        if (solo) {
+            prep_solo(c, ith, c->att, QD, &L->wo, NULL, NULL);
+            if (vx_act_type(L->wo.type) != VX_TYPE_F32) xo = xs; /* its slot */
+        } else if ((vx_act_type(L->wo.type) != VX_TYPE_F32 || amx_for(c, &L->wo, n)) && !c->params.f32_matmul) {
             prep(c, t0, t1, n, c->att, QD, QD, &L->wo, NULL, NULL);
             vx_pool_barrier(c->pool);
         }
-        mm(c, ith, nth, &L->wo, 0, c->att, n, QD, c->x, E, true);
+        mm(c, ith, nth, &L->wo, 0, xo, n, QD, c->x, E, true);
         vx_pool_barrier(c->pool);
-        for (int64_t t = t0; t < t1; t++) {
-            add_bias(c->x + t * E, &L->bo, E);
-            vx_rmsnorm(c->xn + t * E, c->x + t * E, L->ffn_norm.data, E, hp->rms_eps);
+        /* solo FFN: not with an output bias (it is added to x in place) or
+         * experts (ffn_moe splits its own steps) */
+        const bool fsolo = solo && !L->bo.data && hp->n_expert == 0;
+        const float *xf = c->xn; /* the FFN block's input */
+        if (fsolo) {
+            vx_rmsnorm(xs, c->x, L->ffn_norm.data, E, hp->rms_eps);
+            prep_solo(c, ith, xs, E, &L->ffn_gate, &L->ffn_up, NULL);
+            xf = xs;
+        } else {
+            for (int64_t t = t0; t < t1; t++) {
+                add_bias(c->x + t * E, &L->bo, E);
+                vx_rmsnorm(c->xn + t * E, c->x + t * E, L->ffn_norm.data, E, hp->rms_eps);
+            }
+            if (hp->n_expert > 0) prep(c, t0, t1, n, c->xn, E, E, &L->ffn_gate_inp, NULL, NULL);
+            else prep(c, t0, t1, n, c->xn, E, E, &L->ffn_gate, &L->ffn_up, NULL);
+            vx_pool_barrier(c->pool);
         }
-        if (hp->n_expert > 0) prep(c, t0, t1, n, c->xn, E, E, &L->ffn_gate_inp, NULL, NULL);
-        else prep(c, t0, t1, n, c->xn, E, E, &L->ffn_gate, &L->ffn_up, NULL);
-        vx_pool_barrier(c->pool);
         if (hp->n_expert > 0) {
             ffn_moe(c, L, ith, nth);
-        } else if (hp->fused_gate_up) {
-            mm(c, ith, nth, &L->ffn_up, 0, c->xn, n, E, c->up, 2 * F, false);
-            vx_pool_barrier(c->pool);
-            swiglu_prep(c, ith, nth, n, c->up, c->up + F, 2 * F, c->gate, F, &L->ffn_down);
-            vx_pool_barrier(c->pool);
-            mm(c, ith, nth, &L->ffn_down, 0, c->gate, n, F, c->x, E, true);
-            vx_pool_barrier(c->pool);
+            continue;
+        }
+        const float *g, *u;
+        int64_t ld;
+        if (hp->fused_gate_up) {
+            mm(c, ith, nth, &L->ffn_up, 0, xf, n, E, c->up, 2 * F, false);
+            g = c->up, u = c->up + F, ld = 2 * F;
         } else {
-            mm(c, ith, nth, &L->ffn_gate, 0, c->xn, n, E, c->gate, F, false);
-            mm(c, ith, nth, &L->ffn_up, 0, c->xn, n, E, c->up, F, false);
-            vx_pool_barrier(c->pool);
-            swiglu_prep(c, ith, nth, n, c->gate, c->up, F, c->gate, F, &L->ffn_down);
-            vx_pool_barrier(c->pool);
-            mm(c, ith, nth, &L->ffn_down, 0, c->gate, n, F, c->x, E, true);
+            mm(c, ith, nth, &L->ffn_gate, 0, xf, n, E, c->gate, F, false);
+            mm(c, ith, nth, &L->ffn_up, 0, xf, n, E, c->up, F, false);
+            g = c->gate, u = c->up, ld = F;
+        }
+        vx_pool_barrier(c->pool);
+        const float *xd = c->gate; /* the down projection's input */
+        if (fsolo) {
+            memcpy(xs, g, (size_t)F * sizeof(float));
+            c->kern.swiglu(xs, u, F);
+            prep_solo(c, ith, xs, F, &L->ffn_down, NULL, NULL);
+            xd = xs;
+        } else {
+            swiglu_prep(c, ith, nth, n, (float *)g, u, ld, c->gate, F, &L->ffn_down);
             vx_pool_barrier(c->pool);
         }
+        mm(c, ith, nth, &L->ffn_down, 0, xd, n, F, c->x, E, true);
+        vx_pool_barrier(c->pool);
     }
 
     /* final norm of the tokens that want logits, gathered in output order */
+    if (solo && c->n_out == 1) {
+        vx_rmsnorm(xs, c->x, M->output_norm.data, E, hp->rms_eps);
+        prep_solo(c, ith, xs, E, &M->output, NULL, NULL);
+        mm(c, ith, nth, &M->output, 0, xs, 1, E, c->logits, hp->n_vocab, false);
+        return;
+    }
     int64_t o0, o1;
     vx_split(c->n_out, ith, nth, 1, &o0, &o1);
     for (int64_t o = o0; o < o1; o++)
