@@ -127,7 +127,7 @@ static void bench_usage(void) {
            "  -d, --n-depth LIST    tokens already in the context before each test (default 0)\n"
            "  -np, --parallel LIST  sequences decoding in step in tg tests (default 1)\n"
            "  -r, --repetitions N   measured runs per test (default 5)\n"
-           "  --kv-type f16|f32     KV cache type (default f16)\n"
+           "  --kv-type f16|f32|q8_0 KV cache type (default f16)\n"
            "  --no-repack           keep weights in the file's layout (no 8-row packing)\n"
            "  -o, --output md|jsonl table (default) or one JSON object per line\n"
            "  --json                same as -o jsonl\n"

@@ -36,7 +36,7 @@ static void run_usage(void) {
            "  --ignore-eos            keep generating after an end-of-generation token\n"
            "  --no-bos                do not add BOS to the prompt\n"
            "  --no-display-prompt     do not echo the prompt\n"
-           "  --kv-type f16|f32       KV cache type (default f16)\n"
+           "  --kv-type f16|f32|q8_0 KV cache type (default f16)\n"
            "  --no-mmap               read the model into memory instead of mapping it\n"
            "  --no-repack             keep weights in the file's layout (no 8-row packing)\n"
            "  --check-tensors         verify every weight is finite while loading\n");

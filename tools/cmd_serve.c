@@ -43,7 +43,7 @@ static void serve_usage(void) {
            "  --no-repack             keep weights in the file's layout (no 8-row packing)\n"
            "  --queue N               waiting requests before 429 (default 64)\n"
            "  --kv-size N             KV positions over all sequences (default ctx x parallel)\n"
-           "  --kv-type f16|f32       KV cache type (default f16)\n"
+           "  --kv-type f16|f32|q8_0 KV cache type (default f16)\n"
            "  --chat-template NAME    chatml, llama3, llama2, mistral, phi3, gemma, ... or a\n"
            "                          file with Jinja source (default: the model's)\n"
            "  --max-body BYTES        request body limit (default 8388608)\n"
