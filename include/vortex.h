@@ -155,6 +155,13 @@ typedef struct vx_context_params {
     bool f32_matmul;    /* dequantize weight rows and multiply in f32 instead of
                            quantizing activations to 8 bits: slower, closest to
                            exact math (for accuracy work) */
+    bool batch_invariant; /* a token's logits are the same bits whatever else is
+                           in its batch (alone, with other sequences, in a
+                           prompt chunk of any size, recomputed after
+                           preemption or read from the prefix cache): the
+                           integer kernels only. Off (default), matmuls of 32+
+                           tokens may take the AMX bf16 GEMM (faster prefill,
+                           other rounding), as llama.cpp and vLLM do by default */
 } vx_context_params;
 
 vx_context_params vx_context_default_params(void);

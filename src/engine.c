@@ -393,6 +393,7 @@ vx_status vx_engine_init(const vx_model *model, const vx_engine_params *params, 
     cp.n_seq_max = (uint32_t)e->p.n_parallel;
     cp.n_threads = e->p.n_threads;
     cp.kv_type = e->p.kv_type;
+    cp.batch_invariant = e->p.batch_invariant;
     vx_status st = vx_context_init(model, &cp, &e->ctx, err, err_size);
     if (st) {
         vx_engine_free(e);

@@ -214,7 +214,10 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
     }
     if (c->kern.gemm_amx) {
         const size_t maxin = VX_MAX(VX_MAX(E, FF), QD);
-        c->bf16_ld = (maxin + 31) / 32 * 32;
+        /* rows 64 bytes longer than a multiple of 128: the 16 rows of an AMX A
+         * tile then fall in different L1 sets (a stride of a multiple of 4 KiB
+         * put them all in one set, and every A tile load missed L1) */
+        c->bf16_ld = (maxin + 63) / 64 * 64 + 32;
         const size_t rows = (nb + 31) / 32 * 32;
         c->act_bf16 = xalloc(rows * c->bf16_ld * sizeof(uint16_t), &ok);
         c->act_bf16_lo = xalloc(rows * c->bf16_ld * sizeof(uint16_t), &ok);
@@ -267,7 +270,9 @@ int32_t vx_context_n_vocab(const vx_context *c) { return c->model->hp.n_vocab; }
  * (Q2_K, Q3_K, Q5_K, Q4_1, Q5_1, IQ4_NL) would be dequantized row by row
  * in plain C there; they keep their int8 GEMM. */
 static bool amx_for(const vx_context *c, const vx_weight *w, int64_t ntok) {
-    if (!c->kern.gemm_amx || c->params.f32_matmul || ntok < AMX_MIN_TOK || w->ne[0] % 32 != 0) return false;
+    if (!c->kern.gemm_amx || c->params.f32_matmul || c->params.batch_invariant || ntok < AMX_MIN_TOK ||
+        w->ne[0] % 32 != 0)
+        return false;
     if (w->type == VX_TYPE_F16 || w->type == VX_TYPE_BF16) return true;
     if (!w->pdata) return false;
     switch (w->ptype) {

@@ -108,6 +108,12 @@ static void test_variant(const variant *v) {
                         gemm_case(v, types[ti], pk, Ks[ki], Rs[ri], Ts[tj], (ri + tj + ki) % 2,
                                   (ri + tj) % 3 == 0);
         }
+    /* the kernel's blocks: K in chunks of 2048 (F16: 8 of them, with the
+     * remainders; Q6_K: 2048 + 768), rows in blocks of 256 (Q8_0: 264 rows, the
+     * last block of 8) */
+    gemm_case(v, VX_TYPE_Q8_0, 1, 4096, 264, 40, 1, 0);
+    gemm_case(v, VX_TYPE_F16, 0, 16384, 72, 33, 0, 1);
+    gemm_case(v, VX_TYPE_Q6_K, 1, 2816, 48, 20, 1, 0);
     /* the activation conversion: nearest even, ties included */
     float src[70];
     uint16_t dst[70];

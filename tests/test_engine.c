@@ -137,6 +137,9 @@ int main(void) {
     ep.n_ctx = 128;
     ep.n_threads = 2;
     ep.n_parallel = 1;
+    /* the same bits whatever the batch: integer kernels only (on AMX
+     * machines the default runs prompts of 32+ tokens through bf16 tiles) */
+    ep.batch_invariant = true;
     run_all(m, ep, alone, true);
     ep.n_parallel = 8;
     run_all(m, ep, together, false);
@@ -169,6 +172,7 @@ int main(void) {
             pp.n_ctx = 128;
             pp.n_threads = 2;
             pp.n_parallel = 2;
+            pp.batch_invariant = true;
             vx_engine *pe = NULL;
             CHECK(vx_engine_init(m, &pp, &pe, err, sizeof err) == VX_OK);
             if (!pe) break;

@@ -82,8 +82,9 @@ static int decisive_top1(const float *a, const float *ref, int npos, int nv, dou
     return n;
 }
 
-static vx_context *new_ctx(vx_model *m, int n_ctx, int n_batch) {
+static vx_context *new_ctx_ex(vx_model *m, int n_ctx, int n_batch, bool invariant) {
     vx_context_params cp = vx_context_default_params();
+    cp.batch_invariant = invariant;
     cp.n_ctx = (uint32_t)n_ctx;
     cp.n_batch = (uint32_t)n_batch;
     cp.n_threads = getenv("VX_TEST_THREADS") ? atoi(getenv("VX_TEST_THREADS")) : 2;
@@ -96,6 +97,8 @@ static vx_context *new_ctx(vx_model *m, int n_ctx, int n_batch) {
     }
     return c;
 }
+
+static vx_context *new_ctx(vx_model *m, int n_ctx, int n_batch) { return new_ctx_ex(m, n_ctx, n_batch, false); }
 
 /* Evaluates ids[0..n) from position 0 with batches of `step` tokens; writes
  * logits of every position into out [n][nv]. */
@@ -153,6 +156,7 @@ static float *first_pass[MAX_MODELS];
 /* 0: the best kernels; 1: VX_EMULATE=avx512 (same bits as pass 0);
  * 2: VX_EMULATE=amx (bf16 prefill: the accuracy bars only) */
 static int emu_pass;
+static bool have_amx; /* the first pass runs the AMX tier (bf16 prefill) */
 static const char *const pass_name[] = {"", "[avx512-emu] ", "[amx-emu] "};
 
 static void test_model(const cJSON *e, const vx_token *prompt, int mi) {
@@ -191,8 +195,15 @@ static void test_model(const cJSON *e, const vx_token *prompt, int mi) {
     const int sb_dec = decisive_top1(batched, ref, NPOS, nv, min_margin);
     CHECKF(sb_dec >= lc_dec - 1, "%s batched: decisive top-1 %d < llama.cpp %d - 1", rel, sb_dec, lc_dec);
     if (mi < MAX_MODELS && !emu_pass) {
+        /* the bits the emulated integer tier must reproduce: the integer
+         * kernels (batch_invariant); without AMX that is the default too */
         first_pass[mi] = malloc(nlog * sizeof(float));
-        if (first_pass[mi]) memcpy(first_pass[mi], batched, nlog * sizeof(float));
+        vx_context *ci = new_ctx_ex(m, 256, NPOS, true);
+        CHECK(ci && first_pass[mi] && eval(ci, prompt, NPOS, NPOS, first_pass[mi], nv));
+        vx_context_free(ci);
+        if (first_pass[mi] && !have_amx)
+            CHECKF(memcmp(first_pass[mi], batched, nlog * sizeof(float)) == 0,
+                   "%s: batch_invariant logits differ from the default's without AMX", rel);
     } else if (mi < MAX_MODELS && first_pass[mi] && emu_pass == 1) {
         CHECKF(memcmp(first_pass[mi], batched, nlog * sizeof(float)) == 0, "%s: avx512-emu logits differ from %s's",
                rel, "the first pass");
@@ -432,6 +443,12 @@ int main(void) {
     CHECK(cJSON_GetArraySize(pids) == NPOS);
     for (int i = 0; i < NPOS; i++) prompt[i] = cJSON_GetArrayItem(pids, i)->valueint;
     const char *only = getenv("VX_TEST_MODEL");
+    {
+        vx_kernels k0;
+        vx_kernels_init_best(&k0);
+        have_amx = k0.gemm_amx != NULL;
+        printf("first pass: kernels %s\n", k0.name);
+    }
     const cJSON *e;
     int n = 0;
     cJSON_ArrayForEach(e, cJSON_GetObjectItem(root, "models")) {

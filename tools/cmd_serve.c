@@ -41,6 +41,9 @@ static void serve_usage(void) {
            "  -b, --batch-size N      tokens per forward pass (default 512)\n"
            "  -t, --threads N         threads (default: all cores)\n"
            "  --no-repack             keep weights in the file's layout (no 8-row packing)\n"
+           "  --batch-invariant       outputs never depend on the other requests, the prompt's\n"
+           "                          chunking or the prefix cache (integer kernels only: no AMX\n"
+           "                          bf16 prefill)\n"
            "  --queue N               waiting requests before 429 (default 64)\n"
            "  --kv-size N             KV positions over all sequences (default ctx x parallel)\n"
            "  --kv-type f16|f32|q8_0 KV cache type (default f16)\n"
@@ -94,6 +97,7 @@ int vx_cmd_serve(int argc, char **argv) {
         else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size")) cli_int(&a, 1, 1 << 16, &batch);
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) cli_int(&a, 0, 512, &threads);
         else if (!strcmp(o, "--no-repack")) repack = false;
+        else if (!strcmp(o, "--batch-invariant")) ep.batch_invariant = true;
         else if (!strcmp(o, "--queue")) cli_int(&a, 0, 1 << 16, &queue);
         else if (!strcmp(o, "--kv-size")) cli_int(&a, 0, 1 << 28, &kv_size);
         else if (!strcmp(o, "--kv-type")) {

@@ -52,7 +52,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // ------------------------------------------------------------------ server
 
 async function startServer(extra = []) {
-  const args = ['serve', '-m', MODEL, '--port', '0', '--chat-template', 'chatml', '-t', '1',
+  const args = ['serve', '-m', MODEL, '--port', '0', '--chat-template', 'chatml', '-t', '1', '--batch-invariant',
     '-c', String(N_CTX), '--max-body', String(MAX_BODY), '--quiet', ...extra];
   const env = { ...process.env };
   env.ASAN_OPTIONS = [env.ASAN_OPTIONS, 'detect_leaks=1'].filter(Boolean).join(':');

@@ -23,7 +23,7 @@ const N_CTX = 2048;
 
 // Starts `vx serve` on a free port (--port 0; the port is read from its log).
 async function startServer(extra = []) {
-  const args = ['serve', '-m', MODEL, '--port', '0', '--chat-template', 'chatml', '-t', '1',
+  const args = ['serve', '-m', MODEL, '--port', '0', '--chat-template', 'chatml', '-t', '1', '--batch-invariant',
     '-c', String(N_CTX), '--parallel', '4', ...extra];
   const proc = spawn(VX, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   const exited = once(proc, 'exit');
