@@ -64,39 +64,47 @@ AINLINE __m512i merge6(__m512i a, __m512i b) {
 AINLINE __m256i bcast_dw(__m256i x, int p) { return _mm256_permutevar8x32_epi32(x, _mm256_set1_epi32(p)); }
 
 /* ===================================================================== GEMV
- * One 8-row group at a time, records front to back (one stream, software
- * prefetch 2 records ahead, as the AVX2 gemv). A zmm holds two quads of a
- * record as stored (lane r quad 2p of row r, lane 8 + r quad 2p + 1); the
- * halves' partial sums are added once per super-block (vextracti64x4 +
- * vpaddd). Per 8-row super-block record, ports 0/5:
+ * G 8-row groups a G-th of the call apart side by side (gemv_far_groups,
+ * as the AVX2 gemv): G long record streams, each advancing a part of a
+ * record per turn (Q4_K a quarter, ~300 B; Q6_K a half, ~840 B), with
+ * every cache line prefetched PF512_K records ahead. One group's records
+ * front to back (one stream per thread) read ~20% slower from DRAM here:
+ * Llama-1B Q4_K_M decode, 2 threads, 18-20 t/s against the AVX2 kernels'
+ * 21-23. A zmm holds two quads of a record as stored (lane r quad 2p of
+ * row r, lane 8 + r quad 2p + 1); the halves' partial sums are added once
+ * per super-block (vextracti64x4 + vpaddd). Per 8-row super-block record,
+ * ports 0/5:
  *   Q4_K (1184 B): 32 vpdpbusd, 48 nibble ops (and; srlw + and), 32 act
  *     blends, 8 (vpslld, vpblendmw) + 4 vpdpwssd, 4 scale widenings, mins
  *     8 AVX2 (madd, add), ~10 float/convert: ~146 uops, ~73 cycles.
  *   Q6_K (1680 B): 32 vpdpbusd, 16 x 7 code-building uops (nibble and
  *     2-bit fields, variable shifts, ternlog), 32 act blends, 4 x 2 vpmulld
  *     (2 uops each) + adds, 16 scale ops, mins 16, ~8 float: ~240 uops.
- * i.e. >= 16 B/cycle of weights: above one core's DRAM stream.
+ * i.e. >= 16 B/cycle of weights: above one core's DRAM stream. The int32
+ * sum of a record does not depend on the order of its parts, and the
+ * float steps are those of the AVX2 kernels: the same bits.
  */
+#define GEMV512_K_STREAMS 4
+#define PF512_K 2
 
-AINLINE __m256 q4k_r8_gemv_sb(const vx_block_q4_K_r8 *b, const vx_block_q8_K *y, __m256 acc) {
+/* Quarter c of a Q4_K_R8 record (sub-blocks 2c, 2c + 1) into I. */
+AINLINE __m512i q4k_r8_quarter(const vx_block_q4_K_r8 *b, const vx_block_q8_K *y, int c, __m512i I) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    prefetch_ahead(b, 2 * sizeof *b, sizeof *b);
-    __m512i I = _mm512_setzero_si512();
+    const int8_t *ylo = y->qs + 64 * c, *yhi = ylo + 32;
+    __m512i X = _mm512_setzero_si512(), Y = X;
 #pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-        const int8_t *ylo = y->qs + 64 * c, *yhi = ylo + 32; /* sub-blocks 2c, 2c + 1 */
-        __m512i X = _mm512_setzero_si512(), Y = X;
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
-            const __m512i v = load512(b->qs[c][2 * p]);
-            X = _mm512_dpbusd_epi32(X, _mm512_and_si512(v, m4), act2(ylo + 8 * p, ylo + 8 * p + 4));
-            Y = _mm512_dpbusd_epi32(Y, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                                    act2(yhi + 8 * p, yhi + 8 * p + 4));
-        }
-        /* lanes r and 8 + r: 16 elements each, |sum| <= 30480 */
-        const __m512i sc = _mm512_cvtepu8_epi16(_mm256_broadcastsi128_si256(load128(b->sc[c])));
-        I = _mm512_dpwssd_epi32(I, pack16(X, Y), sc);
+    for (int p = 0; p < 4; p++) {
+        const __m512i v = load512(b->qs[c][2 * p]);
+        X = _mm512_dpbusd_epi32(X, _mm512_and_si512(v, m4), act2(ylo + 8 * p, ylo + 8 * p + 4));
+        Y = _mm512_dpbusd_epi32(Y, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), act2(yhi + 8 * p, yhi + 8 * p + 4));
     }
+    /* lanes r and 8 + r: 16 elements each, |sum| <= 30480 */
+    const __m512i sc = _mm512_cvtepu8_epi16(_mm256_broadcastsi128_si256(load128(b->sc[c])));
+    return _mm512_dpwssd_epi32(I, pack16(X, Y), sc);
+}
+
+/* The canonical float steps of a Q4_K_R8 record whose code sums are in I. */
+AINLINE __m256 q4k_r8_finish(const vx_block_q4_K_r8 *b, const vx_block_q8_K *y, __m512i I, __m256 acc) {
     const __m256i Ir = _mm256_add_epi32(_mm512_castsi512_si256(I), _mm512_extracti64x4_epi64(I, 1));
     const __m256i bs = _mm256_castsi128_si256(bsums32(y));
     __m256i M = _mm256_setzero_si256();
@@ -113,35 +121,36 @@ AINLINE __m512i pair_sel(__m512i x, int j) {
     return j ? _mm512_srai_epi32(x, 16) : _mm512_srai_epi32(_mm512_slli_epi32(x, 16), 16);
 }
 
-AINLINE __m256 q6k_r8_gemv_sb(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, __m256 acc) {
-    prefetch_ahead(b, 2 * sizeof *b, sizeof *b);
+/* Half h of a Q6_K_R8 record (sub-blocks 8h .. 8h + 7) into I. */
+AINLINE __m512i q6k_r8_half(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, int h, __m512i I) {
     /* 2-bit fields of qh to bits 4-5: quarters 0 | 1 (low | high half of
      * the zmm) left by 4 | 2, quarters 2 | 3 right by 0 | 2 */
     const __m512i sh01 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
     const __m512i sh23 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
     const __m512i m30 = _mm512_set1_epi8(0x30);
-    __m512i I = _mm512_setzero_si512();
+    /* sub-block scale pairs: lanes 0-7 of quarter s0, 8-15 of s0 + 1 */
+    const __m512i x01 = _mm512_cvtepi8_epi16(load256(b->sc[4 * h]));
+    const __m512i x23 = _mm512_cvtepi8_epi16(load256(b->sc[4 * h + 2]));
+    const int8_t *yh = y->qs + 128 * h;
 #pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {
-        /* sub-block scale pairs: lanes 0-7 of quarter s0, 8-15 of s0 + 1 */
-        const __m512i x01 = _mm512_cvtepi8_epi16(load256(b->sc[4 * h]));
-        const __m512i x23 = _mm512_cvtepi8_epi16(load256(b->sc[4 * h + 2]));
-        const int8_t *yh = y->qs + 128 * h;
-        for (int hq = 0; hq < 2; hq++) { /* quads 4hq .. 4hq + 3: sub-blocks 8h + 2s + hq */
-            __m512i S01 = _mm512_setzero_si512(), S23 = S01;
+    for (int hq = 0; hq < 2; hq++) { /* quads 4hq .. 4hq + 3: sub-blocks 8h + 2s + hq */
+        __m512i S01 = _mm512_setzero_si512(), S23 = S01;
 #pragma GCC unroll 4
-            for (int q = 4 * hq; q < 4 * hq + 4; q++) {
-                const __m512i L = load512(b->q[h][q][0]); /* l0 | l1 */
-                const __m512i QH = _mm512_broadcast_i64x4(load256(b->q[h][q][2]));
-                const __m512i c01 = merge6(L, _mm512_and_si512(_mm512_sllv_epi16(QH, sh01), m30));
-                const __m512i c23 = merge6(_mm512_srli_epi16(L, 4), _mm512_and_si512(_mm512_srlv_epi16(QH, sh23), m30));
-                S01 = _mm512_dpbusd_epi32(S01, c01, act2(yh + 4 * q, yh + 32 + 4 * q));
-                S23 = _mm512_dpbusd_epi32(S23, c23, act2(yh + 64 + 4 * q, yh + 96 + 4 * q));
-            }
-            I = _mm512_add_epi32(I, _mm512_mullo_epi32(S01, pair_sel(x01, hq)));
-            I = _mm512_add_epi32(I, _mm512_mullo_epi32(S23, pair_sel(x23, hq)));
+        for (int q = 4 * hq; q < 4 * hq + 4; q++) {
+            const __m512i L = load512(b->q[h][q][0]); /* l0 | l1 */
+            const __m512i QH = _mm512_broadcast_i64x4(load256(b->q[h][q][2]));
+            const __m512i c01 = merge6(L, _mm512_and_si512(_mm512_sllv_epi16(QH, sh01), m30));
+            const __m512i c23 = merge6(_mm512_srli_epi16(L, 4), _mm512_and_si512(_mm512_srlv_epi16(QH, sh23), m30));
+            S01 = _mm512_dpbusd_epi32(S01, c01, act2(yh + 4 * q, yh + 32 + 4 * q));
+            S23 = _mm512_dpbusd_epi32(S23, c23, act2(yh + 64 + 4 * q, yh + 96 + 4 * q));
         }
+        I = _mm512_add_epi32(I, _mm512_mullo_epi32(S01, pair_sel(x01, hq)));
+        I = _mm512_add_epi32(I, _mm512_mullo_epi32(S23, pair_sel(x23, hq)));
     }
+    return I;
+}
+
+AINLINE __m256 q6k_r8_finish(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, __m512i I, __m256 acc) {
     __m256i Ir = _mm256_add_epi32(_mm512_castsi512_si256(I), _mm512_extracti64x4_epi64(I, 1));
     const __m256i bs = load256(y->bsums);
     __m256i M = _mm256_setzero_si256();
@@ -152,16 +161,53 @@ AINLINE __m256 q6k_r8_gemv_sb(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y,
                            _mm256_cvtepi32_ps(Ir), acc);
 }
 
+/* G groups' records (g[s]) side by side, a part of each record in turn. */
+AINLINE void groupsK(int k, int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y, float *const *out) {
+    const size_t rs = k == K_Q4_K ? sizeof(vx_block_q4_K_r8) : sizeof(vx_block_q6_K_r8);
+    const int parts = k == K_Q4_K ? 4 : 2;
+    const size_t part = rs / (size_t)parts;
+    __m256 acc[GEMV512_K_STREAMS];
+#pragma GCC unroll 4
+    for (int s = 0; s < G; s++) acc[s] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+        __m512i I[GEMV512_K_STREAMS];
+#pragma GCC unroll 4
+        for (int s = 0; s < G; s++) I[s] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int c = 0; c < parts; c++) {
+#pragma GCC unroll 4
+            for (int s = 0; s < G; s++) {
+                const uint8_t *rec = g[s] + (size_t)i * rs;
+                prefetch_ahead(rec + part * (size_t)c, PF512_K * rs, c < parts - 1 ? part : rs - (size_t)(parts - 1) * part);
+                I[s] = k == K_Q4_K ? q4k_r8_quarter((const vx_block_q4_K_r8 *)(const void *)rec, &y[i], c, I[s])
+                                   : q6k_r8_half((const vx_block_q6_K_r8 *)(const void *)rec, &y[i], c, I[s]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int s = 0; s < G; s++) {
+            const uint8_t *rec = g[s] + (size_t)i * rs;
+            acc[s] = k == K_Q4_K ? q4k_r8_finish((const vx_block_q4_K_r8 *)(const void *)rec, &y[i], I[s], acc[s])
+                                 : q6k_r8_finish((const vx_block_q6_K_r8 *)(const void *)rec, &y[i], I[s], acc[s]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int s = 0; s < G; s++) _mm256_storeu_ps(out[s], acc[s]);
+}
+
 AINLINE void gemvK(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
     const int64_t nsb = n / QK;
     const vx_block_q8_K *y = vy;
-    for (int r0 = 0; r0 < nrows; r0 += 8) {
-        const uint8_t *g = (const uint8_t *)row_at(w, stride, r0);
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nsb; i++)
-            acc = k == K_Q4_K ? q4k_r8_gemv_sb((const vx_block_q4_K_r8 *)(const void *)g + i, &y[i], acc)
-                              : q6k_r8_gemv_sb((const vx_block_q6_K_r8 *)(const void *)g + i, &y[i], acc);
-        _mm256_storeu_ps(out + r0, acc);
+    const int ng = nrows / 8, G = GEMV512_K_STREAMS, q = ng / G;
+    const uint8_t *g[GEMV512_K_STREAMS];
+    float *o[GEMV512_K_STREAMS];
+    for (int i = 0; i < q; i++) {
+        gemv_far_groups(w, stride, out, i, q, G, g, o);
+        groupsK(k, G, nsb, g, y, o);
+    }
+    for (int r0 = 8 * G * q; r0 < nrows; r0 += 8) {
+        g[0] = (const uint8_t *)row_at(w, stride, r0);
+        o[0] = out + r0;
+        groupsK(k, 1, nsb, g, y, o);
     }
 }
 
