@@ -131,7 +131,8 @@ static void test_variant(const variant *v) {
 
 int main(void) {
     const variant emu = {"amx-emu", vx_gemm_amx_amxemu, vx_gemm_amx_scratch_amxemu, vx_f32_to_bf16_amxemu};
-    if (vx_cpu_best_isa() >= VX_ISA_AVX2) test_variant(&emu);
+    if (vx_cpu_best_isa() >= VX_ISA_AVX2 && !vx_test_skip_emulated(vx_cpu_best_isa() >= VX_ISA_AMX, "amx-emu"))
+        test_variant(&emu);
     const variant native = {"amx", vx_gemm_amx_amx, vx_gemm_amx_scratch_amx, vx_f32_to_bf16_amx};
     if (vx_cpu_best_isa() >= VX_ISA_AMX) test_variant(&native);
     return vx_test_finish("test_amx");

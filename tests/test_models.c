@@ -459,7 +459,8 @@ int main(void) {
     }
     /* Again through the AVX-512 kernels, emulated over AVX2 (SIMDe): the
      * same bars against the references, and the first pass's bits. */
-    if (vx_cpu_best_isa() >= VX_ISA_AVX2 && !getenv("VX_EMULATE")) {
+    if (vx_cpu_best_isa() >= VX_ISA_AVX2 && !getenv("VX_EMULATE") &&
+        !vx_test_skip_emulated(vx_cpu_best_isa() >= VX_ISA_AMX, "avx512-emu and amx-emu passes")) {
         setenv("VX_EMULATE", "avx512", 1);
         vx_kernels k;
         vx_kernels_init_best(&k);

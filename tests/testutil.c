@@ -38,3 +38,15 @@ int vx_test_finish(const char *name) {
     printf("%s: %d checks, %d failed\n", name, vx_test_checks, vx_test_failures);
     return vx_test_failures == 0 ? 0 : 1;
 }
+
+bool vx_test_skip_emulated(bool native, const char *what) {
+#if defined(__SANITIZE_ADDRESS__)
+    if (native) {
+        printf("%s: emulated copy not run under the sanitizers (the CPU runs the native tier)\n", what);
+        return true;
+    }
+#else
+    (void)what;
+#endif
+    return false;
+}

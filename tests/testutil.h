@@ -36,6 +36,11 @@ const char *vx_test_fixtures(void);
 const char *vx_test_fixture_path(const char *rel);
 /* Reads a whole file (malloc'd, NUL-terminated); NULL on failure. */
 char *vx_test_read_file(const char *path, size_t *size);
+/* Whether to skip the emulated copy of a tier (VX_EMU, SIMDe over AVX2)
+ * because the CPU runs the native one: only under AddressSanitizer, where
+ * the emulation costs most of the suite's time and the native tier runs
+ * the same source (says so once on stdout). native: the CPU has the tier. */
+bool vx_test_skip_emulated(bool native, const char *what);
 /* Prints the summary line and returns the process exit code. */
 int vx_test_finish(const char *name);
 

@@ -86,6 +86,13 @@ AINLINE __m256i bcast_dw(__m256i x, int p) { return _mm256_permutevar8x32_epi32(
  */
 #define GEMV512_K_STREAMS 4
 #define PF512_K 2
+/* the stream loops unrolled natively; not in the emulated copy, where the
+ * unrolled SIMDe code took 8 minutes to compile under the sanitizers */
+#ifdef VX_EMU
+#define UNROLL_STREAMS
+#else
+#define UNROLL_STREAMS _Pragma("GCC unroll 4")
+#endif
 
 /* Quarter c of a Q4_K_R8 record (sub-blocks 2c, 2c + 1) into I. */
 AINLINE __m512i q4k_r8_quarter(const vx_block_q4_K_r8 *b, const vx_block_q8_K *y, int c, __m512i I) {
@@ -167,15 +174,15 @@ AINLINE void groupsK(int k, int G, int64_t nsb, const uint8_t *const *g, const v
     const int parts = k == K_Q4_K ? 4 : 2;
     const size_t part = rs / (size_t)parts;
     __m256 acc[GEMV512_K_STREAMS];
-#pragma GCC unroll 4
+UNROLL_STREAMS
     for (int s = 0; s < G; s++) acc[s] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; i++) {
         __m512i I[GEMV512_K_STREAMS];
-#pragma GCC unroll 4
+UNROLL_STREAMS
         for (int s = 0; s < G; s++) I[s] = _mm512_setzero_si512();
-#pragma GCC unroll 4
+UNROLL_STREAMS
         for (int c = 0; c < parts; c++) {
-#pragma GCC unroll 4
+UNROLL_STREAMS
             for (int s = 0; s < G; s++) {
                 const uint8_t *rec = g[s] + (size_t)i * rs;
                 prefetch_ahead(rec + part * (size_t)c, PF512_K * rs, c < parts - 1 ? part : rs - (size_t)(parts - 1) * part);
@@ -183,14 +190,14 @@ AINLINE void groupsK(int k, int G, int64_t nsb, const uint8_t *const *g, const v
                                    : q6k_r8_half((const vx_block_q6_K_r8 *)(const void *)rec, &y[i], c, I[s]);
             }
         }
-#pragma GCC unroll 4
+UNROLL_STREAMS
         for (int s = 0; s < G; s++) {
             const uint8_t *rec = g[s] + (size_t)i * rs;
             acc[s] = k == K_Q4_K ? q4k_r8_finish((const vx_block_q4_K_r8 *)(const void *)rec, &y[i], I[s], acc[s])
                                  : q6k_r8_finish((const vx_block_q6_K_r8 *)(const void *)rec, &y[i], I[s], acc[s]);
         }
     }
-#pragma GCC unroll 4
+UNROLL_STREAMS
     for (int s = 0; s < G; s++) _mm256_storeu_ps(out[s], acc[s]);
 }
 
