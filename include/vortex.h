@@ -159,7 +159,7 @@ typedef struct vx_context_params {
                            in its batch (alone, with other sequences, in a
                            prompt chunk of any size, recomputed after
                            preemption or read from the prefix cache): the
-                           integer kernels only. Off (default), matmuls of 32+
+                           integer kernels only. Off (default), matmuls of 64+
                            tokens may take the AMX bf16 GEMM (faster prefill,
                            other rounding), as llama.cpp and vLLM do by default */
 } vx_context_params;

@@ -20,6 +20,13 @@
 #include "ops.h"
 #include "threadpool.h"
 
+/* Matmuls of at least this many tokens take the AMX GEMM: building the
+ * weight panels costs about as much as 50-60 tokens' worth of the VNNI
+ * kernels' work on them (Sapphire Rapids, Llama-1B Q4_K_M, 2 threads:
+ * pp32 76-100 t/s on AMX against 125-152 on VNNI, pp64 127-169 against
+ * 131-151, pp128 177-240 against 133-149). */
+#define AMX_MIN_TOK 64
+
 struct vx_context {
     const vx_model *model;
     vx_context_params params;
@@ -67,6 +74,7 @@ struct vx_context {
     const float *bf16_src, *bf16_lo_src;
     size_t bf16_ld;
     uint8_t *amx_scratch; /* [nth][amx_scratch_per] */
+    int64_t amx_min_tok;  /* AMX_MIN_TOK, or $VX_AMX_MIN_TOK (tests) */
     size_t amx_scratch_per;
     /* per-thread scratch of the kernel table's GEMMs (kern.gemm_scratch) */
     uint8_t *gemm_scratch; /* [nth][gemm_scratch_per] */
@@ -225,6 +233,8 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
         if (c->act_bf16_lo) memset(c->act_bf16_lo, 0, rows * c->bf16_ld * sizeof(uint16_t));
         c->amx_scratch_per = (c->kern.gemm_amx_scratch((int64_t)c->bf16_ld) + 63) & ~(size_t)63;
         c->amx_scratch = xalloc((size_t)p->n_threads * c->amx_scratch_per, &ok);
+        const char *mt = getenv("VX_AMX_MIN_TOK");
+        c->amx_min_tok = mt && atoi(mt) > 0 ? atoi(mt) : AMX_MIN_TOK;
     }
     if (c->kern.gemm_scratch && !p->f32_matmul) {
         const size_t maxin = VX_MAX(VX_MAX(E, FF), QD);
@@ -259,10 +269,6 @@ int32_t vx_context_n_vocab(const vx_context *c) { return c->model->hp.n_vocab; }
 
 /* ------------------------------------------------------------ forward */
 
-/* Matmuls of at least this many tokens take the AMX GEMM: building a
- * weight panel costs about as much as 20-30 tokens' worth of the integer
- * kernels' work on it. */
-#define AMX_MIN_TOK 32
 
 /* Whether the matmul of w over ntok tokens runs on the AMX GEMM: weight
  * types whose panels are built with SIMD (F16, BF16, the packed layouts
@@ -270,7 +276,7 @@ int32_t vx_context_n_vocab(const vx_context *c) { return c->model->hp.n_vocab; }
  * (Q2_K, Q3_K, Q5_K, Q4_1, Q5_1, IQ4_NL) would be dequantized row by row
  * in plain C there; they keep their int8 GEMM. */
 static bool amx_for(const vx_context *c, const vx_weight *w, int64_t ntok) {
-    if (!c->kern.gemm_amx || c->params.f32_matmul || c->params.batch_invariant || ntok < AMX_MIN_TOK ||
+    if (!c->kern.gemm_amx || c->params.f32_matmul || c->params.batch_invariant || ntok < c->amx_min_tok ||
         w->ne[0] % 32 != 0)
         return false;
     if (w->type == VX_TYPE_F16 || w->type == VX_TYPE_BF16) return true;
