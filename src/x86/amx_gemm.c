@@ -11,12 +11,13 @@
  * The weights go through a panel of 32 rows, bf16, in the tiles' pair
  * layout (B tile row p holds elements 2p and 2p + 1 of each of 16 rows):
  * BF16 rows are only transposed, F16 / F32 rows converted, every other
- * type dequantized to floats first (vx_dequant_row, file or packed
- * layout). Per 32 weight rows x 32 tokens four C tiles accumulate in fp32
- * over all of K, 32 elements per step: two A tile loads (tokens 0-15,
- * 16-31), two B tile loads (rows 0-15, 16-31), four tdpbf16ps (16 x 16 x
- * 32 multiply-adds each). The panel (64 K bytes) stays in L2 while every
- * token tile passes over it.
+ * type dequantized (straight from the packed records, or to floats
+ * first with vx_dequant_row). Per 32 weight rows x 32 tokens four C tiles
+ * accumulate in fp32 over a K chunk, 32 elements per step: two A tile
+ * loads (tokens 0-15, 16-31), two B tile loads (rows 0-15, 16-31), four
+ * tdpbf16ps (16 x 16 x 32 multiply-adds each). Panels are built for a
+ * block of rows and K chunk at a time (PANEL_BYTES, KC below), and every
+ * token tile runs over all of the block's panels while they sit in L2.
  *
  * Precision: weights and activations rounded to bf16 (8 significant bits),
  * products exact, sums in fp32: error below that of the Q8 activations of
