@@ -311,7 +311,9 @@ static int r8_block(int type) {
  * two more of the remainders w - bf16(w) (F16 / F32 / dequantized weights;
  * BF16 weights and the packed types' values times a scale have none worth
  * keeping). f32: K * 16 floats of scratch for the dequantized types; k0
- * and kc are multiples of the type's block. */
+ * and kc are multiples of the type's block. The dequantizing path converts
+ * whole rows for every K chunk: the forward pass never takes it (amx_for
+ * sends only F16, BF16 and the packed types read above), test_amx does. */
 static void build_panel(int type, const void *w, size_t rs, int r, int nr, int64_t K, int64_t k0, int64_t kc,
                         uint16_t *panel, uint16_t *lo, float *f32) {
     for (int h = 0; h < 2; h++) {

@@ -862,18 +862,11 @@ AINLINE void gemv_r8(int k, int64_t n, const void *w, size_t stride, int nrows, 
     int32_t prt[PRT][4];
     const int tab = (k == GK_Q4_K_R8 || k == GK_Q5_K_R8) && nsb <= PRT;
     for (int64_t i = 0; tab && i < nsb; i++) _mm_storeu_si128((__m128i *)(void *)prt[i], bsums32(&y[i]));
-    const int ng = nrows / 8, G = GEMV_R8_STREAMS, q = ng / G;
     const uint8_t *g[GEMV_R8_STREAMS];
     float *o[GEMV_R8_STREAMS];
-    for (int i = 0; i < q; i++) {
-        gemv_far_groups(w, stride, out, i, q, G, g, o);
-        gemv_r8_groups(k, G, nsb, g, y, tab ? (const int32_t(*)[4])prt : NULL, o);
-    }
-    for (int r0 = 8 * G * q; r0 < nrows; r0 += 8) {
-        g[0] = (const uint8_t *)row_at(w, stride, r0);
-        o[0] = out + r0;
-        gemv_r8_groups(k, 1, nsb, g, y, tab ? (const int32_t(*)[4])prt : NULL, o);
-    }
+#define GEMV_R8_RUN(n) gemv_r8_groups(k, n, nsb, g, y, tab ? (const int32_t(*)[4])prt : NULL, o)
+    GEMV_FAR_GROUPS(w, stride, nrows, out, GEMV_R8_STREAMS, g, o, GEMV_R8_RUN);
+#undef GEMV_R8_RUN
 }
 
 void vx_gemv_q4_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {

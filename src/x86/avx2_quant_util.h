@@ -204,6 +204,23 @@ AINLINE void gemv_far_groups(const void *w, size_t stride, float *out, int i, in
     }
 }
 
+/* Every 8-row group of a packed gemv call: q turns of G far groups
+ * (gemv_far_groups), then the groups past G q one at a time. RUN(n) is a
+ * macro running one turn of n groups from g[] into o[]. */
+#define GEMV_FAR_GROUPS(w, stride, nrows, out, G, g, o, RUN)                                         \
+    do {                                                                                          \
+        const int q_ = (nrows) / 8 / (G);                                                         \
+        for (int i_ = 0; i_ < q_; i_++) {                                                         \
+            gemv_far_groups((w), (stride), (out), i_, q_, (G), (g), (o));                         \
+            RUN(G);                                                                               \
+        }                                                                                         \
+        for (int r_ = 8 * (G) * q_; r_ < (nrows); r_ += 8) {                                      \
+            (g)[0] = (const uint8_t *)row_at((w), (stride), r_);                                  \
+            (o)[0] = (out) + r_;                                                                  \
+            RUN(1);                                                                               \
+        }                                                                                         \
+    } while (0)
+
 #define GEMV_DISPATCH(rows_fn, n, w, stride, nrows, y, out)                                               \
     do {                                                                                                  \
         const int q_ = gemv_quarter((stride), (nrows));                                                   \

@@ -204,18 +204,11 @@ UNROLL_STREAMS
 AINLINE void gemvK(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
     const int64_t nsb = n / QK;
     const vx_block_q8_K *y = vy;
-    const int ng = nrows / 8, G = GEMV512_K_STREAMS, q = ng / G;
     const uint8_t *g[GEMV512_K_STREAMS];
     float *o[GEMV512_K_STREAMS];
-    for (int i = 0; i < q; i++) {
-        gemv_far_groups(w, stride, out, i, q, G, g, o);
-        groupsK(k, G, nsb, g, y, o);
-    }
-    for (int r0 = 8 * G * q; r0 < nrows; r0 += 8) {
-        g[0] = (const uint8_t *)row_at(w, stride, r0);
-        o[0] = out + r0;
-        groupsK(k, 1, nsb, g, y, o);
-    }
+#define GROUPSK_RUN(n) groupsK(k, n, nsb, g, y, o)
+    GEMV_FAR_GROUPS(w, stride, nrows, out, GEMV512_K_STREAMS, g, o, GROUPSK_RUN);
+#undef GROUPSK_RUN
 }
 
 void VX512(vx_gemv_q4_K_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {

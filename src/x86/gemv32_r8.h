@@ -94,18 +94,11 @@ AINLINE void gemv32_r8(int k, int64_t n, const void *w, size_t stride, int nrows
         dyt[b] = f16(ld16(y + (size_t)b * ys));
         ct[b] = GEMV32_R8_CORR(k, y + (size_t)b * ys);
     }
-    const int ng = nrows / 8, G = GEMV32_R8_STREAMS, q = ng / G;
     const uint8_t *g[GEMV32_R8_STREAMS];
     float *o[GEMV32_R8_STREAMS];
-    for (int i = 0; i < q; i++) {
-        gemv_far_groups(w, stride, out, i, q, G, g, o);
-        gemv32_r8_groups(k, G, nb, g, y, dyt, ct, tab, o);
-    }
-    for (int r0 = 8 * G * q; r0 < nrows; r0 += 8) {
-        g[0] = (const uint8_t *)row_at(w, stride, r0);
-        o[0] = out + r0;
-        gemv32_r8_groups(k, 1, nb, g, y, dyt, ct, tab, o);
-    }
+#define GEMV32_R8_RUN(n) gemv32_r8_groups(k, n, nb, g, y, dyt, ct, tab, o)
+    GEMV_FAR_GROUPS(w, stride, nrows, out, GEMV32_R8_STREAMS, g, o, GEMV32_R8_RUN);
+#undef GEMV32_R8_RUN
 }
 
 #endif
