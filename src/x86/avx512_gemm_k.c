@@ -87,7 +87,7 @@ AINLINE __m256i bcast_dw(__m256i x, int p) { return _mm256_permutevar8x32_epi32(
 #define GEMV512_K_STREAMS 4
 #define PF512_K 2
 /* the stream loops unrolled natively; not in the emulated copy, where the
- * unrolled SIMDe code took 8 minutes to compile under the sanitizers */
+ * unrolled SIMDe code took over 6 minutes to compile under the sanitizers */
 #ifdef VX_EMU
 #define UNROLL_STREAMS
 #else
