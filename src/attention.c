@@ -75,7 +75,8 @@ static size_t scratch_layout(int32_t g, int32_t hd, float *base, attn_scratch *s
 
 size_t vx_attn_scratch_floats(int32_t n_head, int32_t n_head_kv, int32_t head_dim) {
     attn_scratch sc;
-    return scratch_layout(n_head / n_head_kv, head_dim, NULL, &sc);
+    /* the tile attention's state follows (vx_attn_tiles_bytes) */
+    return scratch_layout(n_head / n_head_kv, head_dim, NULL, &sc) + pad16(vx_attn_tiles_bytes(head_dim) / 4);
 }
 
 /* Byte offset of kv head h within a cache row. */
@@ -110,6 +111,44 @@ static int32_t contiguous_run(const vx_attn_args *a, const int32_t *blocks, int3
     return VX_MIN(len, end - c0);
 }
 
+/* Whether this call may use the tile attention, and whether a unit of nt
+ * tokens does: 16 rows and more (the tiles' height). */
+static bool tiles_ok(const vx_kernels *k, const vx_attn_args *a) {
+    return a->tiles && k->attn_tiles_step && vx_kv_type_of(a->kv) == VX_KV_F16 && a->head_dim % 32 == 0 &&
+           a->head_dim <= 256;
+}
+
+static bool use_tiles(const vx_kernels *k, const vx_attn_args *a, int32_t nt) {
+    const int32_t g = a->n_head / a->n_head_kv;
+    return tiles_ok(k, a) && nt * g >= 16 && nt * g <= VX_ATTN_TILES_MAX_ROWS;
+}
+
+/* A unit on the tile attention (see use_tiles), head by head: steps of
+ * 64 positions from the start of the sequence, as 4 chunk pointers each. */
+static void attend_unit_tiles(const vx_kernels *k, const vx_attn_args *a, int32_t t0, int32_t nt, int32_t h0,
+                              int32_t nh, float *scratch) {
+    const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv, QD = a->n_head * hd;
+    const size_t rb = vx_kv_row_bytes(a->kv);
+    const int32_t *blocks = vx_kv_blocks(a->kv, a->seq_id[t0]);
+    const int32_t p_first = a->pos[t0], n_pos = p_first + nt;
+    attn_scratch sc;
+    void *st = scratch + scratch_layout(g, hd, NULL, &sc);
+    for (int32_t h = h0; h < h0 + nh; h++) {
+        const size_t ho = head_off(VX_KV_F16, h, hd), qo = (size_t)t0 * QD + (size_t)h * g * hd;
+        k->attn_tiles_begin(st, (int64_t)nt * g, g, hd, a->q + qo, QD, p_first, a->scale);
+        for (int32_t c0 = 0; c0 < n_pos; c0 += 64) {
+            /* this step's chunks and the next one's (prefetched) */
+            const uint16_t *kp[8] = {NULL}, *vp[8] = {NULL};
+            for (int i = 0; i < 8 && c0 + 16 * i < n_pos; i++) {
+                kp[i] = (const uint16_t *)(const void *)chunk_row(a, blocks, false, c0 + 16 * i, rb, ho);
+                vp[i] = (const uint16_t *)(const void *)chunk_row(a, blocks, true, c0 + 16 * i, rb, ho);
+            }
+            k->attn_tiles_step(st, c0, VX_MIN(64, n_pos - c0), kp, vp, (int64_t)(rb / 2));
+        }
+        k->attn_tiles_end(st, a->out + qo, QD);
+    }
+}
+
 /* One unit: tokens [t0, t0 + nt) (consecutive positions of one sequence)
  * against kv heads [h0, h0 + nh). Chunks are the outer loop, so a unit
  * reads its heads' part of every cache row in one sweep (contiguous bytes
@@ -125,6 +164,10 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
     const int32_t Mh = nt * g, M = nh * Mh; /* rows per head, rows */
     const int32_t p_first = a->pos[t0], n_pos = p_first + nt;
     attn_scratch sc;
+    if (use_tiles(k, a, nt)) {
+        attend_unit_tiles(k, a, t0, nt, h0, nh, scratch);
+        return;
+    }
     scratch_layout(g, hd, scratch, &sc);
     VX_ASSERT(M <= max_rows(g));
 
@@ -262,7 +305,11 @@ static int32_t tile_len(const vx_attn_args *a, int32_t t0, int32_t T) {
 void vx_attention(const vx_kernels *k, const vx_attn_args *a, int ith, int nth, float *scratch) {
     VX_ASSERT(vx_kv_block_size(a->kv) % CHUNK == 0);
     const int32_t nkv = a->n_head_kv, g = a->n_head / nkv;
-    const int32_t T = vx_attn_tile_tokens(g), R = max_rows(g);
+    /* the tile attention takes taller tiles: each step's K and V are
+     * converted once for more rows (units under 16 rows stay within the
+     * block kernels' T) */
+    const int32_t T = tiles_ok(k, a) ? VX_MAX(1, VX_ATTN_TILES_MAX_ROWS / g) : vx_attn_tile_tokens(g);
+    const int32_t R = max_rows(g);
     int32_t n_tiles = 0;
     for (int32_t t0 = 0; t0 < a->n_tok; t0 += tile_len(a, t0, T)) n_tiles++;
     /* heads per unit: as many as the state holds, but split each tile into

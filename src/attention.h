@@ -16,6 +16,7 @@
 #ifndef VX_ATTENTION_H
 #define VX_ATTENTION_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,10 @@ typedef struct vx_attn_args {
     const int32_t *pos;     /* [n_tok] */
     const int32_t *seq_id;  /* [n_tok] */
     int32_t n_tok;
+    /* query tiles of 16+ rows over an F16 cache may run on the kernel
+     * table's AMX attention (attn_tiles_*, bf16 operands: not the bits of
+     * the other paths, which are batch-invariant) */
+    bool tiles;
 } vx_attn_args;
 
 /* Query tokens per tile for a GQA group of g heads (tile rows = tokens x g). */

@@ -126,6 +126,9 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
     k->gemm_amx = NULL;
     k->gemm_amx_scratch = NULL;
     k->f32_to_bf16 = NULL;
+    k->attn_tiles_begin = NULL;
+    k->attn_tiles_step = NULL;
+    k->attn_tiles_end = NULL;
     memset(k->gemv, 0, sizeof k->gemv);
     memset(k->act, 0, sizeof k->act);
     memset(k->gemm, 0, sizeof k->gemm);
@@ -211,6 +214,9 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
         k->gemm_amx = vx_gemm_amx_amx;
         k->gemm_amx_scratch = vx_gemm_amx_scratch_amx;
         k->f32_to_bf16 = vx_f32_to_bf16_amx;
+        k->attn_tiles_begin = vx_attn_tiles_begin_amx;
+        k->attn_tiles_step = vx_attn_tiles_step_amx;
+        k->attn_tiles_end = vx_attn_tiles_end_amx;
         k->name = "amx";
     }
 }
@@ -226,6 +232,9 @@ void vx_kernels_init_emulated_amx(vx_kernels *k) {
     k->gemm_amx = vx_gemm_amx_amxemu;
     k->gemm_amx_scratch = vx_gemm_amx_scratch_amxemu;
     k->f32_to_bf16 = vx_f32_to_bf16_amxemu;
+    k->attn_tiles_begin = vx_attn_tiles_begin_amxemu;
+    k->attn_tiles_step = vx_attn_tiles_step_amxemu;
+    k->attn_tiles_end = vx_attn_tiles_end_amxemu;
     k->name = "amx-emu";
 }
 

@@ -270,6 +270,13 @@ int32_t vx_context_n_vocab(const vx_context *c) { return c->model->hp.n_vocab; }
 /* ------------------------------------------------------------ forward */
 
 
+/* Whether query tiles of 16+ rows may take the AMX attention
+ * (attention.h): with AMX, unless the context wants exact f32 matmuls or
+ * batch-invariant bits. */
+static bool tiles_attn(const vx_context *c) {
+    return c->kern.attn_tiles_step && !c->params.f32_matmul && !c->params.batch_invariant;
+}
+
 /* Whether the matmul of w over ntok tokens runs on the AMX GEMM: weight
  * types whose panels are built with SIMD (F16, BF16, the packed layouts
  * amx_gemm.c reads straight from their records). The other packed types
@@ -590,7 +597,7 @@ static void attn_heads(vx_context *c, const vx_layer *L, int il, int ith, const 
     for (int64_t h = h0 * g; h < h1 * g; h++) qkv_unit(c, L, il, 0, h);
     for (int64_t h = h0; h < h1; h++) qkv_unit(c, L, il, 0, hp->n_head + h);
     const vx_attn_args aa = {c->kv, il, hp->n_head, hp->n_head_kv, hp->head_dim, 1.0f / sqrtf((float)hd),
-                             c->q, c->att, c->batch->pos, c->batch->seq_id, 1};
+                             c->q, c->att, c->batch->pos, c->batch->seq_id, 1, false};
     vx_attention_heads(&c->kern, &aa, h0, h1, scr);
 }
 
@@ -728,7 +735,7 @@ static void forward_worker(void *arg, int ith, int nth) {
             vx_pool_barrier(c->pool);
             const vx_attn_args aa = {c->kv, il, hp->n_head, hp->n_head_kv, hp->head_dim,
                                      1.0f / sqrtf((float)hd), c->q, c->att, b->pos, b->seq_id,
-                                     (int32_t)n};
+                                     (int32_t)n, tiles_attn(c)};
             vx_attention(&c->kern, &aa, ith, nth, scr);
         }
         vx_pool_barrier(c->pool);

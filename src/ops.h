@@ -74,6 +74,21 @@ typedef struct vx_kernels {
     vx_gemm_bf16_fn gemm_amx;
     size_t (*gemm_amx_scratch)(int64_t K);
     void (*f32_to_bf16)(const float *src, uint16_t *dst, uint16_t *lo, int64_t n);
+    /* Prefill attention on AMX tiles (src/x86/amx_attn.c; NULL without
+     * AMX) for one query tile and one kv head over an F16 cache, state in
+     * vx_attn_tiles_bytes() of scratch: begin takes the tile's rows (row
+     * r: q + (r / g) ldq + (r % g) hd, at position p0 + r / g), then one
+     * step per 64 positions from 0 (k[0..3], v[0..3]: the first rows of its
+     * 16-position chunks, ld elements apart; k[4..7], v[4..7] those of the
+     * next step, only prefetched, NULL past the end; np: positions in the
+     * step), then end
+     * writes the outputs in the rows' layout (ldo). hd % 32 == 0,
+     * hd <= 256, rows <= VX_ATTN_TILES_MAX_ROWS. */
+    void (*attn_tiles_begin)(void *st, int64_t rows, int64_t g, int64_t hd, const float *q, int64_t ldq,
+                             int32_t p0, float scale);
+    void (*attn_tiles_step)(void *st, int32_t c0, int32_t np, const uint16_t *const *k,
+                            const uint16_t *const *v, int64_t ld);
+    void (*attn_tiles_end)(void *st, float *out, int64_t ldo);
     /* per weight type: GEMV against activation rows (see matmul.h) */
     vx_gemv_fn gemv[VX_TYPE_COUNT];
     /* per weight type: GEMM over a token tile (NULL: gemv per token), and
@@ -84,6 +99,15 @@ typedef struct vx_kernels {
     /* per activation type (Q8_0, Q8_1, Q8_K): float row -> activation row */
     vx_act_fn act[VX_TYPE_COUNT];
 } vx_kernels;
+
+/* The tile attention's state: query rows up to VX_ATTN_TILES_MAX_ROWS
+ * (padded to 16) x head dim hd, Q^T in bf16 hi and lo and O^T in fp32,
+ * with one step's K, V^T, scores and P^T (64 positions). */
+enum { VX_ATTN_TILES_MAX_ROWS = 256 };
+static inline size_t vx_attn_tiles_bytes(int64_t hd) {
+    const size_t mr = VX_ATTN_TILES_MAX_ROWS, h = (size_t)hd;
+    return 64 + 256 + mr * h * 8 + mr * 12 + 64 * h * 8 + 64 * 16 * 4 + 4 * 32 * 16 * 4;
+}
 
 /* Kernel tiers, ordered: a tier's table is the one below it with some
  * entries replaced. VX_ISA_AVX512: AVX-512 F/BW/VL/DQ + VNNI with the zmm

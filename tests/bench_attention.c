@@ -6,7 +6,8 @@
  * A Llama-3.2-1B-shaped layer (32 query heads, 8 kv heads, head dim 64;
  * other shapes by arguments) with an F16 cache holding `depth + n`
  * positions of random K/V; a prefill batch of n tokens at positions depth
- * .. depth + n - 1, and a one-token decode at the last position. Prints
+ * .. depth + n - 1 (on the block kernels, and on the tile attention
+ * where the table has one), and a one-token decode at the last position. Prints
  * the best time over the repetitions (robust to a shared machine) and the
  * achieved GFLOP/s of the q.k and p.v products (4 hd flops per visible
  * position and query head).
@@ -68,20 +69,23 @@ int main(int argc, char **argv) {
     float *scr = aligned_alloc(64, (nsf * 4 + 63) / 64 * 64);
     const float scale = 1.0f / sqrtf((float)hd);
     printf("kernels %s, n_head %d, n_head_kv %d, hd %d\n", k.name, n_head, n_head_kv, hd);
-    for (int mode = 0; mode < 2; mode++) {
-        const int nt = mode == 0 ? n : 1;
-        vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, mode == 0 ? q : q + (size_t)(n - 1) * QD,
-                          out, mode == 0 ? pos : pos + n - 1, seq, nt};
+    /* mode 0: prefill on the block kernels, 1: prefill on the tiles, 2: decode */
+    for (int mode = 0; mode < 3; mode++) {
+        if (mode == 1 && !k.attn_tiles_step) continue;
+        const int nt = mode < 2 ? n : 1;
+        vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, mode < 2 ? q : q + (size_t)(n - 1) * QD,
+                          out, mode < 2 ? pos : pos + n - 1, seq, nt, mode == 1};
         double best = 1e30, flops = 0;
         for (int t = 0; t < nt; t++) flops += 4.0 * hd * n_head * (a.pos[t] + 1);
-        for (int r = 0; r < (mode == 0 ? reps : 20 * reps); r++) {
+        for (int r = 0; r < (mode < 2 ? reps : 20 * reps); r++) {
             const double t0 = now();
             vx_attention(&k, &a, 0, 1, scr);
             const double dt = now() - t0;
             best = dt < best ? dt : best;
         }
-        printf("%-8s %4d tok @ depth %5d: %9.3f ms  %6.1f GFLOP/s\n", mode == 0 ? "prefill" : "decode", nt,
-               mode == 0 ? depth : total - 1, best * 1e3, flops / best * 1e-9);
+        printf("%-8s %4d tok @ depth %5d: %9.3f ms  %6.1f GFLOP/s\n",
+               mode == 0 ? "prefill" : mode == 1 ? "tiles" : "decode", nt, mode < 2 ? depth : total - 1, best * 1e3,
+               flops / best * 1e-9);
     }
     free(q);
     free(out);

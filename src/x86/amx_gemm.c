@@ -41,6 +41,7 @@
 #endif
 
 #include "common.h"
+#include "amx_util.h"
 #include "kernels_amx.h"
 #include "quant.h"
 
@@ -48,79 +49,7 @@
 #define MT 32 /* tokens per step */
 
 /* Tiles 0-3: C (token tile i, row tile j at 2i + j), 4-5: A (tokens),
- * 6-7: B (rows); all 16 rows x 64 bytes. The configuration is a constant:
- * GCC 12 drops stores into a local array that only ldtilecfg reads (its
- * builtin does not tell the optimizer it reads memory), which left the
- * tiles unconfigured (#GP / #UD on the first tile instruction). */
-static const uint8_t tile_cfg[64] __attribute__((aligned(64))) = {
-    1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,         /* palette 1, start row 0 */
-    64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, /* colsb of tiles 0-7 */
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,         /* tiles 8-15 unused */
-    16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0, /* rows of tiles 0-7 */
-};
-
-static void tiles_config(void) { _tile_loadconfig(tile_cfg); }
-
-/* 32 floats (lo: elements 0-15, hi: 16-31) rounded to bf16 (nearest
- * even; inputs are finite): word i of the result is element i, so dword p
- * holds the pair 2p, 2p + 1. The rounded value's upper half is the bf16. */
-static inline __m512i round_bf16(__m512 v) {
-    const __m512i u = _mm512_castps_si512(v);
-    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    return _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
-}
-
-static const int16_t odd_words[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31,
-                                      33, 35, 37, 39, 41, 43, 45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
-
-static inline __m512i bf16x32(__m512 lo, __m512 hi) {
-    return _mm512_permutex2var_epi16(round_bf16(lo), _mm512_loadu_si512((const void *)odd_words), round_bf16(hi));
-}
-
-/* The same split in two: *h = bf16(v), *l = bf16(v - h), so h + l holds 16
- * significant bits (an fp16 value exactly). */
-static inline void bf16x32_split(__m512 lo, __m512 hi, __m512i *h, __m512i *l) {
-    const __m512i odd = _mm512_loadu_si512((const void *)odd_words), top = _mm512_set1_epi32((int)0xffff0000u);
-    const __m512i rl = round_bf16(lo), rh = round_bf16(hi);
-    *h = _mm512_permutex2var_epi16(rl, odd, rh);
-    const __m512 dl = _mm512_sub_ps(lo, _mm512_castsi512_ps(_mm512_and_si512(rl, top)));
-    const __m512 dh = _mm512_sub_ps(hi, _mm512_castsi512_ps(_mm512_and_si512(rh, top)));
-    *l = _mm512_permutex2var_epi16(round_bf16(dl), odd, round_bf16(dh));
-}
-
-/* 16 fp16 values to floats */
-static inline __m512 f16x16(const uint16_t *p) {
-    const __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
-    const __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + 8)));
-    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
-}
-
-/* v[n] (16 dwords of row n) -> v[p] (dword p of every row): a 16 x 16
- * transpose in four rounds of in-lane unpacks and lane shuffles. */
-static inline void transpose16(__m512i v[16]) {
-    __m512i t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    /* u[4q + j], 128-bit lane L: element 4L + j of rows 4q .. 4q + 3 */
-    for (int j = 0; j < 4; j++) {
-        const __m512i a0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88);
-        const __m512i a1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xdd);
-        const __m512i b0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
-        const __m512i b1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xdd);
-        v[j] = _mm512_shuffle_i32x4(a0, b0, 0x88);
-        v[8 + j] = _mm512_shuffle_i32x4(a0, b0, 0xdd);
-        v[4 + j] = _mm512_shuffle_i32x4(a1, b1, 0x88);
-        v[12 + j] = _mm512_shuffle_i32x4(a1, b1, 0xdd);
-    }
-}
+ * 6-7: B (rows) (amx_util.h's configuration). */
 
 /* Element layout of a panel half (16 rows): pair p = k / 2 of row n at
  * uint16 index 32 p + 2 n + k % 2; B tile of step s at pair 16 s. */
@@ -223,12 +152,18 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
         const uint8_t *A = ra + (size_t)i * rec, *B = rb ? rb + (size_t)i * rec : NULL;
         if (type == VX_TYPE_Q4_K_R8) {
             const vx_block_q4_K_r8 *a = (const void *)A, *b = (const void *)B;
+            float d[16], dm[16]; /* the rows' super-block scales, once per record */
+            for (int n = 0; n < 16; n++) {
+                const vx_block_q4_K_r8 *x = n < 8 ? a : b;
+                d[n] = x ? vx_fp16_to_fp32(x->d[n % 8]) : 0.0f;
+                dm[n] = x ? vx_fp16_to_fp32(x->dmin[n % 8]) : 0.0f;
+            }
             for (int s = 0; s < 8; s++) {
                 for (int n = 0; n < 16; n++) {
                     const vx_block_q4_K_r8 *x = n < 8 ? a : b;
                     const int r = n % 8;
-                    sc[n] = x ? vx_fp16_to_fp32(x->d[r]) * x->sc[s / 2][r][s % 2] : 0.0f;
-                    mn[n] = x ? vx_fp16_to_fp32(x->dmin[r]) * x->mn[s / 2][r][s % 2] : 0.0f;
+                    sc[n] = x ? d[n] * x->sc[s / 2][r][s % 2] : 0.0f;
+                    mn[n] = x ? dm[n] * x->mn[s / 2][r][s % 2] : 0.0f;
                 }
                 spread(sc, mn, &qs);
                 for (int q = 0; q < 8; q++) {
@@ -239,11 +174,16 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
             }
         } else if (type == VX_TYPE_Q6_K_R8) {
             const vx_block_q6_K_r8 *a = (const void *)A, *b = (const void *)B;
+            float d[16];
+            for (int n = 0; n < 16; n++) {
+                const vx_block_q6_K_r8 *x = n < 8 ? a : b;
+                d[n] = x ? vx_fp16_to_fp32(x->d[n % 8]) : 0.0f;
+            }
             memset(mn, 0, sizeof mn);
             for (int j = 0; j < 16; j++) { /* 16-element sub-block: quads 4j .. 4j + 3 */
                 for (int n = 0; n < 16; n++) {
                     const vx_block_q6_K_r8 *x = n < 8 ? a : b;
-                    sc[n] = x ? vx_fp16_to_fp32(x->d[n % 8]) * x->sc[j / 2][n % 8][j % 2] : 0.0f;
+                    sc[n] = x ? d[n] * x->sc[j / 2][n % 8][j % 2] : 0.0f;
                 }
                 spread(sc, mn, &qs);
                 const int h = j / 8, k = (j % 8) / 2;

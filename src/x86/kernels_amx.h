@@ -23,6 +23,18 @@ size_t vx_gemm_amx_scratch_amxemu(int64_t K);
 void vx_f32_to_bf16_amx(const float *src, uint16_t *dst, uint16_t *lo, int64_t n);
 void vx_f32_to_bf16_amxemu(const float *src, uint16_t *dst, uint16_t *lo, int64_t n);
 
+/* the tile attention (ops.h attn_tiles_*) */
+void vx_attn_tiles_begin_amx(void *st, int64_t rows, int64_t g, int64_t hd, const float *q, int64_t ldq, int32_t p0,
+                             float scale);
+void vx_attn_tiles_begin_amxemu(void *st, int64_t rows, int64_t g, int64_t hd, const float *q, int64_t ldq,
+                                int32_t p0, float scale);
+void vx_attn_tiles_step_amx(void *st, int32_t c0, int32_t np, const uint16_t *const *k, const uint16_t *const *v,
+                            int64_t ld);
+void vx_attn_tiles_step_amxemu(void *st, int32_t c0, int32_t np, const uint16_t *const *k,
+                               const uint16_t *const *v, int64_t ld);
+void vx_attn_tiles_end_amx(void *st, float *out, int64_t ldo);
+void vx_attn_tiles_end_amxemu(void *st, float *out, int64_t ldo);
+
 /* peak loop (machine.c): iters x 65536 flops */
 double vx_peak_amx_bf16_amx(int64_t iters);
 double vx_peak_amx_bf16_amxemu(int64_t iters);
