@@ -103,7 +103,7 @@ typedef struct vx_kernels {
 /* The tile attention's state: query rows up to VX_ATTN_TILES_MAX_ROWS
  * (padded to 16) x head dim hd, Q^T in bf16 hi and lo and O^T in fp32,
  * with one step's K, V^T, scores and P^T (64 positions). */
-enum { VX_ATTN_TILES_MAX_ROWS = 256 };
+enum { VX_ATTN_TILES_MAX_ROWS = 512 };
 static inline size_t vx_attn_tiles_bytes(int64_t hd) {
     const size_t mr = VX_ATTN_TILES_MAX_ROWS, h = (size_t)hd;
     return 64 + 256 + mr * h * 8 + mr * 12 + 64 * h * 8 + 64 * 16 * 4 + 4 * 32 * 16 * 4;
