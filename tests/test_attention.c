@@ -34,10 +34,10 @@ static float frand(void) { return vx_test_frand(&rng); }
 static const double TOL = 2e-5;
 /* The tile attention splits Q, K, V and the softmax numerators into bf16
  * hi + lo (about 16 significant bits; K and V exactly) and sums three of
- * the four products in fp32: measured max 7.8e-6 and rms 8.6e-7 against
+ * the four products in fp32: measured max 1.3e-5 and rms 1.5e-6 against
  * the double reference (plain bf16 operands: max 5.1e-3, rms 6.4e-4). The
  * block kernels' bound holds, and the rms one catches a lost product. */
-static const double TOL_TILES = TOL, TOL_TILES_RMS = 2e-6;
+static const double TOL_TILES = TOL, TOL_TILES_RMS = 3e-6;
 
 /* A row of the cache as f32 (what the kernels see). */
 static void row_f32(vx_kv_type t, const void *src, float *dst, int n) {

@@ -27,7 +27,8 @@
  *
  * Precision: every operand goes in as two bf16 halves, x = hi + lo with
  * lo = bf16(x - hi) (an fp16 value exactly, a float to ~16 significant
- * bits), and three of the four products (hi hi, hi lo, lo hi) are summed
+ * bits; the softmax numerators' hi is truncated, which is cheaper and
+ * still leaves 2^-16), and three of the four products (hi hi, hi lo, lo hi) are summed
  * in fp32, as amx_gemm.c does for F16 weights: scores and outputs to about
  * 16 significant bits, better than fp16 arithmetic, for three times the
  * tile work of plain bf16 (which moved the logits of the F16 fixtures by
@@ -122,6 +123,22 @@ static inline void pair16(__m512 a, __m512 b, __m512i *h, __m512i *l) {
     bf16x32_split(a, b, &ph, &pl);
     *h = _mm512_permutexvar_epi16(idx, ph);
     *l = _mm512_permutexvar_epi16(idx, pl);
+}
+
+/* The same for the softmax numerators, in 7 instructions instead of 11:
+ * hi truncated (the upper words, picked straight into pair order), lo
+ * = bf16(x - hi) rounded. hi + lo still holds x to 2^-16: the remainder
+ * is below 2^-7 x and keeps 8 bits. */
+static const int16_t pair_hi_words[32] = {1,  33, 3,  35, 5,  37, 7,  39, 9,  41, 11, 43, 13, 45, 15, 47,
+                                          17, 49, 19, 51, 21, 53, 23, 55, 25, 57, 27, 59, 29, 61, 31, 63};
+
+static inline void pair16_trunc(__m512 a, __m512 b, __m512i *h, __m512i *l) {
+    const __m512i top = _mm512_set1_epi32((int)0xffff0000u);
+    *h = _mm512_permutex2var_epi16(_mm512_castps_si512(a), _mm512_loadu_si512((const void *)pair_hi_words),
+                                   _mm512_castps_si512(b));
+    const __m512 da = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), top)));
+    const __m512 db = _mm512_sub_ps(b, _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(b), top)));
+    *l = _mm512_permutexvar_epi16(_mm512_loadu_si512((const void *)pair_words), bf16x32(da, db));
 }
 
 void VXAMX(vx_attn_tiles_begin)(void *scratch, int64_t rows, int64_t g, int64_t hd, const float *q, int64_t ldq,
@@ -237,7 +254,7 @@ static inline __attribute__((always_inline)) __m512 col_exp(const float *sc, int
         l0 = _mm512_add_ps(l0, p0);
         l1 = _mm512_add_ps(l1, p1);
         __m512i h, lo;
-        pair16(p0, p1, &h, &lo);
+        pair16_trunc(p0, p1, &h, &lo);
         _mm512_storeu_si512((void *)(pp[0] + 32 * i), h);
         _mm512_storeu_si512((void *)(pp[1] + 32 * i), lo);
     }
