@@ -39,6 +39,14 @@ int vx_test_finish(const char *name) {
     return vx_test_failures == 0 ? 0 : 1;
 }
 
+bool vx_test_sanitized(void) {
+#if defined(__SANITIZE_ADDRESS__)
+    return true;
+#else
+    return false;
+#endif
+}
+
 bool vx_test_skip_emulated(bool native, const char *what) {
 #if defined(__SANITIZE_ADDRESS__)
     if (native) {

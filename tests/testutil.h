@@ -41,6 +41,9 @@ char *vx_test_read_file(const char *path, size_t *size);
  * the emulation costs most of the suite's time and the native tier runs
  * the same source (says so once on stdout). native: the CPU has the tier. */
 bool vx_test_skip_emulated(bool native, const char *what);
+/* Whether this build runs under AddressSanitizer (to thin out the
+ * slowest parameter grids there). */
+bool vx_test_sanitized(void);
 /* Prints the summary line and returns the process exit code. */
 int vx_test_finish(const char *name);
 
