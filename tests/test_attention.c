@@ -10,7 +10,11 @@
  * kernels it stands for, and one-token decode the same bits as the old
  * per-chunk decode path and as the token's row in a batched prefill, over
  * long contexts, partial chunks, fragmented block tables and GQA groups
- * 1..8.
+ * 1..8. The AMX tile attention (natively and emulated) against the same
+ * reference and bound: GQA groups 1/4/7/16, head dims 32/64/96/128,
+ * partial and whole 64-position steps, prefixes, mixed batches, 1100
+ * positions (lazy rescaling), and the cases it must leave to the block
+ * kernels (Q8_0 cache, head dim 40).
  *
  * Tolerance: outputs are convex combinations of V rows in [-1, 1]; the
  * f32 arithmetic (and the AVX2 exp, relative error ~2e-7) stays within
