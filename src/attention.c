@@ -156,6 +156,10 @@ static void attend_unit_tiles(const vx_kernels *k, const vx_attn_args *a, int32_
  * (r / g) % nt, query head r % g of the group. */
 static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, int32_t nt,
                         int32_t h0, int32_t nh, float *scratch) {
+    if (use_tiles(k, a, nt)) {
+        attend_unit_tiles(k, a, t0, nt, h0, nh, scratch);
+        return;
+    }
     const vx_kv_type type = vx_kv_type_of(a->kv);
     const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv, QD = a->n_head * hd;
     const size_t rb = vx_kv_row_bytes(a->kv), hbytes = head_off(type, 1, hd);
@@ -164,10 +168,6 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
     const int32_t Mh = nt * g, M = nh * Mh; /* rows per head, rows */
     const int32_t p_first = a->pos[t0], n_pos = p_first + nt;
     attn_scratch sc;
-    if (use_tiles(k, a, nt)) {
-        attend_unit_tiles(k, a, t0, nt, h0, nh, scratch);
-        return;
-    }
     scratch_layout(g, hd, scratch, &sc);
     VX_ASSERT(M <= max_rows(g));
 

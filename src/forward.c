@@ -269,7 +269,6 @@ int32_t vx_context_n_vocab(const vx_context *c) { return c->model->hp.n_vocab; }
 
 /* ------------------------------------------------------------ forward */
 
-
 /* Whether query tiles of 16+ rows may take the AMX attention
  * (attention.h): with AMX, unless the context wants exact f32 matmuls or
  * batch-invariant bits. */

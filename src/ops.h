@@ -81,9 +81,8 @@ typedef struct vx_kernels {
      * step per 64 positions from 0 (k[0..3], v[0..3]: the first rows of its
      * 16-position chunks, ld elements apart; k[4..7], v[4..7] those of the
      * next step, only prefetched, NULL past the end; np: positions in the
-     * step), then end
-     * writes the outputs in the rows' layout (ldo). hd % 32 == 0,
-     * hd <= 256, rows <= VX_ATTN_TILES_MAX_ROWS. */
+     * step), then end writes the outputs in the rows' layout (ldo).
+     * hd % 32 == 0, hd <= 256, rows <= VX_ATTN_TILES_MAX_ROWS. */
     void (*attn_tiles_begin)(void *st, int64_t rows, int64_t g, int64_t hd, const float *q, int64_t ldq,
                              int32_t p0, float scale);
     void (*attn_tiles_step)(void *st, int32_t c0, int32_t np, const uint16_t *const *k,
@@ -106,7 +105,7 @@ typedef struct vx_kernels {
 enum { VX_ATTN_TILES_MAX_ROWS = 512 };
 static inline size_t vx_attn_tiles_bytes(int64_t hd) {
     const size_t mr = VX_ATTN_TILES_MAX_ROWS, h = (size_t)hd;
-    return 64 + 256 + mr * h * 8 + mr * 12 + 64 * h * 8 + 64 * 16 * 4 + 4 * 32 * 16 * 4;
+    return 64 + 256 + mr * h * 8 + mr * 12 + 64 * h * 8 + 64 * 16 * 4 + 2 * 32 * 16 * 4;
 }
 
 /* Kernel tiers, ordered: a tier's table is the one below it with some

@@ -62,7 +62,6 @@ static const float LAZY = 12.0f; /* rescale when the maximum grows by more (log2
 /* The state, at the start of the caller's scratch (vx_attn_tiles_bytes). */
 typedef struct tstate {
     int32_t rows, mr, g, hd; /* query rows, padded to 16, GQA group, head dim */
-    int64_t ldq;
     float scale;
     float *m, *l;    /* [mr] running maximum (scores x scale x log2 e), denominator */
     int32_t *lim;    /* [mr] last position each row sees */
@@ -71,7 +70,7 @@ typedef struct tstate {
     uint16_t *kb[2]; /* hi, lo: [NP][hd] K rows */
     uint16_t *vt[2]; /* hi, lo: [hd / 16][NP / 32] A tiles, V^T in pairs */
     float *s;        /* [NP][16] S^T of one column of 16 rows */
-    uint16_t *pp[2][2]; /* [column parity][hi, lo]: [NP / 32] B tiles, P^T in pairs */
+    uint16_t *pp[2]; /* hi, lo: [NP / 32] B tiles, P^T in pairs */
 } tstate;
 
 static tstate *state_of(void *scratch) {
@@ -91,7 +90,7 @@ static void layout(tstate *st) {
     for (int i = 0; i < 2; i++) st->kb[i] = (uint16_t *)(void *)p, p += (size_t)NP * hd * 2;
     for (int i = 0; i < 2; i++) st->vt[i] = (uint16_t *)(void *)p, p += (size_t)NP * hd * 2;
     st->s = (float *)(void *)p, p += (size_t)NP * 16 * 4;
-    for (int i = 0; i < 4; i++) st->pp[i / 2][i % 2] = (uint16_t *)(void *)p, p += (size_t)NP / 2 * 16 * 4;
+    for (int i = 0; i < 2; i++) st->pp[i] = (uint16_t *)(void *)p, p += (size_t)NP / 2 * 16 * 4;
     VX_ASSERT((size_t)(p - (uint8_t *)st) + 64 <= vx_attn_tiles_bytes(st->hd));
 }
 
@@ -149,7 +148,6 @@ void VXAMX(vx_attn_tiles_begin)(void *scratch, int64_t rows, int64_t g, int64_t 
     st->mr = (int32_t)((rows + 15) & ~15);
     st->g = (int32_t)g;
     st->hd = (int32_t)hd;
-    st->ldq = ldq;
     st->scale = scale;
     layout(st);
     const int nb = st->mr / 16;
@@ -283,7 +281,7 @@ static void softmax_col(tstate *st, int cb, const float *sc, int32_t c0, int np)
         m = mn;
         _mm512_storeu_ps(st->m + 16 * cb, m);
     }
-    uint16_t *const *pp = st->pp[cb % 2];
+    uint16_t *const *pp = st->pp;
     l = _mm512_add_ps(l, full ? col_exp(sc, np, true, c0, lim, scale, m, pp) : col_exp(sc, np, false, c0, lim, scale, m, pp));
     _mm512_storeu_ps(st->l + 16 * cb, l);
 }
@@ -308,7 +306,7 @@ static void softmax_col(tstate *st, int cb, const float *sc, int32_t c0, int np)
 
 static void pv(const tstate *st, int cb) {
     float *o = st->ot + (size_t)cb * st->hd * 16;
-    uint16_t *const *pp = st->pp[cb % 2];
+    uint16_t *const *pp = st->pp;
     _tile_loadd(4, pp[0], 64);
     _tile_loadd(5, pp[0] + 512, 64);
     _tile_loadd(6, pp[1], 64);
@@ -388,7 +386,9 @@ void VXAMX(vx_attn_tiles_step)(void *scratch, int32_t c0, int32_t np, const uint
     /* Column cb's P.V runs after column cb + 1's scores, so the tile
      * loads of P^T (and of O^T when rescaled) come well after the
      * softmax's vector stores (run right after them, the first P.V
-     * product held a tenth of the attention's profile). */
+     * product held a tenth of the attention's profile). One P^T buffer
+     * serves: the previous column's P.V is issued before this column's
+     * softmax overwrites it. */
     int prev = -1;
     for (int cb = 0; cb < nb; cb++) {
         prefetch_next(st, k, v, ld, cb * per, VX_MIN(NP, (cb + 1) * per));
