@@ -99,40 +99,34 @@ static void half_from_float(const void *w, size_t ld, int f16, int nr, int64_t K
  * order, rows 0-7 from one record, 8-15 from the next). Its values are
  * code * s[n] - m[n], written as pair rows 2Q and 2Q + 1 of the half. */
 
-/* Per-row factors f[16] spread over the four 16-byte chunks of a quad: lane
- * j of chunk i belongs to row 4i + j / 4. */
+/* Per-row factors (s, m: 16 rows) spread over the four 16-byte chunks of
+ * a quad: lane j of chunk i belongs to row 4i + j / 4. */
 typedef struct quad_scales {
     __m512 s[4], m[4];
 } quad_scales;
 
-static inline void spread(const float sc[16], const float mn[16], quad_scales *q) {
-    const __m512 vs = _mm512_loadu_ps(sc), vm = _mm512_loadu_ps(mn);
-    for (int i = 0; i < 4; i++) {
-        const __m512i idx = _mm512_set_epi32(4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 2, 4 * i + 2,
-                                             4 * i + 2, 4 * i + 2, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1,
-                                             4 * i, 4 * i, 4 * i, 4 * i);
-        q->s[i] = _mm512_permutexvar_ps(idx, vs);
-        q->m[i] = _mm512_permutexvar_ps(idx, vm);
-    }
+/* Chunk i's spread of the 16 per-row values v. */
+static inline __m512 spread4(__m512 v, int i) {
+    const __m512i idx = _mm512_set_epi32(4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 2, 4 * i + 2, 4 * i + 2,
+                                         4 * i + 2, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i, 4 * i, 4 * i, 4 * i);
+    return _mm512_permutexvar_ps(idx, v);
 }
 
 static inline void emit_quad(uint16_t *half, int64_t Q, __m512i codes, const quad_scales *qs) {
-    /* output word w: pair row 2Q (w < 16) or 2Q + 1, row n = (w % 16) / 2
-     * of chunks 0-1 (rows 0-7), element b = w % 2 (+ 2): the upper word of
-     * dword 4 (n % 4) + b of chunk n / 4 */
-    const __m512i pick = _mm512_set_epi16(
-        32 + 31, 32 + 29, 32 + 23, 32 + 21, 32 + 15, 32 + 13, 32 + 7, 32 + 5, 31, 29, 23, 21, 15, 13, 7, 5,
-        32 + 27, 32 + 25, 32 + 19, 32 + 17, 32 + 11, 32 + 9, 32 + 3, 32 + 1, 27, 25, 19, 17, 11, 9, 3, 1);
-    __m512i z[4];
-    z[0] = _mm512_cvtepi8_epi32(_mm512_castsi512_si128(codes));
-    z[1] = _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(codes, 1));
-    z[2] = _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(codes, 2));
-    z[3] = _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(codes, 3));
-    for (int i = 0; i < 4; i++) z[i] = round_bf16(_mm512_fmsub_ps(_mm512_cvtepi32_ps(z[i]), qs->s[i], qs->m[i]));
-    const __m512i lo = _mm512_permutex2var_epi16(z[0], pick, z[1]); /* rows 0-7: even | odd */
-    const __m512i hi = _mm512_permutex2var_epi16(z[2], pick, z[3]); /* rows 8-15 */
-    _mm512_storeu_si512((void *)(half + 64 * Q), _mm512_shuffle_i32x4(lo, hi, 0x44));
-    _mm512_storeu_si512((void *)(half + 64 * Q + 32), _mm512_shuffle_i32x4(lo, hi, 0xee));
+    /* bf16x32 of chunks 0-1 (rows 0-7; of 2-3: rows 8-15) puts the pair
+     * (element 0, 1) of row r in dword 2r and (2, 3) in dword 2r + 1: the
+     * even dwords of both are pair row 2Q, the odd ones pair row 2Q + 1 */
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    __m512 f[4];
+    f[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_castsi512_si128(codes)));
+    f[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(codes, 1)));
+    f[2] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(codes, 2)));
+    f[3] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(codes, 3)));
+    for (int i = 0; i < 4; i++) f[i] = _mm512_fmsub_ps(f[i], qs->s[i], qs->m[i]);
+    const __m512i lo = bf16x32(f[0], f[1]), hi = bf16x32(f[2], f[3]);
+    _mm512_storeu_si512((void *)(half + 64 * Q), _mm512_permutex2var_epi32(lo, even, hi));
+    _mm512_storeu_si512((void *)(half + 64 * Q + 32), _mm512_permutex2var_epi32(lo, odd, hi));
 }
 
 /* Two 32-byte [row][byte] pieces (rows 0-7 and 8-15; b NULL: zeros). */
@@ -142,30 +136,38 @@ static inline __m512i join(const uint8_t *a, const uint8_t *b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
+/* 16 fp16 values: 8 at a (rows 0-7), 8 at b (rows 8-15; NULL: zeros). */
+static inline __m512 f16_rows(const void *a, const void *b) {
+    const __m128i hb = b ? _mm_loadu_si128((const __m128i *)b) : _mm_setzero_si128();
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)), hb, 1));
+}
+
+/* Column j of two [8 rows][2] byte arrays (rows 0-7 at a, 8-15 at b;
+ * NULL: zeros), signed or not, as 16 floats. */
+static inline __m512 byte_rows(const void *a, const void *b, int j, int sgn) {
+    const __m128i hb = b ? _mm_loadu_si128((const __m128i *)b) : _mm_setzero_si128();
+    __m256i w = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)), hb, 1);
+    if (sgn) w = j ? _mm256_srai_epi16(w, 8) : _mm256_srai_epi16(_mm256_slli_epi16(w, 8), 8);
+    else w = j ? _mm256_srli_epi16(w, 8) : _mm256_and_si256(w, _mm256_set1_epi16(0xff));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(w));
+}
+
 /* 16 rows (8 if rb is NULL) of one packed type into a half: ra, rb the two
- * 8-row groups' records, nb blocks. */
+ * 8-row groups' records, nb blocks. The rows' factors as the reference
+ * dequantization has them (fp16 scale times the integer sub-block scale,
+ * one rounding), 16 rows to a vector. */
 static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t rec, int64_t nb, uint16_t *half) {
-    float sc[16], mn[16];
     quad_scales qs;
     const __m512i m4 = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *A = ra + (size_t)i * rec, *B = rb ? rb + (size_t)i * rec : NULL;
         if (type == VX_TYPE_Q4_K_R8) {
             const vx_block_q4_K_r8 *a = (const void *)A, *b = (const void *)B;
-            float d[16], dm[16]; /* the rows' super-block scales, once per record */
-            for (int n = 0; n < 16; n++) {
-                const vx_block_q4_K_r8 *x = n < 8 ? a : b;
-                d[n] = x ? vx_fp16_to_fp32(x->d[n % 8]) : 0.0f;
-                dm[n] = x ? vx_fp16_to_fp32(x->dmin[n % 8]) : 0.0f;
-            }
+            const __m512 d = f16_rows(a->d, b ? b->d : NULL), dm = f16_rows(a->dmin, b ? b->dmin : NULL);
             for (int s = 0; s < 8; s++) {
-                for (int n = 0; n < 16; n++) {
-                    const vx_block_q4_K_r8 *x = n < 8 ? a : b;
-                    const int r = n % 8;
-                    sc[n] = x ? d[n] * x->sc[s / 2][r][s % 2] : 0.0f;
-                    mn[n] = x ? dm[n] * x->mn[s / 2][r][s % 2] : 0.0f;
-                }
-                spread(sc, mn, &qs);
+                const __m512 sc = _mm512_mul_ps(d, byte_rows(a->sc[s / 2], b ? b->sc[s / 2] : NULL, s % 2, 0));
+                const __m512 mn = _mm512_mul_ps(dm, byte_rows(a->mn[s / 2], b ? b->mn[s / 2] : NULL, s % 2, 0));
+                for (int u = 0; u < 4; u++) qs.s[u] = spread4(sc, u), qs.m[u] = spread4(mn, u);
                 for (int q = 0; q < 8; q++) {
                     __m512i c = join(a->qs[s / 2][q][0], b ? b->qs[s / 2][q][0] : NULL);
                     if (s % 2) c = _mm512_srli_epi16(c, 4);
@@ -174,18 +176,11 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
             }
         } else if (type == VX_TYPE_Q6_K_R8) {
             const vx_block_q6_K_r8 *a = (const void *)A, *b = (const void *)B;
-            float d[16];
-            for (int n = 0; n < 16; n++) {
-                const vx_block_q6_K_r8 *x = n < 8 ? a : b;
-                d[n] = x ? vx_fp16_to_fp32(x->d[n % 8]) : 0.0f;
-            }
-            memset(mn, 0, sizeof mn);
+            const __m512 d = f16_rows(a->d, b ? b->d : NULL);
+            for (int u = 0; u < 4; u++) qs.m[u] = _mm512_setzero_ps();
             for (int j = 0; j < 16; j++) { /* 16-element sub-block: quads 4j .. 4j + 3 */
-                for (int n = 0; n < 16; n++) {
-                    const vx_block_q6_K_r8 *x = n < 8 ? a : b;
-                    sc[n] = x ? d[n] * x->sc[j / 2][n % 8][j % 2] : 0.0f;
-                }
-                spread(sc, mn, &qs);
+                const __m512 sc = _mm512_mul_ps(d, byte_rows(a->sc[j / 2], b ? b->sc[j / 2] : NULL, j % 2, 1));
+                for (int u = 0; u < 4; u++) qs.s[u] = spread4(sc, u);
                 const int h = j / 8, k = (j % 8) / 2;
                 for (int q = 4 * (j % 2); q < 4 * (j % 2) + 4; q++) {
                     __m512i lo = join(a->q[h][q][k % 2][0], b ? b->q[h][q][k % 2][0] : NULL);
@@ -199,14 +194,8 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
             }
         } else {
             /* 32-element records: d[8] first */
-            for (int n = 0; n < 16; n++) {
-                const uint8_t *x = n < 8 ? A : B;
-                uint16_t d = 0;
-                if (x) memcpy(&d, x + 2 * (n % 8), 2);
-                sc[n] = vx_fp16_to_fp32(d);
-                mn[n] = 0;
-            }
-            spread(sc, mn, &qs);
+            const __m512 d = f16_rows(A, B);
+            for (int u = 0; u < 4; u++) qs.s[u] = spread4(d, u), qs.m[u] = _mm512_setzero_ps();
             if (type == VX_TYPE_Q8_0_R8) {
                 const vx_block_q8_0_r8 *a = (const void *)A, *b = (const void *)B;
                 for (int q = 0; q < 8; q++)
@@ -423,18 +412,29 @@ void VXAMX(vx_f32_to_bf16)(const float *src, uint16_t *dst, uint16_t *lo, int64_
 
 /* Peak-throughput loop for `vx bench --limits`: iters x 4 tdpbf16ps of
  * 16 x 16 x 32 multiply-adds (65536 flops), four independent
- * accumulators; returns a value so the work is kept. */
+ * accumulators; returns a value so the work is kept. The operands are
+ * pseudo-random bf16 values in (-1, 1), not zeros: the tiles' throughput
+ * depends on the data here (zero tiles ran up to 2x faster than real
+ * operands in the same minute, which made the GEMM's share of "peak" look
+ * worse than it is). */
 double VXAMX(vx_peak_amx_bf16)(int64_t iters) {
+    uint16_t ab[4][16][32] __attribute__((aligned(64)));
+    uint32_t r = 0x2545f491u;
+    for (int i = 0; i < 4 * 16 * 32; i++) {
+        r = r * 1664525u + 1013904223u;
+        /* sign, exponent 118..126 (2^-9 .. 2^-1), random mantissa */
+        (&ab[0][0][0])[i] = (uint16_t)((r >> 31) << 15 | (118u + (r >> 8) % 9u) << 7 | (r & 0x7fu));
+    }
     float c[16][16];
     tiles_config();
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
-    _tile_zero(4);
-    _tile_zero(5);
-    _tile_zero(6);
-    _tile_zero(7);
+    _tile_loadd(4, ab[0], 64);
+    _tile_loadd(5, ab[1], 64);
+    _tile_loadd(6, ab[2], 64);
+    _tile_loadd(7, ab[3], 64);
     for (int64_t i = 0; i < iters; i++) {
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);

@@ -60,7 +60,13 @@ static inline __m512i vx_emu_cvtepu16_epi32(__m256i a) {
     const __m256i hi = _mm256_cvtepu16_epi32(_mm256_extracti128_si256(a, 1));
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
+static inline __m512i vx_emu_cvtepi16_epi32(__m256i a) {
+    const __m256i lo = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(a));
+    const __m256i hi = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(a, 1));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
 #define _mm512_cvtepi8_epi32(a) vx_emu_cvtepi8_epi32(a)
+#define _mm512_cvtepi16_epi32(a) vx_emu_cvtepi16_epi32(a)
 #define _mm512_cvtepu16_epi32(a) vx_emu_cvtepu16_epi32(a)
 #define _mm512_cvtepi32_ps(a) vx_emu_cvtepi32_ps(a)
 #define _mm512_srai_epi32(a, n) vx_emu_srai_epi32(a, n)
