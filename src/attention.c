@@ -302,6 +302,13 @@ static int32_t tile_len(const vx_attn_args *a, int32_t t0, int32_t T) {
     return nt;
 }
 
+/* Heads per unit of a tile of rows rows: as many as the state holds (R),
+ * but split in parts. */
+static int32_t unit_heads(int32_t nkv, int32_t parts, int32_t R, int32_t rows) {
+    const int32_t hp = (nkv + parts - 1) / parts;
+    return VX_MAX(1, VX_MIN(hp, R / rows));
+}
+
 void vx_attention(const vx_kernels *k, const vx_attn_args *a, int ith, int nth, float *scratch) {
     VX_ASSERT(vx_kv_block_size(a->kv) % CHUNK == 0);
     const int32_t nkv = a->n_head_kv, g = a->n_head / nkv;
@@ -316,15 +323,50 @@ void vx_attention(const vx_kernels *k, const vx_attn_args *a, int ith, int nth, 
      * at least nth / n_tiles units so few tiles (decode) still use every
      * thread; a thread's heads are contiguous bytes of each cache row */
     const int32_t parts = n_tiles >= nth ? 1 : (nth + n_tiles - 1) / n_tiles;
-    /* units (tile, head range), dealt round-robin so long and short tiles mix */
-    int64_t u = 0;
+    /* units (tile, head range) in order: u = 0, 1, ... */
+    if (!a->next) { /* dealt round-robin, so long and short tiles mix */
+        int64_t u = 0;
+        for (int32_t t0 = 0, nt; t0 < a->n_tok; t0 += nt) {
+            nt = tile_len(a, t0, T);
+            const int32_t hp = unit_heads(nkv, parts, R, nt * g);
+            for (int32_t h = 0; h < nkv; h += hp, u++)
+                if (u % nth == ith) attend_unit(k, a, t0, nt, h, VX_MIN(hp, nkv - h), scratch);
+        }
+        return;
+    }
+    /* handed out from the shared counter: a few units (prefill tiles)
+     * last first, the longest (the latest positions) going first; many
+     * (a batch of decodes) in order, walked once */
+    int64_t n_units = 0;
     for (int32_t t0 = 0, nt; t0 < a->n_tok; t0 += nt) {
         nt = tile_len(a, t0, T);
-        int32_t hp = (nkv + parts - 1) / parts;
-        const int32_t cap = R / (nt * g);
-        hp = VX_MAX(1, VX_MIN(hp, cap));
-        for (int32_t h = 0; h < nkv; h += hp, u++)
-            if (u % nth == ith) attend_unit(k, a, t0, nt, h, VX_MIN(hp, nkv - h), scratch);
+        const int32_t hp = unit_heads(nkv, parts, R, nt * g);
+        n_units += (nkv + hp - 1) / hp;
+    }
+    const bool lpt = n_units <= 64;
+    int64_t u = 0;
+    int32_t t0 = 0, nt = a->n_tok > 0 ? tile_len(a, 0, T) : 0, h = 0;
+    for (;;) {
+        const int64_t c = atomic_fetch_add_explicit(a->next, 1, memory_order_relaxed);
+        if (c >= n_units) break;
+        const int64_t want = lpt ? n_units - 1 - c : c;
+        if (want < u) { /* back to the start */
+            u = 0, t0 = 0, h = 0;
+            nt = tile_len(a, 0, T);
+        }
+        for (;;) { /* to unit want */
+            const int32_t hp = unit_heads(nkv, parts, R, nt * g);
+            if (u == want) {
+                attend_unit(k, a, t0, nt, h, VX_MIN(hp, nkv - h), scratch);
+                break;
+            }
+            u++;
+            if ((h += hp) >= nkv) {
+                h = 0;
+                t0 += nt;
+                nt = tile_len(a, t0, T);
+            }
+        }
     }
 }
 

@@ -16,6 +16,7 @@
 #ifndef VX_ATTENTION_H
 #define VX_ATTENTION_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,6 +38,11 @@ typedef struct vx_attn_args {
      * table's AMX attention (attn_tiles_*, bf16 operands: not the bits of
      * the other paths, which are batch-invariant) */
     bool tiles;
+    /* a counter shared by the threads (zeroed before the call): units are
+     * handed out from it, longest first, so a thread slowed down (a shared
+     * host) takes fewer; NULL: a static round-robin deal. Either way each
+     * unit's results are the same bits. */
+    atomic_int *next;
 } vx_attn_args;
 
 /* Query tokens per tile for a GQA group of g heads (tile rows = tokens x g). */

@@ -243,8 +243,9 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
     }
     /* matmul calls per forward: q, k, v, o, gate, up, down (or fused) per
      * layer, the router and three per expert in MoE layers, the output;
-     * calls past the table fall back to the static split */
-    c->n_mm = hp->n_layer * (8 + 3 * (int32_t)X) + 4;
+     * and the attention's units, once per layer; calls past the table fall
+     * back to the static split */
+    c->n_mm = hp->n_layer * (9 + 3 * (int32_t)X) + 4;
     c->mm_next = xalloc((size_t)c->n_mm * sizeof(atomic_int), &ok);
     c->mm_seq = xalloc((size_t)p->n_threads * 16 * sizeof(int32_t), &ok);
     /* per thread: a dequantized row, plus the attention scratch */
@@ -596,7 +597,7 @@ static void attn_heads(vx_context *c, const vx_layer *L, int il, int ith, const 
     for (int64_t h = h0 * g; h < h1 * g; h++) qkv_unit(c, L, il, 0, h);
     for (int64_t h = h0; h < h1; h++) qkv_unit(c, L, il, 0, hp->n_head + h);
     const vx_attn_args aa = {c->kv, il, hp->n_head, hp->n_head_kv, hp->head_dim, 1.0f / sqrtf((float)hd),
-                             c->q, c->att, c->batch->pos, c->batch->seq_id, 1, false};
+                             c->q, c->att, c->batch->pos, c->batch->seq_id, 1, false, NULL};
     vx_attention_heads(&c->kern, &aa, h0, h1, scr);
 }
 
@@ -732,9 +733,12 @@ static void forward_worker(void *arg, int ith, int nth) {
             vx_pool_barrier(c->pool);
             qkv_post(c, L, il, ith, nth);
             vx_pool_barrier(c->pool);
+            /* the units from a shared counter (the same slot in every
+             * thread: all of them take this branch) */
+            const int32_t seq = c->mm_seq[16 * ith]++;
             const vx_attn_args aa = {c->kv, il, hp->n_head, hp->n_head_kv, hp->head_dim,
                                      1.0f / sqrtf((float)hd), c->q, c->att, b->pos, b->seq_id,
-                                     (int32_t)n, tiles_attn(c)};
+                                     (int32_t)n, tiles_attn(c), nth > 1 && seq < c->n_mm ? &c->mm_next[seq] : NULL};
             vx_attention(&c->kern, &aa, ith, nth, scr);
         }
         vx_pool_barrier(c->pool);

@@ -21,6 +21,7 @@
  * 2e-5 absolute of the double reference over the same dequantized K/V.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,6 +70,21 @@ typedef struct scase {
     int len[2];         /* cached positions of each sequence after the batch */
     int nq[2];          /* query tokens of each (the last nq positions) */
 } scase;
+
+/* Three threads at once on units from a shared counter (vx_attn_args
+ * next): each its own scratch. */
+typedef struct dyn_thread {
+    const vx_kernels *k;
+    const vx_attn_args *a;
+    int ith;
+    float *scr;
+} dyn_thread;
+
+static void *dyn_run(void *p) {
+    const dyn_thread *d = p;
+    vx_attention(d->k, d->a, d->ith, 3, d->scr);
+    return NULL;
+}
 
 /* tiles: 0, or 1 with the flag for the tile attention (attn_tiles_*)
  * set, whose bf16 operands get TOL_TILES, or 2 with the flag set for a
@@ -130,7 +146,7 @@ static void run_case(const vx_kernels *kset, int nk, vx_kv_type type, int n_head
         }
     const size_t nsf = vx_attn_scratch_floats(n_head, n_head_kv, hd);
     float *scr = aligned_alloc(64, (nsf * 4 + 63) / 64 * 64);
-    vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, q, out, pos, seq, n_tok, tiles != 0};
+    vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, q, out, pos, seq, n_tok, tiles != 0, NULL};
     for (int ki = 0; ki < nk; ki++) {
         const vx_kernels *k = &kset[ki];
         /* whole batch on one thread, then split three ways */
@@ -152,9 +168,35 @@ static void run_case(const vx_kernels *kset, int nk, vx_kv_type type, int n_head
                    sc->len[1], sc->nq[0], sc->nq[1], worst, rms);
         a.out = out1;
         for (int ith = 0; ith < 3; ith++) vx_attention(k, &a, ith, 3, scr);
-        a.out = out;
         CHECKF(memcmp(out, out1, (size_t)n_tok * QD * 4) == 0, "%s: thread split changes results",
                k->name);
+        /* units handed out from a counter: one thread taking them all,
+         * then three threads racing for them */
+        atomic_int next;
+        atomic_init(&next, 0);
+        a.next = &next;
+        for (int i = 0; i < n_tok * QD; i++) out1[i] = NAN;
+        vx_attention(k, &a, 0, 3, scr);
+        CHECKF(memcmp(out, out1, (size_t)n_tok * QD * 4) == 0, "%s: units from a counter change results",
+               k->name);
+        atomic_store(&next, 0);
+        for (int i = 0; i < n_tok * QD; i++) out1[i] = NAN;
+        pthread_t th[3];
+        dyn_thread d[3];
+        bool started[3] = {false, false, false};
+        for (int i = 0; i < 3; i++) {
+            d[i] = (dyn_thread){k, &a, i, i ? aligned_alloc(64, (nsf * 4 + 63) / 64 * 64) : scr};
+            started[i] = d[i].scr && pthread_create(&th[i], NULL, dyn_run, &d[i]) == 0;
+            if (!started[i]) dyn_run(&d[i]); /* no thread: inline, the counter still decides */
+        }
+        for (int i = 0; i < 3; i++) {
+            if (started[i]) pthread_join(th[i], NULL);
+            if (i) free(d[i].scr);
+        }
+        CHECKF(memcmp(out, out1, (size_t)n_tok * QD * 4) == 0, "%s: three threads on a counter change results",
+               k->name);
+        a.next = NULL;
+        a.out = out;
     }
     free(scr);
     free(sco);
@@ -369,7 +411,7 @@ static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, 
     int32_t pos[NB], seq[NB] = {0};
     for (int i = 0; i < nb; i++) pos[i] = n_pos - nb + i;
     /* decode */
-    vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, qd, out, &pos[nb - 1], seq, 1, false};
+    vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, qd, out, &pos[nb - 1], seq, 1, false, NULL};
     vx_attention(k, &a, 0, 1, scr);
     /* the old path: per chunk, the blocks on fp16 rows read in place */
     const int64_t ld = (int64_t)(vx_kv_row_bytes(kv) / 2);
@@ -398,7 +440,7 @@ static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, 
     CHECKF(memcmp(out, ref, (size_t)QD * 4) == 0,
            "%s decode g %d hd %d n_pos %d frag %d: not the per-chunk bits", k->name, g, hd, n_pos, frag);
     /* batched: the last token's row */
-    vx_attn_args b = {kv, 0, n_head, n_head_kv, hd, scale, q, outb, pos, seq, nb, false};
+    vx_attn_args b = {kv, 0, n_head, n_head_kv, hd, scale, q, outb, pos, seq, nb, false, NULL};
     vx_attention(k, &b, 0, 1, scr);
     CHECKF(memcmp(out, outb + (size_t)(nb - 1) * QD, (size_t)QD * 4) == 0,
            "%s decode g %d hd %d n_pos %d frag %d: batched and decode differ", k->name, g, hd, n_pos,
