@@ -137,7 +137,6 @@ AINLINE __m512i q6k_r8_half(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, i
      * the zmm) left by 4 | 2, quarters 2 | 3 right by 0 | 2 */
     const __m512i sh01 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
     const __m512i sh23 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-    const __m512i m30 = _mm512_set1_epi8(0x30);
     /* sub-block scale pairs: lanes 0-7 of quarter s0, 8-15 of s0 + 1 */
     const __m512i x01 = _mm512_cvtepi8_epi16(load256(b->sc[4 * h]));
     const __m512i x23 = _mm512_cvtepi8_epi16(load256(b->sc[4 * h + 2]));
@@ -149,8 +148,9 @@ AINLINE __m512i q6k_r8_half(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, i
         for (int q = 4 * hq; q < 4 * hq + 4; q++) {
             const __m512i L = load512(b->q[h][q][0]); /* l0 | l1 */
             const __m512i QH = _mm512_broadcast_i64x4(load256(b->q[h][q][2]));
-            const __m512i c01 = merge6(L, _mm512_and_si512(_mm512_sllv_epi16(QH, sh01), m30));
-            const __m512i c23 = merge6(_mm512_srli_epi16(L, 4), _mm512_and_si512(_mm512_srlv_epi16(QH, sh23), m30));
+            /* merge6 takes bits 4-5 of the shifted qh itself */
+            const __m512i c01 = merge6(L, _mm512_sllv_epi16(QH, sh01));
+            const __m512i c23 = merge6(_mm512_srli_epi16(L, 4), _mm512_srlv_epi16(QH, sh23));
             S01 = _mm512_dpbusd_epi32(S01, c01, act2(yh + 4 * q, yh + 32 + 4 * q));
             S23 = _mm512_dpbusd_epi32(S23, c23, act2(yh + 64 + 4 * q, yh + 96 + 4 * q));
         }
