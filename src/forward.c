@@ -541,13 +541,13 @@ static void qkv_unit(vx_context *c, const vx_layer *L, int il, int64_t t, int64_
     }
     if (isq) {
         if (L->bq.data) for (int64_t i = 0; i < hd; i++) q[i] += ((const float *)L->bq.data)[hh * hd + i];
-        if (L->q_norm.data) vx_rmsnorm(q, q, L->q_norm.data, hd, hp->rms_eps);
+        if (L->q_norm.data) c->kern.rmsnorm(q, q, L->q_norm.data, hd, hp->rms_eps);
         vx_rope_apply(q, cs, hp->n_rot, M->arch->rope);
         return;
     }
     if (L->bk.data) for (int64_t i = 0; i < hd; i++) k[i] += ((const float *)L->bk.data)[hh * hd + i];
     if (L->bv.data) for (int64_t i = 0; i < hd; i++) v[i] += ((const float *)L->bv.data)[hh * hd + i];
-    if (L->k_norm.data) vx_rmsnorm(k, k, L->k_norm.data, hd, hp->rms_eps);
+    if (L->k_norm.data) c->kern.rmsnorm(k, k, L->k_norm.data, hd, hp->rms_eps);
     vx_rope_apply(k, cs, hp->n_rot, M->arch->rope);
     const size_t o = kv_off(c, hh * hd);
     kv_store(c, (uint8_t *)vx_kv_k_row(c->kv, il, b->seq_id[t], b->pos[t]) + o, k, hd);
@@ -708,13 +708,13 @@ static void forward_worker(void *arg, int ith, int nth) {
         const vx_layer *L = &M->layers[il];
         const float *xa = c->xn; /* the attention block's input */
         if (solo) {
-            vx_rmsnorm(xs, c->x, L->attn_norm.data, E, hp->rms_eps);
+            c->kern.rmsnorm(xs, c->x, L->attn_norm.data, E, hp->rms_eps);
             if (hp->fused_qkv) prep_solo(c, ith, xs, E, &L->wqkv, NULL, NULL);
             else prep_solo(c, ith, xs, E, &L->wq, &L->wk, &L->wv);
             xa = xs;
         } else {
             for (int64_t t = t0; t < t1; t++)
-                vx_rmsnorm(c->xn + t * E, c->x + t * E, L->attn_norm.data, E, hp->rms_eps);
+                c->kern.rmsnorm(c->xn + t * E, c->x + t * E, L->attn_norm.data, E, hp->rms_eps);
             if (hp->fused_qkv) prep(c, t0, t1, n, c->xn, E, E, &L->wqkv, NULL, NULL);
             else prep(c, t0, t1, n, c->xn, E, E, &L->wq, &L->wk, &L->wv);
             vx_pool_barrier(c->pool);
@@ -757,13 +757,13 @@ static void forward_worker(void *arg, int ith, int nth) {
         const bool fsolo = solo && !L->bo.data && hp->n_expert == 0;
         const float *xf = c->xn; /* the FFN block's input */
         if (fsolo) {
-            vx_rmsnorm(xs, c->x, L->ffn_norm.data, E, hp->rms_eps);
+            c->kern.rmsnorm(xs, c->x, L->ffn_norm.data, E, hp->rms_eps);
             prep_solo(c, ith, xs, E, &L->ffn_gate, &L->ffn_up, NULL);
             xf = xs;
         } else {
             for (int64_t t = t0; t < t1; t++) {
                 add_bias(c->x + t * E, &L->bo, E);
-                vx_rmsnorm(c->xn + t * E, c->x + t * E, L->ffn_norm.data, E, hp->rms_eps);
+                c->kern.rmsnorm(c->xn + t * E, c->x + t * E, L->ffn_norm.data, E, hp->rms_eps);
             }
             if (hp->n_expert > 0) prep(c, t0, t1, n, c->xn, E, E, &L->ffn_gate_inp, NULL, NULL);
             else prep(c, t0, t1, n, c->xn, E, E, &L->ffn_gate, &L->ffn_up, NULL);
@@ -800,7 +800,7 @@ static void forward_worker(void *arg, int ith, int nth) {
 
     /* final norm of the tokens that want logits, gathered in output order */
     if (solo && c->n_out == 1) {
-        vx_rmsnorm(xs, c->x, M->output_norm.data, E, hp->rms_eps);
+        c->kern.rmsnorm(xs, c->x, M->output_norm.data, E, hp->rms_eps);
         prep_solo(c, ith, xs, E, &M->output, NULL, NULL);
         mm(c, ith, nth, &M->output, 0, xs, 1, E, c->logits, hp->n_vocab, false);
         return;
@@ -808,7 +808,7 @@ static void forward_worker(void *arg, int ith, int nth) {
     int64_t o0, o1;
     vx_split(c->n_out, ith, nth, 1, &o0, &o1);
     for (int64_t o = o0; o < o1; o++)
-        vx_rmsnorm(c->xn + o * E, c->x + (size_t)c->out_tok[o] * E, M->output_norm.data, E,
+        c->kern.rmsnorm(c->xn + o * E, c->x + (size_t)c->out_tok[o] * E, M->output_norm.data, E,
                    hp->rms_eps);
     prep(c, o0, o1, c->n_out, c->xn, E, E, &M->output, NULL, NULL);
     vx_pool_barrier(c->pool);

@@ -25,6 +25,8 @@ typedef struct vx_kernels {
     void (*q8_0_to_f32)(const void *src, float *dst, int64_t n);
     /* g = silu(g) * u elementwise (SwiGLU) */
     void (*swiglu)(float *g, const float *u, int64_t n);
+    /* RMSNorm (vx_rmsnorm; every tier the same bits) */
+    void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
     /* ---- attention blocks (attention.c) ----
      * Small row-major product: c[i][j] = (alpha ? alpha[i] * c[i][j] : 0)
      * + sum_p a[i][p] * b[p][j] for i < m, j < n, p < kd. */

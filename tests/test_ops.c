@@ -56,6 +56,18 @@ static void test_variant(const vx_kernels *k, const vx_kernels *ref) {
         for (int64_t i = 0; i < n; i++)
             CHECKF(fabsf(y0[i] - y1[i]) <= 5e-7f * fabsf(y0[i]) + 1e-30f, "%s swiglu n=%lld [%lld]: %.9g vs %.9g",
                    k->name, (long long)n, (long long)i, y1[i], y0[i]);
+        /* RMSNorm: the same bits as the reference (one summation order),
+         * with and without weights, and in place */
+        for (int64_t i = 0; i < n; i++) y0[i] = a[i] * (i % 7 == 0 ? 300.0f : 1.0f);
+        ref->rmsnorm(y1, y0, b, n, 1e-6f);
+        float yr[N];
+        k->rmsnorm(yr, y0, b, n, 1e-6f);
+        CHECKF(n == 0 || memcmp(yr, y1, (size_t)n * 4) == 0, "%s rmsnorm n=%lld", k->name, (long long)n);
+        ref->rmsnorm(y1, y0, NULL, n, 1e-5f);
+        memcpy(yr, y0, sizeof yr);
+        k->rmsnorm(yr, yr, NULL, n, 1e-5f);
+        CHECKF(n == 0 || memcmp(yr, y1, (size_t)n * 4) == 0, "%s rmsnorm in place, no weights, n=%lld", k->name,
+               (long long)n);
         /* fp16 round trip: identical bits in both directions */
         uint16_t h0[N], h1[N];
         for (int64_t i = 0; i < n; i++) y0[i] = a[i] * (i % 5 == 0 ? 7e4f : i % 5 == 1 ? 1e-6f : 100.0f);

@@ -94,6 +94,33 @@ void vx_swiglu_avx2(float *g, const float *u, int64_t n) {
     }
 }
 
+/* vx_rmsnorm's arithmetic exactly: the squares (exact in double) into
+ * four double chains, element i into chain i % 4 (one lane each), the
+ * chains added as (0 + 1) + (2 + 3), then out = x * scale * w in floats. */
+void vx_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps) {
+    __m256d s4 = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
+        s4 = _mm256_add_pd(s4, _mm256_mul_pd(v, v));
+    }
+    double s[4];
+    _mm256_storeu_pd(s, s4);
+    for (int j = 0; i < n; i++, j++) s[j] += (double)x[i] * x[i];
+    const double ss = (s[0] + s[1]) + (s[2] + s[3]);
+    const float scale = (float)(1.0 / sqrt(ss / (double)n + eps));
+    const __m256 vs = _mm256_set1_ps(scale);
+    i = 0;
+    if (w) {
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), _mm256_loadu_ps(w + i)));
+        for (; i < n; i++) out[i] = x[i] * scale * w[i];
+    } else {
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vs));
+        for (; i < n; i++) out[i] = x[i] * scale;
+    }
+}
+
 float vx_exp_shift_sum_avx2(float *x, int64_t n, float m) {
     const __m256 vm = _mm256_set1_ps(m);
     __m256 acc = _mm256_setzero_ps();

@@ -11,6 +11,7 @@ float vx_dot_f32_avx2(const float *a, const float *b, int64_t n);
 void vx_axpy_f32_avx2(float *y, float a, const float *x, int64_t n);
 void vx_f16_to_f32_avx2(const uint16_t *src, float *dst, int64_t n);
 void vx_swiglu_avx2(float *g, const float *u, int64_t n);
+void vx_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps);
 float vx_exp_shift_sum_avx2(float *x, int64_t n, float m);
 void vx_f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
 /* attention blocks (avx2_ops.c; contracts in ops.h) */
