@@ -136,17 +136,19 @@ static inline __m512i join(const uint8_t *a, const uint8_t *b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-/* 16 fp16 values: 8 at a (rows 0-7), 8 at b (rows 8-15; NULL: zeros). */
-static inline __m512 f16_rows(const void *a, const void *b) {
-    const __m128i hb = b ? _mm_loadu_si128((const __m128i *)b) : _mm_setzero_si128();
-    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)), hb, 1));
+/* Two 16-byte pieces (rows 0-7 at a, 8-15 at b; b NULL: zeros). */
+static inline __m256i join16(const void *a, const void *b) {
+    const __m128i lo = _mm_loadu_si128((const __m128i *)a);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), b ? _mm_loadu_si128((const __m128i *)b) : _mm_setzero_si128(), 1);
 }
+
+/* 16 fp16 values: 8 at a (rows 0-7), 8 at b (rows 8-15; NULL: zeros). */
+static inline __m512 f16_rows(const void *a, const void *b) { return _mm512_cvtph_ps(join16(a, b)); }
 
 /* Column j of two [8 rows][2] byte arrays (rows 0-7 at a, 8-15 at b;
  * NULL: zeros), signed or not, as 16 floats. */
 static inline __m512 byte_rows(const void *a, const void *b, int j, int sgn) {
-    const __m128i hb = b ? _mm_loadu_si128((const __m128i *)b) : _mm_setzero_si128();
-    __m256i w = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)), hb, 1);
+    __m256i w = join16(a, b);
     if (sgn) w = j ? _mm256_srai_epi16(w, 8) : _mm256_srai_epi16(_mm256_slli_epi16(w, 8), 8);
     else w = j ? _mm256_srli_epi16(w, 8) : _mm256_and_si256(w, _mm256_set1_epi16(0xff));
     return _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(w));

@@ -74,9 +74,10 @@ AINLINE __m256i bcast_dw(__m256i x, int p) { return _mm256_permutevar8x32_epi32(
  * row r, lane 8 + r quad 2p + 1); the halves' partial sums are added once
  * per super-block (vextracti64x4 + vpaddd). Per 8-row super-block record,
  * ports 0/5:
- *   Q4_K (1184 B): 32 vpdpbusd, 32 nibble ands (the high nibbles in place,
- *     16 x the code: one vpsrad per quarter), 32 act blends, 8 (vpslld, vpblendmw) + 4 vpdpwssd, 4 scale widenings, mins
- *     8 AVX2 (madd, add), ~10 float/convert: ~146 uops, ~73 cycles.
+ *   Q4_K (1184 B): 32 vpdpbusd, 32 nibble ands (the high nibbles in
+ *     place, 16 x the code: one vpsrad per quarter), 32 act blends,
+ *     8 (vpslld, vpblendmw) + 4 vpdpwssd, 4 scale widenings, mins 8 AVX2
+ *     (madd, add), ~10 float/convert: ~134 uops, ~67 cycles.
  *   Q6_K (1680 B): 32 vpdpbusd, 16 x 7 code-building uops (nibble and
  *     2-bit fields, variable shifts, ternlog), 32 act blends, 4 x 2 vpmulld
  *     (2 uops each) + adds, 16 scale ops, mins 16, ~8 float: ~240 uops.

@@ -40,11 +40,6 @@ static inline __m512 vx_emu_cvtph_ps(__m256i a) {
     const __m256 hi = _mm256_cvtph_ps(_mm256_extracti128_si256(a, 1));
     return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
 }
-static inline __m512i vx_emu_cvtepu8_epi16(__m256i a) {
-    const __m256i lo = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(a));
-    const __m256i hi = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(a, 1));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
 static inline __m512i vx_emu_srai_epi32(__m512i a, int n) {
     const __m128i c = _mm_cvtsi32_si128(n);
     const __m256i lo = _mm256_sra_epi32(_mm512_castsi512_si256(a), c);
@@ -55,16 +50,17 @@ static inline __m512i vx_emu_cvtepi8_epi32(__m128i a) {
     const __m256i lo = _mm256_cvtepi8_epi32(a), hi = _mm256_cvtepi8_epi32(_mm_srli_si128(a, 8));
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
-static inline __m512i vx_emu_cvtepu16_epi32(__m256i a) {
-    const __m256i lo = _mm256_cvtepu16_epi32(_mm256_castsi256_si128(a));
-    const __m256i hi = _mm256_cvtepu16_epi32(_mm256_extracti128_si256(a, 1));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-static inline __m512i vx_emu_cvtepi16_epi32(__m256i a) {
-    const __m256i lo = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(a));
-    const __m256i hi = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(a, 1));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
+/* 256-bit integer vector -> 512-bit, widening each half with the AVX2
+ * conversion cvt */
+#define VX_EMU_WIDEN(name, cvt)                                                                    \
+    static inline __m512i name(__m256i a) {                                                        \
+        const __m256i lo = cvt(_mm256_castsi256_si128(a)), hi = cvt(_mm256_extracti128_si256(a, 1)); \
+        return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);                              \
+    }
+VX_EMU_WIDEN(vx_emu_cvtepu8_epi16, _mm256_cvtepu8_epi16)
+VX_EMU_WIDEN(vx_emu_cvtepu16_epi32, _mm256_cvtepu16_epi32)
+VX_EMU_WIDEN(vx_emu_cvtepi16_epi32, _mm256_cvtepi16_epi32)
+#undef VX_EMU_WIDEN
 #define _mm512_cvtepi8_epi32(a) vx_emu_cvtepi8_epi32(a)
 #define _mm512_cvtepi16_epi32(a) vx_emu_cvtepi16_epi32(a)
 #define _mm512_cvtepu16_epi32(a) vx_emu_cvtepu16_epi32(a)
