@@ -125,6 +125,7 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
     k->attn_softmax16 = vx_attn_softmax16_ref;
     k->attn_dec_f16 = vx_attn_dec_f16_ref;
     k->gemm_amx = NULL;
+    k->gemm_amx_glu = NULL;
     k->gemm_amx_scratch = NULL;
     k->f32_to_bf16 = NULL;
     k->attn_tiles_begin = NULL;
@@ -214,6 +215,7 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
     }
     if (isa >= VX_ISA_AMX) {
         k->gemm_amx = vx_gemm_amx_amx;
+        k->gemm_amx_glu = vx_gemm_amx_glu_amx;
         k->gemm_amx_scratch = vx_gemm_amx_scratch_amx;
         k->f32_to_bf16 = vx_f32_to_bf16_amx;
         k->attn_tiles_begin = vx_attn_tiles_begin_amx;
@@ -232,6 +234,7 @@ void vx_kernels_init_emulated(vx_kernels *k) {
 void vx_kernels_init_emulated_amx(vx_kernels *k) {
     vx_kernels_init_emulated(k);
     k->gemm_amx = vx_gemm_amx_amxemu;
+    k->gemm_amx_glu = vx_gemm_amx_glu_amxemu;
     k->gemm_amx_scratch = vx_gemm_amx_scratch_amxemu;
     k->f32_to_bf16 = vx_f32_to_bf16_amxemu;
     k->attn_tiles_begin = vx_attn_tiles_begin_amxemu;

@@ -71,6 +71,12 @@ struct vx_context {
     /* bf16 activation rows for the AMX GEMM ([nb rounded up to 32][bf16_ld]),
      * converted from bf16_src; per-thread panel scratch */
     uint16_t *act_bf16, *act_bf16_lo; /* the latter: x - bf16(x), for F16 weights */
+    /* the fused gate/up/SwiGLU's output rows (mm_glu), the down
+     * projection's input, apart from its own input in act_bf16 */
+    uint16_t *glu_bf16, *glu_bf16_lo;
+    /* the rows the next AMX GEMM reads (act_bf16's or glu_bf16's pair),
+     * converted from bf16_src */
+    const uint16_t *bf16_in, *bf16_in_lo;
     const float *bf16_src, *bf16_lo_src;
     size_t bf16_ld;
     uint8_t *amx_scratch; /* [nth][amx_scratch_per] */
@@ -125,7 +131,8 @@ void vx_context_free(vx_context *c) {
     void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->qkv, c->att, c->gate, c->up, c->rope,
                     c->logits, c->out_row, c->out_tok, c->seq_next, c->router, c->sel, c->sel_w, c->exp_tok,
                     c->exp_w, c->exp_n, c->moe_in, c->moe_out, c->scratch, (void *)c->mm_next,
-                    c->mm_seq, c->act_bf16, c->act_bf16_lo, c->amx_scratch, c->gemm_scratch};
+                    c->mm_seq, c->act_bf16, c->act_bf16_lo, c->glu_bf16, c->glu_bf16_lo, c->amx_scratch,
+                    c->gemm_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     for (int t = 0; t < VX_TYPE_COUNT; t++) free(c->act_buf[t]);
     free(c);
@@ -227,10 +234,12 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
          * put them all in one set, and every A tile load missed L1) */
         c->bf16_ld = (maxin + 63) / 64 * 64 + 32;
         const size_t rows = (nb + 31) / 32 * 32;
-        c->act_bf16 = xalloc(rows * c->bf16_ld * sizeof(uint16_t), &ok);
-        c->act_bf16_lo = xalloc(rows * c->bf16_ld * sizeof(uint16_t), &ok);
-        if (c->act_bf16) memset(c->act_bf16, 0, rows * c->bf16_ld * sizeof(uint16_t));
-        if (c->act_bf16_lo) memset(c->act_bf16_lo, 0, rows * c->bf16_ld * sizeof(uint16_t));
+        /* zeroed: a tile reads the rows up to the next multiple of 32 */
+        uint16_t **bufs[] = {&c->act_bf16, &c->act_bf16_lo, &c->glu_bf16, &c->glu_bf16_lo};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+            *bufs[i] = xalloc(rows * c->bf16_ld * sizeof(uint16_t), &ok);
+            if (*bufs[i]) memset(*bufs[i], 0, rows * c->bf16_ld * sizeof(uint16_t));
+        }
         c->amx_scratch_per = (c->kern.gemm_amx_scratch((int64_t)c->bf16_ld) + 63) & ~(size_t)63;
         c->amx_scratch = xalloc((size_t)p->n_threads * c->amx_scratch_per, &ok);
         const char *mt = getenv("VX_AMX_MIN_TOK");
@@ -319,6 +328,8 @@ static void prep_range(vx_context *c, int64_t t0, int64_t t1, int64_t e0, int64_
             }
             c->bf16_src = x; /* every thread writes the same values */
             c->bf16_lo_src = lo ? x : NULL;
+            c->bf16_in = c->act_bf16;
+            c->bf16_in_lo = c->act_bf16_lo;
             bf16_done = true;
             continue;
         }
@@ -402,8 +413,8 @@ static void mm_rows(vx_context *c, int ith, const vx_weight *w, size_t mat_off, 
         const size_t rs = pk ? w->prow_size : w->row_size;
         const size_t moff = pk && mat_off ? mat_off / w->mat_size * w->pmat_size : mat_off;
         const uint8_t *base = (const uint8_t *)(pk ? w->pdata : w->data) + moff + (size_t)r0 * rs;
-        c->kern.gemm_amx(pk ? w->ptype : w->type, w->ne[0], base, rs, (int)(r1 - r0), c->act_bf16,
-                         lo ? c->act_bf16_lo : NULL, c->bf16_ld * sizeof(uint16_t), (int)n, y + r0, ldy, acc,
+        c->kern.gemm_amx(pk ? w->ptype : w->type, w->ne[0], base, rs, (int)(r1 - r0), c->bf16_in,
+                         lo ? c->bf16_in_lo : NULL, c->bf16_ld * sizeof(uint16_t), (int)n, y + r0, ldy, acc,
                          c->amx_scratch + (size_t)ith * c->amx_scratch_per);
         return;
     }
@@ -466,28 +477,77 @@ static void mm_rows(vx_context *c, int ith, const vx_weight *w, size_t mat_off, 
  * instead of making the other wait at the next barrier. */
 #define MM_CHUNKS_PER_THREAD 6
 
-/* Rows of y = W x for n tokens, handed out to the threads in chunks of a
- * multiple of 16 rows by an atomic counter (every row's result is the same
- * whoever computes it). */
-static void mm(vx_context *c, int ith, int nth, const vx_weight *w, size_t mat_off, const float *x,
-               int64_t n, int64_t ldx, float *y, int64_t ldy, bool acc) {
-    const int64_t rows = w->ne[1];
-    const int32_t seq = c->mm_seq[16 * ith]++;
+/* The next chunk [*r0, *r1) of the rows of a matmul call (seq: its slot)
+ * for this thread, false when none is left; *k counts the calls (start
+ * at 0). Chunks of a multiple of align rows come from the call's atomic
+ * counter; with one thread, or past the counter table, each thread takes
+ * one static share. */
+static bool next_rows(vx_context *c, int32_t seq, int ith, int nth, int64_t rows, int64_t align, int *k, int64_t *r0,
+                      int64_t *r1) {
     if (nth == 1 || seq >= c->n_mm) {
-        int64_t r0, r1;
-        vx_split(rows, ith, nth, 8, &r0, &r1);
-        if (r0 < r1) mm_rows(c, ith, w, mat_off, x, n, ldx, y, ldy, acc, r0, r1);
-        return;
+        if ((*k)++) return false;
+        vx_split(rows, ith, nth, 8, r0, r1);
+        return *r0 < *r1;
     }
     int64_t chunk = (rows + (int64_t)nth * MM_CHUNKS_PER_THREAD - 1) / ((int64_t)nth * MM_CHUNKS_PER_THREAD);
+    chunk = (chunk + align - 1) / align * align;
+    *r0 = (int64_t)atomic_fetch_add_explicit(&c->mm_next[seq], 1, memory_order_relaxed) * chunk;
+    if (*r0 >= rows) return false;
+    *r1 = VX_MIN(rows, *r0 + chunk);
+    return true;
+}
+
+/* Rows of y = W x for n tokens, handed out to the threads in chunks of a
+ * multiple of 16 rows (next_rows: every row's result is the same whoever
+ * computes it). */
+static void mm(vx_context *c, int ith, int nth, const vx_weight *w, size_t mat_off, const float *x,
+               int64_t n, int64_t ldx, float *y, int64_t ldy, bool acc) {
+    const int32_t seq = c->mm_seq[16 * ith]++;
     /* the AMX GEMM builds weight panels of 32 rows */
     const int64_t align = amx_for(c, w, n) ? 32 : 16;
-    chunk = (chunk + align - 1) / align * align;
-    for (;;) {
-        const int64_t r0 = (int64_t)atomic_fetch_add_explicit(&c->mm_next[seq], 1, memory_order_relaxed) * chunk;
-        if (r0 >= rows) break;
-        mm_rows(c, ith, w, mat_off, x, n, ldx, y, ldy, acc, r0, VX_MIN(rows, r0 + chunk));
-    }
+    int k = 0;
+    int64_t r0, r1;
+    while (next_rows(c, seq, ith, nth, w->ne[1], align, &k, &r0, &r1))
+        mm_rows(c, ith, w, mat_off, x, n, ldx, y, ldy, acc, r0, r1);
+}
+
+/* A dense FFN whose three projections all take the AMX GEMM, gate and up
+ * in the same layout: gate, up and SwiGLU go in one pass (mm_glu). */
+static bool glu_fused(const vx_context *c, const vx_layer *L, int64_t n) {
+    const vx_weight *g = &L->ffn_gate, *u = &L->ffn_up;
+    if (!c->kern.gemm_amx_glu || c->model->hp.fused_gate_up || c->model->hp.n_expert > 0) return false;
+    if (!amx_for(c, g, n) || !amx_for(c, u, n) || !amx_for(c, &L->ffn_down, n)) return false;
+    if (g->type != u->type || g->ne[0] != u->ne[0] || g->ne[1] != u->ne[1] || (g->pdata == NULL) != (u->pdata == NULL))
+        return false;
+    return g->pdata ? g->ptype == u->ptype && g->prow_size == u->prow_size : g->row_size == u->row_size;
+}
+
+/* gate/up/SwiGLU for n tokens (glu_fused; their input prepared by prep):
+ * the down projection's bf16 input rows straight from the tiles into
+ * glu_bf16, never the floats (c->gate, c->up hold only partial sums
+ * when K > 2048). Chunks of 32 rows of both weights per call. */
+static void mm_glu(vx_context *c, int ith, int nth, const vx_layer *L, int64_t n) {
+    const vx_weight *wg = &L->ffn_gate, *wu = &L->ffn_up;
+    const int64_t F = wg->ne[1];
+    const bool lo_in = wg->type == VX_TYPE_F16, lo_out = L->ffn_down.type == VX_TYPE_F16;
+    const bool pk = wg->pdata != NULL;
+    const size_t rs = pk ? wg->prow_size : wg->row_size;
+    const uint8_t *bg = pk ? wg->pdata : wg->data, *bu = pk ? wu->pdata : wu->data;
+    const int32_t seq = c->mm_seq[16 * ith]++;
+    int k = 0;
+    int64_t r0, r1;
+    while (next_rows(c, seq, ith, nth, F, 32, &k, &r0, &r1))
+        c->kern.gemm_amx_glu(pk ? wg->ptype : wg->type, wg->ne[0], bg + (size_t)r0 * rs, bu + (size_t)r0 * rs, rs,
+                             (int)(r1 - r0), c->act_bf16, lo_in ? c->act_bf16_lo : NULL,
+                             c->bf16_ld * sizeof(uint16_t), (int)n, c->gate + r0, c->up + r0, F, c->kern.swiglu,
+                             c->glu_bf16 + r0, lo_out ? c->glu_bf16_lo + r0 : NULL, c->bf16_ld,
+                             c->amx_scratch + (size_t)ith * c->amx_scratch_per);
+    /* what the down projection reads (every thread writes the same
+     * values; no thread reads them before the barrier that follows) */
+    c->bf16_src = c->gate;
+    c->bf16_lo_src = lo_out ? c->gate : NULL;
+    c->bf16_in = c->glu_bf16;
+    c->bf16_in_lo = c->glu_bf16_lo;
 }
 
 static void add_bias(float *y, const vx_weight *b, int64_t n) {
@@ -771,6 +831,13 @@ static void forward_worker(void *arg, int ith, int nth) {
         }
         if (hp->n_expert > 0) {
             ffn_moe(c, L, ith, nth);
+            continue;
+        }
+        if (!fsolo && glu_fused(c, L, n)) {
+            mm_glu(c, ith, nth, L, n);
+            vx_pool_barrier(c->pool);
+            mm(c, ith, nth, &L->ffn_down, 0, c->gate, n, F, c->x, E, true);
+            vx_pool_barrier(c->pool);
             continue;
         }
         const float *g, *u;

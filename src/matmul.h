@@ -35,6 +35,21 @@ typedef void (*vx_gemm_fn)(int64_t n, const void *w, size_t row_stride, int nrow
 typedef void (*vx_gemm_bf16_fn)(int type, int64_t K, const void *w, size_t rs, int nrows, const uint16_t *xa,
                                 const uint16_t *xl, size_t xstride, int ntok, float *out, int64_t ldo, int acc,
                                 void *scratch);
+/* g[i] = silu(g[i]) u[i] (the kernel table's swiglu). */
+typedef void (*vx_glu_fn)(float *g, const float *u, int64_t n);
+/* The gate and up projections of an FFN and their SwiGLU in one pass, on
+ * AMX tiles: for rows [0, nrows) of both weights (wg, wu: the same type
+ * and row size, as vx_gemm_bf16_fn's w) and ntok tokens,
+ *   dst[t][r] = bf16(glu(gate[t][r], up[t][r]))   (t < ntok, r < nrows)
+ * with rows ldd values apart, and with dlo the remainders bf16(v - dst)
+ * too (an F16 down projection's input): the bits of the two GEMMs, glu
+ * over their outputs and the table's f32_to_bf16. pg, pu ([ntok][ldp]
+ * floats) hold partial sums between K chunks (K > 2048); scratch as
+ * vx_gemm_bf16_fn's. */
+typedef void (*vx_gemm_glu_fn)(int type, int64_t K, const void *wg, const void *wu, size_t rs, int nrows,
+                               const uint16_t *xa, const uint16_t *xl, size_t xstride, int ntok, float *pg,
+                               float *pu, int64_t ldp, vx_glu_fn glu, uint16_t *dst, uint16_t *dlo, size_t ldd,
+                               void *scratch);
 /* Converts n floats to an activation row (n a multiple of the block size). */
 typedef void (*vx_act_fn)(const float *x, void *y, int64_t n);
 

@@ -74,6 +74,7 @@ typedef struct vx_kernels {
      * of K elements, and the f32 -> bf16 row conversion it takes (with lo:
      * also the remainders, for F16 weights) */
     vx_gemm_bf16_fn gemm_amx;
+    vx_gemm_glu_fn gemm_amx_glu; /* with the same scratch as gemm_amx */
     size_t (*gemm_amx_scratch)(int64_t K);
     void (*f32_to_bf16)(const float *src, uint16_t *dst, uint16_t *lo, int64_t n);
     /* Prefill attention on AMX tiles (src/x86/amx_attn.c; NULL without

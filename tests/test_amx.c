@@ -6,7 +6,8 @@
  * generic dequantizing path (F32, file-layout quantized types), row counts
  * that leave partial 16-row tiles and 8-row groups, token counts that leave
  * partial tiles, with and without accumulation; the rows and columns outside
- * the product must be left alone.
+ * the product must be left alone. The fused gate/up/SwiGLU kernel must give
+ * the bits of its definition (glu_case).
  *
  * Tolerance: the kernel rounds weights and activations to bf16 and sums
  * exact products in fp32, so against sum_k bf16(w) bf16(x) in double it may
@@ -36,7 +37,68 @@ typedef struct variant {
     vx_gemm_bf16_fn gemm;
     size_t (*scratch)(int64_t K);
     void (*to_bf16)(const float *, uint16_t *, uint16_t *, int64_t);
+    vx_gemm_glu_fn glu;
 } variant;
+
+/* The fused gate/up/SwiGLU (vx_gemm_glu_fn) against its definition: the
+ * two GEMMs, vx_swiglu over their outputs and to_bf16 of every row, bit
+ * for bit (with lo_out the remainders too); the values past the rows and
+ * tokens are left alone. */
+static void glu_case(const variant *v, int type, int packed, int K, int R, int T, int lo_in, int lo_out) {
+    const int ptype = packed ? vx_repack_type(type) : type;
+    const vx_type_traits *tr = vx_type_get_traits(type);
+    const size_t rs = vx_row_size((vx_type)type, K);
+    const size_t wrs = packed ? vx_repack_row_size(ptype, K) : rs;
+    const int T32 = (T + 31) / 32 * 32, LDD = R + 9;
+    uint8_t *w[2], *pw[2];
+    float *row = malloc(sizeof(float) * (size_t)K), *x = malloc(sizeof(float) * (size_t)K);
+    float *o[2], *part[2];
+    uint16_t *xa = calloc((size_t)T32 * K, sizeof(uint16_t)), *xl = calloc((size_t)T32 * K, sizeof(uint16_t));
+    uint16_t *dst = malloc(sizeof(uint16_t) * (size_t)LDD * T), *dlo = malloc(sizeof(uint16_t) * (size_t)LDD * T);
+    uint16_t *want = malloc(sizeof(uint16_t) * (size_t)R), *wlo = malloc(sizeof(uint16_t) * (size_t)R);
+    void *scr = malloc(v->scratch(K));
+    for (int m = 0; m < 2; m++) {
+        w[m] = malloc(rs * (size_t)R);
+        for (int r = 0; r < R; r++) {
+            for (int i = 0; i < K; i++) row[i] = frand() * 0.25f;
+            tr->from_float(row, w[m] + (size_t)r * rs, K);
+        }
+        pw[m] = w[m];
+        if (packed) {
+            pw[m] = malloc(wrs * (size_t)R);
+            vx_repack_rows(type, w[m], rs, R, K, pw[m]);
+        }
+        o[m] = malloc(sizeof(float) * (size_t)R * T);
+        part[m] = malloc(sizeof(float) * (size_t)R * T);
+    }
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < K; i++) x[i] = frand();
+        v->to_bf16(x, xa + (size_t)t * K, lo_in ? xl + (size_t)t * K : NULL, K);
+    }
+    for (int i = 0; i < LDD * T; i++) dst[i] = dlo[i] = (uint16_t)(0x1234 + i % 7);
+    for (int m = 0; m < 2; m++)
+        v->gemm(ptype, K, pw[m], wrs, R, xa, lo_in ? xl : NULL, (size_t)K * 2, T, o[m], R, 0, scr);
+    v->glu(ptype, K, pw[0], pw[1], wrs, R, xa, lo_in ? xl : NULL, (size_t)K * 2, T, part[0], part[1], R, vx_swiglu,
+           dst, lo_out ? dlo : NULL, LDD, scr);
+    int same = 1, kept = 1;
+    for (int t = 0; t < T; t++) {
+        vx_swiglu(o[0] + (size_t)t * R, o[1] + (size_t)t * R, R);
+        v->to_bf16(o[0] + (size_t)t * R, want, lo_out ? wlo : NULL, R);
+        for (int r = 0; r < LDD; r++) {
+            const size_t i = (size_t)t * LDD + (size_t)r;
+            if (r >= R) kept &= dst[i] == 0x1234 + i % 7 && dlo[i] == 0x1234 + i % 7;
+            else same &= dst[i] == want[r] && (lo_out ? dlo[i] == wlo[r] : dlo[i] == 0x1234 + i % 7);
+        }
+    }
+    CHECKF(same && kept, "%s glu type %d%s K %d rows %d tokens %d lo %d/%d: %s, outside %s", v->name, type,
+           packed ? " packed" : "", K, R, T, lo_in, lo_out, same ? "same bits" : "different bits",
+           kept ? "kept" : "changed");
+    for (int m = 0; m < 2; m++) {
+        if (pw[m] != w[m]) free(pw[m]);
+        free(w[m]), free(o[m]), free(part[m]);
+    }
+    free(row), free(x), free(xa), free(xl), free(dst), free(dlo), free(want), free(wlo), free(scr);
+}
 
 static void gemm_case(const variant *v, int type, int packed, int K, int R, int T, int acc, int split) {
     const int ptype = packed ? vx_repack_type(type) : type;
@@ -114,6 +176,16 @@ static void test_variant(const variant *v) {
     gemm_case(v, VX_TYPE_Q8_0, 1, 4096, 264, 40, 1, 0);
     gemm_case(v, VX_TYPE_F16, 0, 16384, 72, 33, 0, 1);
     gemm_case(v, VX_TYPE_Q6_K, 1, 2816, 48, 20, 1, 0);
+    /* gate/up/SwiGLU fused: partial blocks of rows and tokens, K in two
+     * chunks (2048 + 768: the partial sums), both remainders */
+    glu_case(v, VX_TYPE_BF16, 0, 256, 40, 17, 0, 0);
+    glu_case(v, VX_TYPE_F16, 0, 256, 96, 70, 1, 1);
+    glu_case(v, VX_TYPE_F16, 0, 2816, 72, 33, 1, 0);
+    glu_case(v, VX_TYPE_Q4_0, 1, 512, 264, 33, 0, 1);
+    glu_case(v, VX_TYPE_Q8_0, 1, 2816, 48, 40, 0, 0);
+    glu_case(v, VX_TYPE_Q4_K, 1, 768, 136, 64, 0, 0);
+    glu_case(v, VX_TYPE_Q6_K, 1, 2816, 40, 20, 0, 0);
+    glu_case(v, VX_TYPE_Q3_K, 0, 256, 24, 9, 0, 0);
     /* the activation conversion: nearest even, ties included */
     float src[70];
     uint16_t dst[70];
@@ -130,10 +202,12 @@ static void test_variant(const variant *v) {
 }
 
 int main(void) {
-    const variant emu = {"amx-emu", vx_gemm_amx_amxemu, vx_gemm_amx_scratch_amxemu, vx_f32_to_bf16_amxemu};
+    const variant emu = {"amx-emu", vx_gemm_amx_amxemu, vx_gemm_amx_scratch_amxemu, vx_f32_to_bf16_amxemu,
+                         vx_gemm_amx_glu_amxemu};
     if (vx_cpu_best_isa() >= VX_ISA_AVX2 && !vx_test_skip_emulated(vx_cpu_best_isa() >= VX_ISA_AMX, "amx-emu"))
         test_variant(&emu);
-    const variant native = {"amx", vx_gemm_amx_amx, vx_gemm_amx_scratch_amx, vx_f32_to_bf16_amx};
+    const variant native = {"amx", vx_gemm_amx_amx, vx_gemm_amx_scratch_amx, vx_f32_to_bf16_amx,
+                            vx_gemm_amx_glu_amx};
     if (vx_cpu_best_isa() >= VX_ISA_AMX) test_variant(&native);
     return vx_test_finish("test_amx");
 }

@@ -311,6 +311,34 @@ static void build_panel(int type, const void *w, size_t rs, int r, int nr, int64
         _tile_dpbf16ps(3, 5, 7);                                                                    \
     } while (0)
 
+/* C tiles 0-3 += the tile products of a K chunk (kc elements) of a token
+ * tile (A rows a0, a1; with the activations' remainders e0, e1) and a
+ * panel (halves b0, b1; the weights' remainders l0, l1). */
+static inline __attribute__((always_inline)) void tile_steps(const uint8_t *a0, const uint8_t *a1, const uint8_t *e0,
+                                                             const uint8_t *e1, size_t xstride, const uint16_t *b0,
+                                                             const uint16_t *b1, const uint16_t *l0,
+                                                             const uint16_t *l1, int64_t kc) {
+    for (int64_t s = 0; s < kc / 32; s++) {
+        _tile_loadd(4, a0 + 64 * s, (int64_t)xstride);
+        _tile_loadd(5, a1 + 64 * s, (int64_t)xstride);
+        _tile_loadd(6, b0 + 512 * s, 64);
+        _tile_loadd(7, b1 + 512 * s, 64);
+        DP2X2();
+        if (!e0) continue;
+        /* three of the four products of (x_hi + x_lo)(w_hi + w_lo) */
+        if (l0) {
+            _tile_loadd(6, l0 + 512 * s, 64);
+            _tile_loadd(7, l1 + 512 * s, 64);
+            DP2X2();
+            _tile_loadd(6, b0 + 512 * s, 64);
+            _tile_loadd(7, b1 + 512 * s, 64);
+        }
+        _tile_loadd(4, e0 + 64 * s, (int64_t)xstride);
+        _tile_loadd(5, e1 + 64 * s, (int64_t)xstride);
+        DP2X2();
+    }
+}
+
 /* Weight panels are built for a block of up to PANEL_BYTES of bf16 rows
  * (at least 32 rows) over at most KC elements of K at a time; every 32-token
  * tile then runs over all the block's panels before the next token tile,
@@ -363,29 +391,111 @@ void VXAMX(vx_gemm_amx)(int type, int64_t K, const void *w, size_t rs, int nrows
                     C_LOAD(1, 0, 1);
                     C_LOAD(2, 1, 0);
                     C_LOAD(3, 1, 1);
-                    for (int64_t s = 0; s < kc / 32; s++) {
-                        _tile_loadd(4, a0 + 64 * s, (int64_t)xstride);
-                        _tile_loadd(5, a1 + 64 * s, (int64_t)xstride);
-                        _tile_loadd(6, b0 + 512 * s, 64);
-                        _tile_loadd(7, b1 + 512 * s, 64);
-                        DP2X2();
-                        if (!xl) continue;
-                        /* three of the four products of (x_hi + x_lo)(w_hi + w_lo) */
-                        if (l0) {
-                            _tile_loadd(6, l0 + 512 * s, 64);
-                            _tile_loadd(7, l1 + 512 * s, 64);
-                            DP2X2();
-                            _tile_loadd(6, b0 + 512 * s, 64);
-                            _tile_loadd(7, b1 + 512 * s, 64);
-                        }
-                        _tile_loadd(4, e0 + 64 * s, (int64_t)xstride);
-                        _tile_loadd(5, e1 + 64 * s, (int64_t)xstride);
-                        DP2X2();
-                    }
+                    tile_steps(a0, a1, e0, e1, xstride, b0, b1, l0, l1, kc);
                     C_STORE(0, 0, 0);
                     C_STORE(1, 0, 1);
                     C_STORE(2, 1, 0);
                     C_STORE(3, 1, 1);
+                }
+            }
+        }
+    }
+    _tile_release();
+}
+
+/* The SwiGLU of a 32 x 32 block (gate values g, up values u, row i of
+ * each at [i][0..31]): glu(g, u) over all of it, then the first mt rows'
+ * first mr values to bf16 (with dlo the remainders too) at dst, rows ldd
+ * apart: the conversion of vx_f32_to_bf16, lane for lane. */
+static void glu_block(float (*g)[32], float (*u)[32], vx_glu_fn glu, int mt, int mr, uint16_t *dst, uint16_t *dlo,
+                      size_t ldd) {
+    glu(&g[0][0], &u[0][0], 32 * 32);
+    uint16_t part[2][32] __attribute__((aligned(64)));
+    for (int i = 0; i < mt; i++) {
+        const __m512 a = _mm512_loadu_ps(g[i]), b = _mm512_loadu_ps(g[i] + 16);
+        __m512i h, l = _mm512_setzero_si512();
+        if (dlo) bf16x32_split(a, b, &h, &l);
+        else h = bf16x32(a, b);
+        uint16_t *d = dst + (size_t)i * ldd, *dl = dlo ? dlo + (size_t)i * ldd : NULL;
+        if (mr == 32) {
+            _mm512_storeu_si512((void *)d, h);
+            if (dl) _mm512_storeu_si512((void *)dl, l);
+        } else { /* the block's last rows: mr of them */
+            _mm512_store_si512((void *)part[0], h);
+            _mm512_store_si512((void *)part[1], l);
+            memcpy(d, part[0], (size_t)mr * sizeof(uint16_t));
+            if (dl) memcpy(dl, part[1], (size_t)mr * sizeof(uint16_t));
+        }
+    }
+}
+
+/* C tiles 0-3 (32 tokens x 32 rows) into a 32 x 32 block. */
+#define C_BLOCK(blk)                                                                                \
+    do {                                                                                            \
+        _tile_stored(0, &(blk)[0][0], 128);                                                         \
+        _tile_stored(1, &(blk)[0][16], 128);                                                        \
+        _tile_stored(2, &(blk)[16][0], 128);                                                        \
+        _tile_stored(3, &(blk)[16][16], 128);                                                       \
+    } while (0)
+
+void VXAMX(vx_gemm_amx_glu)(int type, int64_t K, const void *wg, const void *wu, size_t rs, int nrows,
+                            const uint16_t *xa, const uint16_t *xl, size_t xstride, int ntok, float *pg, float *pu,
+                            int64_t ldp, vx_glu_fn glu, uint16_t *dst, uint16_t *dlo, size_t ldd, void *scratch) {
+    uint16_t *panels = (uint16_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    uint16_t *los = xl && type != VX_TYPE_BF16 ? panels + block_bytes(K) / sizeof(uint16_t) : NULL;
+    float *f32 = (float *)(void *)(panels + 2 * block_bytes(K) / sizeof(uint16_t));
+    float tmp[16][16];
+    float gb[32][32] __attribute__((aligned(64))), ub[32][32] __attribute__((aligned(64)));
+    const int64_t kcmax = VX_MIN(K, KC);
+    /* half of the panel budget each for the gate's and the up's rows; the
+     * up panels (and their remainders) start uoff values in */
+    const int rb_max = (int)VX_MAX(NR, PANEL_BYTES / 2 / ((size_t)kcmax * NR * sizeof(uint16_t)) * NR);
+    const size_t uoff = (size_t)rb_max * (size_t)kcmax;
+    const void *const wsel[2] = {wg, wu};
+    float *const psel[2] = {pg, pu};
+    tiles_config();
+    for (int rb = 0; rb < nrows; rb += rb_max) {
+        const int nb = VX_MIN(rb_max, nrows - rb);
+        for (int64_t k0 = 0; k0 < K; k0 += KC) {
+            const int64_t kc = VX_MIN(KC, K - k0);
+            const size_t pstride = (size_t)kc * NR;
+            const int cacc = k0 > 0, last = k0 + kc >= K;
+            for (int m = 0; m < 2; m++)
+                for (int p = 0; p < nb; p += NR)
+                    build_panel(type, wsel[m], rs, rb + p, VX_MIN(NR, nb - p), K, k0, kc,
+                                panels + m * uoff + (size_t)p / NR * pstride,
+                                los ? los + m * uoff + (size_t)p / NR * pstride : NULL, f32);
+            for (int t = 0; t < ntok; t += MT) {
+                const uint8_t *a0 = (const uint8_t *)(xa + k0) + (size_t)t * xstride, *a1 = a0 + 16 * xstride;
+                const uint8_t *e0 = xl ? (const uint8_t *)(xl + k0) + (size_t)t * xstride : NULL;
+                const uint8_t *e1 = xl ? e0 + 16 * xstride : NULL;
+                for (int p = 0; p < nb; p += NR) {
+                    const int r = rb + p;
+                    for (int m = 0; m < 2; m++) { /* the gate's rows, then the up's */
+                        const uint16_t *b0 = panels + m * uoff + (size_t)p / NR * pstride, *b1 = b0 + (size_t)kc * 16;
+                        const uint16_t *l0 = los ? los + m * uoff + (size_t)p / NR * pstride : NULL;
+                        const uint16_t *l1 = l0 ? l0 + (size_t)kc * 16 : NULL;
+                        float *out = psel[m]; /* partial sums between K chunks */
+                        const int64_t ldo = ldp;
+                        C_LOAD(0, 0, 0);
+                        C_LOAD(1, 0, 1);
+                        C_LOAD(2, 1, 0);
+                        C_LOAD(3, 1, 1);
+                        tile_steps(a0, a1, e0, e1, xstride, b0, b1, l0, l1, kc);
+                        if (!last) {
+                            C_STORE(0, 0, 0);
+                            C_STORE(1, 0, 1);
+                            C_STORE(2, 1, 0);
+                            C_STORE(3, 1, 1);
+                        } else if (m == 0) {
+                            C_BLOCK(gb);
+                        } else {
+                            C_BLOCK(ub);
+                        }
+                    }
+                    if (last)
+                        glu_block(gb, ub, glu, VX_MIN(MT, ntok - t), VX_MIN(NR, nrows - r), dst + (size_t)t * ldd + r,
+                                  dlo ? dlo + (size_t)t * ldd + r : NULL, ldd);
                 }
             }
         }

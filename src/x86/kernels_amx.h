@@ -16,6 +16,13 @@ void vx_gemm_amx_amx(int type, int64_t K, const void *w, size_t rs, int nrows, c
 void vx_gemm_amx_amxemu(int type, int64_t K, const void *w, size_t rs, int nrows, const uint16_t *xa,
                         const uint16_t *xl, size_t xstride, int ntok, float *out, int64_t ldo, int acc,
                         void *scratch);
+/* vx_gemm_glu_fn (matmul.h); the same scratch. */
+void vx_gemm_amx_glu_amx(int type, int64_t K, const void *wg, const void *wu, size_t rs, int nrows,
+                         const uint16_t *xa, const uint16_t *xl, size_t xstride, int ntok, float *pg, float *pu,
+                         int64_t ldp, vx_glu_fn glu, uint16_t *dst, uint16_t *dlo, size_t ldd, void *scratch);
+void vx_gemm_amx_glu_amxemu(int type, int64_t K, const void *wg, const void *wu, size_t rs, int nrows,
+                            const uint16_t *xa, const uint16_t *xl, size_t xstride, int ntok, float *pg, float *pu,
+                            int64_t ldp, vx_glu_fn glu, uint16_t *dst, uint16_t *dlo, size_t ldd, void *scratch);
 size_t vx_gemm_amx_scratch_amx(int64_t K);
 size_t vx_gemm_amx_scratch_amxemu(int64_t K);
 /* f32 -> bf16 (nearest even); with lo, also the remainders
