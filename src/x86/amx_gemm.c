@@ -311,13 +311,23 @@ static void build_panel(int type, const void *w, size_t rs, int r, int nr, int64
         _tile_dpbf16ps(3, 5, 7);                                                                    \
     } while (0)
 
+/* The A rows of token tile t (tokens t..t+15, t+16..t+31) from element
+ * k0 on, and with xl the remainders' (else NULL). */
+static inline void a_rows(const uint16_t *xa, const uint16_t *xl, int64_t k0, int t, size_t xstride,
+                          const uint8_t *a[4]) {
+    a[0] = (const uint8_t *)(xa + k0) + (size_t)t * xstride;
+    a[1] = a[0] + 16 * xstride;
+    a[2] = xl ? (const uint8_t *)(xl + k0) + (size_t)t * xstride : NULL;
+    a[3] = xl ? a[2] + 16 * xstride : NULL;
+}
+
 /* C tiles 0-3 += the tile products of a K chunk (kc elements) of a token
- * tile (A rows a0, a1; with the activations' remainders e0, e1) and a
- * panel (halves b0, b1; the weights' remainders l0, l1). */
-static inline __attribute__((always_inline)) void tile_steps(const uint8_t *a0, const uint8_t *a1, const uint8_t *e0,
-                                                             const uint8_t *e1, size_t xstride, const uint16_t *b0,
-                                                             const uint16_t *b1, const uint16_t *l0,
-                                                             const uint16_t *l1, int64_t kc) {
+ * tile (A rows a[0], a[1]; with the activations' remainders a[2], a[3])
+ * and a panel (halves b0, b1; the weights' remainders l0, l1). */
+static inline __attribute__((always_inline)) void tile_steps(const uint8_t *const a[4], size_t xstride,
+                                                             const uint16_t *b0, const uint16_t *b1,
+                                                             const uint16_t *l0, const uint16_t *l1, int64_t kc) {
+    const uint8_t *a0 = a[0], *a1 = a[1], *e0 = a[2], *e1 = a[3];
     for (int64_t s = 0; s < kc / 32; s++) {
         _tile_loadd(4, a0 + 64 * s, (int64_t)xstride);
         _tile_loadd(5, a1 + 64 * s, (int64_t)xstride);
@@ -379,9 +389,8 @@ void VXAMX(vx_gemm_amx)(int type, int64_t K, const void *w, size_t rs, int nrows
                 build_panel(type, w, rs, rb + p, VX_MIN(NR, nb - p), K, k0, kc, panels + (size_t)p / NR * pstride,
                             los ? los + (size_t)p / NR * pstride : NULL, f32);
             for (int t = 0; t < ntok; t += MT) {
-                const uint8_t *a0 = (const uint8_t *)(xa + k0) + (size_t)t * xstride, *a1 = a0 + 16 * xstride;
-                const uint8_t *e0 = xl ? (const uint8_t *)(xl + k0) + (size_t)t * xstride : NULL;
-                const uint8_t *e1 = xl ? e0 + 16 * xstride : NULL;
+                const uint8_t *a[4];
+                a_rows(xa, xl, k0, t, xstride, a);
                 for (int p = 0; p < nb; p += NR) {
                     const int r = rb + p;
                     const uint16_t *b0 = panels + (size_t)p / NR * pstride, *b1 = b0 + (size_t)kc * 16;
@@ -391,7 +400,7 @@ void VXAMX(vx_gemm_amx)(int type, int64_t K, const void *w, size_t rs, int nrows
                     C_LOAD(1, 0, 1);
                     C_LOAD(2, 1, 0);
                     C_LOAD(3, 1, 1);
-                    tile_steps(a0, a1, e0, e1, xstride, b0, b1, l0, l1, kc);
+                    tile_steps(a, xstride, b0, b1, l0, l1, kc);
                     C_STORE(0, 0, 0);
                     C_STORE(1, 0, 1);
                     C_STORE(2, 1, 0);
@@ -466,9 +475,8 @@ void VXAMX(vx_gemm_amx_glu)(int type, int64_t K, const void *wg, const void *wu,
                                 panels + m * uoff + (size_t)p / NR * pstride,
                                 los ? los + m * uoff + (size_t)p / NR * pstride : NULL, f32);
             for (int t = 0; t < ntok; t += MT) {
-                const uint8_t *a0 = (const uint8_t *)(xa + k0) + (size_t)t * xstride, *a1 = a0 + 16 * xstride;
-                const uint8_t *e0 = xl ? (const uint8_t *)(xl + k0) + (size_t)t * xstride : NULL;
-                const uint8_t *e1 = xl ? e0 + 16 * xstride : NULL;
+                const uint8_t *a[4];
+                a_rows(xa, xl, k0, t, xstride, a);
                 for (int p = 0; p < nb; p += NR) {
                     const int r = rb + p;
                     for (int m = 0; m < 2; m++) { /* the gate's rows, then the up's */
@@ -481,7 +489,7 @@ void VXAMX(vx_gemm_amx_glu)(int type, int64_t K, const void *wg, const void *wu,
                         C_LOAD(1, 0, 1);
                         C_LOAD(2, 1, 0);
                         C_LOAD(3, 1, 1);
-                        tile_steps(a0, a1, e0, e1, xstride, b0, b1, l0, l1, kc);
+                        tile_steps(a, xstride, b0, b1, l0, l1, kc);
                         if (!last) {
                             C_STORE(0, 0, 0);
                             C_STORE(1, 0, 1);
