@@ -511,28 +511,31 @@ static void mm(vx_context *c, int ith, int nth, const vx_weight *w, size_t mat_o
         mm_rows(c, ith, w, mat_off, x, n, ldx, y, ldy, acc, r0, r1);
 }
 
-/* A dense FFN whose three projections all take the AMX GEMM, gate and up
- * in the same layout: gate, up and SwiGLU go in one pass (mm_glu). */
-static bool glu_fused(const vx_context *c, const vx_layer *L, int64_t n) {
-    const vx_weight *g = &L->ffn_gate, *u = &L->ffn_up;
-    if (!c->kern.gemm_amx_glu || c->model->hp.fused_gate_up || c->model->hp.n_expert > 0) return false;
-    if (!amx_for(c, g, n) || !amx_for(c, u, n) || !amx_for(c, &L->ffn_down, n)) return false;
+/* An FFN (dense, or one expert's) whose three projections all take the
+ * AMX GEMM, gate and up in the same layout: gate, up and SwiGLU go in
+ * one pass (mm_glu). */
+static bool glu_fused(const vx_context *c, const vx_weight *g, const vx_weight *u, const vx_weight *d, int64_t n) {
+    if (!c->kern.gemm_amx_glu || !amx_for(c, g, n) || !amx_for(c, u, n) || !amx_for(c, d, n)) return false;
     if (g->type != u->type || g->ne[0] != u->ne[0] || g->ne[1] != u->ne[1] || (g->pdata == NULL) != (u->pdata == NULL))
         return false;
-    return g->pdata ? g->ptype == u->ptype && g->prow_size == u->prow_size : g->row_size == u->row_size;
+    return g->pdata ? g->ptype == u->ptype && g->prow_size == u->prow_size && g->pmat_size == u->pmat_size
+                    : g->row_size == u->row_size && g->mat_size == u->mat_size;
 }
 
-/* gate/up/SwiGLU for n tokens (glu_fused; their input prepared by prep):
- * the down projection's bf16 input rows straight from the tiles into
- * glu_bf16, never the floats (c->gate, c->up hold only partial sums
- * when K > 2048). Chunks of 32 rows of both weights per call. */
-static void mm_glu(vx_context *c, int ith, int nth, const vx_layer *L, int64_t n) {
-    const vx_weight *wg = &L->ffn_gate, *wu = &L->ffn_up;
+/* gate/up/SwiGLU for n tokens (glu_fused; their input prepared by prep,
+ * mat_off: the expert's matrix as for mm): the down projection's bf16
+ * input rows straight from the tiles into glu_bf16, never the floats
+ * (c->gate, c->up hold only partial sums when K > 2048). Chunks of 32
+ * rows of both weights per call. */
+static void mm_glu(vx_context *c, int ith, int nth, const vx_weight *wg, const vx_weight *wu, const vx_weight *wd,
+                   size_t mat_off, int64_t n) {
     const int64_t F = wg->ne[1];
-    const bool lo_in = wg->type == VX_TYPE_F16, lo_out = L->ffn_down.type == VX_TYPE_F16;
+    const bool lo_in = wg->type == VX_TYPE_F16, lo_out = wd->type == VX_TYPE_F16;
     const bool pk = wg->pdata != NULL;
     const size_t rs = pk ? wg->prow_size : wg->row_size;
-    const uint8_t *bg = pk ? wg->pdata : wg->data, *bu = pk ? wu->pdata : wu->data;
+    const size_t moff = pk && mat_off ? mat_off / wg->mat_size * wg->pmat_size : mat_off;
+    const uint8_t *bg = (const uint8_t *)(pk ? wg->pdata : wg->data) + moff;
+    const uint8_t *bu = (const uint8_t *)(pk ? wu->pdata : wu->data) + moff;
     const int32_t seq = c->mm_seq[16 * ith]++;
     int k = 0;
     int64_t r0, r1;
@@ -711,13 +714,18 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
             memcpy(c->moe_in + i * E, c->xn + (size_t)toks[i] * E, (size_t)E * sizeof(float));
         prep(c, t0, t1, ne, c->moe_in, E, E, &L->ffn_gate_exps, &L->ffn_up_exps, NULL);
         vx_pool_barrier(c->pool);
-        mm(c, ith, nth, &L->ffn_gate_exps, (size_t)e * L->ffn_gate_exps.mat_size, c->moe_in, ne, E,
-           c->gate, F, false);
-        mm(c, ith, nth, &L->ffn_up_exps, (size_t)e * L->ffn_up_exps.mat_size, c->moe_in, ne, E,
-           c->up, F, false);
-        vx_pool_barrier(c->pool);
-        for (int64_t i = t0; i < t1; i++) c->kern.swiglu(c->gate + i * F, c->up + i * F, F);
-        prep(c, t0, t1, ne, c->gate, F, F, &L->ffn_down_exps, NULL, NULL);
+        if (glu_fused(c, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, ne)) {
+            mm_glu(c, ith, nth, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps,
+                   (size_t)e * L->ffn_gate_exps.mat_size, ne);
+        } else {
+            mm(c, ith, nth, &L->ffn_gate_exps, (size_t)e * L->ffn_gate_exps.mat_size, c->moe_in, ne, E,
+               c->gate, F, false);
+            mm(c, ith, nth, &L->ffn_up_exps, (size_t)e * L->ffn_up_exps.mat_size, c->moe_in, ne, E,
+               c->up, F, false);
+            vx_pool_barrier(c->pool);
+            for (int64_t i = t0; i < t1; i++) c->kern.swiglu(c->gate + i * F, c->up + i * F, F);
+            prep(c, t0, t1, ne, c->gate, F, F, &L->ffn_down_exps, NULL, NULL);
+        }
         vx_pool_barrier(c->pool);
         mm(c, ith, nth, &L->ffn_down_exps, (size_t)e * L->ffn_down_exps.mat_size, c->gate, ne, F,
            c->moe_out, E, false);
@@ -833,8 +841,8 @@ static void forward_worker(void *arg, int ith, int nth) {
             ffn_moe(c, L, ith, nth);
             continue;
         }
-        if (!fsolo && glu_fused(c, L, n)) {
-            mm_glu(c, ith, nth, L, n);
+        if (!fsolo && !hp->fused_gate_up && glu_fused(c, &L->ffn_gate, &L->ffn_up, &L->ffn_down, n)) {
+            mm_glu(c, ith, nth, &L->ffn_gate, &L->ffn_up, &L->ffn_down, 0, n);
             vx_pool_barrier(c->pool);
             mm(c, ith, nth, &L->ffn_down, 0, c->gate, n, F, c->x, E, true);
             vx_pool_barrier(c->pool);

@@ -21,7 +21,10 @@
  *    must also equal the first pass's bit for bit;
  *  - and again with VX_EMULATE=amx (the AMX bf16 tile GEMM for prefill,
  *    amx_emu.h) for every file: the same accuracy bars (its bf16 rounding
- *    changes bits; F16 weights go through split bf16, ~16 bits).
+ *    changes bits; F16 weights go through split bf16, ~16 bits). The
+ *    AMX tiers take batches of 32+ tokens here (16+ for the MoE files'
+ *    experts), so the 48-token prompt runs on the tiles, dense and MoE
+ *    FFNs through the fused gate/up/SwiGLU pass.
  *    Under ASan the emulated passes take one file per kernel family.
  * VX_TEST_MODEL=substring limits the run to matching files; VX_TEST_PASS=1
  * or 2 runs only that emulated pass after the first.
@@ -156,7 +159,14 @@ static float *first_pass[MAX_MODELS];
 /* 0: the best kernels; 1: VX_EMULATE=avx512 (same bits as pass 0);
  * 2: VX_EMULATE=amx (bf16 prefill: the accuracy bars only) */
 static int emu_pass;
-static bool have_amx; /* the first pass runs the AMX tier (bf16 prefill) */
+static bool have_amx;
+
+/* Unless the user set it: AMX from 16 tokens for the MoE files (an
+ * expert sees ~24 of the prompt's 48 tokens, so its gate/up/down take
+ * the tiles and the fused gate/up pass too), from 32 for the others. */
+static void amx_min_tok_for(const char *path, bool user_set) {
+    if (!user_set) setenv("VX_AMX_MIN_TOK", strstr(path, "moe/") ? "16" : "32", 1);
+} /* the first pass runs the AMX tier (bf16 prefill) */
 static const char *const pass_name[] = {"", "[avx512-emu] ", "[amx-emu] "};
 
 static void test_model(const cJSON *e, const vx_token *prompt, int mi) {
@@ -444,6 +454,7 @@ int main(void) {
     for (int i = 0; i < NPOS; i++) prompt[i] = cJSON_GetArrayItem(pids, i)->valueint;
     const char *only = getenv("VX_TEST_MODEL");
     /* the 48-token prompt takes the AMX GEMM (64+ tokens by default) */
+    const bool user_min_tok = getenv("VX_AMX_MIN_TOK") != NULL;
     setenv("VX_AMX_MIN_TOK", "32", 0);
     {
         vx_kernels k0;
@@ -456,6 +467,7 @@ int main(void) {
     cJSON_ArrayForEach(e, cJSON_GetObjectItem(root, "models")) {
         const char *path = cJSON_GetObjectItem(e, "path")->valuestring;
         if (only && !strstr(path, only)) continue;
+        amx_min_tok_for(path, user_min_tok);
         test_model(e, prompt, n);
         n++;
     }
@@ -485,7 +497,10 @@ int main(void) {
                 if (only && !strstr(path, only)) continue;
                 bool run = only || !under_asan();
                 for (int f = 0; !run && asan_files[emu_pass][f]; f++) run = strstr(path, asan_files[emu_pass][f]);
-                if (run) test_model(e, prompt, i);
+                if (run) {
+                    amx_min_tok_for(path, user_min_tok);
+                    test_model(e, prompt, i);
+                }
                 i++;
             }
         }
