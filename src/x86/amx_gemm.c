@@ -18,6 +18,9 @@
  * tdpbf16ps (16 x 16 x 32 multiply-adds each). Panels are built for a
  * block of rows and K chunk at a time (PANEL_BYTES, KC below), and every
  * token tile runs over all of the block's panels while they sit in L2.
+ * vx_gemm_amx_glu runs an FFN's gate and up projections this way side by
+ * side (half the panel budget each) and applies the SwiGLU to each 32 x
+ * 32 block of their C tiles, writing bf16 rows for the down projection.
  *
  * Precision: weights and activations rounded to bf16 (8 significant bits),
  * products exact, sums in fp32: error below that of the Q8 activations of
