@@ -397,6 +397,16 @@ static void swiglu_prep(vx_context *c, int ith, int nth, int64_t n, float *g, co
 /* Rows per gemv call of a single token (a multiple of 16). */
 #define MM_GEMV_ROWS 512
 
+/* The matrix at mat_off of a weight as the AMX GEMM reads it: the packed
+ * copy when there is one (amx_for), its type and row size. */
+static const uint8_t *amx_matrix(const vx_weight *w, size_t mat_off, int *type, size_t *rs) {
+    const bool pk = w->pdata != NULL;
+    *type = pk ? w->ptype : w->type;
+    *rs = pk ? w->prow_size : w->row_size;
+    const size_t moff = pk && mat_off ? mat_off / w->mat_size * w->pmat_size : mat_off;
+    return (const uint8_t *)(pk ? w->pdata : w->data) + moff;
+}
+
 /* Rows [r0, r1) of y = W x for n tokens. x must have been prepared (prep)
  * for W's activation type. */
 static void mm_rows(vx_context *c, int ith, const vx_weight *w, size_t mat_off, const float *x, int64_t n,
@@ -409,11 +419,10 @@ static void mm_rows(vx_context *c, int ith, const vx_weight *w, size_t mat_off, 
     if (amx_for(c, w, n)) {
         const bool lo = w->type == VX_TYPE_F16;
         VX_ASSERT(c->bf16_src == x && (!lo || c->bf16_lo_src == x));
-        const bool pk = w->pdata != NULL;
-        const size_t rs = pk ? w->prow_size : w->row_size;
-        const size_t moff = pk && mat_off ? mat_off / w->mat_size * w->pmat_size : mat_off;
-        const uint8_t *base = (const uint8_t *)(pk ? w->pdata : w->data) + moff + (size_t)r0 * rs;
-        c->kern.gemm_amx(pk ? w->ptype : w->type, w->ne[0], base, rs, (int)(r1 - r0), c->bf16_in,
+        int type;
+        size_t rs;
+        const uint8_t *base = amx_matrix(w, mat_off, &type, &rs) + (size_t)r0 * rs;
+        c->kern.gemm_amx(type, w->ne[0], base, rs, (int)(r1 - r0), c->bf16_in,
                          lo ? c->bf16_in_lo : NULL, c->bf16_ld * sizeof(uint16_t), (int)n, y + r0, ldy, acc,
                          c->amx_scratch + (size_t)ith * c->amx_scratch_per);
         return;
@@ -531,16 +540,14 @@ static void mm_glu(vx_context *c, int ith, int nth, const vx_weight *wg, const v
                    size_t mat_off, int64_t n) {
     const int64_t F = wg->ne[1];
     const bool lo_in = wg->type == VX_TYPE_F16, lo_out = wd->type == VX_TYPE_F16;
-    const bool pk = wg->pdata != NULL;
-    const size_t rs = pk ? wg->prow_size : wg->row_size;
-    const size_t moff = pk && mat_off ? mat_off / wg->mat_size * wg->pmat_size : mat_off;
-    const uint8_t *bg = (const uint8_t *)(pk ? wg->pdata : wg->data) + moff;
-    const uint8_t *bu = (const uint8_t *)(pk ? wu->pdata : wu->data) + moff;
+    int type;
+    size_t rs;
+    const uint8_t *bg = amx_matrix(wg, mat_off, &type, &rs), *bu = amx_matrix(wu, mat_off, &type, &rs);
     const int32_t seq = c->mm_seq[16 * ith]++;
     int k = 0;
     int64_t r0, r1;
     while (next_rows(c, seq, ith, nth, F, 32, &k, &r0, &r1))
-        c->kern.gemm_amx_glu(pk ? wg->ptype : wg->type, wg->ne[0], bg + (size_t)r0 * rs, bu + (size_t)r0 * rs, rs,
+        c->kern.gemm_amx_glu(type, wg->ne[0], bg + (size_t)r0 * rs, bu + (size_t)r0 * rs, rs,
                              (int)(r1 - r0), c->act_bf16, lo_in ? c->act_bf16_lo : NULL,
                              c->bf16_ld * sizeof(uint16_t), (int)n, c->gate + r0, c->up + r0, F, c->kern.swiglu,
                              c->glu_bf16 + r0, lo_out ? c->glu_bf16_lo + r0 : NULL, c->bf16_ld,
@@ -841,33 +848,31 @@ static void forward_worker(void *arg, int ith, int nth) {
             ffn_moe(c, L, ith, nth);
             continue;
         }
+        const float *xd = c->gate; /* the down projection's input */
         if (!fsolo && !hp->fused_gate_up && glu_fused(c, &L->ffn_gate, &L->ffn_up, &L->ffn_down, n)) {
             mm_glu(c, ith, nth, &L->ffn_gate, &L->ffn_up, &L->ffn_down, 0, n);
             vx_pool_barrier(c->pool);
-            mm(c, ith, nth, &L->ffn_down, 0, c->gate, n, F, c->x, E, true);
-            vx_pool_barrier(c->pool);
-            continue;
-        }
-        const float *g, *u;
-        int64_t ld;
-        if (hp->fused_gate_up) {
-            mm(c, ith, nth, &L->ffn_up, 0, xf, n, E, c->up, 2 * F, false);
-            g = c->up, u = c->up + F, ld = 2 * F;
         } else {
-            mm(c, ith, nth, &L->ffn_gate, 0, xf, n, E, c->gate, F, false);
-            mm(c, ith, nth, &L->ffn_up, 0, xf, n, E, c->up, F, false);
-            g = c->gate, u = c->up, ld = F;
-        }
-        vx_pool_barrier(c->pool);
-        const float *xd = c->gate; /* the down projection's input */
-        if (fsolo) {
-            memcpy(xs, g, (size_t)F * sizeof(float));
-            c->kern.swiglu(xs, u, F);
-            prep_solo(c, ith, xs, F, &L->ffn_down, NULL, NULL);
-            xd = xs;
-        } else {
-            swiglu_prep(c, ith, nth, n, (float *)g, u, ld, c->gate, F, &L->ffn_down);
+            const float *g, *u;
+            int64_t ld;
+            if (hp->fused_gate_up) {
+                mm(c, ith, nth, &L->ffn_up, 0, xf, n, E, c->up, 2 * F, false);
+                g = c->up, u = c->up + F, ld = 2 * F;
+            } else {
+                mm(c, ith, nth, &L->ffn_gate, 0, xf, n, E, c->gate, F, false);
+                mm(c, ith, nth, &L->ffn_up, 0, xf, n, E, c->up, F, false);
+                g = c->gate, u = c->up, ld = F;
+            }
             vx_pool_barrier(c->pool);
+            if (fsolo) {
+                memcpy(xs, g, (size_t)F * sizeof(float));
+                c->kern.swiglu(xs, u, F);
+                prep_solo(c, ith, xs, F, &L->ffn_down, NULL, NULL);
+                xd = xs;
+            } else {
+                swiglu_prep(c, ith, nth, n, (float *)g, u, ld, c->gate, F, &L->ffn_down);
+                vx_pool_barrier(c->pool);
+            }
         }
         mm(c, ith, nth, &L->ffn_down, 0, xd, n, F, c->x, E, true);
         vx_pool_barrier(c->pool);

@@ -498,10 +498,8 @@ void VXAMX(vx_gemm_amx_glu)(int type, int64_t K, const void *wg, const void *wu,
                             C_STORE(1, 0, 1);
                             C_STORE(2, 1, 0);
                             C_STORE(3, 1, 1);
-                        } else if (m == 0) {
-                            C_BLOCK(gb);
                         } else {
-                            C_BLOCK(ub);
+                            C_BLOCK(m ? ub : gb);
                         }
                     }
                     if (last)
