@@ -60,8 +60,6 @@ AINLINE __m512i merge6(__m512i a, __m512i b) {
     return _mm512_ternarylogic_epi32(_mm512_and_si512(a, _mm512_set1_epi8(0x0F)), b, _mm512_set1_epi8(0x30), 0xF8);
 }
 
-/* Dword p of x in every lane (AVX2). */
-AINLINE __m256i bcast_dw(__m256i x, int p) { return _mm256_permutevar8x32_epi32(x, _mm256_set1_epi32(p)); }
 
 /* ===================================================================== GEMV
  * G 8-row groups a G-th of the call apart side by side (gemv_far_groups,
@@ -76,11 +74,12 @@ AINLINE __m256i bcast_dw(__m256i x, int p) { return _mm256_permutevar8x32_epi32(
  * ports 0/5:
  *   Q4_K (1184 B): 32 vpdpbusd, 32 nibble ands (the high nibbles in
  *     place, 16 x the code: one vpsrad per quarter), 32 act blends,
- *     8 (vpslld, vpblendmw) + 4 vpdpwssd, 4 scale widenings, mins 8 AVX2
- *     (madd, add), ~10 float/convert: ~134 uops, ~67 cycles.
+ *     8 (vpslld, vpblendmw) + 4 vpdpwssd, 4 scale widenings, mins 8
+ *     (pair_dots), ~10 float/convert: ~126 uops, ~63 cycles.
  *   Q6_K (1680 B): 32 vpdpbusd, 16 x 7 code-building uops (nibble and
  *     2-bit fields, variable shifts, ternlog), 32 act blends, 4 x 2 vpmulld
- *     (2 uops each) + adds, 16 scale ops, mins 16, ~8 float: ~240 uops.
+ *     (2 uops each) + adds, 16 scale ops, the offsets' term 14
+ *     (pair_dots), ~8 float: ~220 uops.
  * i.e. >= 16 B/cycle of weights: above one core's DRAM stream. The int32
  * sum of a record does not depend on the order of its parts, and the
  * float steps are those of the AVX2 kernels: the same bits.
@@ -94,6 +93,25 @@ AINLINE __m256i bcast_dw(__m256i x, int p) { return _mm256_permutevar8x32_epi32(
 #else
 #define UNROLL_STREAMS _Pragma("GCC unroll 4")
 #endif
+
+/* sum_p sc[p][r][0] b[2p] + sc[p][r][1] b[2p + 1] for the 8 rows r of a
+ * record: np pairs of per-row int8 factors ([p][r][j], 16 bytes per p;
+ * signed, or unsigned with sgn = 0) against the activation pairs bp
+ * (dword p: b[2p], b[2p + 1] as int16), two p per vpdpwssd (lanes 0-7:
+ * pair p of rows 0-7, 8-15: pair p + 1). Exact: |sum| < 2^31. Q6_K's
+ * offsets term (8 pairs): 14 uops per record instead of 32; Q4_K's mins
+ * (4): 8 instead of 16. */
+AINLINE __m256i pair_dots(const void *f, int np, int sgn, __m512i bp) {
+    __m512i M = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int p = 0; p < np; p += 2) {
+        const __m256i raw = load256((const uint8_t *)f + 16 * p);
+        const __m512i w = sgn ? _mm512_cvtepi8_epi16(raw) : _mm512_cvtepu8_epi16(raw);
+        const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(p), _mm256_set1_epi32(p + 1), 1);
+        M = _mm512_dpwssd_epi32(M, w, _mm512_permutexvar_epi32(idx, bp));
+    }
+    return _mm256_add_epi32(_mm512_castsi512_si256(M), _mm512_extracti64x4_epi64(M, 1));
+}
 
 /* Quarter c of a Q4_K_R8 record (sub-blocks 2c, 2c + 1) into I. */
 AINLINE __m512i q4k_r8_quarter(const vx_block_q4_K_r8 *b, const vx_block_q8_K *y, int c, __m512i I) {
@@ -117,10 +135,7 @@ AINLINE __m512i q4k_r8_quarter(const vx_block_q4_K_r8 *b, const vx_block_q8_K *y
 /* The canonical float steps of a Q4_K_R8 record whose code sums are in I. */
 AINLINE __m256 q4k_r8_finish(const vx_block_q4_K_r8 *b, const vx_block_q8_K *y, __m512i I, __m256 acc) {
     const __m256i Ir = _mm256_add_epi32(_mm512_castsi512_si256(I), _mm512_extracti64x4_epi64(I, 1));
-    const __m256i bs = _mm256_castsi128_si256(bsums32(y));
-    __m256i M = _mm256_setzero_si256();
-    for (int p = 0; p < 4; p++)
-        M = _mm256_add_epi32(M, _mm256_madd_epi16(_mm256_cvtepu8_epi16(load128(b->mn[p])), bcast_dw(bs, p)));
+    const __m256i M = pair_dots(b->mn, 4, 0, _mm512_castsi128_si512(bsums32(y)));
     const __m256 yd = _mm256_set1_ps(y->d);
     acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->d)), yd), _mm256_cvtepi32_ps(Ir), acc);
     return _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->dmin)), yd), _mm256_cvtepi32_ps(M), acc);
@@ -163,10 +178,7 @@ AINLINE __m512i q6k_r8_half(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, i
 
 AINLINE __m256 q6k_r8_finish(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, __m512i I, __m256 acc) {
     __m256i Ir = _mm256_add_epi32(_mm512_castsi512_si256(I), _mm512_extracti64x4_epi64(I, 1));
-    const __m256i bs = load256(y->bsums);
-    __m256i M = _mm256_setzero_si256();
-    for (int p = 0; p < 8; p++)
-        M = _mm256_add_epi32(M, _mm256_madd_epi16(_mm256_cvtepi8_epi16(load128(b->sc[p])), bcast_dw(bs, p)));
+    const __m256i M = pair_dots(b->sc, 8, 1, _mm512_castsi256_si512(load256(y->bsums)));
     Ir = _mm256_sub_epi32(Ir, _mm256_slli_epi32(M, 5)); /* codes are u - 32 */
     return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->d)), _mm256_set1_ps(y->d)),
                            _mm256_cvtepi32_ps(Ir), acc);
