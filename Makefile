@@ -23,7 +23,7 @@ LDLIBS = $(SANFLAGS) -pthread -lm -lpcre2-8 -lcjson -lmicrohttpd
 
 # Per-ISA kernel files get their own flags; everything else is portable C.
 ISA_FLAGS_avx2 = -mavx2 -mfma -mf16c -mbmi2
-ISA_FLAGS_avx512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mfma -mf16c -mbmi2
+ISA_FLAGS_avx512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mgfni -mfma -mf16c -mbmi2
 ISA_FLAGS_amx = $(ISA_FLAGS_avx512) -mamx-tile -mamx-int8 -mamx-bf16
 
 LIB_SRC = $(wildcard src/*.c) $(wildcard src/x86/*.c)

@@ -760,14 +760,25 @@ done:
 /* The tiers to test: avx2, avx512 when this CPU has it, and the emulated
  * avx512 (SIMDe over AVX2, src/x86/isa512.h; not under ASan where the
  * native tier runs the same source). */
+/* The AVX-512 tables take the GFNI Q6_K gemv where they can (natively
+ * on GFNI CPUs, always emulated); each is followed by a copy with the
+ * plain one, so that both run wherever the tier does. */
 static int tiers(vx_kernels *kt) {
     int n = 0;
     const bool native = vx_cpu_best_isa() >= VX_ISA_AVX512;
     vx_kernels_init(&kt[n++], VX_ISA_AVX2);
-    if (native) vx_kernels_init(&kt[n++], VX_ISA_AVX512);
+    if (native) {
+        vx_kernels_init(&kt[n++], VX_ISA_AVX512);
+        kt[n] = kt[n - 1];
+        kt[n++].gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_avx512;
+    }
     static bool said, skip;
     if (!said) skip = vx_test_skip_emulated(native, "avx512-emu"), said = true;
-    if (!skip) vx_kernels_init_emulated(&kt[n++]);
+    if (!skip) {
+        vx_kernels_init_emulated(&kt[n++]);
+        kt[n] = kt[n - 1];
+        kt[n++].gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_avx512emu;
+    }
     return n;
 }
 
@@ -776,7 +787,7 @@ static void test_packed(err_stats *st) {
     /* 32-blocks: one block, odd counts (the lone tail block on the even
      * chain), more than one GEMM chunk, and rows past the gemv's tables */
     const int64_t ns32[] = {32, 96, 896, 4864, 40960, 0};
-    vx_kernels kt[3];
+    vx_kernels kt[5];
     const int nk = tiers(kt);
     for (int ti = 0; ti < nk; ti++) {
         rng r = {777};
@@ -806,7 +817,7 @@ static void test_packed(err_stats *st) {
 /* Plain-layout entries a tier replaces (none yet beyond AVX2's): the
  * same gemm/gemv checks as the AVX2 kernels get. */
 static void test_tier_plain(err_stats *st) {
-    vx_kernels kt[3];
+    vx_kernels kt[5];
     const int nk = tiers(kt);
     static const int types[] = {VX_TYPE_Q4_0, VX_TYPE_Q5_0, VX_TYPE_Q8_0, VX_TYPE_Q4_K, VX_TYPE_Q6_K,
                                 VX_TYPE_F16,  VX_TYPE_BF16};

@@ -32,7 +32,7 @@
 #include "quant.h"
 
 #define QK VX_QK_K
-enum { K_Q4_K, K_Q6_K };
+enum { K_Q4_K, K_Q6_K, K_Q6_K_GF }; /* K_Q6_K_GF: Q6_K, codes built with GFNI */
 
 AINLINE __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 AINLINE __m512i bcast32(const void *p) {
@@ -147,12 +147,39 @@ AINLINE __m512i pair_sel(__m512i x, int j) {
     return j ? _mm512_srai_epi32(x, 16) : _mm512_srai_epi32(_mm512_slli_epi32(x, 16), 16);
 }
 
-/* Half h of a Q6_K_R8 record (sub-blocks 8h .. 8h + 7) into I. */
-AINLINE __m512i q6k_r8_half(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, int h, __m512i I) {
+/* The 6-bit codes of a quad pair, lanes 0-7 | 8-15: c01 from the low
+ * nibbles (quarters 0 | 1) and c23 from the high ones (quarters 2 | 3),
+ * with the qh 2-bit field of each quarter at bits 4-5. Without GFNI: a
+ * variable 16-bit shift of qh per half (bits 4-5 of each byte stay within
+ * the byte) and a merge, 7 uops. With GFNI (gf: vgf2p8affineqb, a bit
+ * matrix per qword applied to each byte; output bit i is the parity of
+ * matrix byte 7 - i and the input) each field lands at bits 4-5 with
+ * every other bit clear, so one ternlog merges it: 5 uops. */
+AINLINE void q6k_codes(__m512i L, __m512i QH, int gf, __m512i *c01, __m512i *c23) {
+    if (gf) {
+        /* field f (bits 2f, 2f + 1) -> bits 4, 5: matrix byte 3 = 1 << 2f,
+         * byte 2 = 2 << 2f; low half fields 0 | 2, high half 1 | 3 */
+        const __m512i m01 = _mm512_set_epi64(0x04080000, 0x04080000, 0x04080000, 0x04080000, 0x01020000, 0x01020000,
+                                             0x01020000, 0x01020000);
+        const __m512i m23 = _mm512_set_epi64(0x40800000, 0x40800000, 0x40800000, 0x40800000, 0x10200000, 0x10200000,
+                                             0x10200000, 0x10200000);
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+        /* (a & c) | b: imm 0xEC */
+        *c01 = _mm512_ternarylogic_epi32(L, _mm512_gf2p8affine_epi64_epi8(QH, m01, 0), m4, 0xEC);
+        *c23 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(L, 4), _mm512_gf2p8affine_epi64_epi8(QH, m23, 0), m4, 0xEC);
+        return;
+    }
     /* 2-bit fields of qh to bits 4-5: quarters 0 | 1 (low | high half of
-     * the zmm) left by 4 | 2, quarters 2 | 3 right by 0 | 2 */
+     * the zmm) left by 4 | 2, quarters 2 | 3 right by 0 | 2; merge6 takes
+     * bits 4-5 of the shifted qh itself */
     const __m512i sh01 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
     const __m512i sh23 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    *c01 = merge6(L, _mm512_sllv_epi16(QH, sh01));
+    *c23 = merge6(_mm512_srli_epi16(L, 4), _mm512_srlv_epi16(QH, sh23));
+}
+
+/* Half h of a Q6_K_R8 record (sub-blocks 8h .. 8h + 7) into I. */
+AINLINE __m512i q6k_r8_half(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, int h, __m512i I, int gf) {
     /* sub-block scale pairs: lanes 0-7 of quarter s0, 8-15 of s0 + 1 */
     const __m512i x01 = _mm512_cvtepi8_epi16(load256(b->sc[4 * h]));
     const __m512i x23 = _mm512_cvtepi8_epi16(load256(b->sc[4 * h + 2]));
@@ -164,9 +191,8 @@ AINLINE __m512i q6k_r8_half(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, i
         for (int q = 4 * hq; q < 4 * hq + 4; q++) {
             const __m512i L = load512(b->q[h][q][0]); /* l0 | l1 */
             const __m512i QH = _mm512_broadcast_i64x4(load256(b->q[h][q][2]));
-            /* merge6 takes bits 4-5 of the shifted qh itself */
-            const __m512i c01 = merge6(L, _mm512_sllv_epi16(QH, sh01));
-            const __m512i c23 = merge6(_mm512_srli_epi16(L, 4), _mm512_srlv_epi16(QH, sh23));
+            __m512i c01, c23;
+            q6k_codes(L, QH, gf, &c01, &c23);
             S01 = _mm512_dpbusd_epi32(S01, c01, act2(yh + 4 * q, yh + 32 + 4 * q));
             S23 = _mm512_dpbusd_epi32(S23, c23, act2(yh + 64 + 4 * q, yh + 96 + 4 * q));
         }
@@ -203,7 +229,8 @@ UNROLL_STREAMS
                 const uint8_t *rec = g[s] + (size_t)i * rs;
                 prefetch_ahead(rec + part * (size_t)c, PF512_K * rs, c < parts - 1 ? part : rs - (size_t)(parts - 1) * part);
                 I[s] = k == K_Q4_K ? q4k_r8_quarter((const vx_block_q4_K_r8 *)(const void *)rec, &y[i], c, I[s])
-                                   : q6k_r8_half((const vx_block_q6_K_r8 *)(const void *)rec, &y[i], c, I[s]);
+                                   : q6k_r8_half((const vx_block_q6_K_r8 *)(const void *)rec, &y[i], c, I[s],
+                                                 k == K_Q6_K_GF);
             }
         }
 UNROLL_STREAMS
@@ -232,6 +259,9 @@ void VX512(vx_gemv_q4_K_r8)(int64_t n, const void *w, size_t stride, int nrows, 
 }
 void VX512(vx_gemv_q6_K_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
     gemvK(K_Q6_K, n, w, stride, nrows, y, out);
+}
+void VX512(vx_gemv_q6_K_r8_gfni)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemvK(K_Q6_K_GF, n, w, stride, nrows, y, out);
 }
 
 /* ===================================================================== GEMM

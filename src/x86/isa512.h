@@ -24,6 +24,7 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 #define SIMDE_ENABLE_NATIVE_ALIASES
 #include <simde/x86/avx512.h>
+#include <simde/x86/gfni.h>
 /* SIMDe pulls in <complex.h>, whose macro I would shadow any variable I */
 #undef I
 #define VX512(name) name##_avx512emu
