@@ -759,10 +759,10 @@ done:
 
 /* The tiers to test: avx2, avx512 when this CPU has it, and the emulated
  * avx512 (SIMDe over AVX2, src/x86/isa512.h; not under ASan where the
- * native tier runs the same source). */
-/* The AVX-512 tables take the GFNI Q6_K gemv where they can (natively
- * on GFNI CPUs, always emulated); each is followed by a copy with the
- * plain one, so that both run wherever the tier does. */
+ * native tier runs the same source). The AVX-512 tables take the GFNI
+ * Q6_K gemv where they can (natively on GFNI CPUs, always emulated);
+ * each is followed by a copy with the plain one, so that both run
+ * wherever the tier does. */
 static int tiers(vx_kernels *kt) {
     int n = 0;
     const bool native = vx_cpu_best_isa() >= VX_ISA_AVX512;

@@ -159,14 +159,14 @@ static float *first_pass[MAX_MODELS];
 /* 0: the best kernels; 1: VX_EMULATE=avx512 (same bits as pass 0);
  * 2: VX_EMULATE=amx (bf16 prefill: the accuracy bars only) */
 static int emu_pass;
-static bool have_amx;
+static bool have_amx; /* the first pass runs the AMX tier (bf16 prefill) */
 
 /* Unless the user set it: AMX from 16 tokens for the MoE files (an
  * expert sees ~24 of the prompt's 48 tokens, so its gate/up/down take
  * the tiles and the fused gate/up pass too), from 32 for the others. */
 static void amx_min_tok_for(const char *path, bool user_set) {
     if (!user_set) setenv("VX_AMX_MIN_TOK", strstr(path, "moe/") ? "16" : "32", 1);
-} /* the first pass runs the AMX tier (bf16 prefill) */
+}
 static const char *const pass_name[] = {"", "[avx512-emu] ", "[amx-emu] "};
 
 static void test_model(const cJSON *e, const vx_token *prompt, int mi) {

@@ -59,7 +59,8 @@ AINLINE __m512i pack16(__m512i x, __m512i y) {
 AINLINE __m512i merge6(__m512i a, __m512i b) {
     return _mm512_ternarylogic_epi32(_mm512_and_si512(a, _mm512_set1_epi8(0x0F)), b, _mm512_set1_epi8(0x30), 0xF8);
 }
-
+/* lanes 0-7 + lanes 8-15 (a record's two halves of 8 rows) */
+AINLINE __m256i fold8(__m512i x) { return _mm256_add_epi32(_mm512_castsi512_si256(x), _mm512_extracti64x4_epi64(x, 1)); }
 
 /* ===================================================================== GEMV
  * G 8-row groups a G-th of the call apart side by side (gemv_far_groups,
@@ -77,7 +78,7 @@ AINLINE __m512i merge6(__m512i a, __m512i b) {
  *     8 (vpslld, vpblendmw) + 4 vpdpwssd, 4 scale widenings, mins 8
  *     (pair_dots), ~10 float/convert: ~126 uops, ~63 cycles.
  *   Q6_K (1680 B): 32 vpdpbusd, 16 x 7 code-building uops (nibble and
- *     2-bit fields, variable shifts, ternlog), 32 act blends, 4 x 2 vpmulld
+ *     2-bit fields, variable shifts, ternlog; 16 x 5 with GFNI, q6k_codes), 32 act blends, 4 x 2 vpmulld
  *     (2 uops each) + adds, 16 scale ops, the offsets' term 14
  *     (pair_dots), ~8 float: ~220 uops.
  * i.e. >= 16 B/cycle of weights: above one core's DRAM stream. The int32
@@ -110,7 +111,7 @@ AINLINE __m256i pair_dots(const void *f, int np, int sgn, __m512i bp) {
         const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(p), _mm256_set1_epi32(p + 1), 1);
         M = _mm512_dpwssd_epi32(M, w, _mm512_permutexvar_epi32(idx, bp));
     }
-    return _mm256_add_epi32(_mm512_castsi512_si256(M), _mm512_extracti64x4_epi64(M, 1));
+    return fold8(M);
 }
 
 /* Quarter c of a Q4_K_R8 record (sub-blocks 2c, 2c + 1) into I. */
@@ -134,7 +135,7 @@ AINLINE __m512i q4k_r8_quarter(const vx_block_q4_K_r8 *b, const vx_block_q8_K *y
 
 /* The canonical float steps of a Q4_K_R8 record whose code sums are in I. */
 AINLINE __m256 q4k_r8_finish(const vx_block_q4_K_r8 *b, const vx_block_q8_K *y, __m512i I, __m256 acc) {
-    const __m256i Ir = _mm256_add_epi32(_mm512_castsi512_si256(I), _mm512_extracti64x4_epi64(I, 1));
+    const __m256i Ir = fold8(I);
     const __m256i M = pair_dots(b->mn, 4, 0, _mm512_castsi128_si512(bsums32(y)));
     const __m256 yd = _mm256_set1_ps(y->d);
     acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->d)), yd), _mm256_cvtepi32_ps(Ir), acc);
@@ -203,7 +204,7 @@ AINLINE __m512i q6k_r8_half(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, i
 }
 
 AINLINE __m256 q6k_r8_finish(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, __m512i I, __m256 acc) {
-    __m256i Ir = _mm256_add_epi32(_mm512_castsi512_si256(I), _mm512_extracti64x4_epi64(I, 1));
+    __m256i Ir = fold8(I);
     const __m256i M = pair_dots(b->sc, 8, 1, _mm512_castsi256_si512(load256(y->bsums)));
     Ir = _mm256_sub_epi32(Ir, _mm256_slli_epi32(M, 5)); /* codes are u - 32 */
     return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->d)), _mm256_set1_ps(y->d)),
