@@ -162,6 +162,8 @@ typedef struct vx_context_params {
                            integer kernels only. Off (default), matmuls of 64+
                            tokens may take the AMX bf16 GEMM (faster prefill,
                            other rounding), as llama.cpp and vLLM do by default */
+    bool profile;       /* time every step of the forward pass (vx_context_perf):
+                           two clock reads per step, by thread 0 only */
 } vx_context_params;
 
 vx_context_params vx_context_default_params(void);
@@ -212,6 +214,43 @@ int32_t vx_kv_seq_reuse_prefix(vx_context *ctx, vx_seq_id seq, const vx_token *t
 vx_status vx_kv_seq_fork(vx_context *ctx, vx_seq_id src, vx_seq_id dst);
 /* Prefix blocks looked up and found so far. */
 void vx_kv_prefix_counts(const vx_context *ctx, uint64_t *lookups, uint64_t *hits);
+
+/* Where the forward pass spends its time (like llama.cpp's perf counters,
+ * finer): the steps of a layer, as thread 0 runs them. Its share of a
+ * split step ends where it waits at the barrier after it; that wait is
+ * VX_PERF_WAIT (the other threads' extra time on the step before). */
+typedef enum vx_perf_step {
+    VX_PERF_EMBED,    /* token embeddings, rotary tables */
+    VX_PERF_NORM,     /* RMSNorms and the activations' conversions for the matmuls */
+    VX_PERF_QKV,      /* q/k/v projections */
+    VX_PERF_ROPE,     /* their biases and norms, RoPE, K/V into the cache */
+    VX_PERF_ATTN,     /* attention */
+    VX_PERF_OUT_PROJ, /* attention output projection */
+    VX_PERF_FFN_UP,   /* FFN gate and up projections (and the SwiGLU fused with them) */
+    VX_PERF_FFN_ACT,  /* SwiGLU and the down projection's input */
+    VX_PERF_FFN_DOWN, /* FFN down projection */
+    VX_PERF_MOE,      /* mixture-of-experts FFN: router, routing, experts */
+    VX_PERF_LOGITS,   /* final norm and output projection */
+    VX_PERF_WAIT,     /* thread 0 waiting at barriers for the other threads */
+    VX_PERF_OTHER,    /* the rest of vx_decode: checking the batch, waking the
+                         threads, waiting for the last of them to finish */
+    VX_PERF_COUNT
+} vx_perf_step;
+
+typedef struct vx_perf {
+    uint64_t n_decode;          /* vx_decode calls that ran the model */
+    uint64_t n_tokens;          /* tokens in them */
+    uint64_t ns_decode;         /* wall time spent in them */
+    uint64_t ns[VX_PERF_COUNT]; /* thread 0's time per step, adding up to
+                                   ns_decode (all 0 unless
+                                   vx_context_params.profile) */
+} vx_perf;
+
+/* Counters since the context was made or last reset. */
+void vx_context_perf(const vx_context *ctx, vx_perf *out);
+void vx_context_perf_reset(vx_context *ctx);
+/* Short name of a step ("attention", ...); "?" outside the enum. */
+const char *vx_perf_step_name(vx_perf_step step);
 
 /* ---------------------------------------------------------------- sampler */
 
@@ -269,6 +308,15 @@ float vx_sampler_last_logprob(const vx_sampler *s, vx_token t);
  * top_logprobs. Returns how many were written (0 if none available); never
  * more than the tokens that survived the filters. */
 int32_t vx_sampler_last_top(const vx_sampler *s, int32_t n, vx_token *ids, float *logprobs);
+/* Log-probabilities under the model's own distribution: the log-softmax of
+ * the raw logits (no bias, penalties, temperature or filters), which is
+ * what OpenAI's logprobs, vLLM and llama-server report. *token_logprob (if
+ * not NULL) gets token's (NaN outside [0, n_vocab)); ids / logprobs the n
+ * most likely tokens, most likely first, ties to the lower id. NaN logits
+ * count as -inf. Returns how many were written (0 for bad arguments or
+ * when every logit is -inf). */
+int32_t vx_logprobs(const float *logits, int32_t n_vocab, vx_token token, float *token_logprob, int32_t n,
+                    vx_token *ids, float *logprobs);
 
 /* ------------------------------------------------------------------ misc */
 

@@ -98,8 +98,10 @@ uint16_t vx_fp32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-int64_t vx_time_us(void) {
+int64_t vx_time_us(void) { return vx_time_ns() / 1000; }
+
+int64_t vx_time_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }

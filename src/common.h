@@ -47,5 +47,6 @@ uint16_t vx_fp32_to_bf16(float f); /* round to nearest even, NaN kept quiet */
 
 /* Monotonic time in microseconds. */
 int64_t vx_time_us(void);
+int64_t vx_time_ns(void); /* monotonic clock */
 
 #endif

@@ -11,6 +11,7 @@
  */
 #include "engine.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@ typedef struct req {
     int32_t n_cached; /* prompt positions reused from the prefix cache */
     bool was_admitted;
     int32_t max_tokens;
+    bool logprobs;
     int32_t n_logprobs;
     bool ignore_eos;
     vx_sampler *smp;
@@ -162,9 +164,9 @@ static vx_finish emit(vx_engine *e, req *r, const float *logits) {
     ev.token = t;
     ev.text = piece;
     ev.text_len = len > 0 ? len : 0;
-    ev.logprob = vx_sampler_last_logprob(r->smp, t);
-    if (r->n_logprobs > 0) {
-        ev.n_top = vx_sampler_last_top(r->smp, r->n_logprobs, top_ids, top_lp);
+    ev.logprob = NAN;
+    if (r->logprobs) { /* the model's distribution, as OpenAI and vLLM report it */
+        ev.n_top = vx_logprobs(logits, e->n_vocab, t, &ev.logprob, r->n_logprobs, top_ids, top_lp);
         ev.top_ids = top_ids;
         ev.top_logprobs = top_lp;
     }
@@ -487,6 +489,7 @@ vx_status vx_engine_submit(vx_engine *e, const vx_request_params *rp, uint64_t *
     r->n_tokens = r->n_prompt = rp->n_prompt;
     for (int32_t i = 0; i < rp->n_prompt; i++) vx_sampler_accept(r->smp, rp->prompt[i]);
     r->max_tokens = rp->max_tokens;
+    r->logprobs = rp->logprobs || rp->n_logprobs > 0;
     r->n_logprobs = rp->n_logprobs;
     r->ignore_eos = rp->ignore_eos;
     r->cb = rp->on_event;

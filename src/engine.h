@@ -50,8 +50,10 @@ typedef struct vx_token_event {
     vx_token token;         /* -1: no token in this event */
     const char *text;       /* the token's bytes (may split a UTF-8 character) */
     int32_t text_len;
-    float logprob;          /* of token under the sampling distribution */
-    int32_t n_top;          /* top alternatives (n_logprobs asked) */
+    float logprob;          /* of token under the model's distribution (the
+                               log-softmax of the raw logits: vx_logprobs);
+                               NaN unless the request asked for logprobs */
+    int32_t n_top;          /* top alternatives (n_logprobs asked), same distribution */
     const vx_token *top_ids;
     const float *top_logprobs;
     vx_finish finish;
@@ -71,7 +73,8 @@ typedef struct vx_request_params {
     int32_t n_prompt;
     int32_t max_tokens;     /* < 0: until the context is full */
     vx_sampler_params sampling; /* copied (logit_bias too) */
-    int32_t n_logprobs;     /* top alternatives per token, 0..20 */
+    bool logprobs;          /* report each token's logprob ... */
+    int32_t n_logprobs;     /* ... and this many top alternatives, 0..20 */
     bool ignore_eos;
     vx_event_fn on_event;
     void *user_data;

@@ -101,6 +101,11 @@ struct vx_context {
     /* the batch being run */
     const vx_batch *batch;
     int32_t n_tok;
+
+    /* vx_context_perf's counters; perf_t: thread 0's clock at its last
+     * step boundary (params.profile) */
+    vx_perf perf;
+    int64_t perf_t;
 };
 
 vx_context_params vx_context_default_params(void) {
@@ -282,6 +287,34 @@ int32_t vx_context_n_vocab(const vx_context *c) { return c->model->hp.n_vocab; }
 /* Whether query tiles of 16+ rows may take the AMX attention
  * (attention.h): with AMX, unless the context wants exact f32 matmuls or
  * batch-invariant bits. */
+/* ------------------------------------------------------------ profile */
+
+/* Thread 0's time since its last step boundary goes to step s. */
+static inline void perf_step(vx_context *c, int ith, vx_perf_step s) {
+    if (ith != 0 || !c->params.profile) return;
+    const int64_t t = vx_time_ns();
+    c->perf.ns[s] += (uint64_t)(t - c->perf_t);
+    c->perf_t = t;
+}
+
+/* The barrier ending step s: thread 0's wait there counted apart. */
+static void sync_after(vx_context *c, int ith, vx_perf_step s) {
+    perf_step(c, ith, s);
+    vx_pool_barrier(c->pool);
+    perf_step(c, ith, VX_PERF_WAIT);
+}
+
+void vx_context_perf(const vx_context *c, vx_perf *out) { *out = c->perf; }
+
+void vx_context_perf_reset(vx_context *c) { memset(&c->perf, 0, sizeof c->perf); }
+
+const char *vx_perf_step_name(vx_perf_step s) {
+    static const char *const names[VX_PERF_COUNT] = {
+        "embed", "norm", "q/k/v", "rope+kv", "attention", "out-proj", "ffn-up", "ffn-act", "ffn-down", "moe",
+        "logits", "wait", "other"};
+    return (unsigned)s < VX_PERF_COUNT ? names[s] : "?";
+}
+
 static bool tiles_attn(const vx_context *c) {
     return c->kern.attn_tiles_step && !c->params.f32_matmul && !c->params.batch_invariant;
 }
@@ -664,8 +697,10 @@ static void attn_heads(vx_context *c, const vx_layer *L, int il, int ith, const 
         mm_rows(c, ith, &L->wk, 0, xa, 1, E, c->k, KD, false, k0, k1);
         mm_rows(c, ith, &L->wv, 0, xa, 1, E, c->v, KD, false, k0, k1);
     }
+    perf_step(c, ith, VX_PERF_QKV);
     for (int64_t h = h0 * g; h < h1 * g; h++) qkv_unit(c, L, il, 0, h);
     for (int64_t h = h0; h < h1; h++) qkv_unit(c, L, il, 0, hp->n_head + h);
+    perf_step(c, ith, VX_PERF_ROPE);
     const vx_attn_args aa = {c->kv, il, hp->n_head, hp->n_head_kv, hp->head_dim, 1.0f / sqrtf((float)hd),
                              c->q, c->att, c->batch->pos, c->batch->seq_id, 1, false, NULL};
     vx_attention_heads(&c->kern, &aa, h0, h1, scr);
@@ -708,9 +743,9 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
     const int64_t E = hp->n_embd, F = hp->n_ff, n = c->n_tok;
     int64_t t0, t1;
     mm(c, ith, nth, &L->ffn_gate_inp, 0, c->xn, n, E, c->router, hp->n_expert, false);
-    vx_pool_barrier(c->pool);
+    sync_after(c, ith, VX_PERF_MOE);
     if (ith == 0) moe_route(c);
-    vx_pool_barrier(c->pool);
+    sync_after(c, ith, VX_PERF_MOE);
     for (int32_t e = 0; e < hp->n_expert; e++) {
         const int32_t ne = c->exp_n[e];
         if (ne == 0) continue;
@@ -720,7 +755,7 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
         for (int64_t i = t0; i < t1; i++)
             memcpy(c->moe_in + i * E, c->xn + (size_t)toks[i] * E, (size_t)E * sizeof(float));
         prep(c, t0, t1, ne, c->moe_in, E, E, &L->ffn_gate_exps, &L->ffn_up_exps, NULL);
-        vx_pool_barrier(c->pool);
+        sync_after(c, ith, VX_PERF_MOE);
         if (glu_fused(c, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, ne)) {
             mm_glu(c, ith, nth, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps,
                    (size_t)e * L->ffn_gate_exps.mat_size, ne);
@@ -729,19 +764,19 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
                c->gate, F, false);
             mm(c, ith, nth, &L->ffn_up_exps, (size_t)e * L->ffn_up_exps.mat_size, c->moe_in, ne, E,
                c->up, F, false);
-            vx_pool_barrier(c->pool);
+            sync_after(c, ith, VX_PERF_MOE);
             for (int64_t i = t0; i < t1; i++) c->kern.swiglu(c->gate + i * F, c->up + i * F, F);
             prep(c, t0, t1, ne, c->gate, F, F, &L->ffn_down_exps, NULL, NULL);
         }
-        vx_pool_barrier(c->pool);
+        sync_after(c, ith, VX_PERF_MOE);
         mm(c, ith, nth, &L->ffn_down_exps, (size_t)e * L->ffn_down_exps.mat_size, c->gate, ne, F,
            c->moe_out, E, false);
-        vx_pool_barrier(c->pool);
+        sync_after(c, ith, VX_PERF_MOE);
         /* tokens are distinct within one expert, so threads never add to
          * the same residual row concurrently */
         for (int64_t i = t0; i < t1; i++)
             c->kern.axpy_f32(c->x + (size_t)toks[i] * E, ws[i], c->moe_out + i * E, E);
-        vx_pool_barrier(c->pool);
+        sync_after(c, ith, VX_PERF_MOE);
     }
 }
 
@@ -763,6 +798,7 @@ static void forward_worker(void *arg, int ith, int nth) {
     const int32_t nkv = hp->n_head_kv;
     const bool hsolo = solo && nkv % nth == 0 && hd % 16 == 0;
     const int32_t kvh0 = nkv / nth * ith, kvh1 = kvh0 + nkv / nth;
+    if (ith == 0 && c->params.profile) c->perf_t = vx_time_ns();
 
     /* embeddings and per-token rotary tables */
     for (int64_t t = t0; t < t1; t++) {
@@ -777,7 +813,7 @@ static void forward_worker(void *arg, int ith, int nth) {
             cs[2 * i + 1] = (float)sin(theta);
         }
     }
-    vx_pool_barrier(c->pool);
+    sync_after(c, ith, VX_PERF_EMBED);
 
     for (int il = 0; il < hp->n_layer; il++) {
         const vx_layer *L = &M->layers[il];
@@ -787,12 +823,13 @@ static void forward_worker(void *arg, int ith, int nth) {
             if (hp->fused_qkv) prep_solo(c, ith, xs, E, &L->wqkv, NULL, NULL);
             else prep_solo(c, ith, xs, E, &L->wq, &L->wk, &L->wv);
             xa = xs;
+            perf_step(c, ith, VX_PERF_NORM);
         } else {
             for (int64_t t = t0; t < t1; t++)
                 c->kern.rmsnorm(c->xn + t * E, c->x + t * E, L->attn_norm.data, E, hp->rms_eps);
             if (hp->fused_qkv) prep(c, t0, t1, n, c->xn, E, E, &L->wqkv, NULL, NULL);
             else prep(c, t0, t1, n, c->xn, E, E, &L->wq, &L->wk, &L->wv);
-            vx_pool_barrier(c->pool);
+            sync_after(c, ith, VX_PERF_NORM);
         }
         float *scr = c->scratch + (size_t)ith * (size_t)c->scratch_per + (size_t)c->att_scratch_off;
         if (hsolo) {
@@ -805,9 +842,9 @@ static void forward_worker(void *arg, int ith, int nth) {
                 mm(c, ith, nth, &L->wk, 0, xa, n, E, c->k, KD, false);
                 mm(c, ith, nth, &L->wv, 0, xa, n, E, c->v, KD, false);
             }
-            vx_pool_barrier(c->pool);
+            sync_after(c, ith, VX_PERF_QKV);
             qkv_post(c, L, il, ith, nth);
-            vx_pool_barrier(c->pool);
+            sync_after(c, ith, VX_PERF_ROPE);
             /* the units from a shared counter (the same slot in every
              * thread: all of them take this branch) */
             const int32_t seq = c->mm_seq[16 * ith]++;
@@ -816,17 +853,18 @@ static void forward_worker(void *arg, int ith, int nth) {
                                      (int32_t)n, tiles_attn(c), nth > 1 && seq < c->n_mm ? &c->mm_next[seq] : NULL};
             vx_attention(&c->kern, &aa, ith, nth, scr);
         }
-        vx_pool_barrier(c->pool);
+        sync_after(c, ith, VX_PERF_ATTN);
         const float *xo = c->att; /* the output projection's input */
         if (solo) {
             prep_solo(c, ith, c->att, QD, &L->wo, NULL, NULL);
             if (vx_act_type(L->wo.type) != VX_TYPE_F32) xo = xs; /* its slot */
+            perf_step(c, ith, VX_PERF_NORM);
         } else if ((vx_act_type(L->wo.type) != VX_TYPE_F32 || amx_for(c, &L->wo, n)) && !c->params.f32_matmul) {
             prep(c, t0, t1, n, c->att, QD, QD, &L->wo, NULL, NULL);
-            vx_pool_barrier(c->pool);
+            sync_after(c, ith, VX_PERF_NORM);
         }
         mm(c, ith, nth, &L->wo, 0, xo, n, QD, c->x, E, true);
-        vx_pool_barrier(c->pool);
+        sync_after(c, ith, VX_PERF_OUT_PROJ);
         /* solo FFN: not with an output bias (it is added to x in place) or
          * experts (ffn_moe splits its own steps) */
         const bool fsolo = solo && !L->bo.data && hp->n_expert == 0;
@@ -835,6 +873,7 @@ static void forward_worker(void *arg, int ith, int nth) {
             c->kern.rmsnorm(xs, c->x, L->ffn_norm.data, E, hp->rms_eps);
             prep_solo(c, ith, xs, E, &L->ffn_gate, &L->ffn_up, NULL);
             xf = xs;
+            perf_step(c, ith, VX_PERF_NORM);
         } else {
             for (int64_t t = t0; t < t1; t++) {
                 add_bias(c->x + t * E, &L->bo, E);
@@ -842,7 +881,7 @@ static void forward_worker(void *arg, int ith, int nth) {
             }
             if (hp->n_expert > 0) prep(c, t0, t1, n, c->xn, E, E, &L->ffn_gate_inp, NULL, NULL);
             else prep(c, t0, t1, n, c->xn, E, E, &L->ffn_gate, &L->ffn_up, NULL);
-            vx_pool_barrier(c->pool);
+            sync_after(c, ith, VX_PERF_NORM);
         }
         if (hp->n_expert > 0) {
             ffn_moe(c, L, ith, nth);
@@ -851,7 +890,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         const float *xd = c->gate; /* the down projection's input */
         if (!fsolo && !hp->fused_gate_up && glu_fused(c, &L->ffn_gate, &L->ffn_up, &L->ffn_down, n)) {
             mm_glu(c, ith, nth, &L->ffn_gate, &L->ffn_up, &L->ffn_down, 0, n);
-            vx_pool_barrier(c->pool);
+            sync_after(c, ith, VX_PERF_FFN_UP);
         } else {
             const float *g, *u;
             int64_t ld;
@@ -863,19 +902,20 @@ static void forward_worker(void *arg, int ith, int nth) {
                 mm(c, ith, nth, &L->ffn_up, 0, xf, n, E, c->up, F, false);
                 g = c->gate, u = c->up, ld = F;
             }
-            vx_pool_barrier(c->pool);
+            sync_after(c, ith, VX_PERF_FFN_UP);
             if (fsolo) {
                 memcpy(xs, g, (size_t)F * sizeof(float));
                 c->kern.swiglu(xs, u, F);
                 prep_solo(c, ith, xs, F, &L->ffn_down, NULL, NULL);
                 xd = xs;
+                perf_step(c, ith, VX_PERF_FFN_ACT);
             } else {
                 swiglu_prep(c, ith, nth, n, (float *)g, u, ld, c->gate, F, &L->ffn_down);
-                vx_pool_barrier(c->pool);
+                sync_after(c, ith, VX_PERF_FFN_ACT);
             }
         }
         mm(c, ith, nth, &L->ffn_down, 0, xd, n, F, c->x, E, true);
-        vx_pool_barrier(c->pool);
+        sync_after(c, ith, VX_PERF_FFN_DOWN);
     }
 
     /* final norm of the tokens that want logits, gathered in output order */
@@ -883,6 +923,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         c->kern.rmsnorm(xs, c->x, M->output_norm.data, E, hp->rms_eps);
         prep_solo(c, ith, xs, E, &M->output, NULL, NULL);
         mm(c, ith, nth, &M->output, 0, xs, 1, E, c->logits, hp->n_vocab, false);
+        perf_step(c, ith, VX_PERF_LOGITS);
         return;
     }
     int64_t o0, o1;
@@ -891,8 +932,9 @@ static void forward_worker(void *arg, int ith, int nth) {
         c->kern.rmsnorm(c->xn + o * E, c->x + (size_t)c->out_tok[o] * E, M->output_norm.data, E,
                    hp->rms_eps);
     prep(c, o0, o1, c->n_out, c->xn, E, E, &M->output, NULL, NULL);
-    vx_pool_barrier(c->pool);
+    sync_after(c, ith, VX_PERF_LOGITS);
     mm(c, ith, nth, &M->output, 0, c->xn, c->n_out, E, c->logits, hp->n_vocab, false);
+    perf_step(c, ith, VX_PERF_LOGITS);
 }
 
 static vx_status fail(vx_context *c, vx_status st, const char *fmt, ...)
@@ -905,9 +947,17 @@ static vx_status fail(vx_context *c, vx_status st, const char *fmt, ...) {
     return st;
 }
 
+/* Thread 0's time in the steps so far. */
+static uint64_t perf_steps(const vx_context *c) {
+    uint64_t s = 0;
+    for (int i = 0; i < VX_PERF_COUNT; i++) s += c->perf.ns[i];
+    return s;
+}
+
 vx_status vx_decode(vx_context *c, const vx_batch *b) {
     if (!c || !b || !b->token || !b->pos || !b->seq_id)
         return c ? fail(c, VX_EINVAL, "batch arrays are required") : VX_EINVAL;
+    const int64_t t0 = vx_time_ns();
     const vx_hparams *hp = &c->model->hp;
     const int32_t n = b->n_tokens;
     c->n_out = 0;
@@ -957,7 +1007,13 @@ vx_status vx_decode(vx_context *c, const vx_batch *b) {
     c->n_tok = n;
     for (int32_t i = 0; i < c->n_mm; i++) atomic_init(&c->mm_next[i], 0);
     for (int32_t i = 0; i < (int32_t)c->params.n_threads; i++) c->mm_seq[16 * i] = 0;
+    const uint64_t steps0 = perf_steps(c);
     vx_pool_run(c->pool, forward_worker, c);
+    const uint64_t dt = (uint64_t)(vx_time_ns() - t0);
+    if (c->params.profile) c->perf.ns[VX_PERF_OTHER] += dt - (perf_steps(c) - steps0);
+    c->perf.ns_decode += dt;
+    c->perf.n_decode++;
+    c->perf.n_tokens += (uint64_t)n;
     c->batch = NULL;
     for (int32_t s = 0; s < n_seq; s++)
         if (next[s] != vx_kv_len(c->kv, s)) vx_kv_set_len(c->kv, s, next[s]);

@@ -141,5 +141,8 @@ vx_status vx_gguf_add_tensor(vx_gguf_writer *w, const char *name, int type, uint
                              const int64_t *ne, const void *data, uint64_t size, bool borrow);
 /* Writes a v3 file. */
 vx_status vx_gguf_write_file(vx_gguf_writer *w, const char *path, char *err, size_t err_size);
+/* Whether vx_gguf_write_file could create its file at path (the temporary
+ * it writes first, in path's directory): a check before long work. */
+vx_status vx_gguf_check_dest(const char *path, char *err, size_t err_size);
 
 #endif

@@ -534,6 +534,21 @@ static int open_temp(const char *path, char **tmp_out, int *e) {
     return -1;
 }
 
+vx_status vx_gguf_check_dest(const char *path, char *err, size_t err_size) {
+    if (!path || !*path) return vx_seterr(err, err_size, VX_EINVAL, "an output path is required");
+    char *tmp = NULL;
+    int e = 0;
+    const int fd = open_temp(path, &tmp, &e);
+    if (fd < 0) {
+        if (e == ENOMEM) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+        return io_err(err, err_size, "cannot create a file for", path, e);
+    }
+    close(fd);
+    unlink(tmp);
+    free(tmp);
+    return VX_OK;
+}
+
 vx_status vx_gguf_write_file(vx_gguf_writer *w, const char *path, char *err, size_t err_size) {
     if (!w || !path || !*path)
         return vx_seterr(err, err_size, VX_EINVAL, "writer and path are required");

@@ -423,6 +423,11 @@ vx_status vx_quantize_model(const char *in, const char *out, const vx_quantize_p
     qstate q = {0};
     vx_status s = vx_gguf_open(in, &q.g, err, err_size);
     if (s) return s;
+    /* an unwritable destination found now, not after the conversion */
+    if ((s = vx_gguf_check_dest(out, err, err_size))) {
+        vx_gguf_close(q.g);
+        return s;
+    }
     const int64_t n = vx_gguf_n_tensors(q.g);
     q.types = malloc(((size_t)n + 1) * sizeof *q.types);
     q.fallback = calloc((size_t)n + 1, sizeof *q.fallback);

@@ -524,25 +524,47 @@ float vx_sampler_last_logprob(const vx_sampler *s, vx_token t) {
     return at < 0 ? -INFINITY : (float)((double)s->cand[at].logit - s->dist_lse);
 }
 
+/* Inserts (id, lp) into the n-long best list ids/lps holding *m entries,
+ * most likely first, ties to the lower id. */
+static void top_insert(vx_token id, float lp, int32_t n, vx_token *ids, float *lps, int32_t *m) {
+    /* most candidates fail the first comparison, against the n-th */
+    if (*m == n && !(lp > lps[n - 1] || (lp == lps[n - 1] && id < ids[n - 1]))) return;
+    int32_t j = *m < n ? (*m)++ : n - 1;
+    for (; j > 0 && (lp > lps[j - 1] || (lp == lps[j - 1] && id < ids[j - 1])); j--) {
+        ids[j] = ids[j - 1];
+        lps[j] = lps[j - 1];
+    }
+    ids[j] = id;
+    lps[j] = lp;
+}
+
 int32_t vx_sampler_last_top(const vx_sampler *s, int32_t n, vx_token *ids, float *logprobs) {
     if (!s || n <= 0 || !ids || !logprobs || s->n_dist == 0) return 0;
-    /* Insertion into the caller's arrays: O(n_dist * n) worst case, but most
-     * candidates are rejected by the first comparison against the n-th. */
     int32_t m = 0;
     for (int32_t i = 0; i < s->n_dist; i++) {
         const vx_cand *x = &s->cand[i];
         if (x->logit == -INFINITY) continue; /* banned (greedy keeps them) */
-        float lp = (float)((double)x->logit - s->dist_lse);
-        if (m == n && !(lp > logprobs[m - 1] || (lp == logprobs[m - 1] && x->id < ids[m - 1])))
-            continue;
-        int32_t j = m < n ? m++ : n - 1;
-        while (j > 0 && (lp > logprobs[j - 1] || (lp == logprobs[j - 1] && x->id < ids[j - 1]))) {
-            ids[j] = ids[j - 1];
-            logprobs[j] = logprobs[j - 1];
-            j--;
-        }
-        ids[j] = x->id;
-        logprobs[j] = lp;
+        top_insert(x->id, (float)((double)x->logit - s->dist_lse), n, ids, logprobs, &m);
     }
+    return m;
+}
+
+int32_t vx_logprobs(const float *logits, int32_t n_vocab, vx_token token, float *token_logprob, int32_t n,
+                    vx_token *ids, float *logprobs) {
+    if (token_logprob) *token_logprob = NAN;
+    if (!logits || n_vocab <= 0 || (n > 0 && (!ids || !logprobs))) return 0;
+    float max = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (logits[i] > max) max = logits[i]; /* NaN compares false */
+    if (max == -INFINITY || isnan(max)) return 0;
+    double sum = 0.0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (logits[i] > -INFINITY) sum += exp((double)logits[i] - (double)max);
+    const double lse = (double)max + log(sum);
+    if (token_logprob && token >= 0 && token < n_vocab)
+        *token_logprob = logits[token] > -INFINITY ? (float)((double)logits[token] - lse) : -INFINITY;
+    int32_t m = 0;
+    for (int32_t i = 0; i < n_vocab && n > 0; i++)
+        if (logits[i] > -INFINITY) top_insert(i, (float)((double)logits[i] - lse), n, ids, logprobs, &m);
     return m;
 }

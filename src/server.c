@@ -536,6 +536,7 @@ static enum MHD_Result respond(struct MHD_Connection *conn, conn_req *r, int sta
     add_common_headers(resp, ctype);
     if (allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
     if (status == MHD_HTTP_UNAUTHORIZED) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (status == MHD_HTTP_TOO_MANY_REQUESTS) MHD_add_response_header(resp, "Retry-After", "1");
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
     r->status = status;
@@ -724,6 +725,7 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         rp.max_tokens = q->max_tokens;
         rp.sampling = q->sampling;
         if (rp.sampling.seed != UINT64_MAX) rp.sampling.seed += (uint64_t)i;
+        rp.logprobs = q->logprobs;
         rp.n_logprobs = q->logprobs ? q->top_logprobs : 0;
         rp.ignore_eos = q->ignore_eos;
         rp.on_event = on_event;
@@ -878,11 +880,13 @@ static char *metrics_text(vx_server *s) {
 
 /* ------------------------------------------------------------------ routing */
 
+/* The key as "Authorization: Bearer KEY", or as "X-Api-Key: KEY" (which
+ * llama-server and several clients use too). */
 static bool authorized(vx_server *s, struct MHD_Connection *conn) {
     if (!s->api_key) return true;
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
-    h += 7;
+    if (h && strncasecmp(h, "Bearer ", 7) == 0) h += 7;
+    else if (!(h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key"))) return false;
     while (*h == ' ') h++;
     /* compare in time independent of where the strings differ */
     size_t hl = strlen(h), kl = strlen(s->api_key);
@@ -921,7 +925,7 @@ static enum MHD_Result route(vx_server *s, struct MHD_Connection *conn, conn_req
         if (!resp) return MHD_NO;
         MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
         MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, X-Api-Key, Content-Type");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
         enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_NO_CONTENT, resp);
         MHD_destroy_response(resp);

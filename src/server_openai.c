@@ -435,6 +435,41 @@ static bool type_error(vx_oai_error *e, const char *param, const char *want, con
     return false;
 }
 
+/* Features this server does not have, refused rather than ignored: a
+ * client that asks for JSON output or for tool calls must not take free
+ * text for them (vLLM without a tool parser and llama-server without
+ * --jinja refuse them too). response_format "text", an empty tools list
+ * and tool_choice "none" ask for nothing and pass. */
+static bool refuse_unsupported(const cJSON *root, vx_oai_error *e) {
+    const cJSON *rf = member(root, "response_format");
+    if (rf) {
+        const cJSON *t = cJSON_IsObject(rf) ? member(rf, "type") : NULL;
+        if (!t || !cJSON_IsString(t))
+            return type_error(e, "response_format", "an object with a string 'type'", t ? t : rf);
+        if (strcmp(t->valuestring, "text")) {
+            vx_oai_set_error(e, 400, "response_format",
+                             "response_format type '%.40s' is not supported: this server has no constrained "
+                             "decoding (only 'text').",
+                             t->valuestring);
+            return false;
+        }
+    }
+    const cJSON *tc = member(root, "tool_choice");
+    const bool none = tc && cJSON_IsString(tc) && !strcmp(tc->valuestring, "none");
+    const char *keys[2] = {"tools", "functions"};
+    for (int i = 0; i < 2 && !none; i++) {
+        const cJSON *x = member(root, keys[i]);
+        if (x && (!cJSON_IsArray(x) || cJSON_GetArraySize(x) > 0)) {
+            vx_oai_set_error(e, 400, keys[i],
+                             "Tool calling is not supported by this server ('%s'); send no tools, or "
+                             "tool_choice 'none'.",
+                             keys[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Optional number in [lo, hi]; *present tells whether it was given. */
 static bool opt_number(const cJSON *o, const char *key, double lo, double hi, double *out, bool *present,
                        vx_oai_error *e) {
@@ -888,6 +923,7 @@ bool vx_oai_parse_request(vx_oai_kind kind, const char *body, size_t len, int32_
     }
     if (!r->stream) r->include_usage = false;
     if (!opt_bool(root, "ignore_eos", &r->ignore_eos, err)) goto done;
+    if (!refuse_unsupported(root, err)) goto done;
 
     if (kind == VX_OAI_CHAT) {
         if (!opt_bool(root, "logprobs", &r->logprobs, err)) goto done;

@@ -89,6 +89,15 @@ static void test_info_and_run(void) {
     /* greedy from BOS: ids 461 461 401 401 401 461 (llama2.c) are " story," x2, "hen" x3, " story," */
     CHECKF(rc == 0 && strncmp(out, " story, story,henhenhen story,", 30) == 0, "vx run printed: %.200s", out);
     CHECKF(strstr(out, "generation:") && strstr(out, "t/s"), "vx run prints no speed: %.300s", out);
+    /* llama.cpp habits: -ngl taken (and said to do nothing), top-k -1 is
+     * off, and of -f and -p the last one given counts (here -p '') */
+    snprintf(cmd, sizeof cmd,
+             "%s run -m %s -ngl 99 --top-k -1 -f /nonexistent -p '' -n 16 --temp 0 --no-display-prompt -t 1 "
+             "--kv-type f32",
+             vx, vx_test_fixture_path("models/stories260K/stories260K.gguf"));
+    rc = run(cmd, out, sizeof out);
+    CHECKF(rc == 0 && strstr(out, "-ngl ignored") && strstr(out, " story, story,henhenhen story,"),
+           "vx run -ngl 99 --top-k -1: %.300s", out);
 }
 
 static void test_chat(void) {
@@ -100,6 +109,26 @@ static void test_chat(void) {
     int lines = 0;
     for (const char *p = out; *p; p++) lines += *p == '\n';
     CHECKF(rc == 0 && lines == 2, "vx chat: rc %d, %d lines: '%s'", rc, lines, out);
+    /* a line longer than any fixed buffer is one message: the count is of
+     * all of it (70000 'a' and the template) */
+    snprintf(cmd, sizeof cmd,
+             "{ head -c 70000 /dev/zero | tr '\\0' a; echo; } | %s chat -m %s -n 4 --temp 0 -t 1 "
+             "--chat-template chatml -c 0",
+             vx, vx_test_fixture_path("models/stories260K/stories260K.gguf"));
+    rc = run(cmd, out, sizeof out);
+    const char *q = strstr(out, "the conversation (");
+    int ntok = 0;
+    CHECKF(q && sscanf(q, "the conversation (%d", &ntok) == 1 && ntok > 70000, "long line: '%.300s'", out);
+    /* Ctrl-C at the prompt ends the session cleanly (llama-cli does too):
+     * stdin a fifo the shell holds open, so vx waits at the prompt; env:
+     * a background job of a shell without job control starts with SIGINT
+     * ignored, which vx chat keeps to */
+    snprintf(cmd, sizeof cmd,
+             "f=/tmp/vx_test_cli_fifo.$$; rm -f $f; mkfifo $f; env --default-signal=INT %s chat -m %s -t 1 --chat-template chatml < $f & "
+             "p=$!; exec 3>$f; sleep 1; kill -INT $p; wait $p; r=$?; exec 3>&-; rm -f $f; echo \"rc=$r\"",
+             vx, vx_test_fixture_path("models/stories260K/stories260K.gguf"));
+    run(cmd, out, sizeof out);
+    CHECKF(strstr(out, "rc=0") != NULL, "SIGINT at the prompt: '%.300s'", out);
     snprintf(cmd, sizeof cmd, "echo hi | %s chat -m %s --chat-template /nonexistent.jinja", vx,
              vx_test_fixture_path("models/qwen2/qwen2-Q8_0.gguf"));
     rc = run(cmd, out, sizeof out);

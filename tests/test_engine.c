@@ -257,6 +257,68 @@ int main(void) {
         vx_context_free(f);
     }
 
+    /* the profile (vx_context_perf): the steps add up to about the time in
+     * vx_decode, a prompt and a single token (the per-thread "solo" path)
+     * both fill the steps they run, and timing changes no result */
+    {
+        vx_context_params cp = vx_context_default_params();
+        cp.n_ctx = 64;
+        cp.n_batch = 64;
+        cp.n_threads = 2;
+        vx_context *c[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++) {
+            cp.profile = k == 1;
+            CHECK(vx_context_init(m, &cp, &c[k], err, sizeof err) == VX_OK);
+        }
+        vx_token toks[21];
+        vx_pos pos[21];
+        vx_seq_id seq[21] = {0};
+        for (int i = 0; i < 21; i++) toks[i] = i == 0 ? 1 : 7 + i * 11, pos[i] = i;
+        const float *lg[2][2] = {{NULL, NULL}, {NULL, NULL}};
+        vx_perf pf[2][2];
+        memset(pf, 0, sizeof pf);
+        for (int k = 0; k < 2 && c[0] && c[1]; k++) {
+            vx_batch pb = {20, toks, pos, seq, NULL}, tb = {1, toks + 20, pos + 20, seq, NULL};
+            CHECK(vx_decode(c[k], &pb) == VX_OK);
+            vx_context_perf(c[k], &pf[k][0]);
+            lg[k][0] = vx_get_logits_ith(c[k], 19);
+            static float keep[2][512];
+            if (lg[k][0]) memcpy(keep[k], lg[k][0], sizeof keep[k]), lg[k][0] = keep[k];
+            vx_context_perf_reset(c[k]);
+            CHECK(vx_decode(c[k], &tb) == VX_OK);
+            vx_context_perf(c[k], &pf[k][1]);
+            lg[k][1] = vx_get_logits_ith(c[k], 0);
+        }
+        if (c[0] && c[1] && lg[0][0] && lg[1][0] && lg[0][1] && lg[1][1]) {
+            CHECKF(memcmp(lg[0][0], lg[1][0], 512 * sizeof(float)) == 0 &&
+                       memcmp(lg[0][1], lg[1][1], 512 * sizeof(float)) == 0,
+                   "profiling changes the logits");
+            for (int j = 0; j < 2; j++) {
+                const vx_perf *off = &pf[0][j], *on = &pf[1][j];
+                uint64_t sum_off = 0, sum = 0;
+                for (int s = 0; s < VX_PERF_COUNT; s++) sum_off += off->ns[s], sum += on->ns[s];
+                CHECKF(off->n_decode == 1 && on->n_decode == 1 && on->n_tokens == (j ? 1u : 20u) &&
+                           off->ns_decode > 0 && sum_off == 0,
+                       "counters %d: %llu decodes, %llu tokens, %llu ns unprofiled", j,
+                       (unsigned long long)on->n_decode, (unsigned long long)on->n_tokens,
+                       (unsigned long long)sum_off);
+                CHECKF(sum == on->ns_decode && on->ns[VX_PERF_OTHER] < on->ns_decode,
+                       "steps %d: %llu ns of %llu in vx_decode (other %llu)", j, (unsigned long long)sum,
+                       (unsigned long long)on->ns_decode, (unsigned long long)on->ns[VX_PERF_OTHER]);
+                const vx_perf_step ran[] = {VX_PERF_EMBED, VX_PERF_NORM, VX_PERF_QKV, VX_PERF_ROPE, VX_PERF_ATTN,
+                                            VX_PERF_OUT_PROJ, VX_PERF_FFN_UP, VX_PERF_FFN_ACT, VX_PERF_FFN_DOWN,
+                                            VX_PERF_LOGITS};
+                for (size_t s = 0; s < sizeof ran / sizeof ran[0]; s++)
+                    CHECKF(on->ns[ran[s]] > 0, "%s: step %s has no time", j ? "token" : "prompt",
+                           vx_perf_step_name(ran[s]));
+                CHECKF(on->ns[VX_PERF_MOE] == 0, "dense model with MoE time");
+            }
+        }
+        CHECK(!strcmp(vx_perf_step_name(VX_PERF_ATTN), "attention") && !strcmp(vx_perf_step_name(VX_PERF_COUNT), "?"));
+        vx_context_free(c[0]);
+        vx_context_free(c[1]);
+    }
+
     /* cancellation, queue limit, prompt limit */
     ep = vx_engine_default_params();
     ep.n_ctx = 64;

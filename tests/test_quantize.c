@@ -383,6 +383,11 @@ static void convert_and_check(const char *mix_name, const char *ref_rel, double 
     unlink(out2);
 }
 
+static void count_tensor(const vx_quant_tensor_info *info, void *ud) {
+    (void)info;
+    ++*(int64_t *)ud;
+}
+
 static void test_errors(void) {
     char out[512], err[VX_ERRMSG_MAX];
     tpath(out, sizeof out, "x.gguf");
@@ -395,6 +400,14 @@ static void test_errors(void) {
     CHECK(vx_quantize_model(in, "/nonexistent/dir/out.gguf", &p, NULL, err, sizeof err) ==
           VX_EIO);
     CHECK(strstr(err, "ENOENT") != NULL);
+    /* found before any tensor is converted (a large model's minutes) */
+    p.on_tensor = count_tensor;
+    int64_t n_done = 0;
+    p.user_data = &n_done;
+    CHECK(vx_quantize_model(in, "/nonexistent/dir/out.gguf", &p, NULL, err, sizeof err) == VX_EIO);
+    CHECKF(n_done == 0, "%lld tensors converted before the unwritable output was found", (long long)n_done);
+    p.on_tensor = NULL;
+    p.user_data = NULL;
     p.mix = NULL;
     CHECK(vx_quantize_model(in, out, &p, NULL, err, sizeof err) == VX_EINVAL);
     /* requantization refused: and no output appears */

@@ -760,8 +760,55 @@ static void test_full_chain(void) {
     vx_sampler_free(s);
 }
 
+/* vx_logprobs: the model's distribution, whatever a sampler would do. */
+static void test_raw_logprobs(void) {
+    float l[7] = {0.5f, 3.0f, -INFINITY, 2.9f, 3.0f, NAN, 1.0f};
+    double ref[7];
+    const float fin[5] = {0.5f, 3.0f, 2.9f, 3.0f, 1.0f}; /* the finite ones */
+    double lse = 0.0;
+    for (int i = 0; i < 5; i++) lse += exp((double)fin[i] - 3.0);
+    lse = 3.0 + log(lse);
+    for (int i = 0; i < 7; i++) ref[i] = isfinite(l[i]) ? (double)l[i] - lse : -INFINITY;
+    float lp = 0;
+    vx_token ids[8];
+    float lps[8];
+    CHECK(vx_logprobs(l, 7, 3, &lp, 3, ids, lps) == 3);
+    CHECKF(near(lp, ref[3], 1e-6), "token 3: %f vs %f", lp, ref[3]);
+    CHECK(ids[0] == 1 && ids[1] == 4 && ids[2] == 3); /* tie 1 / 4: lower id first */
+    CHECK(near(lps[0], ref[1], 1e-6) && near(lps[1], ref[4], 1e-6) && near(lps[2], ref[3], 1e-6));
+    /* asking for more than there are: only the finite ones, NaN as -inf */
+    CHECK(vx_logprobs(l, 7, 5, &lp, 8, ids, lps) == 5 && lp == -INFINITY);
+    CHECK(ids[3] == 6 && ids[4] == 0 && near(lps[4], ref[0], 1e-6));
+    CHECK(vx_logprobs(l, 7, 2, &lp, 0, NULL, NULL) == 0 && lp == -INFINITY);
+    CHECK(vx_logprobs(l, 7, 7, &lp, 0, NULL, NULL) == 0 && isnan(lp));
+    CHECK(vx_logprobs(l, 7, -1, &lp, 2, ids, lps) == 2 && isnan(lp));
+    const float banned[3] = {-INFINITY, -INFINITY, NAN};
+    CHECK(vx_logprobs(banned, 3, 0, &lp, 2, ids, lps) == 0 && isnan(lp));
+    CHECK(vx_logprobs(NULL, 7, 0, &lp, 2, ids, lps) == 0 && vx_logprobs(l, 7, 0, &lp, 2, NULL, lps) == 0);
+
+    /* a sampler at any temperature, with penalties and a bias, changes
+     * what it draws from but not these: the same numbers after sampling */
+    vx_sampler_params p = plain_params();
+    p.temperature = 0.5f;
+    p.top_k = 2;
+    p.frequency_penalty = 1.0f;
+    vx_sampler *s = make(&p, 7);
+    vx_sampler_accept(s, 1);
+    float before[3], after[3];
+    vx_token bi[3], ai[3];
+    CHECK(vx_logprobs(l, 7, 0, NULL, 3, bi, before) == 3);
+    CHECK(vx_sampler_sample(s, l) >= 0);
+    CHECK(vx_logprobs(l, 7, 0, NULL, 3, ai, after) == 3);
+    CHECK(!memcmp(bi, ai, sizeof bi) && !memcmp(before, after, sizeof before));
+    /* ... while the sampler's own view (temperature 0.5, top-2, token 1
+     * penalized) differs */
+    CHECK(vx_sampler_last_top(s, 3, ai, after) == 2 && ai[0] == 4);
+    vx_sampler_free(s);
+}
+
 int main(void) {
     test_defaults_and_init();
+    test_raw_logprobs();
     test_greedy();
     test_reproducibility();
     test_distribution();

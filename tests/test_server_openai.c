@@ -243,6 +243,17 @@ static void test_chat_fields(void) {
     REJECT_CHAT("{" MSG ",\"logprobs\":1}", "logprobs");
     REJECT_CHAT("{" MSG ",\"logprobs\":true,\"top_logprobs\":21}", "top_logprobs");
     REJECT_CHAT("{" MSG ",\"logprobs\":true,\"top_logprobs\":-1}", "top_logprobs");
+    REJECT_CHAT("{" MSG ",\"response_format\":{\"type\":\"json_object\"}}", "response_format");
+    REJECT_CHAT("{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}", "response_format");
+    REJECT_CHAT("{" MSG ",\"response_format\":{}}", "response_format");
+    REJECT_CHAT("{" MSG ",\"tools\":[{\"type\":\"function\"}]}", "tools");
+    REJECT_CHAT("{" MSG ",\"tools\":{}}", "tools");
+    REJECT_CHAT("{" MSG ",\"tools\":[{}],\"tool_choice\":\"auto\"}", "tools");
+    REJECT_CHAT("{" MSG ",\"functions\":[{\"name\":\"f\"}]}", "functions");
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"response_format\":{\"type\":\"text\"},\"tools\":[]}", &r, &e));
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"tools\":[{}],\"tool_choice\":\"none\",\"response_format\":null}", &r, &e));
+    vx_oai_request_free(&r);
     REJECT_CHAT("{" MSG ",\"logit_bias\":[1]}", "logit_bias");
     REJECT_CHAT("{" MSG ",\"logit_bias\":{\"x\":1}}", "logit_bias");
     REJECT_CHAT("{" MSG ",\"logit_bias\":{\"-1\":1}}", "logit_bias");

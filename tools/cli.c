@@ -148,8 +148,8 @@ bool cli_sampling_option(cli_args *a, vx_sampler_params *sp) {
     const char *o = a->argv[a->i];
     long k;
     if (!strcmp(o, "--temp")) cli_float(a, 0, 100, &sp->temperature);
-    else if (!strcmp(o, "--top-k")) {
-        if (cli_int(a, 0, 1 << 24, &k)) sp->top_k = (int32_t)k;
+    else if (!strcmp(o, "--top-k")) { /* <= 0: off, as in llama.cpp and the server's top_k */
+        if (cli_int(a, -1, 1 << 24, &k)) sp->top_k = (int32_t)k;
     } else if (!strcmp(o, "--top-p")) cli_float(a, 0, 1, &sp->top_p);
     else if (!strcmp(o, "--min-p")) cli_float(a, 0, 1, &sp->min_p);
     else if (!strcmp(o, "--repeat-penalty")) cli_float(a, 0, 100, &sp->repeat_penalty);
@@ -159,6 +159,13 @@ bool cli_sampling_option(cli_args *a, vx_sampler_params *sp) {
     else if (!strcmp(o, "--frequency-penalty")) cli_float(a, -100, 100, &sp->frequency_penalty);
     else if (!strcmp(o, "-s") || !strcmp(o, "--seed")) cli_u64(a, &sp->seed);
     else return false;
+    return true;
+}
+
+bool cli_gpu_option(cli_args *a) {
+    const char *o = a->argv[a->i];
+    if (strcmp(o, "-ngl") && strcmp(o, "--n-gpu-layers") && strcmp(o, "--gpu-layers")) return false;
+    if (cli_value(a)) fprintf(stderr, "note: %s ignored: vx runs on the CPU\n", o);
     return true;
 }
 

@@ -46,6 +46,10 @@ char *cli_read_file(const char *path, size_t *len);
  * --min-p, --repeat-penalty, --repeat-last-n, --presence-penalty,
  * --frequency-penalty, -s/--seed); false if it is not one. */
 bool cli_sampling_option(cli_args *a, vx_sampler_params *sp);
+/* llama.cpp's GPU offload options (-ngl N, --n-gpu-layers N): taken, with
+ * a note that they do nothing here, so that the same command lines run;
+ * false if argv[a->i] is not one of them. */
+bool cli_gpu_option(cli_args *a);
 /* Jinja source of the chat template: --chat-template NAME (built-in) or
  * FILE, else the model's tokenizer.chat_template, else chatml. malloc'd;
  * NULL (with a message) when NAME is neither. */

@@ -17,12 +17,16 @@
  * test (the footer gives the range seen). pp's ratio is to the int8 peak, or to
  * the fp32 FMA peak for models whose matmul FLOPs are mostly on float
  * weights (F16/BF16/F32), or to AMX bf16 where there is AMX.
+ * --profile: where the measured runs spent their time, step by step of
+ * the forward pass (vx_context_perf), in a second table (md) or a
+ * "perf_ns" object per test (jsonl).
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "machine.h"
@@ -34,6 +38,32 @@ typedef struct int_list {
     int n;
     long v[MAX_LIST];
 } int_list;
+
+/* One test's profile, for the table after the results. */
+typedef struct prof_row {
+    char model[64], test[32];
+    vx_perf perf;
+} prof_row;
+
+/* The profile table: per test, each step's share of thread 0's time in
+ * the measured runs' forward passes, and the time per forward. */
+static void print_profiles(const prof_row *rows, int n) {
+    printf("\ntime per step of the forward pass (--profile: thread 0, %% of its time in vx_decode)\n\n");
+    printf("| %-28s | %14s |", "model", "test");
+    for (int s = 0; s < VX_PERF_COUNT; s++) printf(" %9s |", vx_perf_step_name((vx_perf_step)s));
+    printf(" ms/forward |\n|------------------------------|---------------:|");
+    for (int s = 0; s < VX_PERF_COUNT; s++) printf("----------:|");
+    printf("-----------:|\n");
+    for (int i = 0; i < n; i++) {
+        const vx_perf *p = &rows[i].perf;
+        uint64_t sum = 0;
+        for (int s = 0; s < VX_PERF_COUNT; s++) sum += p->ns[s];
+        printf("| %-28s | %14s |", rows[i].model, rows[i].test);
+        for (int s = 0; s < VX_PERF_COUNT; s++)
+            printf(" %8.1f%% |", sum ? 100.0 * (double)p->ns[s] / (double)sum : 0.0);
+        printf(" %10.3f |\n", p->n_decode ? 1e-6 * (double)p->ns_decode / (double)p->n_decode : 0.0);
+    }
+}
 
 /* The mean of two measurements of the limits (a test's bracket). */
 static vx_limits limits_mean(const vx_limits *a, const vx_limits *b) {
@@ -134,6 +164,10 @@ static void bench_usage(void) {
            "  --no-limits           do not measure the machine's limits (at start and after every\n"
            "                        test: each ratio is to the best of the run so far)\n"
            "  --limits              only measure and print the machine's limits\n"
+           "  -ngl LIST             accepted for llama-bench's command lines, ignored (CPU only)\n"
+           "  --profile             also time each step of the forward pass (norms, q/k/v,\n"
+           "                        attention, FFN, ..., barrier waits) and print where the\n"
+           "                        measured runs spent their time\n"
            "LISTs are comma-separated, e.g. -p 128,512 -t 1,2.\n");
 }
 
@@ -142,7 +176,7 @@ int vx_cmd_bench(int argc, char **argv) {
     int n_models = 0;
     int_list np = {1, {512}}, ng = {1, {128}}, nt = {1, {0}}, nd = {1, {0}}, npl = {1, {1}};
     long n_batch = 512, reps = 5;
-    bool jsonl = false, limits = true, limits_only = false, repack = true;
+    bool jsonl = false, limits = true, limits_only = false, repack = true, profile = false;
     vx_kv_type kvt = VX_KV_F16;
     cli_args a = {argc, argv, 0, false};
     for (a.i = 1; a.i < argc && !a.error; a.i++) {
@@ -172,6 +206,8 @@ int vx_cmd_bench(int argc, char **argv) {
             }
         } else if (!strcmp(o, "--no-limits")) limits = false;
         else if (!strcmp(o, "--limits")) limits_only = true;
+        else if (!strcmp(o, "--profile")) profile = true;
+        else if (cli_gpu_option(&a)) continue;
         else if (!strcmp(o, "--no-repack")) repack = false;
         else if (!strcmp(o, "--kv-type")) {
             if ((v = cli_value(&a)) && !cli_kv_type(v, &kvt)) return 2;
@@ -182,6 +218,16 @@ int vx_cmd_bench(int argc, char **argv) {
         if (a.error) fprintf(stderr, "error: bad value for %s\n", o);
     }
     if (a.error) return 2;
+    /* the arguments' errors before the limits' seconds of measuring */
+    if (n_models == 0 && !limits_only) {
+        fprintf(stderr, "error: no model given (use -m FILE.gguf)\n");
+        return 2;
+    }
+    for (int mi = 0; mi < n_models && !limits_only; mi++)
+        if (access(models[mi], R_OK) != 0) {
+            fprintf(stderr, "error: cannot read model file '%s'\n", models[mi]);
+            return 1;
+        }
 
     vx_limits lim, prev;
     memset(&lim, 0, sizeof lim);
@@ -203,10 +249,6 @@ int vx_cmd_bench(int argc, char **argv) {
                    lim.amx_bf16_gflops);
         if (limits_only) return 0;
     }
-    if (n_models == 0) {
-        fprintf(stderr, "error: no model given (use -m FILE.gguf)\n");
-        return 2;
-    }
     if (!jsonl) printf("kernels: %s (CPU: %s)\n\n", vx_kernels_name(), vx_cpu_features());
     if (!jsonl)
         printf("| %-28s | %10s | %8s | %7s | %14s | %16s | %22s |\n"
@@ -215,6 +257,8 @@ int vx_cmd_bench(int argc, char **argv) {
                "------------------------------", "-----------:", "---------:", "--------:",
                "---------------:", "-----------------:", "-----------------------:");
     int rc = 0;
+    prof_row *profs = NULL;
+    int n_prof = 0;
     for (int mi = 0; mi < n_models && rc == 0; mi++) {
         vx_model_params mp = vx_model_default_params();
         mp.repack = repack;
@@ -247,6 +291,7 @@ int vx_cmd_bench(int argc, char **argv) {
                     if (cp.n_batch < (uint32_t)n_par) cp.n_batch = (uint32_t)n_par;
                     cp.n_threads = (int32_t)nt.v[ti];
                     cp.kv_type = kvt;
+                    cp.profile = profile;
                     vx_context *c = NULL;
                     char err[VX_ERRMSG_MAX];
                     if (vx_context_init(m, &cp, &c, err, sizeof err) != VX_OK) {
@@ -269,6 +314,7 @@ int vx_cmd_bench(int argc, char **argv) {
                         rc = 1;
                     }
                     double sum = 0, sum2 = 0;
+                    vx_context_perf_reset(c); /* the measured runs only */
                     for (long r = 0; r < reps && rc == 0; r++) {
                         double s = run_once(c, depth, n_prompt, n_gen, n_par, (int)cp.n_batch, nv, toks, pos, seq, &rng);
                         if (s <= 0) {
@@ -334,10 +380,28 @@ int vx_cmd_bench(int argc, char **argv) {
                                 printf(", \"read_gbs_limit\": %.3f, \"int8_gops_limit\": %.3f, "
                                        "\"fp32_gflops_limit\": %.3f, \"amx_bf16_gflops_limit\": %.3f",
                                        bl.read_gbs, bl.int8_gops, bl.fma_gflops, bl.amx_bf16_gflops);
+                            if (profile) {
+                                vx_perf pf;
+                                vx_context_perf(c, &pf);
+                                printf(", \"perf_ns_decode\": %llu, \"perf_ns\": {",
+                                       (unsigned long long)pf.ns_decode);
+                                for (int st = 0; st < VX_PERF_COUNT; st++)
+                                    printf("%s\"%s\": %llu", st ? ", " : "", vx_perf_step_name((vx_perf_step)st),
+                                           (unsigned long long)pf.ns[st]);
+                                printf("}");
+                            }
                             printf("}\n");
                         } else {
                             printf("| %-28s | %6.2f MiB | %6.3f B | %7d | %14s | %8.2f ± %5.2f | %22s |\n",
                                    mname, size_mib, params_b, threads, test, mean, sd, ach);
+                            prof_row *pr = profile ? realloc(profs, (size_t)(n_prof + 1) * sizeof *profs) : NULL;
+                            if (pr) {
+                                profs = pr;
+                                snprintf(pr[n_prof].model, sizeof pr[n_prof].model, "%s", mname);
+                                snprintf(pr[n_prof].test, sizeof pr[n_prof].test, "%s", test);
+                                vx_context_perf(c, &pr[n_prof].perf);
+                                n_prof++;
+                            }
                         }
                         fflush(stdout);
                     }
@@ -353,5 +417,7 @@ int vx_cmd_bench(int argc, char **argv) {
         printf("\nratios are to the mean of the limits measured just before and after each test; "
                "read bandwidth seen in this run: %.1f-%.1f GB/s\n",
                read_lo, read_hi);
+    if (n_prof > 0) print_profiles(profs, n_prof);
+    free(profs);
     return rc;
 }

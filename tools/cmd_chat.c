@@ -3,7 +3,13 @@
  * the whole conversation with the model's chat template, tokenizes it, and
  * evaluates only what is not already in the KV cache (the longest common
  * token prefix is kept), so earlier turns are never recomputed.
+ *
+ * Ctrl-C (SIGINT), as in llama-cli: during a reply it stops the reply,
+ * which stays in the conversation as far as it got; while the prompt is
+ * evaluated it drops that message; at the prompt it ends the session.
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,17 +20,27 @@
 
 #define MAX_MSGS 1024
 
+/* Set by SIGINT; the chat loop checks it between tokens and batches. */
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
 static void chat_usage(void) {
     printf("usage: vx chat -m MODEL.gguf [options]\n"
            "\n"
-           "Reads one user message per line from standard input (Ctrl-D or /exit ends).\n"
+           "Reads one user message per line from standard input (Ctrl-D or /exit ends;\n"
+           "Ctrl-C stops a reply, or at the prompt ends).\n"
            "  -m, --model FILE        GGUF model (default: $VX_MODEL)\n"
-           "  --system TEXT           system prompt\n"
+           "  -sys, --system TEXT     system prompt (also --system-prompt)\n"
            "  --chat-template NAME    override the model's template: chatml, llama3, llama2,\n"
            "                          mistral, phi3, gemma (or a file with Jinja source)\n"
            "  -n, --n-predict N       max tokens per reply (default -1: until end of turn)\n"
            "  -c, --ctx-size N        context size (default 4096)\n"
            "  -t, --threads N         threads\n"
+           "  -ngl N                  accepted for llama.cpp's command lines, ignored (CPU only)\n"
            "  --temp, --top-k, --top-p, --min-p, --repeat-penalty, -s/--seed as in vx run\n");
 }
 
@@ -40,12 +56,13 @@ int vx_cmd_chat(int argc, char **argv) {
             chat_usage();
             return 0;
         } else if (!strcmp(o, "-m") || !strcmp(o, "--model")) path = cli_value(&a);
-        else if (!strcmp(o, "--system")) system = cli_value(&a);
+        else if (!strcmp(o, "--system") || !strcmp(o, "-sys") || !strcmp(o, "--system-prompt"))
+            system = cli_value(&a);
         else if (!strcmp(o, "--chat-template")) tmpl_name = cli_value(&a);
         else if (!strcmp(o, "-n") || !strcmp(o, "--n-predict")) cli_int(&a, -1, 1 << 24, &n_predict);
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) cli_int(&a, 0, 1 << 24, &n_ctx);
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) cli_int(&a, 0, 512, &threads);
-        else if (cli_sampling_option(&a, &sp)) continue;
+        else if (cli_sampling_option(&a, &sp) || cli_gpu_option(&a)) continue;
         else {
             fprintf(stderr, "error: unknown option '%s' (see vx chat --help)\n", o);
             return 2;
@@ -58,7 +75,10 @@ int vx_cmd_chat(int argc, char **argv) {
     vx_context *c = NULL;
     vx_sampler *smp = NULL;
     vx_chat_template *tmpl = NULL;
-    char *src = NULL, *rendered = NULL, *reply = NULL;
+    char *src = NULL, *rendered = NULL, *reply = NULL, *line = NULL;
+    size_t line_cap = 0;
+    struct sigaction old_sa; /* SIGINT's handler before ours (sig_set) */
+    bool sig_set = false;
     vx_token *cached = NULL, *toks = NULL;
     vx_pos *pos = NULL;
     vx_seq_id *seq = NULL;
@@ -96,14 +116,28 @@ int vx_cmd_chat(int argc, char **argv) {
         msgs[n_msgs++].content = system;
     }
     const bool tty = isatty(0);
-    char line[65536];
+    /* no SA_RESTART: a Ctrl-C at the prompt ends the read (EINTR) */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sig_set = sigaction(SIGINT, &sa, &old_sa) == 0;
+    if (sig_set && old_sa.sa_handler == SIG_IGN) /* started ignoring it (nohup, a background job): keep to that */
+        sigaction(SIGINT, &old_sa, NULL), sig_set = false;
     for (;;) {
         if (tty) {
             printf("> ");
             fflush(stdout);
         }
-        if (!fgets(line, sizeof line, stdin)) break;
-        size_t len = strlen(line);
+        interrupted = 0;
+        errno = 0;
+        const ssize_t got = getline(&line, &line_cap, stdin);
+        if (got < 0) {
+            if (tty) printf("\n"); /* leave the shell's prompt on a line of its own */
+            break;
+        }
+        size_t len = (size_t)got;
+        if (memchr(line, 0, len)) len = strlen(line); /* an embedded NUL ends the message */
         while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
         if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
         if (len == 0) continue;
@@ -140,7 +174,7 @@ int vx_cmd_chat(int argc, char **argv) {
         vx_kv_seq_rm(c, 0, keep, -1);
         n_cached = keep;
         int32_t last = 0;
-        for (int32_t i0 = keep; i0 < nt; i0 += (int32_t)cp.n_batch) {
+        for (int32_t i0 = keep; i0 < nt && !interrupted; i0 += (int32_t)cp.n_batch) {
             int32_t nb = nt - i0 < (int32_t)cp.n_batch ? nt - i0 : (int32_t)cp.n_batch;
             for (int32_t j = 0; j < nb; j++) pos[j] = i0 + j;
             vx_batch b = {nb, toks + i0, pos, seq, NULL};
@@ -150,13 +184,21 @@ int vx_cmd_chat(int argc, char **argv) {
             }
             last = nb - 1;
         }
+        if (interrupted) { /* the message is dropped, with what of it was evaluated */
+            vx_kv_seq_rm(c, 0, keep, -1);
+            n_msgs--;
+            free(owned[n_msgs]);
+            owned[n_msgs] = NULL;
+            fprintf(stderr, "[interrupted]\n");
+            continue;
+        }
         memcpy(cached, toks, (size_t)nt * sizeof *toks);
         n_cached = nt;
         size_t rcap = 4096, rlen = 0;
         free(reply);
         reply = malloc(rcap);
         if (!reply) goto done;
-        for (long g = 0; n_predict < 0 || g < n_predict; g++) {
+        for (long g = 0; (n_predict < 0 || g < n_predict) && !interrupted; g++) {
             vx_token t = vx_sampler_sample(smp, vx_get_logits_ith(c, last));
             vx_sampler_accept(smp, t);
             if (t < 0 || vx_vocab_is_eog(v, t)) break;
@@ -189,6 +231,7 @@ int vx_cmd_chat(int argc, char **argv) {
         }
         reply[rlen] = 0;
         printf("\n");
+        if (interrupted) fprintf(stderr, "[interrupted]\n");
         owned[n_msgs] = reply;
         reply = NULL;
         msgs[n_msgs].role = "assistant";
@@ -197,11 +240,13 @@ int vx_cmd_chat(int argc, char **argv) {
     }
     rc = 0;
 done:
+    if (sig_set) sigaction(SIGINT, &old_sa, NULL);
     if (owned)
         for (size_t i = 0; i < MAX_MSGS; i++) free(owned[i]);
     free(owned);
     free(msgs);
     free(reply);
+    free(line);
     free(rendered);
     free(src);
     free(toks);

@@ -24,6 +24,7 @@ static void run_usage(void) {
            "  -c, --ctx-size N        context size (default 4096, capped at the model's)\n"
            "  -b, --batch-size N      prompt tokens per forward (default 512)\n"
            "  -t, --threads N         threads (default: all cores)\n"
+           "  -ngl N                  accepted for llama.cpp's command lines, ignored (CPU only)\n"
            "  --temp T                temperature (default 0.8; 0 = greedy)\n"
            "  --top-k K               top-k (default 40; 0 = off)\n"
            "  --top-p P               top-p (default 0.95; 1 = off)\n"
@@ -56,13 +57,13 @@ int vx_cmd_run(int argc, char **argv) {
             run_usage();
             return 0;
         } else if (!strcmp(o, "-m") || !strcmp(o, "--model")) path = cli_value(&a);
-        else if (!strcmp(o, "-p") || !strcmp(o, "--prompt")) prompt = cli_value(&a);
-        else if (!strcmp(o, "-f") || !strcmp(o, "--file")) pfile = cli_value(&a);
+        else if (!strcmp(o, "-p") || !strcmp(o, "--prompt")) prompt = cli_value(&a), pfile = NULL; /* the last wins */
+        else if (!strcmp(o, "-f") || !strcmp(o, "--file")) pfile = cli_value(&a), prompt = NULL;
         else if (!strcmp(o, "-n") || !strcmp(o, "--n-predict")) cli_int(&a, -1, 1 << 24, &n_predict);
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) cli_int(&a, 0, 1 << 24, &n_ctx);
         else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size")) cli_int(&a, 1, 1 << 16, &n_batch);
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) cli_int(&a, 0, 512, &threads);
-        else if (cli_sampling_option(&a, &sp)) continue;
+        else if (cli_sampling_option(&a, &sp) || cli_gpu_option(&a)) continue;
         else if (!strcmp(o, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(o, "--no-bos")) add_bos = false;
         else if (!strcmp(o, "--no-display-prompt")) show_prompt = false;

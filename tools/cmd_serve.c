@@ -35,7 +35,8 @@ static void serve_usage(void) {
            "  --host ADDR             address to listen on (default 127.0.0.1)\n"
            "  --port N                port (default 8080; 0 = any free port)\n"
            "  --api-key KEY           require 'Authorization: Bearer KEY' (default: $VX_API_KEY)\n"
-           "  --alias NAME            model name reported by /v1/models (default: file name)\n"
+           "  -a, --alias NAME        model name reported by /v1/models (default: file name)\n"
+           "  -ngl N                  accepted for llama.cpp's command lines, ignored (CPU only)\n"
            "  -c, --ctx-size N        context per sequence (default 4096, at most the model's)\n"
            "  -np, --parallel N       sequences generated at once (default 4)\n"
            "  -b, --batch-size N      tokens per forward pass (default 512)\n"
@@ -91,7 +92,7 @@ int vx_cmd_serve(int argc, char **argv) {
         else if (!strcmp(o, "--host")) sp.host = cli_value(&a);
         else if (!strcmp(o, "--port")) cli_int(&a, 0, 65535, &port);
         else if (!strcmp(o, "--api-key")) sp.api_key = cli_value(&a);
-        else if (!strcmp(o, "--alias")) alias = cli_value(&a);
+        else if (!strcmp(o, "-a") || !strcmp(o, "--alias")) alias = cli_value(&a);
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) cli_int(&a, 0, 1 << 24, &n_ctx);
         else if (!strcmp(o, "-np") || !strcmp(o, "--parallel")) cli_int(&a, 1, 256, &parallel);
         else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size")) cli_int(&a, 1, 1 << 16, &batch);
@@ -109,6 +110,7 @@ int vx_cmd_serve(int argc, char **argv) {
         else if (!strcmp(o, "--max-buffer")) cli_int(&a, 4096, 1L << 32, &max_buffer);
         else if (!strcmp(o, "--max-connections")) cli_int(&a, 1, 1 << 16, &max_conns);
         else if (!strcmp(o, "--quiet")) sp.log_requests = false;
+        else if (cli_gpu_option(&a)) continue;
         else {
             fprintf(stderr, "error: unknown option '%s' (see vx serve --help)\n", o);
             return 2;

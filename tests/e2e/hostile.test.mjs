@@ -353,8 +353,19 @@ function jsonCases() {
       add(e, `${f}=1e-300 (0 as a float)`, withRaw(e.base, f, '1e-300'), bad(f));
     add(e, 'logit_bias {"5":-100,"6":100} (valid)', withRaw(e.base, 'logit_bias', '{"5":-100,"6":100}'), { status: 200 });
     // unknown fields are ignored
-    add(e, 'unknown fields', JSON.stringify({ ...e.base, foo: 1, tools: [{ type: 'function' }], response_format: { type: 'json_object' },
+    add(e, 'unknown fields', JSON.stringify({ ...e.base, foo: 1, tools: [], response_format: { type: 'text' },
       user: 'u', functions: null, nested: { a: [1, { b: null }] } }), { status: 200 });
+    // asked-for features it does not have: refused, not ignored
+    add(e, 'response_format json_object', JSON.stringify({ ...e.base, response_format: { type: 'json_object' } }),
+      bad('response_format', { message: /not supported/ }));
+    add(e, 'response_format json_schema', JSON.stringify({ ...e.base, response_format: { type: 'json_schema', json_schema: {} } }),
+      bad('response_format', { message: /not supported/ }));
+    add(e, 'response_format: a string', JSON.stringify({ ...e.base, response_format: 'json' }), bad('response_format'));
+    add(e, 'tools', JSON.stringify({ ...e.base, tools: [{ type: 'function', function: { name: 'f' } }] }),
+      bad('tools', { message: /not supported/ }));
+    add(e, 'functions', JSON.stringify({ ...e.base, functions: [{ name: 'f' }] }), bad('functions'));
+    add(e, 'tools with tool_choice none (valid)', JSON.stringify({ ...e.base, tools: [{ type: 'function' }], tool_choice: 'none' }),
+      { status: 200 });
     add(e, '20000 unknown keys', JSON.stringify({ ...e.base, ...Object.fromEntries(Array.from({ length: 20000 }, (_, i) => [`k${i}`, i])) }), { status: 200 });
     add(e, 'deep unknown field (900 levels)', withRaw(e.base, 'deep', '['.repeat(900) + ']'.repeat(900)), { status: 200 });
     add(e, 'duplicate keys', `${JSON.stringify(e.base).slice(0, -1)},"max_tokens":"x"}`, { status: 200 });
@@ -892,7 +903,10 @@ describe('vx serve under load limits', SUITE, () => {
     assert.ok(statuses.every((s) => s === 200 || s === 429), statuses.join(','));
     assert.ok(statuses.includes(429), statuses.join(','));
     assert.ok(statuses.includes(200), statuses.join(','));
-    for (const r of rs) if (r.status === 429) assertOaiError(r, 429, { code: 'rate_limit_exceeded', type: 'rate_limit_error' }, 'queue full');
+    for (const r of rs) if (r.status === 429) {
+      assertOaiError(r, 429, { code: 'rate_limit_exceeded', type: 'rate_limit_error' }, 'queue full');
+      assert.equal(r.res.headers['retry-after'], '1', 'a 429 says when to retry');
+    }
     // n larger than the queue: some choices entered, the rest did not
     const nr = await call(port, 'POST', '/v1/completions', JSON.stringify({ prompt: 'Once', max_tokens: 50, n: 8, temperature: 1 }));
     assertOaiError(nr, 429, { code: 'rate_limit_exceeded' }, 'n over the queue');

@@ -269,6 +269,18 @@ describe('vx serve', () => {
     assert.equal(l.text_offset[0], 0);
     const none = await ai.completions.create({ prompt: 'Hi', max_tokens: 2, temperature: 0 });
     assert.equal(none.choices[0].logprobs, null);
+    // the model's distribution, as OpenAI and vLLM report it: the first
+    // position's alternatives do not depend on how the token is drawn
+    const first = async (extra) =>
+      (await ai.completions.create({ prompt: 'Once upon a time', max_tokens: 1, logprobs: 5, ...extra }))
+        .choices[0].logprobs.top_logprobs[0];
+    const ref = await first({ temperature: 0 });
+    assert.equal(Object.keys(ref).length, 5);
+    for (const extra of [{ temperature: 1.5, seed: 3 }, { temperature: 0.3, top_k: 1 }, { temperature: 0, frequency_penalty: 2, presence_penalty: 2 }]) {
+      const got = await first(extra);
+      assert.deepEqual(Object.keys(got).sort(), Object.keys(ref).sort(), JSON.stringify(extra));
+      for (const k of Object.keys(ref)) assert.ok(Math.abs(got[k] - ref[k]) < 1e-6, `${JSON.stringify(extra)}: ${k}`);
+    }
   });
 
   test('greedy output alone equals output among 16 concurrent requests', async () => {
@@ -411,6 +423,9 @@ describe('vx serve --api-key', () => {
       messages: chatMsgs('hi'), max_tokens: 3, temperature: 0,
     });
     assert.equal(ok.choices.length, 1);
+    // the key as X-Api-Key, as llama-server takes it too
+    assert.equal((await fetch(`${srv.base}/v1/models`, { headers: { 'X-Api-Key': 'sekret' } })).status, 200);
+    assert.equal((await fetch(`${srv.base}/v1/models`, { headers: { 'X-Api-Key': 'sekre' } })).status, 401);
   });
 
   test('SIGINT lets a request in flight finish', async () => {
