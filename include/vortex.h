@@ -117,6 +117,9 @@ vx_token vx_vocab_eot(const vx_vocab *vocab);
 bool vx_vocab_add_bos(const vx_vocab *vocab);
 bool vx_vocab_add_eos(const vx_vocab *vocab);
 bool vx_vocab_is_eog(const vx_vocab *vocab, vx_token token); /* end of generation */
+/* The longest text vx_token_to_piece writes for any token (special ones
+ * included): a buffer of this size holds every piece. */
+int32_t vx_vocab_max_piece(const vx_vocab *vocab);
 bool vx_vocab_is_control(const vx_vocab *vocab, vx_token token);
 const char *vx_vocab_text(const vx_vocab *vocab, vx_token token); /* raw piece; NULL if out of range */
 

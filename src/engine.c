@@ -48,6 +48,8 @@ struct vx_engine {
     vx_engine_params p;
     vx_context *ctx;
     int32_t n_vocab;
+    char *piece;        /* a token's text for its event (piece_size bytes) */
+    int32_t piece_size; /* the vocabulary's longest piece, + 1 */
 
     pthread_t thread;
     bool thread_started;
@@ -148,7 +150,8 @@ static vx_finish emit(vx_engine *e, req *r, const float *logits) {
     if (t < 0) {
         ev.token = -1;
         ev.finish = VX_FINISH_ERROR;
-        ev.error = "no token can be sampled (every token is banned by logit_bias)";
+        ev.error = "no token can be sampled: every logit is -inf or NaN (all banned by logit_bias, or a corrupt "
+                   "model)";
         ev.n_gen = r->n_gen;
         r->cb(&ev, r->ud);
         return VX_FINISH_ERROR;
@@ -156,11 +159,11 @@ static vx_finish emit(vx_engine *e, req *r, const float *logits) {
     vx_sampler_accept(r->smp, t);
     r->tokens[r->n_tokens++] = t;
     r->n_gen++;
-    char piece[256];
+    char *piece = e->piece; /* the vocabulary's longest piece fits */
     vx_token top_ids[MAX_TOP];
     float top_lp[MAX_TOP];
     const bool eog = !r->ignore_eos && vx_vocab_is_eog(e->vocab, t);
-    int32_t len = eog ? 0 : vx_token_to_piece(e->vocab, t, piece, sizeof piece, false);
+    int32_t len = eog ? 0 : vx_token_to_piece(e->vocab, t, piece, e->piece_size, false);
     ev.token = t;
     ev.text = piece;
     ev.text_len = len > 0 ? len : 0;
@@ -383,6 +386,14 @@ vx_status vx_engine_init(const vx_model *model, const vx_engine_params *params, 
     e->vocab = vx_model_get_vocab(model);
     e->p = *params;
     if (e->p.n_ctx > vx_model_n_ctx_train(model)) e->p.n_ctx = vx_model_n_ctx_train(model);
+    if (e->p.kv_size > 0 && e->p.kv_size < e->p.n_ctx) {
+        const int32_t kv = e->p.kv_size, ctx = e->p.n_ctx;
+        free(e);
+        return vx_seterr(err, err_size, VX_EINVAL,
+                         "the KV cache (%d positions) is smaller than the context (%d): a request that uses "
+                         "the whole context could never finish; give a KV size of at least the context",
+                         kv, ctx);
+    }
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     vx_context_params cp = vx_context_default_params();
@@ -402,6 +413,8 @@ vx_status vx_engine_init(const vx_model *model, const vx_engine_params *params, 
         return st;
     }
     e->n_vocab = vx_context_n_vocab(e->ctx);
+    e->piece_size = vx_vocab_max_piece(e->vocab) + 1;
+    e->piece = malloc((size_t)e->piece_size);
     const size_t nb = (size_t)e->p.n_batch;
     e->running = calloc((size_t)e->p.n_parallel, sizeof *e->running);
     e->b_tok = malloc(nb * sizeof *e->b_tok);
@@ -413,7 +426,7 @@ vx_status vx_engine_init(const vx_model *model, const vx_engine_params *params, 
     e->done = malloc(nd * sizeof *e->done);
     e->done_why = malloc(nd * sizeof *e->done_why);
     if (!e->running || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->b_req ||
-        !e->done || !e->done_why) {
+        !e->done || !e->done_why || !e->piece) {
         vx_engine_free(e);
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     }
@@ -446,6 +459,7 @@ void vx_engine_free(vx_engine *e) {
             if (e->running[s]) finish(e, e->running[s], VX_FINISH_CANCELED, NULL);
     vx_context_free(e->ctx);
     free(e->running);
+    free(e->piece);
     free(e->b_tok);
     free(e->b_pos);
     free(e->b_seq);
@@ -501,7 +515,11 @@ vx_status vx_engine_submit(vx_engine *e, const vx_request_params *rp, uint64_t *
         req_free(r);
         return vx_seterr(err, err_size, VX_ECANCELED, "the engine is shutting down");
     }
-    if (e->n_queued >= e->p.queue_max) {
+    /* queue_max requests may wait beyond those the free slots will take
+     * at the next step: an idle engine takes n_parallel + queue_max */
+    int32_t free_slots = e->p.n_parallel;
+    for (int32_t i = 0; i < e->p.n_parallel; i++) free_slots -= e->running[i] != NULL;
+    if (e->n_queued >= e->p.queue_max + free_slots) {
         pthread_mutex_unlock(&e->mu);
         req_free(r);
         return vx_seterr(err, err_size, VX_EFULL, "the request queue is full (%d waiting)",

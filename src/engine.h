@@ -26,7 +26,8 @@ typedef struct vx_engine_params {
     int32_t n_parallel; /* max sequences running at once */
     int32_t n_batch;    /* token budget of one step (decode tokens + prefill chunks) */
     int32_t n_threads;  /* 0 = all cores */
-    int32_t queue_max;  /* waiting requests beyond which submit returns VX_EFULL */
+    int32_t queue_max;  /* requests that may wait beyond those the free slots
+                           take; past that submit returns VX_EFULL */
     vx_kv_type kv_type;
     bool batch_invariant; /* vx_context_params.batch_invariant: outputs never depend on
                              what else runs, at the cost of the AMX prefill */

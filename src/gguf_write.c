@@ -534,11 +534,47 @@ static int open_temp(const char *path, char **tmp_out, int *e) {
     return -1;
 }
 
-vx_status vx_gguf_check_dest(const char *path, char *err, size_t err_size) {
+/* The file a write to path replaces (*out, malloc'd): path itself, or
+ * where a symbolic link there points (the link stays and sees the new
+ * file). Anything there that is not a regular file (a device, a fifo, a
+ * directory) is refused: renaming over it would replace the node itself. */
+static vx_status dest_path(const char *path, char **out, char *err, size_t err_size) {
+    *out = NULL;
     if (!path || !*path) return vx_seterr(err, err_size, VX_EINVAL, "an output path is required");
-    char *tmp = NULL;
+    struct stat st;
+    char *p = NULL;
+    if (lstat(path, &st) != 0) {
+        if (errno != ENOENT) return io_err(err, err_size, "cannot examine", path, errno);
+        p = strdup(path); /* a new file */
+    } else {
+        if (S_ISLNK(st.st_mode)) {
+            if (!(p = realpath(path, NULL)) && errno != ENOMEM)
+                return io_err(err, err_size, "cannot follow the symbolic link", path, errno);
+            if (p && stat(p, &st) != 0) {
+                const int e = errno;
+                free(p);
+                return io_err(err, err_size, "cannot examine", path, e);
+            }
+        } else {
+            p = strdup(path);
+        }
+        if (p && !S_ISREG(st.st_mode)) {
+            free(p);
+            return vx_seterr(err, err_size, VX_EIO, "%s is not a regular file: refusing to replace it", path);
+        }
+    }
+    if (!p) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    *out = p;
+    return VX_OK;
+}
+
+vx_status vx_gguf_check_dest(const char *path, char *err, size_t err_size) {
+    char *dest = NULL, *tmp = NULL;
+    vx_status st = dest_path(path, &dest, err, err_size);
+    if (st) return st;
     int e = 0;
-    const int fd = open_temp(path, &tmp, &e);
+    const int fd = open_temp(dest, &tmp, &e);
+    free(dest);
     if (fd < 0) {
         if (e == ENOMEM) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
         return io_err(err, err_size, "cannot create a file for", path, e);
@@ -557,10 +593,12 @@ vx_status vx_gguf_write_file(vx_gguf_writer *w, const char *path, char *err, siz
     if (st) return st;
     if ((st = assign_offsets(w, align, err, err_size))) return st;
 
-    char *tmp = NULL;
+    char *tmp = NULL, *dest = NULL;
+    if ((st = dest_path(path, &dest, err, err_size))) return st;
     int e = 0;
-    int fd = open_temp(path, &tmp, &e);
+    int fd = open_temp(dest, &tmp, &e);
     if (fd < 0) {
+        free(dest);
         if (e == ENOMEM) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
         return io_err(err, err_size, "cannot create a temporary file for", path, e);
     }
@@ -569,6 +607,7 @@ vx_status vx_gguf_write_file(vx_gguf_writer *w, const char *path, char *err, siz
         close(fd);
         unlink(tmp);
         free(tmp);
+        free(dest);
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     }
     o->fd = fd;
@@ -590,10 +629,11 @@ vx_status vx_gguf_write_file(vx_gguf_writer *w, const char *path, char *err, siz
         what = "closing";
     }
     free(o);
-    if (!e && rename(tmp, path) != 0) {
+    if (!e && rename(tmp, dest) != 0) {
         e = errno;
         what = "renaming the temporary file to";
     }
+    free(dest);
     if (e) {
         unlink(tmp);
         free(tmp);

@@ -784,7 +784,7 @@ static bool f_truncate(jx_ctx *c, jx_val v, const jx_args *a, jx_val *out) {
     }
     if (length < (int64_t)end.u.s->ncp || leeway < 0)
         return jx_fail(c, VX_EINVAL, "truncate: length must be >= len(end) and leeway >= 0");
-    if ((int64_t)s.u.s->ncp <= length + leeway) {
+    if ((int64_t)s.u.s->ncp - leeway <= length) { /* not length + leeway: it may pass INT64_MAX */
         *out = s;
         return true;
     }

@@ -782,7 +782,9 @@ bool jx_call_builtin(jx_ctx *c, const jx_func *f, const jx_args *a, jx_val *out)
         if (n > MAX_RANGE)
             return jx_fail(c, VX_ERANGE, "range too big, maximum size for range is %d", MAX_RANGE);
         if (!jx_mklist(c, (size_t)n, out)) return false;
-        for (int64_t i = 0; i < n; i++) out->u.l->v[i] = jx_int(start + i * step);
+        /* in uint64: i * step may pass INT64_MAX where start + i * step does not */
+        for (int64_t i = 0; i < n; i++)
+            out->u.l->v[i] = jx_int((int64_t)((uint64_t)start + (uint64_t)i * (uint64_t)step));
         out->u.l->n = (size_t)n;
         return true;
     }

@@ -878,6 +878,13 @@ static const char *piece_of(const vx_vocab *v, vx_token t, bool special, int lst
     return p;
 }
 
+int32_t vx_vocab_max_piece(const vx_vocab *v) {
+    uint32_t m = 0;
+    for (int32_t t = 0; v && t < v->n_tokens; t++)
+        if (v->piece_off[t + 1] - v->piece_off[t] > m) m = v->piece_off[t + 1] - v->piece_off[t];
+    return (int32_t)m;
+}
+
 int32_t vx_token_to_piece(const vx_vocab *v, vx_token token, char *buf, int32_t size,
                           bool special) {
     if (!v) return 0;

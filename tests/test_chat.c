@@ -446,6 +446,10 @@ static void test_statements_and_methods(void) {
            "121|122|123|");
     EXPECT("{{ range(5) | list }} {{ range(1, 4) | list }} {{ range(10, 0, -3) | list }} {{ range(0) | list }}",
            "[0, 1, 2, 3, 4] [1, 2, 3] [10, 7, 4, 1] []");
+    /* the extremes of int64 (no signed overflow on the way: UBSan) */
+    EXPECT("{{ range((-9223372036854775807 - 1), 9223372036854775807, 4611686018427387904) | list }}|"
+           "{{ 'x' | truncate(9223372036854775807) }}",
+           "[-9223372036854775808, -4611686018427387904, 0, 4611686018427387904]|x");
     EXPECT("{% set x = 1 %}{% for i in range(3) %}{% set x = x + 1 %}{{ x }}{% endfor %}{{ x }}",
            "2221");
     EXPECT("{% set ns = namespace(x=1) %}{% for i in range(3) %}{% set ns.x = ns.x + 1 %}{% endfor %}{{ ns.x }}",

@@ -112,13 +112,16 @@ static void test_chat(void) {
     /* a line longer than any fixed buffer is one message: the count is of
      * all of it (70000 'a' and the template) */
     snprintf(cmd, sizeof cmd,
-             "{ head -c 70000 /dev/zero | tr '\\0' a; echo; } | %s chat -m %s -n 4 --temp 0 -t 1 "
-             "--chat-template chatml -c 0",
+             "{ head -c 70000 /dev/zero | tr '\\0' a; echo; echo hi; } | %s chat -m %s -n 4 --temp 0 -t 1 "
+             "--chat-template chatml -c 0 2>&1; echo \"rc=$?\"",
              vx, vx_test_fixture_path("models/stories260K/stories260K.gguf"));
     rc = run(cmd, out, sizeof out);
     const char *q = strstr(out, "the conversation (");
     int ntok = 0;
     CHECKF(q && sscanf(q, "the conversation (%d", &ntok) == 1 && ntok > 70000, "long line: '%.300s'", out);
+    /* ... and dropped: the session goes on to the next line's reply */
+    CHECKF(strstr(out, "is dropped") && strstr(out, "rc=0") && strchr(strstr(out, "is dropped\n") + 11, '\n'),
+           "after the dropped message: '%.300s'", out);
     /* Ctrl-C at the prompt ends the session cleanly (llama-cli does too):
      * stdin a fifo the shell holds open, so vx waits at the prompt; env:
      * a background job of a shell without job control starts with SIGINT
@@ -146,6 +149,10 @@ static void test_errors(void) {
     snprintf(cmd, sizeof cmd, "%s run -m /tmp/vx_test_cli_bad.gguf -p hi", vx);
     int rc = run(cmd, out, sizeof out);
     CHECKF(rc != 0 && strstr(out, "error:") && strstr(out, "vx_test_cli_bad.gguf"), "truncated file: rc %d, '%s'", rc, out);
+    /* a directory given as a text file is an error, not empty text */
+    snprintf(cmd, sizeof cmd, "%s tokenize -m %s -f /tmp", vx, vx_test_fixture_path("models/stories260K/stories260K.gguf"));
+    rc = run(cmd, out, sizeof out);
+    CHECKF(rc != 0 && strstr(out, "Is a directory"), "tokenize -f /tmp: rc %d, '%s'", rc, out);
     snprintf(cmd, sizeof cmd, "%s info /nonexistent/model.gguf", vx);
     rc = run(cmd, out, sizeof out);
     CHECKF(rc != 0 && strstr(out, "No such file"), "missing file: rc %d, '%s'", rc, out);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "gguf.h"
 #include "testutil.h"
 
 #define NREQ 12
@@ -73,6 +74,100 @@ static void wait_all(result *rs, int n) {
     }
 }
 
+/* The text of a request's events, for test_long_piece. */
+typedef struct text_result {
+    pthread_mutex_t mu;
+    char text[1024];
+    int len;
+    bool done;
+} text_result;
+
+static bool on_text(const vx_token_event *ev, void *ud) {
+    text_result *r = ud;
+    pthread_mutex_lock(&r->mu);
+    if (ev->text_len > 0 && r->len + ev->text_len <= (int)sizeof r->text) {
+        memcpy(r->text + r->len, ev->text, (size_t)ev->text_len);
+        r->len += ev->text_len;
+    }
+    if (ev->finish != VX_FINISH_NONE) r->done = true;
+    pthread_mutex_unlock(&r->mu);
+    return true;
+}
+
+/* A token whose text is longer than any fixed piece buffer (StarCoder's
+ * vocabulary has 256-byte ones): stories260K with token 302's text made
+ * 300 bytes long, forced by logit_bias; its event carries all of it. */
+static void test_long_piece(void) {
+    char err[VX_ERRMSG_MAX];
+    const char *out = "/tmp/vx_test_engine_long_piece.gguf";
+    vx_gguf *g = NULL;
+    CHECKF(vx_gguf_open(vx_test_fixture_path("models/stories260K/stories260K.gguf"), &g, err, sizeof err) == VX_OK,
+           "%s", err);
+    if (!g) return;
+    vx_gguf_writer *w = vx_gguf_writer_init();
+    vx_gguf_type et;
+    uint64_t nt = 0;
+    const vx_gguf_kv *kv = NULL;
+    const char **strs = NULL;
+    char longtok[301];
+    memset(longtok, 'y', 300);
+    longtok[300] = 0;
+    bool ok = w && vx_gguf_copy_kv(w, g) == VX_OK &&
+              vx_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &nt, &kv) == 1 && et == VX_GGUF_STRING && nt > 302 &&
+              (strs = malloc(nt * sizeof *strs)) != NULL;
+    for (uint64_t i = 0; ok && i < nt; i++) strs[i] = i == 302 ? longtok : kv->v.arr.strs[i].s;
+    ok = ok && vx_gguf_set_arr_str(w, "tokenizer.ggml.tokens", strs, nt) == VX_OK;
+    for (int64_t i = 0; ok && i < vx_gguf_n_tensors(g); i++) {
+        const vx_gguf_tensor *t = vx_gguf_tensor_at(g, i);
+        ok = vx_gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->size, true) == VX_OK;
+    }
+    ok = ok && vx_gguf_write_file(w, out, err, sizeof err) == VX_OK;
+    CHECKF(ok, "writing the long-token model: %s", err);
+    free(strs);
+    vx_gguf_writer_free(w);
+    vx_gguf_close(g);
+    vx_model *m = NULL;
+    vx_model_params mp = vx_model_default_params();
+    CHECKF(ok && vx_model_load(out, &mp, &m, err, sizeof err) == VX_OK, "%s", err);
+    unlink(out);
+    if (!m) return;
+    CHECK(vx_vocab_max_piece(vx_model_get_vocab(m)) == 300);
+    vx_engine_params ep = vx_engine_default_params();
+    ep.n_ctx = 64;
+    ep.n_threads = 1;
+    vx_engine *e = NULL;
+    CHECK(vx_engine_init(m, &ep, &e, err, sizeof err) == VX_OK);
+    static text_result tr = {PTHREAD_MUTEX_INITIALIZER, {0}, 0, false};
+    if (e) {
+        const vx_token prompt[1] = {1};
+        const vx_logit_bias force = {302, 100.0f};
+        vx_request_params rp;
+        memset(&rp, 0, sizeof rp);
+        rp.prompt = prompt;
+        rp.n_prompt = 1;
+        rp.max_tokens = 1;
+        rp.sampling = vx_sampler_default_params();
+        rp.sampling.temperature = 0;
+        rp.sampling.logit_bias = &force;
+        rp.sampling.n_logit_bias = 1;
+        rp.on_event = on_text;
+        rp.user_data = &tr;
+        uint64_t id;
+        CHECK(vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_OK);
+        for (int spins = 0; spins < 30000; spins++) {
+            pthread_mutex_lock(&tr.mu);
+            const bool done = tr.done;
+            pthread_mutex_unlock(&tr.mu);
+            if (done) break;
+            usleep(1000);
+        }
+        CHECKF(tr.done && tr.len == 300 && !memcmp(tr.text, longtok, 300), "the 300-byte token came out as %d bytes",
+               tr.len);
+        vx_engine_free(e);
+    }
+    vx_model_free(m);
+}
+
 /* prompt i: BOS then a deterministic run of ids of varying length */
 static int make_prompt(int i, vx_token *p) {
     int n = 3 + (i * 7) % 40;
@@ -131,6 +226,46 @@ int main(void) {
     CHECKF(vx_model_load(vx_test_fixture_path("models/llama/llama-Q4_K_M.gguf"), &mp, &m, err, sizeof err) == VX_OK,
            "%s", err);
     if (!m) return vx_test_finish("test_engine");
+    test_long_piece();
+
+    /* an idle engine takes n_parallel + queue_max requests (with no queue,
+     * as many as it has slots); a KV cache smaller than the context is
+     * refused at init (a request of the whole context could never run) */
+    {
+        vx_engine_params qp = vx_engine_default_params();
+        qp.n_ctx = 64;
+        qp.n_parallel = 2;
+        qp.queue_max = 0;
+        qp.n_threads = 1;
+        vx_engine *e = NULL;
+        CHECK(vx_engine_init(m, &qp, &e, err, sizeof err) == VX_OK);
+        static result qr[3];
+        vx_status st[3] = {VX_OK, VX_OK, VX_OK};
+        uint64_t ids[3] = {0, 0, 0};
+        vx_token p[64];
+        for (int i = 0; e && i < 3; i++) {
+            memset(&qr[i], 0, sizeof qr[i]);
+            pthread_mutex_init(&qr[i].mu, NULL);
+            vx_request_params rp;
+            memset(&rp, 0, sizeof rp);
+            rp.prompt = p;
+            rp.n_prompt = make_prompt(i, p);
+            rp.max_tokens = 40;
+            rp.sampling = vx_sampler_default_params();
+            rp.ignore_eos = true;
+            rp.on_event = on_event;
+            rp.user_data = &qr[i];
+            st[i] = vx_engine_submit(e, &rp, &ids[i], err, sizeof err);
+        }
+        CHECKF(!e || (st[0] == VX_OK && st[1] == VX_OK && st[2] == VX_EFULL), "queue 0: %d %d %d", st[0], st[1], st[2]);
+        for (int i = 0; e && i < 2; i++) vx_engine_cancel(e, ids[i]);
+        if (e) wait_all(qr, 2);
+        vx_engine_free(e);
+        qp.kv_size = 48;
+        e = NULL;
+        CHECK(vx_engine_init(m, &qp, &e, err, sizeof err) == VX_EINVAL && e == NULL && strstr(err, "smaller than the context"));
+        vx_engine_free(e);
+    }
 
     static result alone[NREQ], together[NREQ], chunked[NREQ], preempted[NREQ];
     vx_engine_params ep = vx_engine_default_params();

@@ -429,6 +429,34 @@ static void test_errors(void) {
     unlink(out);
 }
 
+/* The output path as users give it: through a symbolic link the target
+ * gets the file and the link stays; a node that is not a regular file (a
+ * fifo here; a device such as /dev/full as root) is refused and left. */
+static void test_destinations(void) {
+    char in[1024], target[512], link[512], fifo[512], err[VX_ERRMSG_MAX];
+    snprintf(in, sizeof in, "%s", vx_test_fixture_path("models/stories260K/stories260K.gguf"));
+    tpath(target, sizeof target, "target.gguf");
+    tpath(link, sizeof link, "link.gguf");
+    tpath(fifo, sizeof fifo, "fifo.gguf");
+    FILE *f = fopen(target, "w");
+    CHECK(f != NULL);
+    if (f) fclose(f);
+    CHECK(symlink("target.gguf", link) == 0);
+    vx_quantize_params p = {vx_quant_mix_find("Q8_0"), 1, false, false, NULL, NULL};
+    CHECKF(vx_quantize_model(in, link, &p, NULL, err, sizeof err) == VX_OK, "through a link: %s", err);
+    struct stat ls, ts;
+    CHECK(lstat(link, &ls) == 0 && S_ISLNK(ls.st_mode));
+    CHECKF(stat(target, &ts) == 0 && ts.st_size > 100000, "the link's target holds %lld bytes", (long long)ts.st_size);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    err[0] = 0;
+    CHECK(vx_quantize_model(in, fifo, &p, NULL, err, sizeof err) == VX_EIO);
+    CHECKF(strstr(err, "not a regular file") != NULL, "fifo: '%s'", err);
+    CHECK(lstat(fifo, &ls) == 0 && S_ISFIFO(ls.st_mode));
+    unlink(link);
+    unlink(target);
+    unlink(fifo);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/vx_test_quantize.XXXXXX");
     if (!mkdtemp(g_dir)) {
@@ -440,6 +468,7 @@ int main(void) {
     convert_and_check("Q8_0", "models/llama/llama-Q8_0.gguf", 0.01);
     convert_and_check("Q4_K_M", "models/llama/llama-Q4_K_M.gguf", 0.12);
     test_errors();
+    test_destinations();
     rmdir(g_dir);
     return vx_test_finish("test_quantize");
 }

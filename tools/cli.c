@@ -123,9 +123,15 @@ char *cli_read_file(const char *path, size_t *len) {
         if (r == 0) break;
         n += r;
     }
+    const int rerr = ferror(f) ? errno : 0; /* a directory: EISDIR */
     fclose(f);
     if (!buf) {
         fprintf(stderr, "error: %s: out of memory\n", path);
+        return NULL;
+    }
+    if (rerr) {
+        fprintf(stderr, "error: %s: %s\n", path, strerror(rerr));
+        free(buf);
         return NULL;
     }
     buf[n] = 0;
@@ -160,6 +166,16 @@ bool cli_sampling_option(cli_args *a, vx_sampler_params *sp) {
     else if (!strcmp(o, "-s") || !strcmp(o, "--seed")) cli_u64(a, &sp->seed);
     else return false;
     return true;
+}
+
+int32_t cli_piece(const vx_vocab *v, vx_token t, bool special, char **buf, int32_t *cap) {
+    int32_t n = vx_token_to_piece(v, t, *buf, *buf ? *cap : 0, special);
+    if (n >= 0) return n;
+    char *nb = realloc(*buf, (size_t)-n);
+    if (!nb) return -1;
+    *buf = nb;
+    *cap = -n;
+    return vx_token_to_piece(v, t, *buf, *cap, special);
 }
 
 bool cli_gpu_option(cli_args *a) {

@@ -50,6 +50,9 @@ bool cli_sampling_option(cli_args *a, vx_sampler_params *sp);
  * a note that they do nothing here, so that the same command lines run;
  * false if argv[a->i] is not one of them. */
 bool cli_gpu_option(cli_args *a);
+/* The text of token t (special: control tokens by name) in *buf, grown as
+ * needed (*buf may start NULL; free it); its length, or -1 out of memory. */
+int32_t cli_piece(const vx_vocab *v, vx_token t, bool special, char **buf, int32_t *cap);
 /* Jinja source of the chat template: --chat-template NAME (built-in) or
  * FILE, else the model's tokenizer.chat_template, else chatml. malloc'd;
  * NULL (with a message) when NAME is neither. */

@@ -75,7 +75,8 @@ int vx_cmd_chat(int argc, char **argv) {
     vx_context *c = NULL;
     vx_sampler *smp = NULL;
     vx_chat_template *tmpl = NULL;
-    char *src = NULL, *rendered = NULL, *reply = NULL, *line = NULL;
+    char *src = NULL, *rendered = NULL, *reply = NULL, *line = NULL, *piece = NULL;
+    int32_t piece_cap = 0;
     size_t line_cap = 0;
     struct sigaction old_sa; /* SIGINT's handler before ours (sig_set) */
     bool sig_set = false;
@@ -164,8 +165,13 @@ int vx_cmd_chat(int argc, char **argv) {
         const int32_t nt = cli_tokenize(v, text, tl, true, true, 0, &toks);
         if (!toks) goto done;
         if (nt >= n_ctx) {
-            fprintf(stderr, "error: the conversation (%d tokens) no longer fits the context (%ld)\n", nt, n_ctx);
-            break;
+            fprintf(stderr, "error: the conversation (%d tokens) no longer fits the context (%ld); that message "
+                            "is dropped\n",
+                    nt, n_ctx);
+            n_msgs--; /* the session goes on without it */
+            free(owned[n_msgs]);
+            owned[n_msgs] = NULL;
+            continue;
         }
         /* keep the common prefix in the cache, evaluate the rest */
         int32_t keep = 0;
@@ -200,14 +206,17 @@ int vx_cmd_chat(int argc, char **argv) {
         if (!reply) goto done;
         for (long g = 0; (n_predict < 0 || g < n_predict) && !interrupted; g++) {
             vx_token t = vx_sampler_sample(smp, vx_get_logits_ith(c, last));
+            if (t < 0) {
+                fprintf(stderr, "\nerror: no token can be sampled (every logit is -inf or NaN)\n");
+                break;
+            }
             vx_sampler_accept(smp, t);
-            if (t < 0 || vx_vocab_is_eog(v, t)) break;
-            char piece[256];
-            int32_t pl = vx_token_to_piece(v, t, piece, sizeof piece, false);
+            if (vx_vocab_is_eog(v, t)) break;
+            const int32_t pl = cli_piece(v, t, false, &piece, &piece_cap);
             if (pl > 0) {
                 fwrite(piece, 1, (size_t)pl, stdout);
                 fflush(stdout);
-                if (rlen + (size_t)pl + 1 > rcap) {
+                while (rlen + (size_t)pl + 1 > rcap) {
                     char *nr = realloc(reply, rcap * 2);
                     if (!nr) goto done;
                     reply = nr;
@@ -247,6 +256,7 @@ done:
     free(msgs);
     free(reply);
     free(line);
+    free(piece);
     free(rendered);
     free(src);
     free(toks);

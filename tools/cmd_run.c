@@ -45,6 +45,8 @@ static void run_usage(void) {
 
 int vx_cmd_run(int argc, char **argv) {
     const char *path = getenv("VX_MODEL"), *prompt = NULL, *pfile = NULL;
+    char *piece = NULL; /* cli_piece's buffer */
+    int32_t piece_cap = 0;
     long n_predict = 128, n_ctx = 4096, n_batch = 512, threads = 0;
     bool ignore_eos = false, add_bos = true, show_prompt = true;
     vx_model_params mp = vx_model_default_params();
@@ -121,7 +123,8 @@ int vx_cmd_run(int argc, char **argv) {
     const int32_t n_prompt = cli_tokenize(v, prompt, plen, add_bos, false, (int32_t)n_ctx, &toks);
     if (n_prompt < 0) goto done;
     if (n_prompt == 0) {
-        fprintf(stderr, "error: the prompt is empty and the model adds no BOS token\n");
+        fprintf(stderr, "error: the prompt is empty and %s\n",
+                add_bos ? "the model adds no BOS token" : "--no-bos leaves no token to start from");
         goto done;
     }
     if (n_prompt >= n_ctx) {
@@ -157,14 +160,17 @@ int vx_cmd_run(int argc, char **argv) {
     while (n_predict < 0 || n_gen < n_predict) {
         const float *lg = vx_get_logits_ith(c, last);
         vx_token t = vx_sampler_sample(smp, lg);
+        if (t < 0) {
+            stop = "no token can be sampled (every logit is -inf or NaN: a corrupt model?)";
+            break;
+        }
         vx_sampler_accept(smp, t);
         n_gen++;
         if (!ignore_eos && vx_vocab_is_eog(v, t)) {
             stop = "end of generation token";
             break;
         }
-        char piece[256];
-        int32_t pl = vx_token_to_piece(v, t, piece, sizeof piece, false);
+        const int32_t pl = cli_piece(v, t, false, &piece, &piece_cap);
         if (pl > 0) {
             fwrite(piece, 1, (size_t)pl, stdout);
             fflush(stdout);
@@ -189,9 +195,9 @@ int vx_cmd_run(int argc, char **argv) {
             t_prompt > 0 ? n_prompt / t_prompt : 0.0);
     fprintf(stderr, "generation: %5d tokens in %8.1f ms (%8.2f t/s)\n", n_gen, t_gen * 1e3,
             t_gen > 0 ? n_gen / t_gen : 0.0);
-    rc = 0;
+    rc = strncmp(stop, "no token", 8) == 0; /* the sampling failure is an error */
 done:
-    free(toks); free(pos); free(seq); free(owned);
+    free(toks); free(pos); free(seq); free(owned); free(piece);
     vx_sampler_free(smp);
     vx_context_free(c);
     vx_model_free(m);
