@@ -282,11 +282,6 @@ uint32_t vx_context_n_ctx(const vx_context *c) { return c->params.n_ctx; }
 int32_t vx_context_n_threads(const vx_context *c) { return c->params.n_threads; }
 int32_t vx_context_n_vocab(const vx_context *c) { return c->model->hp.n_vocab; }
 
-/* ------------------------------------------------------------ forward */
-
-/* Whether query tiles of 16+ rows may take the AMX attention
- * (attention.h): with AMX, unless the context wants exact f32 matmuls or
- * batch-invariant bits. */
 /* ------------------------------------------------------------ profile */
 
 /* Thread 0's time since its last step boundary goes to step s. */
@@ -315,6 +310,11 @@ const char *vx_perf_step_name(vx_perf_step s) {
     return (unsigned)s < VX_PERF_COUNT ? names[s] : "?";
 }
 
+/* ------------------------------------------------------------ forward */
+
+/* Whether query tiles of 16+ rows may take the AMX attention
+ * (attention.h): with AMX, unless the context wants exact f32 matmuls or
+ * batch-invariant bits. */
 static bool tiles_attn(const vx_context *c) {
     return c->kern.attn_tiles_step && !c->params.f32_matmul && !c->params.batch_invariant;
 }
@@ -1007,7 +1007,7 @@ vx_status vx_decode(vx_context *c, const vx_batch *b) {
     c->n_tok = n;
     for (int32_t i = 0; i < c->n_mm; i++) atomic_init(&c->mm_next[i], 0);
     for (int32_t i = 0; i < (int32_t)c->params.n_threads; i++) c->mm_seq[16 * i] = 0;
-    const uint64_t steps0 = perf_steps(c);
+    const uint64_t steps0 = c->params.profile ? perf_steps(c) : 0;
     vx_pool_run(c->pool, forward_worker, c);
     const uint64_t dt = (uint64_t)(vx_time_ns() - t0);
     if (c->params.profile) c->perf.ns[VX_PERF_OTHER] += dt - (perf_steps(c) - steps0);

@@ -568,20 +568,28 @@ static vx_status dest_path(const char *path, char **out, char *err, size_t err_s
     return VX_OK;
 }
 
-vx_status vx_gguf_check_dest(const char *path, char *err, size_t err_size) {
-    char *dest = NULL, *tmp = NULL;
-    vx_status st = dest_path(path, &dest, err, err_size);
+/* The temporary file a write to path starts with (*fd, name *tmp) and the
+ * file it will replace (*dest): both malloc'd, or an error (nothing left). */
+static vx_status open_dest(const char *path, char **dest, char **tmp, int *fd, char *err, size_t err_size) {
+    vx_status st = dest_path(path, dest, err, err_size);
     if (st) return st;
     int e = 0;
-    const int fd = open_temp(dest, &tmp, &e);
-    free(dest);
-    if (fd < 0) {
-        if (e == ENOMEM) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
-        return io_err(err, err_size, "cannot create a file for", path, e);
-    }
+    if ((*fd = open_temp(*dest, tmp, &e)) >= 0) return VX_OK;
+    free(*dest);
+    *dest = NULL;
+    if (e == ENOMEM) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    return io_err(err, err_size, "cannot create a temporary file for", path, e);
+}
+
+vx_status vx_gguf_check_dest(const char *path, char *err, size_t err_size) {
+    char *dest = NULL, *tmp = NULL;
+    int fd;
+    vx_status st = open_dest(path, &dest, &tmp, &fd, err, err_size);
+    if (st) return st;
     close(fd);
     unlink(tmp);
     free(tmp);
+    free(dest);
     return VX_OK;
 }
 
@@ -594,14 +602,8 @@ vx_status vx_gguf_write_file(vx_gguf_writer *w, const char *path, char *err, siz
     if ((st = assign_offsets(w, align, err, err_size))) return st;
 
     char *tmp = NULL, *dest = NULL;
-    if ((st = dest_path(path, &dest, err, err_size))) return st;
-    int e = 0;
-    int fd = open_temp(dest, &tmp, &e);
-    if (fd < 0) {
-        free(dest);
-        if (e == ENOMEM) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
-        return io_err(err, err_size, "cannot create a temporary file for", path, e);
-    }
+    int fd;
+    if ((st = open_dest(path, &dest, &tmp, &fd, err, err_size))) return st;
     wr_out *o = malloc(sizeof *o);
     if (!o) {
         close(fd);
@@ -616,7 +618,7 @@ vx_status vx_gguf_write_file(vx_gguf_writer *w, const char *path, char *err, siz
     o->used = 0;
     write_body(w, o, align);
     const char *what = "writing";
-    e = o->err;
+    int e = o->err;
     /* fsync before rename: delayed-allocation and network file systems
      * report ENOSPC/EIO only here, and the rename must not publish a file
      * whose data may be lost */

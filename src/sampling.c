@@ -556,7 +556,7 @@ int32_t vx_logprobs(const float *logits, int32_t n_vocab, vx_token token, float 
     float max = -INFINITY;
     for (int32_t i = 0; i < n_vocab; i++)
         if (logits[i] > max) max = logits[i]; /* NaN compares false */
-    if (max == -INFINITY || isnan(max)) return 0;
+    if (max == -INFINITY) return 0; /* every logit -inf or NaN */
     double sum = 0.0;
     for (int32_t i = 0; i < n_vocab; i++)
         if (logits[i] > -INFINITY) sum += exp((double)logits[i] - (double)max);

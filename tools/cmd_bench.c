@@ -55,12 +55,10 @@ static void print_profiles(const prof_row *rows, int n) {
     for (int s = 0; s < VX_PERF_COUNT; s++) printf("----------:|");
     printf("-----------:|\n");
     for (int i = 0; i < n; i++) {
-        const vx_perf *p = &rows[i].perf;
-        uint64_t sum = 0;
-        for (int s = 0; s < VX_PERF_COUNT; s++) sum += p->ns[s];
+        const vx_perf *p = &rows[i].perf; /* its steps sum to ns_decode */
         printf("| %-28s | %14s |", rows[i].model, rows[i].test);
         for (int s = 0; s < VX_PERF_COUNT; s++)
-            printf(" %8.1f%% |", sum ? 100.0 * (double)p->ns[s] / (double)sum : 0.0);
+            printf(" %8.1f%% |", p->ns_decode ? 100.0 * (double)p->ns[s] / (double)p->ns_decode : 0.0);
         printf(" %10.3f |\n", p->n_decode ? 1e-6 * (double)p->ns_decode / (double)p->n_decode : 0.0);
     }
 }
