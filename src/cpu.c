@@ -216,7 +216,10 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
         /* the Q6_K gemv's codes by GFNI byte maps where the CPU has them
          * (Ice Lake on; not Cascade Lake): the same bits, ~12% fewer
          * cycles per record */
-        if (detect().gfni) k->gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_gfni_avx512;
+        if (detect().gfni) {
+            k->gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_gfni_avx512;
+            k->gemv[VX_TYPE_Q5_K_R8] = vx_gemv_q5_K_r8_gfni_avx512;
+        }
         k->name = "avx512";
     }
     if (isa >= VX_ISA_AMX) {
@@ -235,6 +238,7 @@ void vx_kernels_init_emulated(vx_kernels *k) {
     kernels_fill(k, VX_ISA_AVX2);
     vx_kernels_add_avx512emu(k);
     k->gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_gfni_avx512emu; /* SIMDe models GFNI anywhere */
+    k->gemv[VX_TYPE_Q5_K_R8] = vx_gemv_q5_K_r8_gfni_avx512emu;
     k->name = "avx512-emu";
 }
 

@@ -760,9 +760,9 @@ done:
 /* The tiers to test: avx2, avx512 when this CPU has it, and the emulated
  * avx512 (SIMDe over AVX2, src/x86/isa512.h; not under ASan where the
  * native tier runs the same source). The AVX-512 tables take the GFNI
- * Q6_K gemv where they can (natively on GFNI CPUs, always emulated);
- * each is followed by a copy with the plain one, so that both run
- * wherever the tier does. */
+ * Q6_K and Q5_K gemvs where they can (natively on GFNI CPUs, always
+ * emulated); each is followed by a copy with the plain ones, so that both
+ * run wherever the tier does. */
 static int tiers(vx_kernels *kt) {
     int n = 0;
     const bool native = vx_cpu_best_isa() >= VX_ISA_AVX512;
@@ -770,14 +770,16 @@ static int tiers(vx_kernels *kt) {
     if (native) {
         vx_kernels_init(&kt[n++], VX_ISA_AVX512);
         kt[n] = kt[n - 1];
-        kt[n++].gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_avx512;
+        kt[n].gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_avx512;
+        kt[n++].gemv[VX_TYPE_Q5_K_R8] = vx_gemv_q5_K_r8_avx512;
     }
     static bool said, skip;
     if (!said) skip = vx_test_skip_emulated(native, "avx512-emu"), said = true;
     if (!skip) {
         vx_kernels_init_emulated(&kt[n++]);
         kt[n] = kt[n - 1];
-        kt[n++].gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_avx512emu;
+        kt[n].gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_avx512emu;
+        kt[n++].gemv[VX_TYPE_Q5_K_R8] = vx_gemv_q5_K_r8_avx512emu;
     }
     return n;
 }

@@ -166,8 +166,12 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
     const __m512i m4 = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *A = ra + (size_t)i * rec, *B = rb ? rb + (size_t)i * rec : NULL;
-        if (type == VX_TYPE_Q4_K_R8) {
+        if (type == VX_TYPE_Q4_K_R8 || type == VX_TYPE_Q5_K_R8) {
+            /* Q5_K_R8: Q4_K_R8's fields, then the fifth bits (bit s of
+             * qh[q][r][b]: element 32s + 4q + b of row r) */
             const vx_block_q4_K_r8 *a = (const void *)A, *b = (const void *)B;
+            const vx_block_q5_K_r8 *a5 = type == VX_TYPE_Q5_K_R8 ? (const void *)A : NULL;
+            const vx_block_q5_K_r8 *b5 = a5 && B ? (const void *)B : NULL;
             const __m512 d = f16_rows(a->d, b ? b->d : NULL), dm = f16_rows(a->dmin, b ? b->dmin : NULL);
             for (int s = 0; s < 8; s++) {
                 const __m512 sc = _mm512_mul_ps(d, byte_rows(a->sc[s / 2], b ? b->sc[s / 2] : NULL, s % 2, 0));
@@ -176,7 +180,12 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
                 for (int q = 0; q < 8; q++) {
                     __m512i c = join(a->qs[s / 2][q][0], b ? b->qs[s / 2][q][0] : NULL);
                     if (s % 2) c = _mm512_srli_epi16(c, 4);
-                    emit_quad(half, 64 * i + 8 * s + q, _mm512_and_si512(c, m4), &qs);
+                    c = _mm512_and_si512(c, m4);
+                    if (a5) {
+                        const __m512i hb = join(a5->qh[q][0], b5 ? b5->qh[q][0] : NULL);
+                        c = _mm512_or_si512(c, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, s), one), 4));
+                    }
+                    emit_quad(half, 64 * i + 8 * s + q, c, &qs);
                 }
             }
         } else if (type == VX_TYPE_Q6_K_R8) {
@@ -234,7 +243,7 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
 
 static int r8_block(int type) {
     switch (type) {
-    case VX_TYPE_Q4_K_R8: case VX_TYPE_Q6_K_R8: return 256;
+    case VX_TYPE_Q4_K_R8: case VX_TYPE_Q5_K_R8: case VX_TYPE_Q6_K_R8: return 256;
     case VX_TYPE_Q4_0_R8: case VX_TYPE_Q5_0_R8: case VX_TYPE_Q8_0_R8: return 32;
     default: return 0;
     }

@@ -32,7 +32,9 @@
 #include "quant.h"
 
 #define QK VX_QK_K
-enum { K_Q4_K, K_Q6_K, K_Q6_K_GF }; /* K_Q6_K_GF: Q6_K, codes built with GFNI */
+/* K_Q6_K_GF, K_Q5_K_GF: the codes' high bits placed with GFNI (the GEMM
+ * takes K_Q4_K and K_Q6_K only) */
+enum { K_Q4_K, K_Q6_K, K_Q6_K_GF, K_Q5_K, K_Q5_K_GF };
 
 AINLINE __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 AINLINE __m512i bcast32(const void *p) {
@@ -144,6 +146,44 @@ AINLINE __m256 q4k_r8_finish(const vx_block_q4_K_r8 *b, const vx_block_q8_K *y, 
     return _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->dmin)), yd), _mm256_cvtepi32_ps(M), acc);
 }
 
+/* Bit s of each byte of h at bit 4, every other bit clear: a GFNI bit
+ * matrix (output bit 4 = input bit s: matrix byte 3 = 1 << s), or a 16-bit
+ * shift and a mask. */
+AINLINE __m512i bit_to4(__m512i h, int s, int gf) {
+    if (gf) return _mm512_gf2p8affine_epi64_epi8(h, _mm512_set1_epi64((long long)(0x01000000ull << s)), 0);
+    const __m512i x = s < 4 ? _mm512_slli_epi16(h, 4 - s) : s > 4 ? _mm512_srli_epi16(h, s - 4) : h;
+    return _mm512_and_si512(x, _mm512_set1_epi8(0x10));
+}
+
+/* Quarter c of a Q5_K_R8 record into I: Q4_K's nibbles (the high ones
+ * shifted down: a 5-bit code times 16 does not fit a byte) with the fifth
+ * bits (qh[q] holds both quads of a zmm in its lanes' order: bit 2c of a
+ * byte for the low nibble's element, 2c + 1 for the high one's). A
+ * 16-element lane sum reaches 16 * 31 * 127 = 62992, past int16: two
+ * pairs of quads each (<= 31496) go into the int16 pairs of vpdpwssd, so
+ * I gains the same exact sum as Q4_K's one madd: 6 uops per 16 vpdpbusd. */
+AINLINE __m512i q5k_r8_quarter(const vx_block_q5_K_r8 *b5, const vx_block_q8_K *y, int c, __m512i I, int gf) {
+    const vx_block_q4_K_r8 *b = &b5->k4;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const int8_t *ylo = y->qs + 64 * c, *yhi = ylo + 32;
+    const __m512i sc = _mm512_cvtepu8_epi16(_mm256_broadcastsi128_si256(load128(b->sc[c])));
+#pragma GCC unroll 2
+    for (int hp = 0; hp < 2; hp++) {
+        __m512i X = _mm512_setzero_si512(), Y = X;
+#pragma GCC unroll 2
+        for (int p = 2 * hp; p < 2 * hp + 2; p++) {
+            const __m512i v = load512(b->qs[c][2 * p]), qh = load512(b5->qh[2 * p]);
+            /* (a & c) | b: imm 0xEC */
+            const __m512i lo = _mm512_ternarylogic_epi32(v, bit_to4(qh, 2 * c, gf), m4, 0xEC);
+            const __m512i hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), bit_to4(qh, 2 * c + 1, gf), m4, 0xEC);
+            X = _mm512_dpbusd_epi32(X, lo, act2(ylo + 8 * p, ylo + 8 * p + 4));
+            Y = _mm512_dpbusd_epi32(Y, hi, act2(yhi + 8 * p, yhi + 8 * p + 4));
+        }
+        I = _mm512_dpwssd_epi32(I, pack16(X, Y), sc);
+    }
+    return I;
+}
+
 /* Sub-block scales as int32 lanes from a vector of int16 pairs
  * (sc[2p], sc[2p + 1]) per lane: the first (j = 0) or the second. */
 AINLINE __m512i pair_sel(__m512i x, int j) {
@@ -221,8 +261,9 @@ AINLINE __m256 q6k_r8_finish(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, 
 
 /* G groups' records (g[s]) side by side, a part of each record in turn. */
 AINLINE void groupsK(int k, int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y, float *const *out) {
-    const size_t rs = k == K_Q4_K ? sizeof(vx_block_q4_K_r8) : sizeof(vx_block_q6_K_r8);
-    const int parts = k == K_Q4_K ? 4 : 2;
+    const int six = k == K_Q6_K || k == K_Q6_K_GF, five = k == K_Q5_K || k == K_Q5_K_GF;
+    const size_t rs = six ? sizeof(vx_block_q6_K_r8) : five ? sizeof(vx_block_q5_K_r8) : sizeof(vx_block_q4_K_r8);
+    const int parts = six ? 2 : 4;
     const size_t part = rs / (size_t)parts;
     __m256 acc[GEMV512_K_STREAMS];
 UNROLL_STREAMS
@@ -238,17 +279,20 @@ UNROLL_STREAMS
                 const uint8_t *rec = g[s] + (size_t)i * rs;
                 const uint8_t *pf = rec + part * (size_t)c + PF512_K * rs; /* this part, PF512_K records on */
                 const size_t npf = c < parts - 1 ? part : rs - (size_t)(parts - 1) * part;
-                if (k == K_Q4_K) prefetch_ahead(pf, 0, npf);
-                I[s] = k == K_Q4_K ? q4k_r8_quarter((const vx_block_q4_K_r8 *)(const void *)rec, &y[i], c, I[s])
-                                   : q6k_r8_half((const vx_block_q6_K_r8 *)(const void *)rec, &y[i], c, I[s],
-                                                 k == K_Q6_K_GF, pf, (int)((npf + 63) / 64));
+                if (!six) prefetch_ahead(pf, 0, npf);
+                I[s] = six    ? q6k_r8_half((const vx_block_q6_K_r8 *)(const void *)rec, &y[i], c, I[s],
+                                            k == K_Q6_K_GF, pf, (int)((npf + 63) / 64))
+                       : five ? q5k_r8_quarter((const vx_block_q5_K_r8 *)(const void *)rec, &y[i], c, I[s],
+                                               k == K_Q5_K_GF)
+                              : q4k_r8_quarter((const vx_block_q4_K_r8 *)(const void *)rec, &y[i], c, I[s]);
             }
         }
 UNROLL_STREAMS
         for (int s = 0; s < G; s++) {
             const uint8_t *rec = g[s] + (size_t)i * rs;
-            acc[s] = k == K_Q4_K ? q4k_r8_finish((const vx_block_q4_K_r8 *)(const void *)rec, &y[i], I[s], acc[s])
-                                 : q6k_r8_finish((const vx_block_q6_K_r8 *)(const void *)rec, &y[i], I[s], acc[s]);
+            /* Q5_K_R8 starts with Q4_K_R8's fields */
+            acc[s] = !six ? q4k_r8_finish((const vx_block_q4_K_r8 *)(const void *)rec, &y[i], I[s], acc[s])
+                          : q6k_r8_finish((const vx_block_q6_K_r8 *)(const void *)rec, &y[i], I[s], acc[s]);
         }
     }
 UNROLL_STREAMS
@@ -273,6 +317,12 @@ void VX512(vx_gemv_q6_K_r8)(int64_t n, const void *w, size_t stride, int nrows, 
 }
 void VX512(vx_gemv_q6_K_r8_gfni)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
     gemvK(K_Q6_K_GF, n, w, stride, nrows, y, out);
+}
+void VX512(vx_gemv_q5_K_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemvK(K_Q5_K, n, w, stride, nrows, y, out);
+}
+void VX512(vx_gemv_q5_K_r8_gfni)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemvK(K_Q5_K_GF, n, w, stride, nrows, y, out);
 }
 
 /* ===================================================================== GEMM
