@@ -320,10 +320,10 @@ static bool tiles_attn(const vx_context *c) {
 }
 
 /* Whether the matmul of w over ntok tokens runs on the AMX GEMM: weight
- * types whose panels are built with SIMD (F16, BF16, the packed layouts
- * amx_gemm.c reads straight from their records). The other packed types
- * (Q2_K, Q3_K, Q4_1, Q5_1, IQ4_NL) would be dequantized row by row in
- * plain C there; they keep their int8 GEMM. */
+ * types whose panels are built with SIMD (F16, BF16, and every packed
+ * layout, which amx_gemm.c reads straight from its records). Other types
+ * would be dequantized row by row in plain C there; they keep their int8
+ * GEMM. */
 static bool amx_for(const vx_context *c, const vx_weight *w, int64_t ntok) {
     if (!c->kern.gemm_amx || c->params.f32_matmul || c->params.batch_invariant || ntok < c->amx_min_tok ||
         w->ne[0] % 32 != 0)
@@ -331,8 +331,9 @@ static bool amx_for(const vx_context *c, const vx_weight *w, int64_t ntok) {
     if (w->type == VX_TYPE_F16 || w->type == VX_TYPE_BF16) return true;
     if (!w->pdata) return false;
     switch (w->ptype) {
-    case VX_TYPE_Q4_K_R8: case VX_TYPE_Q5_K_R8: case VX_TYPE_Q6_K_R8: case VX_TYPE_Q4_0_R8: case VX_TYPE_Q5_0_R8:
-    case VX_TYPE_Q8_0_R8:
+    case VX_TYPE_Q2_K_R8: case VX_TYPE_Q3_K_R8: case VX_TYPE_Q4_K_R8: case VX_TYPE_Q5_K_R8: case VX_TYPE_Q6_K_R8:
+    case VX_TYPE_Q4_0_R8: case VX_TYPE_Q4_1_R8: case VX_TYPE_Q5_0_R8: case VX_TYPE_Q5_1_R8: case VX_TYPE_Q8_0_R8:
+    case VX_TYPE_IQ4_NL_R8:
         return true;
     default: return false;
     }

@@ -206,35 +206,89 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
                     emit_quad(half, 64 * i + 32 * h + 8 * k + q, c, &qs);
                 }
             }
+        } else if (type == VX_TYPE_Q3_K_R8 || type == VX_TYPE_Q2_K_R8) {
+            /* 2-bit codes: element 128h + 32j + 4q + b at bits 2j of
+             * qs[h][q][r][b]; Q3_K's high bit g = 4h + j of hm[q][r][b]
+             * (value: code + 4 high - 4, times d sc with the scale
+             * decoded to int8), Q2_K's scales byte (scale | min << 4):
+             * code d scale - dmin min */
+            const int q3 = type == VX_TYPE_Q3_K_R8;
+            const vx_block_q3_K_r8 *a3 = (const void *)A, *b3 = (const void *)B;
+            const vx_block_q2_K_r8 *a2 = (const void *)A, *b2 = (const void *)B;
+            const __m512 d = f16_rows(A, B); /* d[8] first in both */
+            const __m512 dm = q3 ? _mm512_setzero_ps() : f16_rows(a2->dmin, b2 ? b2->dmin : NULL);
+            if (q3)
+                for (int u = 0; u < 4; u++) qs.m[u] = _mm512_setzero_ps();
+            for (int j16 = 0; j16 < 16; j16++) { /* 16-element sub-block: quads 4 j16 .. 4 j16 + 3 */
+                if (q3) {
+                    const __m512 sc = _mm512_mul_ps(d, byte_rows(a3->sc[j16 / 2], b3 ? b3->sc[j16 / 2] : NULL, j16 % 2, 1));
+                    for (int u = 0; u < 4; u++) qs.s[u] = spread4(sc, u);
+                } else {
+                    const __m512 sm = byte_rows(a2->sc[j16 / 2], b2 ? b2->sc[j16 / 2] : NULL, j16 % 2, 0);
+                    const __m512 mn = _mm512_floor_ps(_mm512_mul_ps(sm, _mm512_set1_ps(1.0f / 16)));
+                    const __m512 sc = _mm512_mul_ps(d, _mm512_fnmadd_ps(mn, _mm512_set1_ps(16.0f), sm));
+                    const __m512 m = _mm512_mul_ps(dm, mn);
+                    for (int u = 0; u < 4; u++) qs.s[u] = spread4(sc, u), qs.m[u] = spread4(m, u);
+                }
+                const int h = j16 / 8, j = (j16 % 8) / 2;
+                for (int q = 4 * (j16 % 2); q < 4 * (j16 % 2) + 4; q++) {
+                    const uint8_t *pa = q3 ? a3->qs[h][q][0] : a2->qs[h][q][0];
+                    const uint8_t *pb = !B ? NULL : q3 ? b3->qs[h][q][0] : b2->qs[h][q][0];
+                    __m512i c = _mm512_and_si512(_mm512_srli_epi16(join(pa, pb), 2 * j), _mm512_set1_epi8(3));
+                    if (q3) {
+                        const __m512i hb = join(a3->hm[q][0], b3 ? b3->hm[q][0] : NULL);
+                        c = _mm512_or_si512(c, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 4 * h + j), one), 2));
+                        c = _mm512_sub_epi8(c, _mm512_set1_epi8(4));
+                    }
+                    emit_quad(half, 64 * i + 32 * h + 8 * j + q, c, &qs);
+                }
+            }
         } else {
-            /* 32-element records: d[8] first */
+            /* 32-element records: d[8] first; Q4_1 / Q5_1: value code d + m */
             const __m512 d = f16_rows(A, B);
-            for (int u = 0; u < 4; u++) qs.s[u] = spread4(d, u), qs.m[u] = _mm512_setzero_ps();
+            const int has_m = type == VX_TYPE_Q4_1_R8 || type == VX_TYPE_Q5_1_R8;
+            const __m512 m = !has_m ? _mm512_setzero_ps()
+                                    : _mm512_sub_ps(_mm512_setzero_ps(),
+                                                    f16_rows(((const vx_block_q4_1_r8 *)(const void *)A)->m,
+                                                             B ? ((const vx_block_q4_1_r8 *)(const void *)B)->m : NULL));
+            for (int u = 0; u < 4; u++) qs.s[u] = spread4(d, u), qs.m[u] = spread4(m, u);
             if (type == VX_TYPE_Q8_0_R8) {
                 const vx_block_q8_0_r8 *a = (const void *)A, *b = (const void *)B;
                 for (int q = 0; q < 8; q++)
                     emit_quad(half, 8 * i + q,
                               join((const uint8_t *)a->qs[q][0], b ? (const uint8_t *)b->qs[q][0] : NULL), &qs);
             } else {
-                const int q5 = type == VX_TYPE_Q5_0_R8;
-                const uint8_t *qa = q5 ? ((const vx_block_q5_0_r8 *)(const void *)A)->qs[0][0]
-                                       : ((const vx_block_q4_0_r8 *)(const void *)A)->qs[0][0];
-                const uint8_t *qb = !B ? NULL
-                                    : q5 ? ((const vx_block_q5_0_r8 *)(const void *)B)->qs[0][0]
-                                         : ((const vx_block_q4_0_r8 *)(const void *)B)->qs[0][0];
-                __m512i hbits = _mm512_setzero_si512();
-                if (q5)
-                    hbits = join(((const vx_block_q5_0_r8 *)(const void *)A)->qh[0],
-                                 B ? ((const vx_block_q5_0_r8 *)(const void *)B)->qh[0] : NULL);
-                const __m512i off = _mm512_set1_epi8(q5 ? 16 : 8);
+                /* nibbles (qs[c][r][b]: byte 4c + b of row r, low nibble
+                 * element 4c + b, high 16 + 4c + b), Q5_0 / Q5_1's fifth
+                 * bits (qh[r][b] bit q: element 4q + b), then the offset
+                 * (Q4_0 8, Q5_0 16) or IQ4_NL's book */
+                const uint8_t *qa, *qb, *ha = NULL, *hb = NULL;
+                if (type == VX_TYPE_Q5_0_R8) {
+                    const vx_block_q5_0_r8 *a = (const void *)A, *b = (const void *)B;
+                    qa = a->qs[0][0], qb = b ? b->qs[0][0] : NULL, ha = a->qh[0], hb = b ? b->qh[0] : NULL;
+                } else if (type == VX_TYPE_Q5_1_R8) {
+                    const vx_block_q5_1_r8 *a = (const void *)A, *b = (const void *)B;
+                    qa = a->qs[0][0], qb = b ? b->qs[0][0] : NULL, ha = a->qh[0], hb = b ? b->qh[0] : NULL;
+                } else if (type == VX_TYPE_Q4_1_R8) {
+                    const vx_block_q4_1_r8 *a = (const void *)A, *b = (const void *)B;
+                    qa = a->qs[0][0], qb = b ? b->qs[0][0] : NULL;
+                } else { /* Q4_0, IQ4_NL */
+                    const vx_block_q4_0_r8 *a = (const void *)A, *b = (const void *)B;
+                    qa = a->qs[0][0], qb = b ? b->qs[0][0] : NULL;
+                }
+                const __m512i hbits = ha ? join(ha, hb) : _mm512_setzero_si512();
+                const int off = type == VX_TYPE_Q4_0_R8 ? 8 : type == VX_TYPE_Q5_0_R8 ? 16 : 0;
+                const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)vx_iq4nl_values));
                 for (int q = 0; q < 8; q++) { /* quad q: nibble q / 4 of byte piece q % 4 */
                     __m512i c = join(qa + 32 * (q % 4), qb ? qb + 32 * (q % 4) : NULL);
                     c = _mm512_and_si512(q < 4 ? c : _mm512_srli_epi16(c, 4), m4);
-                    if (q5) {
-                        const __m512i hb = _mm512_and_si512(_mm512_srlv_epi16(hbits, _mm512_set1_epi16((short)q)), one);
-                        c = _mm512_or_si512(c, _mm512_slli_epi16(hb, 4));
+                    if (ha) {
+                        const __m512i h5 = _mm512_and_si512(_mm512_srlv_epi16(hbits, _mm512_set1_epi16((short)q)), one);
+                        c = _mm512_or_si512(c, _mm512_slli_epi16(h5, 4));
                     }
-                    emit_quad(half, 8 * i + q, _mm512_sub_epi8(c, off), &qs);
+                    if (type == VX_TYPE_IQ4_NL_R8) c = _mm512_shuffle_epi8(book, c);
+                    else if (off) c = _mm512_sub_epi8(c, _mm512_set1_epi8((char)off));
+                    emit_quad(half, 8 * i + q, c, &qs);
                 }
             }
         }
@@ -243,8 +297,11 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
 
 static int r8_block(int type) {
     switch (type) {
-    case VX_TYPE_Q4_K_R8: case VX_TYPE_Q5_K_R8: case VX_TYPE_Q6_K_R8: return 256;
-    case VX_TYPE_Q4_0_R8: case VX_TYPE_Q5_0_R8: case VX_TYPE_Q8_0_R8: return 32;
+    case VX_TYPE_Q2_K_R8: case VX_TYPE_Q3_K_R8: case VX_TYPE_Q4_K_R8: case VX_TYPE_Q5_K_R8: case VX_TYPE_Q6_K_R8:
+        return 256;
+    case VX_TYPE_Q4_0_R8: case VX_TYPE_Q4_1_R8: case VX_TYPE_Q5_0_R8: case VX_TYPE_Q5_1_R8: case VX_TYPE_Q8_0_R8:
+    case VX_TYPE_IQ4_NL_R8:
+        return 32;
     default: return 0;
     }
 }
