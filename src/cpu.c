@@ -219,6 +219,7 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
         if (detect().gfni) {
             k->gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_gfni_avx512;
             k->gemv[VX_TYPE_Q5_K_R8] = vx_gemv_q5_K_r8_gfni_avx512;
+            k->gemv[VX_TYPE_Q3_K_R8] = vx_gemv_q3_K_r8_gfni_avx512;
         }
         k->name = "avx512";
     }
@@ -239,6 +240,7 @@ void vx_kernels_init_emulated(vx_kernels *k) {
     vx_kernels_add_avx512emu(k);
     k->gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_gfni_avx512emu; /* SIMDe models GFNI anywhere */
     k->gemv[VX_TYPE_Q5_K_R8] = vx_gemv_q5_K_r8_gfni_avx512emu;
+    k->gemv[VX_TYPE_Q3_K_R8] = vx_gemv_q3_K_r8_gfni_avx512emu;
     k->name = "avx512-emu";
 }
 

@@ -34,7 +34,7 @@
 #define QK VX_QK_K
 /* K_Q6_K_GF, K_Q5_K_GF: the codes' high bits placed with GFNI (the GEMM
  * takes K_Q4_K and K_Q6_K only) */
-enum { K_Q4_K, K_Q6_K, K_Q6_K_GF, K_Q5_K, K_Q5_K_GF };
+enum { K_Q4_K, K_Q6_K, K_Q6_K_GF, K_Q5_K, K_Q5_K_GF, K_Q3_K, K_Q3_K_GF, K_Q2_K };
 
 AINLINE __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 AINLINE __m512i bcast32(const void *p) {
@@ -111,7 +111,10 @@ AINLINE __m256i pair_dots(const void *f, int np, int sgn, __m512i bp) {
 #pragma GCC unroll 4
     for (int p = 0; p < np; p += 2) {
         const __m256i raw = load256((const uint8_t *)f + 16 * p);
-        const __m512i w = sgn ? _mm512_cvtepi8_epi16(raw) : _mm512_cvtepu8_epi16(raw);
+        /* sgn 2: the high nibbles (Q2_K's mins) */
+        const __m512i w = sgn == 1 ? _mm512_cvtepi8_epi16(raw)
+                          : sgn == 2 ? _mm512_srli_epi16(_mm512_cvtepu8_epi16(raw), 4)
+                                     : _mm512_cvtepu8_epi16(raw);
         const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(p), _mm256_set1_epi32(p + 1), 1);
         M = _mm512_dpwssd_epi32(M, w, _mm512_permutexvar_epi32(idx, bp));
     }
@@ -146,13 +149,13 @@ AINLINE __m256 q4k_r8_finish(const vx_block_q4_K_r8 *b, const vx_block_q8_K *y, 
     return _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->dmin)), yd), _mm256_cvtepi32_ps(M), acc);
 }
 
-/* Bit s of each byte of h at bit 4, every other bit clear: a GFNI bit
- * matrix (output bit 4 = input bit s: matrix byte 3 = 1 << s), or a 16-bit
- * shift and a mask. */
-AINLINE __m512i bit_to4(__m512i h, int s, int gf) {
-    if (gf) return _mm512_gf2p8affine_epi64_epi8(h, _mm512_set1_epi64((long long)(0x01000000ull << s)), 0);
-    const __m512i x = s < 4 ? _mm512_slli_epi16(h, 4 - s) : s > 4 ? _mm512_srli_epi16(h, s - 4) : h;
-    return _mm512_and_si512(x, _mm512_set1_epi8(0x10));
+/* Bit s of each byte of h at bit t, every other bit clear: a GFNI bit
+ * matrix (output bit t = input bit s: matrix byte 7 - t = 1 << s), or a
+ * 16-bit shift and a mask. */
+AINLINE __m512i bit_to(__m512i h, int s, int t, int gf) {
+    if (gf) return _mm512_gf2p8affine_epi64_epi8(h, _mm512_set1_epi64((long long)((1ull << s) << 8 * (7 - t))), 0);
+    const __m512i x = s < t ? _mm512_slli_epi16(h, t - s) : s > t ? _mm512_srli_epi16(h, s - t) : h;
+    return _mm512_and_si512(x, _mm512_set1_epi8((char)(1 << t)));
 }
 
 /* Quarter c of a Q5_K_R8 record into I: Q4_K's nibbles (the high ones
@@ -174,14 +177,63 @@ AINLINE __m512i q5k_r8_quarter(const vx_block_q5_K_r8 *b5, const vx_block_q8_K *
         for (int p = 2 * hp; p < 2 * hp + 2; p++) {
             const __m512i v = load512(b->qs[c][2 * p]), qh = load512(b5->qh[2 * p]);
             /* (a & c) | b: imm 0xEC */
-            const __m512i lo = _mm512_ternarylogic_epi32(v, bit_to4(qh, 2 * c, gf), m4, 0xEC);
-            const __m512i hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), bit_to4(qh, 2 * c + 1, gf), m4, 0xEC);
+            const __m512i lo = _mm512_ternarylogic_epi32(v, bit_to(qh, 2 * c, 4, gf), m4, 0xEC);
+            const __m512i hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), bit_to(qh, 2 * c + 1, 4, gf), m4, 0xEC);
             X = _mm512_dpbusd_epi32(X, lo, act2(ylo + 8 * p, ylo + 8 * p + 4));
             Y = _mm512_dpbusd_epi32(Y, hi, act2(yhi + 8 * p, yhi + 8 * p + 4));
         }
         I = _mm512_dpwssd_epi32(I, pack16(X, Y), sc);
     }
     return I;
+}
+
+/* Half h of a Q3_K_R8 (three) / Q2_K_R8 record into I: steps p = 4h + j
+ * (sub-blocks 2p, 2p + 1: quad pairs 0-1 and 2-3 of qs[h], bits 2j, with
+ * Q3_K's high bit 4h + j of hm at bit 2), each sub-block's lane sums (8
+ * elements, <= 8 * 7 * 127) an int16 of the pair vpdpwssd takes with the
+ * sub-block scales (Q3_K: int8 -32..31; Q2_K: the low nibbles), as Q4_K:
+ * 3 uops per 4 vpdpbusd. Q3_K's offset (codes are u - 4) and Q2_K's mins
+ * come in at the finish. */
+AINLINE __m512i q23k_r8_half(int three, const uint8_t *rec, const vx_block_q8_K *y, int h, __m512i I, int gf) {
+    const vx_block_q2_K_r8 *b2 = (const vx_block_q2_K_r8 *)(const void *)rec;
+    const vx_block_q3_K_r8 *b3 = (const vx_block_q3_K_r8 *)(const void *)rec;
+    const __m512i m3 = _mm512_set1_epi8(3);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        const int p = 4 * h + j;
+        const __m256i raw = _mm256_broadcastsi128_si256(load128(three ? (const void *)b3->sc[p] : (const void *)b2->sc[p]));
+        const __m512i sc = three ? _mm512_cvtepi8_epi16(raw)
+                                 : _mm512_and_si512(_mm512_cvtepu8_epi16(raw), _mm512_set1_epi16(15));
+        __m512i X = _mm512_setzero_si512(), Y = X;
+#pragma GCC unroll 4
+        for (int pq = 0; pq < 4; pq++) {
+            const __m512i v = _mm512_srli_epi16(load512(three ? b3->qs[h][2 * pq] : b2->qs[h][2 * pq]), 2 * j);
+            /* (a & c) | b: imm 0xEC */
+            const __m512i c = three ? _mm512_ternarylogic_epi32(v, bit_to(load512(b3->hm[2 * pq]), p, 2, gf), m3, 0xEC)
+                                    : _mm512_and_si512(v, m3);
+            const int8_t *ya = y->qs + 32 * p + 8 * pq;
+            if (pq < 2) X = _mm512_dpbusd_epi32(X, c, act2(ya, ya + 4));
+            else Y = _mm512_dpbusd_epi32(Y, c, act2(ya, ya + 4));
+        }
+        I = _mm512_dpwssd_epi32(I, pack16(X, Y), sc);
+    }
+    return I;
+}
+
+/* The canonical float steps of a Q3_K_R8 / Q2_K_R8 record whose code sums
+ * are in I (those of the AVX2 kernels). */
+AINLINE __m256 q23k_r8_finish(int three, const uint8_t *rec, const vx_block_q8_K *y, __m512i I, __m256 acc) {
+    const __m512i bs = _mm512_castsi256_si512(load256(y->bsums));
+    __m256i Ir = fold8(I);
+    const __m256 yd = _mm256_set1_ps(y->d);
+    if (three) {
+        Ir = _mm256_sub_epi32(Ir, _mm256_slli_epi32(pair_dots(((const vx_block_q3_K_r8 *)(const void *)rec)->sc, 8, 1, bs), 2));
+        return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(rec)), yd), _mm256_cvtepi32_ps(Ir), acc);
+    }
+    const vx_block_q2_K_r8 *b = (const vx_block_q2_K_r8 *)(const void *)rec;
+    const __m256i M = pair_dots(b->sc, 8, 2, bs);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->d)), yd), _mm256_cvtepi32_ps(Ir), acc);
+    return _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->dmin)), yd), _mm256_cvtepi32_ps(M), acc);
 }
 
 /* Sub-block scales as int32 lanes from a vector of int16 pairs
@@ -262,8 +314,10 @@ AINLINE __m256 q6k_r8_finish(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, 
 /* G groups' records (g[s]) side by side, a part of each record in turn. */
 AINLINE void groupsK(int k, int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y, float *const *out) {
     const int six = k == K_Q6_K || k == K_Q6_K_GF, five = k == K_Q5_K || k == K_Q5_K_GF;
-    const size_t rs = six ? sizeof(vx_block_q6_K_r8) : five ? sizeof(vx_block_q5_K_r8) : sizeof(vx_block_q4_K_r8);
-    const int parts = six ? 2 : 4;
+    const int three = k == K_Q3_K || k == K_Q3_K_GF, two = k == K_Q2_K;
+    const size_t rs = six ? sizeof(vx_block_q6_K_r8) : five ? sizeof(vx_block_q5_K_r8)
+                      : three ? sizeof(vx_block_q3_K_r8) : two ? sizeof(vx_block_q2_K_r8) : sizeof(vx_block_q4_K_r8);
+    const int parts = six || three || two ? 2 : 4;
     const size_t part = rs / (size_t)parts;
     __m256 acc[GEMV512_K_STREAMS];
 UNROLL_STREAMS
@@ -282,6 +336,7 @@ UNROLL_STREAMS
                 if (!six) prefetch_ahead(pf, 0, npf);
                 I[s] = six    ? q6k_r8_half((const vx_block_q6_K_r8 *)(const void *)rec, &y[i], c, I[s],
                                             k == K_Q6_K_GF, pf, (int)((npf + 63) / 64))
+                       : three || two ? q23k_r8_half(three, rec, &y[i], c, I[s], k == K_Q3_K_GF)
                        : five ? q5k_r8_quarter((const vx_block_q5_K_r8 *)(const void *)rec, &y[i], c, I[s],
                                                k == K_Q5_K_GF)
                               : q4k_r8_quarter((const vx_block_q4_K_r8 *)(const void *)rec, &y[i], c, I[s]);
@@ -291,7 +346,8 @@ UNROLL_STREAMS
         for (int s = 0; s < G; s++) {
             const uint8_t *rec = g[s] + (size_t)i * rs;
             /* Q5_K_R8 starts with Q4_K_R8's fields */
-            acc[s] = !six ? q4k_r8_finish((const vx_block_q4_K_r8 *)(const void *)rec, &y[i], I[s], acc[s])
+            acc[s] = three || two ? q23k_r8_finish(three, rec, &y[i], I[s], acc[s])
+                     : !six ? q4k_r8_finish((const vx_block_q4_K_r8 *)(const void *)rec, &y[i], I[s], acc[s])
                           : q6k_r8_finish((const vx_block_q6_K_r8 *)(const void *)rec, &y[i], I[s], acc[s]);
         }
     }
@@ -323,6 +379,15 @@ void VX512(vx_gemv_q5_K_r8)(int64_t n, const void *w, size_t stride, int nrows, 
 }
 void VX512(vx_gemv_q5_K_r8_gfni)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
     gemvK(K_Q5_K_GF, n, w, stride, nrows, y, out);
+}
+void VX512(vx_gemv_q3_K_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemvK(K_Q3_K, n, w, stride, nrows, y, out);
+}
+void VX512(vx_gemv_q3_K_r8_gfni)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemvK(K_Q3_K_GF, n, w, stride, nrows, y, out);
+}
+void VX512(vx_gemv_q2_K_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemvK(K_Q2_K, n, w, stride, nrows, y, out);
 }
 
 /* ===================================================================== GEMM
