@@ -1,10 +1,12 @@
 /*
- * avx512_gemm_k.c - AVX-512 VNNI GEMV and GEMM on the packed K-quant types
- * Q4_K_R8 and Q6_K_R8 (quant.h) x Q8_K activations. Compiled natively and
- * emulated (isa512.h); registered in avx512_init.c.
+ * avx512_gemm_k.c - AVX-512 VNNI GEMV on the packed K-quant types
+ * Q2_K_R8 .. Q6_K_R8 and GEMM on Q4_K_R8 and Q6_K_R8 (quant.h) x Q8_K
+ * activations. Compiled natively and emulated (isa512.h); registered in
+ * avx512_init.c.
  *
- * Arithmetic: codes as the unsigned operand of vpdpbusd (Q4_K 0..15, Q6_K
- * 0..63 with the -32 offset taken out through the activation block sums),
+ * Arithmetic: codes as the unsigned operand of vpdpbusd (Q4_K 0..15, Q5_K
+ * 0..31, Q2_K 0..3, Q6_K 0..63 and Q3_K 0..7 with their -32 / -4 offsets
+ * taken out through the activation block sums),
  * Q8_K activations (-127..127) as the signed one; per row and super-block
  * an exact int32 I (and Q4_K's mins term M), then the canonical step of
  * avx2_quant_util.h: acc = fma(d * y.d, (float)I, acc) [acc = fnma(dmin *
@@ -83,7 +85,13 @@ AINLINE __m256i fold8(__m512i x) { return _mm256_add_epi32(_mm512_castsi512_si25
  *     2-bit fields, variable shifts, ternlog; 16 x 5 with GFNI, q6k_codes), 32 act blends, 4 x 2 vpmulld
  *     (2 uops each) + adds, 16 scale ops, the offsets' term 14
  *     (pair_dots), ~8 float: ~220 uops.
- * i.e. >= 16 B/cycle of weights: above one core's DRAM stream. The int32
+ *   Q5_K (1440 B): Q4_K's with the fifth bits merged per quad pair (GFNI:
+ *     2 byte maps + 2 ternlogs + a shift) and two vpdpwssd per quarter
+ *     (its sums need int16 pairs of two quad pairs each): ~190 uops.
+ *   Q3_K (912 B) / Q2_K (672 B): 32 vpdpbusd, 32 shifts (+ 32 ternlogs and
+ *     byte maps for Q3_K's high bits), 32 act blends, 8 x 3 scale uops,
+ *     the offsets' or mins' term (pair_dots): ~170 / ~110 uops.
+ * i.e. >= 16 B/cycle of weights (Q3_K ~11): above one core's DRAM stream. The int32
  * sum of a record does not depend on the order of its parts, and the
  * float steps are those of the AVX2 kernels: the same bits.
  */
@@ -365,30 +373,20 @@ AINLINE void gemvK(int k, int64_t n, const void *w, size_t stride, int nrows, co
 #undef GROUPSK_RUN
 }
 
-void VX512(vx_gemv_q4_K_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemvK(K_Q4_K, n, w, stride, nrows, y, out);
-}
-void VX512(vx_gemv_q6_K_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemvK(K_Q6_K, n, w, stride, nrows, y, out);
-}
-void VX512(vx_gemv_q6_K_r8_gfni)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemvK(K_Q6_K_GF, n, w, stride, nrows, y, out);
-}
-void VX512(vx_gemv_q5_K_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemvK(K_Q5_K, n, w, stride, nrows, y, out);
-}
-void VX512(vx_gemv_q5_K_r8_gfni)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemvK(K_Q5_K_GF, n, w, stride, nrows, y, out);
-}
-void VX512(vx_gemv_q3_K_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemvK(K_Q3_K, n, w, stride, nrows, y, out);
-}
-void VX512(vx_gemv_q3_K_r8_gfni)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemvK(K_Q3_K_GF, n, w, stride, nrows, y, out);
-}
-void VX512(vx_gemv_q2_K_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemvK(K_Q2_K, n, w, stride, nrows, y, out);
-}
+/* The entry points (kernels_x86.h). */
+#define GEMVK_ENTRY(name, k)                                                                           \
+    void VX512(name)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) { \
+        gemvK(k, n, w, stride, nrows, y, out);                                                         \
+    }
+GEMVK_ENTRY(vx_gemv_q4_K_r8, K_Q4_K)
+GEMVK_ENTRY(vx_gemv_q6_K_r8, K_Q6_K)
+GEMVK_ENTRY(vx_gemv_q6_K_r8_gfni, K_Q6_K_GF)
+GEMVK_ENTRY(vx_gemv_q5_K_r8, K_Q5_K)
+GEMVK_ENTRY(vx_gemv_q5_K_r8_gfni, K_Q5_K_GF)
+GEMVK_ENTRY(vx_gemv_q3_K_r8, K_Q3_K)
+GEMVK_ENTRY(vx_gemv_q3_K_r8_gfni, K_Q3_K_GF)
+GEMVK_ENTRY(vx_gemv_q2_K_r8, K_Q2_K)
+#undef GEMVK_ENTRY
 
 /* ===================================================================== GEMM
  * 16 rows at a time (lane r: row r of group A, lane 8 + r: row r of group
