@@ -137,8 +137,10 @@ AINLINE __m256i pairs_to_i32(__m256i p) { return _mm256_madd_epi16(p, _mm256_set
  *     access back into a stream the memory system can run ahead on;
  *     without it groups of 4 reached only 6-9 GB/s.
  * VX_GEMV_WIDE_ROW (bytes of row stride from which rows go in groups of 4;
- * 0: always, a huge value: never) and VX_GEMV_PREFETCH (0: no software
- * prefetch) override the choice at compile time, for retuning elsewhere.
+ * 0: always, a huge value: never), VX_GEMV_PREFETCH (0: no software
+ * prefetch) and VX_GEMV_PREFETCH_INSN (the instruction, "prefetcht0" by
+ * default; e.g. "prefetcht1") override the choice at compile time, for
+ * retuning elsewhere.
  */
 #ifndef VX_GEMV_WIDE_ROW
 #define VX_GEMV_WIDE_ROW 0
