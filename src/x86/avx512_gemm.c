@@ -1,13 +1,16 @@
 /*
  * avx512_gemm.c - AVX-512 VNNI GEMV and GEMM on the packed 32-element block
- * types Q4_0_R8, Q5_0_R8, Q8_0_R8 (quant.h) x Q8_0 activations. Compiled
- * natively and emulated (isa512.h); tier registration: avx512_init.c.
+ * types Q4_0_R8, Q5_0_R8, Q8_0_R8 (quant.h) x Q8_0 activations, and GEMV on
+ * IQ4_NL_R8 (x Q8_0) and Q4_1_R8, Q5_1_R8 (x Q8_1). Compiled natively and
+ * emulated (isa512.h); tier registration: avx512_init.c.
  *
  * Arithmetic. vpdpbusd (_mm512_dpbusd_epi32) multiplies unsigned bytes by
  * signed bytes and adds each group of 4 products to an int32 lane, with no
  * intermediate saturation. The weights go in as the unsigned operand,
  * offset so that they are non-negative: Q4_0 codes c - 8 as c (0..15),
- * Q5_0 as c (0..31), Q8_0 codes x as x ^ 0x80 = x + 128 (0..255); the
+ * Q5_0 as c (0..31), Q8_0 codes x as x ^ 0x80 = x + 128 (0..255), IQ4_NL's
+ * book values v as v + 128 (one vpshufb of a biased book), Q4_1 / Q5_1
+ * codes as they are (their min term is a float step of its own); the
  * activations (Q8_0 codes, -127..127) are the signed operand. So per row
  * and block I = sum (c - off) y = dpbusd sum - off * sum(y), where off * sum(y)
  * (8, 16, 128 times the block's activation sum) is one int32 per token and
@@ -33,12 +36,23 @@
 #include "kernels_x86.h"
 #include "quant.h"
 
-enum { R_Q4_0, R_Q5_0, R_Q8_0 };
+enum { R_Q4_0, R_Q5_0, R_Q8_0, R_Q4_1, R_Q5_1, R_IQ4_NL };
 
 AINLINE size_t rec32(int k) {
-    return k == R_Q4_0 ? sizeof(vx_block_q4_0_r8) : k == R_Q5_0 ? sizeof(vx_block_q5_0_r8) : sizeof(vx_block_q8_0_r8);
+    switch (k) {
+    case R_Q4_0: case R_IQ4_NL: return sizeof(vx_block_q4_0_r8);
+    case R_Q5_0: return sizeof(vx_block_q5_0_r8);
+    case R_Q4_1: return sizeof(vx_block_q4_1_r8);
+    case R_Q5_1: return sizeof(vx_block_q5_1_r8);
+    default: return sizeof(vx_block_q8_0_r8);
+    }
 }
-AINLINE int off32(int k) { return k == R_Q4_0 ? 8 : k == R_Q5_0 ? 16 : 128; }
+AINLINE int off32(int k) { return k == R_Q4_0 ? 8 : k == R_Q5_0 ? 16 : k == R_Q8_0 || k == R_IQ4_NL ? 128 : 0; }
+/* Q4_1 / Q5_1: a min per row and block, Q8_1 activations {d, s, qs} */
+AINLINE int has_min32(int k) { return k == R_Q4_1 || k == R_Q5_1; }
+AINLINE size_t ycodes32(int k) { return has_min32(k) ? offsetof(vx_block_q8_1, qs) : offsetof(vx_block_q8_0, qs); }
+/* the high nibbles kept in place (16 x the code) for 4-bit codes used as they are */
+AINLINE int nib_in_place(int k) { return k == R_Q4_0 || k == R_Q4_1; }
 
 AINLINE __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 AINLINE uint32_t ld32(const uint8_t *p) {
@@ -50,7 +64,7 @@ AINLINE __m512i bcast32(const uint8_t *p) { return _mm512_set1_epi32((int)ld32(p
 
 /* -off * (sum of the 32 activation codes of block yb). */
 AINLINE int32_t ncorr32(int k, const uint8_t *yb) {
-    const __m256i s = _mm256_maddubs_epi16(_mm256_set1_epi8(1), load256(yb + offsetof(vx_block_q8_0, qs)));
+    const __m256i s = _mm256_maddubs_epi16(_mm256_set1_epi8(1), load256(yb + ycodes32(k)));
     return -off32(k) * hsum_epi32(pairs_to_i32(s));
 }
 
@@ -111,19 +125,29 @@ AINLINE __m512i codes_r8(int k, const uint8_t *rec, int p) {
         const __m512i x = load512(((const vx_block_q8_0_r8 *)(const void *)rec)->qs[2 * p]);
         return _mm512_xor_si512(x, _mm512_set1_epi8((char)0x80));
     }
-    const uint8_t *qs = k == R_Q4_0 ? ((const vx_block_q4_0_r8 *)(const void *)rec)->qs[0][0]
-                                    : ((const vx_block_q5_0_r8 *)(const void *)rec)->qs[0][0];
+    const uint8_t *qs = k == R_Q5_0   ? ((const vx_block_q5_0_r8 *)(const void *)rec)->qs[0][0]
+                        : k == R_Q4_1 ? ((const vx_block_q4_1_r8 *)(const void *)rec)->qs[0][0]
+                        : k == R_Q5_1 ? ((const vx_block_q5_1_r8 *)(const void *)rec)->qs[0][0]
+                                      : ((const vx_block_q4_0_r8 *)(const void *)rec)->qs[0][0]; /* Q4_0, IQ4_NL */
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i v = load512(qs + 64 * (p & 1));
-    /* Q4_0's high nibbles stay in place (16 x the code; step_r8 shifts the
-     * sum), Q5_0's come down to take the fifth bit above them */
+    /* Q4_0's and Q4_1's high nibbles stay in place (16 x the code; step_r8
+     * shifts the sum), the others come down (Q5_0 / Q5_1: to take the
+     * fifth bit above them; IQ4_NL: to index the book) */
     __m512i c = p < 2 ? _mm512_and_si512(v, m4)
-                : k == R_Q4_0 ? _mm512_and_si512(v, _mm512_set1_epi8((char)0xF0))
-                              : _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-    if (k == R_Q5_0) {
+                : nib_in_place(k) ? _mm512_and_si512(v, _mm512_set1_epi8((char)0xF0))
+                                  : _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    if (k == R_IQ4_NL) {
+        /* book value + 128 (1..241): its bytes as unsigned */
+        const __m512i book = _mm512_xor_si512(_mm512_broadcast_i32x4(load128(vx_iq4nl_values)), _mm512_set1_epi8((char)0x80));
+        return _mm512_shuffle_epi8(book, c);
+    }
+    if (k == R_Q5_0 || k == R_Q5_1) {
         /* the 8 rows' qh dwords in both halves; quad q = 2p' (low half)
          * and 2p' + 1 (high half) need shifts differing by one */
-        const __m512i h = _mm512_broadcast_i64x4(load256(((const vx_block_q5_0_r8 *)(const void *)rec)->qh[0]));
+        const uint8_t *qh = k == R_Q5_0 ? ((const vx_block_q5_0_r8 *)(const void *)rec)->qh[0]
+                                        : ((const vx_block_q5_1_r8 *)(const void *)rec)->qh[0];
+        const __m512i h = _mm512_broadcast_i64x4(load256(qh));
         const int q = 2 * p; /* quad of the low half: 0, 2, 4, 6 */
         __m512i t;
         if (q < 4) /* left by 4 - q (low half), 3 - q (high half) */
@@ -140,20 +164,24 @@ AINLINE __m512i codes_r8(int k, const uint8_t *rec, int p) {
 /* Record rec (8 rows) against activation block yb: the chain acc takes the
  * canonical step. dy: the block's activation scale, nc: -off * sum(y). */
 AINLINE __m256 step_r8(int k, const uint8_t *rec, const uint8_t *yb, float dy, int32_t nc, __m256 acc) {
-    const uint8_t *yq = yb + offsetof(vx_block_q8_0, qs);
+    const uint8_t *yq = yb + ycodes32(k);
     __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes_r8(k, rec, 0), act_pair(yq, 0));
     __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes_r8(k, rec, 2), act_pair(yq, 4));
     s0 = _mm512_dpbusd_epi32(s0, codes_r8(k, rec, 1), act_pair(yq, 2));
     s1 = _mm512_dpbusd_epi32(s1, codes_r8(k, rec, 3), act_pair(yq, 6));
-    /* Q4_0: s1 is 16 x the high nibbles' sum (exact shift, |16 s1| < 2^20) */
-    const __m512i s = _mm512_add_epi32(s0, k == R_Q4_0 ? _mm512_srai_epi32(s1, 4) : s1);
+    /* Q4_0, Q4_1: s1 is 16 x the high nibbles' sum (exact shift, |16 s1| < 2^20) */
+    const __m512i s = _mm512_add_epi32(s0, nib_in_place(k) ? _mm512_srai_epi32(s1, 4) : s1);
     __m256i sum = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
     sum = _mm256_add_epi32(sum, _mm256_set1_epi32(nc));
     const __m256 d = _mm256_cvtph_ps(load128(rec)); /* every record starts with d[8] */
-    return _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dy)), _mm256_cvtepi32_ps(sum), acc);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dy)), _mm256_cvtepi32_ps(sum), acc);
+    if (has_min32(k)) /* + m s_y: then m[8], and the Q8_1 block {d, s, qs} */
+        acc = _mm256_fmadd_ps(_mm256_cvtph_ps(load128(rec + 16)), _mm256_set1_ps(f16(ld16(yb + 2))), acc);
+    return acc;
 }
 
 #define GEMV32_R8_REC(k) rec32(k)
+#define GEMV32_R8_YSIZE(k) (has_min32(k) ? sizeof(vx_block_q8_1) : sizeof(vx_block_q8_0))
 #define GEMV32_R8_CORR(k, yb) ncorr32(k, yb)
 #define GEMV32_R8_STEP(k, rec, yb, dy, c, acc) step_r8(k, rec, yb, dy, c, acc)
 #include "gemv32_r8.h"
@@ -170,6 +198,15 @@ void VX512(vx_gemv_q5_0_r8)(int64_t n, const void *w, size_t stride, int nrows, 
 }
 void VX512(vx_gemv_q8_0_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
     gemv32_r8(R_Q8_0, n, w, stride, nrows, y, out);
+}
+void VX512(vx_gemv_q4_1_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemv32_r8(R_Q4_1, n, w, stride, nrows, y, out);
+}
+void VX512(vx_gemv_q5_1_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemv32_r8(R_Q5_1, n, w, stride, nrows, y, out);
+}
+void VX512(vx_gemv_iq4_nl_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
+    gemv32_r8(R_IQ4_NL, n, w, stride, nrows, y, out);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop

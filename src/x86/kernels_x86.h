@@ -199,6 +199,10 @@ struct vx_kernels;
     void vx_gemv_q5_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     void vx_gemv_q5_K_r8_gfni_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,        \
                                   float *out);                                                                 \
+    void vx_gemv_q4_1_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
+    void vx_gemv_q5_1_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
+    void vx_gemv_iq4_nl_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,           \
+                               float *out);                                                                    \
     void vx_gemv_q3_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     void vx_gemv_q3_K_r8_gfni_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,        \
                                   float *out);                                                                 \
