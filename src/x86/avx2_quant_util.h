@@ -244,6 +244,12 @@ AINLINE void gemv_far_groups(const void *w, size_t stride, float *out, int i, in
             rows_fn((n), row_at((w), (stride), r_), (stride), 1, (y), (out) + r_);                        \
     } while (0)
 
+/* A gemv entry point (kernels_x86.h's signature) that runs fn(k, ...). */
+#define GEMV_ENTRY(name, fn, k)                                                                     \
+    void name(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y, float *out) { \
+        fn(k, n, w_rows, row_stride, nrows, y, out);                                                \
+    }
+
 /* vec_dot (reference signature) and gemv entry points of a *_rows kernel. */
 #define DEFINE_QDOT(rows_fn, vec_dot_name, gemv_name)                                                        \
     void vec_dot_name(int64_t n, float *s, const void *x, const void *y) { rows_fn(n, x, 0, 1, y, s); }      \

@@ -190,24 +190,12 @@ AINLINE __m256 step_r8(int k, const uint8_t *rec, const uint8_t *yb, float dy, i
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized" /* dyt, ct: read only when filled (tab) */
 #endif
-void VX512(vx_gemv_q4_0_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv32_r8(R_Q4_0, n, w, stride, nrows, y, out);
-}
-void VX512(vx_gemv_q5_0_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv32_r8(R_Q5_0, n, w, stride, nrows, y, out);
-}
-void VX512(vx_gemv_q8_0_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv32_r8(R_Q8_0, n, w, stride, nrows, y, out);
-}
-void VX512(vx_gemv_q4_1_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv32_r8(R_Q4_1, n, w, stride, nrows, y, out);
-}
-void VX512(vx_gemv_q5_1_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv32_r8(R_Q5_1, n, w, stride, nrows, y, out);
-}
-void VX512(vx_gemv_iq4_nl_r8)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv32_r8(R_IQ4_NL, n, w, stride, nrows, y, out);
-}
+GEMV_ENTRY(VX512(vx_gemv_q4_0_r8), gemv32_r8, R_Q4_0)
+GEMV_ENTRY(VX512(vx_gemv_q5_0_r8), gemv32_r8, R_Q5_0)
+GEMV_ENTRY(VX512(vx_gemv_q8_0_r8), gemv32_r8, R_Q8_0)
+GEMV_ENTRY(VX512(vx_gemv_q4_1_r8), gemv32_r8, R_Q4_1)
+GEMV_ENTRY(VX512(vx_gemv_q5_1_r8), gemv32_r8, R_Q5_1)
+GEMV_ENTRY(VX512(vx_gemv_iq4_nl_r8), gemv32_r8, R_IQ4_NL)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif

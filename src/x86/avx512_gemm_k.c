@@ -374,19 +374,14 @@ AINLINE void gemvK(int k, int64_t n, const void *w, size_t stride, int nrows, co
 }
 
 /* The entry points (kernels_x86.h). */
-#define GEMVK_ENTRY(name, k)                                                                           \
-    void VX512(name)(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) { \
-        gemvK(k, n, w, stride, nrows, y, out);                                                         \
-    }
-GEMVK_ENTRY(vx_gemv_q4_K_r8, K_Q4_K)
-GEMVK_ENTRY(vx_gemv_q6_K_r8, K_Q6_K)
-GEMVK_ENTRY(vx_gemv_q6_K_r8_gfni, K_Q6_K_GF)
-GEMVK_ENTRY(vx_gemv_q5_K_r8, K_Q5_K)
-GEMVK_ENTRY(vx_gemv_q5_K_r8_gfni, K_Q5_K_GF)
-GEMVK_ENTRY(vx_gemv_q3_K_r8, K_Q3_K)
-GEMVK_ENTRY(vx_gemv_q3_K_r8_gfni, K_Q3_K_GF)
-GEMVK_ENTRY(vx_gemv_q2_K_r8, K_Q2_K)
-#undef GEMVK_ENTRY
+GEMV_ENTRY(VX512(vx_gemv_q4_K_r8), gemvK, K_Q4_K)
+GEMV_ENTRY(VX512(vx_gemv_q6_K_r8), gemvK, K_Q6_K)
+GEMV_ENTRY(VX512(vx_gemv_q6_K_r8_gfni), gemvK, K_Q6_K_GF)
+GEMV_ENTRY(VX512(vx_gemv_q5_K_r8), gemvK, K_Q5_K)
+GEMV_ENTRY(VX512(vx_gemv_q5_K_r8_gfni), gemvK, K_Q5_K_GF)
+GEMV_ENTRY(VX512(vx_gemv_q3_K_r8), gemvK, K_Q3_K)
+GEMV_ENTRY(VX512(vx_gemv_q3_K_r8_gfni), gemvK, K_Q3_K_GF)
+GEMV_ENTRY(VX512(vx_gemv_q2_K_r8), gemvK, K_Q2_K)
 
 /* ===================================================================== GEMM
  * 16 rows at a time (lane r: row r of group A, lane 8 + r: row r of group
