@@ -164,6 +164,7 @@ static inline __m512 byte_rows(const void *a, const void *b, int j, int sgn) {
 static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t rec, int64_t nb, uint16_t *half) {
     quad_scales qs;
     const __m512i m4 = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
+    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)vx_iq4nl_values));
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *A = ra + (size_t)i * rec, *B = rb ? rb + (size_t)i * rec : NULL;
         if (type == VX_TYPE_Q4_K_R8 || type == VX_TYPE_Q5_K_R8) {
@@ -278,7 +279,6 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
                 }
                 const __m512i hbits = ha ? join(ha, hb) : _mm512_setzero_si512();
                 const int off = type == VX_TYPE_Q4_0_R8 ? 8 : type == VX_TYPE_Q5_0_R8 ? 16 : 0;
-                const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)vx_iq4nl_values));
                 for (int q = 0; q < 8; q++) { /* quad q: nibble q / 4 of byte piece q % 4 */
                     __m512i c = join(qa + 32 * (q % 4), qb ? qb + 32 * (q % 4) : NULL);
                     c = _mm512_and_si512(q < 4 ? c : _mm512_srli_epi16(c, 4), m4);

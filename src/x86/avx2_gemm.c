@@ -466,24 +466,12 @@ AINLINE __m256 step32_r8(int k, const uint8_t *rec, const uint8_t *yb, float dy,
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized" /* dyt, ct: read only when filled (tab) */
 #endif
-void vx_gemv_q4_0_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv32_r8(G_Q4_0_R8, n, w, stride, nrows, y, out);
-}
-void vx_gemv_q5_0_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv32_r8(G_Q5_0_R8, n, w, stride, nrows, y, out);
-}
-void vx_gemv_q8_0_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv32_r8(G_Q8_0_R8, n, w, stride, nrows, y, out);
-}
-void vx_gemv_q4_1_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv32_r8(G_Q4_1_R8, n, w, stride, nrows, y, out);
-}
-void vx_gemv_q5_1_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv32_r8(G_Q5_1_R8, n, w, stride, nrows, y, out);
-}
-void vx_gemv_iq4_nl_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv32_r8(G_IQ4_NL_R8, n, w, stride, nrows, y, out);
-}
+GEMV_ENTRY(vx_gemv_q4_0_r8_avx2, gemv32_r8, G_Q4_0_R8)
+GEMV_ENTRY(vx_gemv_q5_0_r8_avx2, gemv32_r8, G_Q5_0_R8)
+GEMV_ENTRY(vx_gemv_q8_0_r8_avx2, gemv32_r8, G_Q8_0_R8)
+GEMV_ENTRY(vx_gemv_q4_1_r8_avx2, gemv32_r8, G_Q4_1_R8)
+GEMV_ENTRY(vx_gemv_q5_1_r8_avx2, gemv32_r8, G_Q5_1_R8)
+GEMV_ENTRY(vx_gemv_iq4_nl_r8_avx2, gemv32_r8, G_IQ4_NL_R8)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif

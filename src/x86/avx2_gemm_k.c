@@ -869,21 +869,11 @@ AINLINE void gemv_r8(int k, int64_t n, const void *w, size_t stride, int nrows, 
 #undef GEMV_R8_RUN
 }
 
-void vx_gemv_q4_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv_r8(GK_Q4_K_R8, n, w, stride, nrows, y, out);
-}
-void vx_gemv_q6_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv_r8(GK_Q6_K_R8, n, w, stride, nrows, y, out);
-}
-void vx_gemv_q5_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv_r8(GK_Q5_K_R8, n, w, stride, nrows, y, out);
-}
-void vx_gemv_q3_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv_r8(GK_Q3_K_R8, n, w, stride, nrows, y, out);
-}
-void vx_gemv_q2_K_r8_avx2(int64_t n, const void *w, size_t stride, int nrows, const void *y, float *out) {
-    gemv_r8(GK_Q2_K_R8, n, w, stride, nrows, y, out);
-}
+GEMV_ENTRY(vx_gemv_q4_K_r8_avx2, gemv_r8, GK_Q4_K_R8)
+GEMV_ENTRY(vx_gemv_q6_K_r8_avx2, gemv_r8, GK_Q6_K_R8)
+GEMV_ENTRY(vx_gemv_q5_K_r8_avx2, gemv_r8, GK_Q5_K_R8)
+GEMV_ENTRY(vx_gemv_q3_K_r8_avx2, gemv_r8, GK_Q3_K_R8)
+GEMV_ENTRY(vx_gemv_q2_K_r8_avx2, gemv_r8, GK_Q2_K_R8)
 
 /* With no unpacking to pay back, the panel serves from 2 tokens. */
 #define MIN_TOK_R8 2
