@@ -43,6 +43,10 @@ int main(int argc, char **argv) {
         {"Q8_0_R8", VX_TYPE_Q8_0, VX_TYPE_Q8_0, vx_gemm_q8_0_r8_avx2},
         {"Q4_K_R8", VX_TYPE_Q4_K, VX_TYPE_Q8_K, vx_gemm_q4_K_r8_avx2},
         {"Q6_K_R8", VX_TYPE_Q6_K, VX_TYPE_Q8_K, vx_gemm_q6_K_r8_avx2},
+        {"Q4_0_R8/512", VX_TYPE_Q4_0, VX_TYPE_Q8_0, vx_gemm_q4_0_r8_avx512},
+        {"Q8_0_R8/512", VX_TYPE_Q8_0, VX_TYPE_Q8_0, vx_gemm_q8_0_r8_avx512},
+        {"Q4_K_R8/512", VX_TYPE_Q4_K, VX_TYPE_Q8_K, vx_gemm_q4_K_r8_avx512},
+        {"Q6_K_R8/512", VX_TYPE_Q6_K, VX_TYPE_Q8_K, vx_gemm_q6_K_r8_avx512},
     };
     float *x = malloc((size_t)n * 4), *row = malloc((size_t)n * 4);
     float *out = malloc((size_t)ntok * nrows * 4);

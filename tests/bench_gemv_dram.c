@@ -8,7 +8,8 @@
  * run in turn, round after round, so the host's swings hit them alike;
  * prints the best and median GB/s of packed weight bytes. "read" is a
  * pure-read loop (4 streams per thread) over 1 GiB; TYPE@avx2 takes the
- * AVX2 tier's kernel instead of the best tier's.
+ * AVX2 tier's kernel instead of the best tier's; TYPE:T runs the GEMM
+ * (batched decode) on T activation rows instead (also printed as GOP/s).
  *
  *   cc -O2 -std=c11 -D_GNU_SOURCE -mavx512f -Iinclude -Isrc tests/bench_gemv_dram.c build/libvortex.a \
  *      -lm -lpthread -lpcre2-8 -lcjson -lmicrohttpd -o /tmp/bench_gemv_dram
@@ -30,8 +31,11 @@ enum { N = 2048, NTH = 2, CALL_ROWS = 512 };
 
 typedef struct {
     const char *name;
-    vx_gemv_fn f; /* NULL: the pure-read loop */
+    vx_gemv_fn f; /* NULL (and no g): the pure-read loop */
+    vx_gemm_fn g; /* TYPE:T: the GEMM on ntok tokens */
+    int ntok;
     size_t prs;   /* bytes per packed row */
+    size_t ys;    /* bytes per activation row */
     int nr;
     uint8_t *w, *y;
     float *o;
@@ -54,6 +58,13 @@ static void *worker(void *arg) {
         const int r0 = atomic_fetch_add(&next_chunk, 1) * chunk_rows;
         if (r0 >= cur->nr) break;
         const int r1 = r0 + chunk_rows < cur->nr ? r0 + chunk_rows : cur->nr;
+        if (cur->g) {
+            for (int r = r0; r < r1; r += CALL_ROWS)
+                cur->g(N, cur->w + (size_t)r * cur->prs, cur->prs, r1 - r < CALL_ROWS ? r1 - r : CALL_ROWS, cur->y,
+                       cur->ys, cur->ntok,
+                       cur->o + r, cur->nr, 0, NULL);
+            continue;
+        }
         if (!cur->f) {
             const uint8_t *p = cur->w + (size_t)r0 * cur->prs;
             const size_t q = (size_t)(r1 - r0) * cur->prs / 4 / 64 * 64;
@@ -80,8 +91,10 @@ static int cmpd(const void *a, const void *b) {
 
 static int setup(job *j, const char *arg, const vx_kernels *best, const vx_kernels *avx2) {
     char base[16];
-    const char *at = strchr(arg, '@');
-    snprintf(base, sizeof base, "%.*s", at ? (int)(at - arg) : (int)strlen(arg), arg);
+    const char *at = strchr(arg, '@'), *colon = strchr(arg, ':');
+    const char *end = at ? at : colon;
+    snprintf(base, sizeof base, "%.*s", end ? (int)(end - arg) : (int)strlen(arg), arg);
+    j->ntok = colon ? atoi(colon + 1) : 1;
     j->name = arg;
     if (!strcmp(base, "read")) {
         j->prs = 1024;
@@ -99,7 +112,10 @@ static int setup(job *j, const char *arg, const vx_kernels *best, const vx_kerne
         return -1;
     }
     const vx_type_traits *tr = vx_type_get_traits(ty), *ta = vx_type_get_traits(tr->vec_dot_type);
-    j->f = (at && !strcmp(at + 1, "avx2") ? avx2 : best)->gemv[pty];
+    const vx_kernels *kk = at && !strncmp(at + 1, "avx2", 4) ? avx2 : best;
+    j->f = kk->gemv[pty];
+    j->ys = vx_row_size(tr->vec_dot_type, N);
+    if (j->ntok > 1) j->g = kk->gemm[pty];
     const size_t rs = vx_row_size(ty, N);
     j->prs = vx_repack_row_size(pty, N);
     j->nr = (int)((1u << 30) / j->prs) / 64 * 64;
@@ -110,10 +126,13 @@ static int setup(job *j, const char *arg, const vx_kernels *best, const vx_kerne
         tr->from_float(x, src + (size_t)r * rs, N);
     }
     for (int i = 0; i < N; i++) x[i] = (float)((i * 7919) % 1000) / 500.0f - 1.0f;
-    j->y = malloc(vx_row_size(tr->vec_dot_type, N));
-    ta->from_float(x, j->y, N);
+    j->y = malloc(vx_row_size(tr->vec_dot_type, N) * (size_t)j->ntok);
+    for (int t = 0; t < j->ntok; t++) {
+        for (int i = 0; i < N; i++) x[i] = (float)((i * 7919 + 31 * t) % 1000) / 500.0f - 1.0f;
+        ta->from_float(x, j->y + (size_t)t * vx_row_size(tr->vec_dot_type, N), N);
+    }
     j->w = aligned_alloc(64, j->prs * (size_t)j->nr);
-    j->o = malloc((size_t)j->nr * sizeof(float));
+    j->o = malloc((size_t)j->nr * (size_t)j->ntok * sizeof(float));
     for (int g = 0; g < j->nr / 8; g++) vx_repack_rows(ty, src, rs, 8, N, j->w + (size_t)g * 8 * j->prs);
     free(x);
     free(src);
@@ -149,8 +168,12 @@ int main(int argc, char **argv) {
         double *tt = t + (size_t)j * rounds;
         qsort(tt, (size_t)rounds, sizeof(double), cmpd);
         const double bytes = (double)js[j].prs * js[j].nr;
-        printf("%-10s best %6.2f GB/s  median %6.2f GB/s\n", js[j].name, bytes / tt[0] * 1e-9,
+        printf("%-10s best %6.2f GB/s  median %6.2f GB/s", js[j].name, bytes / tt[0] * 1e-9,
                bytes / tt[rounds / 2] * 1e-9);
+        if (js[j].g)
+            printf("  (%.0f / %.0f GOP/s)", 2.0 * N * js[j].nr * js[j].ntok / tt[0] * 1e-9,
+                   2.0 * N * js[j].nr * js[j].ntok / tt[rounds / 2] * 1e-9);
+        printf("\n");
     }
     return 0;
 }

@@ -2,9 +2,11 @@
  * test_cli.c - the `vx` command as users and outside checks drive it:
  * `vx logits` output against the ref64 fixture, `vx tokenize --ids` against
  * the tokenizer fixtures, `vx info`, `vx run` (greedy output matches the
- * library's greedy ids), and clean failures (exit code, message) on bad
- * files and options. The binary is $BUILD/vx (default build/vx).
+ * library's greedy ids), `vx bench` (llama-bench's jsonl keys, one line
+ * per test, batched tg with -np), and clean failures (exit code, message)
+ * on bad files and options. The binary is $BUILD/vx (default build/vx).
  */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +193,44 @@ static void test_tokenize_grows(void) {
     remove(m);
 }
 
+/* vx bench --json: one object per test (pp8, tg4, tg4 x2) with the keys
+ * llama-bench's jsonl has, positive speeds; the table form names the
+ * tests. -n 4 -np 2 needs a KV block per sequence (4 positions each). */
+static void test_bench(void) {
+    char cmd[4096], out[65536];
+    const char *model = vx_test_fixture_path("models/stories260K/stories260K.gguf");
+    snprintf(cmd, sizeof cmd, "%s bench -m %s -p 8 -n 4 -np 1,2 -r 2 -t 1 --no-limits --json", vx, model);
+    int rc = run(cmd, out, sizeof out);
+    CHECKF(rc == 0, "vx bench --json exited %d: %.500s", rc, out);
+    int n = 0, seen[3] = {0, 0, 0};
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *j = cJSON_Parse(line);
+        if (!j) continue;
+        n++;
+        const char *keys[] = {"model_filename", "n_threads", "n_prompt", "n_gen", "avg_ts", "stddev_ts", "samples_ts"};
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+            CHECKF(cJSON_GetObjectItem(j, keys[k]) != NULL, "vx bench --json: no %s in %.300s", keys[k], line);
+        const cJSON *np = cJSON_GetObjectItem(j, "n_prompt"), *ng = cJSON_GetObjectItem(j, "n_gen");
+        const cJSON *par = cJSON_GetObjectItem(j, "n_parallel"), *ts = cJSON_GetObjectItem(j, "avg_ts");
+        const cJSON *nt = cJSON_GetObjectItem(j, "n_threads"), *sm = cJSON_GetObjectItem(j, "samples_ts");
+        CHECKF(cJSON_IsNumber(ts) && ts->valuedouble > 0, "vx bench: avg_ts %.300s", line);
+        CHECKF(cJSON_IsNumber(nt) && nt->valueint == 1, "vx bench: n_threads %.300s", line);
+        CHECKF(cJSON_IsArray(sm) && cJSON_GetArraySize(sm) == 2, "vx bench: samples_ts (-r 2) %.300s", line);
+        if (cJSON_IsNumber(np) && cJSON_IsNumber(ng)) {
+            const int p = np->valueint, g = ng->valueint, q = cJSON_IsNumber(par) ? par->valueint : 1;
+            if (p == 8 && g == 0 && q == 1) seen[0]++;
+            else if (p == 0 && g == 4 && q == 1) seen[1]++;
+            else if (p == 0 && g == 4 && q == 2) seen[2]++;
+        }
+        cJSON_Delete(j);
+    }
+    CHECKF(n == 3 && seen[0] == 1 && seen[1] == 1 && seen[2] == 1,
+           "vx bench --json: %d objects, pp8 %d tg4 %d tg4x2 %d", n, seen[0], seen[1], seen[2]);
+    snprintf(cmd, sizeof cmd, "%s bench -m %s -p 8 -n 4 -np 2 -r 1 -t 1 --no-limits", vx, model);
+    rc = run(cmd, out, sizeof out);
+    CHECKF(rc == 0 && strstr(out, "pp8") && strstr(out, "tg4 x2") && strstr(out, "t/s"), "vx bench table: %.500s", out);
+}
+
 int main(void) {
     const char *b = getenv("BUILD");
     snprintf(vx, sizeof vx, "%s/vx", b && *b ? b : "build");
@@ -198,6 +238,7 @@ int main(void) {
     test_tokenize();
     test_tokenize_grows();
     test_info_and_run();
+    test_bench();
     test_chat();
     test_errors();
     return vx_test_finish("test_cli");

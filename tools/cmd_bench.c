@@ -284,7 +284,8 @@ int vx_cmd_bench(int argc, char **argv) {
                     vx_context_params cp = vx_context_default_params();
                     cp.n_ctx = (uint32_t)(depth + n);
                     cp.n_seq_max = (uint32_t)n_par;
-                    cp.kv_size = (uint32_t)(depth + n) * (uint32_t)n_par;
+                    /* each sequence's last KV block (16 positions) is its own */
+                    cp.kv_size = (uint32_t)(depth + n + 15) / 16 * 16 * (uint32_t)n_par;
                     cp.n_batch = (uint32_t)(n_batch < depth + n ? n_batch : depth + n);
                     if (cp.n_batch < (uint32_t)n_par) cp.n_batch = (uint32_t)n_par;
                     cp.n_threads = (int32_t)nt.v[ti];

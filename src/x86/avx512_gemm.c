@@ -228,6 +228,12 @@ GEMV_ENTRY(VX512(vx_gemv_iq4_nl_r8), gemv32_r8, R_IQ4_NL)
 /* Blocks per unpacked chunk: 8 x 576 bytes (L1); even, so that a block's
  * index within a chunk has the block's parity (the two chains). */
 #define CB 8
+/* Chunks ahead that a chunk's unpacking prefetches, a line at a time
+ * (the next one in a burst read Q4_0 at 2-8 tokens from DRAM as slowly as
+ * the K-quant GEMM, avx512_gemm_k.c's GEMM_PFD) */
+#ifndef GEMM32_PFD
+#define GEMM32_PFD 2
+#endif
 /* (token, block) entries of the per-tile tables */
 #define TAB32 8192
 #define MAX_TT 64
@@ -268,23 +274,27 @@ AINLINE void load_panel(int k, const uint8_t *A, const uint8_t *B, panel16 *P) {
     }
 }
 
-/* Four tokens' activation blocks y0..y3 against one panel block: acc[u]
- * (16 rows) takes the canonical step. dy[u], nc[u]: the tokens' scale and
+/* Four tokens' activation blocks y0..y3 (the first nu of them: 4, or 2
+ * for a last 1-2) against one panel block: acc[u] (16 rows) takes the
+ * canonical step. dy[u], nc[u]: the tokens' scale and
  * -off * sum(y) for the block. */
 #define U4(X) X(0) X(1) X(2) X(3)
-AINLINE void tile4(const panel16 *P, const uint8_t *y0, const uint8_t *y1, const uint8_t *y2, const uint8_t *y3,
-                   const float *dy, const int32_t *nc, __m512 acc[4]) {
+AINLINE void tile4(int nu, const panel16 *P, const uint8_t *y0, const uint8_t *y1, const uint8_t *y2,
+                   const uint8_t *y3, const float *dy, const int32_t *nc, __m512 acc[4]) {
 #define INIT(u) __m512i I##u = _mm512_set1_epi32(nc[u]);
     U4(INIT)
 #undef INIT
 #pragma GCC unroll 8
     for (int q = 0; q < 8; q++) {
         const __m512i W = P->q[q];
-#define STEP(u) I##u = _mm512_dpbusd_epi32(I##u, W, bcast32(y##u + offsetof(vx_block_q8_0, qs) + 4 * q));
+#define STEP(u) \
+    if ((u) < nu) I##u = _mm512_dpbusd_epi32(I##u, W, bcast32(y##u + offsetof(vx_block_q8_0, qs) + 4 * q));
         U4(STEP)
 #undef STEP
     }
-#define FSTEP(u) acc[u] = _mm512_fmadd_ps(_mm512_mul_ps(P->d, _mm512_set1_ps(dy[u])), _mm512_cvtepi32_ps(I##u), acc[u]);
+#define FSTEP(u)    \
+    if ((u) < nu) \
+        acc[u] = _mm512_fmadd_ps(_mm512_mul_ps(P->d, _mm512_set1_ps(dy[u])), _mm512_cvtepi32_ps(I##u), acc[u]);
     U4(FSTEP)
 #undef FSTEP
 }
@@ -301,11 +311,15 @@ AINLINE void rowblock(int k, int64_t nb, const uint8_t *A, const uint8_t *B, int
     for (int t = 0; t < nt + 3; t++) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += CB) {
         const int cb = (int)(nb - b0 < CB ? nb - b0 : CB);
-        for (int j = 0; j < cb; j++) load_panel(k, A + (size_t)(b0 + j) * rs, B + (size_t)(b0 + j) * rs, &P[j]);
-        /* the next chunk arrives from DRAM while the tokens run */
-        for (size_t o = 0; o < CB * rs; o += 64) {
-            _mm_prefetch((const char *)A + (size_t)(b0 + cb) * rs + o, _MM_HINT_T0);
-            if (B != A) _mm_prefetch((const char *)B + (size_t)(b0 + cb) * rs + o, _MM_HINT_T0);
+        for (int j = 0; j < cb; j++) {
+            const size_t o = (size_t)(b0 + j) * rs, pf = o + (size_t)GEMM32_PFD * CB * rs;
+            load_panel(k, A + o, B + o, &P[j]);
+            /* the chunk GEMM32_PFD on arrives from DRAM while the tokens
+             * run: this block's share of its lines */
+            for (size_t l = pf / 64 * 64; l < pf + rs; l += 64) {
+                prefetch_line(A + l);
+                if (B != A) prefetch_line(B + l);
+            }
         }
         for (int t = 0; t < nt; t += 4) {
             int tu[4]; /* a short last group repeats its last token into spare accumulators */
@@ -329,7 +343,8 @@ AINLINE void rowblock(int k, int64_t nb, const uint8_t *A, const uint8_t *B, int
                         nc[u] = nct[tu[u] * nb + b];
                     }
                     const size_t bo = (size_t)b * ys;
-                    tile4(&P[j], ya[0] + bo, ya[1] + bo, ya[2] + bo, ya[3] + bo, dy, nc, a);
+                    if (nt - t > 2) tile4(4, &P[j], ya[0] + bo, ya[1] + bo, ya[2] + bo, ya[3] + bo, dy, nc, a);
+                    else tile4(2, &P[j], ya[0] + bo, ya[1] + bo, ya[2] + bo, ya[3] + bo, dy, nc, a);
                 }
                 for (int u = 0; u < 4; u++) acc[c][t + u] = a[u];
             }

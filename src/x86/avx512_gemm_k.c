@@ -408,9 +408,24 @@ typedef struct {
     __m512 d, dmin;
 } panelK;
 
-static void load_q4_K(const vx_block_q4_K_r8 *A, const vx_block_q4_K_r8 *B, panelK *P) {
+/* Part j of parts of the bs-byte records at pa and pb (pb NULL: none)
+ * prefetched, a line at a time among the unpacking loads. */
+AINLINE void prefetch_part(const uint8_t *pa, const uint8_t *pb, size_t bs, int j, int parts) {
+    const size_t o0 = bs * (size_t)j / (size_t)parts / 64 * 64;
+    const size_t o1 = j == parts - 1 ? bs : bs * (size_t)(j + 1) / (size_t)parts / 64 * 64;
+    for (size_t o = o0; o < o1; o += 64) {
+        prefetch_line(pa + o);
+        if (pb) prefetch_line(pb + o);
+    }
+}
+
+/* Unpacks a super-block of groups A and B into P, prefetching the records
+ * at pa, pb (pa NULL: none) along the way. */
+AINLINE void load_q4_K(const vx_block_q4_K_r8 *A, const vx_block_q4_K_r8 *B, panelK *P, const uint8_t *pa,
+                       const uint8_t *pb) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int c = 0; c < 4; c++) {
+        if (pa) prefetch_part(pa, pb, sizeof *A, c, 4);
         for (int q = 0; q < 8; q++) {
             const __m512i v = pair256(A->qs[c][q], B->qs[c][q]);
             P->q[2 * c][q] = _mm512_and_si512(v, m4);
@@ -423,10 +438,12 @@ static void load_q4_K(const vx_block_q4_K_r8 *A, const vx_block_q4_K_r8 *B, pane
     P->dmin = _mm512_cvtph_ps(pair128(A->dmin, B->dmin));
 }
 
-static void load_q6_K(const vx_block_q6_K_r8 *A, const vx_block_q6_K_r8 *B, panelK *P) {
+AINLINE void load_q6_K(const vx_block_q6_K_r8 *A, const vx_block_q6_K_r8 *B, panelK *P, const uint8_t *pa,
+                       const uint8_t *pb) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     for (int h = 0; h < 2; h++)
         for (int q = 0; q < 8; q++) {
+            if (pa) prefetch_part(pa, pb, sizeof *A, 8 * h + q, 16);
             const __m512i l0 = pair256(A->q[h][q][0], B->q[h][q][0]), l1 = pair256(A->q[h][q][1], B->q[h][q][1]);
             const __m512i qh = pair256(A->q[h][q][2], B->q[h][q][2]);
             P->q[4 * h][q] = _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
@@ -451,7 +468,7 @@ static void load_q6_K(const vx_block_q6_K_r8 *A, const vx_block_q6_K_r8 *B, pane
 /* Four tokens' blocks y0..y3 of this super-block against a panel: acc[u]
  * takes the canonical step (16 rows). bs[u]: token u's bsum pairs (Q4_K:
  * sums of 32 as 4 dwords of int16 pairs; Q6_K: the 8 dwords of bsums). */
-AINLINE void tileK(int k, const panelK *P, const vx_block_q8_K *y0, const vx_block_q8_K *y1,
+AINLINE void tileK(int k, int nu, const panelK *P, const vx_block_q8_K *y0, const vx_block_q8_K *y1,
                    const vx_block_q8_K *y2, const vx_block_q8_K *y3, const int32_t *const bs[4], __m512 acc[4]) {
     __m512i I0 = _mm512_setzero_si512(), I1 = I0, I2 = I0, I3 = I0;
     if (k == K_Q4_K) {
@@ -464,18 +481,22 @@ AINLINE void tileK(int k, const panelK *P, const vx_block_q8_K *y0, const vx_blo
                 const __m512i WXa = P->q[2 * c][q], WYa = P->q[2 * c + 1][q];
                 const __m512i WXb = P->q[2 * c][q + 4], WYb = P->q[2 * c + 1][q + 4];
                 const int e = 64 * c + 4 * q;
-#define STEP(u)                                                              \
-    Xa##u = _mm512_dpbusd_epi32(Xa##u, WXa, bcast32(y##u->qs + e));          \
-    Xb##u = _mm512_dpbusd_epi32(Xb##u, WXb, bcast32(y##u->qs + e + 16));     \
-    Ya##u = _mm512_dpbusd_epi32(Ya##u, WYa, bcast32(y##u->qs + e + 32));     \
-    Yb##u = _mm512_dpbusd_epi32(Yb##u, WYb, bcast32(y##u->qs + e + 48));
+#define STEP(u)                                                                  \
+    if ((u) < nu) {                                                              \
+        Xa##u = _mm512_dpbusd_epi32(Xa##u, WXa, bcast32(y##u->qs + e));          \
+        Xb##u = _mm512_dpbusd_epi32(Xb##u, WXb, bcast32(y##u->qs + e + 16));     \
+        Ya##u = _mm512_dpbusd_epi32(Ya##u, WYa, bcast32(y##u->qs + e + 32));     \
+        Yb##u = _mm512_dpbusd_epi32(Yb##u, WYb, bcast32(y##u->qs + e + 48));     \
+    }
                 U4(STEP)
 #undef STEP
             }
             const __m512i S = P->sc[c];
-#define COMB(u)                                                     \
-    I##u = _mm512_dpwssd_epi32(I##u, pack16(Xa##u, Ya##u), S);      \
-    I##u = _mm512_dpwssd_epi32(I##u, pack16(Xb##u, Yb##u), S);
+#define COMB(u)                                                         \
+    if ((u) < nu) {                                                     \
+        I##u = _mm512_dpwssd_epi32(I##u, pack16(Xa##u, Ya##u), S);      \
+        I##u = _mm512_dpwssd_epi32(I##u, pack16(Xb##u, Yb##u), S);      \
+    }
             U4(COMB)
 #undef COMB
         }
@@ -494,22 +515,25 @@ AINLINE void tileK(int k, const panelK *P, const vx_block_q8_K *y0, const vx_blo
                         const int q = 4 * hq + qq;
                         const __m512i Wa = P->q[4 * h + s0][q], Wb = P->q[4 * h + s0 + 1][q];
                         const int e = 128 * h + 32 * s0 + 4 * q;
-#define STEP(u)                                                            \
-    Sa##u = _mm512_dpbusd_epi32(Sa##u, Wa, bcast32(y##u->qs + e));        \
-    Sb##u = _mm512_dpbusd_epi32(Sb##u, Wb, bcast32(y##u->qs + e + 32));
+#define STEP(u)                                                                \
+    if ((u) < nu) {                                                            \
+        Sa##u = _mm512_dpbusd_epi32(Sa##u, Wa, bcast32(y##u->qs + e));        \
+        Sb##u = _mm512_dpbusd_epi32(Sb##u, Wb, bcast32(y##u->qs + e + 32));   \
+    }
                         U4(STEP)
 #undef STEP
                     }
                     const __m512i Ca = P->sc[8 * h + 2 * s0 + hq], Cb = P->sc[8 * h + 2 * s0 + 2 + hq];
-#define SCALE(u) \
-    I##u = _mm512_add_epi32(I##u, _mm512_add_epi32(_mm512_mullo_epi32(Sa##u, Ca), _mm512_mullo_epi32(Sb##u, Cb)));
+#define SCALE(u)                                                                                                      \
+    if ((u) < nu)                                                                                                     \
+        I##u = _mm512_add_epi32(I##u, _mm512_add_epi32(_mm512_mullo_epi32(Sa##u, Ca), _mm512_mullo_epi32(Sb##u, Cb)));
                     U4(SCALE)
 #undef SCALE
                 }
     }
     const __m512i Iv[4] = {I0, I1, I2, I3};
     const vx_block_q8_K *yv[4] = {y0, y1, y2, y3};
-    for (int u = 0; u < 4; u++) {
+    for (int u = 0; u < nu; u++) {
         __m512i M = _mm512_setzero_si512();
         const __m512 yd = _mm512_set1_ps(yv[u]->d);
         if (k == K_Q4_K) {
@@ -526,13 +550,69 @@ AINLINE void tileK(int k, const panelK *P, const vx_block_q8_K *y0, const vx_blo
 
 /* Tokens per tile: 16 rows x TT accumulators (64 KiB at 256, L2) */
 #define TT 256
+/* Records prefetched GEMM_PFD super-blocks ahead, a line at a time among
+ * the unpacking loads. With the next super-block prefetched in one burst
+ * the Q4_K GEMM read 14-16 GB/s from DRAM at 2 tokens and 11-12 at 8 (2
+ * threads, tests/bench_gemv_dram.c), 17-20 and 12-14 two ahead. Four row
+ * blocks far apart in step (the GEMV's streams) read no faster. */
+#ifndef GEMM_PFD
+#define GEMM_PFD 2
+#endif
+
+/* The tiles of nt tokens (t0 on) against panel P of super-block i, into
+ * acc[0 .. nt): 4 tokens at a time, a last 1-2 as a 2-token tile. bsum:
+ * the tokens' bsum pairs of the super-block. */
+AINLINE void tilesK(int k, const panelK *P, const void *act, size_t act_stride, int t0, int nt, int64_t i,
+                    int32_t (*bsum)[8], __m512 *acc) {
+    for (int t = 0; t < nt; t += 4) {
+        const vx_block_q8_K *y[4];
+        const int32_t *b4[4];
+        for (int u = 0; u < 4; u++) { /* a short last group repeats its last token */
+            const int tu = t + u < nt ? t + u : nt - 1;
+            y[u] = (const vx_block_q8_K *)(const void *)((const uint8_t *)act + (size_t)(t0 + tu) * act_stride) + i;
+            b4[u] = bsum[tu];
+        }
+        if (nt - t > 2) tileK(k, 4, P, y[0], y[1], y[2], y[3], b4, acc + t);
+        else tileK(k, 2, P, y[0], y[1], y[2], y[3], b4, acc + t);
+    }
+}
+
+/* The bsum pairs of super-block i of nt tokens from t0 (tilesK's bsum). */
+AINLINE void bsumsK(int k, const void *act, size_t act_stride, int t0, int nt, int64_t i, int32_t (*bsum)[8]) {
+    for (int t = 0; t < nt; t++) {
+        const vx_block_q8_K *y = (const vx_block_q8_K *)(const void *)((const uint8_t *)act + (size_t)(t0 + t) * act_stride) + i;
+        if (k == K_Q4_K) store128(bsum[t], bsums32(y));
+        else memcpy(bsum[t], y->bsums, sizeof y->bsums);
+    }
+}
+
+/* Unpacks super-block i of groups A and B into P, prefetching the same
+ * groups' records pfd super-blocks on (pfd 0: none). */
+AINLINE void panelK_load(int k, const uint8_t *A, const uint8_t *B, int64_t i, int pfd, panelK *P) {
+    const size_t bs = k == K_Q4_K ? sizeof(vx_block_q4_K_r8) : sizeof(vx_block_q6_K_r8);
+    const uint8_t *ra = A + (size_t)i * bs, *rb = B + (size_t)i * bs;
+    const uint8_t *pa = pfd ? ra + (size_t)pfd * bs : NULL, *pb = pfd && B != A ? rb + (size_t)pfd * bs : NULL;
+    if (k == K_Q4_K)
+        load_q4_K((const vx_block_q4_K_r8 *)(const void *)ra, (const vx_block_q4_K_r8 *)(const void *)rb, P, pa, pb);
+    else
+        load_q6_K((const vx_block_q6_K_r8 *)(const void *)ra, (const vx_block_q6_K_r8 *)(const void *)rb, P, pa, pb);
+}
+
+/* The tokens' sums of a row block (16 rows, or R = 8 of a lone group)
+ * into the output rows at out. */
+AINLINE void storeK(const __m512 *acc, int nt, float *out, int64_t ldo, int R, int accumulate) {
+    for (int t = 0; t < nt; t++) {
+        float o[16];
+        _mm512_storeu_ps(o, acc[t]);
+        store_rows(out + (int64_t)t * ldo, o, R, accumulate);
+    }
+}
 
 /* Groups A and B (first records; B == A: a lone group, R = 8 rows
  * stored, else 16) against all ntok tokens. */
 AINLINE void rowblockK(int k, int64_t n, const uint8_t *A, const uint8_t *B, int R, const void *act,
                        size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
     const int64_t nsb = n / QK;
-    const size_t bs = k == K_Q4_K ? sizeof(vx_block_q4_K_r8) : sizeof(vx_block_q6_K_r8);
     panelK P;
     __m512 acc[TT + 3];
     int32_t bsum[TT + 3][8]; /* per token of the tile: the super-block's bsum pairs */
@@ -540,38 +620,11 @@ AINLINE void rowblockK(int k, int64_t n, const uint8_t *A, const uint8_t *B, int
         const int nt = ntok - t0 < TT ? ntok - t0 : TT;
         for (int t = 0; t < nt + 3; t++) acc[t] = _mm512_setzero_ps();
         for (int64_t i = 0; i < nsb; i++) {
-            const uint8_t *ra = A + (size_t)i * bs, *rb = B + (size_t)i * bs;
-            if (k == K_Q4_K)
-                load_q4_K((const vx_block_q4_K_r8 *)(const void *)ra, (const vx_block_q4_K_r8 *)(const void *)rb, &P);
-            else
-                load_q6_K((const vx_block_q6_K_r8 *)(const void *)ra, (const vx_block_q6_K_r8 *)(const void *)rb, &P);
-            for (size_t o = 0; o < bs; o += 64) { /* the next super-block arrives while the tokens run */
-                _mm_prefetch((const char *)ra + bs + o, _MM_HINT_T0);
-                if (B != A) _mm_prefetch((const char *)rb + bs + o, _MM_HINT_T0);
-            }
-            for (int t = 0; t < nt; t++) {
-                const vx_block_q8_K *y =
-                    (const vx_block_q8_K *)(const void *)((const uint8_t *)act + (size_t)(t0 + t) * act_stride) + i;
-                if (k == K_Q4_K) store128(bsum[t], bsums32(y));
-                else memcpy(bsum[t], y->bsums, sizeof y->bsums);
-            }
-            for (int t = 0; t < nt; t += 4) {
-                const vx_block_q8_K *y[4];
-                const int32_t *b4[4];
-                for (int u = 0; u < 4; u++) { /* a short last group repeats its last token */
-                    const int tu = t + u < nt ? t + u : nt - 1;
-                    y[u] = (const vx_block_q8_K *)(const void *)((const uint8_t *)act + (size_t)(t0 + tu) * act_stride) + i;
-                    b4[u] = bsum[tu];
-                }
-                tileK(k, &P, y[0], y[1], y[2], y[3], b4, acc + t);
-            }
+            panelK_load(k, A, B, i, GEMM_PFD, &P);
+            bsumsK(k, act, act_stride, t0, nt, i, bsum);
+            tilesK(k, &P, act, act_stride, t0, nt, i, bsum, acc);
         }
-        for (int t = 0; t < nt; t++) {
-            float o[16];
-            _mm512_storeu_ps(o, acc[t]);
-            float *dst = out + (int64_t)(t0 + t) * ldo;
-            store_rows(dst, o, R, accumulate);
-        }
+        storeK(acc, nt, out + (int64_t)t0 * ldo, ldo, R, accumulate);
     }
 }
 
