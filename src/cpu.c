@@ -220,6 +220,8 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
             k->gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_gfni_avx512;
             k->gemv[VX_TYPE_Q5_K_R8] = vx_gemv_q5_K_r8_gfni_avx512;
             k->gemv[VX_TYPE_Q3_K_R8] = vx_gemv_q3_K_r8_gfni_avx512;
+            k->gemm[VX_TYPE_Q5_K_R8] = vx_gemm_q5_K_r8_gfni_avx512;
+            k->gemm[VX_TYPE_Q3_K_R8] = vx_gemm_q3_K_r8_gfni_avx512;
         }
         k->name = "avx512";
     }
@@ -241,6 +243,8 @@ void vx_kernels_init_emulated(vx_kernels *k) {
     k->gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_gfni_avx512emu; /* SIMDe models GFNI anywhere */
     k->gemv[VX_TYPE_Q5_K_R8] = vx_gemv_q5_K_r8_gfni_avx512emu;
     k->gemv[VX_TYPE_Q3_K_R8] = vx_gemv_q3_K_r8_gfni_avx512emu;
+    k->gemm[VX_TYPE_Q5_K_R8] = vx_gemm_q5_K_r8_gfni_avx512emu;
+    k->gemm[VX_TYPE_Q3_K_R8] = vx_gemm_q3_K_r8_gfni_avx512emu;
     k->name = "avx512-emu";
 }
 

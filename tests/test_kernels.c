@@ -760,7 +760,7 @@ done:
 /* The tiers to test: avx2, avx512 when this CPU has it, and the emulated
  * avx512 (SIMDe over AVX2, src/x86/isa512.h; not under ASan where the
  * native tier runs the same source). The AVX-512 tables take the GFNI
- * Q6_K, Q5_K and Q3_K gemvs where they can (natively on GFNI CPUs, always
+ * Q6_K, Q5_K and Q3_K gemvs (and Q5_K, Q3_K gemms) where they can (natively on GFNI CPUs, always
  * emulated); each is followed by a copy with the plain ones, so that both
  * run wherever the tier does. */
 static int tiers(vx_kernels *kt) {
@@ -772,7 +772,9 @@ static int tiers(vx_kernels *kt) {
         kt[n] = kt[n - 1];
         kt[n].gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_avx512;
         kt[n].gemv[VX_TYPE_Q5_K_R8] = vx_gemv_q5_K_r8_avx512;
-        kt[n++].gemv[VX_TYPE_Q3_K_R8] = vx_gemv_q3_K_r8_avx512;
+        kt[n].gemv[VX_TYPE_Q3_K_R8] = vx_gemv_q3_K_r8_avx512;
+        kt[n].gemm[VX_TYPE_Q5_K_R8] = vx_gemm_q5_K_r8_avx512;
+        kt[n++].gemm[VX_TYPE_Q3_K_R8] = vx_gemm_q3_K_r8_avx512;
     }
     static bool said, skip;
     if (!said) skip = vx_test_skip_emulated(native, "avx512-emu"), said = true;
@@ -781,7 +783,9 @@ static int tiers(vx_kernels *kt) {
         kt[n] = kt[n - 1];
         kt[n].gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_avx512emu;
         kt[n].gemv[VX_TYPE_Q5_K_R8] = vx_gemv_q5_K_r8_avx512emu;
-        kt[n++].gemv[VX_TYPE_Q3_K_R8] = vx_gemv_q3_K_r8_avx512emu;
+        kt[n].gemv[VX_TYPE_Q3_K_R8] = vx_gemv_q3_K_r8_avx512emu;
+        kt[n].gemm[VX_TYPE_Q5_K_R8] = vx_gemm_q5_K_r8_avx512emu;
+        kt[n++].gemm[VX_TYPE_Q3_K_R8] = vx_gemm_q3_K_r8_avx512emu;
     }
     return n;
 }

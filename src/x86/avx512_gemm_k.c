@@ -402,9 +402,14 @@ GEMV_ENTRY(VX512(vx_gemv_q2_K_r8), gemvK, K_Q2_K)
  */
 
 typedef struct {
-    __m512i q[8][8]; /* [sub-block][quad] Q4_K; [4h + s][q]: half h, quarter s, quad q for Q6_K */
-    __m512i sc[16];  /* Q4_K: [c] (sc[2c], sc[2c + 1]) int16 pairs; Q6_K: [j] sub-block j's scale (int32) */
-    __m512i mp[8];   /* int16 pairs for the mins term: Q4_K mins (4), Q6_K scales (8) */
+    /* unsigned codes: [g][q] elements 32g + 4q .. + 3 (Q2_K..Q5_K); [4h + s][q]: half h, quarter s, quad q
+     * for Q6_K */
+    __m512i q[8][8];
+    /* Q4_K: [c] (sc[2c], sc[2c + 1]) int16 pairs; Q5_K: [j] (sc[j], 256 sc[j]); Q3_K, Q2_K: [p] (sc[2p],
+     * sc[2p + 1]) of the 16-element sub-blocks; Q6_K: [j] sub-block j's scale (int32) */
+    __m512i sc[16];
+    /* int16 pairs for the mins / offsets term: Q4_K, Q5_K mins (4), Q2_K mins (8), Q3_K, Q6_K scales (8) */
+    __m512i mp[8];
     __m512 d, dmin;
 } panelK;
 
@@ -463,6 +468,84 @@ AINLINE void load_q6_K(const vx_block_q6_K_r8 *A, const vx_block_q6_K_r8 *B, pan
     P->dmin = _mm512_setzero_ps();
 }
 
+/* Q5_K: Q4_K's panel with the fifth bits (bit g of qh[q]) at bit 4 of
+ * each code, and its scales as (sc, 256 sc) pairs (tileK). */
+AINLINE void load_q5_K(const vx_block_q5_K_r8 *A, const vx_block_q5_K_r8 *B, panelK *P, const uint8_t *pa,
+                       const uint8_t *pb, int gf) {
+    load_q4_K(&A->k4, &B->k4, P, pa, pb);
+    if (pa) {
+        pa += sizeof A->k4;
+        pb = pb ? pb + sizeof A->k4 : NULL;
+    }
+    for (int q = 0; q < 8; q++) {
+        if (pa && q % 4 == 0) prefetch_part(pa, pb, sizeof A->qh, q / 4, 2);
+        const __m512i h = pair256(A->qh[q], B->qh[q]);
+        for (int g = 0; g < 8; g++) P->q[g][q] = _mm512_or_si512(P->q[g][q], bit_to(h, g, 4, gf));
+    }
+    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+    for (int c = 3; c >= 0; c--) {
+        const __m512i x = P->sc[c], s0 = _mm512_and_si512(x, lo16), s1 = _mm512_srli_epi32(x, 16);
+        P->sc[2 * c] = _mm512_or_si512(s0, _mm512_slli_epi32(s0, 24));
+        P->sc[2 * c + 1] = _mm512_or_si512(s1, _mm512_slli_epi32(s1, 24));
+    }
+}
+
+/* Q3_K (three; its high bits, bit g of hm[q], at bit 2) and Q2_K: the
+ * 2-bit fields j of qs[h][q] are group 4h + j. */
+AINLINE void load_q23_K(int three, const uint8_t *ra, const uint8_t *rb, panelK *P, const uint8_t *pa,
+                        const uint8_t *pb, int gf) {
+    const vx_block_q3_K_r8 *A3 = (const vx_block_q3_K_r8 *)(const void *)ra, *B3 = (const vx_block_q3_K_r8 *)(const void *)rb;
+    const vx_block_q2_K_r8 *A2 = (const vx_block_q2_K_r8 *)(const void *)ra, *B2 = (const vx_block_q2_K_r8 *)(const void *)rb;
+    const size_t bs = three ? sizeof *A3 : sizeof *A2;
+    const __m512i m3 = _mm512_set1_epi8(3);
+    for (int q = 0; q < 8; q++) {
+        const __m512i hm = three ? pair256(A3->hm[q], B3->hm[q]) : _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) {
+            if (pa) prefetch_part(pa, pb, bs, 2 * q + h, 16);
+            const __m512i v = three ? pair256(A3->qs[h][q], B3->qs[h][q]) : pair256(A2->qs[h][q], B2->qs[h][q]);
+            for (int j = 0; j < 4; j++) {
+                const __m512i f = _mm512_srli_epi16(v, 2 * j);
+                /* (a & c) | b: imm 0xEC */
+                P->q[4 * h + j][q] = three ? _mm512_ternarylogic_epi32(f, bit_to(hm, 4 * h + j, 2, gf), m3, 0xEC)
+                                           : _mm512_and_si512(f, m3);
+            }
+        }
+    }
+    for (int p = 0; p < 8; p++) {
+        if (three) {
+            P->sc[p] = P->mp[p] = _mm512_cvtepi8_epi16(pair128(A3->sc[p], B3->sc[p]));
+        } else {
+            const __m512i x = _mm512_cvtepu8_epi16(pair128(A2->sc[p], B2->sc[p]));
+            P->sc[p] = _mm512_and_si512(x, _mm512_set1_epi16(15));
+            P->mp[p] = _mm512_srli_epi16(x, 4);
+        }
+    }
+    P->d = _mm512_cvtph_ps(pair128(three ? A3->d : A2->d, three ? B3->d : B2->d));
+    P->dmin = three ? _mm512_setzero_ps() : _mm512_cvtph_ps(pair128(A2->dmin, B2->dmin));
+}
+
+/* Kinds of the GEMM: Q6_K's tile is its own; the rest share Q4_K's (8
+ * groups of 32 elements) and differ in how sub-block sums meet their
+ * scales and in the offsets / mins term. */
+AINLINE int is_six(int k) { return k == K_Q6_K || k == K_Q6_K_GF; }
+AINLINE int is_five(int k) { return k == K_Q5_K || k == K_Q5_K_GF; }
+AINLINE int is_three(int k) { return k == K_Q3_K || k == K_Q3_K_GF; }
+AINLINE int has_gf(int k) { return k == K_Q6_K_GF || k == K_Q5_K_GF || k == K_Q3_K_GF; }
+AINLINE size_t recK(int k) {
+    return is_six(k) ? sizeof(vx_block_q6_K_r8) : is_five(k) ? sizeof(vx_block_q5_K_r8)
+           : is_three(k) ? sizeof(vx_block_q3_K_r8) : k == K_Q2_K ? sizeof(vx_block_q2_K_r8)
+                         : sizeof(vx_block_q4_K_r8);
+}
+/* Q4_K, Q5_K: mins over 32-element sums (4 bsum pairs); the others 8 */
+AINLINE int sums32(int k) { return k == K_Q4_K || is_five(k); }
+
+/* (X & 0xFF, X >> 8) as the int16 pair of each dword (|X| < 2^23): with
+ * the pair (s, 256 s), one vpdpwssd adds X s exactly. */
+AINLINE __m512i split16(__m512i x) {
+    return _mm512_mask_blend_epi16((__mmask32)0xAAAAAAAA, _mm512_and_si512(x, _mm512_set1_epi32(0xFF)),
+                                   _mm512_slli_epi32(x, 8));
+}
+
 #define U4(X) X(0) X(1) X(2) X(3)
 
 /* Four tokens' blocks y0..y3 of this super-block against a panel: acc[u]
@@ -471,7 +554,7 @@ AINLINE void load_q6_K(const vx_block_q6_K_r8 *A, const vx_block_q6_K_r8 *B, pan
 AINLINE void tileK(int k, int nu, const panelK *P, const vx_block_q8_K *y0, const vx_block_q8_K *y1,
                    const vx_block_q8_K *y2, const vx_block_q8_K *y3, const int32_t *const bs[4], __m512 acc[4]) {
     __m512i I0 = _mm512_setzero_si512(), I1 = I0, I2 = I0, I3 = I0;
-    if (k == K_Q4_K) {
+    if (!is_six(k)) {
         for (int c = 0; c < 4; c++) {
             /* X: sub-block 2c, Y: 2c + 1; a: quads 0-3, b: quads 4-7 */
             __m512i Xa0 = _mm512_setzero_si512(), Xa1 = Xa0, Xa2 = Xa0, Xa3 = Xa0, Xb0 = Xa0, Xb1 = Xa0, Xb2 = Xa0,
@@ -491,14 +574,37 @@ AINLINE void tileK(int k, int nu, const panelK *P, const vx_block_q8_K *y0, cons
                 U4(STEP)
 #undef STEP
             }
-            const __m512i S = P->sc[c];
+            /* the 16-element sums (Q4_K: <= 30480, Q3_K: 14224, Q2_K:
+             * 6096) as int16 pairs against scale pairs; Q5_K's (62992)
+             * would not fit: its 32-element sums split16 */
+            if (k == K_Q4_K) {
+                const __m512i S = P->sc[c];
 #define COMB(u)                                                         \
     if ((u) < nu) {                                                     \
         I##u = _mm512_dpwssd_epi32(I##u, pack16(Xa##u, Ya##u), S);      \
         I##u = _mm512_dpwssd_epi32(I##u, pack16(Xb##u, Yb##u), S);      \
     }
-            U4(COMB)
+                U4(COMB)
 #undef COMB
+            } else if (is_five(k)) {
+                const __m512i SX = P->sc[2 * c], SY = P->sc[2 * c + 1];
+#define COMB(u)                                                                                   \
+    if ((u) < nu) {                                                                               \
+        I##u = _mm512_dpwssd_epi32(I##u, split16(_mm512_add_epi32(Xa##u, Xb##u)), SX);            \
+        I##u = _mm512_dpwssd_epi32(I##u, split16(_mm512_add_epi32(Ya##u, Yb##u)), SY);            \
+    }
+                U4(COMB)
+#undef COMB
+            } else {
+                const __m512i SX = P->sc[2 * c], SY = P->sc[2 * c + 1];
+#define COMB(u)                                                         \
+    if ((u) < nu) {                                                     \
+        I##u = _mm512_dpwssd_epi32(I##u, pack16(Xa##u, Xb##u), SX);     \
+        I##u = _mm512_dpwssd_epi32(I##u, pack16(Ya##u, Yb##u), SY);     \
+    }
+                U4(COMB)
+#undef COMB
+            }
         }
     } else {
         /* per half h, quad group hq (quads 4hq .. 4hq + 3) and quarter pair
@@ -536,13 +642,18 @@ AINLINE void tileK(int k, int nu, const panelK *P, const vx_block_q8_K *y0, cons
     for (int u = 0; u < nu; u++) {
         __m512i M = _mm512_setzero_si512();
         const __m512 yd = _mm512_set1_ps(yv[u]->d);
-        if (k == K_Q4_K) {
+        if (sums32(k)) {
             for (int p = 0; p < 4; p++) M = _mm512_dpwssd_epi32(M, P->mp[p], _mm512_set1_epi32(bs[u][p]));
+            acc[u] = _mm512_fmadd_ps(_mm512_mul_ps(P->d, yd), _mm512_cvtepi32_ps(Iv[u]), acc[u]);
+            acc[u] = _mm512_fnmadd_ps(_mm512_mul_ps(P->dmin, yd), _mm512_cvtepi32_ps(M), acc[u]);
+        } else if (k == K_Q2_K) {
+            for (int p = 0; p < 8; p++) M = _mm512_dpwssd_epi32(M, P->mp[p], _mm512_set1_epi32(bs[u][p]));
             acc[u] = _mm512_fmadd_ps(_mm512_mul_ps(P->d, yd), _mm512_cvtepi32_ps(Iv[u]), acc[u]);
             acc[u] = _mm512_fnmadd_ps(_mm512_mul_ps(P->dmin, yd), _mm512_cvtepi32_ps(M), acc[u]);
         } else {
             for (int p = 0; p < 8; p++) M = _mm512_dpwssd_epi32(M, P->mp[p], _mm512_set1_epi32(bs[u][p]));
-            const __m512i I = _mm512_sub_epi32(Iv[u], _mm512_slli_epi32(M, 5)); /* codes are u - 32 */
+            /* codes are u - 32 (Q6_K), u - 4 (Q3_K) */
+            const __m512i I = _mm512_sub_epi32(Iv[u], _mm512_slli_epi32(M, is_six(k) ? 5 : 2));
             acc[u] = _mm512_fmadd_ps(_mm512_mul_ps(P->d, yd), _mm512_cvtepi32_ps(I), acc[u]);
         }
     }
@@ -581,7 +692,7 @@ AINLINE void tilesK(int k, const panelK *P, const void *act, size_t act_stride, 
 AINLINE void bsumsK(int k, const void *act, size_t act_stride, int t0, int nt, int64_t i, int32_t (*bsum)[8]) {
     for (int t = 0; t < nt; t++) {
         const vx_block_q8_K *y = (const vx_block_q8_K *)(const void *)((const uint8_t *)act + (size_t)(t0 + t) * act_stride) + i;
-        if (k == K_Q4_K) store128(bsum[t], bsums32(y));
+        if (sums32(k)) store128(bsum[t], bsums32(y));
         else memcpy(bsum[t], y->bsums, sizeof y->bsums);
     }
 }
@@ -589,13 +700,18 @@ AINLINE void bsumsK(int k, const void *act, size_t act_stride, int t0, int nt, i
 /* Unpacks super-block i of groups A and B into P, prefetching the same
  * groups' records pfd super-blocks on (pfd 0: none). */
 AINLINE void panelK_load(int k, const uint8_t *A, const uint8_t *B, int64_t i, int pfd, panelK *P) {
-    const size_t bs = k == K_Q4_K ? sizeof(vx_block_q4_K_r8) : sizeof(vx_block_q6_K_r8);
+    const size_t bs = recK(k);
     const uint8_t *ra = A + (size_t)i * bs, *rb = B + (size_t)i * bs;
     const uint8_t *pa = pfd ? ra + (size_t)pfd * bs : NULL, *pb = pfd && B != A ? rb + (size_t)pfd * bs : NULL;
     if (k == K_Q4_K)
         load_q4_K((const vx_block_q4_K_r8 *)(const void *)ra, (const vx_block_q4_K_r8 *)(const void *)rb, P, pa, pb);
-    else
+    else if (is_five(k))
+        load_q5_K((const vx_block_q5_K_r8 *)(const void *)ra, (const vx_block_q5_K_r8 *)(const void *)rb, P, pa, pb,
+                  has_gf(k));
+    else if (is_six(k))
         load_q6_K((const vx_block_q6_K_r8 *)(const void *)ra, (const vx_block_q6_K_r8 *)(const void *)rb, P, pa, pb);
+    else
+        load_q23_K(is_three(k), ra, rb, P, pa, pb, has_gf(k));
 }
 
 /* The tokens' sums of a row block (16 rows, or R = 8 of a lone group)
@@ -643,3 +759,8 @@ AINLINE void gemmK(int k, int64_t n, const void *w, size_t stride, int nrows, co
 
 DEFINE_GEMM_ENTRY(VX512(vx_gemm_q4_K_r8), VX512(vx_gemv_q4_K_r8), gemmK, K_Q4_K, MIN_TOK)
 DEFINE_GEMM_ENTRY(VX512(vx_gemm_q6_K_r8), VX512(vx_gemv_q6_K_r8), gemmK, K_Q6_K, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q5_K_r8), VX512(vx_gemv_q5_K_r8), gemmK, K_Q5_K, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q5_K_r8_gfni), VX512(vx_gemv_q5_K_r8_gfni), gemmK, K_Q5_K_GF, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q3_K_r8), VX512(vx_gemv_q3_K_r8), gemmK, K_Q3_K, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q3_K_r8_gfni), VX512(vx_gemv_q3_K_r8_gfni), gemmK, K_Q3_K_GF, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q2_K_r8), VX512(vx_gemv_q2_K_r8), gemmK, K_Q2_K, MIN_TOK)

@@ -27,4 +27,7 @@ void VX512(vx_kernels_add)(struct vx_kernels *k) {
     k->gemv[VX_TYPE_Q2_K_R8] = VX512(vx_gemv_q2_K_r8);
     k->gemm[VX_TYPE_Q4_K_R8] = VX512(vx_gemm_q4_K_r8);
     k->gemm[VX_TYPE_Q6_K_R8] = VX512(vx_gemm_q6_K_r8);
+    k->gemm[VX_TYPE_Q5_K_R8] = VX512(vx_gemm_q5_K_r8);
+    k->gemm[VX_TYPE_Q3_K_R8] = VX512(vx_gemm_q3_K_r8);
+    k->gemm[VX_TYPE_Q2_K_R8] = VX512(vx_gemm_q2_K_r8);
 }

@@ -212,6 +212,22 @@ struct vx_kernels;
                              void *scratch);                                                                   \
     void vx_gemm_q6_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
                              size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,             \
+                             void *scratch);                                                                   \
+    /* Q5_K, Q3_K (plain and GFNI, as their gemvs) and Q2_K */                                               \
+    void vx_gemm_q5_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,             \
+                             void *scratch);                                                                   \
+    void vx_gemm_q5_K_r8_gfni_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,      \
+                                  size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,        \
+                                  void *scratch);                                                              \
+    void vx_gemm_q3_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,             \
+                             void *scratch);                                                                   \
+    void vx_gemm_q3_K_r8_gfni_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,      \
+                                  size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,        \
+                                  void *scratch);                                                              \
+    void vx_gemm_q2_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,             \
                              void *scratch);
 VX_AVX512_KERNELS(avx512)
 VX_AVX512_KERNELS(avx512emu)
