@@ -1,7 +1,7 @@
 /*
  * avx512_gemm.c - AVX-512 VNNI GEMV and GEMM on the packed 32-element block
- * types Q4_0_R8, Q5_0_R8, Q8_0_R8 (quant.h) x Q8_0 activations, and GEMV on
- * IQ4_NL_R8 (x Q8_0) and Q4_1_R8, Q5_1_R8 (x Q8_1). Compiled natively and
+ * types Q4_0_R8, Q5_0_R8, Q8_0_R8, IQ4_NL_R8 (quant.h) x Q8_0 activations
+ * and Q4_1_R8, Q5_1_R8 x Q8_1. Compiled natively and
  * emulated (isa512.h); tier registration: avx512_init.c.
  *
  * Arithmetic. vpdpbusd (_mm512_dpbusd_epi32) multiplies unsigned bytes by
@@ -50,6 +50,7 @@ AINLINE size_t rec32(int k) {
 AINLINE int off32(int k) { return k == R_Q4_0 ? 8 : k == R_Q5_0 ? 16 : k == R_Q8_0 || k == R_IQ4_NL ? 128 : 0; }
 /* Q4_1 / Q5_1: a min per row and block, Q8_1 activations {d, s, qs} */
 AINLINE int has_min32(int k) { return k == R_Q4_1 || k == R_Q5_1; }
+AINLINE size_t ysize32(int k) { return has_min32(k) ? sizeof(vx_block_q8_1) : sizeof(vx_block_q8_0); }
 AINLINE size_t ycodes32(int k) { return has_min32(k) ? offsetof(vx_block_q8_1, qs) : offsetof(vx_block_q8_0, qs); }
 /* the high nibbles kept in place (16 x the code) for 4-bit codes used as they are */
 AINLINE int nib_in_place(int k) { return k == R_Q4_0 || k == R_Q4_1; }
@@ -181,7 +182,7 @@ AINLINE __m256 step_r8(int k, const uint8_t *rec, const uint8_t *yb, float dy, i
 }
 
 #define GEMV32_R8_REC(k) rec32(k)
-#define GEMV32_R8_YSIZE(k) (has_min32(k) ? sizeof(vx_block_q8_1) : sizeof(vx_block_q8_0))
+#define GEMV32_R8_YSIZE(k) ysize32(k)
 #define GEMV32_R8_CORR(k, yb) ncorr32(k, yb)
 #define GEMV32_R8_STEP(k, rec, yb, dy, c, acc) step_r8(k, rec, yb, dy, c, acc)
 #include "gemv32_r8.h"
@@ -241,15 +242,21 @@ GEMV_ENTRY(VX512(vx_gemv_iq4_nl_r8), gemv32_r8, R_IQ4_NL)
 typedef struct {
     __m512i q[8]; /* quad q of 16 rows, unsigned codes */
     __m512 d;     /* the 16 rows' scales */
+    __m512 m;     /* Q4_1 / Q5_1: the 16 rows' mins */
 } panel16;
 
 AINLINE __m512i pair256(const void *a, const void *b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a)), load256(b), 1);
 }
+/* 16 fp16 values: 8 at a (group A), 8 at b (group B) */
+AINLINE __m512 f16_pair(const uint8_t *a, const uint8_t *b) {
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(a)), load128(b), 1));
+}
 
 /* Block records A and B (groups A, B; B may be A) into a panel. */
 AINLINE void load_panel(int k, const uint8_t *A, const uint8_t *B, panel16 *P) {
-    P->d = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(A)), load128(B), 1));
+    P->d = f16_pair(A, B); /* every record starts with d[8] (then m[8] with a min) */
+    if (has_min32(k)) P->m = f16_pair(A + 16, B + 16);
     if (k == R_Q8_0) {
         const vx_block_q8_0_r8 *a = (const vx_block_q8_0_r8 *)(const void *)A;
         const vx_block_q8_0_r8 *b = (const vx_block_q8_0_r8 *)(const void *)B;
@@ -258,7 +265,10 @@ AINLINE void load_panel(int k, const uint8_t *A, const uint8_t *B, panel16 *P) {
             P->q[q] = _mm512_xor_si512(pair256(a->qs[q][0], b->qs[q][0]), _mm512_set1_epi8((char)0x80));
         return;
     }
-    const size_t qo = k == R_Q4_0 ? offsetof(vx_block_q4_0_r8, qs) : offsetof(vx_block_q5_0_r8, qs);
+    const size_t qo = k == R_Q5_0   ? offsetof(vx_block_q5_0_r8, qs)
+                      : k == R_Q4_1 ? offsetof(vx_block_q4_1_r8, qs)
+                      : k == R_Q5_1 ? offsetof(vx_block_q5_1_r8, qs)
+                                    : offsetof(vx_block_q4_0_r8, qs); /* Q4_0, IQ4_NL */
     const __m512i m4 = _mm512_set1_epi8(0x0F);
 #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
@@ -266,8 +276,13 @@ AINLINE void load_panel(int k, const uint8_t *A, const uint8_t *B, panel16 *P) {
         P->q[c] = _mm512_and_si512(v, m4);
         P->q[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
     }
-    if (k == R_Q5_0) {
-        const size_t ho = offsetof(vx_block_q5_0_r8, qh);
+    if (k == R_IQ4_NL) { /* book value + 128 (1..241): its bytes as unsigned */
+        const __m512i book = _mm512_xor_si512(_mm512_broadcast_i32x4(load128(vx_iq4nl_values)), _mm512_set1_epi8((char)0x80));
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) P->q[q] = _mm512_shuffle_epi8(book, P->q[q]);
+    }
+    if (k == R_Q5_0 || k == R_Q5_1) {
+        const size_t ho = k == R_Q5_0 ? offsetof(vx_block_q5_0_r8, qh) : offsetof(vx_block_q5_1_r8, qh);
         const __m512i h = pair256(A + ho, B + ho);
 #pragma GCC unroll 8
         for (int q = 0; q < 8; q++) P->q[q] = or_bit4(P->q[q], q5_shift(h, q));
@@ -276,11 +291,11 @@ AINLINE void load_panel(int k, const uint8_t *A, const uint8_t *B, panel16 *P) {
 
 /* Four tokens' activation blocks y0..y3 (the first nu of them: 4, or 2
  * for a last 1-2) against one panel block: acc[u] (16 rows) takes the
- * canonical step. dy[u], nc[u]: the tokens' scale and
- * -off * sum(y) for the block. */
+ * canonical step. dy[u], nc[u], sy[u]: the tokens' scale, -off * sum(y)
+ * and (Q4_1, Q5_1: Q8_1 activations) s for the block. */
 #define U4(X) X(0) X(1) X(2) X(3)
-AINLINE void tile4(int nu, const panel16 *P, const uint8_t *y0, const uint8_t *y1, const uint8_t *y2,
-                   const uint8_t *y3, const float *dy, const int32_t *nc, __m512 acc[4]) {
+AINLINE void tile4(int k, int nu, const panel16 *P, const uint8_t *y0, const uint8_t *y1, const uint8_t *y2,
+                   const uint8_t *y3, const float *dy, const int32_t *nc, const float *sy, __m512 acc[4]) {
 #define INIT(u) __m512i I##u = _mm512_set1_epi32(nc[u]);
     U4(INIT)
 #undef INIT
@@ -288,7 +303,7 @@ AINLINE void tile4(int nu, const panel16 *P, const uint8_t *y0, const uint8_t *y
     for (int q = 0; q < 8; q++) {
         const __m512i W = P->q[q];
 #define STEP(u) \
-    if ((u) < nu) I##u = _mm512_dpbusd_epi32(I##u, W, bcast32(y##u + offsetof(vx_block_q8_0, qs) + 4 * q));
+    if ((u) < nu) I##u = _mm512_dpbusd_epi32(I##u, W, bcast32(y##u + ycodes32(k) + 4 * q));
         U4(STEP)
 #undef STEP
     }
@@ -297,15 +312,21 @@ AINLINE void tile4(int nu, const panel16 *P, const uint8_t *y0, const uint8_t *y
         acc[u] = _mm512_fmadd_ps(_mm512_mul_ps(P->d, _mm512_set1_ps(dy[u])), _mm512_cvtepi32_ps(I##u), acc[u]);
     U4(FSTEP)
 #undef FSTEP
+#define FSTEP(u) \
+    if ((u) < nu) acc[u] = _mm512_fmadd_ps(P->m, _mm512_set1_ps(sy[u]), acc[u]);
+    if (has_min32(k)) { /* + m s_y */
+        U4(FSTEP)
+    }
+#undef FSTEP
 }
 
 /* Groups A and B (first records; B == A: a lone group, R = 8 rows stored,
  * else 16) against tokens [t0, t0 + nt) (dyt, nct: their (token, block)
  * tables, nb per token). */
 AINLINE void rowblock(int k, int64_t nb, const uint8_t *A, const uint8_t *B, int R, const void *act,
-                      size_t act_stride, int t0, int nt, const float *dyt, const int32_t *nct, float *out,
-                      int64_t ldo, int accumulate) {
-    const size_t rs = rec32(k), ys = sizeof(vx_block_q8_0);
+                      size_t act_stride, int t0, int nt, const float *dyt, const int32_t *nct, const float *syt,
+                      float *out, int64_t ldo, int accumulate) {
+    const size_t rs = rec32(k), ys = ysize32(k);
     panel16 P[CB];
     __m512 acc[2][MAX_TT + 3]; /* [even, odd block] */
     for (int t = 0; t < nt + 3; t++) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
@@ -336,15 +357,16 @@ AINLINE void rowblock(int k, int64_t nb, const uint8_t *A, const uint8_t *B, int
                 for (int u = 0; u < 4; u++) a[u] = acc[c][t + u];
                 for (int j = c; j < cb; j += 2) {
                     const int64_t b = b0 + j;
-                    float dy[4];
+                    float dy[4], sy[4];
                     int32_t nc[4];
                     for (int u = 0; u < 4; u++) {
                         dy[u] = dyt[tu[u] * nb + b];
                         nc[u] = nct[tu[u] * nb + b];
+                        sy[u] = has_min32(k) ? syt[tu[u] * nb + b] : 0.0f;
                     }
                     const size_t bo = (size_t)b * ys;
-                    if (nt - t > 2) tile4(4, &P[j], ya[0] + bo, ya[1] + bo, ya[2] + bo, ya[3] + bo, dy, nc, a);
-                    else tile4(2, &P[j], ya[0] + bo, ya[1] + bo, ya[2] + bo, ya[3] + bo, dy, nc, a);
+                    if (nt - t > 2) tile4(k, 4, &P[j], ya[0] + bo, ya[1] + bo, ya[2] + bo, ya[3] + bo, dy, nc, sy, a);
+                    else tile4(k, 2, &P[j], ya[0] + bo, ya[1] + bo, ya[2] + bo, ya[3] + bo, dy, nc, sy, a);
                 }
                 for (int u = 0; u < 4; u++) acc[c][t + u] = a[u];
             }
@@ -362,25 +384,28 @@ AINLINE void rowblock(int k, int64_t nb, const uint8_t *A, const uint8_t *B, int
 AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act,
                     size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
     const int64_t nb = n / 32;
-    const size_t ys = sizeof(vx_block_q8_0);
+    const size_t ys = ysize32(k);
     int tt = (int)(TAB32 / (nb > 0 ? nb : 1));
     tt = tt > MAX_TT ? MAX_TT : tt < 4 ? 4 : tt & ~3;
     float dyt[TAB32 + 4 * MAX_TT];
     int32_t nct[TAB32 + 4 * MAX_TT];
+    float syt[TAB32 + 4 * MAX_TT];
     for (int t0 = 0; t0 < ntok; t0 += tt) {
         const int nt = ntok - t0 < tt ? ntok - t0 : tt;
         for (int t = 0; t < nt; t++) {
             const uint8_t *ya = (const uint8_t *)act + (size_t)(t0 + t) * act_stride;
             for (int64_t b = 0; b < nb; b++) {
-                dyt[t * nb + b] = f16(ld16(ya + (size_t)b * ys));
-                nct[t * nb + b] = ncorr32(k, ya + (size_t)b * ys);
+                const uint8_t *yb = ya + (size_t)b * ys; /* Q8_0 {d, qs} or Q8_1 {d, s, qs} */
+                dyt[t * nb + b] = f16(ld16(yb));
+                nct[t * nb + b] = off32(k) ? ncorr32(k, yb) : 0;
+                if (has_min32(k)) syt[t * nb + b] = f16(ld16(yb + 2));
             }
         }
         for (int r0 = 0; r0 < nrows; r0 += 16) {
             const uint8_t *A = row_at(w, stride, r0);
             const int two = r0 + 16 <= nrows;
             const uint8_t *B = two ? (const uint8_t *)row_at(w, stride, r0 + 8) : A;
-            rowblock(k, nb, A, B, two ? 16 : 8, act, act_stride, t0, nt, dyt, nct, out + r0, ldo, accumulate);
+            rowblock(k, nb, A, B, two ? 16 : 8, act, act_stride, t0, nt, dyt, nct, syt, out + r0, ldo, accumulate);
         }
     }
 }
@@ -391,3 +416,6 @@ AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, c
 DEFINE_GEMM_ENTRY(VX512(vx_gemm_q4_0_r8), VX512(vx_gemv_q4_0_r8), gemm32, R_Q4_0, MIN_TOK)
 DEFINE_GEMM_ENTRY(VX512(vx_gemm_q5_0_r8), VX512(vx_gemv_q5_0_r8), gemm32, R_Q5_0, MIN_TOK)
 DEFINE_GEMM_ENTRY(VX512(vx_gemm_q8_0_r8), VX512(vx_gemv_q8_0_r8), gemm32, R_Q8_0, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q4_1_r8), VX512(vx_gemv_q4_1_r8), gemm32, R_Q4_1, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q5_1_r8), VX512(vx_gemv_q5_1_r8), gemm32, R_Q5_1, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_iq4_nl_r8), VX512(vx_gemv_iq4_nl_r8), gemm32, R_IQ4_NL, MIN_TOK)

@@ -191,6 +191,15 @@ struct vx_kernels;
     void vx_gemm_q8_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
                              size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,             \
                              void *scratch);                                                                   \
+    void vx_gemm_q4_1_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,             \
+                             void *scratch);                                                                   \
+    void vx_gemm_q5_1_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,             \
+                             void *scratch);                                                                   \
+    void vx_gemm_iq4_nl_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,         \
+                               size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,           \
+                               void *scratch);                                                                 \
     void vx_gemv_q4_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     void vx_gemv_q6_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     /* the same with the 6-bit codes built by GFNI affine byte maps (CPUs with GFNI; same bits) */             \
