@@ -185,6 +185,13 @@ AINLINE __m256 step_r8(int k, const uint8_t *rec, const uint8_t *yb, float dy, i
 #define GEMV32_R8_YSIZE(k) ysize32(k)
 #define GEMV32_R8_CORR(k, yb) ncorr32(k, yb)
 #define GEMV32_R8_STEP(k, rec, yb, dy, c, acc) step_r8(k, rec, yb, dy, c, acc)
+/* Four far groups per turn here (the AVX2 tier keeps two: gemv32_r8.h).
+ * Sapphire Rapids, 2 threads, decode t/s, 2 vs 4 groups alternated, medians
+ * of 8: Qwen2.5-0.5B Q4_K_M (mostly Q5_0, 896-element rows, so a group's
+ * records are only 4.9 KiB) 68.7 -> 75.3; Llama-1B Q4_0 and Q8_0 within
+ * the noise (34.8 -> 35.7, 40.3 -> 39.3; 21.8 -> 23.0). 32 zmm registers
+ * hold the 8 chains and the step's temporaries; 8 groups were no faster. */
+#define GEMV32_R8_STREAMS 4
 #include "gemv32_r8.h"
 
 #if defined(__GNUC__) && !defined(__clang__)

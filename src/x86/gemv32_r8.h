@@ -45,11 +45,12 @@
  * G-th of the call's groups apart, as the plain gemv's rows): G long
  * record streams, which pull more from DRAM than one, two records of each
  * in turn. Each group's sums are the same whichever groups go with it.
- * Decode t/s on 2 threads, medians of 4 interleaved runs, G = 4 / 2 / 8:
+ * The default, 2, is the AVX2 tier's (Zen 3, 16 ymm registers): decode
+ * t/s on 2 threads, medians of 4 interleaved runs, G = 4 / 2 / 8:
  * Llama-1B Q8_0 26.6 / 31.1 / 21.7 (one group: 27.4); Qwen2.5-0.5B Q8_0
  * 65.2 / 75.7; its Q4_K_M (mostly Q5_0) 89.6 / 95.9. Four and more groups
- * spill the step's registers; one record per turn instead of two was
- * slower still. */
+ * spill the step's registers there; one record per turn instead of two
+ * was slower still. The AVX-512 tier sets 4 (avx512_gemm.c). */
 #ifndef GEMV32_R8_STREAMS
 #define GEMV32_R8_STREAMS 2
 #endif
