@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "kv_cache.h"
 
 #define MAX_TOP 20
 
@@ -398,10 +399,11 @@ vx_status vx_engine_init(const vx_model *model, const vx_engine_params *params, 
     pthread_cond_init(&e->cv, NULL);
     vx_context_params cp = vx_context_default_params();
     cp.n_ctx = (uint32_t)e->p.n_ctx;
-    /* by default the pool holds every slot's full context, so preemption is
-     * a fallback; a smaller kv_size shares blocks on demand */
-    cp.kv_size = e->p.kv_size > 0 ? (uint32_t)e->p.kv_size
-                                  : (uint32_t)e->p.n_ctx * (uint32_t)e->p.n_parallel;
+    /* by default the pool holds every slot's full context in whole blocks,
+     * so preemption is a fallback; a smaller kv_size shares blocks on demand */
+    cp.kv_size = e->p.kv_size > 0
+                     ? (uint32_t)e->p.kv_size
+                     : (uint32_t)((e->p.n_ctx + VX_KV_BLOCK - 1) / VX_KV_BLOCK * VX_KV_BLOCK) * (uint32_t)e->p.n_parallel;
     cp.n_batch = (uint32_t)e->p.n_batch;
     cp.n_seq_max = (uint32_t)e->p.n_parallel;
     cp.n_threads = e->p.n_threads;

@@ -186,7 +186,7 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
         return vx_seterr(err, err_size, VX_EINVAL, "kv_size out of range");
     }
     vx_kv_params kp = {hp->n_layer, hp->n_head_kv * hp->head_dim, (int32_t)p->n_seq_max,
-                       (int32_t)p->n_ctx, (int32_t)p->kv_size, 16, p->kv_type};
+                       (int32_t)p->n_ctx, (int32_t)p->kv_size, VX_KV_BLOCK, p->kv_type};
     if (vx_kv_init(&kp, &c->kv) != VX_OK) {
         vx_context_free(c);
         return vx_seterr(err, err_size, VX_ENOMEM, "cannot allocate the KV cache (%u positions)",

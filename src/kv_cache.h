@@ -18,6 +18,9 @@
 
 typedef struct vx_kv_cache vx_kv_cache;
 
+/* Positions per block of the contexts' caches (vLLM's default). */
+#define VX_KV_BLOCK 16
+
 typedef struct vx_kv_params {
     int32_t n_layer;
     int32_t kv_dim;     /* n_head_kv * head_dim */

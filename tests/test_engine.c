@@ -267,6 +267,60 @@ int main(void) {
         vx_engine_free(e);
     }
 
+    /* the default pool holds every slot's whole context in whole blocks:
+     * with a context of 40 positions (3 blocks of 16) and 4 slots full at
+     * once, 12 blocks, never a preemption (n_ctx x n_parallel positions
+     * would make 10) */
+    {
+        vx_engine_params fp = vx_engine_default_params();
+        fp.n_ctx = 40;
+        fp.n_parallel = 4;
+        fp.n_threads = 1;
+        vx_engine *e = NULL;
+        CHECKF(vx_engine_init(m, &fp, &e, err, sizeof err) == VX_OK, "engine: %s", err);
+        static result fr[4];
+        vx_token p[64];
+        gate_set(false);
+        for (int i = 0; e && i < 4; i++) {
+            memset(&fr[i], 0, sizeof fr[i]);
+            pthread_mutex_init(&fr[i].mu, NULL);
+            vx_request_params rp;
+            memset(&rp, 0, sizeof rp);
+            p[0] = 1;
+            for (int j = 1; j < 20; j++) p[j] = 3 + (i * 13 + j * 7) % 500;
+            rp.prompt = p;
+            rp.n_prompt = 20;
+            rp.max_tokens = 20; /* the whole context */
+            rp.sampling = vx_sampler_default_params();
+            rp.sampling.temperature = 0;
+            rp.ignore_eos = true;
+            rp.on_event = on_event;
+            rp.user_data = &fr[i];
+            uint64_t id;
+            CHECKF(vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_OK, "submit: %s", err);
+        }
+        gate_set(true);
+        if (e) {
+            wait_all(fr, 4);
+            vx_engine_stats st;
+            for (int spins = 0; spins < 5000; spins++) {
+                vx_engine_get_stats(e, &st);
+                if (st.requests_finished == 4 && st.running == 0) break;
+                usleep(1000);
+            }
+            CHECKF(st.requests_finished == 4 && st.tokens_generated == 80, "full slots: %llu finished, %llu tokens",
+                   (unsigned long long)st.requests_finished, (unsigned long long)st.tokens_generated);
+            CHECKF(st.preemptions == 0, "full slots: %llu preemptions with the default pool",
+                   (unsigned long long)st.preemptions);
+            /* all four at once: the first prompt, then one step with the
+             * other three prompts, then 19 decode steps (a slot kept
+             * waiting for blocks would take ~20 more) */
+            CHECKF(st.steps <= 24, "full slots: %llu steps, so not all four slots ran at once",
+                   (unsigned long long)st.steps);
+        }
+        vx_engine_free(e);
+    }
+
     static result alone[NREQ], together[NREQ], chunked[NREQ], preempted[NREQ];
     vx_engine_params ep = vx_engine_default_params();
     ep.n_ctx = 128;
