@@ -20,12 +20,16 @@
 #include "ops.h"
 #include "threadpool.h"
 
-/* Matmuls of at least this many tokens take the AMX GEMM: building the
- * weight panels costs about as much as 50-60 tokens' worth of the VNNI
- * kernels' work on them (Sapphire Rapids, Llama-1B Q4_K_M, 2 threads:
- * pp32 76-100 t/s on AMX against 125-152 on VNNI, pp64 127-169 against
- * 131-151, pp128 177-240 against 133-149). */
-#define AMX_MIN_TOK 64
+/* Matmuls of at least this many tokens take the AMX GEMM: below, building
+ * the weight panels costs more than the VNNI kernels' whole work on them.
+ * Sapphire Rapids, 2 threads, pp t/s with AMX from 16 or 32 tokens against
+ * VNNI only (3 runs each, session 19, after the AVX-512 small-batch GEMMs):
+ * Llama-1B Q4_K_M pp24 99-157 vs 149-233, pp32 161-220 vs 138-183, pp48
+ * 228-275 vs 127-207; Q8_0 pp24 123-134 vs 97-106, pp32 142-163 vs
+ * 106-126, pp48 148-188 vs 116-123; Q4_0 pp48 145-238 vs 123-125;
+ * Qwen2.5-0.5B Q4_K_M pp28 291-357 vs 310-390, pp48 463-524 vs 300-368.
+ * (Before those GEMMs, with slower panels, the crossover was ~64.) */
+#define AMX_MIN_TOK 32
 
 struct vx_context {
     const vx_model *model;

@@ -327,7 +327,7 @@ int main(void) {
     ep.n_threads = 2;
     ep.n_parallel = 1;
     /* the same bits whatever the batch: integer kernels only (on AMX
-     * machines the default runs prompts of 64+ tokens through bf16 tiles) */
+     * machines the default runs prompts of 32+ tokens through bf16 tiles) */
     ep.batch_invariant = true;
     run_all(m, ep, alone, true);
     ep.n_parallel = 8;

@@ -453,7 +453,7 @@ int main(void) {
     CHECK(cJSON_GetArraySize(pids) == NPOS);
     for (int i = 0; i < NPOS; i++) prompt[i] = cJSON_GetArrayItem(pids, i)->valueint;
     const char *only = getenv("VX_TEST_MODEL");
-    /* the 48-token prompt takes the AMX GEMM (64+ tokens by default) */
+    /* the 48-token prompt takes the AMX GEMM (32+ tokens by default) */
     const bool user_min_tok = getenv("VX_AMX_MIN_TOK") != NULL;
     setenv("VX_AMX_MIN_TOK", "32", 0);
     {
