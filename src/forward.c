@@ -28,8 +28,16 @@
  * 228-275 vs 127-207; Q8_0 pp24 123-134 vs 97-106, pp32 142-163 vs
  * 106-126, pp48 148-188 vs 116-123; Q4_0 pp48 145-238 vs 123-125;
  * Qwen2.5-0.5B Q4_K_M pp28 291-357 vs 310-390, pp48 463-524 vs 300-368.
- * (Before those GEMMs, with slower panels, the crossover was ~64.) */
+ * (Before those GEMMs, with slower panels, the crossover was ~64.)
+ * BF16 and F16 weights have no int8 kernels: below the threshold they run
+ * the AVX2 fp32 GEMM, and their panels are cheap (BF16: a transpose), so
+ * the tiles win much earlier. BF16 pp2 10-14 vs 13-16, pp4 22-28 vs
+ * 12-14, pp8 43-53 vs 17-23, pp16 74-103 vs 28-36; F16 (split panels,
+ * three products) pp8 16-24 vs 20-22, pp12 24-29 vs 33-36, pp16 31-50 vs
+ * 28-36, pp24 46-78 vs 38-50 (2-3 runs each, AMX from 2-16 vs from 32). */
 #define AMX_MIN_TOK 32
+#define AMX_MIN_TOK_BF16 4
+#define AMX_MIN_TOK_F16 16
 
 struct vx_context {
     const vx_model *model;
@@ -84,7 +92,7 @@ struct vx_context {
     const float *bf16_src, *bf16_lo_src;
     size_t bf16_ld;
     uint8_t *amx_scratch; /* [nth][amx_scratch_per] */
-    int64_t amx_min_tok;  /* AMX_MIN_TOK, or $VX_AMX_MIN_TOK (tests) */
+    int64_t amx_min_tok;  /* $VX_AMX_MIN_TOK (tests: every type), or 0: AMX_MIN_TOK* per type */
     size_t amx_scratch_per;
     /* per-thread scratch of the kernel table's GEMMs (kern.gemm_scratch) */
     uint8_t *gemm_scratch; /* [nth][gemm_scratch_per] */
@@ -252,7 +260,7 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
         c->amx_scratch_per = (c->kern.gemm_amx_scratch((int64_t)c->bf16_ld) + 63) & ~(size_t)63;
         c->amx_scratch = xalloc((size_t)p->n_threads * c->amx_scratch_per, &ok);
         const char *mt = getenv("VX_AMX_MIN_TOK");
-        c->amx_min_tok = mt && atoi(mt) > 0 ? atoi(mt) : AMX_MIN_TOK;
+        c->amx_min_tok = mt && atoi(mt) > 0 ? atoi(mt) : 0;
     }
     if (c->kern.gemm_scratch && !p->f32_matmul) {
         const size_t maxin = VX_MAX(VX_MAX(E, FF), QD);
@@ -329,7 +337,11 @@ static bool tiles_attn(const vx_context *c) {
  * would be dequantized row by row in plain C there; they keep their int8
  * GEMM. */
 static bool amx_for(const vx_context *c, const vx_weight *w, int64_t ntok) {
-    if (!c->kern.gemm_amx || c->params.f32_matmul || c->params.batch_invariant || ntok < c->amx_min_tok ||
+    const int64_t min_tok = c->amx_min_tok             ? c->amx_min_tok
+                            : w->type == VX_TYPE_BF16 ? AMX_MIN_TOK_BF16
+                            : w->type == VX_TYPE_F16  ? AMX_MIN_TOK_F16
+                                                      : AMX_MIN_TOK;
+    if (!c->kern.gemm_amx || c->params.f32_matmul || c->params.batch_invariant || ntok < min_tok ||
         w->ne[0] % 32 != 0)
         return false;
     if (w->type == VX_TYPE_F16 || w->type == VX_TYPE_BF16) return true;
