@@ -34,8 +34,14 @@
  * the tiles win much earlier. BF16 pp2 10-14 vs 13-16, pp4 22-28 vs
  * 12-14, pp8 43-53 vs 17-23, pp16 74-103 vs 28-36; F16 (split panels,
  * three products) pp8 16-24 vs 20-22, pp12 24-29 vs 33-36, pp16 31-50 vs
- * 28-36, pp24 46-78 vs 38-50 (2-3 runs each, AMX from 2-16 vs from 32). */
+ * 28-36, pp24 46-78 vs 38-50 (2-3 runs each, AMX from 2-16 vs from 32).
+ * Q8_0 and Q4_0 (the cheapest panels of the quantized types) from 24:
+ * Q8_0 pp24 130-138 vs 100-126, pp28 147-162 vs 94-127; Q4_0 pp24
+ * 111-143 vs 111-134, pp28 152-166 vs 104-141 (3 runs each); against
+ * the binary with 32 for them, alternated medians: pp24 even, pp28 Q8_0
+ * 123.2 -> 145.5, Q4_0 138.8 -> 173.7. */
 #define AMX_MIN_TOK 32
+#define AMX_MIN_TOK_Q8_Q4_0 24
 #define AMX_MIN_TOK_BF16 4
 #define AMX_MIN_TOK_F16 16
 
@@ -337,10 +343,11 @@ static bool tiles_attn(const vx_context *c) {
  * would be dequantized row by row in plain C there; they keep their int8
  * GEMM. */
 static bool amx_for(const vx_context *c, const vx_weight *w, int64_t ntok) {
-    const int64_t min_tok = c->amx_min_tok             ? c->amx_min_tok
-                            : w->type == VX_TYPE_BF16 ? AMX_MIN_TOK_BF16
-                            : w->type == VX_TYPE_F16  ? AMX_MIN_TOK_F16
-                                                      : AMX_MIN_TOK;
+    const int64_t min_tok = c->amx_min_tok                                          ? c->amx_min_tok
+                            : w->type == VX_TYPE_BF16                              ? AMX_MIN_TOK_BF16
+                            : w->type == VX_TYPE_F16                               ? AMX_MIN_TOK_F16
+                            : w->type == VX_TYPE_Q8_0 || w->type == VX_TYPE_Q4_0 ? AMX_MIN_TOK_Q8_Q4_0
+                                                                                   : AMX_MIN_TOK;
     if (!c->kern.gemm_amx || c->params.f32_matmul || c->params.batch_invariant || ntok < min_tok ||
         w->ne[0] % 32 != 0)
         return false;
