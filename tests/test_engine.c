@@ -176,6 +176,34 @@ static int make_prompt(int i, vx_token *p) {
     return n;
 }
 
+/* Submits a greedy request of n prompt tokens that ignores EOS (its
+ * events into r). */
+static void submit_greedy(vx_engine *e, const vx_token *p, int n, int max_tokens, result *r) {
+    char err[VX_ERRMSG_MAX];
+    vx_request_params rp;
+    memset(&rp, 0, sizeof rp);
+    rp.prompt = p;
+    rp.n_prompt = n;
+    rp.max_tokens = max_tokens;
+    rp.sampling = vx_sampler_default_params();
+    rp.sampling.temperature = 0;
+    rp.ignore_eos = true;
+    rp.on_event = on_event;
+    rp.user_data = r;
+    uint64_t id;
+    CHECKF(vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_OK, "submit: %s", err);
+}
+
+/* The engine's stats once n requests finished and nothing runs (the final
+ * event precedes the stats update). */
+static void settle(vx_engine *e, uint64_t n, vx_engine_stats *st) {
+    for (int spins = 0; spins < 5000; spins++) {
+        vx_engine_get_stats(e, st);
+        if (st->requests_finished == n && st->running == 0) break;
+        usleep(1000);
+    }
+}
+
 static void run_all(vx_model *m, vx_engine_params ep, result *rs, bool one_by_one) {
     vx_engine *e = NULL;
     char err[VX_ERRMSG_MAX];
@@ -188,29 +216,14 @@ static void run_all(vx_model *m, vx_engine_params ep, result *rs, bool one_by_on
     if (!one_by_one) gate_set(false);
     for (int i = 0; i < NREQ; i++) {
         vx_token p[64];
-        vx_request_params rp;
-        memset(&rp, 0, sizeof rp);
-        rp.prompt = p;
-        rp.n_prompt = make_prompt(i, p);
-        rp.max_tokens = NGEN;
-        rp.sampling = vx_sampler_default_params();
-        rp.sampling.temperature = 0;
-        rp.ignore_eos = true;
-        rp.on_event = on_event;
-        rp.user_data = &rs[i];
-        uint64_t id;
-        CHECKF(vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_OK, "submit: %s", err);
+        const int n = make_prompt(i, p);
+        submit_greedy(e, p, n, NGEN, &rs[i]);
         if (one_by_one) wait_all(&rs[i], 1);
     }
     gate_set(true);
     wait_all(rs, NREQ);
-    /* the final event precedes the stats update: wait for the engine to settle */
     vx_engine_stats st;
-    for (int spins = 0; spins < 5000; spins++) {
-        vx_engine_get_stats(e, &st);
-        if (st.requests_finished == NREQ && st.running == 0) break;
-        usleep(1000);
-    }
+    settle(e, NREQ, &st);
     CHECKF(st.requests_total == NREQ && st.requests_finished == NREQ, "stats: %llu/%llu",
            (unsigned long long)st.requests_total, (unsigned long long)st.requests_finished);
     CHECKF(st.tokens_generated == NREQ * NGEN, "generated %llu, steps %llu, preempt %llu", (unsigned long long)st.tokens_generated, (unsigned long long)st.steps, (unsigned long long)st.preemptions);
@@ -284,30 +297,15 @@ int main(void) {
         for (int i = 0; e && i < 4; i++) {
             memset(&fr[i], 0, sizeof fr[i]);
             pthread_mutex_init(&fr[i].mu, NULL);
-            vx_request_params rp;
-            memset(&rp, 0, sizeof rp);
             p[0] = 1;
             for (int j = 1; j < 20; j++) p[j] = 3 + (i * 13 + j * 7) % 500;
-            rp.prompt = p;
-            rp.n_prompt = 20;
-            rp.max_tokens = 20; /* the whole context */
-            rp.sampling = vx_sampler_default_params();
-            rp.sampling.temperature = 0;
-            rp.ignore_eos = true;
-            rp.on_event = on_event;
-            rp.user_data = &fr[i];
-            uint64_t id;
-            CHECKF(vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_OK, "submit: %s", err);
+            submit_greedy(e, p, 20, 20, &fr[i]); /* 20 + 20: the whole context */
         }
         gate_set(true);
         if (e) {
             wait_all(fr, 4);
             vx_engine_stats st;
-            for (int spins = 0; spins < 5000; spins++) {
-                vx_engine_get_stats(e, &st);
-                if (st.requests_finished == 4 && st.running == 0) break;
-                usleep(1000);
-            }
+            settle(e, 4, &st);
             CHECKF(st.requests_finished == 4 && st.tokens_generated == 80, "full slots: %llu finished, %llu tokens",
                    (unsigned long long)st.requests_finished, (unsigned long long)st.tokens_generated);
             CHECKF(st.preemptions == 0, "full slots: %llu preemptions with the default pool",
