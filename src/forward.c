@@ -337,19 +337,25 @@ static bool tiles_attn(const vx_context *c) {
     return c->kern.attn_tiles_step && !c->params.f32_matmul && !c->params.batch_invariant;
 }
 
+/* Tokens from which a weight of this file type takes the AMX GEMM. */
+static int64_t amx_min_tok(const vx_context *c, vx_type type) {
+    if (c->amx_min_tok) return c->amx_min_tok;
+    switch (type) {
+    case VX_TYPE_BF16: return AMX_MIN_TOK_BF16;
+    case VX_TYPE_F16: return AMX_MIN_TOK_F16;
+    case VX_TYPE_Q8_0: case VX_TYPE_Q4_0: return AMX_MIN_TOK_Q8_Q4_0;
+    default: return AMX_MIN_TOK;
+    }
+}
+
 /* Whether the matmul of w over ntok tokens runs on the AMX GEMM: weight
  * types whose panels are built with SIMD (F16, BF16, and every packed
  * layout, which amx_gemm.c reads straight from its records). Other types
  * would be dequantized row by row in plain C there; they keep their int8
  * GEMM. */
 static bool amx_for(const vx_context *c, const vx_weight *w, int64_t ntok) {
-    const int64_t min_tok = c->amx_min_tok                                          ? c->amx_min_tok
-                            : w->type == VX_TYPE_BF16                              ? AMX_MIN_TOK_BF16
-                            : w->type == VX_TYPE_F16                               ? AMX_MIN_TOK_F16
-                            : w->type == VX_TYPE_Q8_0 || w->type == VX_TYPE_Q4_0 ? AMX_MIN_TOK_Q8_Q4_0
-                                                                                   : AMX_MIN_TOK;
-    if (!c->kern.gemm_amx || c->params.f32_matmul || c->params.batch_invariant || ntok < min_tok ||
-        w->ne[0] % 32 != 0)
+    if (!c->kern.gemm_amx || c->params.f32_matmul || c->params.batch_invariant ||
+        ntok < amx_min_tok(c, w->type) || w->ne[0] % 32 != 0)
         return false;
     if (w->type == VX_TYPE_F16 || w->type == VX_TYPE_BF16) return true;
     if (!w->pdata) return false;
