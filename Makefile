@@ -23,9 +23,9 @@ LDLIBS = $(SANFLAGS) -pthread -lm -lpcre2-8 -lcjson -lmicrohttpd
 
 # Per-ISA kernel files get their own flags; everything else is portable C.
 ISA_FLAGS_avx2 = -mavx2 -mfma -mf16c -mbmi2
-# -mgfni: only vx_gemv_q6_K_r8_gfni_* uses GFNI, and cpu.c registers it only
-# where CPUID reports GFNI (AVX-512 VNNI CPUs without it exist: Cascade
-# Lake). GCC 12 emits no GFNI anywhere else in these files (checked with
+# -mgfni: only the *_gfni_* kernels (Q6_K, Q5_K, Q3_K, Q2_K) use GFNI, and
+# cpu.c registers them only where CPUID reports GFNI (AVX-512 VNNI CPUs
+# without it exist: Cascade Lake). GCC 12 emits no GFNI anywhere else in these files (checked with
 # objdump -d build/src/x86/*.o | grep gf2p8); recheck on a compiler change.
 ISA_FLAGS_avx512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mgfni -mfma -mf16c -mbmi2
 ISA_FLAGS_amx = $(ISA_FLAGS_avx512) -mamx-tile -mamx-int8 -mamx-bf16

@@ -760,7 +760,7 @@ done:
 /* The tiers to test: avx2, avx512 when this CPU has it, and the emulated
  * avx512 (SIMDe over AVX2, src/x86/isa512.h; not under ASan where the
  * native tier runs the same source). The AVX-512 tables take the GFNI
- * Q6_K, Q5_K and Q3_K gemvs (and Q5_K, Q3_K gemms) where they can (natively on GFNI CPUs, always
+ * Q6_K, Q5_K, Q3_K and Q2_K gemvs (and Q5_K, Q3_K, Q2_K gemms) where they can (natively on GFNI CPUs, always
  * emulated); each is followed by a copy with the plain ones, so that both
  * run wherever the tier does. */
 static int tiers(vx_kernels *kt) {
@@ -774,6 +774,8 @@ static int tiers(vx_kernels *kt) {
         kt[n].gemv[VX_TYPE_Q5_K_R8] = vx_gemv_q5_K_r8_avx512;
         kt[n].gemv[VX_TYPE_Q3_K_R8] = vx_gemv_q3_K_r8_avx512;
         kt[n].gemm[VX_TYPE_Q5_K_R8] = vx_gemm_q5_K_r8_avx512;
+        kt[n].gemv[VX_TYPE_Q2_K_R8] = vx_gemv_q2_K_r8_avx512;
+        kt[n].gemm[VX_TYPE_Q2_K_R8] = vx_gemm_q2_K_r8_avx512;
         kt[n++].gemm[VX_TYPE_Q3_K_R8] = vx_gemm_q3_K_r8_avx512;
     }
     static bool said, skip;
@@ -785,6 +787,8 @@ static int tiers(vx_kernels *kt) {
         kt[n].gemv[VX_TYPE_Q5_K_R8] = vx_gemv_q5_K_r8_avx512emu;
         kt[n].gemv[VX_TYPE_Q3_K_R8] = vx_gemv_q3_K_r8_avx512emu;
         kt[n].gemm[VX_TYPE_Q5_K_R8] = vx_gemm_q5_K_r8_avx512emu;
+        kt[n].gemv[VX_TYPE_Q2_K_R8] = vx_gemv_q2_K_r8_avx512emu;
+        kt[n].gemm[VX_TYPE_Q2_K_R8] = vx_gemm_q2_K_r8_avx512emu;
         kt[n++].gemm[VX_TYPE_Q3_K_R8] = vx_gemm_q3_K_r8_avx512emu;
     }
     return n;

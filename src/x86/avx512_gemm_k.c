@@ -34,9 +34,9 @@
 #include "quant.h"
 
 #define QK VX_QK_K
-/* K_Q6_K_GF, K_Q5_K_GF: the codes' high bits placed with GFNI (the GEMM
- * takes K_Q4_K and K_Q6_K only) */
-enum { K_Q4_K, K_Q6_K, K_Q6_K_GF, K_Q5_K, K_Q5_K_GF, K_Q3_K, K_Q3_K_GF, K_Q2_K };
+/* K_Q6_K_GF, K_Q5_K_GF, K_Q3_K_GF: the codes' high bits placed with GFNI;
+ * K_Q2_K_GF: its 2-bit fields taken out with GFNI */
+enum { K_Q4_K, K_Q6_K, K_Q6_K_GF, K_Q5_K, K_Q5_K_GF, K_Q3_K, K_Q3_K_GF, K_Q2_K, K_Q2_K_GF };
 
 AINLINE __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 AINLINE __m512i bcast32(const void *p) {
@@ -89,8 +89,9 @@ AINLINE __m256i fold8(__m512i x) { return _mm256_add_epi32(_mm512_castsi512_si25
  *     2 byte maps + 2 ternlogs + a shift) and two vpdpwssd per quarter
  *     (its sums need int16 pairs of two quad pairs each): ~190 uops.
  *   Q3_K (912 B) / Q2_K (672 B): 32 vpdpbusd, 32 shifts (+ 32 ternlogs and
- *     byte maps for Q3_K's high bits), 32 act blends, 8 x 3 scale uops,
- *     the offsets' or mins' term (pair_dots): ~170 / ~110 uops.
+ *     byte maps for Q3_K's high bits; Q2_K: 24 shifts and 32 masks, or with
+ *     GFNI 24 byte maps and 8 masks, field2), 32 act blends, 8 x 3 scale
+ *     uops, the offsets' or mins' term (pair_dots): ~170 / ~110 uops.
  * i.e. >= 16 B/cycle of weights (Q3_K ~11): above one core's DRAM stream. The int32
  * sum of a record does not depend on the order of its parts, and the
  * float steps are those of the AVX2 kernels: the same bits.
@@ -166,6 +167,18 @@ AINLINE __m512i bit_to(__m512i h, int s, int t, int gf) {
     return _mm512_and_si512(x, _mm512_set1_epi8((char)(1 << t)));
 }
 
+/* The 2-bit fields j of the bytes of v (bits 2j, 2j + 1) at bits 0-1,
+ * every other bit clear: a shift and a mask, or with GFNI one byte map
+ * (output bits 0 and 1 = input bits 2j and 2j + 1: matrix bytes 7 and 6).
+ * Q2_K's codes: from L2, one thread, its gemv ran ~25% faster with the
+ * byte map (the shift and the mask per vpdpbusd were its bottleneck). */
+AINLINE __m512i field2(__m512i v, int j, int gf) {
+    if (gf && j)
+        return _mm512_gf2p8affine_epi64_epi8(
+            v, _mm512_set1_epi64((long long)(((1ull << (2 * j)) << 56) | ((1ull << (2 * j + 1)) << 48))), 0);
+    return _mm512_and_si512(j ? _mm512_srli_epi16(v, 2 * j) : v, _mm512_set1_epi8(3));
+}
+
 /* Quarter c of a Q5_K_R8 record into I: Q4_K's nibbles (the high ones
  * shifted down: a 5-bit code times 16 does not fit a byte) with the fifth
  * bits (qh[q] holds both quads of a zmm in its lanes' order: bit 2c of a
@@ -215,10 +228,10 @@ AINLINE __m512i q23k_r8_half(int three, const uint8_t *rec, const vx_block_q8_K 
         __m512i X = _mm512_setzero_si512(), Y = X;
 #pragma GCC unroll 4
         for (int pq = 0; pq < 4; pq++) {
-            const __m512i v = _mm512_srli_epi16(load512(three ? b3->qs[h][2 * pq] : b2->qs[h][2 * pq]), 2 * j);
             /* (a & c) | b: imm 0xEC */
-            const __m512i c = three ? _mm512_ternarylogic_epi32(v, bit_to(load512(b3->hm[2 * pq]), p, 2, gf), m3, 0xEC)
-                                    : _mm512_and_si512(v, m3);
+            const __m512i c = three ? _mm512_ternarylogic_epi32(_mm512_srli_epi16(load512(b3->qs[h][2 * pq]), 2 * j),
+                                                                bit_to(load512(b3->hm[2 * pq]), p, 2, gf), m3, 0xEC)
+                                    : field2(load512(b2->qs[h][2 * pq]), j, gf);
             const int8_t *ya = y->qs + 32 * p + 8 * pq;
             if (pq < 2) X = _mm512_dpbusd_epi32(X, c, act2(ya, ya + 4));
             else Y = _mm512_dpbusd_epi32(Y, c, act2(ya, ya + 4));
@@ -322,7 +335,7 @@ AINLINE __m256 q6k_r8_finish(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, 
 /* G groups' records (g[s]) side by side, a part of each record in turn. */
 AINLINE void groupsK(int k, int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y, float *const *out) {
     const int six = k == K_Q6_K || k == K_Q6_K_GF, five = k == K_Q5_K || k == K_Q5_K_GF;
-    const int three = k == K_Q3_K || k == K_Q3_K_GF, two = k == K_Q2_K;
+    const int three = k == K_Q3_K || k == K_Q3_K_GF, two = k == K_Q2_K || k == K_Q2_K_GF;
     const size_t rs = six ? sizeof(vx_block_q6_K_r8) : five ? sizeof(vx_block_q5_K_r8)
                       : three ? sizeof(vx_block_q3_K_r8) : two ? sizeof(vx_block_q2_K_r8) : sizeof(vx_block_q4_K_r8);
     const int parts = six || three || two ? 2 : 4;
@@ -344,7 +357,7 @@ UNROLL_STREAMS
                 if (!six) prefetch_ahead(pf, 0, npf);
                 I[s] = six    ? q6k_r8_half((const vx_block_q6_K_r8 *)(const void *)rec, &y[i], c, I[s],
                                             k == K_Q6_K_GF, pf, (int)((npf + 63) / 64))
-                       : three || two ? q23k_r8_half(three, rec, &y[i], c, I[s], k == K_Q3_K_GF)
+                       : three || two ? q23k_r8_half(three, rec, &y[i], c, I[s], k == K_Q3_K_GF || k == K_Q2_K_GF)
                        : five ? q5k_r8_quarter((const vx_block_q5_K_r8 *)(const void *)rec, &y[i], c, I[s],
                                                k == K_Q5_K_GF)
                               : q4k_r8_quarter((const vx_block_q4_K_r8 *)(const void *)rec, &y[i], c, I[s]);
@@ -382,6 +395,7 @@ GEMV_ENTRY(VX512(vx_gemv_q5_K_r8_gfni), gemvK, K_Q5_K_GF)
 GEMV_ENTRY(VX512(vx_gemv_q3_K_r8), gemvK, K_Q3_K)
 GEMV_ENTRY(VX512(vx_gemv_q3_K_r8_gfni), gemvK, K_Q3_K_GF)
 GEMV_ENTRY(VX512(vx_gemv_q2_K_r8), gemvK, K_Q2_K)
+GEMV_ENTRY(VX512(vx_gemv_q2_K_r8_gfni), gemvK, K_Q2_K_GF)
 
 /* ===================================================================== GEMM
  * 16 rows at a time (lane r: row r of group A, lane 8 + r: row r of group
@@ -503,12 +517,11 @@ AINLINE void load_q23_K(int three, const uint8_t *ra, const uint8_t *rb, panelK 
         for (int h = 0; h < 2; h++) {
             if (pa) prefetch_part(pa, pb, bs, 2 * q + h, 16);
             const __m512i v = three ? pair256(A3->qs[h][q], B3->qs[h][q]) : pair256(A2->qs[h][q], B2->qs[h][q]);
-            for (int j = 0; j < 4; j++) {
-                const __m512i f = _mm512_srli_epi16(v, 2 * j);
+            for (int j = 0; j < 4; j++)
                 /* (a & c) | b: imm 0xEC */
-                P->q[4 * h + j][q] = three ? _mm512_ternarylogic_epi32(f, bit_to(hm, 4 * h + j, 2, gf), m3, 0xEC)
-                                           : _mm512_and_si512(f, m3);
-            }
+                P->q[4 * h + j][q] =
+                    three ? _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 2 * j), bit_to(hm, 4 * h + j, 2, gf), m3, 0xEC)
+                          : field2(v, j, gf);
         }
     }
     for (int p = 0; p < 8; p++) {
@@ -530,10 +543,11 @@ AINLINE void load_q23_K(int three, const uint8_t *ra, const uint8_t *rb, panelK 
 AINLINE int is_six(int k) { return k == K_Q6_K || k == K_Q6_K_GF; }
 AINLINE int is_five(int k) { return k == K_Q5_K || k == K_Q5_K_GF; }
 AINLINE int is_three(int k) { return k == K_Q3_K || k == K_Q3_K_GF; }
-AINLINE int has_gf(int k) { return k == K_Q6_K_GF || k == K_Q5_K_GF || k == K_Q3_K_GF; }
+AINLINE int is_two(int k) { return k == K_Q2_K || k == K_Q2_K_GF; }
+AINLINE int has_gf(int k) { return k == K_Q6_K_GF || k == K_Q5_K_GF || k == K_Q3_K_GF || k == K_Q2_K_GF; }
 AINLINE size_t recK(int k) {
     return is_six(k) ? sizeof(vx_block_q6_K_r8) : is_five(k) ? sizeof(vx_block_q5_K_r8)
-           : is_three(k) ? sizeof(vx_block_q3_K_r8) : k == K_Q2_K ? sizeof(vx_block_q2_K_r8)
+           : is_three(k) ? sizeof(vx_block_q3_K_r8) : is_two(k) ? sizeof(vx_block_q2_K_r8)
                          : sizeof(vx_block_q4_K_r8);
 }
 /* Q4_K, Q5_K: mins over 32-element sums (4 bsum pairs); the others 8 */
@@ -646,7 +660,7 @@ AINLINE void tileK(int k, int nu, const panelK *P, const vx_block_q8_K *y0, cons
             for (int p = 0; p < 4; p++) M = _mm512_dpwssd_epi32(M, P->mp[p], _mm512_set1_epi32(bs[u][p]));
             acc[u] = _mm512_fmadd_ps(_mm512_mul_ps(P->d, yd), _mm512_cvtepi32_ps(Iv[u]), acc[u]);
             acc[u] = _mm512_fnmadd_ps(_mm512_mul_ps(P->dmin, yd), _mm512_cvtepi32_ps(M), acc[u]);
-        } else if (k == K_Q2_K) {
+        } else if (is_two(k)) {
             for (int p = 0; p < 8; p++) M = _mm512_dpwssd_epi32(M, P->mp[p], _mm512_set1_epi32(bs[u][p]));
             acc[u] = _mm512_fmadd_ps(_mm512_mul_ps(P->d, yd), _mm512_cvtepi32_ps(Iv[u]), acc[u]);
             acc[u] = _mm512_fnmadd_ps(_mm512_mul_ps(P->dmin, yd), _mm512_cvtepi32_ps(M), acc[u]);
@@ -764,3 +778,4 @@ DEFINE_GEMM_ENTRY(VX512(vx_gemm_q5_K_r8_gfni), VX512(vx_gemv_q5_K_r8_gfni), gemm
 DEFINE_GEMM_ENTRY(VX512(vx_gemm_q3_K_r8), VX512(vx_gemv_q3_K_r8), gemmK, K_Q3_K, MIN_TOK)
 DEFINE_GEMM_ENTRY(VX512(vx_gemm_q3_K_r8_gfni), VX512(vx_gemv_q3_K_r8_gfni), gemmK, K_Q3_K_GF, MIN_TOK)
 DEFINE_GEMM_ENTRY(VX512(vx_gemm_q2_K_r8), VX512(vx_gemv_q2_K_r8), gemmK, K_Q2_K, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q2_K_r8_gfni), VX512(vx_gemv_q2_K_r8_gfni), gemmK, K_Q2_K_GF, MIN_TOK)

@@ -216,6 +216,8 @@ struct vx_kernels;
     void vx_gemv_q3_K_r8_gfni_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,        \
                                   float *out);                                                                 \
     void vx_gemv_q2_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
+    void vx_gemv_q2_K_r8_gfni_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,        \
+                                  float *out);                                                                 \
     void vx_gemm_q4_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
                              size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,             \
                              void *scratch);                                                                   \
@@ -237,7 +239,10 @@ struct vx_kernels;
                                   void *scratch);                                                              \
     void vx_gemm_q2_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
                              size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,             \
-                             void *scratch);
+                             void *scratch);                                                                   \
+    void vx_gemm_q2_K_r8_gfni_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,      \
+                                  size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,        \
+                                  void *scratch);
 VX_AVX512_KERNELS(avx512)
 VX_AVX512_KERNELS(avx512emu)
 /* ---- end of AVX-512 tier ---------------------------------------------- */
