@@ -38,7 +38,15 @@ LIB_SRC = $(wildcard src/*.c) $(wildcard src/x86/*.c)
 # OpenMP runtime is involved). The AMX kernels likewise, with the tile
 # instructions modelled by src/x86/amx_emu.h (suffix _amxemu).
 EMU_SRC = $(wildcard src/x86/avx512_*.c) $(wildcard src/x86/amx_*.c)
-LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(EMU_SRC:src/x86/%.c=$(BUILD)/emu/%.o)
+# The emulated objects carry no sanitizer instrumentation (below), so the
+# sanitizer build links the plain build's copies instead of compiling its
+# own: `make check` compiles the slow SIMDe code once, not twice.
+PLAIN_BUILD ?= build
+EMU_DIR = $(BUILD)/emu
+ifeq ($(SAN),1)
+EMU_DIR = $(PLAIN_BUILD)/emu
+endif
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(EMU_SRC:src/x86/%.c=$(EMU_DIR)/%.o)
 TOOL_SRC = $(wildcard tools/*.c)
 TOOL_OBJ = $(TOOL_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
@@ -59,21 +67,16 @@ $(BUILD)/src/x86/%.o: src/x86/%.c $(wildcard src/*.h include/*.h src/x86/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(ISA_FLAGS_$(firstword $(subst _, ,$*))) -c $< -o $@
 
-# Under the sanitizers the emulated objects are built with -O1 and without
-# the instrumentation: instrumented, the SIMDe code of avx512_gemm_k.c alone
-# took 7.5 minutes to compile (-O1), most of CI's time, and on AVX-512/AMX
-# machines the sanitizer pass runs the native tiers instead (the same
-# source, instrumented; tests/testutil.h vx_test_skip_emulated). Objects
-# without instrumentation link into an ASan binary as they are.
-EMU_OPT =
-EMU_CFLAGS = $(CFLAGS_BASE)
-ifeq ($(SAN),1)
-EMU_OPT = -O1
+# The emulated objects are built without the sanitizers' instrumentation:
+# instrumented, the SIMDe code of avx512_gemm_k.c alone took 7.5 minutes to
+# compile (-O1), most of CI's time, and on AVX-512/AMX machines the
+# sanitizer pass runs the native tiers instead (the same source,
+# instrumented; tests/testutil.h vx_test_skip_emulated). Objects without
+# instrumentation link into an ASan binary as they are.
 EMU_CFLAGS = $(filter-out $(SANFLAGS),$(CFLAGS_BASE))
-endif
-$(BUILD)/emu/%.o: src/x86/%.c $(wildcard src/*.h include/*.h src/x86/*.h)
+$(EMU_DIR)/%.o: src/x86/%.c $(wildcard src/*.h include/*.h src/x86/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(EMU_CFLAGS) $(EMU_OPT) -DVX_EMU -Wno-psabi -fopenmp-simd $(ISA_FLAGS_avx2) -c $< -o $@
+	$(CC) $(EMU_CFLAGS) -DVX_EMU -Wno-psabi -fopenmp-simd $(ISA_FLAGS_avx2) -c $< -o $@
 
 $(BUILD)/%.o: %.c $(wildcard src/*.h include/*.h tests/*.h tools/*.h)
 	@mkdir -p $(dir $@)
