@@ -37,6 +37,17 @@
 /* K_Q6_K_GF, K_Q5_K_GF, K_Q3_K_GF: the codes' high bits placed with GFNI;
  * K_Q2_K_GF: its 2-bit fields taken out with GFNI */
 enum { K_Q4_K, K_Q6_K, K_Q6_K_GF, K_Q5_K, K_Q5_K_GF, K_Q3_K, K_Q3_K_GF, K_Q2_K, K_Q2_K_GF };
+AINLINE int is_six(int k) { return k == K_Q6_K || k == K_Q6_K_GF; }
+AINLINE int is_five(int k) { return k == K_Q5_K || k == K_Q5_K_GF; }
+AINLINE int is_three(int k) { return k == K_Q3_K || k == K_Q3_K_GF; }
+AINLINE int is_two(int k) { return k == K_Q2_K || k == K_Q2_K_GF; }
+AINLINE int has_gf(int k) { return k == K_Q6_K_GF || k == K_Q5_K_GF || k == K_Q3_K_GF || k == K_Q2_K_GF; }
+/* bytes of a kind's 8-row record */
+AINLINE size_t recK(int k) {
+    return is_six(k) ? sizeof(vx_block_q6_K_r8) : is_five(k) ? sizeof(vx_block_q5_K_r8)
+           : is_three(k) ? sizeof(vx_block_q3_K_r8) : is_two(k) ? sizeof(vx_block_q2_K_r8)
+                         : sizeof(vx_block_q4_K_r8);
+}
 
 AINLINE __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 AINLINE __m512i bcast32(const void *p) {
@@ -334,10 +345,8 @@ AINLINE __m256 q6k_r8_finish(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, 
 
 /* G groups' records (g[s]) side by side, a part of each record in turn. */
 AINLINE void groupsK(int k, int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y, float *const *out) {
-    const int six = k == K_Q6_K || k == K_Q6_K_GF, five = k == K_Q5_K || k == K_Q5_K_GF;
-    const int three = k == K_Q3_K || k == K_Q3_K_GF, two = k == K_Q2_K || k == K_Q2_K_GF;
-    const size_t rs = six ? sizeof(vx_block_q6_K_r8) : five ? sizeof(vx_block_q5_K_r8)
-                      : three ? sizeof(vx_block_q3_K_r8) : two ? sizeof(vx_block_q2_K_r8) : sizeof(vx_block_q4_K_r8);
+    const int six = is_six(k), five = is_five(k), three = is_three(k), two = is_two(k);
+    const size_t rs = recK(k);
     const int parts = six || three || two ? 2 : 4;
     const size_t part = rs / (size_t)parts;
     __m256 acc[GEMV512_K_STREAMS];
@@ -356,10 +365,10 @@ UNROLL_STREAMS
                 const size_t npf = c < parts - 1 ? part : rs - (size_t)(parts - 1) * part;
                 if (!six) prefetch_ahead(pf, 0, npf);
                 I[s] = six    ? q6k_r8_half((const vx_block_q6_K_r8 *)(const void *)rec, &y[i], c, I[s],
-                                            k == K_Q6_K_GF, pf, (int)((npf + 63) / 64))
-                       : three || two ? q23k_r8_half(three, rec, &y[i], c, I[s], k == K_Q3_K_GF || k == K_Q2_K_GF)
+                                            has_gf(k), pf, (int)((npf + 63) / 64))
+                       : three || two ? q23k_r8_half(three, rec, &y[i], c, I[s], has_gf(k))
                        : five ? q5k_r8_quarter((const vx_block_q5_K_r8 *)(const void *)rec, &y[i], c, I[s],
-                                               k == K_Q5_K_GF)
+                                               has_gf(k))
                               : q4k_r8_quarter((const vx_block_q4_K_r8 *)(const void *)rec, &y[i], c, I[s]);
             }
         }
@@ -539,18 +548,8 @@ AINLINE void load_q23_K(int three, const uint8_t *ra, const uint8_t *rb, panelK 
 
 /* Kinds of the GEMM: Q6_K's tile is its own; the rest share Q4_K's (8
  * groups of 32 elements) and differ in how sub-block sums meet their
- * scales and in the offsets / mins term. */
-AINLINE int is_six(int k) { return k == K_Q6_K || k == K_Q6_K_GF; }
-AINLINE int is_five(int k) { return k == K_Q5_K || k == K_Q5_K_GF; }
-AINLINE int is_three(int k) { return k == K_Q3_K || k == K_Q3_K_GF; }
-AINLINE int is_two(int k) { return k == K_Q2_K || k == K_Q2_K_GF; }
-AINLINE int has_gf(int k) { return k == K_Q6_K_GF || k == K_Q5_K_GF || k == K_Q3_K_GF || k == K_Q2_K_GF; }
-AINLINE size_t recK(int k) {
-    return is_six(k) ? sizeof(vx_block_q6_K_r8) : is_five(k) ? sizeof(vx_block_q5_K_r8)
-           : is_three(k) ? sizeof(vx_block_q3_K_r8) : is_two(k) ? sizeof(vx_block_q2_K_r8)
-                         : sizeof(vx_block_q4_K_r8);
-}
-/* Q4_K, Q5_K: mins over 32-element sums (4 bsum pairs); the others 8 */
+ * scales and in the offsets / mins term.
+ * Q4_K, Q5_K: mins over 32-element sums (4 bsum pairs); the others 8 */
 AINLINE int sums32(int k) { return k == K_Q4_K || is_five(k); }
 
 /* (X & 0xFF, X >> 8) as the int16 pair of each dword (|X| < 2^23): with
