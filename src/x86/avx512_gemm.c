@@ -390,6 +390,10 @@ AINLINE void rowblock(int k, int64_t nb, const uint8_t *A, const uint8_t *B, int
 /* nrows: a multiple of 8 (whole packed groups). */
 AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act,
                     size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
+    if (ntok == 2) { /* the gemv's far record streams for both tokens (gemv32_r8.h) */
+        gemv32_r8_tokens(k, 2, n, w, stride, nrows, act, act_stride, out, ldo, accumulate);
+        return;
+    }
     const int64_t nb = n / 32;
     const size_t ys = ysize32(k);
     int tt = (int)(TAB32 / (nb > 0 ? nb : 1));

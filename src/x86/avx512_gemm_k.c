@@ -141,23 +141,30 @@ AINLINE __m256i pair_dots(const void *f, int np, int sgn, __m512i bp) {
     return fold8(M);
 }
 
+/* The GEMV's record parts below take nt tokens' activation blocks (y[u],
+ * nt = 1, or 2 for the two-token GEMV) and add into I[u]: the weights are
+ * loaded and their codes built once for all of them. */
+#define NT_MAX 2
+
 /* Quarter c of a Q4_K_R8 record (sub-blocks 2c, 2c + 1) into I. */
-AINLINE __m512i q4k_r8_quarter(const vx_block_q4_K_r8 *b, const vx_block_q8_K *y, int c, __m512i I) {
+AINLINE void q4k_r8_quarter(const vx_block_q4_K_r8 *b, const vx_block_q8_K *const *y, int nt, int c, __m512i *I) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m4h = _mm512_set1_epi8((char)0xF0);
-    const int8_t *ylo = y->qs + 64 * c, *yhi = ylo + 32;
-    __m512i X = _mm512_setzero_si512(), Y = X;
+    __m512i X[NT_MAX], Y[NT_MAX];
+    for (int u = 0; u < nt; u++) X[u] = Y[u] = _mm512_setzero_si512();
     /* the high nibbles in place (16 x the code): one exact shift of the
      * sums instead of one per vector (|16 sum| <= 487680) */
 #pragma GCC unroll 4
     for (int p = 0; p < 4; p++) {
-        const __m512i v = load512(b->qs[c][2 * p]);
-        X = _mm512_dpbusd_epi32(X, _mm512_and_si512(v, m4), act2(ylo + 8 * p, ylo + 8 * p + 4));
-        Y = _mm512_dpbusd_epi32(Y, _mm512_and_si512(v, m4h), act2(yhi + 8 * p, yhi + 8 * p + 4));
+        const __m512i v = load512(b->qs[c][2 * p]), lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(v, m4h);
+        for (int u = 0; u < nt; u++) {
+            const int8_t *ylo = y[u]->qs + 64 * c, *yhi = ylo + 32;
+            X[u] = _mm512_dpbusd_epi32(X[u], lo, act2(ylo + 8 * p, ylo + 8 * p + 4));
+            Y[u] = _mm512_dpbusd_epi32(Y[u], hi, act2(yhi + 8 * p, yhi + 8 * p + 4));
+        }
     }
-    Y = _mm512_srai_epi32(Y, 4);
     /* lanes r and 8 + r: 16 elements each, |sum| <= 30480 */
     const __m512i sc = _mm512_cvtepu8_epi16(_mm256_broadcastsi128_si256(load128(b->sc[c])));
-    return _mm512_dpwssd_epi32(I, pack16(X, Y), sc);
+    for (int u = 0; u < nt; u++) I[u] = _mm512_dpwssd_epi32(I[u], pack16(X[u], _mm512_srai_epi32(Y[u], 4)), sc);
 }
 
 /* The canonical float steps of a Q4_K_R8 record whose code sums are in I. */
@@ -197,26 +204,29 @@ AINLINE __m512i field2(__m512i v, int j, int gf) {
  * 16-element lane sum reaches 16 * 31 * 127 = 62992, past int16: two
  * pairs of quads each (<= 31496) go into the int16 pairs of vpdpwssd, so
  * I gains the same exact sum as Q4_K's one madd: 6 uops per 16 vpdpbusd. */
-AINLINE __m512i q5k_r8_quarter(const vx_block_q5_K_r8 *b5, const vx_block_q8_K *y, int c, __m512i I, int gf) {
+AINLINE void q5k_r8_quarter(const vx_block_q5_K_r8 *b5, const vx_block_q8_K *const *y, int nt, int c, __m512i *I,
+                            int gf) {
     const vx_block_q4_K_r8 *b = &b5->k4;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const int8_t *ylo = y->qs + 64 * c, *yhi = ylo + 32;
     const __m512i sc = _mm512_cvtepu8_epi16(_mm256_broadcastsi128_si256(load128(b->sc[c])));
 #pragma GCC unroll 2
     for (int hp = 0; hp < 2; hp++) {
-        __m512i X = _mm512_setzero_si512(), Y = X;
+        __m512i X[NT_MAX], Y[NT_MAX];
+        for (int u = 0; u < nt; u++) X[u] = Y[u] = _mm512_setzero_si512();
 #pragma GCC unroll 2
         for (int p = 2 * hp; p < 2 * hp + 2; p++) {
             const __m512i v = load512(b->qs[c][2 * p]), qh = load512(b5->qh[2 * p]);
             /* (a & c) | b: imm 0xEC */
             const __m512i lo = _mm512_ternarylogic_epi32(v, bit_to(qh, 2 * c, 4, gf), m4, 0xEC);
             const __m512i hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), bit_to(qh, 2 * c + 1, 4, gf), m4, 0xEC);
-            X = _mm512_dpbusd_epi32(X, lo, act2(ylo + 8 * p, ylo + 8 * p + 4));
-            Y = _mm512_dpbusd_epi32(Y, hi, act2(yhi + 8 * p, yhi + 8 * p + 4));
+            for (int u = 0; u < nt; u++) {
+                const int8_t *ylo = y[u]->qs + 64 * c, *yhi = ylo + 32;
+                X[u] = _mm512_dpbusd_epi32(X[u], lo, act2(ylo + 8 * p, ylo + 8 * p + 4));
+                Y[u] = _mm512_dpbusd_epi32(Y[u], hi, act2(yhi + 8 * p, yhi + 8 * p + 4));
+            }
         }
-        I = _mm512_dpwssd_epi32(I, pack16(X, Y), sc);
+        for (int u = 0; u < nt; u++) I[u] = _mm512_dpwssd_epi32(I[u], pack16(X[u], Y[u]), sc);
     }
-    return I;
 }
 
 /* Half h of a Q3_K_R8 (three) / Q2_K_R8 record into I: steps p = 4h + j
@@ -226,7 +236,8 @@ AINLINE __m512i q5k_r8_quarter(const vx_block_q5_K_r8 *b5, const vx_block_q8_K *
  * sub-block scales (Q3_K: int8 -32..31; Q2_K: the low nibbles), as Q4_K:
  * 3 uops per 4 vpdpbusd. Q3_K's offset (codes are u - 4) and Q2_K's mins
  * come in at the finish. */
-AINLINE __m512i q23k_r8_half(int three, const uint8_t *rec, const vx_block_q8_K *y, int h, __m512i I, int gf) {
+AINLINE void q23k_r8_half(int three, const uint8_t *rec, const vx_block_q8_K *const *y, int nt, int h, __m512i *I,
+                          int gf) {
     const vx_block_q2_K_r8 *b2 = (const vx_block_q2_K_r8 *)(const void *)rec;
     const vx_block_q3_K_r8 *b3 = (const vx_block_q3_K_r8 *)(const void *)rec;
     const __m512i m3 = _mm512_set1_epi8(3);
@@ -236,20 +247,22 @@ AINLINE __m512i q23k_r8_half(int three, const uint8_t *rec, const vx_block_q8_K 
         const __m256i raw = _mm256_broadcastsi128_si256(load128(three ? (const void *)b3->sc[p] : (const void *)b2->sc[p]));
         const __m512i sc = three ? _mm512_cvtepi8_epi16(raw)
                                  : _mm512_and_si512(_mm512_cvtepu8_epi16(raw), _mm512_set1_epi16(15));
-        __m512i X = _mm512_setzero_si512(), Y = X;
+        __m512i X[NT_MAX], Y[NT_MAX];
+        for (int u = 0; u < nt; u++) X[u] = Y[u] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int pq = 0; pq < 4; pq++) {
             /* (a & c) | b: imm 0xEC */
             const __m512i c = three ? _mm512_ternarylogic_epi32(_mm512_srli_epi16(load512(b3->qs[h][2 * pq]), 2 * j),
                                                                 bit_to(load512(b3->hm[2 * pq]), p, 2, gf), m3, 0xEC)
                                     : field2(load512(b2->qs[h][2 * pq]), j, gf);
-            const int8_t *ya = y->qs + 32 * p + 8 * pq;
-            if (pq < 2) X = _mm512_dpbusd_epi32(X, c, act2(ya, ya + 4));
-            else Y = _mm512_dpbusd_epi32(Y, c, act2(ya, ya + 4));
+            for (int u = 0; u < nt; u++) {
+                const int8_t *ya = y[u]->qs + 32 * p + 8 * pq;
+                if (pq < 2) X[u] = _mm512_dpbusd_epi32(X[u], c, act2(ya, ya + 4));
+                else Y[u] = _mm512_dpbusd_epi32(Y[u], c, act2(ya, ya + 4));
+            }
         }
-        I = _mm512_dpwssd_epi32(I, pack16(X, Y), sc);
+        for (int u = 0; u < nt; u++) I[u] = _mm512_dpwssd_epi32(I[u], pack16(X[u], Y[u]), sc);
     }
-    return I;
 }
 
 /* The canonical float steps of a Q3_K_R8 / Q2_K_R8 record whose code sums
@@ -309,15 +322,15 @@ AINLINE void q6k_codes(__m512i L, __m512i QH, int gf, __m512i *c01, __m512i *c23
  * npf cache lines from pf prefetched two per quad along the way (14 lines
  * in a row before the half read 5-6% slower from DRAM than spread out,
  * 2 threads, in-process alternation). */
-AINLINE __m512i q6k_r8_half(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, int h, __m512i I, int gf,
-                            const uint8_t *pf, int npf) {
+AINLINE void q6k_r8_half(const vx_block_q6_K_r8 *b, const vx_block_q8_K *const *y, int nt, int h, __m512i *I,
+                         int gf, const uint8_t *pf, int npf) {
     /* sub-block scale pairs: lanes 0-7 of quarter s0, 8-15 of s0 + 1 */
     const __m512i x01 = _mm512_cvtepi8_epi16(load256(b->sc[4 * h]));
     const __m512i x23 = _mm512_cvtepi8_epi16(load256(b->sc[4 * h + 2]));
-    const int8_t *yh = y->qs + 128 * h;
 #pragma GCC unroll 2
     for (int hq = 0; hq < 2; hq++) { /* quads 4hq .. 4hq + 3: sub-blocks 8h + 2s + hq */
-        __m512i S01 = _mm512_setzero_si512(), S23 = S01;
+        __m512i S01[NT_MAX], S23[NT_MAX];
+        for (int u = 0; u < nt; u++) S01[u] = S23[u] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int q = 4 * hq; q < 4 * hq + 4; q++) {
             if (2 * q < npf) prefetch_line(pf + 128 * q);
@@ -326,13 +339,17 @@ AINLINE __m512i q6k_r8_half(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, i
             const __m512i QH = _mm512_broadcast_i64x4(load256(b->q[h][q][2]));
             __m512i c01, c23;
             q6k_codes(L, QH, gf, &c01, &c23);
-            S01 = _mm512_dpbusd_epi32(S01, c01, act2(yh + 4 * q, yh + 32 + 4 * q));
-            S23 = _mm512_dpbusd_epi32(S23, c23, act2(yh + 64 + 4 * q, yh + 96 + 4 * q));
+            for (int u = 0; u < nt; u++) {
+                const int8_t *yh = y[u]->qs + 128 * h;
+                S01[u] = _mm512_dpbusd_epi32(S01[u], c01, act2(yh + 4 * q, yh + 32 + 4 * q));
+                S23[u] = _mm512_dpbusd_epi32(S23[u], c23, act2(yh + 64 + 4 * q, yh + 96 + 4 * q));
+            }
         }
-        I = _mm512_add_epi32(I, _mm512_mullo_epi32(S01, pair_sel(x01, hq)));
-        I = _mm512_add_epi32(I, _mm512_mullo_epi32(S23, pair_sel(x23, hq)));
+        for (int u = 0; u < nt; u++) {
+            I[u] = _mm512_add_epi32(I[u], _mm512_mullo_epi32(S01[u], pair_sel(x01, hq)));
+            I[u] = _mm512_add_epi32(I[u], _mm512_mullo_epi32(S23[u], pair_sel(x23, hq)));
+        }
     }
-    return I;
 }
 
 AINLINE __m256 q6k_r8_finish(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, __m512i I, __m256 acc) {
@@ -343,19 +360,26 @@ AINLINE __m256 q6k_r8_finish(const vx_block_q6_K_r8 *b, const vx_block_q8_K *y, 
                            _mm256_cvtepi32_ps(Ir), acc);
 }
 
-/* G groups' records (g[s]) side by side, a part of each record in turn. */
-AINLINE void groupsK(int k, int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y, float *const *out) {
+/* G groups' records (g[s]) side by side, a part of each record in turn,
+ * against nt tokens' activation rows (y[u]); group s's results for token
+ * u go to out[s] + u ldo (added to what is there with accumulate). */
+AINLINE void groupsK(int k, int G, int nt, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *const *y,
+                     float *const *out, int64_t ldo, int accumulate) {
     const int six = is_six(k), five = is_five(k), three = is_three(k), two = is_two(k);
     const size_t rs = recK(k);
     const int parts = six || three || two ? 2 : 4;
     const size_t part = rs / (size_t)parts;
-    __m256 acc[GEMV512_K_STREAMS];
+    __m256 acc[GEMV512_K_STREAMS][NT_MAX];
 UNROLL_STREAMS
-    for (int s = 0; s < G; s++) acc[s] = _mm256_setzero_ps();
+    for (int s = 0; s < G; s++)
+        for (int u = 0; u < nt; u++) acc[s][u] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; i++) {
-        __m512i I[GEMV512_K_STREAMS];
+        __m512i I[GEMV512_K_STREAMS][NT_MAX];
+        const vx_block_q8_K *yi[NT_MAX];
+        for (int u = 0; u < nt; u++) yi[u] = y[u] + i;
 UNROLL_STREAMS
-        for (int s = 0; s < G; s++) I[s] = _mm512_setzero_si512();
+        for (int s = 0; s < G; s++)
+            for (int u = 0; u < nt; u++) I[s][u] = _mm512_setzero_si512();
 UNROLL_STREAMS
         for (int c = 0; c < parts; c++) {
 UNROLL_STREAMS
@@ -364,33 +388,58 @@ UNROLL_STREAMS
                 const uint8_t *pf = rec + part * (size_t)c + PF512_K * rs; /* this part, PF512_K records on */
                 const size_t npf = c < parts - 1 ? part : rs - (size_t)(parts - 1) * part;
                 if (!six) prefetch_ahead(pf, 0, npf);
-                I[s] = six    ? q6k_r8_half((const vx_block_q6_K_r8 *)(const void *)rec, &y[i], c, I[s],
-                                            has_gf(k), pf, (int)((npf + 63) / 64))
-                       : three || two ? q23k_r8_half(three, rec, &y[i], c, I[s], has_gf(k))
-                       : five ? q5k_r8_quarter((const vx_block_q5_K_r8 *)(const void *)rec, &y[i], c, I[s],
-                                               has_gf(k))
-                              : q4k_r8_quarter((const vx_block_q4_K_r8 *)(const void *)rec, &y[i], c, I[s]);
+                if (six)
+                    q6k_r8_half((const vx_block_q6_K_r8 *)(const void *)rec, yi, nt, c, I[s], has_gf(k), pf,
+                                (int)((npf + 63) / 64));
+                else if (three || two)
+                    q23k_r8_half(three, rec, yi, nt, c, I[s], has_gf(k));
+                else if (five)
+                    q5k_r8_quarter((const vx_block_q5_K_r8 *)(const void *)rec, yi, nt, c, I[s], has_gf(k));
+                else
+                    q4k_r8_quarter((const vx_block_q4_K_r8 *)(const void *)rec, yi, nt, c, I[s]);
             }
         }
 UNROLL_STREAMS
         for (int s = 0; s < G; s++) {
             const uint8_t *rec = g[s] + (size_t)i * rs;
-            /* Q5_K_R8 starts with Q4_K_R8's fields */
-            acc[s] = three || two ? q23k_r8_finish(three, rec, &y[i], I[s], acc[s])
-                     : !six ? q4k_r8_finish((const vx_block_q4_K_r8 *)(const void *)rec, &y[i], I[s], acc[s])
-                          : q6k_r8_finish((const vx_block_q6_K_r8 *)(const void *)rec, &y[i], I[s], acc[s]);
+            for (int u = 0; u < nt; u++)
+                /* Q5_K_R8 starts with Q4_K_R8's fields */
+                acc[s][u] = three || two ? q23k_r8_finish(three, rec, yi[u], I[s][u], acc[s][u])
+                            : !six ? q4k_r8_finish((const vx_block_q4_K_r8 *)(const void *)rec, yi[u], I[s][u], acc[s][u])
+                                   : q6k_r8_finish((const vx_block_q6_K_r8 *)(const void *)rec, yi[u], I[s][u], acc[s][u]);
         }
     }
 UNROLL_STREAMS
-    for (int s = 0; s < G; s++) _mm256_storeu_ps(out[s], acc[s]);
+    for (int s = 0; s < G; s++)
+        for (int u = 0; u < nt; u++) {
+            float *o = out[s] + u * ldo;
+            _mm256_storeu_ps(o, accumulate ? _mm256_add_ps(_mm256_loadu_ps(o), acc[s][u]) : acc[s][u]);
+        }
 }
 
 AINLINE void gemvK(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
     const int64_t nsb = n / QK;
-    const vx_block_q8_K *y = vy;
+    const vx_block_q8_K *y[1] = {vy};
     const uint8_t *g[GEMV512_K_STREAMS];
     float *o[GEMV512_K_STREAMS];
-#define GROUPSK_RUN(n) groupsK(k, n, nsb, g, y, o)
+#define GROUPSK_RUN(n) groupsK(k, n, 1, nsb, g, y, o, 0, 0)
+    GEMV_FAR_GROUPS(w, stride, nrows, out, GEMV512_K_STREAMS, g, o, GROUPSK_RUN);
+#undef GROUPSK_RUN
+}
+
+/* Two tokens (batched decoding of two sequences, a speculative draft's
+ * pair): the GEMV's far record streams, each record's codes built once
+ * for both. The weights are read at the GEMV's rate, where the 16-row
+ * GEMM (one record stream, its compute between the reads) read 19-23
+ * GB/s from DRAM against the GEMV's ~34 (bench_gemv_dram Q4_K:2).
+ * Per token the same integer sums and float steps as the GEMV: its bits. */
+AINLINE void gemv2K(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act, size_t act_stride,
+                    float *out, int64_t ldo, int accumulate) {
+    const int64_t nsb = n / QK;
+    const vx_block_q8_K *y[2] = {act, (const vx_block_q8_K *)(const void *)((const uint8_t *)act + act_stride)};
+    const uint8_t *g[GEMV512_K_STREAMS];
+    float *o[GEMV512_K_STREAMS];
+#define GROUPSK_RUN(n) groupsK(k, n, 2, nsb, g, y, o, ldo, accumulate)
     GEMV_FAR_GROUPS(w, stride, nrows, out, GEMV512_K_STREAMS, g, o, GROUPSK_RUN);
 #undef GROUPSK_RUN
 }
@@ -760,6 +809,10 @@ AINLINE void rowblockK(int k, int64_t n, const uint8_t *A, const uint8_t *B, int
 /* nrows: a multiple of 8 (whole packed groups). */
 AINLINE void gemmK(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act, size_t act_stride,
                    int ntok, float *out, int64_t ldo, int accumulate) {
+    if (ntok == 2) {
+        gemv2K(k, n, w, stride, nrows, act, act_stride, out, ldo, accumulate);
+        return;
+    }
     for (int r0 = 0; r0 < nrows; r0 += 16) {
         const uint8_t *A = row_at(w, stride, r0);
         const int two = r0 + 16 <= nrows;

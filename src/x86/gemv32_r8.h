@@ -55,51 +55,80 @@
 #define GEMV32_R8_STREAMS 2
 #endif
 
-AINLINE void gemv32_r8_groups(int k, int G, int64_t nb, const uint8_t *const *g, const uint8_t *y,
-                              const float *dyt, const int32_t *ct, int tab, float *const *out) {
+/* Tokens a gemv32_r8_tokens call takes at most (batched decoding of two
+ * sequences, a speculative draft's pair). */
+#define GEMV32_R8_NT 2
+
+/* One turn of G groups against nt tokens' activation rows y[u] (their
+ * scales and corrections tabulated in dyt[u], ct[u] when tab); group s's
+ * results for token u go to out[s] + u ldo (added to what is there with
+ * accumulate). A record's loads and codes serve all the tokens (the
+ * compiler shares them between the steps, which read the same bytes). */
+AINLINE void gemv32_r8_groups(int k, int G, int nt, int64_t nb, const uint8_t *const *g, const uint8_t *const *y,
+                              float (*dyt)[CT32], int32_t (*ct)[CT32], int tab, float *const *out, int64_t ldo,
+                              int accumulate) {
     const size_t rs = GEMV32_R8_REC(k), ys = GEMV32_R8_YSIZE(k);
-#define DY(b) (tab ? dyt[b] : f16(ld16(y + (size_t)(b) * ys)))
-#define CT(b) (tab ? ct[b] : GEMV32_R8_CORR(k, y + (size_t)(b) * ys))
-    __m256 ae[GEMV32_R8_STREAMS], ao[GEMV32_R8_STREAMS];
+#define DY(u, b) (tab ? dyt[u][b] : f16(ld16(y[u] + (size_t)(b) * ys)))
+#define CT(u, b) (tab ? ct[u][b] : GEMV32_R8_CORR(k, y[u] + (size_t)(b) * ys))
+    __m256 ae[GEMV32_R8_STREAMS][GEMV32_R8_NT], ao[GEMV32_R8_STREAMS][GEMV32_R8_NT];
 #pragma GCC unroll 8
-    for (int s = 0; s < G; s++) ae[s] = ao[s] = _mm256_setzero_ps();
+    for (int s = 0; s < G; s++)
+        for (int u = 0; u < nt; u++) ae[s][u] = ao[s][u] = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 2 <= nb; i += 2) {
-        const float d0 = DY(i), d1 = DY(i + 1);
-        const int32_t c0 = CT(i), c1 = CT(i + 1);
+        float d0[GEMV32_R8_NT], d1[GEMV32_R8_NT];
+        int32_t c0[GEMV32_R8_NT], c1[GEMV32_R8_NT];
+        for (int u = 0; u < nt; u++) d0[u] = DY(u, i), d1[u] = DY(u, i + 1), c0[u] = CT(u, i), c1[u] = CT(u, i + 1);
 #pragma GCC unroll 8
         for (int s = 0; s < G; s++) {
             const uint8_t *rec = g[s] + (size_t)i * rs;
             prefetch_ahead(rec, PF32_R8, 2 * rs);
-            ae[s] = GEMV32_R8_STEP(k, rec, y + (size_t)i * ys, d0, c0, ae[s]);
-            ao[s] = GEMV32_R8_STEP(k, rec + rs, y + (size_t)(i + 1) * ys, d1, c1, ao[s]);
+            for (int u = 0; u < nt; u++) {
+                ae[s][u] = GEMV32_R8_STEP(k, rec, y[u] + (size_t)i * ys, d0[u], c0[u], ae[s][u]);
+                ao[s][u] = GEMV32_R8_STEP(k, rec + rs, y[u] + (size_t)(i + 1) * ys, d1[u], c1[u], ao[s][u]);
+            }
         }
     }
 #pragma GCC unroll 8
-    for (int s = 0; s < G; s++) {
-        if (i < nb) ae[s] = GEMV32_R8_STEP(k, g[s] + (size_t)i * rs, y + (size_t)i * ys, DY(i), CT(i), ae[s]);
-        _mm256_storeu_ps(out[s], _mm256_add_ps(ae[s], ao[s]));
-    }
+    for (int s = 0; s < G; s++)
+        for (int u = 0; u < nt; u++) {
+            if (i < nb)
+                ae[s][u] = GEMV32_R8_STEP(k, g[s] + (size_t)i * rs, y[u] + (size_t)i * ys, DY(u, i), CT(u, i), ae[s][u]);
+            const __m256 r = _mm256_add_ps(ae[s][u], ao[s][u]);
+            float *o = out[s] + u * ldo;
+            _mm256_storeu_ps(o, accumulate ? _mm256_add_ps(_mm256_loadu_ps(o), r) : r);
+        }
 #undef DY
 #undef CT
 }
 
-AINLINE void gemv32_r8(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
+/* nt tokens (1 .. GEMV32_R8_NT; rows of act, act_stride bytes apart)
+ * against nrows rows: token u's results at out + u ldo. Per token the
+ * gemv's integer sums and float steps: its bits. */
+AINLINE void gemv32_r8_tokens(int k, int nt, int64_t n, const void *w, size_t stride, int nrows, const void *act,
+                              size_t act_stride, float *out, int64_t ldo, int accumulate) {
     const int64_t nb = n / 32;
     const size_t ys = GEMV32_R8_YSIZE(k);
-    const uint8_t *y = vy;
-    float dyt[CT32];
-    int32_t ct[CT32];
+    const uint8_t *y[GEMV32_R8_NT];
+    float dyt[GEMV32_R8_NT][CT32];
+    int32_t ct[GEMV32_R8_NT][CT32];
     const int tab = nb <= CT32;
-    for (int64_t b = 0; tab && b < nb; b++) {
-        dyt[b] = f16(ld16(y + (size_t)b * ys));
-        ct[b] = GEMV32_R8_CORR(k, y + (size_t)b * ys);
+    for (int u = 0; u < nt; u++) {
+        y[u] = (const uint8_t *)act + (size_t)u * act_stride;
+        for (int64_t b = 0; tab && b < nb; b++) {
+            dyt[u][b] = f16(ld16(y[u] + (size_t)b * ys));
+            ct[u][b] = GEMV32_R8_CORR(k, y[u] + (size_t)b * ys);
+        }
     }
     const uint8_t *g[GEMV32_R8_STREAMS];
     float *o[GEMV32_R8_STREAMS];
-#define GEMV32_R8_RUN(n) gemv32_r8_groups(k, n, nb, g, y, dyt, ct, tab, o)
+#define GEMV32_R8_RUN(n) gemv32_r8_groups(k, n, nt, nb, g, y, dyt, ct, tab, o, ldo, accumulate)
     GEMV_FAR_GROUPS(w, stride, nrows, out, GEMV32_R8_STREAMS, g, o, GEMV32_R8_RUN);
 #undef GEMV32_R8_RUN
+}
+
+AINLINE void gemv32_r8(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
+    gemv32_r8_tokens(k, 1, n, w, stride, nrows, vy, 0, out, 0, 0);
 }
 
 #endif
