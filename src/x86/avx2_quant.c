@@ -396,21 +396,6 @@ DEFINE_QDOT32C(K_IQ4_NL, vx_vec_dot_iq4_nl_q8_0_avx2, vx_gemv_iq4_nl_avx2)
 
 /* ========================================== F16 / BF16 x f32 activations */
 
-AINLINE __m256 load_f16x8(const uint16_t *p) { return _mm256_cvtph_ps(load128(p)); }
-
-/* bf16 is the top half of an f32: widen to 32 bits and shift into place. */
-AINLINE __m256 load_bf16x8(const uint16_t *p) {
-    const __m256i v = _mm256_cvtepu16_epi32(load128(p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-}
-
-AINLINE float bf16(uint16_t h) {
-    const uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* One row: four accumulators hide the FMA latency (4 cycles, 2 per
  * cycle); pf: software prefetch distance (see prefetch_dist). */
 AINLINE float dot_half_f32(int64_t n, const uint16_t *w, const float *x, int bf, size_t pf) {

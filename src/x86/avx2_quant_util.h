@@ -50,6 +50,18 @@ AINLINE float hmax_ps(__m256 v) {
  * nearest even, overflow to inf) vx_fp32_to_fp16 for every non-NaN value. */
 AINLINE float f16(uint16_t h) { return _cvtsh_ss(h); }
 AINLINE uint16_t to_f16(float f) { return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+/* 8 fp16 / bf16 values as floats (bf16 is the top half of an f32: widen
+ * to 32 bits and shift into place), and one bf16 value. */
+AINLINE __m256 load_f16x8(const uint16_t *p) { return _mm256_cvtph_ps(load128(p)); }
+AINLINE __m256 load_bf16x8(const uint16_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
+}
+AINLINE float bf16(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 /* A uint16 (an fp16 scale) from any address. */
 AINLINE uint16_t ld16(const uint8_t *p) {
     uint16_t v;
