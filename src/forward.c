@@ -39,10 +39,15 @@
  * Q8_0 pp24 130-138 vs 100-126, pp28 147-162 vs 94-127; Q4_0 pp24
  * 111-143 vs 111-134, pp28 152-166 vs 104-141 (3 runs each); against
  * the binary with 32 for them, alternated medians: pp24 even, pp28 Q8_0
- * 123.2 -> 145.5, Q4_0 138.8 -> 173.7. */
+ * 123.2 -> 145.5, Q4_0 138.8 -> 173.7.
+ * Session 21: BF16 from 5, since the AVX-512 tier's 2-15 token GEMV
+ * passes (avx512_half.c) beat the tiles at 4 tokens: batched decode
+ * aggregate t/s, tiles vs passes, x4 15.6 vs 21.7, x5 25.3 vs 21.1, x6
+ * 30.2 vs 27.4, x8 36.7 vs 24.9; F16 stays at 16 (tiles x14 27.9 vs
+ * passes 29.8, x16 36-38 vs the AVX2 GEMM's 24). */
 #define AMX_MIN_TOK 32
 #define AMX_MIN_TOK_Q8_Q4_0 24
-#define AMX_MIN_TOK_BF16 4
+#define AMX_MIN_TOK_BF16 5
 #define AMX_MIN_TOK_F16 16
 
 struct vx_context {

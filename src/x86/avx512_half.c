@@ -1,9 +1,10 @@
 /*
- * avx512_half.c - F16 / BF16 weights x f32 activations for two or three
- * tokens (batched decoding of a few sequences, a speculative draft's
- * tokens). Compiled natively and emulated (isa512.h); registered in
- * avx512_init.c. Four tokens and more go to the AVX2 tier's GEMM
- * (avx2_gemm_half.c), which packs panels for its micro-kernel.
+ * avx512_half.c - F16 / BF16 weights x f32 activations for 2-15 tokens
+ * (batched decoding of a few sequences, a speculative draft's tokens).
+ * Compiled natively and emulated (isa512.h); registered in
+ * avx512_init.c. Sixteen tokens and more go to the AVX2 tier's GEMM
+ * (avx2_gemm_half.c), which packs panels for its micro-kernel (on AMX
+ * machines the forward pass sends them to the tiles instead).
  *
  * The AVX2 tier runs these token counts as its GEMV once per token, 16
  * rows at a time (gemv_tokens: the rows stay in L1 for the next token),
@@ -17,6 +18,12 @@
  * tail), in 256-bit vectors: its very bits. With AVX-512VL the 32 ymm
  * registers hold the 3 tokens x 4 rows x 2 chains; under emulation
  * (16 registers) the same code spills, correct but slower.
+ *
+ * Over 3 tokens the weights are read once per pair of tokens (a last odd
+ * three together): Llama-1B F16, 2 threads, aggregate t/s of batched
+ * decoding, one pass of 2 tokens 27, of 3 24 (its FMAs, not DRAM, set the
+ * pace), where the AVX2 GEMM's panels ran 4 tokens at 10-11, 8 at 18, 16
+ * at 27 and 32 at 36 (VX_ISA=avx512, no tiles).
  */
 #include "isa512.h"
 
@@ -26,7 +33,8 @@
 #include "avx2_quant_util.h"
 #include "kernels_x86.h"
 
-#define NT_HALF 3 /* tokens at most */
+#define NT_HALF 3 /* tokens of one pass at most */
+#define HALF_MAX_TOK 15 /* from 16 tokens the AVX2 GEMM */
 
 /* Rows w[0..3] (far apart) against nt tokens' activation rows x[u]: out[u][r]. */
 AINLINE void half_rows4(int64_t n, const uint16_t *const w[4], int nt, const float *const *x, int bf,
@@ -97,18 +105,29 @@ AINLINE void half_tokens(int bf, int64_t n, const void *w, size_t stride, int nr
         }
 }
 
+/* ntok (2..HALF_MAX_TOK) tokens in passes of 2, the last one 2 or 3. */
+AINLINE void half_passes(int bf, int64_t n, const void *w, size_t stride, int nrows, const void *act,
+                         size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
+    int t = 0;
+    for (; ntok - t > 3; t += 2)
+        half_tokens(bf, n, w, stride, nrows, (const uint8_t *)act + (size_t)t * act_stride, act_stride, 2,
+                    out + t * ldo, ldo, accumulate);
+    half_tokens(bf, n, w, stride, nrows, (const uint8_t *)act + (size_t)t * act_stride, act_stride, ntok - t,
+                out + t * ldo, ldo, accumulate);
+}
+
 void VX512(vx_gemm_f16)(int64_t n, const void *w, size_t row_stride, int nrows, const void *act, size_t act_stride,
                         int ntok, float *out, int64_t ldo, int accumulate, void *scratch) {
-    if (ntok < 2 || ntok > NT_HALF)
+    if (ntok < 2 || ntok > HALF_MAX_TOK)
         vx_gemm_f16_avx2(n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate, scratch);
     else
-        half_tokens(0, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
+        half_passes(0, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
 }
 
 void VX512(vx_gemm_bf16)(int64_t n, const void *w, size_t row_stride, int nrows, const void *act, size_t act_stride,
                          int ntok, float *out, int64_t ldo, int accumulate, void *scratch) {
-    if (ntok < 2 || ntok > NT_HALF)
+    if (ntok < 2 || ntok > HALF_MAX_TOK)
         vx_gemm_bf16_avx2(n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate, scratch);
     else
-        half_tokens(1, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
+        half_passes(1, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
 }

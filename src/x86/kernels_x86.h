@@ -243,7 +243,7 @@ struct vx_kernels;
     void vx_gemm_q2_K_r8_gfni_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,      \
                                   size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,        \
                                   void *scratch);                                                              \
-    /* F16 / BF16 x f32: 2-3 tokens here, others the AVX2 GEMM (avx512_half.c) */                              \
+    /* F16 / BF16 x f32: 2-15 tokens here, others the AVX2 GEMM (avx512_half.c) */                             \
     void vx_gemm_f16_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,               \
                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch); \
     void vx_gemm_bf16_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,              \
