@@ -116,18 +116,22 @@ AINLINE void half_passes(int bf, int64_t n, const void *w, size_t stride, int nr
                 out + t * ldo, ldo, accumulate);
 }
 
+/* The entry points' shared body (bf: BF16 weights, else F16). */
+AINLINE void half_gemm(int bf, int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch) {
+    if (ntok >= 2 && ntok <= HALF_MAX_TOK)
+        half_passes(bf, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
+    else
+        (bf ? vx_gemm_bf16_avx2 : vx_gemm_f16_avx2)(n, w, row_stride, nrows, act, act_stride, ntok, out, ldo,
+                                                    accumulate, scratch);
+}
+
 void VX512(vx_gemm_f16)(int64_t n, const void *w, size_t row_stride, int nrows, const void *act, size_t act_stride,
                         int ntok, float *out, int64_t ldo, int accumulate, void *scratch) {
-    if (ntok < 2 || ntok > HALF_MAX_TOK)
-        vx_gemm_f16_avx2(n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate, scratch);
-    else
-        half_passes(0, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
+    half_gemm(0, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate, scratch);
 }
 
 void VX512(vx_gemm_bf16)(int64_t n, const void *w, size_t row_stride, int nrows, const void *act, size_t act_stride,
                          int ntok, float *out, int64_t ldo, int accumulate, void *scratch) {
-    if (ntok < 2 || ntok > HALF_MAX_TOK)
-        vx_gemm_bf16_avx2(n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate, scratch);
-    else
-        half_passes(1, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
+    half_gemm(1, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate, scratch);
 }
