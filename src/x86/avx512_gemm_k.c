@@ -417,14 +417,36 @@ UNROLL_STREAMS
         }
 }
 
-AINLINE void gemvK(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
+/* nt tokens' activation rows (act_stride bytes apart) through the G far
+ * groups of the call's rows: token u's results at out + u ldo. */
+AINLINE void gemvNK(int k, int nt, int64_t n, const void *w, size_t stride, int nrows, const void *act,
+                    size_t act_stride, float *out, int64_t ldo, int accumulate) {
     const int64_t nsb = n / QK;
-    const vx_block_q8_K *y[1] = {vy};
+    const vx_block_q8_K *y[NT_MAX];
+    for (int u = 0; u < nt; u++) y[u] = (const vx_block_q8_K *)(const void *)((const uint8_t *)act + (size_t)u * act_stride);
     const uint8_t *g[GEMV512_K_STREAMS];
     float *o[GEMV512_K_STREAMS];
-#define GROUPSK_RUN(n) groupsK(k, n, 1, nsb, g, y, o, 0, 0)
+#define GROUPSK_RUN(G_) groupsK(k, G_, nt, nsb, g, y, o, ldo, accumulate)
     GEMV_FAR_GROUPS(w, stride, nrows, out, GEMV512_K_STREAMS, g, o, GROUPSK_RUN);
 #undef GROUPSK_RUN
+}
+
+#ifdef VX_EMU
+/* The emulated copy compiles it once, the kind and the token count read
+ * at run time: SIMDe's code for a copy per kind and count made this file
+ * CI's longest compile (4.4 minutes with the two-token copies). */
+static __attribute__((noinline)) void gemvNK_any(int k, int nt, int64_t n, const void *w, size_t stride, int nrows,
+                                                 const void *act, size_t act_stride, float *out, int64_t ldo,
+                                                 int accumulate) {
+    gemvNK(k, nt, n, w, stride, nrows, act, act_stride, out, ldo, accumulate);
+}
+#define GEMVNK gemvNK_any
+#else
+#define GEMVNK gemvNK
+#endif
+
+AINLINE void gemvK(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
+    GEMVNK(k, 1, n, w, stride, nrows, vy, 0, out, 0, 0);
 }
 
 /* Two tokens (batched decoding of two sequences, a speculative draft's
@@ -435,13 +457,7 @@ AINLINE void gemvK(int k, int64_t n, const void *w, size_t stride, int nrows, co
  * Per token the same integer sums and float steps as the GEMV: its bits. */
 AINLINE void gemv2K(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act, size_t act_stride,
                     float *out, int64_t ldo, int accumulate) {
-    const int64_t nsb = n / QK;
-    const vx_block_q8_K *y[2] = {act, (const vx_block_q8_K *)(const void *)((const uint8_t *)act + act_stride)};
-    const uint8_t *g[GEMV512_K_STREAMS];
-    float *o[GEMV512_K_STREAMS];
-#define GROUPSK_RUN(n) groupsK(k, n, 2, nsb, g, y, o, ldo, accumulate)
-    GEMV_FAR_GROUPS(w, stride, nrows, out, GEMV512_K_STREAMS, g, o, GROUPSK_RUN);
-#undef GROUPSK_RUN
+    GEMVNK(k, 2, n, w, stride, nrows, act, act_stride, out, ldo, accumulate);
 }
 
 /* The entry points (kernels_x86.h). */
