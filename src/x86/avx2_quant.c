@@ -425,48 +425,19 @@ float vx_dot_bf16_f32_avx2(int64_t n, const uint16_t *w, const float *x) {
     return dot_half_f32(n, w, x, 1, prefetch_dist(1, 0));
 }
 
-/* R rows at once: each activation vector is loaded once for all rows; two
- * accumulators per row (8 in all at R = 4) keep the FMA chains apart. A
- * single row goes through dot_half_f32 (four accumulators). */
+/* R rows at once (R = 4: GEMV_DISPATCH's far groups, half_rows4 with one
+ * token); a single row goes through dot_half_f32 (four accumulators). */
 AINLINE void half_rows(int64_t n, const void *w, size_t stride, int R, const void *vy, float *out, int bf) {
     const float *x = vy;
-    const size_t pf = prefetch_dist(R, stride);
     if (R == 1) {
-        out[0] = dot_half_f32(n, w, x, bf, pf);
+        out[0] = dot_half_f32(n, w, x, bf, prefetch_dist(1, stride));
         return;
     }
     const uint16_t *wr[4];
-    __m256 a0[4], a1[4];
-    for (int r = 0; r < R; r++) {
-        wr[r] = row_at(w, stride, r);
-        a0[r] = a1[r] = _mm256_setzero_ps();
-    }
-    int64_t i = 0;
-    /* 32 elements (a cache line of weights) per row and step: one
-     * prefetch per line */
-    for (; i + 32 <= n; i += 32) {
-        const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
-        const __m256 x2 = _mm256_loadu_ps(x + i + 16), x3 = _mm256_loadu_ps(x + i + 24);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const uint16_t *p = wr[r] + i;
-            prefetch_ahead(p, pf, 64);
-            a0[r] = _mm256_fmadd_ps(bf ? load_bf16x8(p) : load_f16x8(p), x0, a0[r]);
-            a1[r] = _mm256_fmadd_ps(bf ? load_bf16x8(p + 8) : load_f16x8(p + 8), x1, a1[r]);
-            a0[r] = _mm256_fmadd_ps(bf ? load_bf16x8(p + 16) : load_f16x8(p + 16), x2, a0[r]);
-            a1[r] = _mm256_fmadd_ps(bf ? load_bf16x8(p + 24) : load_f16x8(p + 24), x3, a1[r]);
-        }
-    }
-    for (; i + 8 <= n; i += 8) {
-        const __m256 x0 = _mm256_loadu_ps(x + i);
-        for (int r = 0; r < R; r++)
-            a0[r] = _mm256_fmadd_ps(bf ? load_bf16x8(wr[r] + i) : load_f16x8(wr[r] + i), x0, a0[r]);
-    }
-    for (int r = 0; r < R; r++) {
-        float s = hsum_ps(_mm256_add_ps(a0[r], a1[r]));
-        for (int64_t j = i; j < n; j++) s += (bf ? bf16(wr[r][j]) : f16(wr[r][j])) * x[j];
-        out[r] = s;
-    }
+    for (int r = 0; r < 4; r++) wr[r] = row_at(w, stride, r);
+    float o[1][4];
+    half_rows4(n, wr, 1, &x, bf, o);
+    for (int r = 0; r < 4; r++) out[r] = o[0][r];
 }
 
 AINLINE void f16_rows(int64_t n, const void *w, size_t stride, int R, const void *y, float *out) {

@@ -199,6 +199,51 @@ AINLINE size_t prefetch_dist(int R, size_t stride) {
     return R > 1 ? (size_t)VX_GEMV_PF_GROUP : stride ? 2 * stride : 1024;
 }
 
+#define HALF_NT 3 /* tokens half_rows4 takes at most */
+
+/* F16 (bf = 0) / BF16 rows w[0..3] (far apart: GEMV_DISPATCH's groups)
+ * against nt (1..HALF_NT) tokens' f32 rows x[u]: out[u][r]. Per row and
+ * token two 8-lane chains (a0: elements 0-7 and 16-23 of each 32, a1:
+ * 8-15 and 24-31; one accumulator per row would wait on the FMA latency),
+ * then the 8-element and scalar tails: the AVX2 GEMV's arithmetic for any
+ * nt, so batched tokens get its bits (avx512_half.c). */
+AINLINE void half_rows4(int64_t n, const uint16_t *const w[4], int nt, const float *const *x, int bf,
+                        float (*out)[4]) {
+    const size_t pf = prefetch_dist(4, 0);
+    __m256 a0[HALF_NT][4], a1[HALF_NT][4];
+    for (int u = 0; u < nt; u++)
+        for (int r = 0; r < 4; r++) a0[u][r] = a1[u][r] = _mm256_setzero_ps();
+#define LOADW(p) (bf ? load_bf16x8(p) : load_f16x8(p))
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const uint16_t *p = w[r] + i;
+            prefetch_ahead(p, pf, 64);
+            const __m256 w0 = LOADW(p), w1 = LOADW(p + 8), w2 = LOADW(p + 16), w3 = LOADW(p + 24);
+            for (int u = 0; u < nt; u++) {
+                const float *xu = x[u] + i;
+                a0[u][r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xu), a0[u][r]);
+                a1[u][r] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xu + 8), a1[u][r]);
+                a0[u][r] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xu + 16), a0[u][r]);
+                a1[u][r] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xu + 24), a1[u][r]);
+            }
+        }
+    }
+    for (; i + 8 <= n; i += 8)
+        for (int r = 0; r < 4; r++) {
+            const __m256 wv = LOADW(w[r] + i);
+            for (int u = 0; u < nt; u++) a0[u][r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[u] + i), a0[u][r]);
+        }
+#undef LOADW
+    for (int u = 0; u < nt; u++)
+        for (int r = 0; r < 4; r++) {
+            float s = hsum_ps(_mm256_add_ps(a0[u][r], a1[u][r]));
+            for (int64_t j = i; j < n; j++) s += (bf ? bf16(w[r][j]) : f16(w[r][j])) * x[u][j];
+            out[u][r] = s;
+        }
+}
+
 /* stride >= VX_GEMV_WIDE_ROW, written so that a knob of 0 does not make
  * it an always-true comparison (-Wtype-limits); strides are far from
  * SIZE_MAX, so the + 1 cannot wrap. */

@@ -13,7 +13,7 @@
  * Here the GEMV's four far row streams (GEMV_DISPATCH) serve all the
  * tokens at once: each weight vector is converted once and multiplied
  * into every token's accumulators. The arithmetic per row and token is
- * the AVX2 GEMV's (half_rows in avx2_quant.c: two 8-lane chains, a0 for
+ * the AVX2 GEMV's (the same half_rows4, avx2_quant_util.h: two 8-lane chains, a0 for
  * elements 0-7 and 16-23 of each 32, a1 for 8-15 and 24-31, then the same
  * tail), in 256-bit vectors: its very bits. With AVX-512VL the 32 ymm
  * registers hold the 3 tokens x 4 rows x 2 chains; under emulation
@@ -33,46 +33,7 @@
 #include "avx2_quant_util.h"
 #include "kernels_x86.h"
 
-#define NT_HALF 3 /* tokens of one pass at most */
 #define HALF_MAX_TOK 15 /* from 16 tokens the AVX2 GEMM */
-
-/* Rows w[0..3] (far apart) against nt tokens' activation rows x[u]: out[u][r]. */
-AINLINE void half_rows4(int64_t n, const uint16_t *const w[4], int nt, const float *const *x, int bf,
-                        float out[NT_HALF][4]) {
-    const size_t pf = prefetch_dist(4, 0);
-    __m256 a0[NT_HALF][4], a1[NT_HALF][4];
-    for (int u = 0; u < nt; u++)
-        for (int r = 0; r < 4; r++) a0[u][r] = a1[u][r] = _mm256_setzero_ps();
-#define LOADW(p) (bf ? load_bf16x8(p) : load_f16x8(p))
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            const uint16_t *p = w[r] + i;
-            prefetch_ahead(p, pf, 64);
-            const __m256 w0 = LOADW(p), w1 = LOADW(p + 8), w2 = LOADW(p + 16), w3 = LOADW(p + 24);
-            for (int u = 0; u < nt; u++) {
-                const float *xu = x[u] + i;
-                a0[u][r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xu), a0[u][r]);
-                a1[u][r] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xu + 8), a1[u][r]);
-                a0[u][r] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xu + 16), a0[u][r]);
-                a1[u][r] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xu + 24), a1[u][r]);
-            }
-        }
-    }
-    for (; i + 8 <= n; i += 8)
-        for (int r = 0; r < 4; r++) {
-            const __m256 wv = LOADW(w[r] + i);
-            for (int u = 0; u < nt; u++) a0[u][r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[u] + i), a0[u][r]);
-        }
-#undef LOADW
-    for (int u = 0; u < nt; u++)
-        for (int r = 0; r < 4; r++) {
-            float s = hsum_ps(_mm256_add_ps(a0[u][r], a1[u][r]));
-            for (int64_t j = i; j < n; j++) s += (bf ? bf16(w[r][j]) : f16(w[r][j])) * x[u][j];
-            out[u][r] = s;
-        }
-}
 
 /* Results of token u, row r: written or (accumulate) added. */
 AINLINE void put(float *out, int64_t ldo, int u, int r, float v, int accumulate) {
@@ -85,10 +46,10 @@ AINLINE void put(float *out, int64_t ldo, int u, int r, float v, int accumulate)
  * VX_GEMV_WIDE_ROW) each through the AVX2 GEMV, one token at a time. */
 AINLINE void half_tokens(int bf, int64_t n, const void *w, size_t stride, int nrows, const void *act,
                          size_t act_stride, int nt, float *out, int64_t ldo, int accumulate) {
-    const float *x[NT_HALF];
+    const float *x[HALF_NT];
     for (int u = 0; u < nt; u++) x[u] = (const float *)(const void *)((const uint8_t *)act + (size_t)u * act_stride);
     const int q = gemv_quarter(stride, nrows);
-    float o[NT_HALF][4];
+    float o[HALF_NT][4];
     for (int i = 0; i < q; i++) {
         const uint16_t *rows[4];
         for (int k = 0; k < 4; k++) rows[k] = row_at(w, stride, i + k * q);
