@@ -229,6 +229,28 @@ static void test_bench(void) {
     snprintf(cmd, sizeof cmd, "%s bench -m %s -p 8 -n 4 -np 2 -r 1 -t 1 --no-limits", vx, model);
     rc = run(cmd, out, sizeof out);
     CHECKF(rc == 0 && strstr(out, "pp8") && strstr(out, "tg4 x2") && strstr(out, "t/s"), "vx bench table: %.500s", out);
+
+    /* --profile at depth: the profile covers the timed forwards only, not
+     * the 256-token fills before them, so the time it reports inside
+     * vx_decode cannot exceed the runs' timed seconds (4 / samples_ts each) */
+    snprintf(cmd, sizeof cmd, "%s bench -m %s -p 0 -n 4 -d 256 -r 3 -t 1 --no-limits --json --profile", vx, model);
+    rc = run(cmd, out, sizeof out);
+    CHECKF(rc == 0, "vx bench --profile -d exited %d: %.500s", rc, out);
+    int nprof = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *j = cJSON_Parse(line);
+        if (!j) continue;
+        const cJSON *pn = cJSON_GetObjectItem(j, "perf_ns_decode"), *sm = cJSON_GetObjectItem(j, "samples_ts");
+        double timed_ns = 0;
+        for (int r = 0; cJSON_IsArray(sm) && r < cJSON_GetArraySize(sm); r++)
+            timed_ns += 4e9 / cJSON_GetArrayItem(sm, r)->valuedouble;
+        CHECKF(cJSON_IsNumber(pn) && pn->valuedouble > 0 && pn->valuedouble <= timed_ns * 1.001 + 1e4,
+               "vx bench --profile -d 256: perf_ns_decode %.0f against %.0f ns timed: %.300s",
+               cJSON_IsNumber(pn) ? pn->valuedouble : -1.0, timed_ns, line);
+        nprof++;
+        cJSON_Delete(j);
+    }
+    CHECKF(nprof == 1, "vx bench --profile -d 256: %d objects", nprof);
 }
 
 int main(void) {
