@@ -20,11 +20,11 @@ SANFLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omi
 # -O2 they took GCC 12 five to ten times as long (avx512_gemm_k.c 280 s
 # against 17 s), most of CI's sanitizer build. The rest stays at -O2: at
 # -O1 the reference kernels made test_kernels three times slower.
+# (X86_OPT comes after $(OPT) on the command line: the last -O wins.)
 ifneq ($(DEBUG),1)
 X86_OPT = -O1
 endif
 endif
-X86_OPT ?= $(OPT)
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANFLAGS) -Iinclude -Isrc -Itools -pthread \
               $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
 LDLIBS = $(SANFLAGS) -pthread -lm -lpcre2-8 -lcjson -lmicrohttpd
@@ -77,7 +77,7 @@ $(BUILD)/libvortex.a: $(LIB_OBJ)
 
 $(BUILD)/src/x86/%.o: src/x86/%.c $(wildcard src/*.h include/*.h src/x86/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out $(OPT),$(CFLAGS_BASE)) $(X86_OPT) $(ISA_FLAGS_$(firstword $(subst _, ,$*))) -c $< -o $@
+	$(CC) $(CFLAGS_BASE) $(X86_OPT) $(ISA_FLAGS_$(firstword $(subst _, ,$*))) -c $< -o $@
 
 # The emulated objects are built without the sanitizers' instrumentation:
 # instrumented, the SIMDe code of avx512_gemm_k.c alone took 7.5 minutes to

@@ -327,13 +327,18 @@ static void test_quantizers(void) {
 
 /* sum |x_i y_i| over the dequantized rows: the scale of the rounding
  * differences a reordered float accumulation may show. */
+/* sum |a_i b_i| in double: the scale of a dot product's rounding */
+static double abs_dot(const float *a, const float *b, int64_t n) {
+    double m = 0.0;
+    for (int64_t i = 0; i < n; i++) m += fabs((double)a[i] * b[i]);
+    return m;
+}
+
 static double magnitude(const vx_type_traits *tx, const void *x, const vx_type_traits *ty, const void *y,
                         int64_t n, float *fx, float *fy) {
     tx->to_float(x, fx, n);
     ty->to_float(y, fy, n);
-    double m = 0.0;
-    for (int64_t i = 0; i < n; i++) m += fabs((double)fx[i] * fy[i]);
-    return m;
+    return abs_dot(fx, fy, n);
 }
 
 /* Reference-quantized or random-byte rows: nrows rows of n against one
@@ -591,10 +596,7 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
                 mag[i] = m;
             } else {
                 tx->vec_dot(n, &ref[i], wr, yr);
-                const float *fr = fw + (size_t)row * n;
-                double m = 0.0;
-                for (int64_t j = 0; j < n; j++) m += fabs((double)fr[j] * fy[j]);
-                mag[i] = m; /* magnitude(), with the rows converted once */
+                mag[i] = abs_dot(fw + (size_t)row * n, fy, n); /* magnitude(), rows converted once */
             }
         }
         gc->gemv(n, w, rs, GEMM_ROWS, yr, one + (size_t)t * GEMM_ROWS);

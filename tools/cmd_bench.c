@@ -402,12 +402,11 @@ int vx_cmd_bench(int argc, char **argv) {
                                        "\"fp32_gflops_limit\": %.3f, \"amx_bf16_gflops_limit\": %.3f",
                                        bl.read_gbs, bl.int8_gops, bl.fma_gflops, bl.amx_bf16_gflops);
                             if (profile) {
-                                const vx_perf pf = timed;
                                 printf(", \"perf_ns_decode\": %llu, \"perf_ns\": {",
-                                       (unsigned long long)pf.ns_decode);
+                                       (unsigned long long)timed.ns_decode);
                                 for (int st = 0; st < VX_PERF_COUNT; st++)
                                     printf("%s\"%s\": %llu", st ? ", " : "", vx_perf_step_name((vx_perf_step)st),
-                                           (unsigned long long)pf.ns[st]);
+                                           (unsigned long long)timed.ns[st]);
                                 printf("}");
                             }
                             printf("}\n");
