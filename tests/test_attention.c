@@ -506,11 +506,16 @@ static void kv_order_case(void) {
 
 int main(void) {
     kv_order_case();
-    vx_kernels ks[2];
+    vx_kernels ks[4];
     vx_kernels_init(&ks[0], VX_ISA_GENERIC);
     const vx_isa best = vx_cpu_best_isa();
     int nk = 1;
     if (best >= VX_ISA_AVX2) vx_kernels_init(&ks[nk++], VX_ISA_AVX2);
+    /* the AVX-512 tier's decode kernel (g <= 4, hd 64 / 128; avx512_attn.c),
+     * natively and emulated: the same bits */
+    if (best >= VX_ISA_AVX512) vx_kernels_init(&ks[nk++], VX_ISA_AVX512);
+    if (best >= VX_ISA_AVX2 && !vx_test_skip_emulated(best >= VX_ISA_AVX512, "avx512-emu"))
+        vx_kernels_init_emulated(&ks[nk++]);
     for (int i = 0; i < nk; i++) {
         test_blocks(&ks[i], &ks[0]);
         test_dec_kernel(&ks[i], &ks[0]);

@@ -1,0 +1,278 @@
+/*
+ * avx512_attn.c - the fused decode attention (attn_dec_f16, contract in
+ * ops.h) on 512-bit vectors, natively and emulated (isa512.h), for GQA
+ * groups of 1 to 8 query rows and head dims of 64 or 128 (Llama's,
+ * Mistral's and Qwen's shapes); other shapes go to the AVX2 kernel. The
+ * same bits as the AVX2
+ * kernel (avx2_ops.c), i.e. as gemm_abt_f16b + attn_softmax16 + gemm_f16b:
+ *
+ *  - scores: one zmm holds the 8-lane dot chains (gemm_abt's association,
+ *    one FMA chain over the 8-element steps) of one row against two
+ *    positions, j in the low half and j + 1 in the high half: the K
+ *    elements 8t .. 8t + 7 of both rows are widened by one conversion,
+ *    and each FMA advances both chains. The fold tree (lanes l + 4, then
+ *    l + 2, then l + 1, AVX2's fold1 / fold2 / fold3) adds the same pairs
+ *    with 128-bit lane shuffles; the result is AVX2's score vectors, two
+ *    per zmm. (On 8-lane vectors the decode attention ran at ~50 GFLOP/s
+ *    per core whether its cache rows came from L2 or from L3: bound by
+ *    the widening and the FMAs of the GQA group's rows.)
+ *  - softmax: AVX2's vertical max / exp_neg / sum with two score vectors
+ *    per zmm, summed in the same association.
+ *  - P.V: 64 columns (4 zmm) of up to 4 rows, or 32 of up to 8, per
+ *    pass: each V element widened once, up to 16 independent FMA chains.
+ * Prefetching as the AVX2 kernel: the head-chunk nh - 1 steps ahead, and
+ * past the run the next run's first chunk.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "isa512.h"
+
+#include "kernels_x86.h"
+#include "ops.h"
+
+#define AINLINE static inline __attribute__((always_inline))
+
+/* The integer value of k (integral already): SIMDe 0.7.4 has no 512-bit
+ * cvtps_epi32 (a lanewise conversion: its 256-bit halves are exact). */
+/* 128-bit lanes of a and b (_mm512_shuffle_f32x4, which SIMDe 0.7.4 does
+ * not alias; the integer form moves the same bits) */
+#define LANES4(a, b, imm)                                                                          \
+    _mm512_castsi512_ps(_mm512_shuffle_i32x4(_mm512_castps_si512(a), _mm512_castps_si512(b), imm))
+
+AINLINE __m256 upper_half(__m512 x) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)); }
+
+AINLINE __m512i int_of(__m512 k) {
+#ifdef VX_EMU
+    const __m256i lo = _mm256_cvtps_epi32(_mm512_castps512_ps256(k));
+    const __m256i hi = _mm256_cvtps_epi32(upper_half(k));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+#else
+    return _mm512_cvtps_epi32(k);
+#endif
+}
+
+/* exp(v) for v <= 0: AVX2's exp_neg (avx2_ops.c), operation for
+ * operation, so every lane gets the same bits. */
+AINLINE __m512 exp_neg512(__m512 v) {
+    const __m512 lo = _mm512_set1_ps(-87.0f);
+    const __mmask16 small = _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ);
+    v = _mm512_max_ps(v, lo);
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), v);
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(int_of(k), _mm512_set1_epi32(127)), 23);
+    const __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    return _mm512_maskz_mov_ps((__mmask16)~small, y);
+}
+
+/* Elements 8t .. 8t + 7 of K rows a and b, widened: [a | b]. */
+AINLINE __m512 k_pair(const uint16_t *a, const uint16_t *b) {
+    const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)a);
+    const __m128i y = _mm_loadu_si128((const __m128i *)(const void *)b);
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(x), y, 1));
+}
+
+/* AVX2's fold1 on both halves: per half [a.lo + a.hi | b.lo + b.hi], laid
+ * out [a's half 0, a's half 1, b's half 0, b's half 1] in 128-bit lanes. */
+AINLINE __m512 fold1z(__m512 a, __m512 b) {
+    return _mm512_add_ps(LANES4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                         LANES4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+AINLINE __m512 fold2z(__m512 x, __m512 y) {
+    return _mm512_add_ps(_mm512_shuffle_ps(x, y, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+AINLINE __m512 fold3z(__m512 w, __m512 u) {
+    return _mm512_add_ps(_mm512_shuffle_ps(w, u, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(w, u, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* Prefetches the lines of hd fp16 elements at p (as the AVX2 kernel). */
+AINLINE void prefetch_row(const uint16_t *p, int64_t hd) {
+    const char *c = (const char *)(const void *)p;
+    for (int64_t b = 0; b < hd * 2; b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
+    _mm_prefetch(c + hd * 2 - 1, _MM_HINT_T0);
+}
+
+/* Scores of positions j .. j + 3 for R <= 4 rows (G = 4): Z = [S(j, j+1) |
+ * S(j+2, j+3)] in AVX2's layout (lane = row + 4 (position - first of the
+ * pair)); R of 5 .. 8 rows (G = 8): Z[0] = [S(j) | S(j+1)], Z[1] = [S(j+2)
+ * | S(j+3)] (lane = row), the rows folded in AVX2's slot order 0 4 1 5 2
+ * 6 3 7. */
+AINLINE void scores4(const int G, const int R, const int HD, const float *q, const uint16_t *k, int64_t ld,
+                     __m512 *Z) {
+    static const int rs4[8] = {0, 1, 2, 3, 8, 8, 8, 8}, rs8[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+    const int *rs = G == 4 ? rs4 : rs8;
+    __m512 acc[2][8];
+#pragma GCC unroll 2
+    for (int x = 0; x < 2; x++)
+#pragma GCC unroll 8
+        for (int r = 0; r < G; r++) acc[x][r] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int t = 0; t < HD / 8; t++) {
+#pragma GCC unroll 2
+        for (int x = 0; x < 2; x++) {
+            const __m512 kw = k_pair(k + (2 * x) * ld + 8 * t, k + (2 * x + 1) * ld + 8 * t);
+#pragma GCC unroll 8
+            for (int r = 0; r < G; r++)
+                if (rs[r] < R)
+                    acc[x][r] = _mm512_fmadd_ps(_mm512_broadcast_f32x8(_mm256_loadu_ps(q + rs[r] * HD + 8 * t)),
+                                                kw, acc[x][r]);
+        }
+    }
+    __m512 W[2];
+#pragma GCC unroll 2
+    for (int x = 0; x < 2; x++) /* [w_j.lo, w_j1.lo, w_j.hi, w_j1.hi] */
+        W[x] = fold2z(fold1z(acc[x][0], acc[x][1]), fold1z(acc[x][2], acc[x][3]));
+    if (G == 4) {
+        const __m512 A = LANES4(W[0], W[1], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512 B = LANES4(W[0], W[1], _MM_SHUFFLE(3, 1, 3, 1));
+        const __m512i perm = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
+        Z[0] = _mm512_permutexvar_ps(perm, fold3z(A, B));
+        return;
+    }
+#pragma GCC unroll 2
+    for (int x = 0; x < 2; x++) {
+        const __m512 U = fold2z(fold1z(acc[x][4], acc[x][5]), fold1z(acc[x][6], acc[x][7]));
+        /* [S_j.lo, S_j1.lo, S_j.hi, S_j1.hi] -> [S_j | S_j1] */
+        const __m512 F = fold3z(W[x], U);
+        Z[x] = LANES4(F, F, _MM_SHUFFLE(3, 1, 2, 0));
+    }
+}
+
+/* P.V for R rows of a group of G over 16 NC columns from c0 (R NC <= 16
+ * accumulators: each V element is widened once for all rows):
+ * o = corr o + sum_p P[G p + i] v[p]. */
+AINLINE void pv_cols(const int G, const int R, const int NC, int64_t hd, const float *P, const uint16_t *v,
+                     int64_t ld, const float *corr, float *o, int64_t c0, const uint16_t *vnext) {
+    __m512 acc[8][4];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int x = 0; x < NC; x++)
+            acc[i][x] = _mm512_mul_ps(_mm512_set1_ps(corr[i]), _mm512_loadu_ps(o + i * hd + c0 + 16 * x));
+#pragma GCC unroll 2
+    for (int p = 0; p < 16; p++) {
+        const uint16_t *vp = v + p * ld + c0;
+        if (vnext) prefetch_row(vnext + p * ld + c0, 16 * NC);
+        __m512 b[4];
+#pragma GCC unroll 4
+        for (int x = 0; x < NC; x++)
+            b[x] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(vp + 16 * x)));
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            const __m512 a = _mm512_set1_ps(P[G * p + i]);
+#pragma GCC unroll 4
+            for (int x = 0; x < NC; x++) acc[i][x] = _mm512_fmadd_ps(a, b[x], acc[i][x]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int x = 0; x < NC; x++) _mm512_storeu_ps(o + i * hd + c0 + 16 * x, acc[i][x]);
+}
+
+/* One chunk of 16 positions for one kv head (AVX2's dec_chunk): G lanes
+ * per position, R rows. */
+AINLINE void dec_chunk(const int G, const int R, const int HD, const float *q, const uint16_t *k,
+                       const uint16_t *v, int64_t ld, const uint16_t *kn, const uint16_t *vn, __m512 vs, float *mx,
+                       float *l, float *o) {
+    enum { NZ = 8 };
+    const int nz = G; /* zmm of scores: 16 positions x G lanes */
+    __m512 Z[NZ];
+#pragma GCC unroll 1
+    for (int jq = 0; jq < 4; jq++) {
+        if (kn)
+            for (int j = 0; j < 4; j++) prefetch_row(kn + (4 * jq + j) * ld, HD);
+        scores4(G, R, HD, q, k + 4 * jq * ld, ld, Z + (G == 4 ? jq : 2 * jq));
+    }
+    /* online softmax: lanes are rows (AVX2's score vectors, two per zmm) */
+    float mold[16], mnew[16], sm[8], corr[8];
+    for (int i = 0; i < 16; i++) mold[i] = i % G < R ? mx[i % G] : -INFINITY;
+    Z[0] = _mm512_mul_ps(vs, Z[0]);
+    __m512 M = Z[0];
+#pragma GCC unroll 8
+    for (int x = 1; x < nz; x++) {
+        Z[x] = _mm512_mul_ps(vs, Z[x]);
+        M = _mm512_max_ps(M, Z[x]);
+    }
+    /* the max over the positions, in every lane of its row */
+    M = _mm512_max_ps(M, LANES4(M, M, _MM_SHUFFLE(1, 0, 3, 2)));
+    if (G == 4) M = _mm512_max_ps(M, LANES4(M, M, _MM_SHUFFLE(2, 3, 0, 1)));
+    const __m512 mb = _mm512_max_ps(M, _mm512_loadu_ps(mold));
+    float P[16 * 8];
+#pragma GCC unroll 8
+    for (int x = 0; x < nz; x++) {
+        Z[x] = exp_neg512(_mm512_sub_ps(Z[x], mb));
+        _mm512_storeu_ps(P + 16 * x, Z[x]);
+    }
+    /* AVX2's sums: G = 4: X_x = S_x + S_(x+4), (X0 + X2) + (X1 + X3), then
+     * the halves; G = 8: X_x = S_x + S_(x+8), H_x = X_x + X_(x+4),
+     * (H0 + H2) + (H1 + H3). Z[k] holds S_2k and S_2k+1. */
+    __m256 sum;
+    if (G == 4) {
+        const __m512 Y = _mm512_add_ps(_mm512_add_ps(Z[0], Z[2]), _mm512_add_ps(Z[1], Z[3]));
+        const __m256 A = _mm256_add_ps(_mm512_castps512_ps256(Y), upper_half(Y));
+        sum = _mm256_castps128_ps256(_mm_add_ps(_mm256_castps256_ps128(A), _mm256_extractf128_ps(A, 1)));
+    } else {
+        const __m512 T0 = _mm512_add_ps(Z[0], Z[4]), T1 = _mm512_add_ps(Z[1], Z[5]);
+        const __m512 T2 = _mm512_add_ps(Z[2], Z[6]), T3 = _mm512_add_ps(Z[3], Z[7]);
+        const __m512 V = _mm512_add_ps(_mm512_add_ps(T0, T2), _mm512_add_ps(T1, T3));
+        sum = _mm256_add_ps(_mm512_castps512_ps256(V), upper_half(V));
+    }
+    _mm512_storeu_ps(mnew, mb);
+    _mm256_storeu_ps(sm, sum);
+    for (int i = 0; i < R; i++) {
+        const float c = mold[i] == mnew[i] ? 1.0f : expf(mold[i] - mnew[i]);
+        corr[i] = c;
+        l[i] = l[i] * c + sm[i];
+        mx[i] = mnew[i];
+    }
+    const int NC = R > 4 ? 2 : 4; /* zmm of columns per row */
+#pragma GCC unroll 4
+    for (int c0 = 0; c0 < HD; c0 += 16 * NC) pv_cols(G, R, NC, HD, P, v, ld, corr, o, c0, vn);
+}
+
+AINLINE void dec_run(const int G, const int R, const int HD, int64_t nh, const float *q, const uint16_t *k,
+                     const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,
+                     float scale, float *mx, float *l, float *o) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    const int64_t dist = nh > 1 ? nh - 1 : 1;
+    for (int64_t c0 = 0; c0 < n; c0 += 16)
+        for (int64_t h = 0; h < nh; h++) {
+            const int64_t t = c0 / 16 * nh + h + dist, cn = t / nh * 16, hn = t % nh;
+            const uint16_t *kn = cn < n ? k + cn * ld + hn * HD : kx ? kx + hn * HD : NULL;
+            const uint16_t *vn = cn < n ? v + cn * ld + hn * HD : vx ? vx + hn * HD : NULL;
+            dec_chunk(G, R, HD, q + h * R * HD, k + c0 * ld + h * HD, v + c0 * ld + h * HD, ld, kn, vn, vs,
+                      mx + h * R, l + h * R, o + h * R * HD);
+        }
+}
+
+#define DEC_G(HD)                                                                                  \
+    switch (g) {                                                                                   \
+    case 1: dec_run(4, 1, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;               \
+    case 2: dec_run(4, 2, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;               \
+    case 3: dec_run(4, 3, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;               \
+    case 4: dec_run(4, 4, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;               \
+    case 5: dec_run(8, 5, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;               \
+    case 6: dec_run(8, 6, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;               \
+    case 7: dec_run(8, 7, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;               \
+    default: dec_run(8, 8, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;              \
+    }
+
+void VX512(vx_attn_dec_f16)(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
+                            const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,
+                            float scale, float *mx, float *l, float *o) {
+    if (g >= 1 && g <= 8 && hd == 64) DEC_G(64)
+    if (g >= 1 && g <= 8 && hd == 128) DEC_G(128)
+    vx_attn_dec_f16_avx2(nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o);
+}
