@@ -18,8 +18,9 @@
  * the P.V product, and each V row is loaded once per tile of rows.
  * Decode over an F16 cache (one token, all positions visible, g <= 8)
  * runs its full chunks through attn_dec_f16, which fuses those three steps
- * for the GQA group and gives their exact bits; a partial last chunk takes
- * the per-chunk path.
+ * for the GQA group and gives their exact bits (over a Q8_0 cache
+ * attn_dec_q8_0, where the table has one and it takes the shape); a
+ * partial last chunk takes the per-chunk path.
  *
  * Every score is summed in one association (one 8-lane FMA chain, then the
  * lanes' tree, see gemm_abt in avx2_ops.c) by every kernel that computes
@@ -183,10 +184,11 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
     }
 
     int32_t c_first = 0;
-    if (type == VX_KV_F16 && nt == 1 && g <= 8) {
+    if (nt == 1 && g <= 8 && (type == VX_KV_F16 || (type == VX_KV_Q8_0 && k->attn_dec_q8_0))) {
         /* decode: every position is visible; the full chunks go through the
          * fused kernel, a run of contiguous cache blocks per call, with the
-         * next run's first chunk to prefetch */
+         * next run's first chunk to prefetch (a Q8_0 kernel may decline
+         * the shape: then the chunks below do it all) */
         const int32_t n_full = n_pos / CHUNK * CHUNK;
         for (int32_t c0 = 0, len; c0 < n_full; c0 += len) {
             len = contiguous_run(a, blocks, c0, n_full, rb, ho);
@@ -195,10 +197,14 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
             const void *vc = chunk_row(a, blocks, true, c0, rb, ho);
             const void *kx = cx < n_pos ? chunk_row(a, blocks, false, cx, rb, ho) : NULL;
             const void *vx = cx < n_pos ? chunk_row(a, blocks, true, cx, rb, ho) : NULL;
-            k->attn_dec_f16(nh, g, hd, sc.q, kc, vc, (int64_t)(rb / 2), len, kx, vx, a->scale, sc.m, sc.l,
-                            sc.o);
+            if (type == VX_KV_F16)
+                k->attn_dec_f16(nh, g, hd, sc.q, kc, vc, (int64_t)(rb / 2), len, kx, vx, a->scale, sc.m, sc.l,
+                                sc.o);
+            else if (!k->attn_dec_q8_0(nh, g, hd, sc.q, kc, vc, (int64_t)rb, len, kx, vx, a->scale, sc.m, sc.l,
+                                       sc.o))
+                break;
+            c_first = cx;
         }
-        c_first = n_full;
     }
     for (int32_t c0 = c_first; c0 < n_pos; c0 += CHUNK) {
         const int nj = (int)VX_MIN(CHUNK, n_pos - c0);

@@ -126,6 +126,7 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
     k->gemm_abt_f16b = vx_gemm_abt_f16b_ref;
     k->attn_softmax16 = vx_attn_softmax16_ref;
     k->attn_dec_f16 = vx_attn_dec_f16_ref;
+    k->attn_dec_q8_0 = NULL; /* the per-chunk steps (attention.c) */
     k->gemm_amx = NULL;
     k->gemm_amx_glu = NULL;
     k->gemm_amx_scratch = NULL;

@@ -134,6 +134,29 @@ void vx_attn_dec_f16_ref(int64_t nh, int64_t g, int64_t hd, const float *q, cons
         }
 }
 
+int vx_attn_dec_q8_0_ref(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k,
+                         const uint8_t *v, int64_t ld, int64_t n, const uint8_t *kx, const uint8_t *vx,
+                         float scale, float *mx, float *l, float *o) {
+    (void)kx;
+    (void)vx;
+    if (g < 1 || g > 8 || n % 16 != 0 || hd % 32 != 0 || hd > 256) return 0;
+    float s[8 * 16], corr[8], kr[16 * 256], vr[16 * 256];
+    const int32_t nv[8] = {16, 16, 16, 16, 16, 16, 16, 16};
+    const size_t hb = (size_t)hd / 32 * 34;
+    for (int64_t c0 = 0; c0 < n; c0 += 16)
+        for (int64_t h = 0; h < nh; h++) {
+            const int64_t r0 = h * g;
+            for (int j = 0; j < 16; j++) {
+                vx_q8_0_to_f32_ref(k + (c0 + j) * ld + (size_t)h * hb, kr + j * hd, hd);
+                vx_q8_0_to_f32_ref(v + (c0 + j) * ld + (size_t)h * hb, vr + j * hd, hd);
+            }
+            vx_gemm_abt_f32_ref(g, 16, hd, q + r0 * hd, hd, kr, hd, s, 16);
+            vx_attn_softmax16_ref(s, g, nv, scale, mx + r0, l + r0, corr);
+            vx_gemm_f32_ref(g, hd, 16, s, 16, vr, hd, o + r0 * hd, hd, corr);
+        }
+    return 1;
+}
+
 void vx_matmul_ref(const vx_kernels *k, const vx_weight *w, size_t mat_offset, int64_t r0,
                    int64_t r1, const float *x, int64_t n, int64_t ldx, float *y, int64_t ldy,
                    bool accumulate, float *scratch) {

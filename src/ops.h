@@ -64,6 +64,15 @@ typedef struct vx_kernels {
     void (*attn_dec_f16)(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
                          const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx,
                          const uint16_t *vx, float scale, float *mx, float *l, float *o);
+    /* The same over a Q8_0 cache (rows of 34-byte blocks; ld and head h's
+     * offset h * hd / 32 * 34 in bytes): per chunk and head exactly
+     * q8_0_to_f32 of the K and V rows, gemm_abt_f32, attn_softmax16 and
+     * gemm_f32 of this table. Returns 0 (and does nothing) for shapes it
+     * does not take; NULL in tables without one: the caller runs those
+     * steps itself. */
+    int (*attn_dec_q8_0)(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k,
+                         const uint8_t *v, int64_t ld, int64_t n, const uint8_t *kx, const uint8_t *vx,
+                         float scale, float *mx, float *l, float *o);
     /* Rows [r0, r1) of y[t][r] (+)= dot(W[r], x[t]) for t in [0, n).
      * scratch holds at least ne0 floats. accumulate adds to y. */
     void (*matmul)(const struct vx_kernels *k, const vx_weight *w, size_t mat_offset, int64_t r0,
@@ -164,6 +173,9 @@ void vx_attn_softmax16_ref(float *s, int64_t m, const int32_t *nv, float scale, 
                            float *corr);
 void vx_attn_dec_f16_ref(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
                          const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,
+                         float scale, float *mx, float *l, float *o);
+int vx_attn_dec_q8_0_ref(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k,
+                         const uint8_t *v, int64_t ld, int64_t n, const uint8_t *kx, const uint8_t *vx,
                          float scale, float *mx, float *l, float *o);
 
 /* out = x / rms(x) * w (w may be NULL: no scale). out may alias x. */

@@ -320,6 +320,26 @@ static void dec_compose(const vx_kernels *k, int64_t nh, int64_t g, int64_t hd, 
         }
 }
 
+/* A decode kernel check's start: query rows with large scores (so the
+ * running max moves from chunk to chunk) and nc copies of the state, fresh
+ * (O = 0, m = -inf, l = 0) or continuing (random). */
+enum { DEC_ROWS = 24 };
+static void dec_start(int fresh, int rows, int hd, float *q, int nc, float (*mx)[DEC_ROWS], float (*l)[DEC_ROWS],
+                      float **o) {
+    for (int i = 0; i < rows * hd; i++) q[i] = 4 * frand();
+    for (int i = 0; i < rows; i++) {
+        const float m0 = fresh ? -INFINITY : 2 * frand(), l0 = fresh ? 0 : 1 + frand();
+        for (int c = 0; c < nc; c++) {
+            mx[c][i] = m0;
+            l[c][i] = l0;
+        }
+    }
+    for (int i = 0; i < rows * hd; i++) {
+        const float o0 = fresh ? 0 : frand();
+        for (int c = 0; c < nc; c++) o[c][i] = o0;
+    }
+}
+
 static void test_dec_kernel(const vx_kernels *k, const vx_kernels *r) {
     enum { NH = 3, GM = 8, HM = 136, NP = 64 };
     const int64_t ld = NH * HM + 8; /* K/V rows wider than the heads read */
@@ -336,15 +356,7 @@ static void test_dec_kernel(const vx_kernels *k, const vx_kernels *r) {
             for (int nh = 1; nh <= NH; nh += 2)
                 for (int fresh = 0; fresh < 2; fresh++) {
                     const int hd = hds[hi], n = fresh ? NP : 32, rows = nh * g;
-                    /* large scores so the running max moves from chunk to chunk */
-                    for (int i = 0; i < rows * hd; i++) q[i] = 4 * frand();
-                    for (int i = 0; i < rows; i++) {
-                        mx[0][i] = fresh ? -INFINITY : 2 * frand();
-                        l[0][i] = fresh ? 0 : 1 + frand();
-                        mx[1][i] = mx[2][i] = mx[0][i];
-                        l[1][i] = l[2][i] = l[0][i];
-                    }
-                    for (int i = 0; i < rows * hd; i++) o[0][i] = o[1][i] = o[2][i] = fresh ? 0 : frand();
+                    dec_start(fresh, rows, hd, q, 3, mx, l, o);
                     const float scale = 1.0f / sqrtf((float)hd);
                     dec_compose(k, nh, g, hd, q, kc, vc, ld, n, scale, mx[0], l[0], o[0]);
                     /* prefetch hints: the run's own first rows (any readable rows do) */
@@ -362,6 +374,75 @@ static void test_dec_kernel(const vx_kernels *k, const vx_kernels *r) {
                            k->name, g, hd, nh, n, worst);
                 }
     for (int i = 0; i < 3; i++) free(o[i]);
+    free(q);
+    free(kc);
+    free(vc);
+}
+
+/* The fused Q8_0 decode kernel (tables that have one) against the
+ * per-chunk composition of the same table's blocks (q8_0_to_f32 of the K
+ * and V rows, gemm_abt_f32, attn_softmax16, gemm_f32): bit for bit; and
+ * the reference composition against the generic blocks, bit for bit. */
+static void dec_compose_q8_0(const vx_kernels *k, int64_t nh, int64_t g, int64_t hd, const float *q,
+                             const uint8_t *kc, const uint8_t *vc, int64_t ld, int64_t n, float scale, float *mx,
+                             float *l, float *o) {
+    float s[8 * 16], corr[8], kr[16 * 128], vr[16 * 128];
+    const int32_t nv[8] = {16, 16, 16, 16, 16, 16, 16, 16};
+    const int64_t hb = hd / 32 * 34;
+    for (int64_t c0 = 0; c0 < n; c0 += 16)
+        for (int64_t h = 0; h < nh; h++) {
+            const int64_t r0 = h * g;
+            for (int j = 0; j < 16; j++) {
+                k->q8_0_to_f32(kc + (c0 + j) * ld + h * hb, kr + j * hd, hd);
+                k->q8_0_to_f32(vc + (c0 + j) * ld + h * hb, vr + j * hd, hd);
+            }
+            k->gemm_abt_f32(g, 16, hd, q + r0 * hd, hd, kr, hd, s, 16);
+            k->attn_softmax16(s, g, nv, scale, mx + r0, l + r0, corr);
+            k->gemm_f32(g, hd, 16, s, 16, vr, hd, o + r0 * hd, hd, corr);
+        }
+}
+
+static void test_dec_kernel_q8_0(const vx_kernels *k) {
+    enum { NH = 3, GM = 8, HM = 128, NP = 64 };
+    const int64_t ld = NH * HM / 32 * 34 + 6; /* rows wider than the heads read */
+    uint8_t *kc = malloc((size_t)NP * ld), *vc = malloc((size_t)NP * ld);
+    float *q = malloc((size_t)NH * GM * HM * 4), *o[2], mx[2][NH * GM], l[2][NH * GM], row[NH * HM];
+    for (int i = 0; i < 2; i++) o[i] = malloc((size_t)NH * GM * HM * 4);
+    const vx_type_traits *tr = vx_type_get_traits(VX_TYPE_Q8_0);
+    for (int p = 0; p < NP; p++) {
+        for (int i = 0; i < NH * HM; i++) row[i] = 2 * frand();
+        tr->from_float(row, kc + p * ld, NH * HM);
+        for (int i = 0; i < NH * HM; i++) row[i] = frand();
+        tr->from_float(row, vc + p * ld, NH * HM);
+    }
+    const int hds[] = {64, 128, 32, 96};
+    for (int g = 1; g <= GM; g++)
+        for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
+            for (int nh = 1; nh <= NH; nh += 2)
+                for (int fresh = 0; fresh < 2; fresh++) {
+                    const int hd = hds[hi], n = fresh ? NP : 32, rows = nh * g;
+                    dec_start(fresh, rows, hd, q, 2, mx, l, o);
+                    const float scale = 1.0f / sqrtf((float)hd);
+                    if (k->attn_dec_q8_0) {
+                        dec_compose_q8_0(k, nh, g, hd, q, kc, vc, ld, n, scale, mx[0], l[0], o[0]);
+                        const int took = k->attn_dec_q8_0(nh, g, hd, q, kc, vc, ld, n, kc, vc, scale, mx[1], l[1],
+                                                          o[1]);
+                        CHECKF(took == ((hd == 64 || hd == 128) && g <= 8),
+                               "%s attn_dec_q8_0 g %d hd %d: took %d", k->name, g, hd, took);
+                        if (!took) continue;
+                    } else {
+                        vx_kernels gk;
+                        vx_kernels_init(&gk, VX_ISA_GENERIC);
+                        dec_compose_q8_0(&gk, nh, g, hd, q, kc, vc, ld, n, scale, mx[0], l[0], o[0]);
+                        CHECK(vx_attn_dec_q8_0_ref(nh, g, hd, q, kc, vc, ld, n, NULL, NULL, scale, mx[1], l[1],
+                                                   o[1]) == 1);
+                    }
+                    CHECKF(memcmp(o[0], o[1], (size_t)rows * hd * 4) == 0 &&
+                               memcmp(l[0], l[1], (size_t)rows * 4) == 0 &&
+                               memcmp(mx[0], mx[1], (size_t)rows * 4) == 0,
+                           "%s attn_dec_q8_0 g %d hd %d nh %d n %d: not the blocks' bits", k->name, g, hd, nh, n);
+                }
+    for (int i = 0; i < 2; i++) free(o[i]);
     free(q);
     free(kc);
     free(vc);
@@ -519,6 +600,7 @@ int main(void) {
     for (int i = 0; i < nk; i++) {
         test_blocks(&ks[i], &ks[0]);
         test_dec_kernel(&ks[i], &ks[0]);
+        test_dec_kernel_q8_0(&ks[i]);
         test_decode_bits(&ks[i]);
     }
 

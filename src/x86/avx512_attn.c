@@ -33,8 +33,6 @@
 
 #define AINLINE static inline __attribute__((always_inline))
 
-/* The integer value of k (integral already): SIMDe 0.7.4 has no 512-bit
- * cvtps_epi32 (a lanewise conversion: its 256-bit halves are exact). */
 /* 128-bit lanes of a and b (_mm512_shuffle_f32x4, which SIMDe 0.7.4 does
  * not alias; the integer form moves the same bits) */
 #define LANES4(a, b, imm)                                                                          \
@@ -42,6 +40,8 @@
 
 AINLINE __m256 upper_half(__m512 x) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)); }
 
+/* The integer value of k (integral already): SIMDe 0.7.4 has no 512-bit
+ * cvtps_epi32 (a lanewise conversion: its 256-bit halves are exact). */
 AINLINE __m512i int_of(__m512 k) {
 #ifdef VX_EMU
     const __m256i lo = _mm256_cvtps_epi32(_mm512_castps512_ps256(k));
@@ -74,11 +74,38 @@ AINLINE __m512 exp_neg512(__m512 v) {
     return _mm512_maskz_mov_ps((__mmask16)~small, y);
 }
 
-/* Elements 8t .. 8t + 7 of K rows a and b, widened: [a | b]. */
-AINLINE __m512 k_pair(const uint16_t *a, const uint16_t *b) {
-    const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)a);
-    const __m128i y = _mm_loadu_si128((const __m128i *)(const void *)b);
-    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(x), y, 1));
+/* The cache's element types: fp16 rows, or Q8_0 rows (blocks of an fp16
+ * scale d and 32 int8, widened as q8_0_to_f32 does: d * (float) q). Rows
+ * are byte pointers here; a row's head h starts at h * HB(Q, HD) bytes. */
+enum { KF16 = 0, KQ8 = 1 };
+#define HB(Q, HD) ((Q) == KF16 ? 2 * (HD) : (HD) / 32 * 34)
+
+AINLINE float q8_scale(const uint8_t *blk) {
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    return _cvtsh_ss(h);
+}
+
+/* Elements 8t .. 8t + 7 of K rows a and b (head starts), widened: [a | b]. */
+AINLINE __m512 k_pair(const int Q, const uint8_t *a, const uint8_t *b, int t) {
+    if (Q == KF16) {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(a + 16 * t));
+        const __m128i y = _mm_loadu_si128((const __m128i *)(const void *)(b + 16 * t));
+        return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(x), y, 1));
+    }
+    const uint8_t *ba = a + (t / 4) * 34, *bb = b + (t / 4) * 34;
+    const __m128i x = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(const void *)(ba + 2 + (t % 4) * 8)),
+                                         _mm_loadl_epi64((const __m128i *)(const void *)(bb + 2 + (t % 4) * 8)));
+    const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(q8_scale(ba)), _mm256_set1_ps(q8_scale(bb)), 1);
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x)));
+}
+
+/* Elements e .. e + 15 of a V row (head start), widened (e a multiple of 16). */
+AINLINE __m512 v16(const int Q, const uint8_t *r, int e) {
+    if (Q == KF16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(r + 2 * e)));
+    const uint8_t *blk = r + (e / 32) * 34;
+    const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2 + e % 32));
+    return _mm512_mul_ps(_mm512_set1_ps(q8_scale(blk)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x)));
 }
 
 /* AVX2's fold1 on both halves: per half [a.lo + a.hi | b.lo + b.hi], laid
@@ -96,11 +123,11 @@ AINLINE __m512 fold3z(__m512 w, __m512 u) {
                          _mm512_shuffle_ps(w, u, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-/* Prefetches the lines of hd fp16 elements at p (as the AVX2 kernel). */
-AINLINE void prefetch_row(const uint16_t *p, int64_t hd) {
+/* Prefetches the lines of nb bytes at p (as the AVX2 kernel). */
+AINLINE void prefetch_row(const uint8_t *p, int64_t nb) {
     const char *c = (const char *)(const void *)p;
-    for (int64_t b = 0; b < hd * 2; b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
-    _mm_prefetch(c + hd * 2 - 1, _MM_HINT_T0);
+    for (int64_t b = 0; b < nb; b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
+    _mm_prefetch(c + nb - 1, _MM_HINT_T0);
 }
 
 /* Scores of positions j .. j + 3 for R <= 4 rows (G = 4): Z = [S(j, j+1) |
@@ -108,8 +135,8 @@ AINLINE void prefetch_row(const uint16_t *p, int64_t hd) {
  * pair)); R of 5 .. 8 rows (G = 8): Z[0] = [S(j) | S(j+1)], Z[1] = [S(j+2)
  * | S(j+3)] (lane = row), the rows folded in AVX2's slot order 0 4 1 5 2
  * 6 3 7. */
-AINLINE void scores4(const int G, const int R, const int HD, const float *q, const uint16_t *k, int64_t ld,
-                     __m512 *Z) {
+AINLINE void scores4(const int Q, const int G, const int R, const int HD, const float *q, const uint8_t *k,
+                     int64_t ld, __m512 *Z) {
     static const int rs4[8] = {0, 1, 2, 3, 8, 8, 8, 8}, rs8[8] = {0, 4, 1, 5, 2, 6, 3, 7};
     const int *rs = G == 4 ? rs4 : rs8;
     __m512 acc[2][8];
@@ -121,7 +148,7 @@ AINLINE void scores4(const int G, const int R, const int HD, const float *q, con
     for (int t = 0; t < HD / 8; t++) {
 #pragma GCC unroll 2
         for (int x = 0; x < 2; x++) {
-            const __m512 kw = k_pair(k + (2 * x) * ld + 8 * t, k + (2 * x + 1) * ld + 8 * t);
+            const __m512 kw = k_pair(Q, k + (2 * x) * ld, k + (2 * x + 1) * ld, t);
 #pragma GCC unroll 8
             for (int r = 0; r < G; r++)
                 if (rs[r] < R)
@@ -152,8 +179,9 @@ AINLINE void scores4(const int G, const int R, const int HD, const float *q, con
 /* P.V for R rows of a group of G over 16 NC columns from c0 (R NC <= 16
  * accumulators: each V element is widened once for all rows):
  * o = corr o + sum_p P[G p + i] v[p]. */
-AINLINE void pv_cols(const int G, const int R, const int NC, int64_t hd, const float *P, const uint16_t *v,
-                     int64_t ld, const float *corr, float *o, int64_t c0, const uint16_t *vnext) {
+AINLINE void pv_cols(const int Q, const int G, const int R, const int NC, int64_t hd, const float *P,
+                     const uint8_t *v, int64_t ld, const float *corr, float *o, int64_t c0,
+                     const uint8_t *vnext) {
     __m512 acc[8][4];
 #pragma GCC unroll 8
     for (int i = 0; i < R; i++)
@@ -162,12 +190,12 @@ AINLINE void pv_cols(const int G, const int R, const int NC, int64_t hd, const f
             acc[i][x] = _mm512_mul_ps(_mm512_set1_ps(corr[i]), _mm512_loadu_ps(o + i * hd + c0 + 16 * x));
 #pragma GCC unroll 2
     for (int p = 0; p < 16; p++) {
-        const uint16_t *vp = v + p * ld + c0;
-        if (vnext) prefetch_row(vnext + p * ld + c0, 16 * NC);
+        const uint8_t *vp = v + p * ld;
+        if (vnext) prefetch_row(vnext + p * ld + HB(Q, c0), HB(Q, 16 * NC));
         __m512 b[4];
 #pragma GCC unroll 4
         for (int x = 0; x < NC; x++)
-            b[x] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(vp + 16 * x)));
+            b[x] = v16(Q, vp, (int)c0 + 16 * x);
 #pragma GCC unroll 8
         for (int i = 0; i < R; i++) {
             const __m512 a = _mm512_set1_ps(P[G * p + i]);
@@ -183,8 +211,8 @@ AINLINE void pv_cols(const int G, const int R, const int NC, int64_t hd, const f
 
 /* One chunk of 16 positions for one kv head (AVX2's dec_chunk): G lanes
  * per position, R rows. */
-AINLINE void dec_chunk(const int G, const int R, const int HD, const float *q, const uint16_t *k,
-                       const uint16_t *v, int64_t ld, const uint16_t *kn, const uint16_t *vn, __m512 vs, float *mx,
+AINLINE void dec_chunk(const int Q, const int G, const int R, const int HD, const float *q, const uint8_t *k,
+                       const uint8_t *v, int64_t ld, const uint8_t *kn, const uint8_t *vn, __m512 vs, float *mx,
                        float *l, float *o) {
     enum { NZ = 8 };
     const int nz = G; /* zmm of scores: 16 positions x G lanes */
@@ -192,8 +220,8 @@ AINLINE void dec_chunk(const int G, const int R, const int HD, const float *q, c
 #pragma GCC unroll 1
     for (int jq = 0; jq < 4; jq++) {
         if (kn)
-            for (int j = 0; j < 4; j++) prefetch_row(kn + (4 * jq + j) * ld, HD);
-        scores4(G, R, HD, q, k + 4 * jq * ld, ld, Z + (G == 4 ? jq : 2 * jq));
+            for (int j = 0; j < 4; j++) prefetch_row(kn + (4 * jq + j) * ld, HB(Q, HD));
+        scores4(Q, G, R, HD, q, k + 4 * jq * ld, ld, Z + (G == 4 ? jq : 2 * jq));
     }
     /* online softmax: lanes are rows (AVX2's score vectors, two per zmm) */
     float mold[16], mnew[16], sm[8], corr[8];
@@ -239,40 +267,59 @@ AINLINE void dec_chunk(const int G, const int R, const int HD, const float *q, c
     }
     const int NC = R > 4 ? 2 : 4; /* zmm of columns per row */
 #pragma GCC unroll 4
-    for (int c0 = 0; c0 < HD; c0 += 16 * NC) pv_cols(G, R, NC, HD, P, v, ld, corr, o, c0, vn);
+    for (int c0 = 0; c0 < HD; c0 += 16 * NC) pv_cols(Q, G, R, NC, HD, P, v, ld, corr, o, c0, vn);
 }
 
-AINLINE void dec_run(const int G, const int R, const int HD, int64_t nh, const float *q, const uint16_t *k,
-                     const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,
-                     float scale, float *mx, float *l, float *o) {
+/* ld: bytes from one position's row to the next */
+AINLINE void dec_run(const int Q, const int G, const int R, const int HD, int64_t nh, const float *q,
+                     const uint8_t *k, const uint8_t *v, int64_t ld, int64_t n, const uint8_t *kx,
+                     const uint8_t *vx, float scale, float *mx, float *l, float *o) {
     const __m512 vs = _mm512_set1_ps(scale);
-    const int64_t dist = nh > 1 ? nh - 1 : 1;
+    const int64_t dist = nh > 1 ? nh - 1 : 1, hb = HB(Q, HD);
     for (int64_t c0 = 0; c0 < n; c0 += 16)
         for (int64_t h = 0; h < nh; h++) {
             const int64_t t = c0 / 16 * nh + h + dist, cn = t / nh * 16, hn = t % nh;
-            const uint16_t *kn = cn < n ? k + cn * ld + hn * HD : kx ? kx + hn * HD : NULL;
-            const uint16_t *vn = cn < n ? v + cn * ld + hn * HD : vx ? vx + hn * HD : NULL;
-            dec_chunk(G, R, HD, q + h * R * HD, k + c0 * ld + h * HD, v + c0 * ld + h * HD, ld, kn, vn, vs,
+            const uint8_t *kn = cn < n ? k + cn * ld + hn * hb : kx ? kx + hn * hb : NULL;
+            const uint8_t *vn = cn < n ? v + cn * ld + hn * hb : vx ? vx + hn * hb : NULL;
+            dec_chunk(Q, G, R, HD, q + h * R * HD, k + c0 * ld + h * hb, v + c0 * ld + h * hb, ld, kn, vn, vs,
                       mx + h * R, l + h * R, o + h * R * HD);
         }
 }
 
-#define DEC_G(HD)                                                                                  \
+#define DEC_G(Q, HD)                                                                               \
     switch (g) {                                                                                   \
-    case 1: dec_run(4, 1, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;               \
-    case 2: dec_run(4, 2, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;               \
-    case 3: dec_run(4, 3, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;               \
-    case 4: dec_run(4, 4, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;               \
-    case 5: dec_run(8, 5, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;               \
-    case 6: dec_run(8, 6, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;               \
-    case 7: dec_run(8, 7, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;               \
-    default: dec_run(8, 8, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;              \
+    case 1: dec_run(Q, 4, 1, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;            \
+    case 2: dec_run(Q, 4, 2, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;            \
+    case 3: dec_run(Q, 4, 3, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;            \
+    case 4: dec_run(Q, 4, 4, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;            \
+    case 5: dec_run(Q, 8, 5, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;            \
+    case 6: dec_run(Q, 8, 6, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;            \
+    case 7: dec_run(Q, 8, 7, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;            \
+    default: dec_run(Q, 8, 8, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;           \
     }
 
-void VX512(vx_attn_dec_f16)(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
-                            const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,
+void VX512(vx_attn_dec_f16)(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *kh,
+                            const uint16_t *vh, int64_t ldh, int64_t n, const uint16_t *kxh, const uint16_t *vxh,
                             float scale, float *mx, float *l, float *o) {
-    if (g >= 1 && g <= 8 && hd == 64) DEC_G(64)
-    if (g >= 1 && g <= 8 && hd == 128) DEC_G(128)
-    vx_attn_dec_f16_avx2(nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o);
+    const uint8_t *k = (const uint8_t *)kh, *v = (const uint8_t *)vh;
+    const uint8_t *kx = (const uint8_t *)kxh, *vx = (const uint8_t *)vxh;
+    const int64_t ld = 2 * ldh;
+    if (g >= 1 && g <= 8 && hd == 64) DEC_G(KF16, 64)
+    if (g >= 1 && g <= 8 && hd == 128) DEC_G(KF16, 128)
+    vx_attn_dec_f16_avx2(nh, g, hd, q, kh, vh, ldh, n, kxh, vxh, scale, mx, l, o);
+}
+
+static void dec_q8_0(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k, const uint8_t *v,
+                     int64_t ld, int64_t n, const uint8_t *kx, const uint8_t *vx, float scale, float *mx, float *l,
+                     float *o) {
+    if (hd == 64) DEC_G(KQ8, 64)
+    DEC_G(KQ8, 128)
+}
+
+int VX512(vx_attn_dec_q8_0)(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k,
+                            const uint8_t *v, int64_t ld, int64_t n, const uint8_t *kx, const uint8_t *vx,
+                            float scale, float *mx, float *l, float *o) {
+    if (g < 1 || g > 8 || (hd != 64 && hd != 128)) return 0;
+    dec_q8_0(nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o);
+    return 1;
 }

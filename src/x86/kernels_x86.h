@@ -248,9 +248,12 @@ struct vx_kernels;
                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch); \
     void vx_gemm_bf16_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,              \
                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch); \
-    /* fused decode attention: GQA groups <= 4, head dim 64 / 128 (others: AVX2's; avx512_attn.c) */          \
+    /* fused decode attention, F16 / Q8_0 cache: GQA groups <= 8, head dim 64 / 128 (avx512_attn.c) */          \
     void vx_attn_dec_f16_##S(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,              \
                              const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,  \
+                             float scale, float *mx, float *l, float *o);                                     \
+    int vx_attn_dec_q8_0_##S(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k,               \
+                             const uint8_t *v, int64_t ld, int64_t n, const uint8_t *kx, const uint8_t *vx,     \
                              float scale, float *mx, float *l, float *o);
 VX_AVX512_KERNELS(avx512)
 VX_AVX512_KERNELS(avx512emu)
