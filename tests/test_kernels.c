@@ -325,8 +325,6 @@ static void test_quantizers(void) {
 
 /* -------------------------------------------------------- dot products */
 
-/* sum |x_i y_i| over the dequantized rows: the scale of the rounding
- * differences a reordered float accumulation may show. */
 /* sum |a_i b_i| in double: the scale of a dot product's rounding */
 static double abs_dot(const float *a, const float *b, int64_t n) {
     double m = 0.0;
@@ -334,6 +332,8 @@ static double abs_dot(const float *a, const float *b, int64_t n) {
     return m;
 }
 
+/* sum |x_i y_i| over the dequantized rows: the scale of the rounding
+ * differences a reordered float accumulation may show. */
 static double magnitude(const vx_type_traits *tx, const void *x, const vx_type_traits *ty, const void *y,
                         int64_t n, float *fx, float *fy) {
     tx->to_float(x, fx, n);
