@@ -132,6 +132,36 @@ static inline void emit_quad(uint16_t *half, int64_t Q, __m512i codes, const qua
     _mm512_storeu_si512((void *)(half + 64 * Q + 32), _mm512_permutex2var_epi32(lo, odd, hi));
 }
 
+/* emit_quad's work with the codes widened straight from the records: the
+ * quad's four 16-byte chunks are a, a + 16 (rows 0-7) and b, b + 16 (rows
+ * 8-15; b NULL: zeros), each widened by one vpmovsxbd / vpmovzxbd from
+ * memory. The join into one vector and the three extracts emit_quad's
+ * caller and emit_quad spend on it (port 5, as the widenings are) go:
+ * the panel build of the 32-element types was port-5 bound.
+ * kind: CODES_S8 signed bytes (Q8_0), CODES_LO / CODES_HI the low / high
+ * nibbles (Q4_0, Q4_1: their offset or min is in qs->m). */
+enum { CODES_S8, CODES_LO, CODES_HI };
+static inline void emit_quad_mem(uint16_t *half, int64_t Q, const uint8_t *a, const uint8_t *b, int kind,
+                                 const quad_scales *qs) {
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    __m512 f[4];
+    for (int i = 0; i < 4; i++) {
+        const uint8_t *p = i < 2 ? a + 16 * i : b ? b + 16 * (i - 2) : NULL;
+        __m512i v = _mm512_setzero_si512();
+        if (p) {
+            const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+            if (kind == CODES_S8) v = _mm512_cvtepi8_epi32(x);
+            else if (kind == CODES_LO) v = _mm512_and_si512(_mm512_cvtepu8_epi32(x), _mm512_set1_epi32(15));
+            else v = _mm512_srli_epi32(_mm512_cvtepu8_epi32(x), 4);
+        }
+        f[i] = _mm512_fmsub_ps(_mm512_cvtepi32_ps(v), qs->s[i], qs->m[i]);
+    }
+    const __m512i lo = bf16x32(f[0], f[1]), hi = bf16x32(f[2], f[3]);
+    _mm512_storeu_si512((void *)(half + 64 * Q), _mm512_permutex2var_epi32(lo, even, hi));
+    _mm512_storeu_si512((void *)(half + 64 * Q + 32), _mm512_permutex2var_epi32(lo, odd, hi));
+}
+
 /* Two 32-byte [row][byte] pieces (rows 0-7 and 8-15; b NULL: zeros). */
 static inline __m512i join(const uint8_t *a, const uint8_t *b) {
     const __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)a);
@@ -256,8 +286,21 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
             if (type == VX_TYPE_Q8_0_R8) {
                 const vx_block_q8_0_r8 *a = (const void *)A, *b = (const void *)B;
                 for (int q = 0; q < 8; q++)
-                    emit_quad(half, 8 * i + q,
-                              join((const uint8_t *)a->qs[q][0], b ? (const uint8_t *)b->qs[q][0] : NULL), &qs);
+                    emit_quad_mem(half, 8 * i + q, (const uint8_t *)a->qs[q][0], b ? (const uint8_t *)b->qs[q][0] : NULL,
+                                  CODES_S8, &qs);
+            } else if (type == VX_TYPE_Q4_0_R8 || type == VX_TYPE_Q4_1_R8) {
+                /* Q4_0: (c - 8) d as c d - 8 d, one rounding of the same
+                 * exact value (8 d is exact) */
+                const vx_block_q4_0_r8 *a = (const void *)A, *b = (const void *)B;
+                const uint8_t *qa = type == VX_TYPE_Q4_0_R8 ? a->qs[0][0] : ((const vx_block_q4_1_r8 *)A)->qs[0][0];
+                const uint8_t *qb = !B ? NULL
+                                    : type == VX_TYPE_Q4_0_R8 ? b->qs[0][0]
+                                                              : ((const vx_block_q4_1_r8 *)B)->qs[0][0];
+                if (type == VX_TYPE_Q4_0_R8)
+                    for (int u = 0; u < 4; u++) qs.m[u] = spread4(_mm512_mul_ps(d, _mm512_set1_ps(8.0f)), u);
+                for (int q = 0; q < 8; q++) /* quad q: nibble q / 4 of byte piece q % 4 */
+                    emit_quad_mem(half, 8 * i + q, qa + 32 * (q % 4), qb ? qb + 32 * (q % 4) : NULL,
+                                  q < 4 ? CODES_LO : CODES_HI, &qs);
             } else {
                 /* nibbles (qs[c][r][b]: byte 4c + b of row r, low nibble
                  * element 4c + b, high 16 + 4c + b), Q5_0 / Q5_1's fifth
@@ -397,6 +440,26 @@ static inline __attribute__((always_inline)) void tile_steps(const uint8_t *cons
                                                              const uint16_t *b0, const uint16_t *b1,
                                                              const uint16_t *l0, const uint16_t *l1, int64_t kc) {
     const uint8_t *a0 = a[0], *a1 = a[1], *e0 = a[2], *e1 = a[3];
+    if (l0) {
+        /* three of the four products of (x_hi + x_lo)(w_hi + w_lo), in an
+         * order that changes one operand pair between products: x_lo w_hi,
+         * x_hi w_hi, x_hi w_lo, 8 tile loads a step (x_hi w_hi first took
+         * 10: w_hi loaded twice) */
+        for (int64_t s = 0; s < kc / 32; s++) {
+            _tile_loadd(4, e0 + 64 * s, (int64_t)xstride);
+            _tile_loadd(5, e1 + 64 * s, (int64_t)xstride);
+            _tile_loadd(6, b0 + 512 * s, 64);
+            _tile_loadd(7, b1 + 512 * s, 64);
+            DP2X2();
+            _tile_loadd(4, a0 + 64 * s, (int64_t)xstride);
+            _tile_loadd(5, a1 + 64 * s, (int64_t)xstride);
+            DP2X2();
+            _tile_loadd(6, l0 + 512 * s, 64);
+            _tile_loadd(7, l1 + 512 * s, 64);
+            DP2X2();
+        }
+        return;
+    }
     for (int64_t s = 0; s < kc / 32; s++) {
         _tile_loadd(4, a0 + 64 * s, (int64_t)xstride);
         _tile_loadd(5, a1 + 64 * s, (int64_t)xstride);
@@ -404,15 +467,7 @@ static inline __attribute__((always_inline)) void tile_steps(const uint8_t *cons
         _tile_loadd(7, b1 + 512 * s, 64);
         DP2X2();
         if (!e0) continue;
-        /* three of the four products of (x_hi + x_lo)(w_hi + w_lo) */
-        if (l0) {
-            _tile_loadd(6, l0 + 512 * s, 64);
-            _tile_loadd(7, l1 + 512 * s, 64);
-            DP2X2();
-            _tile_loadd(6, b0 + 512 * s, 64);
-            _tile_loadd(7, b1 + 512 * s, 64);
-        }
-        _tile_loadd(4, e0 + 64 * s, (int64_t)xstride);
+        _tile_loadd(4, e0 + 64 * s, (int64_t)xstride); /* x_lo w_hi */
         _tile_loadd(5, e1 + 64 * s, (int64_t)xstride);
         DP2X2();
     }
@@ -446,7 +501,10 @@ void VXAMX(vx_gemm_amx)(int type, int64_t K, const void *w, size_t rs, int nrows
     float *f32 = (float *)(void *)(panels + 2 * block_bytes(K) / sizeof(uint16_t));
     float tmp[16][16];
     const int64_t kcmax = VX_MIN(K, KC);
-    const int rb_max = (int)VX_MAX(NR, PANEL_BYTES / ((size_t)kcmax * NR * sizeof(uint16_t)) * NR);
+    /* with the remainders' panels too, half the rows: both sets together
+     * then fit the budget, and L2 */
+    const size_t budget = los ? PANEL_BYTES / 2 : PANEL_BYTES;
+    const int rb_max = (int)VX_MAX(NR, budget / ((size_t)kcmax * NR * sizeof(uint16_t)) * NR);
     tiles_config();
     for (int rb = 0; rb < nrows; rb += rb_max) {
         const int nb = VX_MIN(rb_max, nrows - rb);
@@ -527,7 +585,8 @@ void VXAMX(vx_gemm_amx_glu)(int type, int64_t K, const void *wg, const void *wu,
     const int64_t kcmax = VX_MIN(K, KC);
     /* half of the panel budget each for the gate's and the up's rows; the
      * up panels (and their remainders) start uoff values in */
-    const int rb_max = (int)VX_MAX(NR, PANEL_BYTES / 2 / ((size_t)kcmax * NR * sizeof(uint16_t)) * NR);
+    const size_t budget = los ? PANEL_BYTES / 4 : PANEL_BYTES / 2;
+    const int rb_max = (int)VX_MAX(NR, budget / ((size_t)kcmax * NR * sizeof(uint16_t)) * NR);
     const size_t uoff = (size_t)rb_max * (size_t)kcmax;
     const void *const wsel[2] = {wg, wu};
     float *const psel[2] = {pg, pu};

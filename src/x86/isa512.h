@@ -51,6 +51,10 @@ static inline __m512i vx_emu_cvtepi8_epi32(__m128i a) {
     const __m256i lo = _mm256_cvtepi8_epi32(a), hi = _mm256_cvtepi8_epi32(_mm_srli_si128(a, 8));
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
+static inline __m512i vx_emu_cvtepu8_epi32(__m128i a) {
+    const __m256i lo = _mm256_cvtepu8_epi32(a), hi = _mm256_cvtepu8_epi32(_mm_srli_si128(a, 8));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
 /* 256-bit integer vector -> 512-bit, widening each half with the AVX2
  * conversion cvt */
 #define VX_EMU_WIDEN(name, cvt)                                                                    \
@@ -63,6 +67,7 @@ VX_EMU_WIDEN(vx_emu_cvtepu16_epi32, _mm256_cvtepu16_epi32)
 VX_EMU_WIDEN(vx_emu_cvtepi16_epi32, _mm256_cvtepi16_epi32)
 #undef VX_EMU_WIDEN
 #define _mm512_cvtepi8_epi32(a) vx_emu_cvtepi8_epi32(a)
+#define _mm512_cvtepu8_epi32(a) vx_emu_cvtepu8_epi32(a)
 #define _mm512_cvtepi16_epi32(a) vx_emu_cvtepi16_epi32(a)
 #define _mm512_cvtepu16_epi32(a) vx_emu_cvtepu16_epi32(a)
 #define _mm512_cvtepi32_ps(a) vx_emu_cvtepi32_ps(a)
