@@ -440,37 +440,41 @@ static inline __attribute__((always_inline)) void tile_steps(const uint8_t *cons
                                                              const uint16_t *b0, const uint16_t *b1,
                                                              const uint16_t *l0, const uint16_t *l1, int64_t kc) {
     const uint8_t *a0 = a[0], *a1 = a[1], *e0 = a[2], *e1 = a[3];
-    if (l0) {
-        /* three of the four products of (x_hi + x_lo)(w_hi + w_lo), in an
-         * order that changes one operand pair between products: x_lo w_hi,
-         * x_hi w_hi, x_hi w_lo, 8 tile loads a step (x_hi w_hi first took
-         * 10: w_hi loaded twice) */
-        for (int64_t s = 0; s < kc / 32; s++) {
-            _tile_loadd(4, e0 + 64 * s, (int64_t)xstride);
-            _tile_loadd(5, e1 + 64 * s, (int64_t)xstride);
-            _tile_loadd(6, b0 + 512 * s, 64);
-            _tile_loadd(7, b1 + 512 * s, 64);
+#define LOAD_A(p0, p1)                                   \
+    do {                                                 \
+        _tile_loadd(4, (p0) + 64 * s, (int64_t)xstride); \
+        _tile_loadd(5, (p1) + 64 * s, (int64_t)xstride); \
+    } while (0)
+#define LOAD_B(p0, p1)                       \
+    do {                                     \
+        _tile_loadd(6, (p0) + 512 * s, 64);  \
+        _tile_loadd(7, (p1) + 512 * s, 64);  \
+    } while (0)
+    for (int64_t s = 0; s < kc / 32; s++) {
+        if (l0) {
+            /* three of the four products of (x_hi + x_lo)(w_hi + w_lo), in
+             * an order that changes one operand between products: x_lo
+             * w_hi, x_hi w_hi, x_hi w_lo, 8 tile loads a step (x_hi w_hi
+             * first took 10: w_hi loaded twice) */
+            LOAD_A(e0, e1);
+            LOAD_B(b0, b1);
             DP2X2();
-            _tile_loadd(4, a0 + 64 * s, (int64_t)xstride);
-            _tile_loadd(5, a1 + 64 * s, (int64_t)xstride);
+            LOAD_A(a0, a1);
             DP2X2();
-            _tile_loadd(6, l0 + 512 * s, 64);
-            _tile_loadd(7, l1 + 512 * s, 64);
+            LOAD_B(l0, l1);
+            DP2X2();
+            continue;
+        }
+        LOAD_A(a0, a1);
+        LOAD_B(b0, b1);
+        DP2X2();
+        if (e0) { /* x_lo w_hi */
+            LOAD_A(e0, e1);
             DP2X2();
         }
-        return;
     }
-    for (int64_t s = 0; s < kc / 32; s++) {
-        _tile_loadd(4, a0 + 64 * s, (int64_t)xstride);
-        _tile_loadd(5, a1 + 64 * s, (int64_t)xstride);
-        _tile_loadd(6, b0 + 512 * s, 64);
-        _tile_loadd(7, b1 + 512 * s, 64);
-        DP2X2();
-        if (!e0) continue;
-        _tile_loadd(4, e0 + 64 * s, (int64_t)xstride); /* x_lo w_hi */
-        _tile_loadd(5, e1 + 64 * s, (int64_t)xstride);
-        DP2X2();
-    }
+#undef LOAD_A
+#undef LOAD_B
 }
 
 /* Weight panels are built for a block of up to PANEL_BYTES of bf16 rows
