@@ -114,14 +114,52 @@ static void test_reference_ops(void) {
     CHECK(fabs(sm[2] - exp(3) / z) < 1e-6 && fabs(sm[0] + sm[1] + sm[2] - 1) < 1e-6);
 }
 
+/* The SIMD tiers' SwiGLU gives the AVX2 kernel's bits (the AVX-512 one is
+ * its arithmetic lane for lane), whole vectors and partial last ones, and
+ * at the exp's flush-to-zero edge (|g| past ~87). */
+static void test_swiglu_bits(const vx_kernels *k, const vx_kernels *avx2) {
+    enum { N = 1000 };
+    float g0[N], g1[N], u[N];
+    for (int i = 0; i < N; i++) {
+        g0[i] = frand() * (i % 5 == 0 ? 60.0f : 4.0f);
+        u[i] = frand() * 3;
+    }
+    g0[7] = 87.5f, g0[8] = -87.5f, g0[9] = -0.0f, g0[10] = 0.0f, g0[11] = 1e-30f;
+    const int64_t sizes[] = {1, 7, 15, 16, 17, 31, 33, 100, 1000};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        const int64_t n = sizes[si];
+        memcpy(g1, g0, sizeof g0);
+        float gk[N];
+        memcpy(gk, g0, sizeof g0);
+        avx2->swiglu(g1, u, n);
+        k->swiglu(gk, u, n);
+        CHECKF(memcmp(g1, gk, (size_t)n * sizeof(float)) == 0, "%s swiglu n=%lld: not the AVX2 kernel's bits",
+               k->name, (long long)n);
+        CHECKF(n == N || memcmp(gk + n, g0 + n, (size_t)(N - n) * sizeof(float)) == 0,
+               "%s swiglu n=%lld wrote past n", k->name, (long long)n);
+    }
+}
+
 int main(void) {
-    vx_kernels ref, k;
+    vx_kernels ref, k, avx2;
     vx_kernels_init(&ref, VX_ISA_GENERIC);
     test_reference_ops();
     const vx_isa best = vx_cpu_best_isa();
     for (int isa = VX_ISA_GENERIC; isa <= (int)best; isa++) {
         vx_kernels_init(&k, (vx_isa)isa);
         test_variant(&k, &ref);
+        printf("kernels %s: checked\n", k.name);
+    }
+    if (best >= VX_ISA_AVX2) {
+        vx_kernels_init(&avx2, VX_ISA_AVX2);
+        for (int isa = VX_ISA_AVX2 + 1; isa <= (int)best; isa++) {
+            vx_kernels_init(&k, (vx_isa)isa);
+            test_swiglu_bits(&k, &avx2);
+        }
+        /* the AVX-512 tier through SIMDe: the same source on any AVX2 CPU */
+        vx_kernels_init_emulated(&k);
+        test_variant(&k, &ref);
+        test_swiglu_bits(&k, &avx2);
         printf("kernels %s: checked\n", k.name);
     }
     return vx_test_finish("test_ops");

@@ -248,6 +248,8 @@ struct vx_kernels;
                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch); \
     void vx_gemm_bf16_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,              \
                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch); \
+    /* SwiGLU, the AVX2 kernel's bits (avx512_ops.c) */                                                       \
+    void vx_swiglu_##S(float *g, const float *u, int64_t n);                                                   \
     /* fused decode attention, F16 / Q8_0 cache: GQA groups <= 8, head dim 64 / 128 (avx512_attn.c) */          \
     void vx_attn_dec_f16_##S(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,              \
                              const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,  \
