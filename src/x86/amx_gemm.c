@@ -135,9 +135,10 @@ static inline void emit_quad(uint16_t *half, int64_t Q, __m512i codes, const qua
 /* emit_quad's work with the codes widened straight from the records: the
  * quad's four 16-byte chunks are a, a + 16 (rows 0-7) and b, b + 16 (rows
  * 8-15; b NULL: zeros), each widened by one vpmovsxbd / vpmovzxbd from
- * memory. The join into one vector and the three extracts emit_quad's
- * caller and emit_quad spend on it (port 5, as the widenings are) go:
- * the panel build of the 32-element types was port-5 bound.
+ * memory, without the join into one vector and the three extracts of
+ * emit_quad's path (port 5, as the widenings are): Q8_0's panel build
+ * took half the time (perf of the GEMM: 17-18% -> 8-9%), Q4_0's is bound
+ * elsewhere (10.6 -> 9.8%).
  * kind: CODES_S8 signed bytes (Q8_0), CODES_LO / CODES_HI the low / high
  * nibbles (Q4_0, Q4_1: their offset or min is in qs->m). */
 enum { CODES_S8, CODES_LO, CODES_HI };
@@ -304,8 +305,8 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
             } else {
                 /* nibbles (qs[c][r][b]: byte 4c + b of row r, low nibble
                  * element 4c + b, high 16 + 4c + b), Q5_0 / Q5_1's fifth
-                 * bits (qh[r][b] bit q: element 4q + b), then the offset
-                 * (Q4_0 8, Q5_0 16) or IQ4_NL's book */
+                 * bits (qh[r][b] bit q: element 4q + b), then Q5_0's
+                 * offset 16 or IQ4_NL's book */
                 const uint8_t *qa, *qb, *ha = NULL, *hb = NULL;
                 if (type == VX_TYPE_Q5_0_R8) {
                     const vx_block_q5_0_r8 *a = (const void *)A, *b = (const void *)B;
@@ -313,15 +314,12 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
                 } else if (type == VX_TYPE_Q5_1_R8) {
                     const vx_block_q5_1_r8 *a = (const void *)A, *b = (const void *)B;
                     qa = a->qs[0][0], qb = b ? b->qs[0][0] : NULL, ha = a->qh[0], hb = b ? b->qh[0] : NULL;
-                } else if (type == VX_TYPE_Q4_1_R8) {
-                    const vx_block_q4_1_r8 *a = (const void *)A, *b = (const void *)B;
-                    qa = a->qs[0][0], qb = b ? b->qs[0][0] : NULL;
-                } else { /* Q4_0, IQ4_NL */
-                    const vx_block_q4_0_r8 *a = (const void *)A, *b = (const void *)B;
+                } else { /* IQ4_NL (Q4_0's record) */
+                    const vx_block_iq4_nl_r8 *a = (const void *)A, *b = (const void *)B;
                     qa = a->qs[0][0], qb = b ? b->qs[0][0] : NULL;
                 }
                 const __m512i hbits = ha ? join(ha, hb) : _mm512_setzero_si512();
-                const int off = type == VX_TYPE_Q4_0_R8 ? 8 : type == VX_TYPE_Q5_0_R8 ? 16 : 0;
+                const int off = type == VX_TYPE_Q5_0_R8 ? 16 : 0;
                 for (int q = 0; q < 8; q++) { /* quad q: nibble q / 4 of byte piece q % 4 */
                     __m512i c = join(qa + 32 * (q % 4), qb ? qb + 32 * (q % 4) : NULL);
                     c = _mm512_and_si512(q < 4 ? c : _mm512_srli_epi16(c, 4), m4);
