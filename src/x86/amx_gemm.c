@@ -115,21 +115,28 @@ static inline __m512 spread4(__m512 v, int i) {
     return _mm512_permutexvar_ps(idx, v);
 }
 
-static inline void emit_quad(uint16_t *half, int64_t Q, __m512i codes, const quad_scales *qs) {
-    /* bf16x32 of chunks 0-1 (rows 0-7; of 2-3: rows 8-15) puts the pair
-     * (element 0, 1) of row r in dword 2r and (2, 3) in dword 2r + 1: the
-     * even dwords of both are pair row 2Q, the odd ones pair row 2Q + 1 */
+/* The quad's values f[i] = code * s[i] - m[i] of chunk i (16 bytes: rows
+ * 4i .. 4i + 3, [row][byte]) into pair rows 2Q and 2Q + 1 of the half:
+ * bf16x32 of chunks 0-1 (rows 0-7; of 2-3: rows 8-15) puts the pair
+ * (element 0, 1) of row r in dword 2r and (2, 3) in dword 2r + 1: the
+ * even dwords of both are pair row 2Q, the odd ones pair row 2Q + 1. */
+static inline void store_quad(uint16_t *half, int64_t Q, __m512 f[4], const quad_scales *qs) {
     const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    for (int i = 0; i < 4; i++) f[i] = _mm512_fmsub_ps(f[i], qs->s[i], qs->m[i]);
+    const __m512i lo = bf16x32(f[0], f[1]), hi = bf16x32(f[2], f[3]);
+    _mm512_storeu_si512((void *)(half + 64 * Q), _mm512_permutex2var_epi32(lo, even, hi));
+    _mm512_storeu_si512((void *)(half + 64 * Q + 32), _mm512_permutex2var_epi32(lo, odd, hi));
+}
+
+/* The quad's 64 int8 codes in one vector (chunk i: bytes 16i .. 16i + 15). */
+static inline void emit_quad(uint16_t *half, int64_t Q, __m512i codes, const quad_scales *qs) {
     __m512 f[4];
     f[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_castsi512_si128(codes)));
     f[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(codes, 1)));
     f[2] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(codes, 2)));
     f[3] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(codes, 3)));
-    for (int i = 0; i < 4; i++) f[i] = _mm512_fmsub_ps(f[i], qs->s[i], qs->m[i]);
-    const __m512i lo = bf16x32(f[0], f[1]), hi = bf16x32(f[2], f[3]);
-    _mm512_storeu_si512((void *)(half + 64 * Q), _mm512_permutex2var_epi32(lo, even, hi));
-    _mm512_storeu_si512((void *)(half + 64 * Q + 32), _mm512_permutex2var_epi32(lo, odd, hi));
+    store_quad(half, Q, f, qs);
 }
 
 /* emit_quad's work with the codes widened straight from the records: the
@@ -144,8 +151,6 @@ static inline void emit_quad(uint16_t *half, int64_t Q, __m512i codes, const qua
 enum { CODES_S8, CODES_LO, CODES_HI };
 static inline void emit_quad_mem(uint16_t *half, int64_t Q, const uint8_t *a, const uint8_t *b, int kind,
                                  const quad_scales *qs) {
-    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     __m512 f[4];
     for (int i = 0; i < 4; i++) {
         const uint8_t *p = i < 2 ? a + 16 * i : b ? b + 16 * (i - 2) : NULL;
@@ -156,11 +161,9 @@ static inline void emit_quad_mem(uint16_t *half, int64_t Q, const uint8_t *a, co
             else if (kind == CODES_LO) v = _mm512_and_si512(_mm512_cvtepu8_epi32(x), _mm512_set1_epi32(15));
             else v = _mm512_srli_epi32(_mm512_cvtepu8_epi32(x), 4);
         }
-        f[i] = _mm512_fmsub_ps(_mm512_cvtepi32_ps(v), qs->s[i], qs->m[i]);
+        f[i] = _mm512_cvtepi32_ps(v);
     }
-    const __m512i lo = bf16x32(f[0], f[1]), hi = bf16x32(f[2], f[3]);
-    _mm512_storeu_si512((void *)(half + 64 * Q), _mm512_permutex2var_epi32(lo, even, hi));
-    _mm512_storeu_si512((void *)(half + 64 * Q + 32), _mm512_permutex2var_epi32(lo, odd, hi));
+    store_quad(half, Q, f, qs);
 }
 
 /* Two 32-byte [row][byte] pieces (rows 0-7 and 8-15; b NULL: zeros). */
@@ -276,13 +279,16 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
                 }
             }
         } else {
-            /* 32-element records: d[8] first; Q4_1 / Q5_1: value code d + m */
+            /* 32-element records: d[8] first; Q4_1 / Q5_1: value code d + m;
+             * Q4_0 (codes as stored): (c - 8) d as c d - 8 d, one rounding
+             * of the same exact value (8 d is exact) */
             const __m512 d = f16_rows(A, B);
             const int has_m = type == VX_TYPE_Q4_1_R8 || type == VX_TYPE_Q5_1_R8;
-            const __m512 m = !has_m ? _mm512_setzero_ps()
-                                    : _mm512_sub_ps(_mm512_setzero_ps(),
-                                                    f16_rows(((const vx_block_q4_1_r8 *)(const void *)A)->m,
-                                                             B ? ((const vx_block_q4_1_r8 *)(const void *)B)->m : NULL));
+            const __m512 m = has_m ? _mm512_sub_ps(_mm512_setzero_ps(),
+                                                   f16_rows(((const vx_block_q4_1_r8 *)(const void *)A)->m,
+                                                            B ? ((const vx_block_q4_1_r8 *)(const void *)B)->m : NULL))
+                             : type == VX_TYPE_Q4_0_R8 ? _mm512_mul_ps(d, _mm512_set1_ps(8.0f))
+                                                       : _mm512_setzero_ps();
             for (int u = 0; u < 4; u++) qs.s[u] = spread4(d, u), qs.m[u] = spread4(m, u);
             if (type == VX_TYPE_Q8_0_R8) {
                 const vx_block_q8_0_r8 *a = (const void *)A, *b = (const void *)B;
@@ -290,15 +296,8 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
                     emit_quad_mem(half, 8 * i + q, (const uint8_t *)a->qs[q][0], b ? (const uint8_t *)b->qs[q][0] : NULL,
                                   CODES_S8, &qs);
             } else if (type == VX_TYPE_Q4_0_R8 || type == VX_TYPE_Q4_1_R8) {
-                /* Q4_0: (c - 8) d as c d - 8 d, one rounding of the same
-                 * exact value (8 d is exact) */
-                const vx_block_q4_0_r8 *a = (const void *)A, *b = (const void *)B;
-                const uint8_t *qa = type == VX_TYPE_Q4_0_R8 ? a->qs[0][0] : ((const vx_block_q4_1_r8 *)A)->qs[0][0];
-                const uint8_t *qb = !B ? NULL
-                                    : type == VX_TYPE_Q4_0_R8 ? b->qs[0][0]
-                                                              : ((const vx_block_q4_1_r8 *)B)->qs[0][0];
-                if (type == VX_TYPE_Q4_0_R8)
-                    for (int u = 0; u < 4; u++) qs.m[u] = spread4(_mm512_mul_ps(d, _mm512_set1_ps(8.0f)), u);
+                const size_t qo = type == VX_TYPE_Q4_0_R8 ? offsetof(vx_block_q4_0_r8, qs) : offsetof(vx_block_q4_1_r8, qs);
+                const uint8_t *qa = A + qo, *qb = B ? B + qo : NULL;
                 for (int q = 0; q < 8; q++) /* quad q: nibble q / 4 of byte piece q % 4 */
                     emit_quad_mem(half, 8 * i + q, qa + 32 * (q % 4), qb ? qb + 32 * (q % 4) : NULL,
                                   q < 4 ? CODES_LO : CODES_HI, &qs);

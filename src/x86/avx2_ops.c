@@ -691,12 +691,7 @@ static inline __attribute__((always_inline)) void dec_chunk(const int R, const i
     }
     _mm256_storeu_ps(mnew, mb);
     _mm256_storeu_ps(sm, sum);
-    for (int64_t i = 0; i < nr; i++) {
-        const float c = mold[i] == mnew[i] ? 1.0f : expf(mold[i] - mnew[i]);
-        corr[i] = c;
-        l[i] = l[i] * c + sm[i];
-        mx[i] = mnew[i];
-    }
+    vx_attn_rows_rescale(nr, mold, mnew, sm, corr, l, mx);
     /* P.V, rows by 4 */
     if (R > 0) {
         pv_rows(G, R > 4 ? 4 : R, hd, P, 0, v, ld, corr, o, vn);

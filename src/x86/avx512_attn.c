@@ -225,12 +225,7 @@ AINLINE void dec_chunk(const int Q, const int G, const int R, const int HD, cons
     }
     _mm512_storeu_ps(mnew, mb);
     _mm256_storeu_ps(sm, sum);
-    for (int i = 0; i < R; i++) {
-        const float c = mold[i] == mnew[i] ? 1.0f : expf(mold[i] - mnew[i]);
-        corr[i] = c;
-        l[i] = l[i] * c + sm[i];
-        mx[i] = mnew[i];
-    }
+    vx_attn_rows_rescale(R, mold, mnew, sm, corr, l, mx);
     const int NC = R > 4 ? 2 : 4; /* zmm of columns per row */
 #pragma GCC unroll 4
     for (int c0 = 0; c0 < HD; c0 += 16 * NC) pv_cols(Q, G, R, NC, HD, P, v, ld, corr, o, c0, vn);

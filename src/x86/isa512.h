@@ -47,14 +47,15 @@ static inline __m512i vx_emu_srai_epi32(__m512i a, int n) {
     const __m256i hi = _mm256_sra_epi32(_mm512_extracti64x4_epi64(a, 1), c);
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
-static inline __m512i vx_emu_cvtepi8_epi32(__m128i a) {
-    const __m256i lo = _mm256_cvtepi8_epi32(a), hi = _mm256_cvtepi8_epi32(_mm_srli_si128(a, 8));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-static inline __m512i vx_emu_cvtepu8_epi32(__m128i a) {
-    const __m256i lo = _mm256_cvtepu8_epi32(a), hi = _mm256_cvtepu8_epi32(_mm_srli_si128(a, 8));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
+/* 16 bytes -> 16 dwords, each 8-byte half by the AVX2 conversion cvt */
+#define VX_EMU_WIDEN_BYTES(name, cvt)                                                          \
+    static inline __m512i name(__m128i a) {                                                    \
+        const __m256i lo = cvt(a), hi = cvt(_mm_srli_si128(a, 8));                             \
+        return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);                          \
+    }
+VX_EMU_WIDEN_BYTES(vx_emu_cvtepi8_epi32, _mm256_cvtepi8_epi32)
+VX_EMU_WIDEN_BYTES(vx_emu_cvtepu8_epi32, _mm256_cvtepu8_epi32)
+#undef VX_EMU_WIDEN_BYTES
 /* 256-bit integer vector -> 512-bit, widening each half with the AVX2
  * conversion cvt */
 #define VX_EMU_WIDEN(name, cvt)                                                                    \

@@ -3,9 +3,23 @@
 #ifndef VX_KERNELS_X86_H
 #define VX_KERNELS_X86_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "matmul.h"
+
+/* The fused decode kernels' (AVX2, AVX-512) online-softmax step per row,
+ * one code for both tiers' bits: the correction exp(m_old - m_new) (1 when
+ * the max did not move), l = l c + the row's sum sm, the max updated. */
+static inline void vx_attn_rows_rescale(int64_t nr, const float *mold, const float *mnew, const float *sm,
+                                        float *corr, float *l, float *mx) {
+    for (int64_t i = 0; i < nr; i++) {
+        const float c = mold[i] == mnew[i] ? 1.0f : expf(mold[i] - mnew[i]);
+        corr[i] = c;
+        l[i] = l[i] * c + sm[i];
+        mx[i] = mnew[i];
+    }
+}
 
 float vx_dot_f32_avx2(const float *a, const float *b, int64_t n);
 void vx_axpy_f32_avx2(float *y, float a, const float *x, int64_t n);
