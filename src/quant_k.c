@@ -761,22 +761,30 @@ void vx_vec_dot_q3_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
     *s = (float)acc;
 }
 
+/* Q4_K and Q5_K share a super-block's arithmetic: codes c[0..255] (0..15
+ * or 0..31) times the 6-bit sub-block scales, minus the mins over the
+ * activation's block sums; the result is y.d (d isum - dmin msum). */
+static double k45_superblock(uint16_t d, uint16_t dmin, const uint8_t *scales, const int *c, const vx_block_q8_K *y) {
+    uint8_t sc[8], mn[8];
+    vx_q4_K_unpack_scales(scales, sc, mn);
+    int32_t isum = 0, msum = 0;
+    for (int sb = 0; sb < 8; sb++) {
+        int32_t dot = 0;
+        for (int e = 32 * sb; e < 32 * sb + 32; e++) dot += c[e] * y->qs[e];
+        isum += sc[sb] * dot;
+        msum += mn[sb] * (y->bsums[2 * sb] + y->bsums[2 * sb + 1]);
+    }
+    return (double)y->d * ((double)vx_fp16_to_fp32(d) * isum - (double)vx_fp16_to_fp32(dmin) * msum);
+}
+
 void vx_vec_dot_q4_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
     const vx_block_q4_K *x = vx;
     const vx_block_q8_K *y = vy;
-    uint8_t sc[8], mn[8];
     double acc = 0.0;
+    int c[QK];
     for (int64_t i = 0; i < n / QK; i++) {
-        vx_q4_K_unpack_scales(x[i].scales, sc, mn);
-        int32_t isum = 0, msum = 0;
-        for (int sb = 0; sb < 8; sb++) {
-            int32_t dot = 0;
-            for (int e = 32 * sb; e < 32 * sb + 32; e++) dot += q4_K_get(&x[i], e) * y[i].qs[e];
-            isum += sc[sb] * dot;
-            msum += mn[sb] * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
-        }
-        acc += (double)y[i].d * ((double)vx_fp16_to_fp32(x[i].d) * isum -
-                                 (double)vx_fp16_to_fp32(x[i].dmin) * msum);
+        for (int e = 0; e < QK; e++) c[e] = q4_K_get(&x[i], e);
+        acc += k45_superblock(x[i].d, x[i].dmin, x[i].scales, c, &y[i]);
     }
     *s = (float)acc;
 }
@@ -784,19 +792,11 @@ void vx_vec_dot_q4_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
 void vx_vec_dot_q5_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
     const vx_block_q5_K *x = vx;
     const vx_block_q8_K *y = vy;
-    uint8_t sc[8], mn[8];
     double acc = 0.0;
+    int c[QK];
     for (int64_t i = 0; i < n / QK; i++) {
-        vx_q4_K_unpack_scales(x[i].scales, sc, mn);
-        int32_t isum = 0, msum = 0;
-        for (int sb = 0; sb < 8; sb++) {
-            int32_t dot = 0;
-            for (int e = 32 * sb; e < 32 * sb + 32; e++) dot += q5_K_get(&x[i], e) * y[i].qs[e];
-            isum += sc[sb] * dot;
-            msum += mn[sb] * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
-        }
-        acc += (double)y[i].d * ((double)vx_fp16_to_fp32(x[i].d) * isum -
-                                 (double)vx_fp16_to_fp32(x[i].dmin) * msum);
+        for (int e = 0; e < QK; e++) c[e] = q5_K_get(&x[i], e);
+        acc += k45_superblock(x[i].d, x[i].dmin, x[i].scales, c, &y[i]);
     }
     *s = (float)acc;
 }
