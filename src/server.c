@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -108,6 +109,20 @@ typedef struct job {
     vx_sbuf scratch;
 } job;
 
+/* Per connection (MHD's socket context), on the server's watch list: a
+ * request's headers must arrive within header_timeout_s of the
+ * connection's start or of its previous request's end. MHD's own timeout
+ * counts idle time only, so a client sending a byte a second (slowloris)
+ * held its connection for ever, and enough of them locked every other
+ * client out before a 503 could be sent (that needs complete headers). */
+typedef struct conn_watch {
+    struct conn_watch *prev, *next;
+    MHD_socket fd;
+    int64_t t_wait;  /* waiting for a request's headers since (us) */
+    bool in_request; /* from the request's headers to its end */
+    bool cut;        /* shut down by the watchdog */
+} conn_watch;
+
 /* Per HTTP request (MHD's con_cls). */
 typedef struct conn_req {
     char method[16];
@@ -137,8 +152,12 @@ struct vx_server {
     int refs;       /* 1 (the owner) + one per job */
     bool stopping;
     int n_conns;    /* open connections (beyond max_connections: 503) */
+    conn_watch *watches; /* open connections, for the watchdog */
+    pthread_t watchdog;
+    bool watchdog_on, watchdog_stop;
+    pthread_cond_t watchdog_cv;
     uint64_t status_count[MAX_STATUS];
-    uint64_t aborted, tokens_prompt, tokens_generated;
+    uint64_t aborted, tokens_prompt, tokens_generated, header_timeouts;
 };
 
 vx_server_params vx_server_default_params(void) {
@@ -151,6 +170,7 @@ vx_server_params vx_server_default_params(void) {
     p.max_body = 8u << 20;
     p.max_buffered = 8u << 20;
     p.timeout_s = 600;
+    p.header_timeout_s = 30;
     p.max_connections = 256;
     p.log_requests = true;
     return p;
@@ -169,6 +189,7 @@ static void server_unref(vx_server *s) {
     pthread_mutex_unlock(&s->mu);
     if (!last) return;
     pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->watchdog_cv);
     free(s->host);
     free(s->api_key);
     free(s->model_name);
@@ -724,7 +745,13 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         rp.n_prompt = n_prompt;
         rp.max_tokens = q->max_tokens;
         rp.sampling = q->sampling;
-        if (rp.sampling.seed != UINT64_MAX) rp.sampling.seed += (uint64_t)i;
+        /* seed + n stands in for the one of them that would be the
+         * "random" value UINT64_MAX, so every choice stays reproducible
+         * (seed -2, n 3: choice 1 was random) */
+        if (q->sampling.seed != UINT64_MAX) {
+            rp.sampling.seed = q->sampling.seed + (uint64_t)i;
+            if (rp.sampling.seed == UINT64_MAX) rp.sampling.seed = q->sampling.seed + (uint64_t)j->n_choices;
+        }
         rp.logprobs = q->logprobs;
         rp.n_logprobs = q->logprobs ? q->top_logprobs : 0;
         rp.ignore_eos = q->ignore_eos;
@@ -812,9 +839,12 @@ static char *metrics_text(vx_server *s) {
                  "vortex_generated_tokens_total %llu\n"
                  "# HELP vortex_requests_in_flight Generation requests being served.\n"
                  "# TYPE vortex_requests_in_flight gauge\n"
-                 "vortex_requests_in_flight %d\n",
+                 "vortex_requests_in_flight %d\n"
+                 "# HELP vortex_http_header_timeouts_total Connections closed for sending no complete request headers in time.\n"
+                 "# TYPE vortex_http_header_timeouts_total counter\n"
+                 "vortex_http_header_timeouts_total %llu\n",
                  (unsigned long long)s->aborted, (unsigned long long)s->tokens_prompt,
-                 (unsigned long long)s->tokens_generated, s->n_jobs);
+                 (unsigned long long)s->tokens_generated, s->n_jobs, (unsigned long long)s->header_timeouts);
     pthread_mutex_unlock(&s->mu);
     const double hit = st.prefix_lookups ? (double)st.prefix_hits / (double)st.prefix_lookups : 0.0;
     const double tps = st.busy_seconds > 0 ? (double)st.tokens_generated / st.busy_seconds : 0.0;
@@ -980,6 +1010,20 @@ static enum MHD_Result route(vx_server *s, struct MHD_Connection *conn, conn_req
     return respond_errorf(conn, r, 500, NULL, "Unrouted request.");
 }
 
+/* The connection's watch (on_connection), or NULL. */
+static conn_watch *connection_watch(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* "chunked", any case, spaces around: the one transfer coding MHD decodes */
+static bool is_chunked(const char *te) {
+    while (*te == ' ' || *te == '\t') te++;
+    if (strncasecmp(te, "chunked", 7)) return false;
+    for (te += 7; *te == ' ' || *te == '\t'; te++) {}
+    return *te == 0;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                  const char *version, const char *upload_data, size_t *upload_size, void **con_cls) {
     (void)version;
@@ -997,19 +1041,34 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             if ((unsigned char)*c <= 0x20 || *c == 0x7f) *c = '?';
         r->t_start = vx_time_us();
         *con_cls = r;
+        conn_watch *w = connection_watch(conn);
         pthread_mutex_lock(&s->mu);
         const int n_conns = s->n_conns;
+        if (w) w->in_request = true;
         pthread_mutex_unlock(&s->mu);
         if (n_conns > (int)s->p.max_connections) return respond_overloaded(s, conn, r, n_conns);
+        /* MHD decodes chunked bodies only; with any other coding it waited
+         * for a body end it cannot find (the connection hung until the idle
+         * timeout): 501, as RFC 9112 6.1 asks, before reading a byte */
+        const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+        if (te && !is_chunked(te)) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "Transfer-Encoding '%.80s' is not supported: send the body as is or chunked.", te);
+            return respond_errorf(conn, r, 501, NULL, msg);
+        }
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl) {
             char *end;
             errno = 0;
             unsigned long long n = strtoull(cl, &end, 10);
             if (errno || end == cl || n > s->p.max_body) r->too_large = true;
-            /* a body so large that reading it to the end is not worth it:
-             * answer now (the client may see the connection reset) */
-            if (r->too_large && (errno || n > (unsigned long long)s->p.max_body * 4 + (64u << 20)))
+            /* answer now when the client waits for a 100 Continue before it
+             * sends the body (RFC 9110 10.1.1: a final status instead), or
+             * the body is so large that reading it to the end is not worth
+             * it (the client may see the connection reset) */
+            const char *ex = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+            if (r->too_large && ((ex && !strcasecmp(ex, "100-continue")) || errno ||
+                                 n > (unsigned long long)s->p.max_body * 4 + (64u << 20)))
                 return route(s, conn, r);
         }
         return MHD_YES;
@@ -1035,7 +1094,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)conn;
     vx_server *s = cls;
     conn_req *r = *con_cls;
     if (!r) return;
@@ -1050,7 +1108,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         job_unref(j);
     }
     const double dur = (double)(vx_time_us() - r->t_start) * 1e-6;
+    conn_watch *w = connection_watch(conn);
     pthread_mutex_lock(&s->mu);
+    if (w) {
+        w->in_request = false;
+        w->t_wait = vx_time_us();
+    }
     if (!ok || !r->status) s->aborted++;
     else if (r->status > 0 && r->status < MAX_STATUS) s->status_count[r->status]++;
     s->tokens_prompt += (uint64_t)n_prompt;
@@ -1069,13 +1132,63 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe) {
-    (void)conn;
-    (void)socket_context;
     vx_server *s = cls;
+    conn_watch *w = NULL;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        w = ci ? calloc(1, sizeof *w) : NULL; /* no watch (out of memory): only the idle timeout applies */
+        if (w) {
+            w->fd = ci->connect_fd;
+            w->t_wait = vx_time_us();
+        }
+        *socket_context = w;
+    }
     pthread_mutex_lock(&s->mu);
-    if (toe == MHD_CONNECTION_NOTIFY_STARTED) s->n_conns++;
-    else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) s->n_conns--;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        s->n_conns++;
+        if (w) {
+            w->next = s->watches;
+            if (s->watches) s->watches->prev = w;
+            s->watches = w;
+        }
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        s->n_conns--;
+        /* unlinked before MHD closes the socket: the watchdog never shuts
+         * down a descriptor number that a new connection may reuse */
+        w = *socket_context;
+        if (w) {
+            if (w->prev) w->prev->next = w->next;
+            else s->watches = w->next;
+            if (w->next) w->next->prev = w->prev;
+        }
+        *socket_context = NULL;
+    }
     pthread_mutex_unlock(&s->mu);
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) free(w);
+}
+
+/* Once a second: connections that have waited longer than
+ * header_timeout_s for a request's headers are shut down (MHD then closes
+ * them as a client that went away). */
+static void *watchdog_main(void *arg) {
+    vx_server *s = arg;
+    const int64_t limit = (int64_t)s->p.header_timeout_s * 1000000;
+    pthread_mutex_lock(&s->mu);
+    while (!s->watchdog_stop) {
+        const int64_t now = vx_time_us();
+        for (conn_watch *w = s->watches; w; w = w->next)
+            if (!w->in_request && !w->cut && now - w->t_wait > limit) {
+                shutdown(w->fd, SHUT_RDWR);
+                w->cut = true;
+                s->header_timeouts++;
+            }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&s->watchdog_cv, &s->mu, &ts);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
 }
 
 __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -1120,6 +1233,7 @@ vx_status vx_server_start(const vx_server_params *params, const vx_model *model,
     vx_server *s = calloc(1, sizeof *s);
     if (!s) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->watchdog_cv, NULL);
     s->refs = 1;
     s->p = p;
     s->host = strdup(host);
@@ -1158,6 +1272,15 @@ vx_status vx_server_start(const vx_server_params *params, const vx_model *model,
         server_unref(s);
         return vx_seterr(err, err_size, VX_EIO, "cannot listen on %s:%d%s%s", host, p.port, e ? ": " : "",
                          e ? strerror(e) : "");
+    }
+    if (s->p.header_timeout_s) {
+        if (pthread_create(&s->watchdog, NULL, watchdog_main, s) != 0) {
+            MHD_stop_daemon(s->daemon);
+            s->daemon = NULL;
+            server_unref(s);
+            return vx_seterr(err, err_size, VX_ENOMEM, "server: cannot start the connection watchdog thread");
+        }
+        s->watchdog_on = true;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di && di->port ? di->port : p.port;
@@ -1217,5 +1340,13 @@ void vx_server_free(vx_server *s) {
     /* joins every connection thread; their requests finish with the cancel */
     if (s->daemon) MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
+    if (s->watchdog_on) {
+        pthread_mutex_lock(&s->mu);
+        s->watchdog_stop = true;
+        pthread_cond_signal(&s->watchdog_cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->watchdog, NULL);
+        s->watchdog_on = false;
+    }
     server_unref(s); /* jobs still waiting for a final event keep it alive */
 }

@@ -869,8 +869,11 @@ static bool parse_sampling(const cJSON *root, int32_t n_vocab, vx_oai_request *r
     /* seed: any 64-bit integer; -1 (and no seed) means random */
     if (!opt_int(root, "seed", -9223372036854775808.0, 18446744073709551615.0, &iv, &present, e)) return false;
     if (present) {
+        /* JSON numbers arrive as doubles: exact up to 2^53. The values
+         * from 2^64 - 1024 up round to 2^64, which wraps to 0 like the
+         * integers beyond; only -1 (and no seed) asks for a random seed */
         double s = member(root, "seed")->valuedouble;
-        sp->seed = s < 0 ? (uint64_t)(int64_t)s : s >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)s;
+        sp->seed = s < 0 ? (uint64_t)(int64_t)s : s >= 0x1p64 ? 0 : (uint64_t)s;
     }
     if (!parse_logit_bias(root, n_vocab, r, e)) return false;
     sp->logit_bias = r->logit_bias;

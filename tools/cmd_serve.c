@@ -52,6 +52,9 @@ static void serve_usage(void) {
            "                          file with Jinja source (default: the model's)\n"
            "  --max-body BYTES        request body limit (default 8388608)\n"
            "  --timeout SECONDS       idle connection timeout (default 600)\n"
+           "  --header-timeout SECONDS  a request's headers must be complete this long after the\n"
+           "                          connection opened or its last request ended, else it is\n"
+           "                          closed (default 30; 0 = no limit)\n"
            "  --max-connections N     open connections beyond which requests get 503 (default 256)\n"
            "  --max-buffer BYTES      output a request may buffer for a client that does not\n"
            "                          read; beyond it the request is canceled (default 8388608)\n"
@@ -81,6 +84,7 @@ int vx_cmd_serve(int argc, char **argv) {
     bool repack = true;
     long n_ctx = 4096, parallel = ep.n_parallel, batch = ep.n_batch, threads = 0, queue = ep.queue_max;
     long port = 8080, max_body = (long)sp.max_body, timeout = sp.timeout_s, kv_size = 0;
+    long header_timeout = sp.header_timeout_s;
     long max_buffer = (long)sp.max_buffered, max_conns = (long)sp.max_connections;
     cli_args a = {argc, argv, 0, false};
     for (a.i = 1; a.i < argc && !a.error; a.i++) {
@@ -107,6 +111,7 @@ int vx_cmd_serve(int argc, char **argv) {
         } else if (!strcmp(o, "--chat-template")) tmpl_name = cli_value(&a);
         else if (!strcmp(o, "--max-body")) cli_int(&a, 1024, 1L << 30, &max_body);
         else if (!strcmp(o, "--timeout")) cli_int(&a, 1, 86400, &timeout);
+        else if (!strcmp(o, "--header-timeout")) cli_int(&a, 0, 86400, &header_timeout);
         else if (!strcmp(o, "--max-buffer")) cli_int(&a, 4096, 1L << 32, &max_buffer);
         else if (!strcmp(o, "--max-connections")) cli_int(&a, 1, 1 << 16, &max_conns);
         else if (!strcmp(o, "--quiet")) sp.log_requests = false;
@@ -150,6 +155,7 @@ int vx_cmd_serve(int argc, char **argv) {
     sp.n_ctx = (int32_t)n_ctx;
     sp.max_body = (size_t)max_body;
     sp.timeout_s = (unsigned)timeout;
+    sp.header_timeout_s = (unsigned)header_timeout;
     sp.max_buffered = (size_t)max_buffer;
     sp.max_connections = (unsigned)max_conns;
 
