@@ -442,10 +442,22 @@ static vx_status parse(vx_gguf *g, char *err, size_t err_size) {
         if (vx_add_ovf(data, t->offset, &start) || vx_add_ovf(start, t->size, &end) ||
             end > g->size)
             return vx_seterr(err, err_size, VX_EFORMAT,
-                             "tensor '%s': data [%llu, +%llu) lies beyond the end of the file "
-                             "(%llu bytes): the file is truncated or corrupt",
-                             t->name, (unsigned long long)t->offset,
+                             "tensor '%s': data at offset %llu of the data section (byte %llu of the file), "
+                             "%llu bytes, lies beyond the end of the file (%llu bytes): the file is truncated "
+                             "or corrupt",
+                             t->name, (unsigned long long)t->offset, (unsigned long long)(data + t->offset),
                              (unsigned long long)t->size, (unsigned long long)g->size);
+        /* The kernels read values in place: an F32 tensor at an odd byte
+         * (general.alignment 1 or 2; GGUF asks for multiples of 8) was a
+         * misaligned load (UBSan). Elements need their own size up to 8
+         * bytes, blocks their fp16 scales' 2. */
+        const vx_type_traits *tr = vx_type_get_traits((int)t->type);
+        const size_t need = tr->blck_size == 1 ? (tr->type_size < 8 ? tr->type_size : 8) : tr->type_size % 2 ? 1 : 2;
+        if (start % need != 0)
+            return vx_seterr(err, err_size, VX_EFORMAT,
+                             "tensor '%s' (%s) starts at byte %llu of the file, not a multiple of %zu, so its "
+                             "values cannot be read in place (general.alignment = %zu; GGUF writers use 32)",
+                             t->name, tr->name, (unsigned long long)start, need, g->alignment);
         t->data = g->base + start;
     }
     /* Overlapping tensor data is a corrupt file: check on offsets sorted. */

@@ -184,10 +184,16 @@ static vx_status load_hparams(loader *L) {
     char key[160];
     const char *stype = NULL;
     snprintf(key, sizeof key, "%s.rope.scaling.type", L->arch);
-    vx_gguf_get_str(m->gguf, key, &stype);
+    if (vx_gguf_get_str(m->gguf, key, &stype) < 0)
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s is not a string", key);
     float factor = 1.0f;
     if ((st = hp_float(L, "rope.scaling.factor", 1.0, &factor))) return st;
-    if (stype && strcmp(stype, "linear") == 0 && factor > 0) {
+    if (stype && strcmp(stype, "linear") == 0) {
+        /* a factor that is not positive was ignored: wrong positions, silently */
+        if (!(factor > 0 && isfinite(factor)))
+            return vx_seterr(L->err, L->err_size, VX_EFORMAT,
+                             "%s.rope.scaling.factor = %g: linear scaling needs a positive factor", L->arch,
+                             (double)factor);
         hp->rope_scale = factor;
     } else if (stype && strcmp(stype, "none") != 0 && strcmp(stype, "linear") != 0 &&
                factor != 1.0f) {
@@ -235,6 +241,30 @@ static vx_status load_weights(loader *L) {
                          "LongRoPE scaling (rope_factors_long/short, e.g. Phi-3 128k models) is "
                          "not supported yet");
     if ((st = need_f32(L, &m->rope_freqs))) return st;
+    /* RoPE divides the frequencies by these factors: zero, negative or
+     * non-finite ones gave garbage, and --check-tensors lets zeros pass */
+    for (int64_t i = 0; m->rope_freqs.data && i < hp->n_rot / 2; i++) {
+        float f;
+        memcpy(&f, (const float *)m->rope_freqs.data + i, sizeof f);
+        if (!(f > 0 && isfinite(f)))
+            return vx_seterr(L->err, L->err_size, VX_EFORMAT,
+                             "tensor 'rope_freqs.weight': factor %lld is %g; RoPE factors must be positive and finite",
+                             (long long)i, (double)f);
+    }
+    /* layers past block_count: the file's layer count disagrees with its
+     * tensors (llama.cpp refuses files with unused tensors) */
+    for (int64_t i = 0; i < vx_gguf_n_tensors(m->gguf); i++) {
+        const char *tn = vx_gguf_tensor_at(m->gguf, i)->name;
+        long il;
+        char *end;
+        if (strncmp(tn, "blk.", 4) != 0) continue;
+        errno = 0;
+        il = strtol(tn + 4, &end, 10);
+        if (end != tn + 4 && *end == '.' && !errno && il >= hp->n_layer)
+            return vx_seterr(L->err, L->err_size, VX_EFORMAT,
+                             "tensor '%s' belongs to layer %ld, but %s.block_count is %d", tn, il, L->arch,
+                             hp->n_layer);
+    }
 
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return vx_seterr(L->err, L->err_size, VX_ENOMEM, "out of memory");

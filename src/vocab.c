@@ -13,8 +13,10 @@
  * invalid UTF-8 keeps its raw bytes (llama.cpp substitutes U+FFFD, so bytes
  * never round-trip); a BPE token character outside the byte alphabet
  * decodes to itself (llama.cpp writes "[UNK_BYTE_0x..]"); when several EOT
- * names exist the first in list order wins (llama.cpp: hash-map order);
- * missing or out-of-range special ids are -1 instead of asserting.
+ * names exist the first in list order wins (llama.cpp: hash-map order).
+ * A special id in the file that is out of range or not an integer keeps the
+ * tokenizer model's default, as llama.cpp does (it warns); a default past
+ * the vocabulary is -1 (none) instead of an assertion.
  */
 #include <stdio.h>
 #include <stdlib.h>

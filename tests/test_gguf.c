@@ -605,6 +605,51 @@ static void test_writer_validation(void) {
     vx_gguf_writer_free(NULL);
 }
 
+/* The writer's name index (hashed since session 25; it was a linear scan,
+ * quadratic in the keys and tensors of a file): 5000 keys set twice keep
+ * their first position and take the second value, and a tensor name
+ * repeated after the index has grown several times is refused. */
+static void test_writer_index(void) {
+    enum { NK = 5000, NT = 3000 };
+    vx_gguf_writer *w = vx_gguf_writer_init();
+    char key[32], err[VX_ERRMSG_MAX], path[512];
+    int bad = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < NK; i++) {
+            snprintf(key, sizeof key, "k.%d", (i * 7919) % NK);
+            bad += vx_gguf_set_u32(w, key, (uint32_t)((i * 7919) % NK + 100000 * pass)) != VX_OK;
+        }
+    const int64_t ne[1] = {1};
+    static const float one = 1.0f;
+    for (int i = 0; i < NT; i++) {
+        snprintf(key, sizeof key, "t.%d", i);
+        bad += vx_gguf_add_tensor(w, key, VX_TYPE_F32, 1, ne, &one, sizeof one, true) != VX_OK;
+    }
+    CHECKF(bad == 0, "%d calls failed", bad);
+    CHECK(vx_gguf_add_tensor(w, "t.1234", VX_TYPE_F32, 1, ne, &one, sizeof one, true) == VX_EINVAL);
+    CHECK(vx_gguf_add_tensor(w, "t.0", VX_TYPE_F32, 1, ne, &one, sizeof one, true) == VX_EINVAL);
+    tpath(path, sizeof path, "index.gguf");
+    CHECK(vx_gguf_write_file(w, path, err, sizeof err) == VX_OK);
+    vx_gguf_writer_free(w);
+    vx_gguf *g = NULL;
+    if (vx_gguf_open(path, &g, err, sizeof err) != VX_OK) {
+        CHECKF(0, "index file: %s", err);
+        unlink(path);
+        return;
+    }
+    CHECK(vx_gguf_n_kv(g) == NK && vx_gguf_n_tensors(g) == NT);
+    bad = 0;
+    for (int i = 0; i < NK && vx_gguf_n_kv(g) == NK; i++) {
+        const int k = (i * 7919) % NK;
+        int64_t v = -1;
+        snprintf(key, sizeof key, "k.%d", k);
+        bad += strcmp(vx_gguf_kv_at(g, i)->key, key) != 0 || vx_gguf_get_i64(g, key, &v) != 1 || v != k + 100000;
+    }
+    CHECKF(bad == 0, "%d keys out of place or with the first value", bad);
+    vx_gguf_close(g);
+    unlink(path);
+}
+
 /* Write failures: missing directory, file-size limit mid-write. The final
  * name must keep its old content and no temp file may be left behind. */
 static void test_write_errors(void) {
@@ -968,6 +1013,18 @@ static void test_corrupt(void) {
     bb_u32(&b, VX_GGUF_STRING);
     bb_str(&b, "32");
     expect_mem("general.alignment string", b.p, b.n, VX_EFORMAT, "not u32");
+    /* general.alignment 1: F32 values at a byte that is not a multiple of 4
+     * (a misaligned load in the kernels, UBSan). Data offsets 1 and 6: one
+     * of them is misaligned whatever the header's length. */
+    {
+        const uint64_t ne1[1] = {1};
+        bb_hdr(&b, 3, 2, 1);
+        bb_kv_u32(&b, "general.alignment", 1);
+        bb_tinfo(&b, "a", 1, ne1, VX_TYPE_F32, 1);
+        bb_tinfo(&b, "b", 1, ne1, VX_TYPE_F32, 6);
+        bb_zeros(&b, 10);
+        expect_both("F32 data at an unaligned byte", &b, VX_EFORMAT, "not a multiple of 4, so its values cannot be read in place");
+    }
 
     /* tensor infos: one tensor, data right after the aligned header */
     const uint64_t ne8[1] = {8};
@@ -1144,6 +1201,29 @@ static void edit_arch_gptj(vx_gguf_writer *w) { vx_gguf_set_str(w, "general.arch
 static void edit_arch_u32(vx_gguf_writer *w) { vx_gguf_set_u32(w, "general.architecture", 7); }
 static void edit_blocks_absurd(vx_gguf_writer *w) { vx_gguf_set_u32(w, "llama.block_count", 1000000); }
 static void edit_blocks_5(vx_gguf_writer *w) { vx_gguf_set_u32(w, "llama.block_count", 5); }
+static void edit_blocks_3(vx_gguf_writer *w) { vx_gguf_set_u32(w, "llama.block_count", 3); }
+static void edit_rope_type_u32(vx_gguf_writer *w) {
+    vx_gguf_set_u32(w, "llama.rope.scaling.type", 3);
+    vx_gguf_set_f32(w, "llama.rope.scaling.factor", 4.0f);
+}
+static void edit_rope_linear_negative(vx_gguf_writer *w) {
+    vx_gguf_set_str(w, "llama.rope.scaling.type", "linear");
+    vx_gguf_set_f32(w, "llama.rope.scaling.factor", -4.0f);
+}
+/* rope_freqs.weight (n_rot / 2 = 32 factors for the fixture) with a zero:
+ * RoPE divides by them */
+static void edit_rope_freqs_zero(vx_gguf_writer *w) {
+    static float f[32];
+    for (int i = 0; i < 32; i++) f[i] = i == 7 ? 0.0f : 1.0f;
+    const int64_t ne[1] = {32};
+    vx_gguf_add_tensor(w, "rope_freqs.weight", VX_TYPE_F32, 1, ne, f, sizeof f, true);
+}
+static void edit_rope_freqs_ok(vx_gguf_writer *w) {
+    static float f[32];
+    for (int i = 0; i < 32; i++) f[i] = 1.0f + (float)i / 8;
+    const int64_t ne[1] = {32};
+    vx_gguf_add_tensor(w, "rope_freqs.weight", VX_TYPE_F32, 1, ne, f, sizeof f, true);
+}
 static void edit_heads_0(vx_gguf_writer *w) { vx_gguf_set_u32(w, "llama.attention.head_count", 0); }
 static void edit_embd_str(vx_gguf_writer *w) { vx_gguf_set_str(w, "llama.embedding_length", "256"); }
 static void edit_eps_huge(vx_gguf_writer *w) {
@@ -1182,6 +1262,16 @@ static void test_model_errors(void) {
          .want_msg = "blk.4."},
         {.label = "no block_count", .skip_kv = "llama.block_count", .want = VX_EFORMAT,
          .want_msg = "block_count"},
+        /* fewer layers than the file has: its last layer went unused */
+        {.label = "block_count < layers", .edit = edit_blocks_3, .want = VX_EFORMAT,
+         .want_msg = "belongs to layer 3, but llama.block_count is 3"},
+        {.label = "rope scaling type u32", .edit = edit_rope_type_u32, .want = VX_EFORMAT,
+         .want_msg = "llama.rope.scaling.type is not a string"},
+        {.label = "linear rope scaling factor -4", .edit = edit_rope_linear_negative, .want = VX_EFORMAT,
+         .want_msg = "linear scaling needs a positive factor"},
+        {.label = "rope_freqs with a zero", .edit = edit_rope_freqs_zero, .want = VX_EFORMAT,
+         .want_msg = "'rope_freqs.weight': factor 7 is 0"},
+        {.label = "rope_freqs positive", .edit = edit_rope_freqs_ok, .want = VX_OK},
         {.label = "head_count 0", .edit = edit_heads_0, .want = VX_EFORMAT,
          .want_msg = "head_count"},
         {.label = "embedding_length string", .edit = edit_embd_str, .want = VX_EFORMAT,
@@ -1277,6 +1367,7 @@ int main(void) {
     }
     test_roundtrip();
     test_writer_validation();
+    test_writer_index();
     test_write_errors();
     test_fixtures();
     test_truncations();
