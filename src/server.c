@@ -111,7 +111,8 @@ typedef struct job {
 
 /* Per connection (MHD's socket context), on the server's watch list: a
  * request's headers must arrive within header_timeout_s of the
- * connection's start or of its previous request's end. MHD's own timeout
+ * connection's start or of its previous request's end, and its body at
+ * BODY_MIN_RATE at least from then on. MHD's own timeout
  * counts idle time only, so a client sending a byte a second (slowloris)
  * held its connection for ever, and enough of them locked every other
  * client out before a 503 could be sent (that needs complete headers). */
@@ -120,8 +121,16 @@ typedef struct conn_watch {
     MHD_socket fd;
     int64_t t_wait;  /* waiting for a request's headers since (us) */
     bool in_request; /* from the request's headers to its end */
+    bool receiving;  /* its body still arriving: since t_req, body_bytes so far */
+    int64_t t_req;
+    uint64_t body_bytes;
     bool cut;        /* shut down by the watchdog */
 } conn_watch;
+
+/* A body that has arrived at less than this many bytes a second on average
+ * header_timeout_s after its headers is cut too (as Apache's
+ * mod_reqtimeout MinRate): dripping the body held a slot as long. */
+#define BODY_MIN_RATE 1000
 
 /* Per HTTP request (MHD's con_cls). */
 typedef struct conn_req {
@@ -157,7 +166,7 @@ struct vx_server {
     bool watchdog_on, watchdog_stop;
     pthread_cond_t watchdog_cv;
     uint64_t status_count[MAX_STATUS];
-    uint64_t aborted, tokens_prompt, tokens_generated, header_timeouts;
+    uint64_t aborted, tokens_prompt, tokens_generated, header_timeouts, body_timeouts;
 };
 
 vx_server_params vx_server_default_params(void) {
@@ -842,9 +851,13 @@ static char *metrics_text(vx_server *s) {
                  "vortex_requests_in_flight %d\n"
                  "# HELP vortex_http_header_timeouts_total Connections closed for sending no complete request headers in time.\n"
                  "# TYPE vortex_http_header_timeouts_total counter\n"
-                 "vortex_http_header_timeouts_total %llu\n",
+                 "vortex_http_header_timeouts_total %llu\n"
+                 "# HELP vortex_http_body_timeouts_total Connections closed for sending a request body too slowly.\n"
+                 "# TYPE vortex_http_body_timeouts_total counter\n"
+                 "vortex_http_body_timeouts_total %llu\n",
                  (unsigned long long)s->aborted, (unsigned long long)s->tokens_prompt,
-                 (unsigned long long)s->tokens_generated, s->n_jobs, (unsigned long long)s->header_timeouts);
+                 (unsigned long long)s->tokens_generated, s->n_jobs, (unsigned long long)s->header_timeouts,
+                 (unsigned long long)s->body_timeouts);
     pthread_mutex_unlock(&s->mu);
     const double hit = st.prefix_lookups ? (double)st.prefix_hits / (double)st.prefix_lookups : 0.0;
     const double tps = st.busy_seconds > 0 ? (double)st.tokens_generated / st.busy_seconds : 0.0;
@@ -1044,7 +1057,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         conn_watch *w = connection_watch(conn);
         pthread_mutex_lock(&s->mu);
         const int n_conns = s->n_conns;
-        if (w) w->in_request = true;
+        if (w) {
+            w->in_request = w->receiving = true;
+            w->t_req = r->t_start;
+            w->body_bytes = 0;
+        }
         pthread_mutex_unlock(&s->mu);
         if (n_conns > (int)s->p.max_connections) return respond_overloaded(s, conn, r, n_conns);
         /* MHD decodes chunked bodies only; with any other coding it waited
@@ -1072,6 +1089,13 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 return route(s, conn, r);
         }
         return MHD_YES;
+    }
+    conn_watch *w = connection_watch(conn);
+    if (w) {
+        pthread_mutex_lock(&s->mu);
+        w->body_bytes += *upload_size;
+        w->receiving = *upload_size != 0; /* the last call has none */
+        pthread_mutex_unlock(&s->mu);
     }
     if (*upload_size) {
         /* over the limit: keep reading (and dropping) so the 413 reaches
@@ -1176,12 +1200,20 @@ static void *watchdog_main(void *arg) {
     pthread_mutex_lock(&s->mu);
     while (!s->watchdog_stop) {
         const int64_t now = vx_time_us();
-        for (conn_watch *w = s->watches; w; w = w->next)
-            if (!w->in_request && !w->cut && now - w->t_wait > limit) {
-                shutdown(w->fd, SHUT_RDWR);
-                w->cut = true;
+        for (conn_watch *w = s->watches; w; w = w->next) {
+            if (w->cut) continue;
+            const int64_t since = now - w->t_req;
+            if (!w->in_request && now - w->t_wait > limit) {
                 s->header_timeouts++;
+            } else if (w->in_request && w->receiving && since > limit &&
+                       w->body_bytes < (uint64_t)((double)BODY_MIN_RATE * (double)since * 1e-6)) {
+                s->body_timeouts++;
+            } else {
+                continue;
             }
+            shutdown(w->fd, SHUT_RDWR);
+            w->cut = true;
+        }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 1;

@@ -31,7 +31,8 @@ typedef struct vx_server_params {
                                 request generates; streams send keep-alive comments) */
     unsigned header_timeout_s; /* a request's headers must be complete this many seconds
                                  after the connection opened or its previous request
-                                 ended, else the connection is closed (clients that
+                                 ended, and its body arrive at 1000 B/s on average from
+                                 then on, else the connection is closed (clients that
                                  drip bytes); 0: no limit */
     unsigned max_connections; /* beyond it requests get 503 (0: 256) */
     bool log_requests;       /* one line per request on stderr */

@@ -1031,6 +1031,25 @@ describe('vx serve: transfer codings, early 413, slow-drip clients, seeds', SUIT
     assert.ok(await metric(port, 'vortex_http_header_timeouts_total') >= before + 9);
   });
 
+  test('a body dripped after complete headers is cut too; a quick one is not', async () => {
+    const before = await metric(port, 'vortex_http_body_timeouts_total');
+    const sock = net.connect(port, '127.0.0.1');
+    sock.on('error', () => {});
+    const closed = once(sock, 'close');
+    const t0 = Date.now();
+    sock.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n{`);
+    const timer = setInterval(() => { if (!sock.destroyed) sock.write(' '); }, 250);
+    const cut = await Promise.race([closed.then(() => Date.now() - t0), sleep(8000).then(() => null)]);
+    clearInterval(timer);
+    sock.destroy();
+    assert.ok(cut !== null && cut >= 1500 && cut < 5000, `cut after ${cut} ms`);
+    assert.ok(await metric(port, 'vortex_http_body_timeouts_total') >= before + 1);
+    // 600 KB at full speed: well over the minimum rate
+    const big = JSON.stringify({ ...COMPL, prompt: 'Once upon a time', user: 'u'.repeat(600000) });
+    const r = await call(port, 'POST', '/v1/completions', big, {}, { timeout: 10000 });
+    assert.equal(r.status, 200, r.res ? r.res.text.slice(0, 300) : 'no response');
+  });
+
   test('a stream read only after --header-timeout arrives whole', async () => {
     const sock = streamSocket(port, LONG(true), '/v1/chat/completions');
     sock.pause();
