@@ -360,6 +360,10 @@ static vx_status parse(vx_gguf *g, char *err, size_t err_size) {
         if (strlen(kv->key) != klen)
             return vx_seterr(err, err_size, VX_EFORMAT, "metadata key %lld contains a NUL byte",
                              (long long)i);
+        /* nothing can look an empty key up, and no writer (ours included)
+         * accepts one: the file was accepted, then vx quantize failed */
+        if (klen == 0)
+            return vx_seterr(err, err_size, VX_EFORMAT, "metadata key %lld is empty", (long long)i);
         if ((st = rd_u32(&c, &t, kv->key))) return st;
         kv->type = (vx_gguf_type)t;
         if ((st = value(g, &c, kv, kv->type, true, NULL, NULL, kv->key))) return st;
@@ -390,6 +394,7 @@ static vx_status parse(vx_gguf *g, char *err, size_t err_size) {
         if (strlen(t->name) != nlen)
             return vx_seterr(err, err_size, VX_EFORMAT, "tensor %lld name contains a NUL byte",
                              (long long)i);
+        if (nlen == 0) return vx_seterr(err, err_size, VX_EFORMAT, "tensor %lld has an empty name", (long long)i);
         if ((st = rd_u32(&c, &t->n_dims, t->name))) return st;
         /* span = product of the dims with 0 counted as 1: a zero dim must
          * not hide an overflowing product of the others (a [2^62, 0, 2^62]

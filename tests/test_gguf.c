@@ -990,6 +990,20 @@ static void test_corrupt(void) {
     bb_u64(&b, huge);
     expect_mem("string array element length 2^60", b.p, b.n, VX_EFORMAT, "too large");
 
+    /* empty key, empty tensor name: nothing can find them, and the writer
+     * refuses both (vx quantize failed on a file the reader had taken) */
+    bb_hdr(&b, 3, 0, 1);
+    bb_kv_u32(&b, "", 1);
+    expect_both("empty key", &b, VX_EFORMAT, "metadata key 0 is empty");
+    {
+        const uint64_t ne1[1] = {1};
+        bb_hdr(&b, 3, 1, 0);
+        bb_tinfo(&b, "", 1, ne1, VX_TYPE_F32, 0);
+        bb_pad(&b, 32);
+        bb_zeros(&b, 32);
+        expect_both("empty tensor name", &b, VX_EFORMAT, "tensor 0 has an empty name");
+    }
+
     /* duplicate keys, general.alignment */
     bb_hdr(&b, 3, 0, 2);
     bb_kv_u32(&b, "dup", 1);
