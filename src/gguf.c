@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "name_index.h"
 #include "quant.h"
 
 /* Hard limits well above any real model, so hostile counts fail early
@@ -35,8 +36,7 @@ struct vx_gguf {
     int64_t n_tensors;
     vx_gguf_tensor *tensors;
     /* open-addressing hash tables of indices (-1 = empty) for name lookup */
-    int64_t *kv_hash, *t_hash;
-    uint64_t kv_hcap, t_hcap;
+    vx_name_index kv_ix, t_ix;
     /* owned allocations: one arena of copied strings and string tables */
     char *strpool;
     uint64_t strpool_used, strpool_cap;
@@ -70,12 +70,6 @@ static vx_status rd(cursor *c, void *dst, uint64_t n, const char *what) {
 
 static vx_status rd_u32(cursor *c, uint32_t *v, const char *what) { return rd(c, v, 4, what); }
 static vx_status rd_u64(cursor *c, uint64_t *v, const char *what) { return rd(c, v, 8, what); }
-
-static uint64_t hash_bytes(const char *s, uint64_t n) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (uint64_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-    return h;
-}
 
 /* First pass sizes the string pool; strings are copied so they can be
  * NUL-terminated. The pool is sized up front so pointers stay stable. */
@@ -226,37 +220,8 @@ static vx_status value(vx_gguf *g, cursor *c, vx_gguf_kv *kv, vx_gguf_type t, bo
     return VX_OK;
 }
 
-static uint64_t pow2_at_least(uint64_t n) {
-    uint64_t c = 16;
-    while (c < n * 2) c <<= 1;
-    return c;
-}
-
-/* Inserts index i under name; returns false if the name already exists. */
-static bool hash_insert(int64_t *tab, uint64_t cap, const char *name, uint64_t len, int64_t i,
-                        const char *(*name_of)(const vx_gguf *, int64_t), const vx_gguf *g) {
-    uint64_t h = hash_bytes(name, len) & (cap - 1);
-    while (tab[h] >= 0) {
-        if (strcmp(name_of(g, tab[h]), name) == 0) return false;
-        h = (h + 1) & (cap - 1);
-    }
-    tab[h] = i;
-    return true;
-}
-
-static const char *kv_name(const vx_gguf *g, int64_t i) { return g->kv[i].key; }
-static const char *t_name(const vx_gguf *g, int64_t i) { return g->tensors[i].name; }
-
-static int64_t hash_find(const int64_t *tab, uint64_t cap, const char *name,
-                         const char *(*name_of)(const vx_gguf *, int64_t), const vx_gguf *g) {
-    if (!tab) return -1;
-    uint64_t h = hash_bytes(name, strlen(name)) & (cap - 1);
-    while (tab[h] >= 0) {
-        if (strcmp(name_of(g, tab[h]), name) == 0) return tab[h];
-        h = (h + 1) & (cap - 1);
-    }
-    return -1;
-}
+static const char *kv_name(const void *g, int64_t i) { return ((const vx_gguf *)g)->kv[i].key; }
+static const char *t_name(const void *g, int64_t i) { return ((const vx_gguf *)g)->tensors[i].name; }
 
 typedef struct offset_ref {
     uint64_t offset;
@@ -338,14 +303,9 @@ static vx_status parse(vx_gguf *g, char *err, size_t err_size) {
     g->strpool_cap = pool + 1;
     g->strpool = malloc(g->strpool_cap);
     g->str_arrays = calloc((size_t)n_arrays + 1, sizeof *g->str_arrays);
-    g->kv_hcap = pow2_at_least(n_kv);
-    g->t_hcap = pow2_at_least(n_tensors);
-    g->kv_hash = malloc(g->kv_hcap * sizeof(int64_t));
-    g->t_hash = malloc(g->t_hcap * sizeof(int64_t));
-    if (!g->kv || !g->tensors || !g->strpool || !g->str_arrays || !g->kv_hash || !g->t_hash)
+    if (!g->kv || !g->tensors || !g->strpool || !g->str_arrays || !vx_name_index_reserve(&g->kv_ix, n_kv, kv_name, g) ||
+        !vx_name_index_reserve(&g->t_ix, n_tensors, t_name, g))
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory reading GGUF metadata");
-    memset(g->kv_hash, 0xff, g->kv_hcap * sizeof(int64_t));
-    memset(g->t_hash, 0xff, g->t_hcap * sizeof(int64_t));
 
     /* pass 2: decode (already validated, so errors here are not expected) */
     c.off = kv_start;
@@ -367,7 +327,7 @@ static vx_status parse(vx_gguf *g, char *err, size_t err_size) {
         if ((st = rd_u32(&c, &t, kv->key))) return st;
         kv->type = (vx_gguf_type)t;
         if ((st = value(g, &c, kv, kv->type, true, NULL, NULL, kv->key))) return st;
-        if (!hash_insert(g->kv_hash, g->kv_hcap, kv->key, klen, i, kv_name, g))
+        if (vx_name_index_add(&g->kv_ix, i, kv_name, g) != 1) /* reserved: 0, a duplicate */
             return vx_seterr(err, err_size, VX_EFORMAT, "duplicate metadata key '%s'", kv->key);
     }
     VX_ASSERT(c.off == ti_start);
@@ -433,7 +393,7 @@ static vx_status parse(vx_gguf *g, char *err, size_t err_size) {
             return vx_seterr(err, err_size, VX_EFORMAT,
                              "tensor '%s': offset %llu is not aligned to %zu", t->name,
                              (unsigned long long)t->offset, g->alignment);
-        if (!hash_insert(g->t_hash, g->t_hcap, t->name, nlen, i, t_name, g))
+        if (vx_name_index_add(&g->t_ix, i, t_name, g) != 1)
             return vx_seterr(err, err_size, VX_EFORMAT, "duplicate tensor name '%s'", t->name);
     }
 
@@ -558,8 +518,8 @@ void vx_gguf_close(vx_gguf *g) {
     free(g->kv);
     free(g->tensors);
     free(g->strpool);
-    free(g->kv_hash);
-    free(g->t_hash);
+    vx_name_index_free(&g->kv_ix);
+    vx_name_index_free(&g->t_ix);
     free(g);
 }
 
@@ -579,12 +539,12 @@ const vx_gguf_tensor *vx_gguf_tensor_at(const vx_gguf *g, int64_t i) {
 }
 
 const vx_gguf_kv *vx_gguf_find(const vx_gguf *g, const char *key) {
-    int64_t i = hash_find(g->kv_hash, g->kv_hcap, key, kv_name, g);
+    int64_t i = vx_name_index_find(&g->kv_ix, key, kv_name, g);
     return i >= 0 ? &g->kv[i] : NULL;
 }
 
 const vx_gguf_tensor *vx_gguf_find_tensor(const vx_gguf *g, const char *name) {
-    int64_t i = hash_find(g->t_hash, g->t_hcap, name, t_name, g);
+    int64_t i = vx_name_index_find(&g->t_ix, name, t_name, g);
     return i >= 0 ? &g->tensors[i] : NULL;
 }
 

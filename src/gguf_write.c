@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "name_index.h"
 #include "quant.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -53,79 +54,21 @@ typedef struct wr_tensor {
     uint64_t offset; /* assigned at write time */
 } wr_tensor;
 
-/* Names to entries: open addressing over entry + 1 (0: empty slot), kept
- * under half full. Finding a key to replace and the duplicate-tensor check
- * were linear scans: `vx quantize` of a file with 100k keys took 21 s, and
- * the 2^20 the reader allows would have taken ~40 minutes. */
-typedef struct wr_index {
-    size_t *slot;
-    size_t cap, n;
-} wr_index;
-
 struct vx_gguf_writer {
     wr_kv *kv;
     size_t n_kv, cap_kv;
     wr_tensor *t;
     size_t n_t, cap_t;
-    wr_index kv_ix, t_ix;
+    /* names to entries: finding a key to replace and the duplicate-tensor
+     * check were linear scans, so `vx quantize` of a file with 100k keys
+     * took 21 s (2^20, which the reader allows, ~40 minutes) */
+    vx_name_index kv_ix, t_ix;
 };
 
 vx_gguf_writer *vx_gguf_writer_init(void) { return calloc(1, sizeof(vx_gguf_writer)); }
 
-typedef const char *(*wr_name_fn)(const vx_gguf_writer *w, size_t i, uint64_t *len);
-static const char *kv_name(const vx_gguf_writer *w, size_t i, uint64_t *len) {
-    *len = w->kv[i].key_len;
-    return w->kv[i].key;
-}
-static const char *t_name(const vx_gguf_writer *w, size_t i, uint64_t *len) {
-    *len = w->t[i].name_len;
-    return w->t[i].name;
-}
-
-/* FNV-1a */
-static size_t name_hash(const char *s, uint64_t n) {
-    uint64_t h = 14695981039346656037ull;
-    for (uint64_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-    return (size_t)(h ^ (h >> 32));
-}
-
-/* The entry named (s, n), or SIZE_MAX. */
-static size_t index_find(const vx_gguf_writer *w, const wr_index *x, wr_name_fn name, const char *s, uint64_t n) {
-    if (!x->cap) return SIZE_MAX;
-    for (size_t h = name_hash(s, n) & (x->cap - 1);; h = (h + 1) & (x->cap - 1)) {
-        if (!x->slot[h]) return SIZE_MAX;
-        uint64_t len;
-        const char *k = name(w, x->slot[h] - 1, &len);
-        if (len == n && memcmp(k, s, n) == 0) return x->slot[h] - 1;
-    }
-}
-
-static void index_put(size_t *slot, size_t cap, size_t h, size_t v) {
-    for (h &= cap - 1; slot[h]; h = (h + 1) & (cap - 1)) {}
-    slot[h] = v;
-}
-
-/* Indexes entry i (a name not yet in x); false: out of memory. */
-static bool index_add(const vx_gguf_writer *w, wr_index *x, wr_name_fn name, size_t i) {
-    uint64_t len;
-    if (2 * (x->n + 1) > x->cap) {
-        const size_t cap = x->cap ? 2 * x->cap : 64;
-        size_t *ns = calloc(cap, sizeof *ns);
-        if (!ns) return false;
-        for (size_t h = 0; h < x->cap; h++) {
-            if (!x->slot[h]) continue;
-            const char *k = name(w, x->slot[h] - 1, &len);
-            index_put(ns, cap, name_hash(k, len), x->slot[h]);
-        }
-        free(x->slot);
-        x->slot = ns;
-        x->cap = cap;
-    }
-    const char *k = name(w, i, &len);
-    index_put(x->slot, x->cap, name_hash(k, len), i + 1);
-    x->n++;
-    return true;
-}
+static const char *kv_name(const void *w, int64_t i) { return ((const vx_gguf_writer *)w)->kv[i].key; }
+static const char *t_name(const void *w, int64_t i) { return ((const vx_gguf_writer *)w)->t[i].name; }
 
 void vx_gguf_writer_free(vx_gguf_writer *w) {
     if (!w) return;
@@ -139,8 +82,8 @@ void vx_gguf_writer_free(vx_gguf_writer *w) {
     }
     free(w->kv);
     free(w->t);
-    free(w->kv_ix.slot);
-    free(w->t_ix.slot);
+    vx_name_index_free(&w->kv_ix);
+    vx_name_index_free(&w->t_ix);
     free(w);
 }
 
@@ -167,8 +110,8 @@ static vx_status put_kv(vx_gguf_writer *w, const char *key, vx_gguf_type type, u
         free(blob);
         return VX_EINVAL;
     }
-    const size_t at = index_find(w, &w->kv_ix, kv_name, key, klen);
-    if (at != SIZE_MAX) {
+    const int64_t at = vx_name_index_find(&w->kv_ix, key, kv_name, w);
+    if (at >= 0) {
         free(w->kv[at].blob);
         w->kv[at].type = type;
         w->kv[at].blob = blob;
@@ -192,7 +135,7 @@ static vx_status put_kv(vx_gguf_writer *w, const char *key, vx_gguf_type type, u
     }
     memcpy(k, key, klen + 1);
     w->kv[w->n_kv] = (wr_kv){k, klen, type, blob, blob_len};
-    if (!index_add(w, &w->kv_ix, kv_name, w->n_kv)) {
+    if (vx_name_index_add(&w->kv_ix, (int64_t)w->n_kv, kv_name, w) != 1) {
         free(k);
         free(blob);
         return VX_ENOMEM;
@@ -391,7 +334,7 @@ vx_status vx_gguf_add_tensor(vx_gguf_writer *w, const char *name, int type, uint
     /* whole rows of whole blocks: nelem / blck_size blocks in all */
     if (nelem / (uint64_t)tr->blck_size * tr->type_size != size) return VX_EINVAL;
     if (!data && size) return VX_EINVAL;
-    if (index_find(w, &w->t_ix, t_name, name, nlen) != SIZE_MAX) return VX_EINVAL;
+    if (vx_name_index_find(&w->t_ix, name, t_name, w) >= 0) return VX_EINVAL;
     if (size > SIZE_MAX) return VX_ENOMEM;
     if (w->n_t == w->cap_t) {
         size_t cap = w->cap_t ? w->cap_t * 2 : 64;
@@ -422,7 +365,7 @@ vx_status vx_gguf_add_tensor(vx_gguf_writer *w, const char *name, int type, uint
         t.owned = true;
     }
     w->t[w->n_t] = t;
-    if (!index_add(w, &w->t_ix, t_name, w->n_t)) {
+    if (vx_name_index_add(&w->t_ix, (int64_t)w->n_t, t_name, w) != 1) {
         free(t.name);
         if (t.owned) free((void *)t.data);
         return VX_ENOMEM;

@@ -1192,7 +1192,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 }
 
 /* Once a second: connections that have waited longer than
- * header_timeout_s for a request's headers are shut down (MHD then closes
+ * header_timeout_s for a request's headers, or whose body is arriving
+ * under BODY_MIN_RATE after that long, are shut down (MHD then closes
  * them as a client that went away). */
 static void *watchdog_main(void *arg) {
     vx_server *s = arg;
