@@ -3,7 +3,7 @@
 // concurrent streaming clients (no dependencies: Node 18+ fetch).
 //
 //   node bench/serve-bench.mjs --url http://127.0.0.1:8080 [--clients 1,4,8,16]
-//        [--prompt-words 100] [--max-tokens 64] [--shared-prefix-words 0] [--rounds 1]
+//        [--prompt-words 100] [--max-tokens 64] [--shared-prefix-words 0] [--rounds 1] [--seed 12345]
 //   node bench/serve-bench.mjs --url ... --prefix-test 900,1000 [--reps 3]
 //
 // --prefix-test C,P: time to first token of P-token prompts (token ids, so
@@ -16,7 +16,8 @@
 // first token p50/p99, and the prefix-cache hit rate from /metrics. With
 // --shared-prefix-words W every prompt starts with the same W words (a system
 // prompt) followed by a per-request suffix. Prompts are made of words drawn
-// from a fixed list with a seeded generator, so runs are comparable.
+// from a fixed list with a seeded generator (--seed), so runs are comparable;
+// a new seed gives prompts a running server has not cached yet.
 
 const args = Object.fromEntries(
   process.argv.slice(2).reduce((acc, a, i, all) => {
@@ -36,7 +37,7 @@ const WORDS = ('the of and to in is was that for on with as by at from his her t
   'can only other new some could time these two may then do first any my now such like our over man me even ' +
   'most made after also did many before must through back years where much your way well down should because').split(' ');
 
-let seed = 12345;
+let seed = Number(args.seed || 12345);
 const rnd = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
 const words = (n) => Array.from({ length: n }, () => WORDS[Math.floor(rnd() * WORDS.length)]).join(' ');
 const shared = sharedWords > 0 ? words(sharedWords) + '\n' : '';
