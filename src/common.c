@@ -1,9 +1,14 @@
 /* common.c - error messages, assertions, half-precision conversion, time. */
 #include "common.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 vx_status vx_seterr(char *err, size_t size, vx_status code, const char *fmt, ...) {
     if (err && size > 0) {
@@ -104,4 +109,35 @@ int64_t vx_time_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+vx_status vx_map_file(const char *path, uint64_t min_size, const char *what, const void **base, uint64_t *size,
+                      char *err, size_t err_size) {
+    *base = NULL;
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return vx_seterr(err, err_size, VX_EIO, "%s: %s", path, strerror(errno));
+    struct stat sb;
+    vx_status st = VX_OK;
+    if (fstat(fd, &sb) != 0)
+        st = vx_seterr(err, err_size, VX_EIO, "%s: %s", path, strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
+        st = vx_seterr(err, err_size, VX_EIO, "%s: not a regular file", path);
+    else if ((uint64_t)sb.st_size < min_size || sb.st_size == 0) /* mmap refuses 0 bytes */
+        st = vx_seterr(err, err_size, VX_EFORMAT, "%s: file is %lld bytes, too short for a %s header (%llu bytes)",
+                       path, (long long)sb.st_size, what, (unsigned long long)min_size);
+    else if ((uint64_t)sb.st_size > SIZE_MAX)
+        st = vx_seterr(err, err_size, VX_EIO, "%s: %lld bytes do not fit in the address space", path,
+                       (long long)sb.st_size);
+    if (st) {
+        close(fd);
+        return st;
+    }
+    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) return vx_seterr(err, err_size, VX_EIO, "%s: mmap: %s", path, strerror(e));
+    *base = p;
+    *size = (uint64_t)sb.st_size;
+    return VX_OK;
 }

@@ -21,6 +21,13 @@
 vx_status vx_seterr(char *err, size_t size, vx_status code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Maps a whole regular file read-only (*base, *size; munmap to release).
+ * VX_EIO for open/stat/mmap failures and non-regular files, VX_EFORMAT for
+ * a file under min_size bytes ("too short for a <what> header"), each with
+ * the path. */
+vx_status vx_map_file(const char *path, uint64_t min_size, const char *what, const void **base, uint64_t *size,
+                      char *err, size_t err_size);
+
 /* Internal invariant: reports file:line on stderr and aborts. Never used on
  * anything that depends on user input (files, requests). */
 void vx_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));

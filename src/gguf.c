@@ -28,6 +28,13 @@ struct vx_gguf {
     const uint8_t *base; /* whole file */
     uint64_t size;
     bool mapped;         /* base is an mmap we own */
+    bool owns_base;      /* base is a malloc'd header image (detached) */
+    /* detached readers: each tensor's bytes, in table order, and what to
+     * release with the reader */
+    const void *const *ext_data;
+    uint64_t ext_bytes;
+    void (*release)(void *);
+    void *owner;
     uint32_t version;
     size_t alignment;
     uint64_t data_offset;
@@ -401,6 +408,20 @@ static vx_status parse(vx_gguf *g, char *err, size_t err_size) {
     uint64_t rem = data % g->alignment;
     if (rem) data += g->alignment - rem;
     g->data_offset = data;
+    if (g->ext_data) {
+        /* detached: the bytes live in other buffers (vx_gguf_open_detached) */
+        for (int64_t i = 0; i < g->n_tensors; i++) {
+            vx_gguf_tensor *t = &g->tensors[i];
+            const vx_type_traits *tr = vx_type_get_traits((int)t->type);
+            const size_t need = tr->blck_size == 1 ? (tr->type_size < 8 ? tr->type_size : 8) : tr->type_size % 2 ? 1 : 2;
+            t->data = g->ext_data[i];
+            if (t->size && (!t->data || (uintptr_t)t->data % need != 0))
+                return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' (%s): its data is %s", t->name,
+                                 tr->name, t->data ? "misaligned for its type" : "missing");
+            g->ext_bytes += t->size;
+        }
+        return VX_OK;
+    }
     for (int64_t i = 0; i < g->n_tensors; i++) {
         vx_gguf_tensor *t = &g->tensors[i];
         uint64_t start, end;
@@ -468,37 +489,47 @@ vx_status vx_gguf_open_mem(const void *data, size_t size, vx_gguf **out, char *e
     return open_common(g, out, err, err_size);
 }
 
-vx_status vx_gguf_open(const char *path, vx_gguf **out, char *err, size_t err_size) {
+vx_status vx_gguf_open_detached(void *image, size_t size, const void *const *data, int64_t n_data,
+                                void (*release)(void *), void *owner, vx_gguf **out, char *err,
+                                size_t err_size) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return vx_seterr(err, err_size, VX_EIO, "%s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return vx_seterr(err, err_size, VX_EIO, "%s: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return vx_seterr(err, err_size, VX_EIO, "%s: not a regular file", path);
-    }
-    if (sb.st_size < 24) {
-        close(fd);
-        return vx_seterr(err, err_size, VX_EFORMAT,
-                         "%s: file is %lld bytes, too short for a GGUF header (24 bytes)", path,
-                         (long long)sb.st_size);
-    }
-    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (p == MAP_FAILED) return vx_seterr(err, err_size, VX_EIO, "%s: mmap: %s", path, strerror(e));
     vx_gguf *g = calloc(1, sizeof *g);
     if (!g) {
-        munmap(p, (size_t)sb.st_size);
+        free(image);
+        return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    }
+    g->base = image;
+    g->size = size;
+    g->owns_base = true;
+    g->ext_data = data;
+    vx_status st = parse(g, err, err_size);
+    if (!st && g->n_tensors != n_data)
+        st = vx_seterr(err, err_size, VX_EINVAL, "%lld tensor data pointers for %lld tensors",
+                       (long long)n_data, (long long)g->n_tensors);
+    g->ext_data = NULL;
+    if (st) {
+        vx_gguf_close(g); /* frees the image, not the owner */
+        return st;
+    }
+    g->release = release;
+    g->owner = owner;
+    *out = g;
+    return VX_OK;
+}
+
+vx_status vx_gguf_open(const char *path, vx_gguf **out, char *err, size_t err_size) {
+    *out = NULL;
+    const void *p;
+    uint64_t size;
+    vx_status st0 = vx_map_file(path, 24, "GGUF", &p, &size, err, err_size);
+    if (st0) return st0;
+    vx_gguf *g = calloc(1, sizeof *g);
+    if (!g) {
+        munmap((void *)p, (size_t)size);
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     }
     g->base = p;
-    g->size = (uint64_t)sb.st_size;
+    g->size = size;
     g->mapped = true;
     vx_status st = open_common(g, out, err, err_size);
     if (st && err && err_size > 0) {
@@ -513,6 +544,8 @@ vx_status vx_gguf_open(const char *path, vx_gguf **out, char *err, size_t err_si
 void vx_gguf_close(vx_gguf *g) {
     if (!g) return;
     if (g->mapped) munmap((void *)g->base, g->size);
+    if (g->owns_base) free((void *)g->base);
+    if (g->release) g->release(g->owner);
     for (int64_t i = 0; i < g->n_str_arrays; i++) free(g->str_arrays[i]);
     free(g->str_arrays);
     free(g->kv);
@@ -525,7 +558,7 @@ void vx_gguf_close(vx_gguf *g) {
 
 uint32_t vx_gguf_version(const vx_gguf *g) { return g->version; }
 size_t vx_gguf_alignment(const vx_gguf *g) { return g->alignment; }
-uint64_t vx_gguf_file_size(const vx_gguf *g) { return g->size; }
+uint64_t vx_gguf_file_size(const vx_gguf *g) { return g->size + g->ext_bytes; }
 uint64_t vx_gguf_data_offset(const vx_gguf *g) { return g->data_offset; }
 int64_t vx_gguf_n_kv(const vx_gguf *g) { return g->n_kv; }
 int64_t vx_gguf_n_tensors(const vx_gguf *g) { return g->n_tensors; }

@@ -81,11 +81,21 @@ typedef struct vx_gguf vx_gguf;
 vx_status vx_gguf_open(const char *path, vx_gguf **out, char *err, size_t err_size);
 /* Parses a GGUF image in memory (not copied: must outlive the handle). */
 vx_status vx_gguf_open_mem(const void *data, size_t size, vx_gguf **out, char *err, size_t err_size);
+/* A reader whose tensor bytes live outside the image: image (malloc'd; the
+ * reader frees it, also on failure) holds a GGUF file's header up to its
+ * data section, data[i] tensor i's bytes (table order; n_data pointers,
+ * each aligned for its type). The tensor offsets are not checked against
+ * the image. On success, closing the reader calls release(owner), which
+ * must keep the data valid until then. Built by vx_gguf_writer_open_reader
+ * (a model imported from another format). */
+vx_status vx_gguf_open_detached(void *image, size_t size, const void *const *data, int64_t n_data,
+                                void (*release)(void *), void *owner, vx_gguf **out, char *err,
+                                size_t err_size);
 void vx_gguf_close(vx_gguf *g);
 
 uint32_t vx_gguf_version(const vx_gguf *g);
 size_t vx_gguf_alignment(const vx_gguf *g);
-uint64_t vx_gguf_file_size(const vx_gguf *g);
+uint64_t vx_gguf_file_size(const vx_gguf *g); /* detached: the header image plus the tensors' bytes */
 uint64_t vx_gguf_data_offset(const vx_gguf *g);
 
 int64_t vx_gguf_n_kv(const vx_gguf *g);
@@ -141,6 +151,12 @@ vx_status vx_gguf_add_tensor(vx_gguf_writer *w, const char *name, int type, uint
                              const int64_t *ne, const void *data, uint64_t size, bool borrow);
 /* Writes a v3 file. */
 vx_status vx_gguf_write_file(vx_gguf_writer *w, const char *path, char *err, size_t err_size);
+/* The writer's keys and tensors as a reader (vx_gguf_open_detached), without
+ * copying tensor data: the writer and any borrowed data must outlive the
+ * reader, e.g. through release(owner), which closing the reader calls (not
+ * called when this fails). */
+vx_status vx_gguf_writer_open_reader(vx_gguf_writer *w, void (*release)(void *), void *owner,
+                                     vx_gguf **out, char *err, size_t err_size);
 /* Whether vx_gguf_write_file could create its file at path (the temporary
  * it writes first, in path's directory): a check before long work. */
 vx_status vx_gguf_check_dest(const char *path, char *err, size_t err_size);

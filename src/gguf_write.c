@@ -379,14 +379,38 @@ vx_status vx_gguf_add_tensor(vx_gguf_writer *w, const char *name, int type, uint
 /* Buffered writer over a file descriptor; the first error sticks (errno
  * value in err) and later writes are no-ops, so callers check once. */
 typedef struct wr_out {
-    int fd;
+    int fd;  /* -1: into mem */
     int err;
     uint64_t pos;
     size_t used;
+    uint8_t *mem;
+    size_t mem_len, mem_cap;
     uint8_t buf[1 << 16];
 } wr_out;
 
 static void raw_write(wr_out *o, const uint8_t *p, size_t n) {
+    if (o->fd < 0 && n > 0 && !o->err) {
+        if (n > o->mem_cap - o->mem_len) {
+            size_t cap = o->mem_cap ? o->mem_cap : 4096;
+            while (cap - o->mem_len < n) {
+                if (cap > SIZE_MAX / 2) {
+                    o->err = ENOMEM;
+                    return;
+                }
+                cap *= 2;
+            }
+            uint8_t *m = realloc(o->mem, cap);
+            if (!m) {
+                o->err = ENOMEM;
+                return;
+            }
+            o->mem = m;
+            o->mem_cap = cap;
+        }
+        memcpy(o->mem + o->mem_len, p, n);
+        o->mem_len += n;
+        return;
+    }
     while (n > 0 && !o->err) {
         /* cap single writes: some systems refuse counts above 2 GiB */
         size_t chunk = VX_MIN(n, (size_t)1 << 30);
@@ -497,7 +521,7 @@ static vx_status assign_offsets(vx_gguf_writer *w, uint64_t align, char *err, si
     return VX_OK;
 }
 
-static void write_body(const vx_gguf_writer *w, wr_out *o, uint64_t align) {
+static void write_header(const vx_gguf_writer *w, wr_out *o, uint64_t align) {
     out_put(o, "GGUF", 4);
     out_u32(o, 3);
     out_u64(o, (uint64_t)w->n_t);
@@ -521,6 +545,10 @@ static void write_body(const vx_gguf_writer *w, wr_out *o, uint64_t align) {
     /* no tensors, no data section: nothing to align (llama.cpp's vocab-only
      * files end right after the metadata too) */
     if (w->n_t) out_pad(o, align);
+}
+
+static void write_body(const vx_gguf_writer *w, wr_out *o, uint64_t align) {
+    write_header(w, o, align);
     for (size_t i = 0; i < w->n_t && !o->err; i++) {
         if (w->t[i].size) out_put(o, w->t[i].data, w->t[i].size);
         out_pad(o, align);
@@ -636,6 +664,8 @@ vx_status vx_gguf_write_file(vx_gguf_writer *w, const char *path, char *err, siz
     o->err = 0;
     o->pos = 0;
     o->used = 0;
+    o->mem = NULL;
+    o->mem_len = o->mem_cap = 0;
     write_body(w, o, align);
     const char *what = "writing";
     int e = o->err;
@@ -663,4 +693,35 @@ vx_status vx_gguf_write_file(vx_gguf_writer *w, const char *path, char *err, siz
     }
     free(tmp);
     return VX_OK;
+}
+
+vx_status vx_gguf_writer_open_reader(vx_gguf_writer *w, void (*release)(void *), void *owner,
+                                     vx_gguf **out, char *err, size_t err_size) {
+    if (!w || !out) return vx_seterr(err, err_size, VX_EINVAL, "writer and out are required");
+    *out = NULL;
+    uint64_t align;
+    vx_status st = writer_alignment(w, &align, err, err_size);
+    if (st) return st;
+    if ((st = assign_offsets(w, align, err, err_size))) return st;
+    wr_out *o = calloc(1, sizeof *o);
+    const void **data = malloc((w->n_t ? w->n_t : 1) * sizeof *data);
+    if (!o || !data) {
+        free(o);
+        free(data);
+        return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    }
+    o->fd = -1;
+    write_header(w, o, align);
+    out_flush(o);
+    for (size_t i = 0; i < w->n_t; i++) data[i] = w->t[i].data;
+    if (o->err) {
+        free(o->mem);
+        free(o);
+        free(data);
+        return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    }
+    st = vx_gguf_open_detached(o->mem, o->mem_len, data, (int64_t)w->n_t, release, owner, out, err, err_size);
+    free(o);
+    free(data);
+    return st;
 }

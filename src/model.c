@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "common.h"
+#include "hf_import.h"
 #include "matmul.h"
 #include "vocab.h"
 
@@ -417,25 +418,29 @@ static vx_status check_tensors(vx_model *m, char *err, size_t err_size) {
  * cold page cache and the user sees how far a large load has come. */
 static vx_status prefault(vx_model *m, const vx_model_params *params, char *err,
                           size_t err_size) {
+    /* tensor by tensor: an imported model's tensors lie in several
+     * mappings (safetensors shards) and copies, not in one range */
     const int64_t nt = vx_gguf_n_tensors(m->gguf);
-    if (nt == 0) return VX_OK;
-    const uint8_t *lo = NULL, *hi = NULL;
+    uint64_t total = 0, done = 0, next = 0;
+    for (int64_t i = 0; i < nt; i++) total += vx_gguf_tensor_at(m->gguf, i)->size;
+    if (total == 0) return VX_OK;
+    const size_t page = 4096;
+    const uint64_t chunk = (uint64_t)64 << 20;
+    volatile uint8_t sink = 0;
     for (int64_t i = 0; i < nt; i++) {
         const vx_gguf_tensor *t = vx_gguf_tensor_at(m->gguf, i);
-        const uint8_t *a = t->data, *b = a + t->size;
-        if (!lo || a < lo) lo = a;
-        if (!hi || b > hi) hi = b;
-    }
-    const size_t page = 4096, chunk = (size_t)64 << 20;
-    uintptr_t start = (uintptr_t)lo & ~(uintptr_t)(page - 1);
-    madvise((void *)start, (size_t)((uintptr_t)hi - start), MADV_WILLNEED);
-    volatile uint8_t sink = 0;
-    const size_t total = (size_t)(hi - lo);
-    for (size_t off = 0; off < total; off += chunk) {
-        size_t end = VX_MIN(total, off + chunk);
-        for (size_t o = off; o < end; o += page) sink ^= lo[o];
-        if (!params->progress((float)end / (float)total * 0.99f, params->progress_user_data))
-            return vx_seterr(err, err_size, VX_ECANCELED, "load canceled");
+        if (!t->size) continue;
+        const uint8_t *p = t->data;
+        uintptr_t start = (uintptr_t)p & ~(uintptr_t)(page - 1);
+        madvise((void *)start, (size_t)((uintptr_t)(p + t->size) - start), MADV_WILLNEED);
+        for (uint64_t o = 0; o < t->size; o += page) sink ^= p[o];
+        sink ^= p[t->size - 1];
+        done += t->size;
+        if (done >= next || i == nt - 1) {
+            next = done + chunk;
+            if (!params->progress((float)done / (float)total * 0.99f, params->progress_user_data))
+                return vx_seterr(err, err_size, VX_ECANCELED, "load canceled");
+        }
     }
     (void)sink;
     return VX_OK;
@@ -449,8 +454,10 @@ vx_status vx_model_load(const char *path, const vx_model_params *params, vx_mode
     *out = NULL;
     vx_model *m = calloc(1, sizeof *m);
     if (!m) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
-    vx_status st = params->use_mmap ? vx_gguf_open(path, &m->gguf, err, err_size)
-                                    : read_whole(m, path, params, err, err_size);
+    /* a Hugging Face model directory is imported (mapped safetensors) */
+    vx_status st = vx_hf_is_model_dir(path) ? vx_hf_open(path, &m->gguf, err, err_size)
+                   : params->use_mmap       ? vx_gguf_open(path, &m->gguf, err, err_size)
+                                            : read_whole(m, path, params, err, err_size);
     if (st) goto fail;
     if (params->progress && !params->progress(0.0f, params->progress_user_data)) {
         st = vx_seterr(err, err_size, VX_ECANCELED, "load canceled");

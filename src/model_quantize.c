@@ -26,6 +26,7 @@
 #include <strings.h>
 
 #include "common.h"
+#include "hf_import.h"
 #include "threadpool.h"
 
 static const vx_quant_mix mixes[] = {
@@ -421,7 +422,8 @@ vx_status vx_quantize_model(const char *in, const char *out, const vx_quantize_p
     if (!in || !out || !p || !p->mix)
         return vx_seterr(err, err_size, VX_EINVAL, "input, output and mix are required");
     qstate q = {0};
-    vx_status s = vx_gguf_open(in, &q.g, err, err_size);
+    /* a Hugging Face directory converts (hf_import.h) */
+    vx_status s = vx_hf_is_model_dir(in) ? vx_hf_open(in, &q.g, err, err_size) : vx_gguf_open(in, &q.g, err, err_size);
     if (s) return s;
     /* an unwritable destination found now, not after the conversion */
     if ((s = vx_gguf_check_dest(out, err, err_size))) {

@@ -1,0 +1,552 @@
+/*
+ * hf_import.c - a Hugging Face model directory as a GGUF reader (see
+ * hf_import.h): config.json to the architecture's metadata keys, the
+ * safetensors tensors renamed (and Llama's Q/K permuted), the tokenizer
+ * through hf_tokenizer.c; the result is a detached reader
+ * (vx_gguf_writer_open_reader) whose tensors point into the mapped
+ * safetensors files.
+ *
+ * Checkpoints: one model.safetensors, or the shards that
+ * model.safetensors.index.json's weight_map names (other *.safetensors
+ * files in the directory, such as Mistral's consolidated.safetensors, are
+ * not read). Architectures (config.json "architectures"): LlamaForCausalLM
+ * and MistralForCausalLM (GGUF "llama"), Qwen2ForCausalLM, Qwen3ForCausalLM,
+ * Phi3ForCausalLM. Weights: F32, F16, BF16. Tokenizers: tokenizer.json
+ * (byte-level BPE), or for Llama-family and Phi-3 models tokenizer.model
+ * (SentencePiece), which the converter prefers where both exist.
+ */
+#include "hf_import.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "common.h"
+#include "quant.h"
+#include "safetensors.h"
+
+#define HF_MAX_JSON ((size_t)1 << 30)
+
+static const struct {
+    const char *hf, *arch;
+    bool permute_qk; /* GGUF "llama" rotates adjacent pairs: HF's halves are permuted */
+} k_archs[] = {
+    {"LlamaForCausalLM", "llama", true},   {"MistralForCausalLM", "llama", true},
+    {"Qwen2ForCausalLM", "qwen2", false},  {"Qwen3ForCausalLM", "qwen3", false},
+    {"Phi3ForCausalLM", "phi3", false},
+};
+
+typedef struct hf_ctx {
+    vx_gguf_writer *w;
+    vx_safetensors **st;
+    int n_st;
+    void **bufs; /* copies the tensors point to */
+    size_t n_bufs, cap_bufs;
+} hf_ctx;
+
+static void hf_release(void *p) {
+    hf_ctx *c = p;
+    if (!c) return;
+    vx_gguf_writer_free(c->w);
+    for (int i = 0; i < c->n_st; i++) vx_st_close(c->st[i]);
+    free(c->st);
+    for (size_t i = 0; i < c->n_bufs; i++) free(c->bufs[i]);
+    free(c->bufs);
+    free(c);
+}
+
+/* A buffer owned by the import (freed with the reader). */
+static void *own(hf_ctx *c, size_t size) {
+    if (c->n_bufs == c->cap_bufs) {
+        size_t cap = c->cap_bufs ? 2 * c->cap_bufs : 64;
+        void **b = realloc(c->bufs, cap * sizeof *b);
+        if (!b) return NULL;
+        c->bufs = b;
+        c->cap_bufs = cap;
+    }
+    void *p = aligned_alloc(64, (size + 63) / 64 * 64 + 64);
+    if (p) c->bufs[c->n_bufs++] = p;
+    return p;
+}
+
+/* The file dir/name as a NUL-terminated string; VX_ENOENT-like VX_EIO with
+ * *missing set when it does not exist. */
+static vx_status read_text(const char *dir, const char *name, char **out, size_t *len, bool *missing, char *err,
+                           size_t err_size) {
+    char path[4096];
+    *out = NULL;
+    if (missing) *missing = false;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (missing && errno == ENOENT) {
+            *missing = true;
+            return VX_OK;
+        }
+        return vx_seterr(err, err_size, VX_EIO, "%s: %s", path, strerror(errno));
+    }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || (size_t)sb.st_size > HF_MAX_JSON) {
+        fclose(f);
+        return vx_seterr(err, err_size, VX_EIO, "%s: not a regular file of at most 1 GiB", path);
+    }
+    char *buf = malloc((size_t)sb.st_size + 1);
+    if (!buf) {
+        fclose(f);
+        return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    }
+    const size_t n = fread(buf, 1, (size_t)sb.st_size, f);
+    const int bad = ferror(f);
+    fclose(f);
+    if (bad || n != (size_t)sb.st_size) {
+        free(buf);
+        return vx_seterr(err, err_size, VX_EIO, "%s: read error", path);
+    }
+    buf[n] = 0;
+    *out = buf;
+    *len = n;
+    return VX_OK;
+}
+
+bool vx_hf_is_model_dir(const char *path) {
+    struct stat sb;
+    if (!path || stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return false;
+    char cfg[4096];
+    snprintf(cfg, sizeof cfg, "%s/config.json", path);
+    return access(cfg, R_OK) == 0;
+}
+
+/* ------------------------------------------------------------ config */
+
+typedef struct hf_hparams {
+    const char *arch;
+    bool permute_qk;
+    int64_t n_embd, n_layer, n_ff, n_head, n_head_kv, head_dim, n_ctx;
+    bool tie;
+} hf_hparams;
+
+/* config[key] as an integer in [lo, hi]: 1 found, 0 absent (or null), or an error */
+static int cfg_int(const cJSON *cfg, const char *key, int64_t lo, int64_t hi, int64_t *out, vx_status *st,
+                   char *err, size_t err_size) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)lo ||
+        v->valuedouble > (double)hi) {
+        *st = vx_seterr(err, err_size, VX_EFORMAT, "config.json: %s must be an integer in [%lld, %lld]", key,
+                        (long long)lo, (long long)hi);
+        return -1;
+    }
+    *out = (int64_t)v->valuedouble;
+    return 1;
+}
+
+static vx_status need_int(const cJSON *cfg, const char *key, int64_t lo, int64_t hi, int64_t *out, char *err,
+                          size_t err_size) {
+    vx_status st = VX_OK;
+    const int r = cfg_int(cfg, key, lo, hi, out, &st, err, err_size);
+    if (r < 0) return st;
+    if (r == 0) return vx_seterr(err, err_size, VX_EFORMAT, "config.json: %s is missing", key);
+    return VX_OK;
+}
+
+static vx_status set_u32(vx_gguf_writer *w, const char *arch, const char *suffix, int64_t v) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return vx_gguf_set_u32(w, key, (uint32_t)v);
+}
+
+static vx_status set_f32(vx_gguf_writer *w, const char *arch, const char *suffix, double v) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return vx_gguf_set_f32(w, key, (float)v);
+}
+
+static double cfg_num(const cJSON *o, const char *key, double def) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : def;
+}
+
+/* Llama 3.1's frequency factors (Meta's published rule), as the converter
+ * stores them in rope_freqs.weight. */
+static vx_status llama3_factors(hf_ctx *c, const cJSON *rs, double base, int64_t n_rot, char *err,
+                                size_t err_size) {
+    const double factor = cfg_num(rs, "factor", 8.0), lo_f = cfg_num(rs, "low_freq_factor", 1.0),
+                 hi_f = cfg_num(rs, "high_freq_factor", 4.0),
+                 old_ctx = cfg_num(rs, "original_max_position_embeddings", 8192.0);
+    if (!(factor > 0) || !(lo_f > 0) || !(hi_f > lo_f) || !(old_ctx > 0))
+        return vx_seterr(err, err_size, VX_EFORMAT, "config.json: rope_scaling (llama3) has invalid factors");
+    float *f = own(c, (size_t)n_rot / 2 * sizeof *f);
+    if (!f) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    const double lo_wl = old_ctx / lo_f, hi_wl = old_ctx / hi_f;
+    for (int64_t i = 0; i < n_rot / 2; i++) {
+        const double freq = 1.0 / pow(base, (double)(2 * i) / (double)n_rot), wl = 2 * M_PI / freq;
+        double r;
+        if (wl < hi_wl) r = 1.0;
+        else if (wl > lo_wl) r = factor;
+        else {
+            const double smooth = (old_ctx / wl - lo_f) / (hi_f - lo_f);
+            r = 1.0 / ((1 - smooth) / factor + smooth);
+        }
+        f[i] = (float)r;
+    }
+    const int64_t ne[1] = {n_rot / 2};
+    return vx_gguf_add_tensor(c->w, "rope_freqs.weight", VX_TYPE_F32, 1, ne, f, (uint64_t)(n_rot / 2) * 4, true);
+}
+
+static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hparams *hp, char *err,
+                             size_t err_size) {
+    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(cfg, "architectures");
+    const cJSON *a0 = cJSON_GetArrayItem(archs, 0);
+    if (!cJSON_IsString(a0))
+        return vx_seterr(err, err_size, VX_EFORMAT, "config.json: \"architectures\" names no model class");
+    for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
+        if (strcmp(a0->valuestring, k_archs[i].hf) == 0) {
+            hp->arch = k_archs[i].arch;
+            hp->permute_qk = k_archs[i].permute_qk;
+        }
+    if (!hp->arch)
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                         "config.json: model class %s is not supported (LlamaForCausalLM, MistralForCausalLM, "
+                         "Qwen2ForCausalLM, Qwen3ForCausalLM and Phi3ForCausalLM are)",
+                         a0->valuestring);
+    vx_status st;
+    if ((st = need_int(cfg, "hidden_size", 1, 1 << 20, &hp->n_embd, err, err_size)) ||
+        (st = need_int(cfg, "num_hidden_layers", 1, 4096, &hp->n_layer, err, err_size)) ||
+        (st = need_int(cfg, "intermediate_size", 1, 1 << 22, &hp->n_ff, err, err_size)) ||
+        (st = need_int(cfg, "num_attention_heads", 1, 4096, &hp->n_head, err, err_size)))
+        return st;
+    hp->n_head_kv = hp->n_head;
+    hp->head_dim = hp->n_embd / hp->n_head;
+    hp->n_ctx = 0;
+    st = VX_OK;
+    if (cfg_int(cfg, "num_key_value_heads", 1, 4096, &hp->n_head_kv, &st, err, err_size) < 0 ||
+        cfg_int(cfg, "head_dim", 1, 1 << 16, &hp->head_dim, &st, err, err_size) < 0 ||
+        cfg_int(cfg, "max_position_embeddings", 1, 1 << 24, &hp->n_ctx, &st, err, err_size) < 0)
+        return st;
+    /* RoPE turns pairs, and the Q/K permutation halves heads */
+    if (hp->head_dim < 2 || hp->head_dim % 2)
+        return vx_seterr(err, err_size, VX_EFORMAT, "config.json: the head dimension %lld is not a positive even number",
+                         (long long)hp->head_dim);
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(cfg, "tie_word_embeddings");
+    hp->tie = cJSON_IsTrue(tie);
+
+    vx_gguf_writer *w = c->w;
+    const char *A = hp->arch;
+    const char *base = strrchr(dir, '/');
+    base = base && base[1] ? base + 1 : dir;
+    if ((st = vx_gguf_set_str(w, "general.architecture", A)) || (st = vx_gguf_set_str(w, "general.name", base)) ||
+        (st = set_u32(w, A, "embedding_length", hp->n_embd)) || (st = set_u32(w, A, "block_count", hp->n_layer)) ||
+        (st = set_u32(w, A, "feed_forward_length", hp->n_ff)) ||
+        (st = set_u32(w, A, "attention.head_count", hp->n_head)) ||
+        (st = set_u32(w, A, "attention.head_count_kv", hp->n_head_kv)) ||
+        (st = set_u32(w, A, "attention.key_length", hp->head_dim)) ||
+        (st = set_u32(w, A, "attention.value_length", hp->head_dim)))
+        return st;
+    if (hp->n_ctx && (st = set_u32(w, A, "context_length", hp->n_ctx))) return st;
+    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(cfg, "rms_norm_eps");
+    if (cJSON_IsNumber(eps) && (st = set_f32(w, A, "attention.layer_norm_rms_epsilon", eps->valuedouble)))
+        return st;
+    const double theta = cfg_num(cfg, "rope_theta", 10000.0);
+    if (!(theta > 0)) return vx_seterr(err, err_size, VX_EFORMAT, "config.json: rope_theta must be positive");
+    if ((st = set_f32(w, A, "rope.freq_base", theta))) return st;
+    int64_t n_rot = hp->head_dim;
+    const double prf = cfg_num(cfg, "partial_rotary_factor", 1.0);
+    if (prf != 1.0) {
+        n_rot = (int64_t)(hp->head_dim * prf);
+        if (!(prf > 0 && prf < 1) || n_rot < 2 || n_rot % 2)
+            return vx_seterr(err, err_size, VX_EFORMAT, "config.json: partial_rotary_factor %g is invalid", prf);
+    }
+    if ((st = set_u32(w, A, "rope.dimension_count", n_rot))) return st;
+
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+    if (rs && !cJSON_IsNull(rs)) {
+        const cJSON *tv = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+        if (!cJSON_IsString(tv)) tv = cJSON_GetObjectItemCaseSensitive(rs, "type");
+        const char *type = cJSON_IsString(tv) ? tv->valuestring : NULL;
+        if (!type) return vx_seterr(err, err_size, VX_EFORMAT, "config.json: rope_scaling has no type");
+        if (strcmp(type, "linear") == 0) {
+            const double f = cfg_num(rs, "factor", 0);
+            if (!(f > 0)) return vx_seterr(err, err_size, VX_EFORMAT, "config.json: rope_scaling factor must be positive");
+            char key[160];
+            snprintf(key, sizeof key, "%s.rope.scaling.type", A);
+            if ((st = vx_gguf_set_str(w, key, "linear")) || (st = set_f32(w, A, "rope.scaling.factor", f))) return st;
+        } else if (strcmp(type, "llama3") == 0) {
+            if ((st = llama3_factors(c, rs, theta, n_rot, err, err_size))) return st;
+        } else if (strcmp(type, "default") != 0) {
+            return vx_seterr(err, err_size, VX_EUNSUPPORTED, "config.json: rope_scaling type '%s' is not supported yet",
+                             type);
+        }
+    }
+    return VX_OK;
+}
+
+/* ------------------------------------------------------------ tensors */
+
+/* The GGUF name of an HF tensor name (NULL: not a tensor vx uses); *kind:
+ * 'n' norm or bias (made F32), 'q' / 'k' (permuted for Llama), 'w' as is. */
+static const char *map_name(const char *hf, char *buf, size_t size, char *kind) {
+    static const struct {
+        const char *hf, *gguf;
+        char kind;
+    } top[] = {{"model.embed_tokens.weight", "token_embd.weight", 'w'},
+               {"model.norm.weight", "output_norm.weight", 'n'},
+               {"lm_head.weight", "output.weight", 'w'}};
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+        if (strcmp(hf, top[i].hf) == 0) {
+            *kind = top[i].kind;
+            return top[i].gguf;
+        }
+    static const struct {
+        const char *hf, *gguf;
+        char kind;
+    } layer[] = {{"input_layernorm.weight", "attn_norm.weight", 'n'},
+                 {"post_attention_layernorm.weight", "ffn_norm.weight", 'n'},
+                 {"self_attn.q_proj.weight", "attn_q.weight", 'q'},
+                 {"self_attn.k_proj.weight", "attn_k.weight", 'k'},
+                 {"self_attn.v_proj.weight", "attn_v.weight", 'w'},
+                 {"self_attn.o_proj.weight", "attn_output.weight", 'w'},
+                 {"self_attn.q_proj.bias", "attn_q.bias", 'Q'},
+                 {"self_attn.k_proj.bias", "attn_k.bias", 'K'},
+                 {"self_attn.v_proj.bias", "attn_v.bias", 'n'},
+                 {"self_attn.o_proj.bias", "attn_output.bias", 'n'},
+                 {"self_attn.q_norm.weight", "attn_q_norm.weight", 'n'},
+                 {"self_attn.k_norm.weight", "attn_k_norm.weight", 'n'},
+                 {"self_attn.qkv_proj.weight", "attn_qkv.weight", 'w'},
+                 {"mlp.gate_proj.weight", "ffn_gate.weight", 'w'},
+                 {"mlp.up_proj.weight", "ffn_up.weight", 'w'},
+                 {"mlp.down_proj.weight", "ffn_down.weight", 'w'},
+                 {"mlp.gate_up_proj.weight", "ffn_up.weight", 'w'},
+                 {"self_attn.rotary_emb.inv_freq", NULL, 0}};
+    unsigned il;
+    int pos = 0;
+    if (sscanf(hf, "model.layers.%u.%n", &il, &pos) == 1 && pos > 0) {
+        for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
+            if (strcmp(hf + pos, layer[i].hf) == 0) {
+                *kind = layer[i].kind;
+                if (!layer[i].gguf) return NULL;
+                snprintf(buf, size, "blk.%u.%s", il, layer[i].gguf);
+                return buf;
+            }
+    }
+    *kind = '?';
+    return NULL;
+}
+
+static int vx_type_of(vx_st_dtype d) {
+    return d == VX_ST_F32 ? VX_TYPE_F32 : d == VX_ST_F16 ? VX_TYPE_F16 : d == VX_ST_BF16 ? VX_TYPE_BF16 : -1;
+}
+
+static float elem_f32(const uint8_t *p, vx_st_dtype d, size_t i) {
+    if (d == VX_ST_F32) {
+        float f;
+        memcpy(&f, p + 4 * i, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, p + 2 * i, 2);
+    return d == VX_ST_F16 ? vx_fp16_to_fp32(h) : vx_bf16_to_fp32(h);
+}
+
+/* Rows of r (n_rows x row bytes) reordered within each head of hd rows:
+ * GGUF row h hd + 2j + s is HF row h hd + s hd/2 + j (HF rotates the two
+ * halves of a head, GGUF "llama" adjacent pairs). */
+static void permute_rows(uint8_t *dst, const uint8_t *src, int64_t n_rows, int64_t hd, size_t row) {
+    for (int64_t h = 0; h < n_rows / hd; h++)
+        for (int64_t j = 0; j < hd / 2; j++)
+            for (int64_t s = 0; s < 2; s++)
+                memcpy(dst + (size_t)(h * hd + 2 * j + s) * row, src + (size_t)(h * hd + s * hd / 2 + j) * row, row);
+}
+
+static vx_status add_tensor(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t, char *err, size_t err_size) {
+    char buf[160], kind;
+    const char *name = map_name(t->name, buf, sizeof buf, &kind);
+    if (!name && kind != '?') return VX_OK; /* known, unused */
+    if (!name)
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED, "tensor '%s' is not one vx knows for %s models", t->name,
+                         hp->arch);
+    if (strcmp(name, "output.weight") == 0 && hp->tie) return VX_OK; /* the embedding's copy */
+    const int type = vx_type_of(t->dtype);
+    if (type < 0)
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED, "tensor '%s' is %s: only F32, F16 and BF16 are supported",
+                         t->name, vx_st_dtype_name(t->dtype));
+    if (t->n_dims < 1 || t->n_dims > 2 || (kind != 'n' && kind != 'Q' && kind != 'K' && t->n_dims != 2))
+        return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' has %d dimensions", t->name, t->n_dims);
+    int64_t ne[2] = {t->shape[t->n_dims - 1], t->n_dims == 2 ? t->shape[0] : 1};
+    const size_t es = vx_st_dtype_size(t->dtype);
+    const void *data = t->data;
+    int out_type = type;
+    if (kind == 'n' || kind == 'Q' || kind == 'K') {
+        /* norms and biases in F32 (the loader's need_f32) */
+        float *f = own(c, (size_t)t->n_elem * sizeof *f);
+        if (!f) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+        for (uint64_t i = 0; i < t->n_elem; i++) f[i] = elem_f32(t->data, t->dtype, i);
+        if (hp->permute_qk && kind != 'n') {
+            const int64_t rows = (int64_t)t->n_elem;
+            if (rows != (kind == 'Q' ? hp->n_head : hp->n_head_kv) * hp->head_dim)
+                return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' has %lld elements, not heads x %lld",
+                                 t->name, (long long)rows, (long long)hp->head_dim);
+            float *p = own(c, (size_t)rows * sizeof *p);
+            if (!p) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+            permute_rows((uint8_t *)p, (const uint8_t *)f, rows, hp->head_dim, sizeof(float));
+            f = p;
+        }
+        data = f;
+        out_type = VX_TYPE_F32;
+        ne[0] = (int64_t)t->n_elem;
+        ne[1] = 1;
+    } else if (hp->permute_qk && (kind == 'q' || kind == 'k')) {
+        const int64_t heads = kind == 'q' ? hp->n_head : hp->n_head_kv;
+        if (ne[1] != heads * hp->head_dim || hp->head_dim % 2)
+            return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' has %lld rows, not %lld heads x %lld", t->name,
+                             (long long)ne[1], (long long)heads, (long long)hp->head_dim);
+        uint8_t *p = own(c, (size_t)t->size);
+        if (!p) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+        permute_rows(p, t->data, ne[1], hp->head_dim, (size_t)ne[0] * es);
+        data = p;
+    } else if ((uintptr_t)data % es != 0) {
+        uint8_t *p = own(c, (size_t)t->size);
+        if (!p) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+        memcpy(p, t->data, (size_t)t->size);
+        data = p;
+    }
+    const uint64_t size = (uint64_t)ne[0] * (uint64_t)ne[1] * (out_type == VX_TYPE_F32 ? 4 : es);
+    vx_status st = vx_gguf_add_tensor(c->w, name, out_type, ne[1] == 1 && t->n_dims == 1 ? 1 : 2, ne, data, size, true);
+    if (st == VX_EINVAL)
+        return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' (as %s) appears twice or is malformed", t->name, name);
+    return st;
+}
+
+/* The checkpoint's files: the index's shards, or model.safetensors. */
+static vx_status open_shards(hf_ctx *c, const char *dir, char *err, size_t err_size) {
+    char *text = NULL;
+    size_t len = 0;
+    bool missing;
+    vx_status st = read_text(dir, "model.safetensors.index.json", &text, &len, &missing, err, err_size);
+    if (st) return st;
+    const char *names[4096];
+    int n = 0;
+    cJSON *idx = NULL;
+    if (!missing) {
+        idx = cJSON_ParseWithLength(text, len);
+        const cJSON *map = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
+        if (!cJSON_IsObject(map)) {
+            cJSON_Delete(idx);
+            free(text);
+            return vx_seterr(err, err_size, VX_EFORMAT, "%s/model.safetensors.index.json: no weight_map object", dir);
+        }
+        const cJSON *it;
+        cJSON_ArrayForEach(it, map) {
+            if (!cJSON_IsString(it) || strchr(it->valuestring, '/') || !it->valuestring[0]) {
+                cJSON_Delete(idx);
+                free(text);
+                return vx_seterr(err, err_size, VX_EFORMAT,
+                                 "%s/model.safetensors.index.json: tensor '%s' maps to no file name", dir, it->string);
+            }
+            int k = 0;
+            while (k < n && strcmp(names[k], it->valuestring) != 0) k++;
+            if (k == n) {
+                if (n == (int)(sizeof names / sizeof names[0])) {
+                    cJSON_Delete(idx);
+                    free(text);
+                    return vx_seterr(err, err_size, VX_EUNSUPPORTED, "more than 4096 safetensors shards");
+                }
+                names[n++] = it->valuestring;
+            }
+        }
+    } else {
+        names[n++] = "model.safetensors";
+    }
+    c->st = calloc((size_t)n, sizeof *c->st);
+    if (!c->st) st = vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    for (int i = 0; !st && i < n; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        st = vx_st_open(path, &c->st[i], err, err_size);
+        if (!st) c->n_st++;
+    }
+    cJSON_Delete(idx);
+    free(text);
+    return st;
+}
+
+static vx_status import(hf_ctx *c, const char *dir, char *err, size_t err_size) {
+    char *text = NULL, *tok = NULL, *tcfg = NULL;
+    size_t len = 0, tok_len = 0, tcfg_len = 0;
+    bool missing;
+    vx_status st = read_text(dir, "config.json", &text, &len, NULL, err, err_size);
+    if (st) return st;
+    cJSON *cfg = cJSON_ParseWithLength(text, len);
+    hf_hparams hp = {0};
+    st = cJSON_IsObject(cfg) ? config_keys(c, cfg, dir, &hp, err, err_size)
+                             : vx_seterr(err, err_size, VX_EFORMAT, "config.json is not a JSON object");
+    cJSON_Delete(cfg);
+    if (!st) st = open_shards(c, dir, err, err_size);
+    if (st) {
+        free(text);
+        return st;
+    }
+    int64_t n_vocab = 0;
+    for (int i = 0; i < c->n_st; i++)
+        for (int64_t j = 0; j < vx_st_n_tensors(c->st[i]); j++) {
+            const vx_st_tensor *t = vx_st_tensor_at(c->st[i], j);
+            if ((st = add_tensor(c, &hp, t, err, err_size))) {
+                free(text);
+                return st;
+            }
+            if (strcmp(t->name, "model.embed_tokens.weight") == 0 && t->n_dims == 2) n_vocab = t->shape[0];
+        }
+    if (n_vocab == 0) st = vx_seterr(err, err_size, VX_EFORMAT, "no model.embed_tokens.weight in the checkpoint");
+    if (!st) st = read_text(dir, "tokenizer_config.json", &tcfg, &tcfg_len, &missing, err, err_size);
+    /* Llama-family and Phi-3 models: the SentencePiece model when there is
+     * one, as the converter prefers it; then tokenizer.json */
+    bool spm = false;
+    if (!st && (hp.permute_qk || !strcmp(hp.arch, "phi3"))) {
+        st = read_text(dir, "tokenizer.model", &tok, &tok_len, &missing, err, err_size);
+        spm = !st && !missing;
+    }
+    if (spm) {
+        char *added = NULL;
+        size_t added_len = 0;
+        st = read_text(dir, "added_tokens.json", &added, &added_len, &missing, err, err_size);
+        if (!st)
+            st = vx_hf_spm_to_gguf((const uint8_t *)tok, tok_len, tcfg, tcfg_len, text, len, added, added_len, n_vocab,
+                                   c->w, err, err_size);
+        free(added);
+    } else if (!st) {
+        st = read_text(dir, "tokenizer.json", &tok, &tok_len, &missing, err, err_size);
+        if (!st && missing)
+            st = vx_seterr(err, err_size, VX_EUNSUPPORTED, "%s has no tokenizer.json%s", dir,
+                           hp.permute_qk || !strcmp(hp.arch, "phi3") ? " or tokenizer.model" : "");
+        if (!st) st = vx_hf_tokenizer_to_gguf(tok, tok_len, tcfg, tcfg_len, text, len, n_vocab, c->w, err, err_size);
+    }
+    free(tok);
+    free(tcfg);
+    free(text);
+    return st;
+}
+
+vx_status vx_hf_open(const char *dir, vx_gguf **out, char *err, size_t err_size) {
+    *out = NULL;
+    hf_ctx *c = calloc(1, sizeof *c);
+    if (!c || !(c->w = vx_gguf_writer_init())) {
+        free(c);
+        return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    }
+    vx_status st = import(c, dir, err, err_size);
+    if (!st) st = vx_gguf_writer_open_reader(c->w, hf_release, c, out, err, err_size);
+    if (st) {
+        hf_release(c);
+        if (err && err_size) {
+            char tmp[VX_ERRMSG_MAX];
+            snprintf(tmp, sizeof tmp, "%s", err);
+            if (strncmp(tmp, dir, strlen(dir)) != 0) snprintf(err, err_size, "%s: %s", dir, tmp);
+        }
+    }
+    return st;
+}

@@ -1,0 +1,685 @@
+/*
+ * test_hf.c - Hugging Face model directories (src/hf_import.c,
+ * src/hf_tokenizer.c).
+ *
+ * 1. The tokenizers: the fixtures' Llama 3 and Qwen3 tokenizer.json files
+ *    (hf/) must give exactly the tokenizer keys of ggml-vocab-llama-bpe.gguf
+ *    and ggml-vocab-qwen2.gguf, which the fixtures' authors wrote from the
+ *    same files following llama.cpp's converter step by step (tokens, types,
+ *    merges, special ids, flags, chat template), and tokenize the 46 test
+ *    strings into llama.cpp's ids; Llama 2's vocabulary written as a
+ *    SentencePiece tokenizer.model must come back the same way.
+ * 2. The models: fixture GGUF models written out as Hugging Face
+ *    directories (config.json, safetensors in HF tensor names, Llama's Q/K
+ *    rows in HF's order, a tokenizer.json) must load and give the same
+ *    logits, bit for bit, as the GGUF files they came from: the import
+ *    rebuilds the same tensors. Also sharded checkpoints, BF16, tied and
+ *    untied embeddings, and the errors for what is not supported.
+ */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "gguf.h"
+#include "hf_import.h"
+#include "quant.h"
+#include "testutil.h"
+#include "vocab.h"
+#include "vortex.h"
+
+static char *gunzip(const char *path, size_t *len) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "gzip -dc '%s'", path);
+    FILE *p = popen(cmd, "r");
+    if (!p) return NULL;
+    size_t cap = 1 << 24, n = 0;
+    char *buf = malloc(cap + 1);
+    for (size_t k; buf && (k = fread(buf + n, 1, cap - n, p)) > 0;) {
+        n += k;
+        if (n == cap) {
+            char *b = realloc(buf, 2 * cap + 1);
+            if (!b) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = b;
+            cap *= 2;
+        }
+    }
+    if (pclose(p) != 0 || !buf || n == 0) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+static void release_writer(void *w) { vx_gguf_writer_free(w); }
+
+/* Whether key has the same value in both readers (both absent counts). */
+static bool same_kv(const vx_gguf *a, const vx_gguf *b, const char *key) {
+    const vx_gguf_kv *x = vx_gguf_find(a, key), *y = vx_gguf_find(b, key);
+    if (!x || !y) {
+        if (x || y) fprintf(stderr, "  %s: present in %s only\n", key, x ? "the import" : "the fixture");
+        return !x && !y;
+    }
+    if (x->type == VX_GGUF_STRING && y->type == VX_GGUF_STRING)
+        return x->v.str.len == y->v.str.len && memcmp(x->v.str.s, y->v.str.s, x->v.str.len) == 0;
+    if (x->type == VX_GGUF_BOOL || y->type == VX_GGUF_BOOL) return x->type == y->type && x->v.b == y->v.b;
+    if (x->type == VX_GGUF_ARRAY && y->type == VX_GGUF_ARRAY) {
+        if (x->v.arr.n != y->v.arr.n) {
+            fprintf(stderr, "  %s: %llu vs %llu elements\n", key, (unsigned long long)x->v.arr.n,
+                    (unsigned long long)y->v.arr.n);
+            return false;
+        }
+        for (uint64_t i = 0; i < x->v.arr.n; i++) {
+            bool eq;
+            if (x->v.arr.type == VX_GGUF_STRING || y->v.arr.type == VX_GGUF_STRING)
+                eq = x->v.arr.type == y->v.arr.type && x->v.arr.strs[i].len == y->v.arr.strs[i].len &&
+                     memcmp(x->v.arr.strs[i].s, y->v.arr.strs[i].s, x->v.arr.strs[i].len) == 0;
+            else
+                eq = vx_gguf_arr_i64(x, i) == vx_gguf_arr_i64(y, i);
+            if (!eq) {
+                fprintf(stderr, "  %s: element %llu differs\n", key, (unsigned long long)i);
+                return false;
+            }
+        }
+        return true;
+    }
+    int64_t u, v;
+    return vx_gguf_get_i64(a, key, &u) == 1 && vx_gguf_get_i64(b, key, &v) == 1 && u == v;
+}
+
+/* The 46 .inp strings of a fixture vocabulary against its .out ids. */
+static int run_inp(const vx_vocab *v, const char *name, int *n_tests) {
+    char rel[256];
+    size_t inp_size = 0, out_size = 0;
+    snprintf(rel, sizeof rel, "tokenizer/ggml-vocab-%s.gguf.inp", name);
+    char *inp = vx_test_read_file(vx_test_fixture_path(rel), &inp_size);
+    snprintf(rel, sizeof rel, "tokenizer/ggml-vocab-%s.gguf.out", name);
+    char *outf = vx_test_read_file(vx_test_fixture_path(rel), &out_size);
+    CHECKF(inp && outf, "%s: .inp/.out fixtures missing", name);
+    int pass = 0;
+    *n_tests = 0;
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    char *line = outf;
+    for (size_t pos = 0; inp && outf && pos < inp_size;) {
+        const char *m = memmem(inp + pos, inp_size - pos, sep, sizeof sep - 1);
+        const size_t end = m ? (size_t)(m - inp) : inp_size;
+        const char *text = inp + pos;
+        const size_t tlen = end - pos;
+        pos = m ? end + sizeof sep - 1 : inp_size;
+        char *nl = line ? strchr(line, '\n') : NULL;
+        if (nl) *nl = 0;
+        vx_token exp[1024], got[1024];
+        int ne = 0;
+        for (char *p = line; p && *p && ne < 1024;) {
+            char *e;
+            const long x = strtol(p, &e, 10);
+            if (e == p) break;
+            exp[ne++] = (vx_token)x;
+            p = e;
+        }
+        line = nl ? nl + 1 : NULL;
+        const int32_t n = vx_tokenize(v, text, (int32_t)tlen, got, 1024, false, false);
+        const bool ok = n == ne && memcmp(got, exp, (size_t)ne * sizeof *got) == 0;
+        CHECKF(ok, "%s: test %d", name, *n_tests);
+        pass += ok;
+        ++*n_tests;
+    }
+    free(inp);
+    free(outf);
+    return pass;
+}
+
+static void test_tokenizer(const char *hf, const char *vocab_name, int64_t n_vocab, const char *model_cfg) {
+    char rel[256];
+    size_t len = 0, clen = 0;
+    snprintf(rel, sizeof rel, "tokenizer/hf/%s/tokenizer.json.gz", hf);
+    char *json = gunzip(vx_test_fixture_path(rel), &len);
+    snprintf(rel, sizeof rel, "tokenizer/hf/%s/tokenizer_config.json", hf);
+    char *cfg = vx_test_read_file(vx_test_fixture_path(rel), &clen);
+    CHECKF(json && cfg, "%s: fixture tokenizer files missing (gzip needed)", hf);
+    if (!json || !cfg) {
+        free(json);
+        free(cfg);
+        return;
+    }
+    char err[512] = "";
+    vx_gguf_writer *w = vx_gguf_writer_init();
+    vx_status st = vx_hf_tokenizer_to_gguf(json, len, cfg, clen, model_cfg, model_cfg ? strlen(model_cfg) : 0,
+                                           n_vocab, w, err, sizeof err);
+    CHECKF(st == VX_OK, "%s: %s", hf, err);
+    vx_gguf *imp = NULL, *ref = NULL;
+    if (!st) st = vx_gguf_writer_open_reader(w, release_writer, w, &imp, err, sizeof err);
+    else vx_gguf_writer_free(w);
+    CHECKF(st == VX_OK && imp, "%s: %s", hf, err);
+    snprintf(rel, sizeof rel, "tokenizer/ggml-vocab-%s.gguf", vocab_name);
+    CHECK(vx_gguf_open(vx_test_fixture_path(rel), &ref, err, sizeof err) == VX_OK);
+    if (imp && ref) {
+        static const char *const keys[] = {
+            "tokenizer.ggml.model",          "tokenizer.ggml.pre",           "tokenizer.ggml.tokens",
+            "tokenizer.ggml.token_type",     "tokenizer.ggml.merges",        "tokenizer.ggml.bos_token_id",
+            "tokenizer.ggml.eos_token_id",   "tokenizer.ggml.padding_token_id", "tokenizer.ggml.unknown_token_id",
+            "tokenizer.ggml.add_bos_token",  "tokenizer.ggml.add_eos_token", "tokenizer.chat_template"};
+        int same = 0;
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            const bool eq = same_kv(imp, ref, keys[i]);
+            CHECKF(eq, "%s: %s differs from %s's", hf, keys[i], vocab_name);
+            same += eq;
+        }
+        /* every tokenizer key of the fixture is one of those */
+        for (int64_t i = 0; i < vx_gguf_n_kv(ref); i++) {
+            const char *k = vx_gguf_kv_at(ref, i)->key;
+            if (strncmp(k, "tokenizer.", 10) != 0) continue;
+            bool listed = false;
+            for (size_t j = 0; j < sizeof keys / sizeof keys[0]; j++) listed |= strcmp(k, keys[j]) == 0;
+            CHECKF(listed, "%s: the fixture has %s, which the test does not compare", hf, k);
+        }
+        vx_vocab *v = NULL;
+        CHECK(vx_vocab_load(imp, &v, err, sizeof err) == VX_OK);
+        int n_tests = 0, pass = v ? run_inp(v, vocab_name, &n_tests) : 0;
+        printf("  tokenizer %-7s %d/%zu keys as ggml-vocab-%s.gguf, %d/%d .inp strings\n", hf, same,
+               sizeof keys / sizeof keys[0], vocab_name, pass, n_tests);
+        CHECK(n_tests == 46);
+        vx_vocab_free(v);
+    }
+    vx_gguf_close(imp);
+    vx_gguf_close(ref);
+    free(json);
+    free(cfg);
+}
+
+/* ------------------------------------------------ SentencePiece models */
+
+typedef struct bytes {
+    uint8_t *p;
+    size_t n, cap;
+} bytes;
+
+static void put(bytes *b, const void *src, size_t n) {
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2 + 64;
+        b->p = realloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->n, src, n);
+    b->n += n;
+}
+
+static void put_varint(bytes *b, uint64_t v) {
+    do {
+        uint8_t c = (uint8_t)(v & 0x7F);
+        v >>= 7;
+        if (v) c |= 0x80;
+        put(b, &c, 1);
+    } while (v);
+}
+
+/* A SentencePiece ModelProto of a GGUF "llama" vocabulary: pieces (text,
+ * score, type), trainer_spec.model_type = BPE, normalizer_spec.add_dummy_prefix. */
+static bytes spm_model_of(const vx_gguf *g) {
+    bytes m = {0};
+    const vx_gguf_kv *toks = vx_gguf_find(g, "tokenizer.ggml.tokens"), *sc = vx_gguf_find(g, "tokenizer.ggml.scores"),
+                     *ty = vx_gguf_find(g, "tokenizer.ggml.token_type");
+    for (uint64_t i = 0; toks && i < toks->v.arr.n; i++) {
+        bytes piece = {0};
+        const uint8_t k1 = 0x0A, k2 = 0x15, k3 = 0x18;
+        put(&piece, &k1, 1);
+        put_varint(&piece, toks->v.arr.strs[i].len);
+        put(&piece, toks->v.arr.strs[i].s, toks->v.arr.strs[i].len);
+        const float f = sc ? (float)vx_gguf_arr_f64(sc, i) : 0.0f;
+        put(&piece, &k2, 1);
+        put(&piece, &f, 4);
+        const int64_t t = ty ? vx_gguf_arr_i64(ty, i) : 1;
+        if (t != 1) {
+            put(&piece, &k3, 1);
+            put_varint(&piece, (uint64_t)t);
+        }
+        put(&m, &k1, 1);
+        put_varint(&m, piece.n);
+        put(&m, piece.p, piece.n);
+        free(piece.p);
+    }
+    static const uint8_t specs[] = {0x12, 0x02, 0x18, 0x02, 0x1A, 0x02, 0x18, 0x01};
+    put(&m, specs, sizeof specs);
+    return m;
+}
+
+static const char k_llama2_cfg[] =
+    "{\"bos_token\": \"<s>\", \"eos_token\": \"</s>\", \"unk_token\": \"<unk>\", "
+    "\"add_bos_token\": true, \"add_eos_token\": false}";
+
+/* ggml-vocab-llama-spm.gguf (Llama 2's vocabulary) as a tokenizer.model:
+ * the import must give back its keys and llama.cpp's ids for the 46
+ * strings. The protobuf is written here from the fixture (no tokenizer.model
+ * ships with the fixtures), so this checks the reader and the conversion
+ * rules, not an independent file. */
+static void test_spm(void) {
+    char err[512] = "";
+    vx_gguf *ref = NULL, *imp = NULL;
+    CHECK(vx_gguf_open(vx_test_fixture_path("tokenizer/ggml-vocab-llama-spm.gguf"), &ref, err, sizeof err) == VX_OK);
+    if (!ref) return;
+    bytes m = spm_model_of(ref);
+    vx_gguf_writer *w = vx_gguf_writer_init();
+    vx_status st = vx_hf_spm_to_gguf(m.p, m.n, k_llama2_cfg, strlen(k_llama2_cfg), NULL, 0, NULL, 0, 32000, w, err,
+                                     sizeof err);
+    CHECKF(st == VX_OK, "spm: %s", err);
+    if (!st) st = vx_gguf_writer_open_reader(w, release_writer, w, &imp, err, sizeof err);
+    else vx_gguf_writer_free(w);
+    if (imp) {
+        static const char *const keys[] = {"tokenizer.ggml.model",         "tokenizer.ggml.pre",
+                                           "tokenizer.ggml.tokens",        "tokenizer.ggml.token_type",
+                                           "tokenizer.ggml.bos_token_id",  "tokenizer.ggml.eos_token_id",
+                                           "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.add_bos_token",
+                                           "tokenizer.ggml.add_eos_token"};
+        int same = 0;
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            const bool eq = same_kv(imp, ref, keys[i]);
+            CHECKF(eq, "spm: %s differs", keys[i]);
+            same += eq;
+        }
+        const vx_gguf_kv *a = vx_gguf_find(imp, "tokenizer.ggml.scores"), *b = vx_gguf_find(ref, "tokenizer.ggml.scores");
+        bool scores = a && b && a->v.arr.n == b->v.arr.n;
+        for (uint64_t i = 0; scores && i < a->v.arr.n; i++) scores = vx_gguf_arr_f64(a, i) == vx_gguf_arr_f64(b, i);
+        CHECK(scores);
+        vx_vocab *v = NULL;
+        CHECK(vx_vocab_load(imp, &v, err, sizeof err) == VX_OK);
+        int n_tests = 0, pass = v ? run_inp(v, "llama-spm", &n_tests) : 0;
+        printf("  tokenizer.model (Llama 2's vocabulary) %d/%zu keys + scores %s, %d/%d .inp strings\n", same,
+               sizeof keys / sizeof keys[0], scores ? "equal" : "DIFFER", pass, n_tests);
+        vx_vocab_free(v);
+    }
+    /* bad protobufs: errors, never crashes */
+    for (size_t cut = 1; cut < 64 && cut < m.n; cut += 7) {
+        vx_gguf_writer *w2 = vx_gguf_writer_init();
+        err[0] = 0;
+        const vx_status s2 = vx_hf_spm_to_gguf(m.p, cut, NULL, 0, NULL, 0, NULL, 0, 0, w2, err, sizeof err);
+        CHECKF(s2 == VX_EFORMAT && strstr(err, "tokenizer.model"), "cut at %zu: %s", cut, err);
+        vx_gguf_writer_free(w2);
+    }
+    free(m.p);
+    vx_gguf_close(imp);
+    vx_gguf_close(ref);
+}
+
+/* ------------------------------------------------------------ models */
+
+typedef struct st_ent {
+    char name[128];
+    const char *dtype;
+    int nd;
+    int64_t shape[2];
+    const void *data;
+    size_t size;
+} st_ent;
+
+/* A safetensors file of the entries (header padded to 8 bytes). */
+static bool write_st(const char *path, const st_ent *e, int n) {
+    cJSON *h = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(h, "__metadata__");
+    cJSON_AddStringToObject(meta, "format", "pt");
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        cJSON *t = cJSON_AddObjectToObject(h, e[i].name);
+        cJSON_AddStringToObject(t, "dtype", e[i].dtype);
+        cJSON *s = cJSON_AddArrayToObject(t, "shape");
+        for (int d = 0; d < e[i].nd; d++) cJSON_AddItemToArray(s, cJSON_CreateNumber((double)e[i].shape[d]));
+        cJSON *o = cJSON_AddArrayToObject(t, "data_offsets");
+        cJSON_AddItemToArray(o, cJSON_CreateNumber((double)off));
+        cJSON_AddItemToArray(o, cJSON_CreateNumber((double)(off + e[i].size)));
+        off += e[i].size;
+    }
+    char *txt = cJSON_PrintUnformatted(h);
+    cJSON_Delete(h);
+    FILE *f = fopen(path, "wb");
+    if (!f || !txt) {
+        if (f) fclose(f);
+        free(txt);
+        return false;
+    }
+    size_t hl = strlen(txt);
+    const size_t pad = (8 - hl % 8) % 8;
+    const uint64_t n8 = hl + pad;
+    bool ok = fwrite(&n8, 8, 1, f) == 1 && fwrite(txt, 1, hl, f) == hl;
+    for (size_t i = 0; i < pad; i++) ok &= fputc(' ', f) != EOF;
+    for (int i = 0; i < n; i++) ok &= e[i].size == 0 || fwrite(e[i].data, 1, e[i].size, f) == e[i].size;
+    ok &= fclose(f) == 0;
+    free(txt);
+    return ok;
+}
+
+static bool write_text(const char *dir, const char *name, const char *text) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f) return false;
+    const bool ok = fputs(text, f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+/* The HF name of a GGUF tensor name (NULL: none). */
+static const char *hf_name(const char *g, char *buf, size_t size) {
+    static const char *const top[][2] = {{"token_embd.weight", "model.embed_tokens.weight"},
+                                         {"output_norm.weight", "model.norm.weight"},
+                                         {"output.weight", "lm_head.weight"}};
+    for (size_t i = 0; i < 3; i++)
+        if (!strcmp(g, top[i][0])) return top[i][1];
+    static const char *const layer[][2] = {
+        {"attn_norm.weight", "input_layernorm.weight"}, {"ffn_norm.weight", "post_attention_layernorm.weight"},
+        {"attn_q.weight", "self_attn.q_proj.weight"},   {"attn_k.weight", "self_attn.k_proj.weight"},
+        {"attn_v.weight", "self_attn.v_proj.weight"},   {"attn_output.weight", "self_attn.o_proj.weight"},
+        {"attn_q.bias", "self_attn.q_proj.bias"},       {"attn_k.bias", "self_attn.k_proj.bias"},
+        {"attn_v.bias", "self_attn.v_proj.bias"},       {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+        {"attn_k_norm.weight", "self_attn.k_norm.weight"}, {"attn_qkv.weight", "self_attn.qkv_proj.weight"},
+        {"ffn_gate.weight", "mlp.gate_proj.weight"},    {"ffn_down.weight", "mlp.down_proj.weight"}};
+    unsigned il;
+    int pos = 0;
+    if (sscanf(g, "blk.%u.%n", &il, &pos) != 1 || !pos) return NULL;
+    for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
+        if (!strcmp(g + pos, layer[i][0])) {
+            snprintf(buf, size, "model.layers.%u.%s", il, layer[i][1]);
+            return buf;
+        }
+    return NULL;
+}
+
+typedef struct hf_opts {
+    int shards;             /* 1: model.safetensors; 2: an index and two shards */
+    const char *arch_class; /* NULL: the GGUF architecture's */
+    const char *bad_dtype;  /* relabel the embedding with this dtype */
+    bool no_tokenizer;
+    bool spm; /* tokenizer.model (SentencePiece) instead of tokenizer.json */
+} hf_opts;
+
+/* Writes the GGUF model at rel as a Hugging Face directory dir. */
+static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
+    char err[512];
+    vx_gguf *g = NULL;
+    if (vx_gguf_open(vx_test_fixture_path(rel), &g, err, sizeof err) != VX_OK) {
+        fprintf(stderr, "%s: %s\n", rel, err);
+        return false;
+    }
+    const char *arch = NULL;
+    vx_gguf_get_str(g, "general.architecture", &arch);
+    char key[128];
+    int64_t E = 0, L = 0, F = 0, H = 0, HKV = 0, HD = 0, CTX = 0;
+    double eps = 1e-5, theta = 10000;
+#define GI(s, v) (snprintf(key, sizeof key, "%s.%s", arch, s), vx_gguf_get_i64(g, key, &v))
+#define GF(s, v) (snprintf(key, sizeof key, "%s.%s", arch, s), vx_gguf_get_f64(g, key, &v))
+    GI("embedding_length", E), GI("block_count", L), GI("feed_forward_length", F), GI("attention.head_count", H);
+    HKV = H;
+    GI("attention.head_count_kv", HKV);
+    HD = E / H;
+    GI("attention.key_length", HD);
+    GI("context_length", CTX);
+    GF("attention.layer_norm_rms_epsilon", eps), GF("rope.freq_base", theta);
+#undef GI
+#undef GF
+    const bool llama = !strcmp(arch, "llama"), tied = !vx_gguf_find_tensor(g, "output.weight");
+    cJSON *cfg = cJSON_CreateObject();
+    cJSON *archs = cJSON_AddArrayToObject(cfg, "architectures");
+    const char *cls = o->arch_class ? o->arch_class
+                      : llama       ? "LlamaForCausalLM"
+                      : !strcmp(arch, "qwen2") ? "Qwen2ForCausalLM"
+                      : !strcmp(arch, "qwen3") ? "Qwen3ForCausalLM"
+                                               : "Phi3ForCausalLM";
+    cJSON_AddItemToArray(archs, cJSON_CreateString(cls));
+    cJSON_AddNumberToObject(cfg, "hidden_size", (double)E);
+    cJSON_AddNumberToObject(cfg, "num_hidden_layers", (double)L);
+    cJSON_AddNumberToObject(cfg, "intermediate_size", (double)F);
+    cJSON_AddNumberToObject(cfg, "num_attention_heads", (double)H);
+    cJSON_AddNumberToObject(cfg, "num_key_value_heads", (double)HKV);
+    cJSON_AddNumberToObject(cfg, "head_dim", (double)HD);
+    cJSON_AddNumberToObject(cfg, "max_position_embeddings", (double)CTX);
+    cJSON_AddNumberToObject(cfg, "rms_norm_eps", eps);
+    cJSON_AddNumberToObject(cfg, "rope_theta", theta);
+    cJSON_AddBoolToObject(cfg, "tie_word_embeddings", tied);
+    cJSON_AddNullToObject(cfg, "rope_scaling");
+    char *cfg_txt = cJSON_Print(cfg);
+    cJSON_Delete(cfg);
+    bool ok = write_text(dir, "config.json", cfg_txt);
+    free(cfg_txt);
+
+    if (o->spm) {
+        bytes m = spm_model_of(g);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/tokenizer.model", dir);
+        FILE *f = fopen(path, "wb");
+        ok &= f && fwrite(m.p, 1, m.n, f) == m.n;
+        if (f) ok &= fclose(f) == 0;
+        free(m.p);
+        ok &= write_text(dir, "tokenizer_config.json", k_llama2_cfg);
+    }
+    /* a byte-level BPE tokenizer.json over the model's token strings */
+    if (!o->no_tokenizer && !o->spm) {
+        const vx_gguf_kv *toks = vx_gguf_find(g, "tokenizer.ggml.tokens");
+        cJSON *tj = cJSON_CreateObject(), *model = cJSON_AddObjectToObject(tj, "model");
+        cJSON_AddStringToObject(model, "type", "BPE");
+        cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
+        for (uint64_t i = 0; toks && i < toks->v.arr.n; i++)
+            cJSON_AddNumberToObject(vocab, toks->v.arr.strs[i].s, (double)i);
+        cJSON_AddArrayToObject(model, "merges");
+        cJSON *pt = cJSON_AddObjectToObject(tj, "pre_tokenizer");
+        cJSON_AddStringToObject(pt, "type", "ByteLevel");
+        cJSON_AddBoolToObject(pt, "add_prefix_space", false);
+        cJSON_AddBoolToObject(pt, "use_regex", true);
+        char *t = cJSON_PrintUnformatted(tj);
+        cJSON_Delete(tj);
+        ok &= t && write_text(dir, "tokenizer.json", t);
+        free(t);
+    }
+
+    /* the tensors, Q/K rows back in HF's order for Llama */
+    const int64_t nt = vx_gguf_n_tensors(g);
+    st_ent *e = calloc((size_t)nt, sizeof *e);
+    void **bufs = calloc((size_t)nt, sizeof *bufs);
+    int n = 0;
+    for (int64_t i = 0; i < nt; i++) {
+        const vx_gguf_tensor *t = vx_gguf_tensor_at(g, i);
+        char b[128];
+        const char *hn = hf_name(t->name, b, sizeof b);
+        const char *suffix = strchr(t->name, '.') ? strchr(strchr(t->name, '.') + 1, '.') : NULL;
+        if (!hn && suffix && !strcmp(suffix, ".ffn_up.weight")) {
+            unsigned il;
+            sscanf(t->name, "blk.%u.", &il);
+            snprintf(b, sizeof b, "model.layers.%u.mlp.%s.weight", il, t->ne[1] == 2 * F ? "gate_up_proj" : "up_proj");
+            hn = b;
+        }
+        if (!hn) {
+            fprintf(stderr, "no HF name for %s\n", t->name);
+            ok = false;
+            continue;
+        }
+        snprintf(e[n].name, sizeof e[n].name, "%s", hn);
+        e[n].dtype = t->type == VX_TYPE_F32 ? "F32" : t->type == VX_TYPE_F16 ? "F16" : "BF16";
+        if (o->bad_dtype && !strcmp(t->name, "token_embd.weight")) e[n].dtype = o->bad_dtype;
+        e[n].nd = t->ne[1] > 1 ? 2 : 1;
+        e[n].shape[0] = e[n].nd == 2 ? t->ne[1] : t->ne[0];
+        e[n].shape[1] = t->ne[0];
+        e[n].data = t->data;
+        e[n].size = (size_t)t->size;
+        const bool q = strstr(t->name, "attn_q.") != NULL, k = strstr(t->name, "attn_k.") != NULL;
+        if (llama && (q || k)) {
+            /* HF row h hd + s hd/2 + j = GGUF row h hd + 2j + s */
+            const size_t row = (size_t)t->size / (size_t)(e[n].nd == 2 ? t->ne[1] : t->ne[0]);
+            const int64_t rows = e[n].nd == 2 ? t->ne[1] : t->ne[0];
+            uint8_t *p = malloc((size_t)t->size);
+            for (int64_t h = 0; h < rows / HD; h++)
+                for (int64_t j = 0; j < HD / 2; j++)
+                    for (int64_t s = 0; s < 2; s++)
+                        memcpy(p + (size_t)(h * HD + s * HD / 2 + j) * row,
+                               (const uint8_t *)t->data + (size_t)(h * HD + 2 * j + s) * row, row);
+            bufs[n] = p;
+            e[n].data = p;
+        }
+        n++;
+    }
+    char path[4096];
+    if (o->shards == 2) {
+        const int half = n / 2;
+        snprintf(path, sizeof path, "%s/model-00001-of-00002.safetensors", dir);
+        ok &= write_st(path, e, half);
+        snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", dir);
+        ok &= write_st(path, e + half, n - half);
+        cJSON *idx = cJSON_CreateObject(), *map = cJSON_AddObjectToObject(idx, "weight_map");
+        for (int i = 0; i < n; i++)
+            cJSON_AddStringToObject(map, e[i].name, i < half ? "model-00001-of-00002.safetensors"
+                                                             : "model-00002-of-00002.safetensors");
+        char *t = cJSON_Print(idx);
+        cJSON_Delete(idx);
+        ok &= write_text(dir, "model.safetensors.index.json", t);
+        free(t);
+    } else {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        ok &= write_st(path, e, n);
+    }
+    for (int i = 0; i < n; i++) free(bufs[i]);
+    free(bufs);
+    free(e);
+    vx_gguf_close(g);
+    return ok;
+}
+
+static char g_tmp[256];
+
+static void rm_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char p[4096];
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        unlink(p);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+/* logits of the fixture prompt, all positions: [n][n_vocab] */
+static float *prompt_logits(vx_model *m, int *n_out, int *nv_out) {
+    size_t sz;
+    char *pj = vx_test_read_file(vx_test_fixture_path("models/prompt.json"), &sz);
+    cJSON *p = pj ? cJSON_Parse(pj) : NULL;
+    free(pj);
+    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(p, "ids");
+    const int n = cJSON_GetArraySize(ids);
+    vx_token tok[64];
+    vx_pos pos[64];
+    vx_seq_id seq[64];
+    int8_t want[64];
+    for (int i = 0; i < n && i < 64; i++) {
+        tok[i] = (vx_token)cJSON_GetArrayItem(ids, i)->valuedouble;
+        pos[i] = i;
+        seq[i] = 0;
+        want[i] = 1;
+    }
+    cJSON_Delete(p);
+    vx_context_params cp = vx_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 2;
+    vx_context *ctx = NULL;
+    if (n <= 0 || n > 64 || vx_context_init(m, &cp, &ctx, NULL, 0) != VX_OK) return NULL;
+    vx_batch b = {n, tok, pos, seq, want};
+    float *out = NULL;
+    const int nv = vx_context_n_vocab(ctx);
+    if (vx_decode(ctx, &b) == VX_OK && (out = malloc((size_t)n * (size_t)nv * sizeof *out)))
+        for (int i = 0; i < n; i++) memcpy(out + (size_t)i * nv, vx_get_logits_ith(ctx, i), (size_t)nv * sizeof *out);
+    vx_context_free(ctx);
+    *n_out = n;
+    *nv_out = nv;
+    return out;
+}
+
+static void test_model(const char *rel, const hf_opts *o) {
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/m", g_tmp);
+    mkdir(dir, 0700);
+    CHECKF(export_hf(rel, dir, o), "%s: writing the HF directory", rel);
+    char err[512] = "";
+    vx_model *a = NULL, *b = NULL;
+    vx_status sa = vx_model_load(vx_test_fixture_path(rel), NULL, &a, err, sizeof err);
+    CHECKF(sa == VX_OK, "%s: %s", rel, err);
+    vx_status sb = vx_model_load(dir, NULL, &b, err, sizeof err);
+    CHECKF(sb == VX_OK, "%s as HF: %s", rel, err);
+    if (a && b) {
+        int na = 0, nb = 0, va = 0, vb = 0;
+        float *la = prompt_logits(a, &na, &va), *lb = prompt_logits(b, &nb, &vb);
+        CHECK(la && lb && na == nb && va == vb);
+        if (la && lb && na == nb && va == vb) {
+            size_t diff = 0;
+            for (size_t i = 0; i < (size_t)na * (size_t)va; i++) diff += memcmp(&la[i], &lb[i], 4) != 0;
+            CHECKF(diff == 0, "%s: %zu of %d x %d logits differ from the GGUF file's", rel, diff, na, va);
+            printf("  %-28s as HF (%s, %s): %d x %d logits, %zu differ from the GGUF file's\n", rel,
+                   o->shards == 2 ? "2 shards" : "1 file", o->spm ? "tokenizer.model" : "tokenizer.json", na, va, diff);
+        }
+        free(la);
+        free(lb);
+        if (o->spm) { /* the same tokenizer: the same ids */
+            static const char text[] = "Hello world, it's 2024! \xc3\xa9t\xc3\xa9 <s> x";
+            vx_token ta[64], tb[64];
+            const int32_t n1 = vx_tokenize(vx_model_get_vocab(a), text, (int32_t)strlen(text), ta, 64, true, true);
+            const int32_t n2 = vx_tokenize(vx_model_get_vocab(b), text, (int32_t)strlen(text), tb, 64, true, true);
+            CHECKF(n1 > 3 && n1 == n2 && !memcmp(ta, tb, (size_t)n1 * sizeof *ta), "%s: tokenization differs", rel);
+        }
+        CHECK(strcmp(vx_model_arch(a), vx_model_arch(b)) == 0);
+        CHECK(vx_model_n_layer(a) == vx_model_n_layer(b));
+    }
+    vx_model_free(a);
+    vx_model_free(b);
+    rm_dir(dir);
+}
+
+/* An import that must fail with status want and a message holding what. */
+static void test_error(const char *rel, const hf_opts *o, vx_status want, const char *what) {
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/e", g_tmp);
+    mkdir(dir, 0700);
+    CHECK(export_hf(rel, dir, o));
+    char err[512] = "";
+    vx_model *m = NULL;
+    const vx_status st = vx_model_load(dir, NULL, &m, err, sizeof err);
+    CHECKF(st == want && !m && strstr(err, what), "got %s '%s', expected %s with '%s'", vx_status_str(st), err,
+           vx_status_str(want), what);
+    vx_model_free(m);
+    rm_dir(dir);
+}
+
+int main(void) {
+    printf("tokenizer.json as GGUF keys:\n");
+    test_tokenizer("llama3", "llama-bpe", 128256, NULL);
+    /* Qwen3-0.6B's published config.json: bos 151643 (its tokenizer_config has no bos_token) */
+    test_tokenizer("qwen3", "qwen2", 151936, "{\"bos_token_id\": 151643, \"eos_token_id\": 151645}");
+    test_spm();
+
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/vx_test_hf_XXXXXX");
+    CHECK(mkdtemp(g_tmp) != NULL);
+    printf("models from Hugging Face directories:\n");
+    const hf_opts one = {1, NULL, NULL, false, false}, two = {2, NULL, NULL, false, false},
+                  spm = {1, NULL, NULL, false, true};
+    test_model("models/llama/llama-F16.gguf", &spm);
+    test_model("models/llama/llama-BF16.gguf", &two);
+    test_model("models/llama/llama-F32.gguf", &one);
+    test_model("models/qwen2/qwen2-F16.gguf", &two);
+    test_model("models/qwen3/qwen3-F16.gguf", &one);
+    test_model("models/phi3/phi3-F16.gguf", &one);
+
+    printf("errors:\n");
+    const hf_opts bad_arch = {1, "GPT2LMHeadModel", NULL, false, false}, i16 = {1, NULL, "I16", false, false},
+                  no_tok = {1, NULL, NULL, true, false};
+    test_error("models/qwen2/qwen2-F16.gguf", &bad_arch, VX_EUNSUPPORTED, "GPT2LMHeadModel is not supported");
+    test_error("models/qwen2/qwen2-F16.gguf", &no_tok, VX_EUNSUPPORTED, "no tokenizer.json");
+    test_error("models/qwen2/qwen2-F16.gguf", &i16, VX_EUNSUPPORTED, "is I16: only F32, F16 and BF16");
+    /* a directory without config.json is not a model directory: a GGUF open error */
+    char err[512] = "";
+    vx_model *m = NULL;
+    CHECK(vx_model_load(g_tmp, NULL, &m, err, sizeof err) != VX_OK && !m);
+    rmdir(g_tmp);
+    return vx_test_finish("test_hf");
+}
