@@ -11,7 +11,8 @@
  * files in the directory, such as Mistral's consolidated.safetensors, are
  * not read). Architectures (config.json "architectures"): LlamaForCausalLM
  * and MistralForCausalLM (GGUF "llama"), Qwen2ForCausalLM, Qwen3ForCausalLM,
- * Phi3ForCausalLM. Weights: F32, F16, BF16. Tokenizers: tokenizer.json
+ * Phi3ForCausalLM, MixtralForCausalLM ("llama" with experts: each layer's
+ * experts are copied into the stacked 3-D tensors GGUF keeps). Weights: F32, F16, BF16. Tokenizers: tokenizer.json
  * (byte-level BPE), or for Llama-family and Phi-3 models tokenizer.model
  * (SentencePiece), which the converter prefers where both exist.
  */
@@ -39,7 +40,7 @@ static const struct {
 } k_archs[] = {
     {"LlamaForCausalLM", "llama", true},   {"MistralForCausalLM", "llama", true},
     {"Qwen2ForCausalLM", "qwen2", false},  {"Qwen3ForCausalLM", "qwen3", false},
-    {"Phi3ForCausalLM", "phi3", false},
+    {"Phi3ForCausalLM", "phi3", false},    {"MixtralForCausalLM", "llama", true},
 };
 
 typedef struct hf_ctx {
@@ -48,6 +49,14 @@ typedef struct hf_ctx {
     int n_st;
     void **bufs; /* copies the tensors point to */
     size_t n_bufs, cap_bufs;
+    /* Mixtral: each layer's experts stacked into 3-D gate / down / up
+     * tensors ([n_layer][3]), and which experts have arrived */
+    struct moe_stack {
+        uint8_t *data;
+        int type;
+        int64_t ne0, ne1;
+        uint8_t *have;
+    } *moe;
 } hf_ctx;
 
 static void hf_release(void *p) {
@@ -58,6 +67,7 @@ static void hf_release(void *p) {
     free(c->st);
     for (size_t i = 0; i < c->n_bufs; i++) free(c->bufs[i]);
     free(c->bufs);
+    free(c->moe); /* its data and flags are in bufs */
     free(c);
 }
 
@@ -128,6 +138,7 @@ typedef struct hf_hparams {
     const char *arch;
     bool permute_qk;
     int64_t n_embd, n_layer, n_ff, n_head, n_head_kv, head_dim, n_ctx;
+    int64_t n_expert, n_expert_used;
     bool tie;
 } hf_hparams;
 
@@ -213,7 +224,7 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
     if (!hp->arch)
         return vx_seterr(err, err_size, VX_EUNSUPPORTED,
                          "config.json: model class %s is not supported (LlamaForCausalLM, MistralForCausalLM, "
-                         "Qwen2ForCausalLM, Qwen3ForCausalLM and Phi3ForCausalLM are)",
+                         "Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM and MixtralForCausalLM are)",
                          a0->valuestring);
     vx_status st;
     if ((st = need_int(cfg, "hidden_size", 1, 1 << 20, &hp->n_embd, err, err_size)) ||
@@ -227,8 +238,15 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
     st = VX_OK;
     if (cfg_int(cfg, "num_key_value_heads", 1, 4096, &hp->n_head_kv, &st, err, err_size) < 0 ||
         cfg_int(cfg, "head_dim", 1, 1 << 16, &hp->head_dim, &st, err, err_size) < 0 ||
-        cfg_int(cfg, "max_position_embeddings", 1, 1 << 24, &hp->n_ctx, &st, err, err_size) < 0)
+        cfg_int(cfg, "max_position_embeddings", 1, 1 << 24, &hp->n_ctx, &st, err, err_size) < 0 ||
+        cfg_int(cfg, "num_local_experts", 1, 256, &hp->n_expert, &st, err, err_size) < 0 ||
+        cfg_int(cfg, "num_experts_per_tok", 1, 256, &hp->n_expert_used, &st, err, err_size) < 0)
         return st;
+    if (!strcmp(a0->valuestring, "MixtralForCausalLM") &&
+        (hp->n_expert < 1 || hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert))
+        return vx_seterr(err, err_size, VX_EFORMAT,
+                         "config.json: a Mixtral model needs num_local_experts >= num_experts_per_tok >= 1");
+    if (strcmp(a0->valuestring, "MixtralForCausalLM") != 0) hp->n_expert = hp->n_expert_used = 0;
     /* RoPE turns pairs, and the Q/K permutation halves heads */
     if (hp->head_dim < 2 || hp->head_dim % 2)
         return vx_seterr(err, err_size, VX_EFORMAT, "config.json: the head dimension %lld is not a positive even number",
@@ -249,6 +267,9 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
         (st = set_u32(w, A, "attention.value_length", hp->head_dim)))
         return st;
     if (hp->n_ctx && (st = set_u32(w, A, "context_length", hp->n_ctx))) return st;
+    if (hp->n_expert && ((st = set_u32(w, A, "expert_count", hp->n_expert)) ||
+                         (st = set_u32(w, A, "expert_used_count", hp->n_expert_used))))
+        return st;
     const cJSON *eps = cJSON_GetObjectItemCaseSensitive(cfg, "rms_norm_eps");
     if (cJSON_IsNumber(eps) && (st = set_f32(w, A, "attention.layer_norm_rms_epsilon", eps->valuedouble)))
         return st;
@@ -322,6 +343,7 @@ static const char *map_name(const char *hf, char *buf, size_t size, char *kind) 
                  {"mlp.up_proj.weight", "ffn_up.weight", 'w'},
                  {"mlp.down_proj.weight", "ffn_down.weight", 'w'},
                  {"mlp.gate_up_proj.weight", "ffn_up.weight", 'w'},
+                 {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight", 'w'},
                  {"self_attn.rotary_emb.inv_freq", NULL, 0}};
     unsigned il;
     int pos = 0;
@@ -363,8 +385,66 @@ static void permute_rows(uint8_t *dst, const uint8_t *src, int64_t n_rows, int64
                 memcpy(dst + (size_t)(h * hd + 2 * j + s) * row, src + (size_t)(h * hd + s * hd / 2 + j) * row, row);
 }
 
+/* Mixtral: expert x's w1 (gate), w2 (down) or w3 (up) of layer il, copied
+ * into its slot of the layer's stacked tensor. */
+static vx_status add_expert(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t, unsigned il, unsigned x,
+                            unsigned wi, char *err, size_t err_size) {
+    if (!hp->n_expert || il >= hp->n_layer || x >= hp->n_expert || wi < 1 || wi > 3)
+        return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' does not fit the config (%lld layers, %lld experts)",
+                         t->name, (long long)hp->n_layer, (long long)hp->n_expert);
+    const int type = vx_type_of(t->dtype);
+    const int64_t ne0 = wi == 2 ? hp->n_ff : hp->n_embd, ne1 = wi == 2 ? hp->n_embd : hp->n_ff;
+    if (type < 0 || t->n_dims != 2 || t->shape[1] != ne0 || t->shape[0] != ne1)
+        return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' must be F32/F16/BF16 [%lld, %lld]", t->name,
+                         (long long)ne1, (long long)ne0);
+    if (!c->moe && !(c->moe = calloc((size_t)hp->n_layer * 3, sizeof *c->moe)))
+        return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    struct moe_stack *m = &c->moe[il * 3 + (wi - 1)];
+    const size_t one = (size_t)t->size;
+    if (!m->data) {
+        if (!(m->data = own(c, one * (size_t)hp->n_expert)) || !(m->have = own(c, (size_t)hp->n_expert)))
+            return vx_seterr(err, err_size, VX_ENOMEM, "out of memory for the stacked experts");
+        memset(m->have, 0, (size_t)hp->n_expert);
+        m->type = type;
+        m->ne0 = ne0;
+        m->ne1 = ne1;
+    }
+    if (m->type != type || m->have[x])
+        return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' %s", t->name,
+                         m->have[x] ? "appears twice" : "has another type than the layer's other experts");
+    memcpy(m->data + one * x, t->data, one);
+    m->have[x] = 1;
+    return VX_OK;
+}
+
+/* The stacked experts as ffn_{gate,down,up}_exps, once every one arrived. */
+static vx_status add_experts(hf_ctx *c, const hf_hparams *hp, char *err, size_t err_size) {
+    static const char *const names[3] = {"ffn_gate_exps", "ffn_down_exps", "ffn_up_exps"};
+    for (int64_t il = 0; hp->n_expert && il < hp->n_layer; il++)
+        for (int wi = 0; wi < 3; wi++) {
+            const struct moe_stack *m = c->moe ? &c->moe[il * 3 + wi] : NULL;
+            int64_t x = 0;
+            while (m && m->data && x < hp->n_expert && m->have[x]) x++;
+            if (!m || !m->data || x < hp->n_expert)
+                return vx_seterr(err, err_size, VX_EFORMAT, "layer %lld: expert %lld's w%d is missing", (long long)il,
+                                 (long long)x, wi + 1);
+            char name[64];
+            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)il, names[wi]);
+            const int64_t ne[3] = {m->ne0, m->ne1, hp->n_expert};
+            const uint64_t size = (uint64_t)vx_row_size((vx_type)m->type, m->ne0) * (uint64_t)(m->ne1 * hp->n_expert);
+            vx_status st = vx_gguf_add_tensor(c->w, name, m->type, 3, ne, m->data, size, true);
+            if (st) return vx_seterr(err, err_size, st, "adding %s failed", name);
+        }
+    return VX_OK;
+}
+
 static vx_status add_tensor(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t, char *err, size_t err_size) {
     char buf[160], kind;
+    unsigned il, x, wi;
+    int pos = 0;
+    if (sscanf(t->name, "model.layers.%u.block_sparse_moe.experts.%u.w%u.weight%n", &il, &x, &wi, &pos) == 3 &&
+        pos > 0 && t->name[pos] == 0)
+        return add_expert(c, hp, t, il, x, wi, err, err_size);
     const char *name = map_name(t->name, buf, sizeof buf, &kind);
     if (!name && kind != '?') return VX_OK; /* known, unused */
     if (!name)
@@ -502,6 +582,7 @@ static vx_status import(hf_ctx *c, const char *dir, char *err, size_t err_size) 
             if (strcmp(t->name, "model.embed_tokens.weight") == 0 && t->n_dims == 2) n_vocab = t->shape[0];
         }
     if (n_vocab == 0) st = vx_seterr(err, err_size, VX_EFORMAT, "no model.embed_tokens.weight in the checkpoint");
+    if (!st) st = add_experts(c, &hp, err, err_size);
     if (!st) st = read_text(dir, "tokenizer_config.json", &tcfg, &tcfg_len, &missing, err, err_size);
     /* Llama-family and Phi-3 models: the SentencePiece model when there is
      * one, as the converter prefers it; then tokenizer.json */

@@ -423,9 +423,16 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
 #undef GI
 #undef GF
     const bool llama = !strcmp(arch, "llama"), tied = !vx_gguf_find_tensor(g, "output.weight");
+    int64_t X = 0, XU = 0;
+    snprintf(key, sizeof key, "%s.expert_count", arch);
+    vx_gguf_get_i64(g, key, &X);
+    snprintf(key, sizeof key, "%s.expert_used_count", arch);
+    vx_gguf_get_i64(g, key, &XU);
+
     cJSON *cfg = cJSON_CreateObject();
     cJSON *archs = cJSON_AddArrayToObject(cfg, "architectures");
     const char *cls = o->arch_class ? o->arch_class
+                      : llama && X > 0 ? "MixtralForCausalLM"
                       : llama       ? "LlamaForCausalLM"
                       : !strcmp(arch, "qwen2") ? "Qwen2ForCausalLM"
                       : !strcmp(arch, "qwen3") ? "Qwen3ForCausalLM"
@@ -442,6 +449,10 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
     cJSON_AddNumberToObject(cfg, "rope_theta", theta);
     cJSON_AddBoolToObject(cfg, "tie_word_embeddings", tied);
     cJSON_AddNullToObject(cfg, "rope_scaling");
+    if (X > 0) {
+        cJSON_AddNumberToObject(cfg, "num_local_experts", (double)X);
+        cJSON_AddNumberToObject(cfg, "num_experts_per_tok", (double)XU);
+    }
     char *cfg_txt = cJSON_Print(cfg);
     cJSON_Delete(cfg);
     bool ok = write_text(dir, "config.json", cfg_txt);
@@ -478,13 +489,42 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
 
     /* the tensors, Q/K rows back in HF's order for Llama */
     const int64_t nt = vx_gguf_n_tensors(g);
-    st_ent *e = calloc((size_t)nt, sizeof *e);
-    void **bufs = calloc((size_t)nt, sizeof *bufs);
+    const size_t cap = (size_t)nt * (size_t)(X > 0 ? X : 1);
+    st_ent *e = calloc(cap, sizeof *e);
+    void **bufs = calloc(cap, sizeof *bufs);
     int n = 0;
     for (int64_t i = 0; i < nt; i++) {
         const vx_gguf_tensor *t = vx_gguf_tensor_at(g, i);
         char b[128];
-        const char *hn = hf_name(t->name, b, sizeof b);
+        static const char *const exps[3][2] = {{"ffn_gate_exps", "w1"}, {"ffn_down_exps", "w2"}, {"ffn_up_exps", "w3"}};
+        bool expert = false;
+        for (int k = 0; k < 3; k++) {
+            unsigned il;
+            int pos = 0;
+            char rest[64];
+            snprintf(rest, sizeof rest, "%s.weight", exps[k][0]);
+            if (sscanf(t->name, "blk.%u.%n", &il, &pos) != 1 || !pos || strcmp(t->name + pos, rest) != 0) continue;
+            /* one HF tensor per expert: slices of the stacked one */
+            const size_t one = (size_t)t->size / (size_t)t->ne[2];
+            for (int64_t x = 0; x < t->ne[2]; x++, n++) {
+                snprintf(e[n].name, sizeof e[n].name, "model.layers.%u.block_sparse_moe.experts.%lld.%s.weight", il,
+                         (long long)x, exps[k][1]);
+                e[n].dtype = t->type == VX_TYPE_F32 ? "F32" : t->type == VX_TYPE_F16 ? "F16" : "BF16";
+                e[n].nd = 2;
+                e[n].shape[0] = t->ne[1];
+                e[n].shape[1] = t->ne[0];
+                e[n].data = (const uint8_t *)t->data + one * (size_t)x;
+                e[n].size = one;
+            }
+            expert = true;
+        }
+        if (expert) continue;
+        if (strstr(t->name, ".ffn_gate_inp.weight")) {
+            unsigned il;
+            sscanf(t->name, "blk.%u.", &il);
+            snprintf(b, sizeof b, "model.layers.%u.block_sparse_moe.gate.weight", il);
+        }
+        const char *hn = strstr(t->name, ".ffn_gate_inp.weight") ? b : hf_name(t->name, b, sizeof b);
         const char *suffix = strchr(t->name, '.') ? strchr(strchr(t->name, '.') + 1, '.') : NULL;
         if (!hn && suffix && !strcmp(suffix, ".ffn_up.weight")) {
             unsigned il;
@@ -669,6 +709,7 @@ int main(void) {
     test_model("models/qwen2/qwen2-F16.gguf", &two);
     test_model("models/qwen3/qwen3-F16.gguf", &one);
     test_model("models/phi3/phi3-F16.gguf", &one);
+    test_model("models/moe/moe-F16.gguf", &two);
 
     printf("errors:\n");
     const hf_opts bad_arch = {1, "GPT2LMHeadModel", NULL, false, false}, i16 = {1, NULL, "I16", false, false},
