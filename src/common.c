@@ -115,7 +115,8 @@ vx_status vx_map_file(const char *path, uint64_t min_size, const char *what, con
                       char *err, size_t err_size) {
     *base = NULL;
     *size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer (refused below) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return vx_seterr(err, err_size, VX_EIO, "%s: %s", path, strerror(errno));
     struct stat sb;
     vx_status st = VX_OK;

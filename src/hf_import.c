@@ -19,6 +19,7 @@
 #include "hf_import.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,16 +86,18 @@ static void *own(hf_ctx *c, size_t size) {
     return p;
 }
 
-/* The file dir/name as a NUL-terminated string; VX_ENOENT-like VX_EIO with
- * *missing set when it does not exist. */
+/* The file dir/name as a NUL-terminated string; *missing (if given) set
+ * instead of an error when it does not exist. Opened without blocking and
+ * refused unless a regular file (a FIFO named config.json hung the load). */
 static vx_status read_text(const char *dir, const char *name, char **out, size_t *len, bool *missing, char *err,
                            size_t err_size) {
     char path[4096];
     *out = NULL;
+    *len = 0;
     if (missing) *missing = false;
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         if (missing && errno == ENOENT) {
             *missing = true;
             return VX_OK;
@@ -102,19 +105,21 @@ static vx_status read_text(const char *dir, const char *name, char **out, size_t
         return vx_seterr(err, err_size, VX_EIO, "%s: %s", path, strerror(errno));
     }
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || (size_t)sb.st_size > HF_MAX_JSON) {
-        fclose(f);
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (size_t)sb.st_size > HF_MAX_JSON) {
+        close(fd);
         return vx_seterr(err, err_size, VX_EIO, "%s: not a regular file of at most 1 GiB", path);
     }
     char *buf = malloc((size_t)sb.st_size + 1);
-    if (!buf) {
-        fclose(f);
-        return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    size_t n = 0;
+    while (buf && n < (size_t)sb.st_size) {
+        const ssize_t k = read(fd, buf + n, (size_t)sb.st_size - n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        n += (size_t)k;
     }
-    const size_t n = fread(buf, 1, (size_t)sb.st_size, f);
-    const int bad = ferror(f);
-    fclose(f);
-    if (bad || n != (size_t)sb.st_size) {
+    close(fd);
+    if (!buf) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    if (n != (size_t)sb.st_size) {
         free(buf);
         return vx_seterr(err, err_size, VX_EIO, "%s: read error", path);
     }
@@ -126,10 +131,7 @@ static vx_status read_text(const char *dir, const char *name, char **out, size_t
 
 bool vx_hf_is_model_dir(const char *path) {
     struct stat sb;
-    if (!path || stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return false;
-    char cfg[4096];
-    snprintf(cfg, sizeof cfg, "%s/config.json", path);
-    return access(cfg, R_OK) == 0;
+    return path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
 /* ------------------------------------------------------------ config */
@@ -181,6 +183,30 @@ static vx_status set_f32(vx_gguf_writer *w, const char *arch, const char *suffix
 static double cfg_num(const cJSON *o, const char *key, double def) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     return cJSON_IsNumber(v) ? v->valuedouble : def;
+}
+
+/* config[key] as a finite number (absent or null: def); a string or other
+ * type is an error, not the default */
+static vx_status cfg_real(const cJSON *o, const char *key, double def, double *out, char *err, size_t err_size) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    *out = def;
+    if (!v || cJSON_IsNull(v)) return VX_OK;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return vx_seterr(err, err_size, VX_EFORMAT, "config.json: %s must be a number", key);
+    *out = v->valuedouble;
+    return VX_OK;
+}
+
+/* Decimal digits only ("0" or no leading zero), at most max; *end past them. */
+static bool parse_index(const char *s, unsigned max, unsigned *out, const char **end) {
+    unsigned long v = 0;
+    const char *p = s;
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9')) return false;
+    for (; *p >= '0' && *p <= '9'; p++)
+        if ((v = v * 10 + (unsigned long)(*p - '0')) > max) return false;
+    *out = (unsigned)v;
+    *end = p;
+    return true;
 }
 
 /* Llama 3.1's frequency factors (Meta's published rule), as the converter
@@ -252,12 +278,18 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
         return vx_seterr(err, err_size, VX_EFORMAT, "config.json: the head dimension %lld is not a positive even number",
                          (long long)hp->head_dim);
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(cfg, "tie_word_embeddings");
+    if (tie && !cJSON_IsBool(tie) && !cJSON_IsNull(tie))
+        return vx_seterr(err, err_size, VX_EFORMAT, "config.json: tie_word_embeddings must be true or false");
     hp->tie = cJSON_IsTrue(tie);
+    const bool mixtral = !strcmp(a0->valuestring, "MixtralForCausalLM"), phi3 = !strcmp(hp->arch, "phi3");
 
     vx_gguf_writer *w = c->w;
     const char *A = hp->arch;
-    const char *base = strrchr(dir, '/');
-    base = base && base[1] ? base + 1 : dir;
+    /* the directory's own name ("." and "dir/" resolved), as the model's name */
+    char real[4096];
+    const char *full = realpath(dir, real) ? real : dir;
+    const char *base = strrchr(full, '/');
+    base = base && base[1] ? base + 1 : full;
     if ((st = vx_gguf_set_str(w, "general.architecture", A)) || (st = vx_gguf_set_str(w, "general.name", base)) ||
         (st = set_u32(w, A, "embedding_length", hp->n_embd)) || (st = set_u32(w, A, "block_count", hp->n_layer)) ||
         (st = set_u32(w, A, "feed_forward_length", hp->n_ff)) ||
@@ -270,18 +302,26 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
     if (hp->n_expert && ((st = set_u32(w, A, "expert_count", hp->n_expert)) ||
                          (st = set_u32(w, A, "expert_used_count", hp->n_expert_used))))
         return st;
-    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(cfg, "rms_norm_eps");
-    if (cJSON_IsNumber(eps) && (st = set_f32(w, A, "attention.layer_norm_rms_epsilon", eps->valuedouble)))
+    /* transformers' defaults where a key is absent: 1e-6 (Llama, Mistral,
+     * Qwen) or 1e-5 (Phi-3, Mixtral); rope_theta 1e4 (Mixtral 1e6) */
+    double eps, theta, prf;
+    if ((st = cfg_real(cfg, "rms_norm_eps", phi3 || mixtral ? 1e-5 : 1e-6, &eps, err, err_size)) ||
+        (st = cfg_real(cfg, "rope_theta", mixtral ? 1e6 : 1e4, &theta, err, err_size)) ||
+        (st = cfg_real(cfg, "partial_rotary_factor", 1.0, &prf, err, err_size)))
         return st;
-    const double theta = cfg_num(cfg, "rope_theta", 10000.0);
-    if (!(theta > 0)) return vx_seterr(err, err_size, VX_EFORMAT, "config.json: rope_theta must be positive");
+    if (!(eps >= 0) || eps > 1) return vx_seterr(err, err_size, VX_EFORMAT, "config.json: rms_norm_eps %g is invalid", eps);
+    if ((st = set_f32(w, A, "attention.layer_norm_rms_epsilon", eps))) return st;
+    if (!(theta > 0) || theta > 1e30)
+        return vx_seterr(err, err_size, VX_EFORMAT, "config.json: rope_theta must be positive");
     if ((st = set_f32(w, A, "rope.freq_base", theta))) return st;
     int64_t n_rot = hp->head_dim;
-    const double prf = cfg_num(cfg, "partial_rotary_factor", 1.0);
     if (prf != 1.0) {
-        n_rot = (int64_t)(hp->head_dim * prf);
-        if (!(prf > 0 && prf < 1) || n_rot < 2 || n_rot % 2)
+        if (!(prf > 0 && prf < 1) || (n_rot = (int64_t)(hp->head_dim * prf)) < 2 || n_rot % 2)
             return vx_seterr(err, err_size, VX_EFORMAT, "config.json: partial_rotary_factor %g is invalid", prf);
+        /* the Q/K permutation would have to stop at the rotated part */
+        if (hp->permute_qk)
+            return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                             "config.json: partial_rotary_factor on a %s model is not supported", a0->valuestring);
     }
     if ((st = set_u32(w, A, "rope.dimension_count", n_rot))) return st;
 
@@ -346,10 +386,10 @@ static const char *map_name(const char *hf, char *buf, size_t size, char *kind) 
                  {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight", 'w'},
                  {"self_attn.rotary_emb.inv_freq", NULL, 0}};
     unsigned il;
-    int pos = 0;
-    if (sscanf(hf, "model.layers.%u.%n", &il, &pos) == 1 && pos > 0) {
+    const char *rest;
+    if (!strncmp(hf, "model.layers.", 13) && parse_index(hf + 13, 1u << 20, &il, &rest) && *rest == '.') {
         for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
-            if (strcmp(hf + pos, layer[i].hf) == 0) {
+            if (strcmp(rest + 1, layer[i].hf) == 0) {
                 *kind = layer[i].kind;
                 if (!layer[i].gguf) return NULL;
                 snprintf(buf, size, "blk.%u.%s", il, layer[i].gguf);
@@ -383,6 +423,15 @@ static void permute_rows(uint8_t *dst, const uint8_t *src, int64_t n_rows, int64
         for (int64_t j = 0; j < hd / 2; j++)
             for (int64_t s = 0; s < 2; s++)
                 memcpy(dst + (size_t)(h * hd + 2 * j + s) * row, src + (size_t)(h * hd + s * hd / 2 + j) * row, row);
+}
+
+/* model.layers.<il>.block_sparse_moe.experts.<x>.w<wi>.weight */
+static bool is_expert(const char *name, unsigned *il, unsigned *x, unsigned *wi) {
+    static const char k_mid[] = ".block_sparse_moe.experts.";
+    const char *p;
+    return !strncmp(name, "model.layers.", 13) && parse_index(name + 13, 1u << 20, il, &p) &&
+           !strncmp(p, k_mid, sizeof k_mid - 1) && parse_index(p + sizeof k_mid - 1, 1u << 20, x, &p) &&
+           p[0] == '.' && p[1] == 'w' && parse_index(p + 2, 9, wi, &p) && !strcmp(p, ".weight");
 }
 
 /* Mixtral: expert x's w1 (gate), w2 (down) or w3 (up) of layer il, copied
@@ -441,10 +490,7 @@ static vx_status add_experts(hf_ctx *c, const hf_hparams *hp, char *err, size_t 
 static vx_status add_tensor(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t, char *err, size_t err_size) {
     char buf[160], kind;
     unsigned il, x, wi;
-    int pos = 0;
-    if (sscanf(t->name, "model.layers.%u.block_sparse_moe.experts.%u.w%u.weight%n", &il, &x, &wi, &pos) == 3 &&
-        pos > 0 && t->name[pos] == 0)
-        return add_expert(c, hp, t, il, x, wi, err, err_size);
+    if (is_expert(t->name, &il, &x, &wi)) return add_expert(c, hp, t, il, x, wi, err, err_size);
     const char *name = map_name(t->name, buf, sizeof buf, &kind);
     if (!name && kind != '?') return VX_OK; /* known, unused */
     if (!name)
@@ -455,7 +501,8 @@ static vx_status add_tensor(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor 
     if (type < 0)
         return vx_seterr(err, err_size, VX_EUNSUPPORTED, "tensor '%s' is %s: only F32, F16 and BF16 are supported",
                          t->name, vx_st_dtype_name(t->dtype));
-    if (t->n_dims < 1 || t->n_dims > 2 || (kind != 'n' && kind != 'Q' && kind != 'K' && t->n_dims != 2))
+    const bool vec = kind == 'n' || kind == 'Q' || kind == 'K';
+    if (vec ? t->n_dims != 1 : t->n_dims != 2)
         return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' has %d dimensions", t->name, t->n_dims);
     int64_t ne[2] = {t->shape[t->n_dims - 1], t->n_dims == 2 ? t->shape[0] : 1};
     const size_t es = vx_st_dtype_size(t->dtype);
@@ -502,54 +549,71 @@ static vx_status add_tensor(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor 
     return st;
 }
 
-/* The checkpoint's files: the index's shards, or model.safetensors. */
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* The checkpoint's files: the shards model.safetensors.index.json names
+ * (each tensor it maps must be in its file), or model.safetensors. */
 static vx_status open_shards(hf_ctx *c, const char *dir, char *err, size_t err_size) {
     char *text = NULL;
     size_t len = 0;
     bool missing;
     vx_status st = read_text(dir, "model.safetensors.index.json", &text, &len, &missing, err, err_size);
     if (st) return st;
-    const char *names[4096];
-    int n = 0;
     cJSON *idx = NULL;
+    const cJSON *map = NULL;
+    const char **files = NULL; /* the weight_map's values, then the distinct ones */
+    int64_t n_map = 0, n = 0;
     if (!missing) {
         idx = cJSON_ParseWithLength(text, len);
-        const cJSON *map = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
-        if (!cJSON_IsObject(map)) {
-            cJSON_Delete(idx);
-            free(text);
-            return vx_seterr(err, err_size, VX_EFORMAT, "%s/model.safetensors.index.json: no weight_map object", dir);
-        }
+        map = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
+        if (!cJSON_IsObject(map))
+            st = vx_seterr(err, err_size, VX_EFORMAT, "%s/model.safetensors.index.json: no weight_map object", dir);
         const cJSON *it;
-        cJSON_ArrayForEach(it, map) {
-            if (!cJSON_IsString(it) || strchr(it->valuestring, '/') || !it->valuestring[0]) {
-                cJSON_Delete(idx);
-                free(text);
-                return vx_seterr(err, err_size, VX_EFORMAT,
-                                 "%s/model.safetensors.index.json: tensor '%s' maps to no file name", dir, it->string);
+        if (!st) cJSON_ArrayForEach(it, map) n_map++;
+        if (!st && !(files = malloc(((size_t)n_map + 1) * sizeof *files)))
+            st = vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+        if (!st) cJSON_ArrayForEach(it, map) {
+            if (!cJSON_IsString(it) || !it->valuestring[0] || strchr(it->valuestring, '/') ||
+                !strcmp(it->valuestring, ".") || !strcmp(it->valuestring, "..")) {
+                st = vx_seterr(err, err_size, VX_EFORMAT,
+                               "%s/model.safetensors.index.json: tensor '%s' maps to no file name in the directory",
+                               dir, it->string);
+                break;
             }
-            int k = 0;
-            while (k < n && strcmp(names[k], it->valuestring) != 0) k++;
-            if (k == n) {
-                if (n == (int)(sizeof names / sizeof names[0])) {
-                    cJSON_Delete(idx);
-                    free(text);
-                    return vx_seterr(err, err_size, VX_EUNSUPPORTED, "more than 4096 safetensors shards");
-                }
-                names[n++] = it->valuestring;
-            }
+            files[n++] = it->valuestring;
         }
+        if (!st) { /* distinct names, sorted (a million entries naming a few files stay fast) */
+            qsort(files, (size_t)n, sizeof *files, cmp_str);
+            int64_t u = 0;
+            for (int64_t i = 0; i < n; i++)
+                if (u == 0 || strcmp(files[u - 1], files[i]) != 0) files[u++] = files[i];
+            n = u;
+            if (n > 4096) st = vx_seterr(err, err_size, VX_EUNSUPPORTED, "more than 4096 safetensors shards");
+            if (n == 0) st = vx_seterr(err, err_size, VX_EFORMAT, "%s/model.safetensors.index.json maps no tensors", dir);
+        }
+    } else if (!(files = malloc(sizeof *files))) {
+        st = vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     } else {
-        names[n++] = "model.safetensors";
+        files[n++] = "model.safetensors";
     }
-    c->st = calloc((size_t)n, sizeof *c->st);
-    if (!c->st) st = vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
-    for (int i = 0; !st && i < n; i++) {
+    if (!st && !(c->st = calloc((size_t)n, sizeof *c->st))) st = vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    for (int64_t i = 0; !st && i < n; i++) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         st = vx_st_open(path, &c->st[i], err, err_size);
         if (!st) c->n_st++;
     }
+    /* every mapped tensor in the file the index names */
+    const cJSON *it;
+    if (!st && map) cJSON_ArrayForEach(it, map) {
+        const char **f = bsearch(&it->valuestring, files, (size_t)n, sizeof *files, cmp_str);
+        if (!f || !vx_st_find(c->st[f - files], it->string)) {
+            st = vx_seterr(err, err_size, VX_EFORMAT, "%s/model.safetensors.index.json maps '%s' to %s, which lacks it",
+                           dir, it->string, it->valuestring);
+            break;
+        }
+    }
+    free(files);
     cJSON_Delete(idx);
     free(text);
     return st;
@@ -567,6 +631,31 @@ static vx_status import(hf_ctx *c, const char *dir, char *err, size_t err_size) 
                              : vx_seterr(err, err_size, VX_EFORMAT, "config.json is not a JSON object");
     cJSON_Delete(cfg);
     if (!st) st = open_shards(c, dir, err, err_size);
+    if (st) {
+        free(text);
+        return st;
+    }
+    /* before anything is allocated: the embedding (its rows size the
+     * vocabulary), the output matrix, the expert count */
+    const vx_st_tensor *emb = NULL, *head = NULL;
+    int64_t n_experts = 0;
+    for (int i = 0; i < c->n_st; i++)
+        for (int64_t j = 0; j < vx_st_n_tensors(c->st[i]); j++) {
+            const vx_st_tensor *t = vx_st_tensor_at(c->st[i], j);
+            unsigned il, x, wi;
+            if (!strcmp(t->name, "model.embed_tokens.weight")) emb = t;
+            if (!strcmp(t->name, "lm_head.weight")) head = t;
+            n_experts += is_expert(t->name, &il, &x, &wi);
+        }
+    if (!emb || emb->n_dims != 2 || emb->shape[1] != hp.n_embd || emb->shape[0] < 1)
+        st = vx_seterr(err, err_size, VX_EFORMAT, "model.embed_tokens.weight is %s, not [vocabulary, %lld]",
+                       emb ? "malformed" : "missing", (long long)hp.n_embd);
+    else if (!head && !hp.tie)
+        st = vx_seterr(err, err_size, VX_EFORMAT,
+                       "no lm_head.weight, and config.json does not tie it to the embedding (tie_word_embeddings)");
+    else if (n_experts != hp.n_layer * hp.n_expert * 3)
+        st = vx_seterr(err, err_size, VX_EFORMAT, "the checkpoint has %lld expert tensors, not %lld layers x %lld x 3",
+                       (long long)n_experts, (long long)hp.n_layer, (long long)hp.n_expert);
     if (st) {
         free(text);
         return st;
@@ -599,7 +688,18 @@ static vx_status import(hf_ctx *c, const char *dir, char *err, size_t err_size) 
             st = vx_hf_spm_to_gguf((const uint8_t *)tok, tok_len, tcfg, tcfg_len, text, len, added, added_len, n_vocab,
                                    c->w, err, err_size);
         free(added);
-    } else if (!st) {
+        /* not a SentencePiece model (Llama 3 ships a tiktoken file under
+         * that name in some repositories): tokenizer.json, if there is one */
+        char path[4096];
+        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+        if (st == VX_EFORMAT && strstr(err, "not a SentencePiece model") && access(path, F_OK) == 0) {
+            free(tok);
+            tok = NULL;
+            st = VX_OK;
+            spm = false;
+        }
+    }
+    if (!st && !spm) {
         st = read_text(dir, "tokenizer.json", &tok, &tok_len, &missing, err, err_size);
         if (!st && missing)
             st = vx_seterr(err, err_size, VX_EUNSUPPORTED, "%s has no tokenizer.json%s", dir,

@@ -22,7 +22,8 @@
 #include "gguf.h"
 #include "vortex.h"
 
-/* Whether path is a directory holding a config.json. */
+/* Whether path is a directory: read as a Hugging Face model directory
+ * (vx_hf_open says what is missing when it is not one). */
 bool vx_hf_is_model_dir(const char *path);
 
 /* Opens the model directory dir as a reader (vx_gguf_open_detached): close

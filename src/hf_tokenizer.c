@@ -269,7 +269,8 @@ static vx_status convert(const cJSON *root, const cJSON *cfg, const cJSON *mcfg,
             return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: an added token lacks its id or content");
         if (id + 1 > n) n = id + 1;
     }
-    if (n == 0) return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: the vocabulary is empty");
+    if (!cJSON_GetArraySize(vocab) && !cJSON_GetArraySize(added))
+        return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: the vocabulary is empty");
     if (n_vocab > 0 && n > n_vocab)
         return vx_seterr(err, err_size, VX_EFORMAT,
                          "tokenizer.json has %lld tokens, more than the model's %lld embedding rows", (long long)n,
@@ -522,10 +523,17 @@ static vx_status spm_convert(const uint8_t *model, size_t len, const cJSON *cfg,
     const cJSON *dec = cfg ? cJSON_GetObjectItemCaseSensitive(cfg, "added_tokens_decoder") : NULL;
     if (!cJSON_IsObject(dec)) dec = NULL;
     cJSON_ArrayForEach(it, dec) {
-        char *end;
-        const long long tid = strtoll(it->string, &end, 10);
+        /* keys are ids: decimal digits only ("", "+5", " 6" are not); ids
+         * past the vocabulary are skipped, as the converter does */
+        long long tid = 0;
+        const char *k = it->string;
+        for (; *k >= '0' && *k <= '9'; k++) tid = tid < n ? tid * 10 + (*k - '0') : n;
         const char *content = str_of(it, "content");
-        if (*end || tid < 0 || tid >= n || !content) continue;
+        if (!it->string[0] || *k || !content)
+            return vx_seterr(err, err_size, VX_EFORMAT,
+                             "tokenizer_config.json: added_tokens_decoder entry '%s' is not an id with a content",
+                             it->string);
+        if (tid >= n) continue;
         const bool special = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "special")) || looks_special(content);
         char *text = strdup(content);
         if (!text) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");

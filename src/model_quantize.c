@@ -421,6 +421,17 @@ vx_status vx_quantize_model(const char *in, const char *out, const vx_quantize_p
     memset(stats, 0, sizeof *stats);
     if (!in || !out || !p || !p->mix)
         return vx_seterr(err, err_size, VX_EINVAL, "input, output and mix are required");
+    /* the input must load as a model (hyperparameters, every tensor's name,
+     * shape and type): quantizing a file vx then refused to load wrote a
+     * useless output and reported success */
+    {
+        vx_model_params mp = vx_model_default_params();
+        mp.repack = false;
+        vx_model *m = NULL;
+        const vx_status s0 = vx_model_load(in, &mp, &m, err, err_size);
+        vx_model_free(m);
+        if (s0) return s0;
+    }
     qstate q = {0};
     /* a Hugging Face directory converts (hf_import.h) */
     vx_status s = vx_hf_is_model_dir(in) ? vx_hf_open(in, &q.g, err, err_size) : vx_gguf_open(in, &q.g, err, err_size);

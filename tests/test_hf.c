@@ -691,6 +691,76 @@ static void test_error(const char *rel, const hf_opts *o, vx_status want, const 
     rm_dir(dir);
 }
 
+/* dir/name's JSON with key set to the JSON value v (NULL: removed) */
+static void patch_json(const char *dir, const char *name, const char *key, const char *v) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    size_t n;
+    char *t = vx_test_read_file(path, &n);
+    cJSON *j = t ? cJSON_Parse(t) : NULL;
+    free(t);
+    cJSON *obj = j;
+    const char *k = key;
+    if (!strncmp(key, "weight_map.", 11)) {
+        obj = cJSON_GetObjectItemCaseSensitive(j, "weight_map");
+        k = key + 11;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(obj, k);
+    if (v) cJSON_AddItemToObject(obj, k, cJSON_Parse(v));
+    char *o = cJSON_Print(j);
+    CHECK(o && write_text(dir, name, o));
+    free(o);
+    cJSON_Delete(j);
+}
+
+/* Directories edited after export (the adversarial review's findings): each
+ * must fail with a message naming the problem, never crash or hang. */
+static void test_patched(void) {
+    static const struct {
+        const char *rel, *file, *key, *value;
+        int shards;
+        vx_status want;
+        const char *what;
+    } cases[] = {
+        {"models/qwen2/qwen2-F16.gguf", "model.safetensors.index.json", "weight_map.model.norm.weight",
+         "\"../x.safetensors\"", 2, VX_EFORMAT, "'model.norm.weight' maps to no file name"},
+        {"models/qwen2/qwen2-F16.gguf", "model.safetensors.index.json", "weight_map.lm_head.weight",
+         "\"model-00001-of-00002.safetensors\"", 2, VX_EFORMAT, "maps 'lm_head.weight' to model-00001"},
+        {"models/qwen2/qwen2-F16.gguf", "config.json", "tie_word_embeddings", "false", 1, VX_EFORMAT,
+         "no lm_head.weight"},
+        {"models/qwen2/qwen2-F16.gguf", "config.json", "rope_theta", "\"x\"", 1, VX_EFORMAT, "rope_theta must be a number"},
+        {"models/qwen2/qwen2-F16.gguf", "config.json", "hidden_size", "128", 1, VX_EFORMAT, "not [vocabulary, 128]"},
+        {"models/llama/llama-F16.gguf", "config.json", "partial_rotary_factor", "0.5", 1, VX_EUNSUPPORTED,
+         "partial_rotary_factor"},
+        {"models/moe/moe-F16.gguf", "config.json", "num_local_experts", "200", 1, VX_EFORMAT, "expert tensors"},
+        {"models/qwen2/qwen2-F16.gguf", "config.json", "num_hidden_layers", "8", 1, VX_EFORMAT, "blk.4"},
+    };
+    char dir[300], err[512];
+    snprintf(dir, sizeof dir, "%s/p", g_tmp);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mkdir(dir, 0700);
+        const hf_opts o = {cases[i].shards, NULL, NULL, false, false};
+        CHECK(export_hf(cases[i].rel, dir, &o));
+        patch_json(dir, cases[i].file, cases[i].key, cases[i].value);
+        vx_model *m = NULL;
+        err[0] = 0;
+        const vx_status st = vx_model_load(dir, NULL, &m, err, sizeof err);
+        CHECKF(st == cases[i].want && !m && strstr(err, cases[i].what), "case %zu (%s = %s): %s '%s'", i,
+               cases[i].key, cases[i].value, vx_status_str(st), err);
+        vx_model_free(m);
+        rm_dir(dir);
+    }
+    /* a FIFO as config.json: refused at once (opening it used to wait for a writer) */
+    mkdir(dir, 0700);
+    char fifo[400];
+    snprintf(fifo, sizeof fifo, "%s/config.json", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    vx_model *m = NULL;
+    CHECKF(vx_model_load(dir, NULL, &m, err, sizeof err) == VX_EIO && strstr(err, "not a regular file"), "fifo: %s", err);
+    rm_dir(dir);
+    printf("  %zu edited directories and a FIFO refused with their messages\n", sizeof cases / sizeof cases[0]);
+}
+
 int main(void) {
     printf("tokenizer.json as GGUF keys:\n");
     test_tokenizer("llama3", "llama-bpe", 128256, NULL);
@@ -717,10 +787,11 @@ int main(void) {
     test_error("models/qwen2/qwen2-F16.gguf", &bad_arch, VX_EUNSUPPORTED, "GPT2LMHeadModel is not supported");
     test_error("models/qwen2/qwen2-F16.gguf", &no_tok, VX_EUNSUPPORTED, "no tokenizer.json");
     test_error("models/qwen2/qwen2-F16.gguf", &i16, VX_EUNSUPPORTED, "is I16: only F32, F16 and BF16");
-    /* a directory without config.json is not a model directory: a GGUF open error */
+    test_patched();
+    /* a directory without config.json: says so */
     char err[512] = "";
     vx_model *m = NULL;
-    CHECK(vx_model_load(g_tmp, NULL, &m, err, sizeof err) != VX_OK && !m);
+    CHECK(vx_model_load(g_tmp, NULL, &m, err, sizeof err) == VX_EIO && !m && strstr(err, "config.json"));
     rmdir(g_tmp);
     return vx_test_finish("test_hf");
 }
