@@ -33,7 +33,7 @@ static void chat_usage(void) {
            "\n"
            "Reads one user message per line from standard input (Ctrl-D or /exit ends;\n"
            "Ctrl-C stops a reply, or at the prompt ends).\n"
-           "  -m, --model FILE        GGUF model (default: $VX_MODEL)\n"
+           "  -m, --model PATH        GGUF file or Hugging Face model directory (default: $VX_MODEL)\n"
            "  -sys, --system TEXT     system prompt (also --system-prompt)\n"
            "  --chat-template NAME    override the model's template: chatml, llama3, llama2,\n"
            "                          mistral, phi3, gemma (or a file with Jinja source)\n"

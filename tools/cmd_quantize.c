@@ -11,7 +11,8 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: vx quantize IN.gguf OUT.gguf TYPE [--threads N] [--allow-requantize] "
                "[--pure]\n"
-               "Converts the weight matrices of a model; norms, biases and small tensors keep\n"
+               "Converts the weight matrices of a model (IN: a GGUF file or a Hugging Face model\n"
+               "directory, converted as convert_hf_to_gguf.py would); norms, biases and small tensors keep\n"
                "their type. The _S/_M/_L mixes give more bits to sensitive matrices, as\n"
                "llama-quantize does.\n"
                "  --threads N         conversion threads (default: all CPUs)\n"

@@ -17,7 +17,7 @@ static double now_s(void) {
 static void run_usage(void) {
     printf("usage: vx run -m MODEL.gguf -p PROMPT [options]\n"
            "\n"
-           "  -m, --model FILE        GGUF model (default: $VX_MODEL)\n"
+           "  -m, --model PATH        GGUF file or Hugging Face model directory (default: $VX_MODEL)\n"
            "  -p, --prompt TEXT       prompt text\n"
            "  -f, --file FILE         read the prompt from a file\n"
            "  -n, --n-predict N       tokens to generate (default 128, -1 = until end/context)\n"

@@ -31,7 +31,7 @@ static void serve_usage(void) {
            "\n"
            "An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions,\n"
            "/tokenize, /detokenize; GET /v1/models, /health, /metrics (Prometheus).\n"
-           "  -m, --model FILE        GGUF model (default: $VX_MODEL)\n"
+           "  -m, --model PATH        GGUF file or Hugging Face model directory (default: $VX_MODEL)\n"
            "  --host ADDR             address to listen on (default 127.0.0.1)\n"
            "  --port N                port (default 8080; 0 = any free port)\n"
            "  --api-key KEY           require 'Authorization: Bearer KEY' (default: $VX_API_KEY)\n"

@@ -18,12 +18,13 @@ static void usage(FILE *f) {
             "  tokenize  print the tokens of a text\n"
             "  logits    evaluate token ids and write the logits of every position\n"
             "  bench     measure prompt and generation speed (like llama-bench)\n"
-            "  quantize  convert a GGUF model to another type or mix (like llama-quantize)\n"
+            "  quantize  convert a GGUF model or HF directory to a GGUF type or mix (like llama-quantize)\n"
             "  synth     write a GGUF file with a real model's shapes and random weights\n"
             "\n"
             "Run 'vx COMMAND --help' for the options of a command.\n"
             "Models: any GGUF file of a supported architecture (llama, mistral, qwen2, qwen3,\n"
-            "phi3, Mixtral-style MoE), e.g. from https://huggingface.co (search \"GGUF\").\n",
+            "phi3, Mixtral-style MoE), e.g. from https://huggingface.co (search \"GGUF\"), or a\n"
+            "Hugging Face model directory (config.json, *.safetensors, tokenizer files).\n",
             VX_VERSION);
 }
 
