@@ -660,17 +660,10 @@ static vx_status import(hf_ctx *c, const char *dir, char *err, size_t err_size) 
         free(text);
         return st;
     }
-    int64_t n_vocab = 0;
-    for (int i = 0; i < c->n_st; i++)
-        for (int64_t j = 0; j < vx_st_n_tensors(c->st[i]); j++) {
-            const vx_st_tensor *t = vx_st_tensor_at(c->st[i], j);
-            if ((st = add_tensor(c, &hp, t, err, err_size))) {
-                free(text);
-                return st;
-            }
-            if (strcmp(t->name, "model.embed_tokens.weight") == 0 && t->n_dims == 2) n_vocab = t->shape[0];
-        }
-    if (n_vocab == 0) st = vx_seterr(err, err_size, VX_EFORMAT, "no model.embed_tokens.weight in the checkpoint");
+    const int64_t n_vocab = emb->shape[0];
+    for (int i = 0; !st && i < c->n_st; i++)
+        for (int64_t j = 0; !st && j < vx_st_n_tensors(c->st[i]); j++)
+            st = add_tensor(c, &hp, vx_st_tensor_at(c->st[i], j), err, err_size);
     if (!st) st = add_experts(c, &hp, err, err_size);
     if (!st) st = read_text(dir, "tokenizer_config.json", &tcfg, &tcfg_len, &missing, err, err_size);
     /* Llama-family and Phi-3 models: the SentencePiece model when there is
@@ -692,7 +685,7 @@ static vx_status import(hf_ctx *c, const char *dir, char *err, size_t err_size) 
          * that name in some repositories): tokenizer.json, if there is one */
         char path[4096];
         snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-        if (st == VX_EFORMAT && strstr(err, "not a SentencePiece model") && access(path, F_OK) == 0) {
+        if (st == VX_EFORMAT && err && strstr(err, "not a SentencePiece model") && access(path, F_OK) == 0) {
             free(tok);
             tok = NULL;
             st = VX_OK;
