@@ -141,6 +141,7 @@ typedef struct hf_hparams {
     bool permute_qk;
     int64_t n_embd, n_layer, n_ff, n_head, n_head_kv, head_dim, n_ctx;
     int64_t n_expert, n_expert_used;
+    int64_t fp8_block[2]; /* quantization_config.weight_block_size (rows, columns) */
     bool tie;
 } hf_hparams;
 
@@ -281,6 +282,18 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
     if (tie && !cJSON_IsBool(tie) && !cJSON_IsNull(tie))
         return vx_seterr(err, err_size, VX_EFORMAT, "config.json: tie_word_embeddings must be true or false");
     hp->tie = cJSON_IsTrue(tie);
+    /* FP8 checkpoints with block scales ("fp8" method: Qwen3-FP8, DeepSeek) */
+    hp->fp8_block[0] = hp->fp8_block[1] = 128;
+    const cJSON *bs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cfg, "quantization_config"),
+                                                       "weight_block_size");
+    if (bs) {
+        const cJSON *b0 = cJSON_GetArrayItem(bs, 0), *b1 = cJSON_GetArrayItem(bs, 1);
+        if (!cJSON_IsArray(bs) || cJSON_GetArraySize(bs) != 2 || !cJSON_IsNumber(b0) || !cJSON_IsNumber(b1) ||
+            !(b0->valuedouble >= 1 && b0->valuedouble <= 65536) || !(b1->valuedouble >= 1 && b1->valuedouble <= 65536))
+            return vx_seterr(err, err_size, VX_EFORMAT, "config.json: weight_block_size must be two sizes");
+        hp->fp8_block[0] = (int64_t)b0->valuedouble;
+        hp->fp8_block[1] = (int64_t)b1->valuedouble;
+    }
     const bool mixtral = !strcmp(a0->valuestring, "MixtralForCausalLM"), phi3 = !strcmp(hp->arch, "phi3");
 
     vx_gguf_writer *w = c->w;
@@ -385,6 +398,16 @@ static const char *map_name(const char *hf, char *buf, size_t size, char *kind) 
                  {"mlp.gate_up_proj.weight", "ffn_up.weight", 'w'},
                  {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight", 'w'},
                  {"self_attn.rotary_emb.inv_freq", NULL, 0}};
+    /* FP8 scales: read with their weights (add_tensor) */
+    const size_t hl = strlen(hf);
+    static const char *const scales[] = {".weight_scale_inv", ".weight_scale", ".input_scale"};
+    for (size_t i = 0; i < 3; i++) {
+        const size_t sl = strlen(scales[i]);
+        if (hl > sl && !strcmp(hf + hl - sl, scales[i])) {
+            *kind = 's';
+            return NULL;
+        }
+    }
     unsigned il;
     const char *rest;
     if (!strncmp(hf, "model.layers.", 13) && parse_index(hf + 13, 1u << 20, &il, &rest) && *rest == '.') {
@@ -487,6 +510,72 @@ static vx_status add_experts(hf_ctx *c, const hf_hparams *hp, char *err, size_t 
     return VX_OK;
 }
 
+static const vx_st_tensor *find_any(const hf_ctx *c, const char *name) {
+    for (int i = 0; i < c->n_st; i++) {
+        const vx_st_tensor *t = vx_st_find(c->st[i], name);
+        if (t) return t;
+    }
+    return NULL;
+}
+
+/* The value of an FP8 byte: e4m3fn (bias 7, no infinities, S.1111.111 NaN)
+ * or e5m2 (bias 15, IEEE-like). */
+static float fp8_value(uint8_t b, bool e5m2) {
+    const int mb = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7, emax = e5m2 ? 31 : 15;
+    const int e = (b >> mb) & emax, m = b & ((1 << mb) - 1);
+    const float sign = b & 0x80 ? -1.0f : 1.0f;
+    if (e5m2 && e == 31) return m ? NAN : sign * INFINITY;
+    if (!e5m2 && e == 15 && m == 7) return NAN;
+    if (e == 0) return sign * ldexpf((float)m, 1 - bias - mb);
+    return sign * ldexpf((float)(m | 1 << mb), e - bias - mb);
+}
+
+/* An FP8 weight (rows x cols) times its scales, as BF16: the scale tensor
+ * <name>_scale_inv holds one factor per weight_block_size block (the "fp8"
+ * method), <name>_scale one per tensor or per row (compressed-tensors,
+ * fbgemm). Each value is the FP8 value times its factor in f32, rounded to
+ * the nearest BF16. */
+static vx_status fp8_to_bf16(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t, uint16_t **out, char *err,
+                             size_t err_size) {
+    char sname[320];
+    snprintf(sname, sizeof sname, "%s_scale_inv", t->name);
+    const vx_st_tensor *sc = find_any(c, sname);
+    const bool block = sc != NULL;
+    if (!sc) {
+        snprintf(sname, sizeof sname, "%s_scale", t->name);
+        sc = find_any(c, sname);
+    }
+    if (!sc)
+        return vx_seterr(err, err_size, VX_EFORMAT, "FP8 tensor '%s' has no %s_scale_inv or %s_scale", t->name, t->name,
+                         t->name);
+    const int64_t rows = t->shape[0], cols = t->shape[1];
+    const int64_t br = hp->fp8_block[0], bc = hp->fp8_block[1];
+    const int64_t sr = block ? (rows + br - 1) / br : 0, scn = block ? (cols + bc - 1) / bc : 0;
+    const bool sdt = sc->dtype == VX_ST_F32 || sc->dtype == VX_ST_F16 || sc->dtype == VX_ST_BF16;
+    int mode; /* 0 per tensor, 1 per row, 2 per block */
+    if (sdt && sc->n_elem == 1) mode = 0;
+    else if (sdt && !block && (int64_t)sc->n_elem == rows && (sc->n_dims == 1 || (sc->n_dims == 2 && sc->shape[1] == 1)))
+        mode = 1;
+    else if (sdt && block && sc->n_dims == 2 && sc->shape[0] == sr && sc->shape[1] == scn) mode = 2;
+    else
+        return vx_seterr(err, err_size, VX_EFORMAT,
+                         "'%s' (%s, %lld values) does not fit FP8 tensor '%s' [%lld, %lld] (blocks %lld x %lld)", sname,
+                         vx_st_dtype_name(sc->dtype), (long long)sc->n_elem, t->name, (long long)rows, (long long)cols,
+                         (long long)br, (long long)bc);
+    float lut[256];
+    for (int i = 0; i < 256; i++) lut[i] = fp8_value((uint8_t)i, t->dtype == VX_ST_F8_E5M2);
+    uint16_t *o = own(c, (size_t)rows * (size_t)cols * 2);
+    if (!o) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    const uint8_t *q = t->data;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++) {
+            const size_t si = mode == 0 ? 0 : mode == 1 ? (size_t)r : (size_t)(r / br * scn + j / bc);
+            o[r * cols + j] = vx_fp32_to_bf16(lut[q[r * cols + j]] * elem_f32(sc->data, sc->dtype, si));
+        }
+    *out = o;
+    return VX_OK;
+}
+
 static vx_status add_tensor(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t, char *err, size_t err_size) {
     char buf[160], kind;
     unsigned il, x, wi;
@@ -497,9 +586,21 @@ static vx_status add_tensor(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor 
         return vx_seterr(err, err_size, VX_EUNSUPPORTED, "tensor '%s' is not one vx knows for %s models", t->name,
                          hp->arch);
     if (strcmp(name, "output.weight") == 0 && hp->tie) return VX_OK; /* the embedding's copy */
+    vx_st_tensor deq; /* an FP8 weight, dequantized */
+    if ((t->dtype == VX_ST_F8_E4M3 || t->dtype == VX_ST_F8_E5M2) && t->n_dims == 2 &&
+        (kind == 'w' || kind == 'q' || kind == 'k')) {
+        uint16_t *bf = NULL;
+        vx_status s8 = fp8_to_bf16(c, hp, t, &bf, err, err_size);
+        if (s8) return s8;
+        deq = *t;
+        deq.dtype = VX_ST_BF16;
+        deq.size = t->n_elem * 2;
+        deq.data = bf;
+        t = &deq;
+    }
     const int type = vx_type_of(t->dtype);
     if (type < 0)
-        return vx_seterr(err, err_size, VX_EUNSUPPORTED, "tensor '%s' is %s: only F32, F16 and BF16 are supported",
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED, "tensor '%s' is %s: only F32, F16, BF16 and FP8 weights are supported",
                          t->name, vx_st_dtype_name(t->dtype));
     const bool vec = kind == 'n' || kind == 'Q' || kind == 'K';
     if (vec ? t->n_dims != 1 : t->n_dims != 2)

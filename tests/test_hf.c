@@ -26,6 +26,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common.h"
 #include "gguf.h"
 #include "hf_import.h"
 #include "quant.h"
@@ -396,7 +397,53 @@ typedef struct hf_opts {
     const char *bad_dtype;  /* relabel the embedding with this dtype */
     bool no_tokenizer;
     bool spm; /* tokenizer.model (SentencePiece) instead of tokenizer.json */
+    int fp8;  /* weight matrices as FP8 e4m3: 1 with 48 x 40 block scales, 2 with row scales;
+               * -1 / -2: the same quantization written as the BF16 values it stands for */
 } hf_opts;
+
+/* e4m3fn value of byte b (b < 0x7F: the finite non-negative ones) */
+static float e4m3(int b) {
+    const int e = b >> 3 & 15, m = b & 7;
+    return e ? ldexpf((float)(8 | m), e - 10) : ldexpf((float)m, -9);
+}
+
+/* the e4m3fn byte nearest to x (|x| <= 448): the values of bytes
+ * 0..0x7E increase with the byte, so a binary search finds it */
+static uint8_t to_e4m3(float x) {
+    const float a = fabsf(x);
+    int lo = 0, hi = 0x7E;
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (e4m3(mid) < a) lo = mid + 1;
+        else hi = mid;
+    }
+    const int best = lo > 0 && a - e4m3(lo - 1) <= e4m3(lo) - a ? lo - 1 : lo;
+    return (uint8_t)(best | (x < 0 ? 0x80 : 0));
+}
+
+/* The rows x cols F16 matrix src as FP8 (mode 1: 48 x 40 blocks, 2: rows)
+ * with its scales; ref: the BF16 values that stand for instead. */
+static void fp8_quantize(const uint16_t *src, int64_t rows, int64_t cols, int mode, uint8_t *q, float *scale,
+                         int64_t *sr, int64_t *sc, uint16_t *ref) {
+    const int64_t br = mode == 1 ? 48 : 1, bc = mode == 1 ? 40 : cols;
+    *sr = (rows + br - 1) / br;
+    *sc = (cols + bc - 1) / bc;
+    for (int64_t R = 0; R < *sr; R++)
+        for (int64_t C = 0; C < *sc; C++) {
+            float amax = 0;
+            for (int64_t r = R * br; r < rows && r < (R + 1) * br; r++)
+                for (int64_t j = C * bc; j < cols && j < (C + 1) * bc; j++)
+                    amax = fmaxf(amax, fabsf(vx_fp16_to_fp32(src[r * cols + j])));
+            const float s = amax > 0 ? amax / 448.0f : 1.0f;
+            scale[R * *sc + C] = s;
+            for (int64_t r = R * br; r < rows && r < (R + 1) * br; r++)
+                for (int64_t j = C * bc; j < cols && j < (C + 1) * bc; j++) {
+                    const uint8_t b = to_e4m3(vx_fp16_to_fp32(src[r * cols + j]) / s);
+                    q[r * cols + j] = b;
+                    ref[r * cols + j] = vx_fp32_to_bf16((b & 0x80 ? -e4m3(b & 0x7F) : e4m3(b)) * s);
+                }
+        }
+}
 
 /* Writes the GGUF model at rel as a Hugging Face directory dir. */
 static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
@@ -449,6 +496,13 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
     cJSON_AddNumberToObject(cfg, "rope_theta", theta);
     cJSON_AddBoolToObject(cfg, "tie_word_embeddings", tied);
     cJSON_AddNullToObject(cfg, "rope_scaling");
+    if (o->fp8 == 1) {
+        cJSON *qc = cJSON_AddObjectToObject(cfg, "quantization_config");
+        cJSON_AddStringToObject(qc, "quant_method", "fp8");
+        cJSON *bs = cJSON_AddArrayToObject(qc, "weight_block_size");
+        cJSON_AddItemToArray(bs, cJSON_CreateNumber(48));
+        cJSON_AddItemToArray(bs, cJSON_CreateNumber(40));
+    }
     if (X > 0) {
         cJSON_AddNumberToObject(cfg, "num_local_experts", (double)X);
         cJSON_AddNumberToObject(cfg, "num_experts_per_tok", (double)XU);
@@ -489,7 +543,7 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
 
     /* the tensors, Q/K rows back in HF's order for Llama */
     const int64_t nt = vx_gguf_n_tensors(g);
-    const size_t cap = (size_t)nt * (size_t)(X > 0 ? X : 1);
+    const size_t cap = (size_t)nt * (size_t)(X > 0 ? X : 1) * 2;
     st_ent *e = calloc(cap, sizeof *e);
     void **bufs = calloc(cap, sizeof *bufs);
     int n = 0;
@@ -558,6 +612,41 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
                                (const uint8_t *)t->data + (size_t)(h * HD + 2 * j + s) * row, row);
             bufs[n] = p;
             e[n].data = p;
+        }
+        if (o->fp8 && e[n].nd == 2 && t->type == VX_TYPE_F16 && strcmp(t->name, "token_embd.weight") != 0 &&
+            strcmp(t->name, "output.weight") != 0) {
+            const int64_t rows = e[n].shape[0], cols = e[n].shape[1];
+            const int mode = o->fp8 < 0 ? -o->fp8 : o->fp8;
+            uint8_t *codes = malloc((size_t)(rows * cols));
+            float *sc = malloc((size_t)(rows * cols) * sizeof *sc); /* at most one per value */
+            uint16_t *ref = malloc((size_t)(rows * cols) * 2);
+            int64_t sr, scn;
+            fp8_quantize(e[n].data, rows, cols, mode, codes, sc, &sr, &scn, ref);
+            free(bufs[n]);
+            if (o->fp8 > 0) {
+                free(ref);
+                bufs[n] = codes;
+                e[n].dtype = "F8_E4M3";
+                e[n].data = codes;
+                e[n].size = (size_t)(rows * cols);
+                n++;
+                char sname[160];
+                snprintf(sname, sizeof sname, "%.100s_scale%s", e[n - 1].name, mode == 1 ? "_inv" : "");
+                memcpy(e[n].name, sname, sizeof e[n].name);
+                e[n].dtype = "F32";
+                e[n].nd = 2;
+                e[n].shape[0] = sr;
+                e[n].shape[1] = scn;
+                e[n].data = sc;
+                e[n].size = (size_t)(sr * scn) * 4;
+                bufs[n] = sc;
+            } else {
+                free(codes);
+                free(sc);
+                bufs[n] = ref;
+                e[n].dtype = "BF16";
+                e[n].data = ref;
+            }
         }
         n++;
     }
@@ -676,6 +765,39 @@ static void test_model(const char *rel, const hf_opts *o) {
     rm_dir(dir);
 }
 
+/* FP8 weights (mode 1: block scales, 2: row scales): the import must give
+ * the logits, bit for bit, of a directory holding the BF16 values the FP8
+ * codes and scales stand for (the same dequantization, done here). */
+static void test_fp8(const char *rel, int mode) {
+    char d8[300], dr[300], err[512] = "";
+    snprintf(d8, sizeof d8, "%s/f8", g_tmp);
+    snprintf(dr, sizeof dr, "%s/r8", g_tmp);
+    mkdir(d8, 0700);
+    mkdir(dr, 0700);
+    const hf_opts o8 = {1, NULL, NULL, false, false, mode}, oref = {1, NULL, NULL, false, false, -mode};
+    CHECK(export_hf(rel, d8, &o8) && export_hf(rel, dr, &oref));
+    vx_model *a = NULL, *b = NULL;
+    CHECKF(vx_model_load(d8, NULL, &a, err, sizeof err) == VX_OK, "%s FP8: %s", rel, err);
+    CHECKF(vx_model_load(dr, NULL, &b, err, sizeof err) == VX_OK, "%s FP8 reference: %s", rel, err);
+    if (a && b) {
+        int na = 0, nb = 0, va = 0, vb = 0;
+        float *la = prompt_logits(a, &na, &va), *lb = prompt_logits(b, &nb, &vb);
+        size_t diff = 0;
+        const bool shapes = la && lb && na == nb && va == vb;
+        for (size_t i = 0; shapes && i < (size_t)na * (size_t)va; i++) diff += memcmp(&la[i], &lb[i], 4) != 0;
+        CHECKF(shapes && diff == 0, "%s FP8 (%s scales): %zu logits differ from the dequantized BF16 directory's", rel,
+               mode == 1 ? "block" : "row", diff);
+        printf("  %-28s FP8 e4m3 (%s scales): %d x %d logits, %zu differ from its BF16 dequantization's\n", rel,
+               mode == 1 ? "48x40 block" : "row", na, va, diff);
+        free(la);
+        free(lb);
+    }
+    vx_model_free(a);
+    vx_model_free(b);
+    rm_dir(d8);
+    rm_dir(dr);
+}
+
 /* An import that must fail with status want and a message holding what. */
 static void test_error(const char *rel, const hf_opts *o, vx_status want, const char *what) {
     char dir[300];
@@ -739,7 +861,7 @@ static void test_patched(void) {
     snprintf(dir, sizeof dir, "%s/p", g_tmp);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mkdir(dir, 0700);
-        const hf_opts o = {cases[i].shards, NULL, NULL, false, false};
+        const hf_opts o = {cases[i].shards, NULL, NULL, false, false, 0};
         CHECK(export_hf(cases[i].rel, dir, &o));
         patch_json(dir, cases[i].file, cases[i].key, cases[i].value);
         vx_model *m = NULL;
@@ -771,8 +893,8 @@ int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/vx_test_hf_XXXXXX");
     CHECK(mkdtemp(g_tmp) != NULL);
     printf("models from Hugging Face directories:\n");
-    const hf_opts one = {1, NULL, NULL, false, false}, two = {2, NULL, NULL, false, false},
-                  spm = {1, NULL, NULL, false, true};
+    const hf_opts one = {1, NULL, NULL, false, false, 0}, two = {2, NULL, NULL, false, false, 0},
+                  spm = {1, NULL, NULL, false, true, 0};
     test_model("models/llama/llama-F16.gguf", &spm);
     test_model("models/llama/llama-BF16.gguf", &two);
     test_model("models/llama/llama-F32.gguf", &one);
@@ -780,13 +902,15 @@ int main(void) {
     test_model("models/qwen3/qwen3-F16.gguf", &one);
     test_model("models/phi3/phi3-F16.gguf", &one);
     test_model("models/moe/moe-F16.gguf", &two);
+    test_fp8("models/llama/llama-F16.gguf", 1);
+    test_fp8("models/qwen2/qwen2-F16.gguf", 2);
 
     printf("errors:\n");
-    const hf_opts bad_arch = {1, "GPT2LMHeadModel", NULL, false, false}, i16 = {1, NULL, "I16", false, false},
-                  no_tok = {1, NULL, NULL, true, false};
+    const hf_opts bad_arch = {1, "GPT2LMHeadModel", NULL, false, false, 0}, i16 = {1, NULL, "I16", false, false, 0},
+                  no_tok = {1, NULL, NULL, true, false, 0};
     test_error("models/qwen2/qwen2-F16.gguf", &bad_arch, VX_EUNSUPPORTED, "GPT2LMHeadModel is not supported");
     test_error("models/qwen2/qwen2-F16.gguf", &no_tok, VX_EUNSUPPORTED, "no tokenizer.json");
-    test_error("models/qwen2/qwen2-F16.gguf", &i16, VX_EUNSUPPORTED, "is I16: only F32, F16 and BF16");
+    test_error("models/qwen2/qwen2-F16.gguf", &i16, VX_EUNSUPPORTED, "is I16: only F32, F16, BF16 and FP8");
     test_patched();
     /* a directory without config.json: says so */
     char err[512] = "";
