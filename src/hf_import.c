@@ -142,6 +142,8 @@ typedef struct hf_hparams {
     int64_t n_embd, n_layer, n_ff, n_head, n_head_kv, head_dim, n_ctx;
     int64_t n_expert, n_expert_used;
     int64_t fp8_block[2]; /* quantization_config.weight_block_size (rows, columns) */
+    int64_t gptq_group;   /* GPTQ int4: group size (0: not GPTQ) */
+    bool gptq_v2;         /* zeros stored as they are (v1 stores zero - 1) */
     bool tie;
 } hf_hparams;
 
@@ -282,6 +284,28 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
     if (tie && !cJSON_IsBool(tie) && !cJSON_IsNull(tie))
         return vx_seterr(err, err_size, VX_EFORMAT, "config.json: tie_word_embeddings must be true or false");
     hp->tie = cJSON_IsTrue(tie);
+    /* GPTQ int4 (AutoGPTQ / GPTQModel): 4 bits, groups along the input,
+     * no act-order reordering across 32-element blocks (checked per tensor) */
+    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(cfg, "quantization_config");
+    const cJSON *qm = cJSON_GetObjectItemCaseSensitive(qc, "quant_method");
+    if (cJSON_IsString(qm) && !strcmp(qm->valuestring, "gptq")) {
+        int64_t bits = 0, group = 0;
+        vx_status sq = VX_OK;
+        if (cfg_int(qc, "bits", 1, 16, &bits, &sq, err, err_size) != 1 || bits != 4 ||
+            cfg_int(qc, "group_size", -1, 1 << 20, &group, &sq, err, err_size) != 1 || group == 0 ||
+            (group > 0 && group % 32))
+            return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                             "config.json: GPTQ with bits %lld and group_size %lld is not supported (4 bits, groups of a "
+                             "multiple of 32 or -1 are)",
+                             (long long)bits, (long long)group);
+        hp->gptq_group = group;
+        const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(qc, "checkpoint_format");
+        hp->gptq_v2 = cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "gptq_v2");
+    } else if (cJSON_IsString(qm) && strcmp(qm->valuestring, "fp8") != 0 && strcmp(qm->valuestring, "compressed-tensors") &&
+               strcmp(qm->valuestring, "fbgemm_fp8")) {
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED, "config.json: quantization method '%s' is not supported",
+                         qm->valuestring);
+    }
     /* FP8 checkpoints with block scales ("fp8" method: Qwen3-FP8, DeepSeek) */
     hp->fp8_block[0] = hp->fp8_block[1] = 128;
     const cJSON *bs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cfg, "quantization_config"),
@@ -400,8 +424,9 @@ static const char *map_name(const char *hf, char *buf, size_t size, char *kind) 
                  {"self_attn.rotary_emb.inv_freq", NULL, 0}};
     /* FP8 scales: read with their weights (add_tensor) */
     const size_t hl = strlen(hf);
-    static const char *const scales[] = {".weight_scale_inv", ".weight_scale", ".input_scale"};
-    for (size_t i = 0; i < 3; i++) {
+    static const char *const scales[] = {".weight_scale_inv", ".weight_scale", ".input_scale", ".qzeros", ".scales",
+                                         ".g_idx"};
+    for (size_t i = 0; i < sizeof scales / sizeof scales[0]; i++) {
         const size_t sl = strlen(scales[i]);
         if (hl > sl && !strcmp(hf + hl - sl, scales[i])) {
             *kind = 's';
@@ -576,10 +601,124 @@ static vx_status fp8_to_bf16(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor
     return VX_OK;
 }
 
+/* A GPTQ int4 matrix (base.qweight [in/8, out] int32, 8 codes along the
+ * input per word; base.qzeros [groups, out/8] int32, 8 zeros along the
+ * output; base.scales [groups, out] F16; base.g_idx [in] optional) as
+ * GGUF rows of 32-element blocks, without requantizing: w = s (q - z)
+ * is Q4_0's d (q - 8) exactly when every zero is 8 (symmetric GPTQ), else
+ * Q4_1's d q + m with m = -s z rounded to fp16. *rows_out x *cols_out. */
+static vx_status gptq_blocks(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *qw, const char *base, void **out,
+                             int *type, int64_t *rows_out, int64_t *cols_out, char *err, size_t err_size) {
+    char nz[320], ns[320], ng[320];
+    snprintf(nz, sizeof nz, "%s.qzeros", base);
+    snprintf(ns, sizeof ns, "%s.scales", base);
+    snprintf(ng, sizeof ng, "%s.g_idx", base);
+    const vx_st_tensor *qz = find_any(c, nz), *sc = find_any(c, ns), *gi = find_any(c, ng);
+    if (qw->dtype != VX_ST_I32 || qw->n_dims != 2 || !qz || !sc)
+        return vx_seterr(err, err_size, VX_EFORMAT, "GPTQ tensor '%s.qweight' needs I32 [in/8, out] with .qzeros and .scales",
+                         base);
+    const int64_t in = qw->shape[0] * 8, out_f = qw->shape[1];
+    const int64_t group = hp->gptq_group > 0 ? hp->gptq_group : in, ng_ = (in + group - 1) / group;
+    if (in % 32 || qz->dtype != VX_ST_I32 || qz->n_dims != 2 || qz->shape[0] != ng_ || qz->shape[1] * 8 != out_f ||
+        sc->n_dims != 2 || sc->shape[0] != ng_ || sc->shape[1] != out_f ||
+        (sc->dtype != VX_ST_F16 && sc->dtype != VX_ST_F32 && sc->dtype != VX_ST_BF16))
+        return vx_seterr(err, err_size, VX_EFORMAT,
+                         "GPTQ tensor '%s': qweight [%lld, %lld], qzeros and scales do not fit groups of %lld", base,
+                         (long long)qw->shape[0], (long long)out_f, (long long)group);
+    /* act-order (g_idx not k / group) would need the input dims reordered */
+    if (gi) {
+        if (gi->dtype != VX_ST_I32 || (int64_t)gi->n_elem != in)
+            return vx_seterr(err, err_size, VX_EFORMAT, "GPTQ tensor '%s.g_idx' is not I32 [%lld]", base, (long long)in);
+        for (int64_t k = 0; k < in; k++) {
+            int32_t g;
+            memcpy(&g, (const uint8_t *)gi->data + 4 * k, 4);
+            if (g != k / group)
+                return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                                 "GPTQ tensor '%s' uses act-order (desc_act: g_idx[%lld] = %d): not supported", base,
+                                 (long long)k, g);
+        }
+    }
+    const int zoff = hp->gptq_v2 ? 0 : 1;
+#define QZ(g, n) ((int)(((uint32_t)((const int32_t *)qz->data)[(g) * (out_f / 8) + (n) / 8] >> (4 * ((n) % 8))) & 15) + zoff)
+    bool sym = true;
+    for (int64_t g = 0; g < ng_ && sym; g++)
+        for (int64_t n = 0; n < out_f && sym; n++) sym = QZ(g, n) == 8;
+    const int64_t nb = in / 32;
+    const size_t bsz = sym ? sizeof(vx_block_q4_0) : sizeof(vx_block_q4_1);
+    uint8_t *o = own(c, (size_t)out_f * (size_t)nb * bsz);
+    if (!o) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    const uint32_t *qwd = qw->data;
+    for (int64_t n = 0; n < out_f; n++)
+        for (int64_t b = 0; b < nb; b++) {
+            const int64_t g = b * 32 / group;
+            const float s = elem_f32(sc->data, sc->dtype, (size_t)(g * out_f + n));
+            uint8_t codes[32];
+            for (int j = 0; j < 32; j++) {
+                const int64_t k = b * 32 + j;
+                codes[j] = (uint8_t)(qwd[(k / 8) * out_f + n] >> (4 * (k % 8)) & 15);
+            }
+            uint8_t *blk = o + ((size_t)n * (size_t)nb + (size_t)b) * bsz;
+            uint8_t *qs;
+            if (sym) {
+                vx_block_q4_0 *q = (vx_block_q4_0 *)(void *)blk;
+                q->d = vx_fp32_to_fp16(s);
+                qs = q->qs;
+            } else {
+                vx_block_q4_1 *q = (vx_block_q4_1 *)(void *)blk;
+                q->d = vx_fp32_to_fp16(s);
+                q->m = vx_fp32_to_fp16(-s * (float)QZ(g, n));
+                qs = q->qs;
+            }
+            for (int j = 0; j < 16; j++) qs[j] = (uint8_t)(codes[j] | codes[j + 16] << 4);
+        }
+#undef QZ
+    *out = o;
+    *type = sym ? VX_TYPE_Q4_0 : VX_TYPE_Q4_1;
+    *rows_out = out_f;
+    *cols_out = in;
+    return VX_OK;
+}
+
+/* GPTQ's base.qweight as the GGUF tensor of base.weight (Llama's Q/K rows
+ * permuted as their blocks). */
+static vx_status add_gptq(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t, char *err, size_t err_size) {
+    char base[300], wname[320], buf[160], kind;
+    snprintf(base, sizeof base, "%.*s", (int)(strlen(t->name) - strlen(".qweight")), t->name);
+    snprintf(wname, sizeof wname, "%s.weight", base);
+    const char *name = map_name(wname, buf, sizeof buf, &kind);
+    if (!name || (kind != 'w' && kind != 'q' && kind != 'k'))
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED, "GPTQ tensor '%s' is not a weight matrix vx knows", t->name);
+    if (!hp->gptq_group)
+        return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s', but config.json names no GPTQ quantization", t->name);
+    void *blocks = NULL;
+    int type = 0;
+    int64_t rows = 0, cols = 0;
+    vx_status st = gptq_blocks(c, hp, t, base, &blocks, &type, &rows, &cols, err, err_size);
+    if (st) return st;
+    const size_t row = vx_row_size((vx_type)type, cols);
+    if (hp->permute_qk && (kind == 'q' || kind == 'k')) {
+        const int64_t heads = kind == 'q' ? hp->n_head : hp->n_head_kv;
+        if (rows != heads * hp->head_dim)
+            return vx_seterr(err, err_size, VX_EFORMAT, "GPTQ tensor '%s' has %lld rows, not %lld heads x %lld", t->name,
+                             (long long)rows, (long long)heads, (long long)hp->head_dim);
+        uint8_t *p = own(c, row * (size_t)rows);
+        if (!p) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+        permute_rows(p, blocks, rows, hp->head_dim, row);
+        blocks = p;
+    }
+    const int64_t ne[2] = {cols, rows};
+    st = vx_gguf_add_tensor(c->w, name, type, 2, ne, blocks, (uint64_t)row * (uint64_t)rows, true);
+    if (st == VX_EINVAL)
+        return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' (as %s) appears twice or is malformed", t->name, name);
+    return st;
+}
+
 static vx_status add_tensor(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t, char *err, size_t err_size) {
     char buf[160], kind;
     unsigned il, x, wi;
     if (is_expert(t->name, &il, &x, &wi)) return add_expert(c, hp, t, il, x, wi, err, err_size);
+    const size_t nl = strlen(t->name);
+    if (nl > 8 && !strcmp(t->name + nl - 8, ".qweight")) return add_gptq(c, hp, t, err, err_size);
     const char *name = map_name(t->name, buf, sizeof buf, &kind);
     if (!name && kind != '?') return VX_OK; /* known, unused */
     if (!name)

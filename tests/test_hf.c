@@ -399,6 +399,8 @@ typedef struct hf_opts {
     bool spm; /* tokenizer.model (SentencePiece) instead of tokenizer.json */
     int fp8;  /* weight matrices as FP8 e4m3: 1 with 48 x 40 block scales, 2 with row scales;
                * -1 / -2: the same quantization written as the BF16 values it stands for */
+    int gptq; /* weight matrices as GPTQ int4 in groups of 64: 1 symmetric, 2 asymmetric (v1 zeros);
+               * -1 / -2: the F32 values they stand for */
 } hf_opts;
 
 /* e4m3fn value of byte b (b < 0x7F: the finite non-negative ones) */
@@ -442,6 +444,37 @@ static void fp8_quantize(const uint16_t *src, int64_t rows, int64_t cols, int mo
                     q[r * cols + j] = b;
                     ref[r * cols + j] = vx_fp32_to_bf16((b & 0x80 ? -e4m3(b & 0x7F) : e4m3(b)) * s);
                 }
+        }
+}
+
+/* GPTQ int4 of the rows x cols F16 matrix src (HF orientation: rows are
+ * outputs), groups of 64 inputs: qweight [cols/8][rows], qzeros
+ * [groups][rows/8] (v1: zero - 1), scales F16 [groups][rows], g_idx;
+ * deq: the values they stand for (F32, rows x cols). */
+static void gptq_quantize(const uint16_t *src, int64_t rows, int64_t cols, bool sym, uint32_t *qw, uint32_t *qz,
+                          uint16_t *sc, int32_t *gidx, float *deq) {
+    const int64_t G = 64, ng = cols / G;
+    memset(qw, 0, (size_t)(cols / 8 * rows) * 4);
+    memset(qz, 0, (size_t)(ng * rows / 8) * 4);
+    for (int64_t k = 0; k < cols; k++) gidx[k] = (int32_t)(k / G);
+    for (int64_t n = 0; n < rows; n++)
+        for (int64_t g = 0; g < ng; g++) {
+            float lo = 0, hi = 0, amax = 0;
+            for (int64_t k = g * G; k < (g + 1) * G; k++) {
+                const float w = vx_fp16_to_fp32(src[n * cols + k]);
+                lo = fminf(lo, w), hi = fmaxf(hi, w), amax = fmaxf(amax, fabsf(w));
+            }
+            float s = sym ? amax / 7.0f : (hi - lo) / 15.0f;
+            if (s == 0) s = 1;
+            s = vx_fp16_to_fp32(vx_fp32_to_fp16(s));
+            const int z = sym ? 8 : (int)fminf(15, fmaxf(0, roundf(-lo / s)));
+            sc[g * rows + n] = vx_fp32_to_fp16(s);
+            qz[g * (rows / 8) + n / 8] |= (uint32_t)((z - 1) & 15) << (4 * (n % 8));
+            for (int64_t k = g * G; k < (g + 1) * G; k++) {
+                const int q = (int)fminf(15, fmaxf(0, roundf(vx_fp16_to_fp32(src[n * cols + k]) / s) + (float)z));
+                qw[(k / 8) * rows + n] |= (uint32_t)q << (4 * (k % 8));
+                deq[n * cols + k] = s * (float)(q - z);
+            }
         }
 }
 
@@ -496,6 +529,14 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
     cJSON_AddNumberToObject(cfg, "rope_theta", theta);
     cJSON_AddBoolToObject(cfg, "tie_word_embeddings", tied);
     cJSON_AddNullToObject(cfg, "rope_scaling");
+    if (o->gptq > 0) {
+        cJSON *qc = cJSON_AddObjectToObject(cfg, "quantization_config");
+        cJSON_AddStringToObject(qc, "quant_method", "gptq");
+        cJSON_AddNumberToObject(qc, "bits", 4);
+        cJSON_AddNumberToObject(qc, "group_size", 64);
+        cJSON_AddBoolToObject(qc, "desc_act", false);
+        cJSON_AddBoolToObject(qc, "sym", o->gptq == 1);
+    }
     if (o->fp8 == 1) {
         cJSON *qc = cJSON_AddObjectToObject(cfg, "quantization_config");
         cJSON_AddStringToObject(qc, "quant_method", "fp8");
@@ -543,7 +584,7 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
 
     /* the tensors, Q/K rows back in HF's order for Llama */
     const int64_t nt = vx_gguf_n_tensors(g);
-    const size_t cap = (size_t)nt * (size_t)(X > 0 ? X : 1) * 2;
+    const size_t cap = (size_t)nt * (size_t)(X > 0 ? X : 1) * 4;
     st_ent *e = calloc(cap, sizeof *e);
     void **bufs = calloc(cap, sizeof *bufs);
     int n = 0;
@@ -612,6 +653,49 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
                                (const uint8_t *)t->data + (size_t)(h * HD + 2 * j + s) * row, row);
             bufs[n] = p;
             e[n].data = p;
+        }
+        if (o->gptq && e[n].nd == 2 && t->type == VX_TYPE_F16 && strcmp(t->name, "token_embd.weight") != 0 &&
+            strcmp(t->name, "output.weight") != 0) {
+            const int64_t rows = e[n].shape[0], cols = e[n].shape[1], ng = cols / 64;
+            uint32_t *qw = malloc((size_t)(cols / 8 * rows) * 4), *qz = malloc((size_t)(ng * rows / 8) * 4);
+            uint16_t *sc = malloc((size_t)(ng * rows) * 2);
+            int32_t *gi = malloc((size_t)cols * 4);
+            float *deq = malloc((size_t)(rows * cols) * 4);
+            gptq_quantize(e[n].data, rows, cols, (o->gptq < 0 ? -o->gptq : o->gptq) == 1, qw, qz, sc, gi, deq);
+            free(bufs[n]);
+            if (o->gptq < 0) {
+                free(qw), free(qz), free(sc), free(gi);
+                bufs[n] = deq;
+                e[n].dtype = "F32";
+                e[n].data = deq;
+                e[n].size = (size_t)(rows * cols) * 4;
+            } else {
+                free(deq);
+                char base[128];
+                snprintf(base, sizeof base, "%.*s", (int)(strlen(e[n].name) - 7), e[n].name); /* - ".weight" */
+                const struct {
+                    const char *suffix, *dtype;
+                    int64_t s0, s1;
+                    void *p;
+                    size_t size;
+                } parts[4] = {{"qweight", "I32", cols / 8, rows, qw, (size_t)(cols / 8 * rows) * 4},
+                              {"qzeros", "I32", ng, rows / 8, qz, (size_t)(ng * rows / 8) * 4},
+                              {"scales", "F16", ng, rows, sc, (size_t)(ng * rows) * 2},
+                              {"g_idx", "I32", cols, 0, gi, (size_t)cols * 4}};
+                for (int part = 0; part < 4; part++, n++) {
+                    char nm[200];
+                    snprintf(nm, sizeof nm, "%.100s.%s", base, parts[part].suffix);
+                    memcpy(e[n].name, nm, sizeof e[n].name);
+                    e[n].dtype = parts[part].dtype;
+                    e[n].nd = parts[part].s1 ? 2 : 1;
+                    e[n].shape[0] = parts[part].s0;
+                    e[n].shape[1] = parts[part].s1;
+                    e[n].data = parts[part].p;
+                    e[n].size = parts[part].size;
+                    bufs[n] = parts[part].p;
+                }
+                continue;
+            }
         }
         if (o->fp8 && e[n].nd == 2 && t->type == VX_TYPE_F16 && strcmp(t->name, "token_embd.weight") != 0 &&
             strcmp(t->name, "output.weight") != 0) {
@@ -774,7 +858,7 @@ static void test_fp8(const char *rel, int mode) {
     snprintf(dr, sizeof dr, "%s/r8", g_tmp);
     mkdir(d8, 0700);
     mkdir(dr, 0700);
-    const hf_opts o8 = {1, NULL, NULL, false, false, mode}, oref = {1, NULL, NULL, false, false, -mode};
+    const hf_opts o8 = {1, NULL, NULL, false, false, mode, 0}, oref = {1, NULL, NULL, false, false, -mode, 0};
     CHECK(export_hf(rel, d8, &o8) && export_hf(rel, dr, &oref));
     vx_model *a = NULL, *b = NULL;
     CHECKF(vx_model_load(d8, NULL, &a, err, sizeof err) == VX_OK, "%s FP8: %s", rel, err);
@@ -795,6 +879,81 @@ static void test_fp8(const char *rel, int mode) {
     vx_model_free(a);
     vx_model_free(b);
     rm_dir(d8);
+    rm_dir(dr);
+}
+
+/* GPTQ int4 (mode 1 symmetric, 2 asymmetric; groups of 64): every weight
+ * matrix must arrive as Q4_0 / Q4_1 blocks standing for the values GPTQ's
+ * codes, zeros and scales stand for (exactly for Q4_0; within m's fp16
+ * rounding for Q4_1), and the model must run close to those values in F32. */
+static void test_gptq(const char *rel, int mode) {
+    char dq[300], dr[300], err[512] = "";
+    snprintf(dq, sizeof dq, "%s/gq", g_tmp);
+    snprintf(dr, sizeof dr, "%s/gr", g_tmp);
+    mkdir(dq, 0700);
+    mkdir(dr, 0700);
+    const hf_opts oq = {1, NULL, NULL, false, false, 0, mode}, oref = {1, NULL, NULL, false, false, 0, -mode};
+    CHECK(export_hf(rel, dq, &oq) && export_hf(rel, dr, &oref));
+    vx_gguf *gq = NULL, *gr = NULL;
+    CHECKF(vx_hf_open(dq, &gq, err, sizeof err) == VX_OK, "%s GPTQ: %s", rel, err);
+    CHECKF(vx_hf_open(dr, &gr, err, sizeof err) == VX_OK, "%s GPTQ reference: %s", rel, err);
+    int n_mats = 0, n_bad = 0;
+    double worst = -1;
+    for (int64_t i = 0; gq && gr && i < vx_gguf_n_tensors(gr); i++) {
+        const vx_gguf_tensor *r = vx_gguf_tensor_at(gr, i), *q = vx_gguf_find_tensor(gq, r->name);
+        if (r->type != VX_TYPE_F32 || r->ne[1] == 1) continue; /* the weight matrices */
+        n_mats++;
+        if (!q || q->type != (mode == 1 ? VX_TYPE_Q4_0 : VX_TYPE_Q4_1) || q->ne[0] != r->ne[0] || q->ne[1] != r->ne[1]) {
+            n_bad++;
+            continue;
+        }
+        const vx_type_traits *tr = vx_type_get_traits(q->type);
+        float *row = malloc((size_t)r->ne[0] * sizeof *row);
+        const size_t rs = (size_t)q->size / (size_t)q->ne[1];
+        for (int64_t y = 0; y < r->ne[1]; y++) {
+            tr->to_float((const uint8_t *)q->data + (size_t)y * rs, row, r->ne[0]);
+            for (int64_t x = 0; x < r->ne[0]; x++) {
+                float want;
+                memcpy(&want, (const uint8_t *)r->data + ((size_t)y * (size_t)r->ne[0] + (size_t)x) * 4, 4);
+                /* Q4_1: m = -s z rounded to fp16, off by half an fp16 ulp of m at most (+ f32 rounding) */
+                double allowed = 0;
+                if (mode != 1) {
+                    const vx_block_q4_1 *blk = (const vx_block_q4_1 *)(const void *)((const uint8_t *)q->data +
+                                                                                   (size_t)y * rs) + x / 32;
+                    allowed = fabs(vx_fp16_to_fp32(blk->m)) * ldexp(1, -11) + fabs(want) * ldexp(1, -22);
+                }
+                const double d = fabs((double)row[x] - want) - allowed;
+                if (d > worst) worst = d;
+            }
+        }
+        free(row);
+    }
+    CHECKF(n_mats > 0 && n_bad == 0, "%s: %d of %d GPTQ matrices not %s", rel, n_bad, n_mats, mode == 1 ? "Q4_0" : "Q4_1");
+    /* Q4_0: d (q - 8) with d the fp16 scale is exactly s (q - z); Q4_1 within its m's rounding */
+    CHECKF(worst <= 0, "%s: GPTQ blocks off by %g beyond their rounding", rel, worst);
+    vx_gguf_close(gq);
+    vx_gguf_close(gr);
+    vx_model *a = NULL, *b = NULL;
+    CHECK(vx_model_load(dq, NULL, &a, err, sizeof err) == VX_OK);
+    CHECK(vx_model_load(dr, NULL, &b, err, sizeof err) == VX_OK);
+    if (a && b) {
+        int na = 0, nb = 0, va = 0, vb = 0;
+        float *la = prompt_logits(a, &na, &va), *lb = prompt_logits(b, &nb, &vb);
+        double se = 0, sr = 0;
+        for (size_t i = 0; la && lb && i < (size_t)na * (size_t)va; i++)
+            se += ((double)la[i] - lb[i]) * ((double)la[i] - lb[i]), sr += (double)lb[i] * lb[i];
+        const double rel_rmse = sr > 0 ? sqrt(se / sr) : 1;
+        /* the Q4 kernels quantize activations to 8 bits; llama.cpp's Q4_0 fixtures sit at 2.5e-2 of exact */
+        CHECKF(la && lb && rel_rmse < 2.5e-2, "%s: GPTQ logits rel_rmse %g against its F32 values", rel, rel_rmse);
+        printf("  %-28s GPTQ int4 (%s, groups of 64) as %s: %d matrices, blocks exact%s, logits rel_rmse %.2e vs F32\n",
+               rel, mode == 1 ? "sym" : "asym", mode == 1 ? "Q4_0" : "Q4_1", n_mats, mode == 1 ? "" : " up to m's fp16 rounding",
+               rel_rmse);
+        free(la);
+        free(lb);
+    }
+    vx_model_free(a);
+    vx_model_free(b);
+    rm_dir(dq);
     rm_dir(dr);
 }
 
@@ -861,7 +1020,7 @@ static void test_patched(void) {
     snprintf(dir, sizeof dir, "%s/p", g_tmp);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mkdir(dir, 0700);
-        const hf_opts o = {cases[i].shards, NULL, NULL, false, false, 0};
+        const hf_opts o = {cases[i].shards, NULL, NULL, false, false, 0, 0};
         CHECK(export_hf(cases[i].rel, dir, &o));
         patch_json(dir, cases[i].file, cases[i].key, cases[i].value);
         vx_model *m = NULL;
@@ -893,8 +1052,8 @@ int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/vx_test_hf_XXXXXX");
     CHECK(mkdtemp(g_tmp) != NULL);
     printf("models from Hugging Face directories:\n");
-    const hf_opts one = {1, NULL, NULL, false, false, 0}, two = {2, NULL, NULL, false, false, 0},
-                  spm = {1, NULL, NULL, false, true, 0};
+    const hf_opts one = {1, NULL, NULL, false, false, 0, 0}, two = {2, NULL, NULL, false, false, 0, 0},
+                  spm = {1, NULL, NULL, false, true, 0, 0};
     test_model("models/llama/llama-F16.gguf", &spm);
     test_model("models/llama/llama-BF16.gguf", &two);
     test_model("models/llama/llama-F32.gguf", &one);
@@ -904,10 +1063,12 @@ int main(void) {
     test_model("models/moe/moe-F16.gguf", &two);
     test_fp8("models/llama/llama-F16.gguf", 1);
     test_fp8("models/qwen2/qwen2-F16.gguf", 2);
+    test_gptq("models/llama/llama-F16.gguf", 1);
+    test_gptq("models/qwen2/qwen2-F16.gguf", 2);
 
     printf("errors:\n");
-    const hf_opts bad_arch = {1, "GPT2LMHeadModel", NULL, false, false, 0}, i16 = {1, NULL, "I16", false, false, 0},
-                  no_tok = {1, NULL, NULL, true, false, 0};
+    const hf_opts bad_arch = {1, "GPT2LMHeadModel", NULL, false, false, 0, 0}, i16 = {1, NULL, "I16", false, false, 0, 0},
+                  no_tok = {1, NULL, NULL, true, false, 0, 0};
     test_error("models/qwen2/qwen2-F16.gguf", &bad_arch, VX_EUNSUPPORTED, "GPT2LMHeadModel is not supported");
     test_error("models/qwen2/qwen2-F16.gguf", &no_tok, VX_EUNSUPPORTED, "no tokenizer.json");
     test_error("models/qwen2/qwen2-F16.gguf", &i16, VX_EUNSUPPORTED, "is I16: only F32, F16, BF16 and FP8");
