@@ -455,7 +455,8 @@ vx_status vx_model_load(const char *path, const vx_model_params *params, vx_mode
     vx_model *m = calloc(1, sizeof *m);
     if (!m) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     /* a Hugging Face model directory is imported (mapped safetensors) */
-    vx_status st = vx_hf_is_model_dir(path) ? vx_hf_open(path, &m->gguf, err, err_size)
+    m->imported = vx_hf_is_model_dir(path);
+    vx_status st = m->imported ? vx_hf_open(path, &m->gguf, err, err_size)
                    : params->use_mmap       ? vx_gguf_open(path, &m->gguf, err, err_size)
                                             : read_whole(m, path, params, err, err_size);
     if (st) goto fail;

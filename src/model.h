@@ -75,6 +75,7 @@ typedef struct vx_hparams {
 struct vx_model {
     vx_gguf *gguf;
     void *file_buf; /* the whole file when loaded without mmap */
+    bool imported;  /* a Hugging Face directory: some weights are heap copies (hf_import.c) */
     vx_vocab *vocab;
     const vx_arch *arch;
     vx_hparams hp;

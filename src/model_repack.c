@@ -11,7 +11,9 @@
  * embeddings the output matrix gets a packed copy of its own. The file's
  * pages of the other packed weights are released: they are clean mapped
  * pages, re-read from the file should anything touch them again (the f32
- * reference path, vx_context_params.f32_matmul, does).
+ * reference path, vx_context_params.f32_matmul, does). Not for weights in
+ * heap memory (loaded without mmap, or copied by a Hugging Face import),
+ * where releasing would zero them.
  *
  * Only the SIMD kernels have a GEMM on the packed layouts (forward.c, mm);
  * with the generic kernels forced (VX_FORCE_GENERIC) nothing is packed.
@@ -128,7 +130,10 @@ vx_status vx_model_repack(vx_model *m, char *err, size_t err_size) {
         else pack_worker(&jobs[t]); /* no thread: do its share here */
     }
     mprotect(buf, total, PROT_READ);
-    if (!m->file_buf)
+    /* only file mappings: on heap memory (no mmap, or an imported model's
+     * copies) MADV_DONTNEED zero-fills, and the f32 reference path read
+     * zeros there afterwards */
+    if (!m->file_buf && !m->imported)
         for (int i = 0; i < n; i++)
             if (ws[i]->data != m->tok_embd.data)
                 release_pages(ws[i]->data, ws[i]->mat_size * (size_t)ws[i]->ne[2]);
