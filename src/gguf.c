@@ -227,6 +227,12 @@ static vx_status value(vx_gguf *g, cursor *c, vx_gguf_kv *kv, vx_gguf_type t, bo
     return VX_OK;
 }
 
+/* The alignment a type's data needs to be read in place: elements their
+ * own size up to 8 bytes, blocks their fp16 scales' 2 (1 for odd sizes). */
+static size_t data_align(const vx_type_traits *tr) {
+    return tr->blck_size == 1 ? (tr->type_size < 8 ? tr->type_size : 8) : tr->type_size % 2 ? 1 : 2;
+}
+
 static const char *kv_name(const void *g, int64_t i) { return ((const vx_gguf *)g)->kv[i].key; }
 static const char *t_name(const void *g, int64_t i) { return ((const vx_gguf *)g)->tensors[i].name; }
 
@@ -413,7 +419,7 @@ static vx_status parse(vx_gguf *g, char *err, size_t err_size) {
         for (int64_t i = 0; i < g->n_tensors; i++) {
             vx_gguf_tensor *t = &g->tensors[i];
             const vx_type_traits *tr = vx_type_get_traits((int)t->type);
-            const size_t need = tr->blck_size == 1 ? (tr->type_size < 8 ? tr->type_size : 8) : tr->type_size % 2 ? 1 : 2;
+            const size_t need = data_align(tr);
             t->data = g->ext_data[i];
             if (t->size && (!t->data || (uintptr_t)t->data % need != 0))
                 return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' (%s): its data is %s", t->name,
@@ -435,10 +441,9 @@ static vx_status parse(vx_gguf *g, char *err, size_t err_size) {
                              (unsigned long long)t->size, (unsigned long long)g->size);
         /* The kernels read values in place: an F32 tensor at an odd byte
          * (general.alignment 1 or 2; GGUF asks for multiples of 8) was a
-         * misaligned load (UBSan). Elements need their own size up to 8
-         * bytes, blocks their fp16 scales' 2. */
+         * misaligned load (UBSan). */
         const vx_type_traits *tr = vx_type_get_traits((int)t->type);
-        const size_t need = tr->blck_size == 1 ? (tr->type_size < 8 ? tr->type_size : 8) : tr->type_size % 2 ? 1 : 2;
+        const size_t need = data_align(tr);
         if (start % need != 0)
             return vx_seterr(err, err_size, VX_EFORMAT,
                              "tensor '%s' (%s) starts at byte %llu of the file, not a multiple of %zu, so its "

@@ -12,18 +12,19 @@
  * not read). Architectures (config.json "architectures"): LlamaForCausalLM
  * and MistralForCausalLM (GGUF "llama"), Qwen2ForCausalLM, Qwen3ForCausalLM,
  * Phi3ForCausalLM, MixtralForCausalLM ("llama" with experts: each layer's
- * experts are copied into the stacked 3-D tensors GGUF keeps). Weights: F32, F16, BF16. Tokenizers: tokenizer.json
+ * experts are copied into the stacked 3-D tensors GGUF keeps). Weights: F32,
+ * F16, BF16; FP8 (as BF16) and GPTQ int4 (as Q4_0 / Q4_1). Tokenizers: tokenizer.json
  * (byte-level BPE), or for Llama-family and Phi-3 models tokenizer.model
  * (SentencePiece), which the converter prefers where both exist.
  */
 #include "hf_import.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -86,9 +87,19 @@ static void *own(hf_ctx *c, size_t size) {
     return p;
 }
 
+/* Adds the GGUF tensor name (from HF tensor hf_name; data borrowed). */
+static vx_status put_tensor(hf_ctx *c, const char *hf_name, const char *name, int type, uint32_t n_dims,
+                            const int64_t *ne, const void *data, uint64_t size, char *err, size_t err_size) {
+    const vx_status st = vx_gguf_add_tensor(c->w, name, type, n_dims, ne, data, size, true);
+    if (st == VX_EINVAL)
+        return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' (as %s) appears twice or is malformed", hf_name, name);
+    return st ? vx_seterr(err, err_size, st, "adding tensor %s failed", name) : VX_OK;
+}
+
 /* The file dir/name as a NUL-terminated string; *missing (if given) set
- * instead of an error when it does not exist. Opened without blocking and
- * refused unless a regular file (a FIFO named config.json hung the load). */
+ * instead of an error when it does not exist. vx_map_file refuses what is
+ * not a regular file without waiting on it (a FIFO named config.json hung
+ * the load). */
 static vx_status read_text(const char *dir, const char *name, char **out, size_t *len, bool *missing, char *err,
                            size_t err_size) {
     char path[4096];
@@ -96,36 +107,25 @@ static vx_status read_text(const char *dir, const char *name, char **out, size_t
     *len = 0;
     if (missing) *missing = false;
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        if (missing && errno == ENOENT) {
-            *missing = true;
-            return VX_OK;
-        }
-        return vx_seterr(err, err_size, VX_EIO, "%s: %s", path, strerror(errno));
+    if (missing && access(path, F_OK) != 0 && errno == ENOENT) {
+        *missing = true;
+        return VX_OK;
     }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (size_t)sb.st_size > HF_MAX_JSON) {
-        close(fd);
-        return vx_seterr(err, err_size, VX_EIO, "%s: not a regular file of at most 1 GiB", path);
+    const void *p;
+    uint64_t size;
+    vx_status st = vx_map_file(path, 1, name, &p, &size, err, err_size);
+    if (st) return st;
+    char *buf = size <= HF_MAX_JSON ? malloc((size_t)size + 1) : NULL;
+    if (buf) {
+        memcpy(buf, p, (size_t)size);
+        buf[size] = 0;
     }
-    char *buf = malloc((size_t)sb.st_size + 1);
-    size_t n = 0;
-    while (buf && n < (size_t)sb.st_size) {
-        const ssize_t k = read(fd, buf + n, (size_t)sb.st_size - n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        n += (size_t)k;
-    }
-    close(fd);
-    if (!buf) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
-    if (n != (size_t)sb.st_size) {
-        free(buf);
-        return vx_seterr(err, err_size, VX_EIO, "%s: read error", path);
-    }
-    buf[n] = 0;
+    munmap((void *)p, (size_t)size);
+    if (!buf)
+        return size > HF_MAX_JSON ? vx_seterr(err, err_size, VX_EIO, "%s: larger than 1 GiB", path)
+                                  : vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     *out = buf;
-    *len = n;
+    *len = (size_t)size;
     return VX_OK;
 }
 
@@ -236,7 +236,8 @@ static vx_status llama3_factors(hf_ctx *c, const cJSON *rs, double base, int64_t
         f[i] = (float)r;
     }
     const int64_t ne[1] = {n_rot / 2};
-    return vx_gguf_add_tensor(c->w, "rope_freqs.weight", VX_TYPE_F32, 1, ne, f, (uint64_t)(n_rot / 2) * 4, true);
+    return put_tensor(c, "rope_scaling", "rope_freqs.weight", VX_TYPE_F32, 1, ne, f, (uint64_t)(n_rot / 2) * 4, err,
+                      err_size);
 }
 
 static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hparams *hp, char *err,
@@ -271,11 +272,12 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
         cfg_int(cfg, "num_local_experts", 1, 256, &hp->n_expert, &st, err, err_size) < 0 ||
         cfg_int(cfg, "num_experts_per_tok", 1, 256, &hp->n_expert_used, &st, err, err_size) < 0)
         return st;
-    if (!strcmp(a0->valuestring, "MixtralForCausalLM") &&
+    const bool mixtral = !strcmp(a0->valuestring, "MixtralForCausalLM"), phi3 = !strcmp(hp->arch, "phi3");
+    if (mixtral &&
         (hp->n_expert < 1 || hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert))
         return vx_seterr(err, err_size, VX_EFORMAT,
                          "config.json: a Mixtral model needs num_local_experts >= num_experts_per_tok >= 1");
-    if (strcmp(a0->valuestring, "MixtralForCausalLM") != 0) hp->n_expert = hp->n_expert_used = 0;
+    if (!mixtral) hp->n_expert = hp->n_expert_used = 0;
     /* RoPE turns pairs, and the Q/K permutation halves heads */
     if (hp->head_dim < 2 || hp->head_dim % 2)
         return vx_seterr(err, err_size, VX_EFORMAT, "config.json: the head dimension %lld is not a positive even number",
@@ -308,8 +310,7 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
     }
     /* FP8 checkpoints with block scales ("fp8" method: Qwen3-FP8, DeepSeek) */
     hp->fp8_block[0] = hp->fp8_block[1] = 128;
-    const cJSON *bs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cfg, "quantization_config"),
-                                                       "weight_block_size");
+    const cJSON *bs = cJSON_GetObjectItemCaseSensitive(qc, "weight_block_size");
     if (bs) {
         const cJSON *b0 = cJSON_GetArrayItem(bs, 0), *b1 = cJSON_GetArrayItem(bs, 1);
         if (!cJSON_IsArray(bs) || cJSON_GetArraySize(bs) != 2 || !cJSON_IsNumber(b0) || !cJSON_IsNumber(b1) ||
@@ -318,7 +319,6 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
         hp->fp8_block[0] = (int64_t)b0->valuedouble;
         hp->fp8_block[1] = (int64_t)b1->valuedouble;
     }
-    const bool mixtral = !strcmp(a0->valuestring, "MixtralForCausalLM"), phi3 = !strcmp(hp->arch, "phi3");
 
     vx_gguf_writer *w = c->w;
     const char *A = hp->arch;
@@ -473,6 +473,24 @@ static void permute_rows(uint8_t *dst, const uint8_t *src, int64_t n_rows, int64
                 memcpy(dst + (size_t)(h * hd + 2 * j + s) * row, src + (size_t)(h * hd + s * hd / 2 + j) * row, row);
 }
 
+/* Llama's Q (kind 'q' / bias 'Q') or K ('k' / 'K') rows of data (rows x
+ * row bytes) in GGUF's order, as an owned copy in *out; other kinds and
+ * architectures keep data. */
+static vx_status permute_qk(hf_ctx *c, const hf_hparams *hp, char kind, const char *name, const void *data,
+                            int64_t rows, size_t row, const void **out, char *err, size_t err_size) {
+    *out = data;
+    if (!hp->permute_qk || (kind != 'q' && kind != 'k' && kind != 'Q' && kind != 'K')) return VX_OK;
+    const int64_t heads = kind == 'q' || kind == 'Q' ? hp->n_head : hp->n_head_kv;
+    if (rows != heads * hp->head_dim)
+        return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' has %lld rows, not %lld heads x %lld", name,
+                         (long long)rows, (long long)heads, (long long)hp->head_dim);
+    uint8_t *p = own(c, row * (size_t)rows);
+    if (!p) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    permute_rows(p, data, rows, hp->head_dim, row);
+    *out = p;
+    return VX_OK;
+}
+
 /* model.layers.<il>.block_sparse_moe.experts.<x>.w<wi>.weight */
 static bool is_expert(const char *name, unsigned *il, unsigned *x, unsigned *wi) {
     static const char k_mid[] = ".block_sparse_moe.experts.";
@@ -529,8 +547,8 @@ static vx_status add_experts(hf_ctx *c, const hf_hparams *hp, char *err, size_t 
             snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)il, names[wi]);
             const int64_t ne[3] = {m->ne0, m->ne1, hp->n_expert};
             const uint64_t size = (uint64_t)vx_row_size((vx_type)m->type, m->ne0) * (uint64_t)(m->ne1 * hp->n_expert);
-            vx_status st = vx_gguf_add_tensor(c->w, name, m->type, 3, ne, m->data, size, true);
-            if (st) return vx_seterr(err, err_size, st, "adding %s failed", name);
+            vx_status st = put_tensor(c, name, name, m->type, 3, ne, m->data, size, err, err_size);
+            if (st) return st;
         }
     return VX_OK;
 }
@@ -696,21 +714,10 @@ static vx_status add_gptq(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t
     vx_status st = gptq_blocks(c, hp, t, base, &blocks, &type, &rows, &cols, err, err_size);
     if (st) return st;
     const size_t row = vx_row_size((vx_type)type, cols);
-    if (hp->permute_qk && (kind == 'q' || kind == 'k')) {
-        const int64_t heads = kind == 'q' ? hp->n_head : hp->n_head_kv;
-        if (rows != heads * hp->head_dim)
-            return vx_seterr(err, err_size, VX_EFORMAT, "GPTQ tensor '%s' has %lld rows, not %lld heads x %lld", t->name,
-                             (long long)rows, (long long)heads, (long long)hp->head_dim);
-        uint8_t *p = own(c, row * (size_t)rows);
-        if (!p) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
-        permute_rows(p, blocks, rows, hp->head_dim, row);
-        blocks = p;
-    }
+    const void *data;
+    if ((st = permute_qk(c, hp, kind, t->name, blocks, rows, row, &data, err, err_size))) return st;
     const int64_t ne[2] = {cols, rows};
-    st = vx_gguf_add_tensor(c->w, name, type, 2, ne, blocks, (uint64_t)row * (uint64_t)rows, true);
-    if (st == VX_EINVAL)
-        return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' (as %s) appears twice or is malformed", t->name, name);
-    return st;
+    return put_tensor(c, t->name, name, type, 2, ne, data, (uint64_t)row * (uint64_t)rows, err, err_size);
 }
 
 static vx_status add_tensor(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t, char *err, size_t err_size) {
@@ -744,49 +751,28 @@ static vx_status add_tensor(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor 
     const bool vec = kind == 'n' || kind == 'Q' || kind == 'K';
     if (vec ? t->n_dims != 1 : t->n_dims != 2)
         return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' has %d dimensions", t->name, t->n_dims);
-    int64_t ne[2] = {t->shape[t->n_dims - 1], t->n_dims == 2 ? t->shape[0] : 1};
-    const size_t es = vx_st_dtype_size(t->dtype);
     const void *data = t->data;
-    int out_type = type;
-    if (kind == 'n' || kind == 'Q' || kind == 'K') {
+    vx_status st;
+    if (vec) {
         /* norms and biases in F32 (the loader's need_f32) */
         float *f = own(c, (size_t)t->n_elem * sizeof *f);
         if (!f) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
         for (uint64_t i = 0; i < t->n_elem; i++) f[i] = elem_f32(t->data, t->dtype, i);
-        if (hp->permute_qk && kind != 'n') {
-            const int64_t rows = (int64_t)t->n_elem;
-            if (rows != (kind == 'Q' ? hp->n_head : hp->n_head_kv) * hp->head_dim)
-                return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' has %lld elements, not heads x %lld",
-                                 t->name, (long long)rows, (long long)hp->head_dim);
-            float *p = own(c, (size_t)rows * sizeof *p);
-            if (!p) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
-            permute_rows((uint8_t *)p, (const uint8_t *)f, rows, hp->head_dim, sizeof(float));
-            f = p;
-        }
-        data = f;
-        out_type = VX_TYPE_F32;
-        ne[0] = (int64_t)t->n_elem;
-        ne[1] = 1;
-    } else if (hp->permute_qk && (kind == 'q' || kind == 'k')) {
-        const int64_t heads = kind == 'q' ? hp->n_head : hp->n_head_kv;
-        if (ne[1] != heads * hp->head_dim || hp->head_dim % 2)
-            return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' has %lld rows, not %lld heads x %lld", t->name,
-                             (long long)ne[1], (long long)heads, (long long)hp->head_dim);
+        if ((st = permute_qk(c, hp, kind, t->name, f, (int64_t)t->n_elem, sizeof(float), &data, err, err_size)))
+            return st;
+        const int64_t ne[1] = {(int64_t)t->n_elem};
+        return put_tensor(c, t->name, name, VX_TYPE_F32, 1, ne, data, t->n_elem * 4, err, err_size);
+    }
+    const int64_t ne[2] = {t->shape[1], t->shape[0]};
+    const size_t es = vx_st_dtype_size(t->dtype);
+    if ((st = permute_qk(c, hp, kind, t->name, t->data, ne[1], (size_t)ne[0] * es, &data, err, err_size))) return st;
+    if ((uintptr_t)data % es != 0) { /* safetensors does not align data */
         uint8_t *p = own(c, (size_t)t->size);
         if (!p) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
-        permute_rows(p, t->data, ne[1], hp->head_dim, (size_t)ne[0] * es);
-        data = p;
-    } else if ((uintptr_t)data % es != 0) {
-        uint8_t *p = own(c, (size_t)t->size);
-        if (!p) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
-        memcpy(p, t->data, (size_t)t->size);
+        memcpy(p, data, (size_t)t->size);
         data = p;
     }
-    const uint64_t size = (uint64_t)ne[0] * (uint64_t)ne[1] * (out_type == VX_TYPE_F32 ? 4 : es);
-    vx_status st = vx_gguf_add_tensor(c->w, name, out_type, ne[1] == 1 && t->n_dims == 1 ? 1 : 2, ne, data, size, true);
-    if (st == VX_EINVAL)
-        return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' (as %s) appears twice or is malformed", t->name, name);
-    return st;
+    return put_tensor(c, t->name, name, type, 2, ne, data, t->size, err, err_size);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
@@ -908,8 +894,9 @@ static vx_status import(hf_ctx *c, const char *dir, char *err, size_t err_size) 
     if (!st) st = read_text(dir, "tokenizer_config.json", &tcfg, &tcfg_len, &missing, err, err_size);
     /* Llama-family and Phi-3 models: the SentencePiece model when there is
      * one, as the converter prefers it; then tokenizer.json */
+    const bool spm_first = hp.permute_qk || !strcmp(hp.arch, "phi3");
     bool spm = false;
-    if (!st && (hp.permute_qk || !strcmp(hp.arch, "phi3"))) {
+    if (!st && spm_first) {
         st = read_text(dir, "tokenizer.model", &tok, &tok_len, &missing, err, err_size);
         spm = !st && !missing;
     }
@@ -936,7 +923,7 @@ static vx_status import(hf_ctx *c, const char *dir, char *err, size_t err_size) 
         st = read_text(dir, "tokenizer.json", &tok, &tok_len, &missing, err, err_size);
         if (!st && missing)
             st = vx_seterr(err, err_size, VX_EUNSUPPORTED, "%s has no tokenizer.json%s", dir,
-                           hp.permute_qk || !strcmp(hp.arch, "phi3") ? " or tokenizer.model" : "");
+                           spm_first ? " or tokenizer.model" : "");
         if (!st) st = vx_hf_tokenizer_to_gguf(tok, tok_len, tcfg, tcfg_len, text, len, n_vocab, c->w, err, err_size);
     }
     free(tok);

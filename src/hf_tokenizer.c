@@ -164,6 +164,20 @@ static vx_status put_token(tokbuf *b, int64_t id, const char *text, int32_t type
     return VX_OK;
 }
 
+/* Ids nobody names become unused "[PAD<id>]" tokens (score -10000 when
+ * there are scores), as the converter pads a vocabulary to the embedding. */
+static vx_status pad_holes(tokbuf *b, float *scores, char *err, size_t err_size) {
+    char pad[32];
+    for (int64_t i = 0; i < b->n; i++)
+        if (!b->tok[i]) {
+            snprintf(pad, sizeof pad, "[PAD%lld]", (long long)i);
+            vx_status st = put_token(b, i, pad, TT_UNUSED, false, err, err_size);
+            if (st) return st;
+            if (scores) scores[i] = -10000.0f;
+        }
+    return VX_OK;
+}
+
 /* id of the token whose text is s, by a scan (a few lookups per import) */
 static int64_t find_token(const tokbuf *b, const char *s) {
     for (int64_t i = 0; s && i < b->n; i++)
@@ -293,12 +307,7 @@ static vx_status convert(const cJSON *root, const cJSON *cfg, const cJSON *mcfg,
         if ((st = put_token(b, id, str_of(it, "content"), special ? TT_CONTROL : TT_USER, true, err, err_size)))
             return st;
     }
-    char pad[32];
-    for (int64_t i = 0; i < n; i++)
-        if (!b->tok[i]) {
-            snprintf(pad, sizeof pad, "[PAD%lld]", (long long)i);
-            if ((st = put_token(b, i, pad, TT_UNUSED, false, err, err_size))) return st;
-        }
+    if ((st = pad_holes(b, NULL, err, err_size))) return st;
 
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(model, "merges");
     *n_merges = 0;
@@ -505,18 +514,13 @@ static vx_status spm_convert(const uint8_t *model, size_t len, const cJSON *cfg,
         (*scores)[id] = score;
         id++;
     }
-    char pad[32];
-    for (int64_t i = n_pieces; i < n; i++) {
-        snprintf(pad, sizeof pad, "[PAD%lld]", (long long)i);
-        if (!(b->tok[i] = strdup(pad))) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
-        b->type[i] = TT_UNUSED;
-        (*scores)[i] = -10000.0f;
-    }
+    vx_status st = pad_holes(b, *scores, err, err_size);
+    if (st) return st;
     /* added_tokens.json, then tokenizer_config's added_tokens_decoder, as
      * the converter applies them */
     cJSON_ArrayForEach(it, added) {
         if (!id_of(it, n, &id)) continue;
-        vx_status st = put_token(b, id, it->string, TT_USER, true, err, err_size);
+        st = put_token(b, id, it->string, TT_USER, true, err, err_size);
         if (st) return st;
         (*scores)[id] = -1000.0f;
     }
@@ -544,12 +548,11 @@ static vx_status spm_convert(const uint8_t *model, size_t len, const cJSON *cfg,
                 else *o++ = *q++;
             *o = 0;
         }
-        vx_status st = put_token(b, tid, text, special ? TT_CONTROL : TT_USER, true, err, err_size);
+        st = put_token(b, tid, text, special ? TT_CONTROL : TT_USER, true, err, err_size);
         free(text);
         if (st) return st;
         (*scores)[tid] = -1000.0f;
     }
-    vx_status st;
     if ((st = vx_gguf_set_str(w, "tokenizer.ggml.model", "llama")) || (st = vx_gguf_set_str(w, "tokenizer.ggml.pre", "default")) ||
         (st = vx_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)b->tok, (uint64_t)n)) ||
         (st = vx_gguf_set_arr(w, "tokenizer.ggml.scores", VX_GGUF_FLOAT32, *scores, (uint64_t)n)) ||

@@ -26,7 +26,7 @@
 #include <strings.h>
 
 #include "common.h"
-#include "hf_import.h"
+#include "model.h"
 #include "threadpool.h"
 
 static const vx_quant_mix mixes[] = {
@@ -323,7 +323,8 @@ static void conv_task(void *arg, int ith, int nth) {
 }
 
 typedef struct qstate {
-    vx_gguf *g;
+    vx_model *m; /* the input, loaded (and validated) as a model */
+    vx_gguf *g;  /* its reader */
     vx_gguf_writer *w;
     vx_pool *pool;
     int n_threads;
@@ -344,7 +345,7 @@ static void qstate_free(qstate *q) {
     free(q->fallback);
     vx_pool_free(q->pool);
     vx_gguf_writer_free(q->w);
-    vx_gguf_close(q->g);
+    vx_model_free(q->m); /* and its reader, q->g */
 }
 
 /* Converts tensor t to type into a new buffer (kept in q->bufs). */
@@ -423,22 +424,17 @@ vx_status vx_quantize_model(const char *in, const char *out, const vx_quantize_p
         return vx_seterr(err, err_size, VX_EINVAL, "input, output and mix are required");
     /* the input must load as a model (hyperparameters, every tensor's name,
      * shape and type): quantizing a file vx then refused to load wrote a
-     * useless output and reported success */
-    {
-        vx_model_params mp = vx_model_default_params();
-        mp.repack = false;
-        vx_model *m = NULL;
-        const vx_status s0 = vx_model_load(in, &mp, &m, err, err_size);
-        vx_model_free(m);
-        if (s0) return s0;
-    }
+     * useless output and reported success. The loaded model's reader (a
+     * GGUF file, or a Hugging Face directory imported once) is the input. */
     qstate q = {0};
-    /* a Hugging Face directory converts (hf_import.h) */
-    vx_status s = vx_hf_is_model_dir(in) ? vx_hf_open(in, &q.g, err, err_size) : vx_gguf_open(in, &q.g, err, err_size);
+    vx_model_params mp = vx_model_default_params();
+    mp.repack = false;
+    vx_status s = vx_model_load(in, &mp, &q.m, err, err_size);
     if (s) return s;
+    q.g = q.m->gguf;
     /* an unwritable destination found now, not after the conversion */
     if ((s = vx_gguf_check_dest(out, err, err_size))) {
-        vx_gguf_close(q.g);
+        vx_model_free(q.m);
         return s;
     }
     const int64_t n = vx_gguf_n_tensors(q.g);
