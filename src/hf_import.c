@@ -13,7 +13,7 @@
  * and MistralForCausalLM (GGUF "llama"), Qwen2ForCausalLM, Qwen3ForCausalLM,
  * Phi3ForCausalLM, MixtralForCausalLM ("llama" with experts: each layer's
  * experts are copied into the stacked 3-D tensors GGUF keeps). Weights: F32,
- * F16, BF16; FP8 (as BF16) and GPTQ int4 (as Q4_0 / Q4_1). Tokenizers: tokenizer.json
+ * F16, BF16; FP8 (as BF16), GPTQ and AWQ int4 (as Q4_0 / Q4_1). Tokenizers: tokenizer.json
  * (byte-level BPE), or for Llama-family and Phi-3 models tokenizer.model
  * (SentencePiece), which the converter prefers where both exist.
  */
@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -142,8 +143,9 @@ typedef struct hf_hparams {
     int64_t n_embd, n_layer, n_ff, n_head, n_head_kv, head_dim, n_ctx;
     int64_t n_expert, n_expert_used;
     int64_t fp8_block[2]; /* quantization_config.weight_block_size (rows, columns) */
-    int64_t gptq_group;   /* GPTQ int4: group size (0: not GPTQ) */
+    int64_t gptq_group;   /* GPTQ / AWQ int4: group size (0: neither) */
     bool gptq_v2;         /* zeros stored as they are (v1 stores zero - 1) */
+    bool awq;             /* AWQ's layout (codes packed along the output) */
     bool tie;
 } hf_hparams;
 
@@ -287,22 +289,41 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
         return vx_seterr(err, err_size, VX_EFORMAT, "config.json: tie_word_embeddings must be true or false");
     hp->tie = cJSON_IsTrue(tie);
     /* GPTQ int4 (AutoGPTQ / GPTQModel): 4 bits, groups along the input,
-     * no act-order reordering across 32-element blocks (checked per tensor) */
+     * no act-order reordering across 32-element blocks (checked per tensor).
+     * AWQ int4 (AutoAWQ's GEMM layout): the same values, w = s (q - z),
+     * packed along the output instead. */
     const cJSON *qc = cJSON_GetObjectItemCaseSensitive(cfg, "quantization_config");
     const cJSON *qm = cJSON_GetObjectItemCaseSensitive(qc, "quant_method");
-    if (cJSON_IsString(qm) && !strcmp(qm->valuestring, "gptq")) {
+    const bool gptq = cJSON_IsString(qm) && !strcmp(qm->valuestring, "gptq");
+    const bool awq = cJSON_IsString(qm) && !strcmp(qm->valuestring, "awq");
+    if (gptq || awq) {
         int64_t bits = 0, group = 0;
         vx_status sq = VX_OK;
-        if (cfg_int(qc, "bits", 1, 16, &bits, &sq, err, err_size) != 1 || bits != 4 ||
-            cfg_int(qc, "group_size", -1, 1 << 20, &group, &sq, err, err_size) != 1 || group == 0 ||
-            (group > 0 && group % 32))
+        /* AutoAWQ's own config names them w_bit and q_group_size */
+        const char *kbits = awq && !cJSON_GetObjectItemCaseSensitive(qc, "bits") ? "w_bit" : "bits";
+        const char *kgroup = awq && !cJSON_GetObjectItemCaseSensitive(qc, "group_size") ? "q_group_size" : "group_size";
+        if (cfg_int(qc, kbits, 1, 16, &bits, &sq, err, err_size) != 1 || bits != 4 ||
+            cfg_int(qc, kgroup, -1, 1 << 20, &group, &sq, err, err_size) != 1 || group == 0 ||
+            (group > 0 && group % 32) || (awq && group < 0))
             return vx_seterr(err, err_size, VX_EUNSUPPORTED,
-                             "config.json: GPTQ with bits %lld and group_size %lld is not supported (4 bits, groups of a "
-                             "multiple of 32 or -1 are)",
-                             (long long)bits, (long long)group);
+                             "config.json: %s with bits %lld and group_size %lld is not supported (4 bits, groups of a "
+                             "multiple of 32%s are)",
+                             awq ? "AWQ" : "GPTQ", (long long)bits, (long long)group, awq ? "" : " or -1");
         hp->gptq_group = group;
+        if (awq) {
+            const cJSON *ver = cJSON_GetObjectItemCaseSensitive(qc, "version"),
+                        *zp = cJSON_GetObjectItemCaseSensitive(qc, "zero_point");
+            if (ver && !(cJSON_IsString(ver) && !strcasecmp(ver->valuestring, "gemm")))
+                return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                                 "config.json: AWQ version '%s' is not supported (the GEMM layout is)",
+                                 cJSON_IsString(ver) ? ver->valuestring : "?");
+            if (zp && !cJSON_IsTrue(zp))
+                return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                                 "config.json: AWQ without zero points is not supported");
+            hp->awq = true;
+        }
         const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(qc, "checkpoint_format");
-        hp->gptq_v2 = cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "gptq_v2");
+        hp->gptq_v2 = awq || (cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "gptq_v2"));
     } else if (cJSON_IsString(qm) && strcmp(qm->valuestring, "fp8") != 0 && strcmp(qm->valuestring, "compressed-tensors") &&
                strcmp(qm->valuestring, "fbgemm_fp8")) {
         return vx_seterr(err, err_size, VX_EUNSUPPORTED, "config.json: quantization method '%s' is not supported",
@@ -621,32 +642,37 @@ static vx_status fp8_to_bf16(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor
 
 /* A GPTQ int4 matrix (base.qweight [in/8, out] int32, 8 codes along the
  * input per word; base.qzeros [groups, out/8] int32, 8 zeros along the
- * output; base.scales [groups, out] F16; base.g_idx [in] optional) as
- * GGUF rows of 32-element blocks, without requantizing: w = s (q - z)
- * is Q4_0's d (q - 8) exactly when every zero is 8 (symmetric GPTQ), else
- * Q4_1's d q + m with m = -s z rounded to fp16. *rows_out x *cols_out. */
+ * output; base.scales [groups, out] F16; base.g_idx [in] optional) or an
+ * AWQ one (GEMM layout: base.qweight [in, out/8] and base.qzeros
+ * [groups, out/8], 8 codes or zeros along the output per word in the
+ * order 0 2 4 6 1 3 5 7; no g_idx) as GGUF rows of 32-element blocks,
+ * without requantizing: w = s (q - z) is Q4_0's d (q - 8) exactly when
+ * every zero is 8 (symmetric), else Q4_1's d q + m with m = -s z rounded
+ * to fp16. *rows_out x *cols_out. */
 static vx_status gptq_blocks(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *qw, const char *base, void **out,
                              int *type, int64_t *rows_out, int64_t *cols_out, char *err, size_t err_size) {
     char nz[320], ns[320], ng[320];
+    const char *what = hp->awq ? "AWQ" : "GPTQ";
     snprintf(nz, sizeof nz, "%s.qzeros", base);
     snprintf(ns, sizeof ns, "%s.scales", base);
     snprintf(ng, sizeof ng, "%s.g_idx", base);
     const vx_st_tensor *qz = find_any(c, nz), *sc = find_any(c, ns), *gi = find_any(c, ng);
     if (qw->dtype != VX_ST_I32 || qw->n_dims != 2 || !qz || !sc)
-        return vx_seterr(err, err_size, VX_EFORMAT, "GPTQ tensor '%s.qweight' needs I32 [in/8, out] with .qzeros and .scales",
-                         base);
-    const int64_t in = qw->shape[0] * 8, out_f = qw->shape[1];
+        return vx_seterr(err, err_size, VX_EFORMAT, "%s tensor '%s.qweight' needs I32 [%s] with .qzeros and .scales",
+                         what, base, hp->awq ? "in, out/8" : "in/8, out");
+    const int64_t in = hp->awq ? qw->shape[0] : qw->shape[0] * 8, out_f = hp->awq ? qw->shape[1] * 8 : qw->shape[1];
     const int64_t group = hp->gptq_group > 0 ? hp->gptq_group : in, ng_ = (in + group - 1) / group;
     if (in % 32 || qz->dtype != VX_ST_I32 || qz->n_dims != 2 || qz->shape[0] != ng_ || qz->shape[1] * 8 != out_f ||
         sc->n_dims != 2 || sc->shape[0] != ng_ || sc->shape[1] != out_f ||
         (sc->dtype != VX_ST_F16 && sc->dtype != VX_ST_F32 && sc->dtype != VX_ST_BF16))
         return vx_seterr(err, err_size, VX_EFORMAT,
-                         "GPTQ tensor '%s': qweight [%lld, %lld], qzeros and scales do not fit groups of %lld", base,
-                         (long long)qw->shape[0], (long long)out_f, (long long)group);
+                         "%s tensor '%s': qweight [%lld, %lld], qzeros and scales do not fit groups of %lld", what, base,
+                         (long long)qw->shape[0], (long long)qw->shape[1], (long long)group);
     /* act-order (g_idx not k / group) would need the input dims reordered */
     if (gi) {
-        if (gi->dtype != VX_ST_I32 || (int64_t)gi->n_elem != in)
-            return vx_seterr(err, err_size, VX_EFORMAT, "GPTQ tensor '%s.g_idx' is not I32 [%lld]", base, (long long)in);
+        if (hp->awq || gi->dtype != VX_ST_I32 || (int64_t)gi->n_elem != in)
+            return vx_seterr(err, err_size, VX_EFORMAT, "%s tensor '%s.g_idx' is not I32 [%lld]", what, base,
+                             (long long)in);
         for (int64_t k = 0; k < in; k++) {
             int32_t g;
             memcpy(&g, (const uint8_t *)gi->data + 4 * k, 4);
@@ -656,8 +682,12 @@ static vx_status gptq_blocks(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor
                                  (long long)k, g);
         }
     }
+    /* the nibble of a word that holds output n % 8 (AWQ) */
+    static const int awq_nib[8] = {0, 4, 1, 5, 2, 6, 3, 7};
     const int zoff = hp->gptq_v2 ? 0 : 1;
-#define QZ(g, n) ((int)(((uint32_t)((const int32_t *)qz->data)[(g) * (out_f / 8) + (n) / 8] >> (4 * ((n) % 8))) & 15) + zoff)
+    const uint32_t *qzd = qz->data, *qwd = qw->data;
+#define QZ(g, n) \
+    ((int)(qzd[(g) * (out_f / 8) + (n) / 8] >> (4 * (hp->awq ? awq_nib[(n) % 8] : (int)((n) % 8))) & 15) + zoff)
     bool sym = true;
     for (int64_t g = 0; g < ng_ && sym; g++)
         for (int64_t n = 0; n < out_f && sym; n++) sym = QZ(g, n) == 8;
@@ -665,7 +695,6 @@ static vx_status gptq_blocks(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor
     const size_t bsz = sym ? sizeof(vx_block_q4_0) : sizeof(vx_block_q4_1);
     uint8_t *o = own(c, (size_t)out_f * (size_t)nb * bsz);
     if (!o) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
-    const uint32_t *qwd = qw->data;
     for (int64_t n = 0; n < out_f; n++)
         for (int64_t b = 0; b < nb; b++) {
             const int64_t g = b * 32 / group;
@@ -673,7 +702,8 @@ static vx_status gptq_blocks(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor
             uint8_t codes[32];
             for (int j = 0; j < 32; j++) {
                 const int64_t k = b * 32 + j;
-                codes[j] = (uint8_t)(qwd[(k / 8) * out_f + n] >> (4 * (k % 8)) & 15);
+                codes[j] = (uint8_t)(hp->awq ? qwd[k * (out_f / 8) + n / 8] >> (4 * awq_nib[n % 8]) & 15
+                                             : qwd[(k / 8) * out_f + n] >> (4 * (k % 8)) & 15);
             }
             uint8_t *blk = o + ((size_t)n * (size_t)nb + (size_t)b) * bsz;
             uint8_t *qs;
@@ -697,7 +727,7 @@ static vx_status gptq_blocks(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor
     return VX_OK;
 }
 
-/* GPTQ's base.qweight as the GGUF tensor of base.weight (Llama's Q/K rows
+/* GPTQ's or AWQ's base.qweight as the GGUF tensor of base.weight (Llama's Q/K rows
  * permuted as their blocks). */
 static vx_status add_gptq(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t, char *err, size_t err_size) {
     char base[300], wname[320], buf[160], kind;
@@ -705,9 +735,10 @@ static vx_status add_gptq(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t
     snprintf(wname, sizeof wname, "%s.weight", base);
     const char *name = map_name(wname, buf, sizeof buf, &kind);
     if (!name || (kind != 'w' && kind != 'q' && kind != 'k'))
-        return vx_seterr(err, err_size, VX_EUNSUPPORTED, "GPTQ tensor '%s' is not a weight matrix vx knows", t->name);
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED, "int4 tensor '%s' is not a weight matrix vx knows", t->name);
     if (!hp->gptq_group)
-        return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s', but config.json names no GPTQ quantization", t->name);
+        return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s', but config.json names no GPTQ or AWQ quantization",
+                         t->name);
     void *blocks = NULL;
     int type = 0;
     int64_t rows = 0, cols = 0;

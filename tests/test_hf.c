@@ -399,8 +399,8 @@ typedef struct hf_opts {
     bool spm; /* tokenizer.model (SentencePiece) instead of tokenizer.json */
     int fp8;  /* weight matrices as FP8 e4m3: 1 with 48 x 40 block scales, 2 with row scales;
                * -1 / -2: the same quantization written as the BF16 values it stands for */
-    int gptq; /* weight matrices as GPTQ int4 in groups of 64: 1 symmetric, 2 asymmetric (v1 zeros);
-               * -1 / -2: the F32 values they stand for */
+    int gptq; /* weight matrices as int4 in groups of 64: 1 GPTQ symmetric, 2 GPTQ asymmetric (v1 zeros),
+               * 3 AWQ (GEMM layout, asymmetric); -1 / -2 / -3: the F32 values they stand for */
 } hf_opts;
 
 /* e4m3fn value of byte b (b < 0x7F: the finite non-negative ones) */
@@ -450,13 +450,19 @@ static void fp8_quantize(const uint16_t *src, int64_t rows, int64_t cols, int mo
 /* GPTQ int4 of the rows x cols F16 matrix src (HF orientation: rows are
  * outputs), groups of 64 inputs: qweight [cols/8][rows], qzeros
  * [groups][rows/8] (v1: zero - 1), scales F16 [groups][rows], g_idx;
- * deq: the values they stand for (F32, rows x cols). */
-static void gptq_quantize(const uint16_t *src, int64_t rows, int64_t cols, bool sym, uint32_t *qw, uint32_t *qz,
-                          uint16_t *sc, int32_t *gidx, float *deq) {
+ * awq: AutoAWQ's GEMM layout instead, qweight [cols][rows/8] and qzeros
+ * [groups][rows/8] with outputs 0 2 4 6 1 3 5 7 in a word's nibbles 0..7,
+ * zeros as they are, no g_idx; deq: the values they stand for (F32, rows
+ * x cols). */
+static void gptq_quantize(const uint16_t *src, int64_t rows, int64_t cols, bool sym, bool awq, uint32_t *qw,
+                          uint32_t *qz, uint16_t *sc, int32_t *gidx, float *deq) {
+    static const int awq_order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+    int nib_of[8]; /* AWQ: the nibble output n % 8 goes to */
+    for (int i = 0; i < 8; i++) nib_of[awq_order[i]] = i;
     const int64_t G = 64, ng = cols / G;
     memset(qw, 0, (size_t)(cols / 8 * rows) * 4);
     memset(qz, 0, (size_t)(ng * rows / 8) * 4);
-    for (int64_t k = 0; k < cols; k++) gidx[k] = (int32_t)(k / G);
+    for (int64_t k = 0; k < cols && gidx; k++) gidx[k] = (int32_t)(k / G);
     for (int64_t n = 0; n < rows; n++)
         for (int64_t g = 0; g < ng; g++) {
             float lo = 0, hi = 0, amax = 0;
@@ -469,10 +475,12 @@ static void gptq_quantize(const uint16_t *src, int64_t rows, int64_t cols, bool 
             s = vx_fp16_to_fp32(vx_fp32_to_fp16(s));
             const int z = sym ? 8 : (int)fminf(15, fmaxf(0, roundf(-lo / s)));
             sc[g * rows + n] = vx_fp32_to_fp16(s);
-            qz[g * (rows / 8) + n / 8] |= (uint32_t)((z - 1) & 15) << (4 * (n % 8));
+            if (awq) qz[g * (rows / 8) + n / 8] |= (uint32_t)z << (4 * nib_of[n % 8]);
+            else qz[g * (rows / 8) + n / 8] |= (uint32_t)((z - 1) & 15) << (4 * (n % 8));
             for (int64_t k = g * G; k < (g + 1) * G; k++) {
                 const int q = (int)fminf(15, fmaxf(0, roundf(vx_fp16_to_fp32(src[n * cols + k]) / s) + (float)z));
-                qw[(k / 8) * rows + n] |= (uint32_t)q << (4 * (k % 8));
+                if (awq) qw[k * (rows / 8) + n / 8] |= (uint32_t)q << (4 * nib_of[n % 8]);
+                else qw[(k / 8) * rows + n] |= (uint32_t)q << (4 * (k % 8));
                 deq[n * cols + k] = s * (float)(q - z);
             }
         }
@@ -529,7 +537,14 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
     cJSON_AddNumberToObject(cfg, "rope_theta", theta);
     cJSON_AddBoolToObject(cfg, "tie_word_embeddings", tied);
     cJSON_AddNullToObject(cfg, "rope_scaling");
-    if (o->gptq > 0) {
+    if (o->gptq == 3) {
+        cJSON *qc = cJSON_AddObjectToObject(cfg, "quantization_config");
+        cJSON_AddStringToObject(qc, "quant_method", "awq");
+        cJSON_AddNumberToObject(qc, "bits", 4);
+        cJSON_AddNumberToObject(qc, "group_size", 64);
+        cJSON_AddBoolToObject(qc, "zero_point", true);
+        cJSON_AddStringToObject(qc, "version", "gemm");
+    } else if (o->gptq > 0) {
         cJSON *qc = cJSON_AddObjectToObject(cfg, "quantization_config");
         cJSON_AddStringToObject(qc, "quant_method", "gptq");
         cJSON_AddNumberToObject(qc, "bits", 4);
@@ -661,7 +676,8 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
             uint16_t *sc = malloc((size_t)(ng * rows) * 2);
             int32_t *gi = malloc((size_t)cols * 4);
             float *deq = malloc((size_t)(rows * cols) * 4);
-            gptq_quantize(e[n].data, rows, cols, (o->gptq < 0 ? -o->gptq : o->gptq) == 1, qw, qz, sc, gi, deq);
+            const int mode = o->gptq < 0 ? -o->gptq : o->gptq;
+            gptq_quantize(e[n].data, rows, cols, mode == 1, mode == 3, qw, qz, sc, gi, deq);
             free(bufs[n]);
             if (o->gptq < 0) {
                 free(qw), free(qz), free(sc), free(gi);
@@ -678,11 +694,13 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
                     int64_t s0, s1;
                     void *p;
                     size_t size;
-                } parts[4] = {{"qweight", "I32", cols / 8, rows, qw, (size_t)(cols / 8 * rows) * 4},
+                } parts[4] = {{"qweight", "I32", mode == 3 ? cols : cols / 8, mode == 3 ? rows / 8 : rows, qw,
+                               (size_t)(cols / 8 * rows) * 4},
                               {"qzeros", "I32", ng, rows / 8, qz, (size_t)(ng * rows / 8) * 4},
                               {"scales", "F16", ng, rows, sc, (size_t)(ng * rows) * 2},
                               {"g_idx", "I32", cols, 0, gi, (size_t)cols * 4}};
-                for (int part = 0; part < 4; part++, n++) {
+                if (mode == 3) free(gi); /* AWQ has no g_idx */
+                for (int part = 0; part < (mode == 3 ? 3 : 4); part++, n++) {
                     char nm[200];
                     snprintf(nm, sizeof nm, "%.100s.%s", base, parts[part].suffix);
                     memcpy(e[n].name, nm, sizeof e[n].name);
@@ -885,11 +903,12 @@ static void test_fp8(const char *rel, int mode) {
     rm_dir(dr);
 }
 
-/* GPTQ int4 (mode 1 symmetric, 2 asymmetric; groups of 64): every weight
- * matrix must arrive as Q4_0 / Q4_1 blocks standing for the values GPTQ's
+/* int4 (mode 1 GPTQ symmetric, 2 GPTQ asymmetric, 3 AWQ; groups of 64):
+ * every weight matrix must arrive as Q4_0 / Q4_1 blocks standing for the values the
  * codes, zeros and scales stand for (exactly for Q4_0; within m's fp16
  * rounding for Q4_1), and the model must run close to those values in F32. */
 static void test_gptq(const char *rel, int mode) {
+    const char *what = mode == 3 ? "AWQ" : "GPTQ";
     char dq[300], dr[300], err[512] = "";
     snprintf(dq, sizeof dq, "%s/gq", g_tmp);
     snprintf(dr, sizeof dr, "%s/gr", g_tmp);
@@ -898,8 +917,8 @@ static void test_gptq(const char *rel, int mode) {
     const hf_opts oq = {1, NULL, NULL, false, false, 0, mode}, oref = {1, NULL, NULL, false, false, 0, -mode};
     CHECK(export_hf(rel, dq, &oq) && export_hf(rel, dr, &oref));
     vx_gguf *gq = NULL, *gr = NULL;
-    CHECKF(vx_hf_open(dq, &gq, err, sizeof err) == VX_OK, "%s GPTQ: %s", rel, err);
-    CHECKF(vx_hf_open(dr, &gr, err, sizeof err) == VX_OK, "%s GPTQ reference: %s", rel, err);
+    CHECKF(vx_hf_open(dq, &gq, err, sizeof err) == VX_OK, "%s %s: %s", rel, what, err);
+    CHECKF(vx_hf_open(dr, &gr, err, sizeof err) == VX_OK, "%s %s reference: %s", rel, what, err);
     int n_mats = 0, n_bad = 0;
     double worst = -1;
     for (int64_t i = 0; gq && gr && i < vx_gguf_n_tensors(gr); i++) {
@@ -931,9 +950,10 @@ static void test_gptq(const char *rel, int mode) {
         }
         free(row);
     }
-    CHECKF(n_mats > 0 && n_bad == 0, "%s: %d of %d GPTQ matrices not %s", rel, n_bad, n_mats, mode == 1 ? "Q4_0" : "Q4_1");
+    CHECKF(n_mats > 0 && n_bad == 0, "%s: %d of %d %s matrices not %s", rel, n_bad, n_mats, what,
+           mode == 1 ? "Q4_0" : "Q4_1");
     /* Q4_0: d (q - 8) with d the fp16 scale is exactly s (q - z); Q4_1 within its m's rounding */
-    CHECKF(worst <= 0, "%s: GPTQ blocks off by %g beyond their rounding", rel, worst);
+    CHECKF(worst <= 0, "%s: %s blocks off by %g beyond their rounding", rel, what, worst);
     vx_gguf_close(gq);
     vx_gguf_close(gr);
     vx_model *a = NULL, *b = NULL;
@@ -949,11 +969,11 @@ static void test_gptq(const char *rel, int mode) {
         for (size_t i = 0; la && lb && i < (size_t)na * (size_t)va; i++)
             se += ((double)la[i] - lb[i]) * ((double)la[i] - lb[i]), sr += (double)lb[i] * lb[i];
         const double rel_rmse = sr > 0 ? sqrt(se / sr) : 1, bound = mode == 1 ? 1e-5 : 1e-2;
-        CHECKF(la && lb && na == nb && rel_rmse < bound, "%s: GPTQ logits rel_rmse %g against its F32 values (bound %g)",
-               rel, rel_rmse, bound);
-        printf("  %-28s GPTQ int4 (%s, groups of 64) as %s: %d matrices, blocks exact%s, logits rel_rmse %.2e vs F32 (f32 matmuls)\n",
-               rel, mode == 1 ? "sym" : "asym", mode == 1 ? "Q4_0" : "Q4_1", n_mats, mode == 1 ? "" : " up to m's fp16 rounding",
-               rel_rmse);
+        CHECKF(la && lb && na == nb && rel_rmse < bound, "%s: %s logits rel_rmse %g against its F32 values (bound %g)",
+               rel, what, rel_rmse, bound);
+        printf("  %-28s %s int4 (%s, groups of 64) as %s: %d matrices, blocks exact%s, logits rel_rmse %.2e vs F32 (f32 matmuls)\n",
+               rel, what, mode == 1 ? "sym" : "asym", mode == 1 ? "Q4_0" : "Q4_1", n_mats,
+               mode == 1 ? "" : " up to m's fp16 rounding", rel_rmse);
         free(la);
         free(lb);
     }
@@ -1008,25 +1028,32 @@ static void test_patched(void) {
         int shards;
         vx_status want;
         const char *what;
+        int gptq; /* hf_opts.gptq of the export */
     } cases[] = {
         {"models/qwen2/qwen2-F16.gguf", "model.safetensors.index.json", "weight_map.model.norm.weight",
-         "\"../x.safetensors\"", 2, VX_EFORMAT, "'model.norm.weight' maps to no file name"},
+         "\"../x.safetensors\"", 2, VX_EFORMAT, "'model.norm.weight' maps to no file name", 0},
         {"models/qwen2/qwen2-F16.gguf", "model.safetensors.index.json", "weight_map.lm_head.weight",
-         "\"model-00001-of-00002.safetensors\"", 2, VX_EFORMAT, "maps 'lm_head.weight' to model-00001"},
+         "\"model-00001-of-00002.safetensors\"", 2, VX_EFORMAT, "maps 'lm_head.weight' to model-00001", 0},
         {"models/qwen2/qwen2-F16.gguf", "config.json", "tie_word_embeddings", "false", 1, VX_EFORMAT,
-         "no lm_head.weight"},
-        {"models/qwen2/qwen2-F16.gguf", "config.json", "rope_theta", "\"x\"", 1, VX_EFORMAT, "rope_theta must be a number"},
-        {"models/qwen2/qwen2-F16.gguf", "config.json", "hidden_size", "128", 1, VX_EFORMAT, "not [vocabulary, 128]"},
+         "no lm_head.weight", 0},
+        {"models/qwen2/qwen2-F16.gguf", "config.json", "rope_theta", "\"x\"", 1, VX_EFORMAT, "rope_theta must be a number", 0},
+        {"models/qwen2/qwen2-F16.gguf", "config.json", "hidden_size", "128", 1, VX_EFORMAT, "not [vocabulary, 128]", 0},
         {"models/llama/llama-F16.gguf", "config.json", "partial_rotary_factor", "0.5", 1, VX_EUNSUPPORTED,
-         "partial_rotary_factor"},
-        {"models/moe/moe-F16.gguf", "config.json", "num_local_experts", "200", 1, VX_EFORMAT, "expert tensors"},
-        {"models/qwen2/qwen2-F16.gguf", "config.json", "num_hidden_layers", "8", 1, VX_EFORMAT, "blk.4"},
+         "partial_rotary_factor", 0},
+        {"models/moe/moe-F16.gguf", "config.json", "num_local_experts", "200", 1, VX_EFORMAT, "expert tensors", 0},
+        {"models/qwen2/qwen2-F16.gguf", "config.json", "num_hidden_layers", "8", 1, VX_EFORMAT, "blk.4", 0},
+        {"models/qwen2/qwen2-F16.gguf", "config.json", "quantization_config",
+         "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 64, \"version\": \"gemv\"}", 1, VX_EUNSUPPORTED,
+         "AWQ version 'gemv'", 3},
+        /* GPTQ's tensors read as AWQ's: the shapes must not fit */
+        {"models/qwen2/qwen2-F16.gguf", "config.json", "quantization_config",
+         "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 64}", 1, VX_EFORMAT, "do not fit groups of 64", 2},
     };
     char dir[300], err[512];
     snprintf(dir, sizeof dir, "%s/p", g_tmp);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mkdir(dir, 0700);
-        const hf_opts o = {cases[i].shards, NULL, NULL, false, false, 0, 0};
+        const hf_opts o = {cases[i].shards, NULL, NULL, false, false, 0, cases[i].gptq};
         CHECK(export_hf(cases[i].rel, dir, &o));
         patch_json(dir, cases[i].file, cases[i].key, cases[i].value);
         vx_model *m = NULL;
@@ -1071,6 +1098,7 @@ int main(void) {
     test_fp8("models/qwen2/qwen2-F16.gguf", 2);
     test_gptq("models/llama/llama-F16.gguf", 1);
     test_gptq("models/qwen2/qwen2-F16.gguf", 2);
+    test_gptq("models/llama/llama-F16.gguf", 3);
 
     printf("errors:\n");
     const hf_opts bad_arch = {1, "GPT2LMHeadModel", NULL, false, false, 0, 0}, i16 = {1, NULL, "I16", false, false, 0, 0},
