@@ -15,7 +15,9 @@
  * experts are copied into the stacked 3-D tensors GGUF keeps). Weights: F32,
  * F16, BF16; FP8 (as BF16), GPTQ and AWQ int4 (as Q4_0 / Q4_1). Tokenizers: tokenizer.json
  * (byte-level BPE), or for Llama-family and Phi-3 models tokenizer.model
- * (SentencePiece), which the converter prefers where both exist.
+ * (SentencePiece), which the converter prefers where both exist; the chat
+ * template of chat_template.jinja or chat_template.json over
+ * tokenizer_config.json's.
  */
 #include "hf_import.h"
 
@@ -876,6 +878,34 @@ static vx_status open_shards(hf_ctx *c, const char *dir, char *err, size_t err_s
     return st;
 }
 
+/* The chat template of a side file, over tokenizer_config.json's, as
+ * transformers (4.47 on) and llama.cpp's converter take it:
+ * chat_template.jinja (the template as it is), else chat_template.json's
+ * "chat_template" string. */
+static vx_status side_chat_template(hf_ctx *c, const char *dir, char *err, size_t err_size) {
+    char *t = NULL;
+    size_t n = 0;
+    bool missing = false;
+    vx_status st = read_text(dir, "chat_template.jinja", &t, &n, &missing, err, err_size);
+    if (!st && !missing) {
+        if (memchr(t, 0, n))
+            st = vx_seterr(err, err_size, VX_EFORMAT, "chat_template.jinja holds a NUL byte");
+        else st = vx_gguf_set_str(c->w, "tokenizer.chat_template", t);
+        free(t);
+        return st;
+    }
+    if (!st) st = read_text(dir, "chat_template.json", &t, &n, &missing, err, err_size);
+    if (st || missing) return st;
+    cJSON *j = cJSON_ParseWithLength(t, n);
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(j, "chat_template");
+    if (!cJSON_IsString(ct))
+        st = vx_seterr(err, err_size, VX_EFORMAT, "chat_template.json: no \"chat_template\" string");
+    else st = vx_gguf_set_str(c->w, "tokenizer.chat_template", ct->valuestring);
+    cJSON_Delete(j);
+    free(t);
+    return st;
+}
+
 static vx_status import(hf_ctx *c, const char *dir, char *err, size_t err_size) {
     char *text = NULL, *tok = NULL, *tcfg = NULL;
     size_t len = 0, tok_len = 0, tcfg_len = 0;
@@ -957,6 +987,7 @@ static vx_status import(hf_ctx *c, const char *dir, char *err, size_t err_size) 
                            spm_first ? " or tokenizer.model" : "");
         if (!st) st = vx_hf_tokenizer_to_gguf(tok, tok_len, tcfg, tcfg_len, text, len, n_vocab, c->w, err, err_size);
     }
+    if (!st) st = side_chat_template(c, dir, err, err_size);
     free(tok);
     free(tcfg);
     free(text);

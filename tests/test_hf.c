@@ -983,6 +983,50 @@ static void test_gptq(const char *rel, int mode) {
     rm_dir(dr);
 }
 
+/* chat_template.jinja, else chat_template.json, over tokenizer_config.json's
+ * template (transformers' and the converter's order); a JSON side file
+ * without the string is refused. */
+static void test_chat_template_files(void) {
+    char dir[300], err[512] = "";
+    snprintf(dir, sizeof dir, "%s/ct", g_tmp);
+    mkdir(dir, 0700);
+    const hf_opts o = {1, NULL, NULL, false, false, 0, 0};
+    CHECK(export_hf("models/qwen2/qwen2-F16.gguf", dir, &o));
+    static const char jinja[] = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}";
+    static const char json_tmpl[] = "{{ messages[0].content }} (from chat_template.json)";
+    const char *got = NULL, *base = NULL;
+    vx_gguf *g = NULL;
+    /* tokenizer_config.json's template alone */
+    CHECK(write_text(dir, "tokenizer_config.json", "{\"chat_template\": \"{{ 'from tokenizer_config' }}\"}"));
+    CHECKF(vx_hf_open(dir, &g, err, sizeof err) == VX_OK, "%s", err);
+    CHECK(g && vx_gguf_get_str(g, "tokenizer.chat_template", &base) == 1 && base &&
+          !strcmp(base, "{{ 'from tokenizer_config' }}"));
+    vx_gguf_close(g);
+    g = NULL;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "chat_template", json_tmpl);
+    char *jt = cJSON_Print(j);
+    CHECK(write_text(dir, "chat_template.json", jt));
+    free(jt);
+    cJSON_Delete(j);
+    CHECKF(vx_hf_open(dir, &g, err, sizeof err) == VX_OK, "%s", err);
+    CHECK(g && vx_gguf_get_str(g, "tokenizer.chat_template", &got) == 1 && got && !strcmp(got, json_tmpl));
+    vx_gguf_close(g);
+    g = NULL;
+    CHECK(write_text(dir, "chat_template.jinja", jinja));
+    CHECKF(vx_hf_open(dir, &g, err, sizeof err) == VX_OK, "%s", err);
+    CHECK(g && vx_gguf_get_str(g, "tokenizer.chat_template", &got) == 1 && got && !strcmp(got, jinja));
+    vx_gguf_close(g);
+    g = NULL;
+    char path[400];
+    snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+    unlink(path);
+    CHECK(write_text(dir, "chat_template.json", "{\"template\": 1}"));
+    CHECK(vx_hf_open(dir, &g, err, sizeof err) == VX_EFORMAT && !g && strstr(err, "chat_template.json"));
+    rm_dir(dir);
+    printf("  chat_template.jinja over chat_template.json over tokenizer_config.json's template\n");
+}
+
 /* An import that must fail with status want and a message holding what. */
 static void test_error(const char *rel, const hf_opts *o, vx_status want, const char *what) {
     char dir[300];
@@ -1107,6 +1151,7 @@ int main(void) {
     test_error("models/qwen2/qwen2-F16.gguf", &no_tok, VX_EUNSUPPORTED, "no tokenizer.json");
     test_error("models/qwen2/qwen2-F16.gguf", &i16, VX_EUNSUPPORTED, "is I16: only F32, F16, BF16 and FP8");
     test_patched();
+    test_chat_template_files();
     /* a directory without config.json: says so */
     char err[512] = "";
     vx_model *m = NULL;
