@@ -119,6 +119,7 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
     k->f32_to_f16 = vx_f32_to_f16_ref;
     k->q8_0_to_f32 = vx_q8_0_to_f32_ref;
     k->swiglu = vx_swiglu;
+    k->geglu = vx_geglu;
     k->rmsnorm = vx_rmsnorm;
     k->gemm_f32 = vx_gemm_f32_ref;
     k->gemm_f16b = vx_gemm_f16b_ref;
@@ -148,6 +149,7 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
         k->f32_to_f16 = vx_f32_to_f16_avx2;
         k->q8_0_to_f32 = vx_q8_0_to_f32_avx2;
         k->swiglu = vx_swiglu_avx2;
+        k->geglu = vx_geglu_avx2;
         k->rmsnorm = vx_rmsnorm_avx2;
         k->gemm_f32 = vx_gemm_f32_avx2;
         k->gemm_f16b = vx_gemm_f16b_avx2;

@@ -54,6 +54,8 @@ struct vx_context {
     const vx_model *model;
     vx_context_params params;
     vx_kernels kern;
+    void (*glu)(float *g, const float *u, int64_t n); /* the FFN's activation: kern.swiglu or kern.geglu */
+    float embed_scale;                               /* embeddings times this (1, or Gemma's sqrt(n_embd)) */
     vx_pool *pool;
     vx_kv_cache *kv;
     char errmsg[VX_ERRMSG_MAX];
@@ -189,6 +191,8 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
         return vx_seterr(err, err_size, VX_EINVAL, "n_ctx/n_batch/n_seq_max out of range");
     }
     vx_kernels_init_best(&c->kern);
+    c->glu = model->arch->gelu ? c->kern.geglu : c->kern.swiglu;
+    c->embed_scale = model->arch->embed_scale ? sqrtf((float)hp->n_embd) : 1.0f;
     if (vx_pool_init(p->n_threads, &c->pool) != VX_OK) {
         vx_context_free(c);
         return vx_seterr(err, err_size, VX_ENOMEM, "cannot start %d threads", p->n_threads);
@@ -446,18 +450,19 @@ static void prep_solo(vx_context *c, int ith, const float *x, int64_t n, const v
     }
 }
 
-/* SwiGLU of n rows (g = silu(g) * u, F elements; dst: where the results
+/* The gated activation of n rows (g = silu(g) * u or gelu(g) * u: c->glu;
+ * F elements; dst: where the results
  * go, g itself or another buffer) and their activation rows for w. With
  * fewer rows than threads (decode) the rows are split in 256-element
  * pieces, so every thread takes a share of a single token's work. */
-static void swiglu_prep(vx_context *c, int ith, int nth, int64_t n, float *g, const float *u, int64_t ld,
+static void glu_prep(vx_context *c, int ith, int nth, int64_t n, float *g, const float *u, int64_t ld,
                         float *dst, int64_t F, const vx_weight *w) {
     const int64_t per = n >= nth || F % VX_QK_K ? F : VX_QK_K, pieces = F / per;
     int64_t p0, p1;
     vx_split(n * pieces, ith, nth, 1, &p0, &p1);
     for (int64_t p = p0; p < p1; p++) {
         const int64_t t = p / pieces, e0 = p % pieces * per;
-        c->kern.swiglu(g + t * ld + e0, u + t * ld + e0, per);
+        c->glu(g + t * ld + e0, u + t * ld + e0, per);
         if (dst != g) memcpy(dst + t * F + e0, g + t * ld + e0, (size_t)per * sizeof(float));
         prep_range(c, t, t + 1, e0, e0 + per, dst, F, F, n, w, NULL, NULL);
     }
@@ -647,7 +652,7 @@ static void mm_glu(vx_context *c, int ith, int nth, const vx_weight *wg, const v
     while (next_rows(c, seq, ith, nth, F, 32, n, &k, &r0, &r1))
         c->kern.gemm_amx_glu(type, wg->ne[0], bg + (size_t)r0 * rs, bu + (size_t)r0 * rs, rs,
                              (int)(r1 - r0), c->act_bf16, lo_in ? c->act_bf16_lo : NULL,
-                             c->bf16_ld * sizeof(uint16_t), (int)n, c->gate + r0, c->up + r0, F, c->kern.swiglu,
+                             c->bf16_ld * sizeof(uint16_t), (int)n, c->gate + r0, c->up + r0, F, c->glu,
                              c->glu_bf16 + r0, lo_out ? c->glu_bf16_lo + r0 : NULL, c->bf16_ld,
                              c->amx_scratch + (size_t)ith * c->amx_scratch_per);
     /* what the down projection reads (every thread writes the same
@@ -830,7 +835,7 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
             mm(c, ith, nth, &L->ffn_up_exps, (size_t)e * L->ffn_up_exps.mat_size, c->moe_in, ne, E,
                c->up, F, false);
             sync_after(c, ith, VX_PERF_MOE);
-            for (int64_t i = t0; i < t1; i++) c->kern.swiglu(c->gate + i * F, c->up + i * F, F);
+            for (int64_t i = t0; i < t1; i++) c->glu(c->gate + i * F, c->up + i * F, F);
             prep(c, t0, t1, ne, c->gate, F, F, &L->ffn_down_exps, NULL, NULL);
         }
         sync_after(c, ith, VX_PERF_MOE);
@@ -868,6 +873,8 @@ static void forward_worker(void *arg, int ith, int nth) {
     /* embeddings and per-token rotary tables */
     for (int64_t t = t0; t < t1; t++) {
         vx_weight_row_f32(&M->tok_embd, b->token[t], c->x + t * E);
+        if (c->embed_scale != 1.0f)
+            for (int64_t e = 0; e < E; e++) c->x[t * E + e] *= c->embed_scale;
         float *cs = c->rope + t * hp->n_rot;
         const float *ff = M->rope_freqs.data;
         const double p = (double)b->pos[t] / hp->rope_scale;
@@ -970,12 +977,12 @@ static void forward_worker(void *arg, int ith, int nth) {
             sync_after(c, ith, VX_PERF_FFN_UP);
             if (fsolo) {
                 memcpy(xs, g, (size_t)F * sizeof(float));
-                c->kern.swiglu(xs, u, F);
+                c->glu(xs, u, F);
                 prep_solo(c, ith, xs, F, &L->ffn_down, NULL, NULL);
                 xd = xs;
                 perf_step(c, ith, VX_PERF_FFN_ACT);
             } else {
-                swiglu_prep(c, ith, nth, n, (float *)g, u, ld, c->gate, F, &L->ffn_down);
+                glu_prep(c, ith, nth, n, (float *)g, u, ld, c->gate, F, &L->ffn_down);
                 sync_after(c, ith, VX_PERF_FFN_ACT);
             }
         }

@@ -12,7 +12,8 @@
  * not read). Architectures (config.json "architectures"): LlamaForCausalLM
  * and MistralForCausalLM (GGUF "llama"), Qwen2ForCausalLM, Qwen3ForCausalLM,
  * Phi3ForCausalLM, MixtralForCausalLM ("llama" with experts: each layer's
- * experts are copied into the stacked 3-D tensors GGUF keeps). Weights: F32,
+ * experts are copied into the stacked 3-D tensors GGUF keeps),
+ * GemmaForCausalLM (its norms stored as 1 + w, as the converter does). Weights: F32,
  * F16, BF16; FP8 (as BF16), GPTQ and AWQ int4 (as Q4_0 / Q4_1). Tokenizers: tokenizer.json
  * (byte-level BPE), or for Llama-family and Phi-3 models tokenizer.model
  * (SentencePiece), which the converter prefers where both exist; the chat
@@ -46,6 +47,7 @@ static const struct {
     {"LlamaForCausalLM", "llama", true},   {"MistralForCausalLM", "llama", true},
     {"Qwen2ForCausalLM", "qwen2", false},  {"Qwen3ForCausalLM", "qwen3", false},
     {"Phi3ForCausalLM", "phi3", false},    {"MixtralForCausalLM", "llama", true},
+    {"GemmaForCausalLM", "gemma", false},
 };
 
 typedef struct hf_ctx {
@@ -148,6 +150,7 @@ typedef struct hf_hparams {
     int64_t gptq_group;   /* GPTQ / AWQ int4: group size (0: neither) */
     bool gptq_v2;         /* zeros stored as they are (v1 stores zero - 1) */
     bool awq;             /* AWQ's layout (codes packed along the output) */
+    bool norm_plus_one;   /* Gemma: RMSNorm scales by 1 + w; GGUF stores 1 + w */
     bool tie;
 } hf_hparams;
 
@@ -258,7 +261,8 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
     if (!hp->arch)
         return vx_seterr(err, err_size, VX_EUNSUPPORTED,
                          "config.json: model class %s is not supported (LlamaForCausalLM, MistralForCausalLM, "
-                         "Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM and MixtralForCausalLM are)",
+                         "Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM and "
+                         "GemmaForCausalLM are)",
                          a0->valuestring);
     vx_status st;
     if ((st = need_int(cfg, "hidden_size", 1, 1 << 20, &hp->n_embd, err, err_size)) ||
@@ -290,6 +294,20 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
     if (tie && !cJSON_IsBool(tie) && !cJSON_IsNull(tie))
         return vx_seterr(err, err_size, VX_EFORMAT, "config.json: tie_word_embeddings must be true or false");
     hp->tie = cJSON_IsTrue(tie);
+    if (!strcmp(hp->arch, "gemma")) {
+        /* GemmaConfig: tied unless it says otherwise; the FFN's GELU in its
+         * tanh form (transformers runs gelu_pytorch_tanh for Gemma whatever
+         * hidden_act says, as llama.cpp does) */
+        hp->tie = !tie || cJSON_IsNull(tie) || cJSON_IsTrue(tie);
+        hp->norm_plus_one = true;
+        static const char *const keys[] = {"hidden_activation", "hidden_act"};
+        for (int i = 0; i < 2; i++) {
+            const cJSON *act = cJSON_GetObjectItemCaseSensitive(cfg, keys[i]);
+            if (cJSON_IsString(act) && strncmp(act->valuestring, "gelu", 4) != 0)
+                return vx_seterr(err, err_size, VX_EUNSUPPORTED, "config.json: Gemma with %s '%s' is not supported",
+                                 keys[i], act->valuestring);
+        }
+    }
     /* GPTQ int4 (AutoGPTQ / GPTQModel): 4 bits, groups along the input,
      * no act-order reordering across 32-element blocks (checked per tensor).
      * AWQ int4 (AutoAWQ's GEMM layout): the same values, w = s (q - z),
@@ -791,6 +809,11 @@ static vx_status add_tensor(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor 
         float *f = own(c, (size_t)t->n_elem * sizeof *f);
         if (!f) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
         for (uint64_t i = 0; i < t->n_elem; i++) f[i] = elem_f32(t->data, t->dtype, i);
+        /* Gemma's norms: 1 + w, added in f32 as the converter does (and as
+         * transformers' GemmaRMSNorm scales) */
+        const size_t gl = strlen(name);
+        if (hp->norm_plus_one && gl > 11 && !strcmp(name + gl - 11, "norm.weight"))
+            for (uint64_t i = 0; i < t->n_elem; i++) f[i] += 1.0f;
         if ((st = permute_qk(c, hp, kind, t->name, f, (int64_t)t->n_elem, sizeof(float), &data, err, err_size)))
             return st;
         const int64_t ne[1] = {(int64_t)t->n_elem};
@@ -955,7 +978,7 @@ static vx_status import(hf_ctx *c, const char *dir, char *err, size_t err_size) 
     if (!st) st = read_text(dir, "tokenizer_config.json", &tcfg, &tcfg_len, &missing, err, err_size);
     /* Llama-family and Phi-3 models: the SentencePiece model when there is
      * one, as the converter prefers it; then tokenizer.json */
-    const bool spm_first = hp.permute_qk || !strcmp(hp.arch, "phi3");
+    const bool spm_first = hp.permute_qk || !strcmp(hp.arch, "phi3") || !strcmp(hp.arch, "gemma");
     bool spm = false;
     if (!st && spm_first) {
         st = read_text(dir, "tokenizer.model", &tok, &tok_len, &missing, err, err_size);

@@ -20,11 +20,13 @@
 #include "vocab.h"
 
 static const vx_arch vx_archs[] = {
-    {"llama", VX_ROPE_NORM, false, false},
-    {"mistral", VX_ROPE_NORM, false, false},
-    {"qwen2", VX_ROPE_NEOX, false, false},
-    {"qwen3", VX_ROPE_NEOX, false, false},
-    {"phi3", VX_ROPE_NEOX, true, true},
+    {"llama", VX_ROPE_NORM, false, false, false, false},
+    {"mistral", VX_ROPE_NORM, false, false, false, false},
+    {"qwen2", VX_ROPE_NEOX, false, false, false, false},
+    {"qwen3", VX_ROPE_NEOX, false, false, false, false},
+    {"phi3", VX_ROPE_NEOX, true, true, false, false},
+    /* GGUF's Gemma norms hold 1 + w already (the converter adds the 1) */
+    {"gemma", VX_ROPE_NEOX, false, false, true, true},
 };
 
 static const vx_arch *arch_find(const char *name) {
@@ -483,7 +485,7 @@ vx_status vx_model_load(const char *path, const vx_model_params *params, vx_mode
     if (!m->arch) {
         st = vx_seterr(err, err_size, VX_EUNSUPPORTED,
                        "%s: architecture '%s' is not supported (supported: llama, mistral, "
-                       "qwen2, qwen3, phi3)",
+                       "qwen2, qwen3, phi3, gemma)",
                        path, arch);
         goto fail;
     }

@@ -25,6 +25,8 @@ typedef struct vx_arch {
     vx_rope_kind rope;
     bool fused_qkv_ok;     /* attn_qkv may replace attn_q/k/v */
     bool fused_gate_up_ok; /* ffn_up may hold [gate; up] without ffn_gate */
+    bool gelu;             /* GeGLU feed-forward (GELU's tanh form) instead of SwiGLU */
+    bool embed_scale;      /* embeddings times sqrt(n_embd) (Gemma) */
 } vx_arch;
 
 /* A 2-D (or 3-D, for stacked experts) weight matrix: ne0 elements per row,

@@ -212,6 +212,15 @@ void vx_swiglu(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+void vx_geglu(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        /* 0.5 (1 + tanh(y)) = 1 / (1 + exp(-2 y)), without 1 + tanh's
+         * cancellation for negative y */
+        const double x = g[i], y = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+        g[i] = (float)(x / (1.0 + exp(-2.0 * y)) * u[i]);
+    }
+}
+
 void vx_softmax(float *x, int64_t n) {
     float mx = -INFINITY;
     for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;

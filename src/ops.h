@@ -25,6 +25,8 @@ typedef struct vx_kernels {
     void (*q8_0_to_f32)(const void *src, float *dst, int64_t n);
     /* g = silu(g) * u elementwise (SwiGLU) */
     void (*swiglu)(float *g, const float *u, int64_t n);
+    /* g = gelu(g) * u elementwise (GeGLU, GELU's tanh form: Gemma) */
+    void (*geglu)(float *g, const float *u, int64_t n);
     /* RMSNorm (vx_rmsnorm; every tier the same bits) */
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
     /* ---- attention blocks (attention.c) ----
@@ -184,6 +186,10 @@ void vx_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps
 void vx_rope_apply(float *v, const float *cs, int32_t n_rot, vx_rope_kind kind);
 /* silu(g) * u, elementwise into g */
 void vx_swiglu(float *g, const float *u, int64_t n);
+/* gelu(g) * u, elementwise into g, with GELU's tanh form
+ * 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))) (PyTorch's
+ * approximate="tanh", Gemma's gelu_pytorch_tanh, ggml's gelu) */
+void vx_geglu(float *g, const float *u, int64_t n);
 /* in-place softmax over n values */
 void vx_softmax(float *x, int64_t n);
 

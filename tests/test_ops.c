@@ -56,6 +56,24 @@ static void test_variant(const vx_kernels *k, const vx_kernels *ref) {
         for (int64_t i = 0; i < n; i++)
             CHECKF(fabsf(y0[i] - y1[i]) <= 5e-7f * fabsf(y0[i]) + 1e-30f, "%s swiglu n=%lld [%lld]: %.9g vs %.9g",
                    k->name, (long long)n, (long long)i, y1[i], y0[i]);
+        /* GeGLU over the same range against the reference's double tanh
+         * form: the sigmoid form's few ulps; past |g| ~ 10 below zero
+         * gelu(g) is under 1e-30 and the SIMD exp flushes it to 0 */
+        for (int64_t i = 0; i < n; i++) y0[i] = y1[i] = a[i] * (i % 4 == 0 ? 40.0f : 3.0f);
+        if (n > 3) y0[3] = y1[3] = i_big(n);
+        float gin[N];
+        memcpy(gin, y0, sizeof gin);
+        ref->geglu(y0, b, n);
+        k->geglu(y1, b, n);
+        for (int64_t i = 0; i < n; i++) {
+            /* the float argument z = 2 sqrt(2 / pi) (g + 0.044715 g^3) carries a
+             * few ulps, and sigmoid(z) ~ exp(z) for negative z turns them into
+             * |z| times as much relative error */
+            const double gz = gin[i], z = 1.5957691216057308 * (gz + 0.044715 * gz * gz * gz);
+            const double tol = (1e-6 + (z < 0 ? 6e-7 * -z : 0)) * fabs(y0[i]) + 1e-30;
+            CHECKF(fabs((double)y0[i] - y1[i]) <= tol, "%s geglu n=%lld [%lld] (g %g): %.9g vs %.9g", k->name,
+                   (long long)n, (long long)i, gz, y1[i], y0[i]);
+        }
         /* RMSNorm: the same bits as the reference (one summation order),
          * with and without weights, and in place */
         for (int64_t i = 0; i < n; i++) y0[i] = a[i] * (i % 7 == 0 ? 300.0f : 1.0f);
@@ -108,15 +126,20 @@ static void test_reference_ops(void) {
     float g[3] = {0, 1, -2}, up[3] = {2, 2, 2};
     vx_swiglu(g, up, 3);
     CHECK(g[0] == 0 && fabsf(g[1] - 2 / (1 + expf(-1))) < 1e-6f && fabsf(g[2] - 2 * -2 / (1 + expf(2))) < 1e-6f);
+    /* GeGLU: PyTorch's gelu(approximate="tanh") values times u */
+    float gg[4] = {0, 1, -2, 3}, gu[4] = {2, 2, 2, -1};
+    vx_geglu(gg, gu, 4);
+    CHECK(gg[0] == 0 && fabsf(gg[1] - 2 * 0.841191990607f) < 1e-6f && fabsf(gg[2] - 2 * -0.0454023059f) < 1e-7f &&
+          fabsf(gg[3] + 2.99636261f) < 1e-6f);
     float sm[3] = {1, 2, 3};
     vx_softmax(sm, 3);
     const double z = exp(1) + exp(2) + exp(3);
     CHECK(fabs(sm[2] - exp(3) / z) < 1e-6 && fabs(sm[0] + sm[1] + sm[2] - 1) < 1e-6);
 }
 
-/* The SIMD tiers' SwiGLU gives the AVX2 kernel's bits (the AVX-512 one is
- * its arithmetic lane for lane), whole vectors and partial last ones, and
- * at the exp's flush-to-zero edge (|g| past ~87). */
+/* The SIMD tiers' SwiGLU and GeGLU give the AVX2 kernels' bits (the
+ * AVX-512 ones are their arithmetic lane for lane), whole vectors and
+ * partial last ones, and at the exp's flush-to-zero edge (|g| past ~87). */
 static void test_swiglu_bits(const vx_kernels *k, const vx_kernels *avx2) {
     enum { N = 1000 };
     float g0[N], g1[N], u[N];
@@ -137,6 +160,14 @@ static void test_swiglu_bits(const vx_kernels *k, const vx_kernels *avx2) {
                k->name, (long long)n);
         CHECKF(n == N || memcmp(gk + n, g0 + n, (size_t)(N - n) * sizeof(float)) == 0,
                "%s swiglu n=%lld wrote past n", k->name, (long long)n);
+        memcpy(g1, g0, sizeof g0);
+        memcpy(gk, g0, sizeof g0);
+        avx2->geglu(g1, u, n);
+        k->geglu(gk, u, n);
+        CHECKF(memcmp(g1, gk, (size_t)n * sizeof(float)) == 0, "%s geglu n=%lld: not the AVX2 kernel's bits",
+               k->name, (long long)n);
+        CHECKF(n == N || memcmp(gk + n, g0 + n, (size_t)(N - n) * sizeof(float)) == 0,
+               "%s geglu n=%lld wrote past n", k->name, (long long)n);
     }
 }
 

@@ -155,7 +155,7 @@ static int parse_ids(const char *s, vx_token **out, int32_t *n_out) {
 
 int vx_cmd_logits(int argc, char **argv) {
     const char *path = NULL, *tokens = NULL, *outp = NULL;
-    bool decode = false;
+    bool decode = false, f32mm = false;
     long threads = 0;
     vx_kv_type kvt = VX_KV_F32; /* a precision tool: exact cache by default */
     cli_args a = {argc, argv, 0, false};
@@ -163,15 +163,18 @@ int vx_cmd_logits(int argc, char **argv) {
         const char *o = argv[a.i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             printf("usage: vx logits -m MODEL.gguf --tokens 1,2,3,... -o FILE [--decode] [-t N] "
-                   "[--kv-type f32|f16]\n"
+                   "[--kv-type f32|f16] [--f32-matmul]\n"
                    "Evaluates the ids as one sequence (one batch, or one token at a time with\n"
                    "--decode) and writes little-endian float32 logits [n_tokens][n_vocab].\n"
-                   "The KV cache is f32 unless --kv-type says otherwise.\n");
+                   "The KV cache is f32 unless --kv-type says otherwise. --f32-matmul: every\n"
+                   "matmul on weight rows dequantized to f32 and f32 activations (the reference\n"
+                   "path, slow: the exact math on the file's values, to judge the fast kernels).\n");
             return 0;
         } else if (!strcmp(o, "-m") || !strcmp(o, "--model")) path = cli_value(&a);
         else if (!strcmp(o, "--tokens")) tokens = cli_value(&a);
         else if (!strcmp(o, "-o") || !strcmp(o, "--output")) outp = cli_value(&a);
         else if (!strcmp(o, "--decode")) decode = true;
+        else if (!strcmp(o, "--f32-matmul")) f32mm = true;
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) cli_int(&a, 0, 512, &threads);
         else if (!strcmp(o, "--kv-type")) {
             const char *v = cli_value(&a);
@@ -201,6 +204,7 @@ int vx_cmd_logits(int argc, char **argv) {
     cp.n_batch = decode ? 1 : (uint32_t)n;
     cp.n_threads = (int32_t)threads;
     cp.kv_type = kvt;
+    cp.f32_matmul = f32mm;
     vx_context *c = NULL;
     char err[VX_ERRMSG_MAX];
     int rc = 1;

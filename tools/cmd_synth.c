@@ -24,17 +24,22 @@ typedef struct preset {
     int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
     double rope_base, eps;
     bool tied, qkv_bias;
+    int64_t head_dim; /* 0: n_embd / n_head */
 } preset;
 
 static const preset presets[] = {
     {"llama-1b", "llama", "Llama-3.2-1B shape (random weights)", 2048, 16, 32, 8, 8192, 128256,
-     131072, 500000.0, 1e-5, true, false},
+     131072, 500000.0, 1e-5, true, false, 0},
     {"llama-8b", "llama", "Llama-3-8B shape (random weights)", 4096, 32, 32, 8, 14336, 128256,
-     8192, 500000.0, 1e-5, false, false},
+     8192, 500000.0, 1e-5, false, false, 0},
     {"qwen-0.5b", "qwen2", "Qwen2.5-0.5B shape (random weights)", 896, 24, 14, 2, 4864, 151936,
-     32768, 1000000.0, 1e-6, true, true},
+     32768, 1000000.0, 1e-6, true, true, 0},
     {"tiny", "llama", "tiny llama shape (random weights, for tests)", 256, 2, 4, 2, 512, 1024,
-     2048, 10000.0, 1e-5, false, false},
+     2048, 10000.0, 1e-5, false, false, 0},
+    {"gemma-2b", "gemma", "Gemma-2B shape (random weights)", 2048, 18, 8, 1, 16384, 256000, 8192, 10000.0, 1e-6,
+     true, false, 256},
+    {"gemma-tiny", "gemma", "tiny Gemma shape (random weights, for tests: head_dim 128 x 4 heads over 256)", 256, 2,
+     4, 1, 512, 1024, 2048, 10000.0, 1e-6, true, false, 128},
 };
 
 #define N_PRESETS (sizeof presets / sizeof presets[0])
@@ -63,7 +68,7 @@ typedef struct tensor_spec {
 
 static int build_specs(const preset *p, tensor_spec *ts) {
     int n = 0;
-    const int64_t E = p->n_embd, hd = p->n_embd / p->n_head;
+    const int64_t E = p->n_embd, hd = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
     const int64_t QD = p->n_head * hd, KD = p->n_head_kv * hd;
 #define MAT(nm, a, b) (snprintf(ts[n].name, 64, "%s", nm), ts[n].n_dims = 2, ts[n].ne[0] = a, \
                        ts[n].ne[1] = b, ts[n].ne[2] = ts[n].ne[3] = 1, ts[n].vector = false, n++)
@@ -176,7 +181,12 @@ int vx_cmd_synth(int argc, char **argv) {
     vx_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)p->n_ff);
     vx_gguf_set_u32(w, K("attention.head_count"), (uint32_t)p->n_head);
     vx_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)p->n_head_kv);
-    vx_gguf_set_u32(w, K("rope.dimension_count"), (uint32_t)(p->n_embd / p->n_head));
+    const int64_t hd = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
+    vx_gguf_set_u32(w, K("rope.dimension_count"), (uint32_t)hd);
+    if (p->head_dim) {
+        vx_gguf_set_u32(w, K("attention.key_length"), (uint32_t)hd);
+        vx_gguf_set_u32(w, K("attention.value_length"), (uint32_t)hd);
+    }
     vx_gguf_set_f32(w, K("rope.freq_base"), (float)p->rope_base);
     vx_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), (float)p->eps);
     vx_gguf_set_u32(w, K("vocab_size"), (uint32_t)p->n_vocab);

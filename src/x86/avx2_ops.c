@@ -82,17 +82,34 @@ static inline __m256 swiglu8(__m256 g, __m256 u) {
     return _mm256_mul_ps(_mm256_mul_ps(g, _mm256_div_ps(num, _mm256_add_ps(one, e))), u);
 }
 
-void vx_swiglu_avx2(float *g, const float *u, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(g + i, swiglu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
-    if (i < n) { /* the tail through the same lanes: every element computed alike */
-        float tg[8] = {0}, tu[8] = {0};
-        for (int64_t j = i; j < n; j++) tg[j - i] = g[j], tu[j - i] = u[j];
-        _mm256_storeu_ps(tg, swiglu8(_mm256_loadu_ps(tg), _mm256_loadu_ps(tu)));
-        for (int64_t j = i; j < n; j++) g[j] = tg[j - i];
-    }
+/* gelu(g) u with GELU's tanh form: 0.5 (1 + tanh(y)) is sigmoid(2 y),
+ * so gelu(g) = g sigmoid(z), z = 2 sqrt(2 / pi) (g + 0.044715 g^3), and
+ * the sigmoid is swiglu8's (z = +-inf past |g| ~ 1e13: 1 or 0). */
+static inline __m256 geglu8(__m256 g, __m256 u) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    const __m256 g3 = _mm256_mul_ps(_mm256_mul_ps(g, g), _mm256_set1_ps(0.044715f));
+    const __m256 z = _mm256_mul_ps(_mm256_fmadd_ps(g3, g, g), _mm256_set1_ps(1.5957691216057308f));
+    const __m256 e = exp_neg(_mm256_or_ps(z, sign)); /* exp(-|z|) */
+    const __m256 num = _mm256_blendv_ps(one, e, z); /* z's sign bit picks e */
+    return _mm256_mul_ps(_mm256_mul_ps(g, _mm256_div_ps(num, _mm256_add_ps(one, e))), u);
 }
+
+/* f(g, u) over n elements, the tail through the same lanes (every element
+ * computed alike) */
+#define GLU_ROWS8(f)                                                                        \
+    do {                                                                                    \
+        int64_t i = 0;                                                                      \
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(g + i, f(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i))); \
+        if (i < n) {                                                                        \
+            float tg[8] = {0}, tu[8] = {0};                                                 \
+            for (int64_t j = i; j < n; j++) tg[j - i] = g[j], tu[j - i] = u[j];             \
+            _mm256_storeu_ps(tg, f(_mm256_loadu_ps(tg), _mm256_loadu_ps(tu)));              \
+            for (int64_t j = i; j < n; j++) g[j] = tg[j - i];                               \
+        }                                                                                   \
+    } while (0)
+
+void vx_swiglu_avx2(float *g, const float *u, int64_t n) { GLU_ROWS8(swiglu8); }
+void vx_geglu_avx2(float *g, const float *u, int64_t n) { GLU_ROWS8(geglu8); }
 
 /* vx_rmsnorm's arithmetic exactly: the squares (exact in double) into
  * four double chains, element i into chain i % 4 (one lane each), the

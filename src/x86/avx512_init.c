@@ -36,6 +36,7 @@ void VX512(vx_kernels_add)(struct vx_kernels *k) {
     k->gemm[VX_TYPE_F16] = VX512(vx_gemm_f16);
     k->gemm[VX_TYPE_BF16] = VX512(vx_gemm_bf16);
     k->swiglu = VX512(vx_swiglu);
+    k->geglu = VX512(vx_geglu);
     k->attn_dec_f16 = VX512(vx_attn_dec_f16);
     k->attn_dec_q8_0 = VX512(vx_attn_dec_q8_0);
 }

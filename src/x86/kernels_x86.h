@@ -25,6 +25,7 @@ float vx_dot_f32_avx2(const float *a, const float *b, int64_t n);
 void vx_axpy_f32_avx2(float *y, float a, const float *x, int64_t n);
 void vx_f16_to_f32_avx2(const uint16_t *src, float *dst, int64_t n);
 void vx_swiglu_avx2(float *g, const float *u, int64_t n);
+void vx_geglu_avx2(float *g, const float *u, int64_t n);
 void vx_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps);
 float vx_exp_shift_sum_avx2(float *x, int64_t n, float m);
 void vx_f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
@@ -264,6 +265,7 @@ struct vx_kernels;
                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch); \
     /* SwiGLU, the AVX2 kernel's bits (avx512_ops.c) */                                                       \
     void vx_swiglu_##S(float *g, const float *u, int64_t n);                                                   \
+    void vx_geglu_##S(float *g, const float *u, int64_t n);                                                    \
     /* fused decode attention, F16 / Q8_0 cache: GQA groups <= 8, head dim 64 / 128 (avx512_attn.c) */          \
     void vx_attn_dec_f16_##S(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,              \
                              const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,  \

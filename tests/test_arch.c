@@ -1,0 +1,138 @@
+/*
+ * test_arch.c - architectures the shared fixtures do not cover, held to
+ * llama.cpp's own logits recorded here (tests/data/README.md says how).
+ *
+ * Gemma: `vx synth --preset gemma-tiny` (embeddings times sqrt(n_embd),
+ * GeGLU with GELU's tanh form, head_dim 128 x 4 heads over n_embd 256,
+ * one KV head, tied output) in F32 and Q8_0. The F32 model must give
+ * llama.cpp's logits within float rounding (the two engines sum in other
+ * orders; llama.cpp's GELU reads an fp16 table): rel_rmse < 2e-4, the same
+ * top-1 at every position. The Q8_0 one must be as close to that F32
+ * truth as llama.cpp's Q8_0 is (within 1.25x, the fixtures' bar), and
+ * close to llama.cpp's Q8_0 logits. Both as one batch and token by token.
+ * The binary that writes the models is $BUILD/vx (default build/vx).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "testutil.h"
+#include "vortex.h"
+
+static const vx_token k_ids[] = {1, 300, 517, 42, 999, 260, 777, 5, 1023, 12, 600, 301, 302, 303, 100, 64};
+enum { N_IDS = sizeof k_ids / sizeof k_ids[0], N_VOCAB = 1024 };
+
+static char vx[512];
+
+/* The model's logits for k_ids: one batch (decode 0) or token by token. */
+static float *logits_of(vx_model *m, int decode) {
+    vx_context_params cp = vx_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 2;
+    vx_context *ctx = NULL;
+    char err[256];
+    if (vx_context_init(m, &cp, &ctx, err, sizeof err) != VX_OK) {
+        fprintf(stderr, "context: %s\n", err);
+        return NULL;
+    }
+    float *out = vx_context_n_vocab(ctx) == N_VOCAB ? malloc((size_t)N_IDS * N_VOCAB * sizeof *out) : NULL;
+    vx_token tok[N_IDS];
+    vx_pos pos[N_IDS];
+    vx_seq_id seq[N_IDS];
+    int8_t want[N_IDS];
+    for (int i = 0; i < N_IDS; i++) tok[i] = k_ids[i], pos[i] = i, seq[i] = 0, want[i] = 1;
+    for (int i0 = 0; out && i0 < N_IDS; i0 += decode ? 1 : N_IDS) {
+        const int n = decode ? 1 : N_IDS;
+        vx_batch b = {n, tok + i0, pos + i0, seq + i0, want + i0};
+        if (vx_decode(ctx, &b) != VX_OK) {
+            free(out);
+            out = NULL;
+            break;
+        }
+        for (int i = 0; i < n; i++)
+            memcpy(out + (size_t)(i0 + i) * N_VOCAB, vx_get_logits_ith(ctx, i), N_VOCAB * sizeof *out);
+    }
+    vx_context_free(ctx);
+    return out;
+}
+
+static double rel_rmse(const float *a, const float *ref) {
+    double se = 0, sr = 0;
+    for (size_t i = 0; i < (size_t)N_IDS * N_VOCAB; i++)
+        se += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]), sr += (double)ref[i] * ref[i];
+    return sr > 0 ? sqrt(se / sr) : 1;
+}
+
+static int top1_agree(const float *a, const float *b) {
+    int agree = 0;
+    for (int t = 0; t < N_IDS; t++) {
+        int ia = 0, ib = 0;
+        for (int v = 1; v < N_VOCAB; v++) {
+            if (a[t * N_VOCAB + v] > a[t * N_VOCAB + ia]) ia = v;
+            if (b[t * N_VOCAB + v] > b[t * N_VOCAB + ib]) ib = v;
+        }
+        agree += ia == ib;
+    }
+    return agree;
+}
+
+static float *read_ref(const char *path) {
+    size_t sz = 0;
+    float *r = (float *)(void *)vx_test_read_file(path, &sz);
+    CHECKF(r && sz == (size_t)N_IDS * N_VOCAB * sizeof(float), "%s: %zu bytes", path, sz);
+    if (r && sz != (size_t)N_IDS * N_VOCAB * sizeof(float)) {
+        free(r);
+        r = NULL;
+    }
+    return r;
+}
+
+/* vx synth --preset gemma-tiny --type type, loaded */
+static vx_model *synth_gemma(const char *type, const char *path) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s synth --preset gemma-tiny --type %s -o %s > /dev/null 2>&1", vx, type, path);
+    const int st = system(cmd);
+    CHECKF(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s failed", cmd);
+    vx_model *m = NULL;
+    char err[256] = "";
+    CHECKF(vx_model_load(path, NULL, &m, err, sizeof err) == VX_OK, "%s: %s", path, err);
+    return m;
+}
+
+static void test_gemma(void) {
+    const char *p32 = "/tmp/vx_test_arch_gemma_f32.gguf", *p8 = "/tmp/vx_test_arch_gemma_q8_0.gguf";
+    vx_model *m32 = synth_gemma("F32", p32), *m8 = synth_gemma("Q8_0", p8);
+    float *r32 = read_ref("tests/data/gemma-tiny-F32.llamacpp.f32"), *r8 = read_ref("tests/data/gemma-tiny-Q8_0.llamacpp.f32");
+    const double lc8 = r32 && r8 ? rel_rmse(r8, r32) : 1; /* llama.cpp's Q8_0 against its F32 */
+    for (int decode = 0; decode < 2 && m32 && m8 && r32 && r8; decode++) {
+        float *a = logits_of(m32, decode), *b = logits_of(m8, decode);
+        CHECK(a && b);
+        if (a && b) {
+            const double e32 = rel_rmse(a, r32), e8 = rel_rmse(b, r8), e8t = rel_rmse(b, r32);
+            const int t32 = top1_agree(a, r32);
+            CHECKF(e32 < 2e-4 && t32 == N_IDS, "gemma F32 %s: rel_rmse %.3g vs llama.cpp, top-1 %d/%d",
+                   decode ? "decode" : "batch", e32, t32, N_IDS);
+            CHECKF(e8 < 1e-2 && e8t <= 1.25 * lc8, "gemma Q8_0 %s: rel_rmse %.3g vs llama.cpp Q8_0, %.3g vs F32 "
+                   "(llama.cpp's %.3g)", decode ? "decode" : "batch", e8, e8t, lc8);
+            printf("gemma-tiny %-6s F32 rel_rmse %.2e vs llama.cpp (top-1 %d/%d); Q8_0 %.2e vs llama.cpp's, %.2e vs "
+                   "F32 (llama.cpp's %.2e)\n",
+                   decode ? "decode" : "batch", e32, t32, N_IDS, e8, e8t, lc8);
+        }
+        free(a);
+        free(b);
+    }
+    free(r32);
+    free(r8);
+    vx_model_free(m32);
+    vx_model_free(m8);
+    remove(p32);
+    remove(p8);
+}
+
+int main(void) {
+    const char *b = getenv("BUILD");
+    snprintf(vx, sizeof vx, "%s/vx", b && *b ? b : "build");
+    test_gemma();
+    return vx_test_finish("test_arch");
+}
