@@ -149,26 +149,24 @@ static void test_swiglu_bits(const vx_kernels *k, const vx_kernels *avx2) {
     }
     g0[7] = 87.5f, g0[8] = -87.5f, g0[9] = -0.0f, g0[10] = 0.0f, g0[11] = 1e-30f;
     const int64_t sizes[] = {1, 7, 15, 16, 17, 31, 33, 100, 1000};
-    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
-        const int64_t n = sizes[si];
-        memcpy(g1, g0, sizeof g0);
-        float gk[N];
-        memcpy(gk, g0, sizeof g0);
-        avx2->swiglu(g1, u, n);
-        k->swiglu(gk, u, n);
-        CHECKF(memcmp(g1, gk, (size_t)n * sizeof(float)) == 0, "%s swiglu n=%lld: not the AVX2 kernel's bits",
-               k->name, (long long)n);
-        CHECKF(n == N || memcmp(gk + n, g0 + n, (size_t)(N - n) * sizeof(float)) == 0,
-               "%s swiglu n=%lld wrote past n", k->name, (long long)n);
-        memcpy(g1, g0, sizeof g0);
-        memcpy(gk, g0, sizeof g0);
-        avx2->geglu(g1, u, n);
-        k->geglu(gk, u, n);
-        CHECKF(memcmp(g1, gk, (size_t)n * sizeof(float)) == 0, "%s geglu n=%lld: not the AVX2 kernel's bits",
-               k->name, (long long)n);
-        CHECKF(n == N || memcmp(gk + n, g0 + n, (size_t)(N - n) * sizeof(float)) == 0,
-               "%s geglu n=%lld wrote past n", k->name, (long long)n);
-    }
+    typedef void (*glu_fn)(float *, const float *, int64_t);
+    const struct {
+        const char *name;
+        glu_fn want, got;
+    } fns[2] = {{"swiglu", avx2->swiglu, k->swiglu}, {"geglu", avx2->geglu, k->geglu}};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (int f = 0; f < 2; f++) {
+            const int64_t n = sizes[si];
+            float gk[N];
+            memcpy(g1, g0, sizeof g0);
+            memcpy(gk, g0, sizeof g0);
+            fns[f].want(g1, u, n);
+            fns[f].got(gk, u, n);
+            CHECKF(memcmp(g1, gk, (size_t)n * sizeof(float)) == 0, "%s %s n=%lld: not the AVX2 kernel's bits",
+                   k->name, fns[f].name, (long long)n);
+            CHECKF(n == N || memcmp(gk + n, g0 + n, (size_t)(N - n) * sizeof(float)) == 0,
+                   "%s %s n=%lld wrote past n", k->name, fns[f].name, (long long)n);
+        }
 }
 
 int main(void) {
