@@ -116,7 +116,7 @@ static int32_t contiguous_run(const vx_attn_args *a, const int32_t *blocks, int3
  * tokens does: 16 rows and more (the tiles' height). */
 static bool tiles_ok(const vx_kernels *k, const vx_attn_args *a) {
     return a->tiles && k->attn_tiles_step && vx_kv_type_of(a->kv) == VX_KV_F16 && a->head_dim % 32 == 0 &&
-           a->head_dim <= 256;
+           a->head_dim <= 256 && !a->softcap && !a->window;
 }
 
 static bool use_tiles(const vx_kernels *k, const vx_attn_args *a, int32_t nt) {
@@ -147,6 +147,27 @@ static void attend_unit_tiles(const vx_kernels *k, const vx_attn_args *a, int32_
             k->attn_tiles_step(st, c0, VX_MIN(64, n_pos - c0), kp, vp, (int64_t)(rb / 2));
         }
         k->attn_tiles_end(st, a->out + qo, QD);
+    }
+}
+
+/* Gemma 2's score shaping on a chunk's scores s (rows of g query heads per
+ * token, the first token at position p0; positions c0 ..): the soft cap
+ * on scale s (kept in units of s, the softmax applies scale), and
+ * positions at or past the window before a row's token set to -1e30. Not
+ * -inf: a row whose chunk is all outside its window gets the finite
+ * maximum -1e30 scale and P = 1 there, which its own position (always
+ * visible, in a later or the same chunk) then wipes out with corr =
+ * exp(-1e30 scale - m) = 0; -inf would make exp(-inf + inf) a NaN. */
+static void shape_scores(const vx_attn_args *a, float *s, int32_t rows, int32_t g, int nj, int32_t p0, int32_t c0) {
+    const float cap = a->softcap, in = cap ? a->scale / cap : 0, out = cap ? cap / a->scale : 0;
+    for (int32_t r = 0; r < rows; r++) {
+        float *sr = s + (size_t)r * CHUNK;
+        if (cap)
+            for (int j = 0; j < nj; j++) sr[j] = out * tanhf(sr[j] * in);
+        if (a->window) {
+            const int32_t p = p0 + r / g;
+            for (int j = 0; j < nj && p - (c0 + j) >= a->window; j++) sr[j] = -1e30f;
+        }
     }
 }
 
@@ -183,8 +204,11 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
         sc.l[r] = 0;
     }
 
-    int32_t c_first = 0;
-    if (nt == 1 && g <= 8 && (type == VX_KV_F16 || (type == VX_KV_Q8_0 && k->attn_dec_q8_0))) {
+    /* a window: chunks that end before the first token's window are
+     * nobody's (later tokens' windows start later) */
+    int32_t c_first = a->window ? VX_MAX(0, p_first - a->window + 1) / CHUNK * CHUNK : 0;
+    if (nt == 1 && g <= 8 && !a->softcap && !a->window &&
+        (type == VX_KV_F16 || (type == VX_KV_Q8_0 && k->attn_dec_q8_0))) {
         /* decode: every position is visible; the full chunks go through the
          * fused kernel, a run of contiguous cache blocks per call, with the
          * next run's first chunk to prefetch (a Q8_0 kernel may decline
@@ -278,6 +302,7 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
                 k->gemm_abt_f32(Mv, nj, hd, q, hd, sc.kr, hd, s, CHUNK);
                 break;
             }
+            if (a->softcap || a->window) shape_scores(a, s, Mv, g, nj, p_first + i_vis, c0);
             k->attn_softmax16(s, Mv, sc.nv + (size_t)i_vis * g, a->scale, sc.m + r0, sc.l + r0, sc.corr + r0);
             if (v)
                 k->gemm_f32(Mv, hd, nj, s, CHUNK, v, ldv, o, hd, sc.corr + r0);

@@ -43,6 +43,11 @@ typedef struct vx_attn_args {
      * host) takes fewer; NULL: a static round-robin deal. Either way each
      * unit's results are the same bits. */
     atomic_int *next;
+    /* Gemma 2: scores s = scale q.k become softcap tanh(s / softcap) (0:
+     * none), and a token at p sees positions p - window < p' <= p (0: all);
+     * either takes the per-chunk path (not the fused decode or tile kernels) */
+    float softcap;
+    int32_t window;
 } vx_attn_args;
 
 /* Query tokens per tile for a GQA group of g heads (tile rows = tokens x g). */

@@ -320,6 +320,9 @@ static inline void perf_step(vx_context *c, int ith, vx_perf_step s) {
 }
 
 /* The barrier ending step s: thread 0's wait there counted apart. */
+/* Gemma 2's sliding window: its even layers (llama.cpp's rule) */
+static int32_t swa_of(const vx_hparams *hp, int32_t il) { return hp->n_swa > 0 && il % 2 == 0 ? hp->n_swa : 0; }
+
 static void sync_after(vx_context *c, int ith, vx_perf_step s) {
     perf_step(c, ith, s);
     vx_pool_barrier(c->pool);
@@ -771,8 +774,9 @@ static void attn_heads(vx_context *c, const vx_layer *L, int il, int ith, const 
     for (int64_t h = h0 * g; h < h1 * g; h++) qkv_unit(c, L, il, 0, h);
     for (int64_t h = h0; h < h1; h++) qkv_unit(c, L, il, 0, hp->n_head + h);
     perf_step(c, ith, VX_PERF_ROPE);
-    const vx_attn_args aa = {c->kv, il, hp->n_head, hp->n_head_kv, hp->head_dim, 1.0f / sqrtf((float)hd),
-                             c->q, c->att, c->batch->pos, c->batch->seq_id, 1, false, NULL};
+    const vx_attn_args aa = {c->kv, il, hp->n_head, hp->n_head_kv, hp->head_dim, hp->attn_scale,
+                             c->q, c->att, c->batch->pos, c->batch->seq_id, 1, false, NULL,
+                             hp->attn_softcap, swa_of(hp, il)};
     vx_attention_heads(&c->kern, &aa, h0, h1, scr);
 }
 
@@ -850,6 +854,45 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
     }
 }
 
+/* Gemma 2's block outputs: x += RMSNorm(xn) w for this thread's tokens */
+static void post_norm_add(vx_context *c, int ith, int nth, int64_t n, const vx_weight *w) {
+    const int64_t E = c->model->hp.n_embd;
+    int64_t t0, t1;
+    vx_split(n, ith, nth, 1, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++) {
+        float *xn = c->xn + t * E, *x = c->x + t * E;
+        c->kern.rmsnorm(xn, xn, w->data, E, c->model->hp.rms_eps);
+        for (int64_t e = 0; e < E; e++) x[e] += xn[e];
+    }
+}
+
+/* A block's output projection w (K inputs x of n tokens) added to the
+ * residual stream x: straight into it, or (Gemma 2, post a norm) into xn
+ * first, x += RMSNorm(xn) post */
+static void block_out(vx_context *c, int ith, int nth, const vx_weight *w, const float *x, int64_t n, int64_t K,
+                      const vx_weight *post, vx_perf_step s) {
+    const int64_t E = c->model->hp.n_embd;
+    if (!post->data) {
+        mm(c, ith, nth, w, 0, x, n, K, c->x, E, true);
+        sync_after(c, ith, s);
+        return;
+    }
+    mm(c, ith, nth, w, 0, x, n, K, c->xn, E, false);
+    sync_after(c, ith, s);
+    post_norm_add(c, ith, nth, n, post);
+    sync_after(c, ith, VX_PERF_NORM);
+}
+
+/* Gemma 2's final soft cap, cap tanh(logit / cap), over n_out rows of
+ * logits, split between the threads (after the barrier that ends the
+ * logits matmul) */
+static void final_softcap(vx_context *c, int ith, int nth, int64_t n_out) {
+    const float cap = c->model->hp.final_softcap, in = 1.0f / cap;
+    int64_t i0, i1;
+    vx_split(n_out * c->model->hp.n_vocab, ith, nth, 1, &i0, &i1);
+    for (int64_t i = i0; i < i1; i++) c->logits[i] = cap * tanhf(c->logits[i] * in);
+}
+
 static void forward_worker(void *arg, int ith, int nth) {
     vx_context *c = arg;
     const vx_model *M = c->model;
@@ -920,9 +963,10 @@ static void forward_worker(void *arg, int ith, int nth) {
             /* the units from a shared counter (the same slot in every
              * thread: all of them take this branch) */
             const int32_t seq = c->mm_seq[16 * ith]++;
-            const vx_attn_args aa = {c->kv, il, hp->n_head, hp->n_head_kv, hp->head_dim,
-                                     1.0f / sqrtf((float)hd), c->q, c->att, b->pos, b->seq_id,
-                                     (int32_t)n, tiles_attn(c), nth > 1 && seq < c->n_mm ? &c->mm_next[seq] : NULL};
+            const vx_attn_args aa = {c->kv,        il,     hp->n_head, hp->n_head_kv, hp->head_dim,
+                                     hp->attn_scale, c->q, c->att, b->pos, b->seq_id,
+                                     (int32_t)n, tiles_attn(c), nth > 1 && seq < c->n_mm ? &c->mm_next[seq] : NULL,
+                                     hp->attn_softcap, swa_of(hp, il)};
             vx_attention(&c->kern, &aa, ith, nth, scr);
         }
         sync_after(c, ith, VX_PERF_ATTN);
@@ -935,8 +979,7 @@ static void forward_worker(void *arg, int ith, int nth) {
             prep(c, t0, t1, n, c->att, QD, QD, &L->wo, NULL, NULL);
             sync_after(c, ith, VX_PERF_NORM);
         }
-        mm(c, ith, nth, &L->wo, 0, xo, n, QD, c->x, E, true);
-        sync_after(c, ith, VX_PERF_OUT_PROJ);
+        block_out(c, ith, nth, &L->wo, xo, n, QD, &L->attn_post_norm, VX_PERF_OUT_PROJ);
         /* solo FFN: not with an output bias (it is added to x in place) or
          * experts (ffn_moe splits its own steps) */
         const bool fsolo = solo && !L->bo.data && hp->n_expert == 0;
@@ -986,8 +1029,7 @@ static void forward_worker(void *arg, int ith, int nth) {
                 sync_after(c, ith, VX_PERF_FFN_ACT);
             }
         }
-        mm(c, ith, nth, &L->ffn_down, 0, xd, n, F, c->x, E, true);
-        sync_after(c, ith, VX_PERF_FFN_DOWN);
+        block_out(c, ith, nth, &L->ffn_down, xd, n, F, &L->ffn_post_norm, VX_PERF_FFN_DOWN);
     }
 
     /* final norm of the tokens that want logits, gathered in output order */
@@ -996,6 +1038,11 @@ static void forward_worker(void *arg, int ith, int nth) {
         prep_solo(c, ith, xs, E, &M->output, NULL, NULL);
         mm(c, ith, nth, &M->output, 0, xs, 1, E, c->logits, hp->n_vocab, false);
         perf_step(c, ith, VX_PERF_LOGITS);
+        if (hp->final_softcap > 0) {
+            sync_after(c, ith, VX_PERF_LOGITS);
+            final_softcap(c, ith, nth, 1);
+            perf_step(c, ith, VX_PERF_LOGITS);
+        }
         return;
     }
     int64_t o0, o1;
@@ -1007,6 +1054,11 @@ static void forward_worker(void *arg, int ith, int nth) {
     sync_after(c, ith, VX_PERF_LOGITS);
     mm(c, ith, nth, &M->output, 0, c->xn, c->n_out, E, c->logits, hp->n_vocab, false);
     perf_step(c, ith, VX_PERF_LOGITS);
+    if (hp->final_softcap > 0) {
+        sync_after(c, ith, VX_PERF_LOGITS);
+        final_softcap(c, ith, nth, c->n_out);
+        perf_step(c, ith, VX_PERF_LOGITS);
+    }
 }
 
 static vx_status fail(vx_context *c, vx_status st, const char *fmt, ...)

@@ -47,7 +47,7 @@ static const struct {
     {"LlamaForCausalLM", "llama", true},   {"MistralForCausalLM", "llama", true},
     {"Qwen2ForCausalLM", "qwen2", false},  {"Qwen3ForCausalLM", "qwen3", false},
     {"Phi3ForCausalLM", "phi3", false},    {"MixtralForCausalLM", "llama", true},
-    {"GemmaForCausalLM", "gemma", false},
+    {"GemmaForCausalLM", "gemma", false},  {"Gemma2ForCausalLM", "gemma2", false},
 };
 
 typedef struct hf_ctx {
@@ -261,8 +261,8 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
     if (!hp->arch)
         return vx_seterr(err, err_size, VX_EUNSUPPORTED,
                          "config.json: model class %s is not supported (LlamaForCausalLM, MistralForCausalLM, "
-                         "Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM and "
-                         "GemmaForCausalLM are)",
+                         "Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, "
+                         "GemmaForCausalLM and Gemma2ForCausalLM are)",
                          a0->valuestring);
     vx_status st;
     if ((st = need_int(cfg, "hidden_size", 1, 1 << 20, &hp->n_embd, err, err_size)) ||
@@ -294,7 +294,7 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
     if (tie && !cJSON_IsBool(tie) && !cJSON_IsNull(tie))
         return vx_seterr(err, err_size, VX_EFORMAT, "config.json: tie_word_embeddings must be true or false");
     hp->tie = cJSON_IsTrue(tie);
-    if (!strcmp(hp->arch, "gemma")) {
+    if (!strcmp(hp->arch, "gemma") || !strcmp(hp->arch, "gemma2")) {
         /* GemmaConfig: tied unless it says otherwise; the FFN's GELU in its
          * tanh form (transformers runs gelu_pytorch_tanh for Gemma whatever
          * hidden_act says, as llama.cpp does) */
@@ -402,6 +402,32 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
                              "config.json: partial_rotary_factor on a %s model is not supported", a0->valuestring);
     }
     if ((st = set_u32(w, A, "rope.dimension_count", n_rot))) return st;
+    if (!strcmp(hp->arch, "gemma2")) {
+        /* Gemma2Config's defaults; a null cap is none. Queries are scaled by
+         * 1/sqrt(query_pre_attn_scalar): vx (as llama.cpp) takes head_dim,
+         * or n_embd / n_head for the 46-layer 27B model */
+        double acap, fcap, qpas;
+        int64_t swa = 4096;
+        const cJSON *an = cJSON_GetObjectItemCaseSensitive(cfg, "attn_logit_softcapping");
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(cfg, "final_logit_softcapping");
+        if ((st = cfg_real(cfg, "attn_logit_softcapping", 50.0, &acap, err, err_size)) ||
+            (st = cfg_real(cfg, "final_logit_softcapping", 30.0, &fcap, err, err_size)) ||
+            (st = cfg_real(cfg, "query_pre_attn_scalar", (double)hp->head_dim, &qpas, err, err_size)) ||
+            cfg_int(cfg, "sliding_window", 1, 1 << 30, &swa, &st, err, err_size) < 0)
+            return st;
+        if (an && cJSON_IsNull(an)) acap = 0;
+        if (fn && cJSON_IsNull(fn)) fcap = 0;
+        const double want = hp->n_layer == 46 ? (double)hp->n_embd / (double)hp->n_head : (double)hp->head_dim;
+        if (!(acap >= 0) || !(fcap >= 0) || qpas != want)
+            return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                             "config.json: Gemma 2 with soft caps %g / %g and query_pre_attn_scalar %g is not supported "
+                             "(non-negative caps, and %g for this shape)",
+                             acap, fcap, qpas, want);
+        if ((st = set_f32(w, A, "attn_logit_softcapping", acap)) ||
+            (st = set_f32(w, A, "final_logit_softcapping", fcap)) ||
+            (st = set_u32(w, A, "attention.sliding_window", swa)))
+            return st;
+    }
 
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
     if (rs && !cJSON_IsNull(rs)) {
@@ -428,8 +454,11 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
 /* ------------------------------------------------------------ tensors */
 
 /* The GGUF name of an HF tensor name (NULL: not a tensor vx uses); *kind:
- * 'n' norm or bias (made F32), 'q' / 'k' (permuted for Llama), 'w' as is. */
-static const char *map_name(const char *hf, char *buf, size_t size, char *kind) {
+ * 'n' norm or bias (made F32), 'q' / 'k' (permuted for Llama), 'w' as is.
+ * Gemma 2 names its four norms per layer input_layernorm,
+ * post_attention_layernorm (after the attention, not before the FFN),
+ * pre_feedforward_layernorm and post_feedforward_layernorm. */
+static const char *map_name(const hf_hparams *hp, const char *hf, char *buf, size_t size, char *kind) {
     static const struct {
         const char *hf, *gguf;
         char kind;
@@ -462,6 +491,8 @@ static const char *map_name(const char *hf, char *buf, size_t size, char *kind) 
                  {"mlp.down_proj.weight", "ffn_down.weight", 'w'},
                  {"mlp.gate_up_proj.weight", "ffn_up.weight", 'w'},
                  {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight", 'w'},
+                 {"pre_feedforward_layernorm.weight", "ffn_norm.weight", 'n'},
+                 {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", 'n'},
                  {"self_attn.rotary_emb.inv_freq", NULL, 0}};
     /* FP8 scales: read with their weights (add_tensor) */
     const size_t hl = strlen(hf);
@@ -477,6 +508,11 @@ static const char *map_name(const char *hf, char *buf, size_t size, char *kind) 
     unsigned il;
     const char *rest;
     if (!strncmp(hf, "model.layers.", 13) && parse_index(hf + 13, 1u << 20, &il, &rest) && *rest == '.') {
+        if (!strcmp(hp->arch, "gemma2") && !strcmp(rest + 1, "post_attention_layernorm.weight")) {
+            *kind = 'n';
+            snprintf(buf, size, "blk.%u.post_attention_norm.weight", il);
+            return buf;
+        }
         for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
             if (strcmp(rest + 1, layer[i].hf) == 0) {
                 *kind = layer[i].kind;
@@ -753,7 +789,7 @@ static vx_status add_gptq(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t
     char base[300], wname[320], buf[160], kind;
     snprintf(base, sizeof base, "%.*s", (int)(strlen(t->name) - strlen(".qweight")), t->name);
     snprintf(wname, sizeof wname, "%s.weight", base);
-    const char *name = map_name(wname, buf, sizeof buf, &kind);
+    const char *name = map_name(hp, wname, buf, sizeof buf, &kind);
     if (!name || (kind != 'w' && kind != 'q' && kind != 'k'))
         return vx_seterr(err, err_size, VX_EUNSUPPORTED, "int4 tensor '%s' is not a weight matrix vx knows", t->name);
     if (!hp->gptq_group)
@@ -777,7 +813,7 @@ static vx_status add_tensor(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor 
     if (is_expert(t->name, &il, &x, &wi)) return add_expert(c, hp, t, il, x, wi, err, err_size);
     const size_t nl = strlen(t->name);
     if (nl > 8 && !strcmp(t->name + nl - 8, ".qweight")) return add_gptq(c, hp, t, err, err_size);
-    const char *name = map_name(t->name, buf, sizeof buf, &kind);
+    const char *name = map_name(hp, t->name, buf, sizeof buf, &kind);
     if (!name && kind != '?') return VX_OK; /* known, unused */
     if (!name)
         return vx_seterr(err, err_size, VX_EUNSUPPORTED, "tensor '%s' is not one vx knows for %s models", t->name,
@@ -978,7 +1014,7 @@ static vx_status import(hf_ctx *c, const char *dir, char *err, size_t err_size) 
     if (!st) st = read_text(dir, "tokenizer_config.json", &tcfg, &tcfg_len, &missing, err, err_size);
     /* Llama-family and Phi-3 models: the SentencePiece model when there is
      * one, as the converter prefers it; then tokenizer.json */
-    const bool spm_first = hp.permute_qk || !strcmp(hp.arch, "phi3") || !strcmp(hp.arch, "gemma");
+    const bool spm_first = hp.permute_qk || !strcmp(hp.arch, "phi3") || !strncmp(hp.arch, "gemma", 5);
     bool spm = false;
     if (!st && spm_first) {
         st = read_text(dir, "tokenizer.model", &tok, &tok_len, &missing, err, err_size);

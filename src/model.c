@@ -20,13 +20,14 @@
 #include "vocab.h"
 
 static const vx_arch vx_archs[] = {
-    {"llama", VX_ROPE_NORM, false, false, false, false},
-    {"mistral", VX_ROPE_NORM, false, false, false, false},
-    {"qwen2", VX_ROPE_NEOX, false, false, false, false},
-    {"qwen3", VX_ROPE_NEOX, false, false, false, false},
-    {"phi3", VX_ROPE_NEOX, true, true, false, false},
+    {"llama", VX_ROPE_NORM, false, false, false, false, false},
+    {"mistral", VX_ROPE_NORM, false, false, false, false, false},
+    {"qwen2", VX_ROPE_NEOX, false, false, false, false, false},
+    {"qwen3", VX_ROPE_NEOX, false, false, false, false, false},
+    {"phi3", VX_ROPE_NEOX, true, true, false, false, false},
     /* GGUF's Gemma norms hold 1 + w already (the converter adds the 1) */
-    {"gemma", VX_ROPE_NEOX, false, false, true, true},
+    {"gemma", VX_ROPE_NEOX, false, false, true, true, false},
+    {"gemma2", VX_ROPE_NEOX, false, false, true, true, true},
 };
 
 static const vx_arch *arch_find(const char *name) {
@@ -180,6 +181,21 @@ static vx_status load_hparams(loader *L) {
         return vx_seterr(L->err, L->err_size, VX_EFORMAT,
                          "%s.attention.layer_norm_rms_epsilon = %g is negative", L->arch,
                          hp->rms_eps);
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    hp->attn_softcap = hp->final_softcap = 0;
+    hp->n_swa = 0;
+    if (strcmp(L->arch, "gemma2") == 0) {
+        /* llama.cpp's defaults and rule: the caps and the window from the
+         * file, a 4096 window when it has none, and the 27B model (46
+         * layers) scaling queries by 1/sqrt(n_embd / n_head) */
+        if ((st = hp_float(L, "attn_logit_softcapping", 0.0, &hp->attn_softcap)) ||
+            (st = hp_float(L, "final_logit_softcapping", 0.0, &hp->final_softcap)) ||
+            (st = hp_int(L, "attention.sliding_window", false, 4096, 0, 1 << 30, &hp->n_swa)))
+            return st;
+        if (!(hp->attn_softcap >= 0) || !(hp->final_softcap >= 0))
+            return vx_seterr(L->err, L->err_size, VX_EFORMAT, "gemma2: a negative logit soft cap");
+        if (hp->n_layer == 46) hp->attn_scale = 1.0f / sqrtf((float)hp->n_embd / (float)hp->n_head);
+    }
     if ((st = hp_float(L, "rope.freq_base", 10000.0, &hp->rope_base))) return st;
     if (hp->rope_base <= 0)
         return vx_seterr(L->err, L->err_size, VX_EFORMAT, "rope.freq_base must be positive");
@@ -302,8 +318,12 @@ static vx_status load_weights(loader *L) {
         if ((st = bind(L, &l->k_norm, NAME("attn_k_norm.weight"), false, hp->head_dim, 1, 0)))
             return st;
         if ((st = bind(L, &l->ffn_norm, NAME("ffn_norm.weight"), true, E, 1, 0))) return st;
-        const vx_weight *f32s[] = {&l->attn_norm, &l->bq, &l->bk, &l->bv, &l->bqkv, &l->bo,
-                                   &l->q_norm, &l->k_norm, &l->ffn_norm};
+        const bool g2 = m->arch->gemma2;
+        if ((st = bind(L, &l->attn_post_norm, NAME("post_attention_norm.weight"), g2, E, 1, 0)) ||
+            (st = bind(L, &l->ffn_post_norm, NAME("post_ffw_norm.weight"), g2, E, 1, 0)))
+            return st;
+        const vx_weight *f32s[] = {&l->attn_norm, &l->bq, &l->bk,        &l->bv,        &l->bqkv,          &l->bo,
+                                   &l->q_norm,    &l->k_norm, &l->ffn_norm, &l->attn_post_norm, &l->ffn_post_norm};
         for (size_t i = 0; i < sizeof f32s / sizeof f32s[0]; i++)
             if ((st = need_f32(L, f32s[i]))) return st;
         if (hp->n_expert > 0) {
@@ -485,7 +505,7 @@ vx_status vx_model_load(const char *path, const vx_model_params *params, vx_mode
     if (!m->arch) {
         st = vx_seterr(err, err_size, VX_EUNSUPPORTED,
                        "%s: architecture '%s' is not supported (supported: llama, mistral, "
-                       "qwen2, qwen3, phi3, gemma)",
+                       "qwen2, qwen3, phi3, gemma, gemma2)",
                        path, arch);
         goto fail;
     }

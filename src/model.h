@@ -27,6 +27,7 @@ typedef struct vx_arch {
     bool fused_gate_up_ok; /* ffn_up may hold [gate; up] without ffn_gate */
     bool gelu;             /* GeGLU feed-forward (GELU's tanh form) instead of SwiGLU */
     bool embed_scale;      /* embeddings times sqrt(n_embd) (Gemma) */
+    bool gemma2;           /* post-attention / post-FFN norms, soft caps, sliding window on even layers */
 } vx_arch;
 
 /* A 2-D (or 3-D, for stacked experts) weight matrix: ne0 elements per row,
@@ -51,6 +52,7 @@ typedef struct vx_layer {
     vx_weight bq, bk, bv, bqkv, bo; /* optional biases (data == NULL when absent) */
     vx_weight q_norm, k_norm;       /* optional per-head RMSNorm weights [head_dim] */
     vx_weight ffn_norm;
+    vx_weight attn_post_norm, ffn_post_norm; /* Gemma 2: RMSNorm of the block outputs before the residual add */
     vx_weight ffn_gate, ffn_up, ffn_down; /* dense FFN */
     vx_weight ffn_gate_inp;               /* MoE router [n_embd -> n_expert] */
     vx_weight ffn_gate_exps, ffn_up_exps, ffn_down_exps;
@@ -71,6 +73,9 @@ typedef struct vx_hparams {
     float rms_eps;
     float rope_base;
     float rope_scale; /* linear scaling: positions are divided by this (1 = none) */
+    float attn_scale; /* scores q.k times this (1/sqrt(head_dim); Gemma 2 27B: 1/sqrt(n_embd / n_head)) */
+    float attn_softcap, final_softcap; /* Gemma 2: tanh caps of the scores and the logits (0: none) */
+    int32_t n_swa;                     /* Gemma 2: sliding window of its even layers (0: none) */
     bool fused_qkv, fused_gate_up, tied_output;
 } vx_hparams;
 

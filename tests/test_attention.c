@@ -89,6 +89,12 @@ static void *dyn_run(void *p) {
 /* tiles: 0, or 1 with the flag for the tile attention (attn_tiles_*)
  * set, whose bf16 operands get TOL_TILES, or 2 with the flag set for a
  * case it must not take (TOL) */
+/* Gemma 2's score shaping for run_case (0: none): the reference caps
+ * scale q.k at g_softcap tanh(. / g_softcap) and sees positions
+ * pos - g_window < p <= pos */
+static float g_softcap;
+static int g_window;
+
 static void run_case(const vx_kernels *kset, int nk, vx_kv_type type, int n_head_kv, int g, int hd,
                      const scase *sc, int tiles) {
     const int n_head = n_head_kv * g, KD = n_head_kv * hd, QD = n_head * hd;
@@ -127,16 +133,18 @@ static void run_case(const vx_kernels *kset, int nk, vx_kv_type type, int n_head
         for (int h = 0; h < n_head; h++) {
             const int kvh = h / g;
             double mx = -INFINITY, sum = 0;
-            for (int p = 0; p <= pos[t]; p++) {
+            const int p_lo = g_window ? VX_MAX(0, pos[t] - g_window + 1) : 0;
+            for (int p = p_lo; p <= pos[t]; p++) {
                 row_f32(type, vx_kv_k_row(kv, 0, seq[t], p), kr, KD);
                 double d = 0;
                 for (int i = 0; i < hd; i++) d += (double)q[t * QD + h * hd + i] * kr[kvh * hd + i];
                 sco[p] = d * scale;
+                if (g_softcap) sco[p] = g_softcap * tanh(sco[p] / g_softcap);
                 mx = sco[p] > mx ? sco[p] : mx;
             }
             double *o = ref + (size_t)t * QD + h * hd;
             for (int i = 0; i < hd; i++) o[i] = 0;
-            for (int p = 0; p <= pos[t]; p++) {
+            for (int p = p_lo; p <= pos[t]; p++) {
                 const double w = exp(sco[p] - mx);
                 sum += w;
                 row_f32(type, vx_kv_v_row(kv, 0, seq[t], p), vr, KD);
@@ -146,7 +154,7 @@ static void run_case(const vx_kernels *kset, int nk, vx_kv_type type, int n_head
         }
     const size_t nsf = vx_attn_scratch_floats(n_head, n_head_kv, hd);
     float *scr = aligned_alloc(64, (nsf * 4 + 63) / 64 * 64);
-    vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, q, out, pos, seq, n_tok, tiles != 0, NULL};
+    vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, q, out, pos, seq, n_tok, tiles != 0, NULL, g_softcap, g_window};
     for (int ki = 0; ki < nk; ki++) {
         const vx_kernels *k = &kset[ki];
         /* whole batch on one thread, then split three ways */
@@ -492,7 +500,7 @@ static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, 
     int32_t pos[NB], seq[NB] = {0};
     for (int i = 0; i < nb; i++) pos[i] = n_pos - nb + i;
     /* decode */
-    vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, qd, out, &pos[nb - 1], seq, 1, false, NULL};
+    vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, qd, out, &pos[nb - 1], seq, 1, false, NULL, 0, 0};
     vx_attention(k, &a, 0, 1, scr);
     /* the old path: per chunk, the blocks on fp16 rows read in place */
     const int64_t ld = (int64_t)(vx_kv_row_bytes(kv) / 2);
@@ -521,7 +529,7 @@ static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, 
     CHECKF(memcmp(out, ref, (size_t)QD * 4) == 0,
            "%s decode g %d hd %d n_pos %d frag %d: not the per-chunk bits", k->name, g, hd, n_pos, frag);
     /* batched: the last token's row */
-    vx_attn_args b = {kv, 0, n_head, n_head_kv, hd, scale, q, outb, pos, seq, nb, false, NULL};
+    vx_attn_args b = {kv, 0, n_head, n_head_kv, hd, scale, q, outb, pos, seq, nb, false, NULL, 0, 0};
     vx_attention(k, &b, 0, 1, scr);
     CHECKF(memcmp(out, outb + (size_t)(nb - 1) * QD, (size_t)QD * 4) == 0,
            "%s decode g %d hd %d n_pos %d frag %d: batched and decode differ", k->name, g, hd, n_pos,
@@ -627,6 +635,19 @@ int main(void) {
             }
     /* one kv head (MQA) */
     run_case(ks, nk, VX_KV_F16, 1, 7, 64, &cases[5], 0);
+    /* Gemma 2: soft-capped scores and a sliding window, through the
+     * per-chunk path (the fused decode kernels step aside), for decodes,
+     * prefills after a prefix and mixed batches; then each alone */
+    g_softcap = 0.5f, g_window = 20;
+    for (int ti = 0; ti < 3; ti++) {
+        static const int cis[] = {1, 2, 5, 6, 7};
+        for (int i = 0; i < 5; i++) run_case(ks, nk, types[ti], 2, 2, 64, &cases[cis[i]], 0);
+    }
+    g_window = 0;
+    run_case(ks, nk, VX_KV_F16, 2, 4, 128, &cases[2], 0);
+    g_softcap = 0, g_window = 16;
+    run_case(ks, nk, VX_KV_F16, 1, 7, 64, &cases[5], 0);
+    g_window = 0;
 
     /* The tile attention (AMX, natively and emulated): tiles of 16+ rows
      * over F16 caches, the other units on the block kernels. */
@@ -664,5 +685,9 @@ int main(void) {
      * tiles do not take: the block kernels' bound holds */
     run_case(kt, nt, VX_KV_Q8_0, 2, 4, 64, &tcases[2], 2);
     run_case(kt, nt, VX_KV_F16, 2, 4, 40, &tcases[2], 2);
+    /* a soft cap or a window: the tiles step aside too */
+    g_softcap = 0.5f, g_window = 20;
+    run_case(kt, nt, VX_KV_F16, 2, 4, 64, &tcases[2], 2);
+    g_softcap = 0, g_window = 0;
     return vx_test_finish("test_attention");
 }

@@ -366,7 +366,19 @@ static bool write_text(const char *dir, const char *name, const char *text) {
 }
 
 /* The HF name of a GGUF tensor name (NULL: none). */
-static const char *hf_name(const char *g, char *buf, size_t size) {
+static const char *hf_name(const char *g, char *buf, size_t size, bool gemma2) {
+    /* Gemma 2's four norms per layer */
+    static const char *const g2[][2] = {{"post_attention_norm.weight", "post_attention_layernorm.weight"},
+                                        {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+                                        {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"}};
+    unsigned gl;
+    int gp = 0;
+    if (gemma2 && sscanf(g, "blk.%u.%n", &gl, &gp) == 1 && gp)
+        for (size_t i = 0; i < 3; i++)
+            if (!strcmp(g + gp, g2[i][0])) {
+                snprintf(buf, size, "model.layers.%u.%s", gl, g2[i][1]);
+                return buf;
+            }
     static const char *const top[][2] = {{"token_embd.weight", "model.embed_tokens.weight"},
                                          {"output_norm.weight", "model.norm.weight"},
                                          {"output.weight", "lm_head.weight"}};
@@ -528,6 +540,7 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
                       : !strcmp(arch, "qwen2") ? "Qwen2ForCausalLM"
                       : !strcmp(arch, "qwen3") ? "Qwen3ForCausalLM"
                       : !strcmp(arch, "gemma") ? "GemmaForCausalLM"
+                      : !strcmp(arch, "gemma2") ? "Gemma2ForCausalLM"
                                                : "Phi3ForCausalLM";
     cJSON_AddItemToArray(archs, cJSON_CreateString(cls));
     cJSON_AddNumberToObject(cfg, "hidden_size", (double)E);
@@ -541,6 +554,21 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
     cJSON_AddNumberToObject(cfg, "rope_theta", theta);
     cJSON_AddBoolToObject(cfg, "tie_word_embeddings", tied);
     cJSON_AddNullToObject(cfg, "rope_scaling");
+    if (!strcmp(arch, "gemma2")) {
+        double acap = 0, fcap = 0;
+        int64_t swa = 0;
+        snprintf(key, sizeof key, "gemma2.attn_logit_softcapping");
+        vx_gguf_get_f64(g, key, &acap);
+        snprintf(key, sizeof key, "gemma2.final_logit_softcapping");
+        vx_gguf_get_f64(g, key, &fcap);
+        snprintf(key, sizeof key, "gemma2.attention.sliding_window");
+        vx_gguf_get_i64(g, key, &swa);
+        cJSON_AddNumberToObject(cfg, "attn_logit_softcapping", acap);
+        cJSON_AddNumberToObject(cfg, "final_logit_softcapping", fcap);
+        cJSON_AddNumberToObject(cfg, "sliding_window", (double)swa);
+        cJSON_AddNumberToObject(cfg, "query_pre_attn_scalar", (double)HD);
+        cJSON_AddStringToObject(cfg, "hidden_activation", "gelu_pytorch_tanh");
+    }
     if (o->gptq == 3) {
         cJSON *qc = cJSON_AddObjectToObject(cfg, "quantization_config");
         cJSON_AddStringToObject(qc, "quant_method", "awq");
@@ -638,7 +666,8 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
             sscanf(t->name, "blk.%u.", &il);
             snprintf(b, sizeof b, "model.layers.%u.block_sparse_moe.gate.weight", il);
         }
-        const char *hn = strstr(t->name, ".ffn_gate_inp.weight") ? b : hf_name(t->name, b, sizeof b);
+        const char *hn =
+            strstr(t->name, ".ffn_gate_inp.weight") ? b : hf_name(t->name, b, sizeof b, !strcmp(arch, "gemma2"));
         const char *suffix = strchr(t->name, '.') ? strchr(strchr(t->name, '.') + 1, '.') : NULL;
         if (!hn && suffix && !strcmp(suffix, ".ffn_up.weight")) {
             unsigned il;
@@ -660,7 +689,7 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
         e[n].data = t->data;
         e[n].size = (size_t)t->size;
         const size_t tl = strlen(t->name);
-        if (!strcmp(arch, "gemma") && tl > 11 && !strcmp(t->name + tl - 11, "norm.weight") && t->type == VX_TYPE_F32) {
+        if (!strncmp(arch, "gemma", 5) && tl > 11 && !strcmp(t->name + tl - 11, "norm.weight") && t->type == VX_TYPE_F32) {
             /* Gemma's checkpoints hold w, GGUF 1 + w (exact: w near 1) */
             float *p = malloc((size_t)t->size);
             for (int64_t j = 0; j < t->ne[0]; j++) p[j] = ((const float *)t->data)[j] - 1.0f;
@@ -1151,13 +1180,20 @@ int main(void) {
     test_model("models/phi3/phi3-F16.gguf", &one);
     test_model("models/moe/moe-F16.gguf", &two);
     {
-        /* Gemma (no fixture): vx synth's gemma-tiny, its norms written as
-         * Gemma's checkpoints hold them (w, not 1 + w) */
+        /* Gemma and Gemma 2 (no fixtures): vx synth's gemma-tiny and
+         * gemma2-tiny, their norms written as the checkpoints hold them (w,
+         * not 1 + w), Gemma 2's four per layer under its own names */
         char gm[400], cmd[1024];
         snprintf(gm, sizeof gm, "%s/gemma-tiny.gguf", g_tmp);
         const char *b = getenv("BUILD");
         snprintf(cmd, sizeof cmd, "%s/vx synth --preset gemma-tiny --type F32 -o %s > /dev/null 2>&1", b && *b ? b : "build",
                  gm);
+        CHECKF(system(cmd) == 0, "%s", cmd);
+        test_model(gm, &spm);
+        remove(gm);
+        snprintf(gm, sizeof gm, "%s/gemma2-tiny.gguf", g_tmp);
+        snprintf(cmd, sizeof cmd, "%s/vx synth --preset gemma2-tiny --type F32 -o %s > /dev/null 2>&1",
+                 b && *b ? b : "build", gm);
         CHECKF(system(cmd) == 0, "%s", cmd);
         test_model(gm, &spm);
         remove(gm);

@@ -25,21 +25,28 @@ typedef struct preset {
     double rope_base, eps;
     bool tied, qkv_bias;
     int64_t head_dim; /* 0: n_embd / n_head */
+    double attn_cap, final_cap; /* Gemma 2's logit soft caps */
+    int64_t swa;                /* Gemma 2's sliding window */
 } preset;
 
 static const preset presets[] = {
     {"llama-1b", "llama", "Llama-3.2-1B shape (random weights)", 2048, 16, 32, 8, 8192, 128256,
-     131072, 500000.0, 1e-5, true, false, 0},
+     131072, 500000.0, 1e-5, true, false, 0, 0, 0, 0},
     {"llama-8b", "llama", "Llama-3-8B shape (random weights)", 4096, 32, 32, 8, 14336, 128256,
-     8192, 500000.0, 1e-5, false, false, 0},
+     8192, 500000.0, 1e-5, false, false, 0, 0, 0, 0},
     {"qwen-0.5b", "qwen2", "Qwen2.5-0.5B shape (random weights)", 896, 24, 14, 2, 4864, 151936,
-     32768, 1000000.0, 1e-6, true, true, 0},
+     32768, 1000000.0, 1e-6, true, true, 0, 0, 0, 0},
     {"tiny", "llama", "tiny llama shape (random weights, for tests)", 256, 2, 4, 2, 512, 1024,
-     2048, 10000.0, 1e-5, false, false, 0},
+     2048, 10000.0, 1e-5, false, false, 0, 0, 0, 0},
     {"gemma-2b", "gemma", "Gemma-2B shape (random weights)", 2048, 18, 8, 1, 16384, 256000, 8192, 10000.0, 1e-6,
-     true, false, 256},
+     true, false, 256, 0, 0, 0},
     {"gemma-tiny", "gemma", "tiny Gemma shape (random weights, for tests: head_dim 128 x 4 heads over 256)", 256, 2,
-     4, 1, 512, 1024, 2048, 10000.0, 1e-6, true, false, 128},
+     4, 1, 512, 1024, 2048, 10000.0, 1e-6, true, false, 128, 0, 0, 0},
+    {"gemma2-2b", "gemma2", "Gemma-2-2B shape (random weights)", 2304, 26, 8, 4, 9216, 256000, 8192, 10000.0, 1e-6,
+     true, false, 256, 50.0, 30.0, 4096},
+    /* 26 layers: llama.cpp takes Gemma 2 models of 26, 42 or 46 layers only */
+    {"gemma2-tiny", "gemma2", "tiny Gemma 2 shape (random weights, for tests: 26 layers, caps 0.5 / 1, window 6)", 128,
+     26, 4, 2, 256, 1024, 2048, 10000.0, 1e-6, true, false, 64, 0.5, 1.0, 6},
 };
 
 #define N_PRESETS (sizeof presets / sizeof presets[0])
@@ -92,6 +99,10 @@ static int build_specs(const preset *p, tensor_spec *ts) {
         MAT(L("ffn_gate.weight"), E, p->n_ff);
         MAT(L("ffn_up.weight"), E, p->n_ff);
         MAT(L("ffn_down.weight"), p->n_ff, E);
+        if (!strcmp(p->arch, "gemma2")) {
+            VEC(L("post_attention_norm.weight"), E);
+            VEC(L("post_ffw_norm.weight"), E);
+        }
 #undef L
     }
     VEC("output_norm.weight", E);
@@ -146,7 +157,7 @@ int vx_cmd_synth(int argc, char **argv) {
         fprintf(stderr, "error: unknown type '%s' (see vx synth --help)\n", tname);
         return 2;
     }
-    tensor_spec *ts = calloc((size_t)(p->n_layer * 16 + 8), sizeof *ts);
+    tensor_spec *ts = calloc((size_t)(p->n_layer * 18 + 8), sizeof *ts);
     if (!ts) return 1;
     const int nt = build_specs(p, ts);
     vx_quant_shape *shapes = calloc((size_t)nt, sizeof *shapes);
@@ -183,6 +194,11 @@ int vx_cmd_synth(int argc, char **argv) {
     vx_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)p->n_head_kv);
     const int64_t hd = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
     vx_gguf_set_u32(w, K("rope.dimension_count"), (uint32_t)hd);
+    if (p->swa) {
+        vx_gguf_set_f32(w, K("attn_logit_softcapping"), (float)p->attn_cap);
+        vx_gguf_set_f32(w, K("final_logit_softcapping"), (float)p->final_cap);
+        vx_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)p->swa);
+    }
     if (p->head_dim) {
         vx_gguf_set_u32(w, K("attention.key_length"), (uint32_t)hd);
         vx_gguf_set_u32(w, K("attention.value_length"), (uint32_t)hd);
