@@ -1196,6 +1196,26 @@ int main(void) {
                  b && *b ? b : "build", gm);
         CHECKF(system(cmd) == 0, "%s", cmd);
         test_model(gm, &spm);
+        /* what vx does not do is refused, not run wrong */
+        static const struct {
+            const char *key, *value, *what;
+        } g2bad[] = {{"query_pre_attn_scalar", "144", "query_pre_attn_scalar 144"},
+                     {"hidden_activation", "\"silu\"", "hidden_activation 'silu'"},
+                     {"attn_logit_softcapping", "-1", "soft caps -1"}};
+        char gd[400], err[512];
+        snprintf(gd, sizeof gd, "%s/g2", g_tmp);
+        for (size_t i = 0; i < sizeof g2bad / sizeof g2bad[0]; i++) {
+            mkdir(gd, 0700);
+            CHECK(export_hf(gm, gd, &spm));
+            patch_json(gd, "config.json", g2bad[i].key, g2bad[i].value);
+            vx_model *m = NULL;
+            err[0] = 0;
+            const vx_status st = vx_model_load(gd, NULL, &m, err, sizeof err);
+            CHECKF(st == VX_EUNSUPPORTED && !m && strstr(err, g2bad[i].what), "Gemma 2 %s = %s: %s '%s'", g2bad[i].key,
+                   g2bad[i].value, vx_status_str(st), err);
+            vx_model_free(m);
+            rm_dir(gd);
+        }
         remove(gm);
     }
     test_fp8("models/llama/llama-F16.gguf", 1);
