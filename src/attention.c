@@ -116,7 +116,7 @@ static int32_t contiguous_run(const vx_attn_args *a, const int32_t *blocks, int3
  * tokens does: 16 rows and more (the tiles' height). */
 static bool tiles_ok(const vx_kernels *k, const vx_attn_args *a) {
     return a->tiles && k->attn_tiles_step && vx_kv_type_of(a->kv) == VX_KV_F16 && a->head_dim % 32 == 0 &&
-           a->head_dim <= 256 && !a->softcap && !a->window;
+           a->head_dim <= 256;
 }
 
 static bool use_tiles(const vx_kernels *k, const vx_attn_args *a, int32_t nt) {
@@ -136,8 +136,9 @@ static void attend_unit_tiles(const vx_kernels *k, const vx_attn_args *a, int32_
     void *st = scratch + scratch_layout(g, hd, NULL, &sc);
     for (int32_t h = h0; h < h0 + nh; h++) {
         const size_t ho = head_off(VX_KV_F16, h, hd), qo = (size_t)t0 * QD + (size_t)h * g * hd;
-        k->attn_tiles_begin(st, (int64_t)nt * g, g, hd, a->q + qo, QD, p_first, a->scale);
-        for (int32_t c0 = 0; c0 < n_pos; c0 += 64) {
+        k->attn_tiles_begin(st, (int64_t)nt * g, g, hd, a->q + qo, QD, p_first, a->scale, a->softcap, a->window);
+        /* a window: the steps before the first token's are nobody's */
+        for (int32_t c0 = a->window ? VX_MAX(0, p_first - a->window + 1) / 64 * 64 : 0; c0 < n_pos; c0 += 64) {
             /* this step's chunks and the next one's (prefetched) */
             const uint16_t *kp[8] = {NULL}, *vp[8] = {NULL};
             for (int i = 0; i < 8 && c0 + 16 * i < n_pos; i++) {

@@ -45,7 +45,8 @@ typedef struct vx_attn_args {
     atomic_int *next;
     /* Gemma 2: scores s = scale q.k become softcap tanh(s / softcap) (0:
      * none), and a token at p sees positions p - window < p' <= p (0: all);
-     * either takes the per-chunk path (not the fused decode or tile kernels) */
+     * the tile kernels take both, the fused decode kernels neither (the
+     * per-chunk path runs those units) */
     float softcap;
     int32_t window;
 } vx_attn_args;

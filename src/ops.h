@@ -96,9 +96,11 @@ typedef struct vx_kernels {
      * 16-position chunks, ld elements apart; k[4..7], v[4..7] those of the
      * next step, only prefetched, NULL past the end; np: positions in the
      * step), then end writes the outputs in the rows' layout (ldo).
-     * hd % 32 == 0, hd <= 256, rows <= VX_ATTN_TILES_MAX_ROWS. */
+     * hd % 32 == 0, hd <= 256, rows <= VX_ATTN_TILES_MAX_ROWS. softcap,
+     * window: Gemma 2's score cap and sliding window (vx_attn_args; 0:
+     * none); steps wholly before every row's window may be left out. */
     void (*attn_tiles_begin)(void *st, int64_t rows, int64_t g, int64_t hd, const float *q, int64_t ldq,
-                             int32_t p0, float scale);
+                             int32_t p0, float scale, float softcap, int32_t window);
     void (*attn_tiles_step)(void *st, int32_t c0, int32_t np, const uint16_t *const *k,
                             const uint16_t *const *v, int64_t ld);
     void (*attn_tiles_end)(void *st, float *out, int64_t ldo);

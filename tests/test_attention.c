@@ -685,9 +685,17 @@ int main(void) {
      * tiles do not take: the block kernels' bound holds */
     run_case(kt, nt, VX_KV_Q8_0, 2, 4, 64, &tcases[2], 2);
     run_case(kt, nt, VX_KV_F16, 2, 4, 40, &tcases[2], 2);
-    /* a soft cap or a window: the tiles step aside too */
+    /* Gemma 2 on the tiles: soft caps and windows shorter than a step,
+     * across steps, and past a long context (skipped steps) */
     g_softcap = 0.5f, g_window = 20;
-    run_case(kt, nt, VX_KV_F16, 2, 4, 64, &tcases[2], 2);
+    run_case(kt, nt, VX_KV_F16, 2, 4, 64, &tcases[2], 1);
+    run_case(kt, nt, VX_KV_F16, 2, 1, 128, &tcases[5], 1);
+    g_window = 200;
+    run_case(kt, nt, VX_KV_F16, 2, 4, 64, &longc, 1);
+    g_softcap = 0;
+    run_case(kt, nt, VX_KV_F16, 2, 7, 96, &tcases[4], 1);
+    g_softcap = 30.0f, g_window = 0;
+    run_case(kt, nt, VX_KV_F16, 2, 4, 256, &tcases[0], 1);
     g_softcap = 0, g_window = 0;
     return vx_test_finish("test_attention");
 }

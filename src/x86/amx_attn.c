@@ -63,6 +63,8 @@ static const float LAZY = 12.0f; /* rescale when the maximum grows by more (log2
 typedef struct tstate {
     int32_t rows, mr, g, hd; /* query rows, padded to 16, GQA group, head dim */
     float scale;
+    float softcap;  /* Gemma 2: scores scale s become softcap tanh(scale s / softcap) (0: none) */
+    int32_t window; /* Gemma 2: a row at p sees p - window < p' <= p (0: all) */
     float *m, *l;    /* [mr] running maximum (scores x scale x log2 e), denominator */
     int32_t *lim;    /* [mr] last position each row sees */
     uint16_t *qt[2]; /* hi, lo: [hd / 32][mr / 16] B tiles, Q^T in pairs */
@@ -141,7 +143,7 @@ static inline void pair16_trunc(__m512 a, __m512 b, __m512i *h, __m512i *l) {
 }
 
 void VXAMX(vx_attn_tiles_begin)(void *scratch, int64_t rows, int64_t g, int64_t hd, const float *q, int64_t ldq,
-                                int32_t p0, float scale) {
+                                int32_t p0, float scale, float softcap, int32_t window) {
     tstate *st = state_of(scratch);
     VX_ASSERT(rows >= 1 && rows <= VX_ATTN_TILES_MAX_ROWS && hd % 32 == 0 && hd <= 256);
     st->rows = (int32_t)rows;
@@ -149,6 +151,8 @@ void VXAMX(vx_attn_tiles_begin)(void *scratch, int64_t rows, int64_t g, int64_t 
     st->g = (int32_t)g;
     st->hd = (int32_t)hd;
     st->scale = scale;
+    st->softcap = softcap;
+    st->window = window;
     layout(st);
     const int nb = st->mr / 16;
     for (int cb = 0; cb < nb; cb++)
@@ -215,19 +219,21 @@ static void load_kv(tstate *st, int np, const uint16_t *const *k, const uint16_t
 }
 
 /* The visible positions among j of the step for 16 rows of limits lim
- * (all when full). */
-static inline __mmask16 visible(bool full, int32_t c0, int j, __m512i lim) {
-    return full ? (__mmask16)0xffff : _mm512_cmple_epi32_mask(_mm512_set1_epi32(c0 + j), lim);
+ * and window starts lo (positions > lo; INT32_MIN without a window): all
+ * when full. */
+static inline __mmask16 visible(bool full, int32_t c0, int j, __m512i lim, __m512i lo) {
+    const __m512i p = _mm512_set1_epi32(c0 + j);
+    return full ? (__mmask16)0xffff : _mm512_cmple_epi32_mask(p, lim) & _mm512_cmpgt_epi32_mask(p, lo);
 }
 
 /* The maximum of the visible scores of positions [0, np) (in four
  * independent chains: one would wait on vmaxps' latency). */
 static inline __attribute__((always_inline)) __m512 col_max(const float *sc, int np, bool full, int32_t c0,
-                                                            __m512i lim) {
+                                                            __m512i lim, __m512i lo) {
     __m512 mx[4];
     for (int e = 0; e < 4; e++) mx[e] = _mm512_set1_ps(-INFINITY);
     for (int j = 0; j < np; j++)
-        mx[j % 4] = _mm512_mask_max_ps(mx[j % 4], visible(full, c0, j, lim), mx[j % 4], _mm512_loadu_ps(sc + 16 * j));
+        mx[j % 4] = _mm512_mask_max_ps(mx[j % 4], visible(full, c0, j, lim, lo), mx[j % 4], _mm512_loadu_ps(sc + 16 * j));
     return _mm512_max_ps(_mm512_max_ps(mx[0], mx[1]), _mm512_max_ps(mx[2], mx[3]));
 }
 
@@ -237,7 +243,7 @@ static inline __attribute__((always_inline)) __m512 col_max(const float *sc, int
  * nothing), their pairs in bf16 hi and lo into pp, and their sum (two
  * chains, for vaddps' latency). */
 static inline __attribute__((always_inline)) __m512 col_exp(const float *sc, int np, bool full, int32_t c0,
-                                                            __m512i lim, __m512 scale, __m512 m,
+                                                            __m512i lim, __m512i lo, __m512 scale, __m512 m,
                                                             uint16_t *const *pp) {
     __m512 l0 = _mm512_setzero_ps(), l1 = _mm512_setzero_ps();
     const __m512 floor = _mm512_set1_ps(-96.0f);
@@ -245,29 +251,53 @@ static inline __attribute__((always_inline)) __m512 col_exp(const float *sc, int
         const int j = 2 * i;
         const __m512 x0 = _mm512_fmsub_ps(_mm512_loadu_ps(sc + 16 * j), scale, m);
         const __m512 x1 = _mm512_fmsub_ps(_mm512_loadu_ps(sc + 16 * j + 16), scale, m);
-        const __mmask16 k0 = j < np ? visible(full, c0, j, lim) : 0;
-        const __mmask16 k1 = j + 1 < np ? visible(full, c0, j + 1, lim) : 0;
+        const __mmask16 k0 = j < np ? visible(full, c0, j, lim, lo) : 0;
+        const __mmask16 k1 = j + 1 < np ? visible(full, c0, j + 1, lim, lo) : 0;
         const __m512 p0 = exp2_512(k0 & _mm512_cmp_ps_mask(x0, floor, _CMP_GT_OQ), x0);
         const __m512 p1 = exp2_512(k1 & _mm512_cmp_ps_mask(x1, floor, _CMP_GT_OQ), x1);
         l0 = _mm512_add_ps(l0, p0);
         l1 = _mm512_add_ps(l1, p1);
-        __m512i h, lo;
-        pair16_trunc(p0, p1, &h, &lo);
+        __m512i h, rl;
+        pair16_trunc(p0, p1, &h, &rl);
         _mm512_storeu_si512((void *)(pp[0] + 32 * i), h);
-        _mm512_storeu_si512((void *)(pp[1] + 32 * i), lo);
+        _mm512_storeu_si512((void *)(pp[1] + 32 * i), rl);
     }
     return _mm512_add_ps(l0, l1);
+}
+
+/* Gemma 2's cap on the step's scores sc ([np][16], unscaled), in place and
+ * in the same units: s = (cap / scale) tanh(scale s / cap), tanh(x) as
+ * sign(x) (1 - 2 / (1 + 2^(2 |x| log2 e))) (1 past |x| ~ 44: 2^x is inf;
+ * near 0 the difference's rounding leaves ~6e-8 absolute, below the
+ * scores' 16 bits here) */
+static void cap_scores(const tstate *st, float *sc, int np) {
+    const __m512 in = _mm512_set1_ps(st->scale / st->softcap), out = _mm512_set1_ps(st->softcap / st->scale);
+    const __m512 two_log2e = _mm512_set1_ps(2.0f * 1.44269504088896341f), one = _mm512_set1_ps(1.0f),
+                 two = _mm512_set1_ps(2.0f), sign = _mm512_set1_ps(-0.0f);
+    for (int j = 0; j < np; j++) {
+        const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(sc + 16 * j), in);
+        const __m512 ax = _mm512_andnot_ps(sign, x);
+        const __m512 e = exp2_512((__mmask16)0xffff, _mm512_mul_ps(ax, two_log2e));
+        const __m512 t = _mm512_sub_ps(one, _mm512_div_ps(two, _mm512_add_ps(one, e)));
+        _mm512_storeu_ps(sc + 16 * j, _mm512_mul_ps(_mm512_or_ps(t, _mm512_and_ps(sign, x)), out));
+    }
 }
 
 /* Online softmax of one column of 16 query rows over the step's scores
  * sc (S^T, unscaled): updates m, l (and O^T when m moves) and leaves
  * P^T in pairs in st->pp. */
-static void softmax_col(tstate *st, int cb, const float *sc, int32_t c0, int np) {
+static void softmax_col(tstate *st, int cb, float *sc, int32_t c0, int np) {
+    if (st->softcap) cap_scores(st, sc, np);
     const __m512i lim = _mm512_loadu_si512((const void *)(st->lim + 16 * cb));
-    const bool full = c0 + np - 1 <= st->lim[16 * cb]; /* every row sees every position */
+    const __m512i lo = st->window ? _mm512_sub_epi32(lim, _mm512_set1_epi32(st->window))
+                                  : _mm512_set1_epi32(INT32_MIN);
+    /* every row sees every position: the last one by the first row's
+     * limit, the first one within the last row's window */
+    const bool full = c0 + np - 1 <= st->lim[16 * cb] && (!st->window || c0 > st->lim[16 * cb + 15] - st->window);
     /* in base 2: p = 2^(s scale log2(e) - m) */
     const __m512 scale = _mm512_set1_ps(st->scale * 1.44269504088896341f);
-    const __m512 mx = _mm512_mul_ps(full ? col_max(sc, np, true, c0, lim) : col_max(sc, np, false, c0, lim), scale);
+    const __m512 mx =
+        _mm512_mul_ps(full ? col_max(sc, np, true, c0, lim, lo) : col_max(sc, np, false, c0, lim, lo), scale);
     __m512 m = _mm512_loadu_ps(st->m + 16 * cb), l = _mm512_loadu_ps(st->l + 16 * cb);
     const __mmask16 up = _mm512_cmp_ps_mask(mx, _mm512_add_ps(m, _mm512_set1_ps(LAZY)), _CMP_GT_OQ);
     if (up) {
@@ -282,7 +312,8 @@ static void softmax_col(tstate *st, int cb, const float *sc, int32_t c0, int np)
         _mm512_storeu_ps(st->m + 16 * cb, m);
     }
     uint16_t *const *pp = st->pp;
-    l = _mm512_add_ps(l, full ? col_exp(sc, np, true, c0, lim, scale, m, pp) : col_exp(sc, np, false, c0, lim, scale, m, pp));
+    l = _mm512_add_ps(l, full ? col_exp(sc, np, true, c0, lim, lo, scale, m, pp)
+                              : col_exp(sc, np, false, c0, lim, lo, scale, m, pp));
     _mm512_storeu_ps(st->l + 16 * cb, l);
 }
 
@@ -393,6 +424,7 @@ void VXAMX(vx_attn_tiles_step)(void *scratch, int32_t c0, int32_t np, const uint
     for (int cb = 0; cb < nb; cb++) {
         prefetch_next(st, k, v, ld, cb * per, VX_MIN(NP, (cb + 1) * per));
         if (c0 > st->lim[16 * cb + 15]) continue; /* no row of this column sees the step */
+        if (st->window && c0 + np - 1 <= st->lim[16 * cb] - st->window) continue; /* nor any row's window */
         scores(st, cb, st->s);
         if (prev >= 0) pv(st, prev);
         softmax_col(st, cb, st->s, c0, np);

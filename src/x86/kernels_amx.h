@@ -32,9 +32,9 @@ void vx_f32_to_bf16_amxemu(const float *src, uint16_t *dst, uint16_t *lo, int64_
 
 /* the tile attention (ops.h attn_tiles_*) */
 void vx_attn_tiles_begin_amx(void *st, int64_t rows, int64_t g, int64_t hd, const float *q, int64_t ldq, int32_t p0,
-                             float scale);
+                             float scale, float softcap, int32_t window);
 void vx_attn_tiles_begin_amxemu(void *st, int64_t rows, int64_t g, int64_t hd, const float *q, int64_t ldq,
-                                int32_t p0, float scale);
+                                int32_t p0, float scale, float softcap, int32_t window);
 void vx_attn_tiles_step_amx(void *st, int32_t c0, int32_t np, const uint16_t *const *k, const uint16_t *const *v,
                             int64_t ld);
 void vx_attn_tiles_step_amxemu(void *st, int32_t c0, int32_t np, const uint16_t *const *k,
