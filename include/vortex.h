@@ -255,6 +255,31 @@ void vx_context_perf_reset(vx_context *ctx);
 /* Short name of a step ("attention", ...); "?" outside the enum. */
 const char *vx_perf_step_name(vx_perf_step step);
 
+/* ---- speculative decoding (speculative.c) ----
+ * Greedy speculative decoding: a draft model proposes tokens one by one,
+ * the target checks them all in one batch and keeps the longest prefix it
+ * agrees with, plus its own next token. The output is the target's greedy
+ * output (bit for bit with batch_invariant contexts; otherwise up to the
+ * last bits of near-tied logits), in fewer target passes. */
+typedef struct vx_spec_stats {
+    int32_t n_steps;    /* verification batches run on the target */
+    int32_t n_drafted;  /* tokens the draft proposed */
+    int32_t n_accepted; /* of those, the target's own choices */
+} vx_spec_stats;
+/* One step on sequence 0 of both contexts, which hold positions [0,
+ * n_past) of the same tokens; cur is the next token (position n_past, in
+ * neither cache). Drafts n_draft tokens (1..64), verifies them, and
+ * writes the tokens it emits to out (at most n_draft + 1: the accepted
+ * drafts, then the target's next token) and their count to *n_out. Both
+ * caches then hold [0, n_past + *n_out), and out[*n_out - 1] is the next
+ * cur. VX_EINVAL: n_draft out of range, vocabularies of different sizes,
+ * or no room for n_draft + 1 more positions in either context; another
+ * status: a decode failed (vx_context_errmsg of either context says why). */
+vx_status vx_spec_step(vx_context *tgt, vx_context *dft, vx_token cur, vx_pos n_past, int32_t n_draft, vx_token *out,
+                       int32_t *n_out, vx_spec_stats *stats);
+/* The index of the largest of n logits (the first of equals): greedy. */
+vx_token vx_argmax(const float *logits, int32_t n);
+
 /* ---------------------------------------------------------------- sampler */
 
 typedef struct vx_logit_bias {

@@ -38,6 +38,11 @@ static void run_usage(void) {
            "  --no-bos                do not add BOS to the prompt\n"
            "  --no-display-prompt     do not echo the prompt\n"
            "  --kv-type f16|f32|q8_0 KV cache type (default f16)\n"
+           "  -md, --model-draft PATH speculative decoding with this draft model (same vocabulary;\n"
+           "                          greedy: needs --temp 0 and no penalties)\n"
+           "  --draft N               tokens drafted per step (default 5)\n"
+           "  --batch-invariant       a token's logits the same bits whatever batch it is in (with\n"
+           "                          a draft model: exactly the plain greedy output)\n"
            "  --no-mmap               read the model into memory instead of mapping it\n"
            "  --no-repack             keep weights in the file's layout (no 8-row packing)\n"
            "  --check-tensors         verify every weight is finite while loading\n");
@@ -47,8 +52,9 @@ int vx_cmd_run(int argc, char **argv) {
     const char *path = getenv("VX_MODEL"), *prompt = NULL, *pfile = NULL;
     char *piece = NULL; /* cli_piece's buffer */
     int32_t piece_cap = 0;
-    long n_predict = 128, n_ctx = 4096, n_batch = 512, threads = 0;
-    bool ignore_eos = false, add_bos = true, show_prompt = true;
+    long n_predict = 128, n_ctx = 4096, n_batch = 512, threads = 0, n_draft = 5;
+    bool ignore_eos = false, add_bos = true, show_prompt = true, invariant = false;
+    const char *draft_path = NULL;
     vx_model_params mp = vx_model_default_params();
     vx_kv_type kvt = VX_KV_F16;
     vx_sampler_params sp = vx_sampler_default_params();
@@ -72,6 +78,9 @@ int vx_cmd_run(int argc, char **argv) {
         else if (!strcmp(o, "--no-mmap")) mp.use_mmap = false;
         else if (!strcmp(o, "--no-repack")) mp.repack = false;
         else if (!strcmp(o, "--check-tensors")) mp.check_tensors = true;
+        else if (!strcmp(o, "-md") || !strcmp(o, "--model-draft")) draft_path = cli_value(&a);
+        else if (!strcmp(o, "--draft") || !strcmp(o, "--draft-max")) cli_int(&a, 1, 64, &n_draft);
+        else if (!strcmp(o, "--batch-invariant")) invariant = true;
         else if (!strcmp(o, "--kv-type")) {
             const char *v = cli_value(&a);
             if (v && !cli_kv_type(v, &kvt)) return 2;
@@ -81,6 +90,11 @@ int vx_cmd_run(int argc, char **argv) {
         }
     }
     if (a.error) return 2;
+    if (draft_path && (sp.temperature > 0 || sp.repeat_penalty != 1.0f || sp.presence_penalty != 0 ||
+                       sp.frequency_penalty != 0)) {
+        fprintf(stderr, "error: speculative decoding (--model-draft) is greedy: use --temp 0 and no penalties\n");
+        return 2;
+    }
     char *owned = NULL;
     if (pfile) {
         owned = cli_read_file(pfile, NULL);
@@ -93,8 +107,9 @@ int vx_cmd_run(int argc, char **argv) {
         return 2;
     }
     int rc = 1;
-    vx_model *m = cli_load_model_ex(path, &mp);
-    vx_context *c = NULL;
+    vx_model *m = cli_load_model_ex(path, &mp), *dm = NULL;
+    vx_context *c = NULL, *dc = NULL;
+    vx_spec_stats spec = {0, 0, 0};
     vx_sampler *smp = NULL;
     vx_token *toks = NULL;
     vx_pos *pos = NULL;
@@ -107,10 +122,23 @@ int vx_cmd_run(int argc, char **argv) {
     cp.n_batch = (uint32_t)(n_batch < n_ctx ? n_batch : n_ctx);
     cp.n_threads = (int32_t)threads;
     cp.kv_type = kvt;
+    cp.batch_invariant = invariant;
     char err[VX_ERRMSG_MAX];
     if (vx_context_init(m, &cp, &c, err, sizeof err) != VX_OK) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
+    }
+    if (draft_path) {
+        if (!(dm = cli_load_model_ex(draft_path, &mp))) goto done;
+        if (vx_context_init(dm, &cp, &dc, err, sizeof err) != VX_OK) {
+            fprintf(stderr, "error: draft model: %s\n", err);
+            goto done;
+        }
+        if (vx_context_n_vocab(dc) != vx_context_n_vocab(c)) {
+            fprintf(stderr, "error: the draft model's vocabulary has %d tokens, the model's %d\n",
+                    vx_context_n_vocab(dc), vx_context_n_vocab(c));
+            goto done;
+        }
     }
     int32_t plen = (int32_t)strlen(prompt);
     pos = malloc((size_t)cp.n_batch * sizeof *pos);
@@ -151,15 +179,42 @@ int vx_cmd_run(int argc, char **argv) {
             fprintf(stderr, "\nerror: %s\n", vx_context_errmsg(c));
             goto done;
         }
+        if (dc && vx_decode(dc, &b) != VX_OK) {
+            fprintf(stderr, "\nerror: draft model: %s\n", vx_context_errmsg(dc));
+            goto done;
+        }
     }
     double t_prompt = now_s() - t0;
     int32_t last = (n_prompt - 1) % (int32_t)cp.n_batch;
     int32_t n_gen = 0, cur = n_prompt;
     t0 = now_s();
     const char *stop = "length";
+    /* speculative: the tokens of the last step not emitted yet */
+    vx_token pend[65];
+    int32_t n_pend = 0, i_pend = 0;
     while (n_predict < 0 || n_gen < n_predict) {
-        const float *lg = vx_get_logits_ith(c, last);
-        vx_token t = vx_sampler_sample(smp, lg);
+        vx_token t;
+        if (dc && i_pend < n_pend) {
+            t = pend[i_pend++];
+        } else if (dc && n_gen > 0) {
+            /* both caches hold [0, cur); pend's last token is at cur */
+            const int32_t k = (int32_t)(n_draft < n_ctx - cur - 1 ? n_draft : n_ctx - cur - 1);
+            if (k < 1) {
+                stop = "context full";
+                break;
+            }
+            if (vx_spec_step(c, dc, pend[n_pend - 1], cur, k, pend, &n_pend, &spec) != VX_OK) {
+                fprintf(stderr, "\nerror: %s / draft: %s\n", vx_context_errmsg(c), vx_context_errmsg(dc));
+                goto done;
+            }
+            cur += n_pend;
+            i_pend = 0;
+            t = pend[i_pend++];
+        } else {
+            t = dc ? vx_argmax(vx_get_logits_ith(c, last), vx_context_n_vocab(c))
+                   : vx_sampler_sample(smp, vx_get_logits_ith(c, last));
+            if (dc) pend[0] = t, n_pend = i_pend = 1;
+        }
         if (t < 0) {
             stop = "no token can be sampled (every logit is -inf or NaN: a corrupt model?)";
             break;
@@ -180,6 +235,7 @@ int vx_cmd_run(int argc, char **argv) {
             break;
         }
         if (n_predict >= 0 && n_gen >= n_predict) break;
+        if (dc) continue; /* the next step decodes it */
         vx_pos p = cur++;
         vx_batch b = {1, &t, &p, seq, NULL};
         if (vx_decode(c, &b) != VX_OK) {
@@ -195,10 +251,16 @@ int vx_cmd_run(int argc, char **argv) {
             t_prompt > 0 ? n_prompt / t_prompt : 0.0);
     fprintf(stderr, "generation: %5d tokens in %8.1f ms (%8.2f t/s)\n", n_gen, t_gen * 1e3,
             t_gen > 0 ? n_gen / t_gen : 0.0);
+    if (dc)
+        fprintf(stderr, "draft:      %5d of %d drafted tokens accepted (%.1f%%), %d target passes, %.2f tokens each\n",
+                spec.n_accepted, spec.n_drafted, spec.n_drafted ? 100.0 * spec.n_accepted / spec.n_drafted : 0.0,
+                spec.n_steps, spec.n_steps ? (double)(n_gen - 1) / spec.n_steps : 0.0);
     rc = strncmp(stop, "no token", 8) == 0; /* the sampling failure is an error */
 done:
     free(toks); free(pos); free(seq); free(owned); free(piece);
     vx_sampler_free(smp);
+    vx_context_free(dc);
+    vx_model_free(dm);
     vx_context_free(c);
     vx_model_free(m);
     return rc;
