@@ -43,11 +43,13 @@
 static const struct {
     const char *hf, *arch;
     bool permute_qk; /* GGUF "llama" rotates adjacent pairs: HF's halves are permuted */
+    bool spm_first;  /* tokenizer.model before tokenizer.json, as the converter reads them */
+    bool gemma;      /* norms stored as 1 + w, tied by default, GELU FFN */
 } k_archs[] = {
-    {"LlamaForCausalLM", "llama", true},   {"MistralForCausalLM", "llama", true},
-    {"Qwen2ForCausalLM", "qwen2", false},  {"Qwen3ForCausalLM", "qwen3", false},
-    {"Phi3ForCausalLM", "phi3", false},    {"MixtralForCausalLM", "llama", true},
-    {"GemmaForCausalLM", "gemma", false},  {"Gemma2ForCausalLM", "gemma2", false},
+    {"LlamaForCausalLM", "llama", true, true, false},     {"MistralForCausalLM", "llama", true, true, false},
+    {"Qwen2ForCausalLM", "qwen2", false, false, false},   {"Qwen3ForCausalLM", "qwen3", false, false, false},
+    {"Phi3ForCausalLM", "phi3", false, true, false},      {"MixtralForCausalLM", "llama", true, true, false},
+    {"GemmaForCausalLM", "gemma", false, true, true},     {"Gemma2ForCausalLM", "gemma2", false, true, true},
 };
 
 typedef struct hf_ctx {
@@ -150,6 +152,7 @@ typedef struct hf_hparams {
     int64_t gptq_group;   /* GPTQ / AWQ int4: group size (0: neither) */
     bool gptq_v2;         /* zeros stored as they are (v1 stores zero - 1) */
     bool awq;             /* AWQ's layout (codes packed along the output) */
+    bool spm_first;       /* k_archs' */
     bool norm_plus_one;   /* Gemma: RMSNorm scales by 1 + w; GGUF stores 1 + w */
     bool tie;
 } hf_hparams;
@@ -257,6 +260,8 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
         if (strcmp(a0->valuestring, k_archs[i].hf) == 0) {
             hp->arch = k_archs[i].arch;
             hp->permute_qk = k_archs[i].permute_qk;
+            hp->spm_first = k_archs[i].spm_first;
+            hp->norm_plus_one = k_archs[i].gemma;
         }
     if (!hp->arch)
         return vx_seterr(err, err_size, VX_EUNSUPPORTED,
@@ -294,12 +299,11 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
     if (tie && !cJSON_IsBool(tie) && !cJSON_IsNull(tie))
         return vx_seterr(err, err_size, VX_EFORMAT, "config.json: tie_word_embeddings must be true or false");
     hp->tie = cJSON_IsTrue(tie);
-    if (!strcmp(hp->arch, "gemma") || !strcmp(hp->arch, "gemma2")) {
+    if (hp->norm_plus_one) { /* Gemma */
         /* GemmaConfig: tied unless it says otherwise; the FFN's GELU in its
          * tanh form (transformers runs gelu_pytorch_tanh for Gemma whatever
          * hidden_act says, as llama.cpp does) */
         hp->tie = !tie || cJSON_IsNull(tie) || cJSON_IsTrue(tie);
-        hp->norm_plus_one = true;
         static const char *const keys[] = {"hidden_activation", "hidden_act"};
         for (int i = 0; i < 2; i++) {
             const cJSON *act = cJSON_GetObjectItemCaseSensitive(cfg, keys[i]);
@@ -1012,9 +1016,9 @@ static vx_status import(hf_ctx *c, const char *dir, char *err, size_t err_size) 
             st = add_tensor(c, &hp, vx_st_tensor_at(c->st[i], j), err, err_size);
     if (!st) st = add_experts(c, &hp, err, err_size);
     if (!st) st = read_text(dir, "tokenizer_config.json", &tcfg, &tcfg_len, &missing, err, err_size);
-    /* Llama-family and Phi-3 models: the SentencePiece model when there is
-     * one, as the converter prefers it; then tokenizer.json */
-    const bool spm_first = hp.permute_qk || !strcmp(hp.arch, "phi3") || !strncmp(hp.arch, "gemma", 5);
+    /* Llama-family, Phi-3 and Gemma models: the SentencePiece model when
+     * there is one, as the converter prefers it; then tokenizer.json */
+    const bool spm_first = hp.spm_first;
     bool spm = false;
     if (!st && spm_first) {
         st = read_text(dir, "tokenizer.model", &tok, &tok_len, &missing, err, err_size);

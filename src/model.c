@@ -184,7 +184,7 @@ static vx_status load_hparams(loader *L) {
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->attn_softcap = hp->final_softcap = 0;
     hp->n_swa = 0;
-    if (strcmp(L->arch, "gemma2") == 0) {
+    if (m->arch->gemma2) {
         /* llama.cpp's defaults and rule: the caps and the window from the
          * file, a 4096 window when it has none, and the 27B model (46
          * layers) scaling queries by 1/sqrt(n_embd / n_head) */

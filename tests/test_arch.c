@@ -19,15 +19,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "testutil.h"
 #include "vortex.h"
 
 static const vx_token k_ids[] = {1, 300, 517, 42, 999, 260, 777, 5, 1023, 12, 600, 301, 302, 303, 100, 64};
 enum { N_IDS = sizeof k_ids / sizeof k_ids[0], N_VOCAB = 1024 };
-
-static char vx[512];
 
 /* The model's logits for k_ids: one batch (decode 0) or token by token,
  * with a KV cache of type kv. */
@@ -72,14 +69,7 @@ static double rel_rmse(const float *a, const float *ref) {
 
 static int top1_agree(const float *a, const float *b) {
     int agree = 0;
-    for (int t = 0; t < N_IDS; t++) {
-        int ia = 0, ib = 0;
-        for (int v = 1; v < N_VOCAB; v++) {
-            if (a[t * N_VOCAB + v] > a[t * N_VOCAB + ia]) ia = v;
-            if (b[t * N_VOCAB + v] > b[t * N_VOCAB + ib]) ib = v;
-        }
-        agree += ia == ib;
-    }
+    for (int t = 0; t < N_IDS; t++) agree += vx_argmax(a + t * N_VOCAB, N_VOCAB) == vx_argmax(b + t * N_VOCAB, N_VOCAB);
     return agree;
 }
 
@@ -96,10 +86,7 @@ static float *read_ref(const char *path) {
 
 /* vx synth --preset preset --type type, loaded */
 static vx_model *synth(const char *preset, const char *type, const char *path) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s synth --preset %s --type %s -o %s > /dev/null 2>&1", vx, preset, type, path);
-    const int st = system(cmd);
-    CHECKF(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s failed", cmd);
+    CHECKF(vx_test_synth(preset, type, path), "vx synth --preset %s --type %s failed", preset, type);
     vx_model *m = NULL;
     char err[256] = "";
     CHECKF(vx_model_load(path, NULL, &m, err, sizeof err) == VX_OK, "%s: %s", path, err);
@@ -166,8 +153,6 @@ static void test_gemma2(void) {
 }
 
 int main(void) {
-    const char *b = getenv("BUILD");
-    snprintf(vx, sizeof vx, "%s/vx", b && *b ? b : "build");
     test_gemma();
     test_gemma2();
     return vx_test_finish("test_arch");

@@ -1183,18 +1183,13 @@ int main(void) {
         /* Gemma and Gemma 2 (no fixtures): vx synth's gemma-tiny and
          * gemma2-tiny, their norms written as the checkpoints hold them (w,
          * not 1 + w), Gemma 2's four per layer under its own names */
-        char gm[400], cmd[1024];
+        char gm[400];
         snprintf(gm, sizeof gm, "%s/gemma-tiny.gguf", g_tmp);
-        const char *b = getenv("BUILD");
-        snprintf(cmd, sizeof cmd, "%s/vx synth --preset gemma-tiny --type F32 -o %s > /dev/null 2>&1", b && *b ? b : "build",
-                 gm);
-        CHECKF(system(cmd) == 0, "%s", cmd);
+        CHECK(vx_test_synth("gemma-tiny", "F32", gm));
         test_model(gm, &spm);
         remove(gm);
         snprintf(gm, sizeof gm, "%s/gemma2-tiny.gguf", g_tmp);
-        snprintf(cmd, sizeof cmd, "%s/vx synth --preset gemma2-tiny --type F32 -o %s > /dev/null 2>&1",
-                 b && *b ? b : "build", gm);
-        CHECKF(system(cmd) == 0, "%s", cmd);
+        CHECK(vx_test_synth("gemma2-tiny", "F32", gm));
         test_model(gm, &spm);
         /* what vx does not do is refused, not run wrong */
         static const struct {

@@ -39,6 +39,14 @@ int vx_test_finish(const char *name) {
     return vx_test_failures == 0 ? 0 : 1;
 }
 
+bool vx_test_synth(const char *preset, const char *type, const char *path) {
+    const char *b = getenv("BUILD");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/vx synth --preset %s --type %s -o %s > /dev/null 2>&1", b && *b ? b : "build", preset,
+             type, path);
+    return system(cmd) == 0;
+}
+
 bool vx_test_sanitized(void) {
 #if defined(__SANITIZE_ADDRESS__)
     return true;

@@ -44,6 +44,9 @@ bool vx_test_skip_emulated(bool native, const char *what);
 /* Whether this build runs under AddressSanitizer (to thin out the
  * slowest parameter grids there). */
 bool vx_test_sanitized(void);
+/* Writes a model with `$BUILD/vx synth --preset preset --type type -o path`
+ * (BUILD default: build); true when it exited 0. */
+bool vx_test_synth(const char *preset, const char *type, const char *path);
 /* Prints the summary line and returns the process exit code. */
 int vx_test_finish(const char *name);
 

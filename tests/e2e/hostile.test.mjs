@@ -1028,11 +1028,12 @@ describe('vx serve: transfer codings, early 413, slow-drip clients, seeds', SUIT
     await Promise.race([idleClosed, sleep(5000).then(() => { throw new Error('idle connection not closed'); })]);
     // the server counts a connection closed when libmicrohttpd cleans it up,
     // a moment after the peer sees the close: under load a request right
-    // after may still get the (correct) 503 "retry later"; within 2 s it gets in
+    // after may still be turned away (the correct 503 "retry later", or the
+    // connection closed at the limit); within 3 s it gets in
     let r;
-    for (let i = 0; i < 20; i++) {
+    for (let i = 0; i < 30; i++) {
       r = await call(port, 'POST', '/v1/completions', JSON.stringify(COMPL), {}, { timeout: 5000 });
-      if (r.status !== 503) break;
+      if (r.status !== 503 && r.status !== 0) break;
       await sleep(100);
     }
     assert.equal(r.status, 200, r.res ? r.res.text : 'no response');
