@@ -15,12 +15,16 @@
  * heap memory (loaded without mmap, or copied by a Hugging Face import),
  * where releasing would zero them.
  *
+ * F16 and BF16 weights of a file mapping are copied as they are into the
+ * same mapping (copyable: for its huge pages), the file's pages released.
+ *
  * Only the SIMD kernels have a GEMM on the packed layouts (forward.c, mm);
  * with the generic kernels forced (VX_FORCE_GENERIC) nothing is packed.
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -39,6 +43,14 @@ static size_t packed_bytes(const vx_weight *w) {
 static bool packable(const vx_weight *w) {
     return w->data && vx_repack_type(w->type) >= 0 && w->ne[1] % 8 == 0 &&
            vx_repack_row_size(vx_repack_type(w->type), w->ne[0]) > 0;
+}
+
+/* F16 / BF16 weights of a file mapping get a copy in the same layout:
+ * the AMX GEMM's panel builds read 16 rows at a time, a page apart, and
+ * from the file's 4 KiB pages they took ~8% longer than from huge pages
+ * (one thread, K 2048: 13.0 vs 12.0 ms for F16, 5.8 vs 5.5 for BF16). */
+static bool copyable(const vx_model *m, const vx_weight *w) {
+    return w->data && (w->type == VX_TYPE_F16 || w->type == VX_TYPE_BF16) && !m->file_buf && !m->imported;
 }
 
 /* The matmul weights of a model, at most 1 + n_layer * WEIGHTS_PER_LAYER. */
@@ -67,7 +79,10 @@ static void *pack_worker(void *arg) {
         const int64_t rows = w->ne[1] * w->ne[2];
         int64_t r0, r1; /* this thread's groups of 8 rows */
         vx_split(rows, j->ith, j->nth, 8, &r0, &r1);
-        if (r0 < r1)
+        if (r0 < r1 && w->ptype == w->type) /* a copy */
+            memcpy((uint8_t *)(uintptr_t)w->pdata + (size_t)r0 * w->row_size,
+                   (const uint8_t *)w->data + (size_t)r0 * w->row_size, (size_t)(r1 - r0) * w->row_size);
+        else if (r0 < r1)
             vx_repack_rows(w->type, (const uint8_t *)w->data + (size_t)r0 * w->row_size, w->row_size, r1 - r0,
                            w->ne[0], (uint8_t *)(uintptr_t)w->pdata + (size_t)r0 * w->prow_size);
     }
@@ -90,9 +105,10 @@ vx_status vx_model_repack(vx_model *m, char *err, size_t err_size) {
     size_t total = 0;
     for (int i = 0; i < nall; i++) {
         vx_weight *w = ws[i];
-        if (!packable(w)) continue;
-        w->ptype = vx_repack_type(w->type);
-        w->prow_size = vx_repack_row_size(w->ptype, w->ne[0]);
+        const bool copy = copyable(m, w);
+        if (!copy && !packable(w)) continue;
+        w->ptype = copy ? (int)w->type : vx_repack_type(w->type);
+        w->prow_size = copy ? w->row_size : vx_repack_row_size(w->ptype, w->ne[0]);
         w->pmat_size = w->prow_size * (size_t)w->ne[1];
         total += packed_bytes(w);
         ws[n++] = w;

@@ -44,11 +44,12 @@ int vx_cmd_info(int argc, char **argv) {
     uint64_t pbytes = 0;
     const int32_t npk = vx_model_n_repacked(m, &pbytes);
     if (npk > 0)
-        printf("repacking       %d quantized weights into 8-row interleaved layouts (*_R8), "
-               "%.1f MiB (--no-repack: file layout)\n",
+        printf("repacking       %d weights at load, %.1f MiB: quantized ones into 8-row interleaved layouts "
+               "(*_R8), F16/BF16 ones copied as they are into huge pages (--no-repack: file layout)\n",
                npk, (double)pbytes / (1 << 20));
     else
-        printf("repacking       none (no Q4_0/Q5_0/Q8_0/Q4_K/Q6_K weights with a multiple of 8 rows, or generic kernels)\n");
+        printf("repacking       none (no quantized weights with a multiple of 8 rows or mapped F16/BF16 weights, or "
+               "generic kernels)\n");
     free(buf);
     vx_model_free(m);
     return 0;

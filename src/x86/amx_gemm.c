@@ -61,6 +61,7 @@
 static void half_from_bf16(const uint16_t *w, size_t ld, int nr, int64_t K, uint16_t *half) {
     for (int64_t s = 0; s < K / 32; s++) {
         __m512i v[16];
+#pragma GCC unroll 16
         for (int n = 0; n < 16; n++)
             v[n] = n < nr ? _mm512_loadu_si512((const void *)(w + (size_t)n * ld + 32 * s)) : _mm512_setzero_si512();
         transpose16(v);
@@ -74,6 +75,7 @@ static void half_from_bf16(const uint16_t *w, size_t ld, int nr, int64_t K, uint
 static void half_from_float(const void *w, size_t ld, int f16, int nr, int64_t K, uint16_t *half, uint16_t *lo) {
     for (int64_t s = 0; s < K / 32; s++) {
         __m512i v[16], u[16];
+#pragma GCC unroll 16
         for (int n = 0; n < 16; n++) {
             v[n] = u[n] = _mm512_setzero_si512();
             if (n >= nr) continue;
@@ -109,7 +111,7 @@ typedef struct quad_scales {
 } quad_scales;
 
 /* Chunk i's spread of the 16 per-row values v. */
-static inline __m512 spread4(__m512 v, int i) {
+static inline __attribute__((always_inline)) __m512 spread4(__m512 v, int i) {
     const __m512i idx = _mm512_set_epi32(4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 2, 4 * i + 2, 4 * i + 2,
                                          4 * i + 2, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i, 4 * i, 4 * i, 4 * i);
     return _mm512_permutexvar_ps(idx, v);
@@ -120,9 +122,10 @@ static inline __m512 spread4(__m512 v, int i) {
  * bf16x32 of chunks 0-1 (rows 0-7; of 2-3: rows 8-15) puts the pair
  * (element 0, 1) of row r in dword 2r and (2, 3) in dword 2r + 1: the
  * even dwords of both are pair row 2Q, the odd ones pair row 2Q + 1. */
-static inline void store_quad(uint16_t *half, int64_t Q, __m512 f[4], const quad_scales *qs) {
+static inline __attribute__((always_inline)) void store_quad(uint16_t *half, int64_t Q, __m512 f[4], const quad_scales *qs) {
     const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) f[i] = _mm512_fmsub_ps(f[i], qs->s[i], qs->m[i]);
     const __m512i lo = bf16x32(f[0], f[1]), hi = bf16x32(f[2], f[3]);
     _mm512_storeu_si512((void *)(half + 64 * Q), _mm512_permutex2var_epi32(lo, even, hi));
@@ -130,39 +133,12 @@ static inline void store_quad(uint16_t *half, int64_t Q, __m512 f[4], const quad
 }
 
 /* The quad's 64 int8 codes in one vector (chunk i: bytes 16i .. 16i + 15). */
-static inline void emit_quad(uint16_t *half, int64_t Q, __m512i codes, const quad_scales *qs) {
+static inline __attribute__((always_inline)) void emit_quad(uint16_t *half, int64_t Q, __m512i codes, const quad_scales *qs) {
     __m512 f[4];
     f[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_castsi512_si128(codes)));
     f[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(codes, 1)));
     f[2] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(codes, 2)));
     f[3] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(codes, 3)));
-    store_quad(half, Q, f, qs);
-}
-
-/* emit_quad's work with the codes widened straight from the records: the
- * quad's four 16-byte chunks are a, a + 16 (rows 0-7) and b, b + 16 (rows
- * 8-15; b NULL: zeros), each widened by one vpmovsxbd / vpmovzxbd from
- * memory, without the join into one vector and the three extracts of
- * emit_quad's path (port 5, as the widenings are): Q8_0's panel build
- * took half the time (perf of the GEMM: 17-18% -> 8-9%), Q4_0's is bound
- * elsewhere (10.6 -> 9.8%).
- * kind: CODES_S8 signed bytes (Q8_0), CODES_LO / CODES_HI the low / high
- * nibbles (Q4_0, Q4_1: their offset or min is in qs->m). */
-enum { CODES_S8, CODES_LO, CODES_HI };
-static inline void emit_quad_mem(uint16_t *half, int64_t Q, const uint8_t *a, const uint8_t *b, int kind,
-                                 const quad_scales *qs) {
-    __m512 f[4];
-    for (int i = 0; i < 4; i++) {
-        const uint8_t *p = i < 2 ? a + 16 * i : b ? b + 16 * (i - 2) : NULL;
-        __m512i v = _mm512_setzero_si512();
-        if (p) {
-            const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
-            if (kind == CODES_S8) v = _mm512_cvtepi8_epi32(x);
-            else if (kind == CODES_LO) v = _mm512_and_si512(_mm512_cvtepu8_epi32(x), _mm512_set1_epi32(15));
-            else v = _mm512_srli_epi32(_mm512_cvtepu8_epi32(x), 4);
-        }
-        f[i] = _mm512_cvtepi32_ps(v);
-    }
     store_quad(half, Q, f, qs);
 }
 
@@ -182,6 +158,79 @@ static inline __m256i join16(const void *a, const void *b) {
 /* 16 fp16 values: 8 at a (rows 0-7), 8 at b (rows 8-15; NULL: zeros). */
 static inline __m512 f16_rows(const void *a, const void *b) { return _mm512_cvtph_ps(join16(a, b)); }
 
+/* The 32-element types whose codes need no more than a widening (Q8_0's
+ * signed bytes, Q4_0 / Q4_1's low or high nibbles; their offset or min in
+ * m): emit_quad's work with each quad's four 16-byte chunks (rows 0-3,
+ * 4-7 at a, a + 16; 8-11, 12-15 at b, b + 16) widened straight from the
+ * records by one vpmovsxbd / vpmovzxbd each, without emit_quad's join
+ * into one vector and its three extracts (port 5, as the widenings are),
+ * and the row factors kept in registers for all eight quads of a block
+ * (the general path's quad_scales went through the stack: perf showed
+ * Q8_0's panel build at 20% of the GEMMs' time).
+ * kind: CODES_S8, CODES_LO, CODES_HI. */
+enum { CODES_S8, CODES_LO, CODES_HI };
+static inline __attribute__((always_inline)) __m512 codes16(const uint8_t *p, int kind) {
+    const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m512i v;
+    if (kind == CODES_S8) v = _mm512_cvtepi8_epi32(x);
+    else if (kind == CODES_LO) v = _mm512_and_si512(_mm512_cvtepu8_epi32(x), _mm512_set1_epi32(15));
+    else v = _mm512_srli_epi32(_mm512_cvtepu8_epi32(x), 4);
+    return _mm512_cvtepi32_ps(v);
+}
+
+static inline __attribute__((always_inline)) void quad32(uint16_t *half, int64_t Q, const uint8_t *a,
+                                                          const uint8_t *b, int kind, const __m512 s[4],
+                                                          const __m512 m[4], int has_m) {
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    __m512 f0 = codes16(a, kind), f1 = codes16(a + 16, kind), f2 = codes16(b, kind), f3 = codes16(b + 16, kind);
+    if (has_m) {
+        f0 = _mm512_fmsub_ps(f0, s[0], m[0]), f1 = _mm512_fmsub_ps(f1, s[1], m[1]);
+        f2 = _mm512_fmsub_ps(f2, s[2], m[2]), f3 = _mm512_fmsub_ps(f3, s[3], m[3]);
+    } else {
+        f0 = _mm512_mul_ps(f0, s[0]), f1 = _mm512_mul_ps(f1, s[1]);
+        f2 = _mm512_mul_ps(f2, s[2]), f3 = _mm512_mul_ps(f3, s[3]);
+    }
+    const __m512i lo = bf16x32(f0, f1), hi = bf16x32(f2, f3);
+    _mm512_storeu_si512((void *)(half + 64 * Q), _mm512_permutex2var_epi32(lo, even, hi));
+    _mm512_storeu_si512((void *)(half + 64 * Q + 32), _mm512_permutex2var_epi32(lo, odd, hi));
+}
+
+/* nb blocks of Q8_0_R8 / Q4_0_R8 / Q4_1_R8 records (rows 0-7 at ra, 8-15
+ * at rb, NULL: zeros) into a half. Q4_0's (c - 8) d is c d - 8 d, one
+ * rounding of the same exact value (8 d is exact); Q4_1's c d + m. */
+static void half_from_r8_32(int type, const uint8_t *ra, const uint8_t *rb, size_t rec, int64_t nb, uint16_t *half) {
+    static const uint8_t zeros[64] __attribute__((aligned(64)));
+    const int q8 = type == VX_TYPE_Q8_0_R8, q41 = type == VX_TYPE_Q4_1_R8;
+    const size_t qo = q8 ? offsetof(vx_block_q8_0_r8, qs) : q41 ? offsetof(vx_block_q4_1_r8, qs) : offsetof(vx_block_q4_0_r8, qs);
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *A = ra + (size_t)i * rec, *B = rb ? rb + (size_t)i * rec : NULL;
+        const __m512 d = f16_rows(A, B);
+        __m512 m = _mm512_setzero_ps();
+        if (q41)
+            m = _mm512_sub_ps(m, f16_rows(((const vx_block_q4_1_r8 *)(const void *)A)->m,
+                                          B ? ((const vx_block_q4_1_r8 *)(const void *)B)->m : NULL));
+        else if (!q8)
+            m = _mm512_mul_ps(d, _mm512_set1_ps(8.0f));
+        __m512 sv[4], mv[4];
+        #pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) sv[u] = spread4(d, u), mv[u] = spread4(m, u);
+        const uint8_t *qa = A + qo, *qb = B ? B + qo : zeros;
+        const size_t bstep = B ? 32 : 0;
+        if (q8) {
+            /* qs[q][r][b]: 32 bytes per quad, rows 0-7 */
+            for (int q = 0; q < 8; q++)
+                quad32(half, 8 * i + q, qa + 32 * q, qb + bstep * (size_t)q, CODES_S8, sv, mv, 0);
+        } else {
+            /* quad q: nibble q / 4 of byte piece q % 4 */
+            for (int q = 0; q < 4; q++)
+                quad32(half, 8 * i + q, qa + 32 * q, qb + bstep * (size_t)q, CODES_LO, sv, mv, 1);
+            for (int q = 4; q < 8; q++)
+                quad32(half, 8 * i + q, qa + 32 * (q % 4), qb + bstep * (size_t)(q % 4), CODES_HI, sv, mv, 1);
+        }
+    }
+}
+
 /* Column j of two [8 rows][2] byte arrays (rows 0-7 at a, 8-15 at b;
  * NULL: zeros), signed or not, as 16 floats. */
 static inline __m512 byte_rows(const void *a, const void *b, int j, int sgn) {
@@ -196,7 +245,13 @@ static inline __m512 byte_rows(const void *a, const void *b, int j, int sgn) {
  * dequantization has them (fp16 scale times the integer sub-block scale,
  * one rounding), 16 rows to a vector. */
 static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t rec, int64_t nb, uint16_t *half) {
+    if (type == VX_TYPE_Q8_0_R8 || type == VX_TYPE_Q4_0_R8 || type == VX_TYPE_Q4_1_R8) {
+        half_from_r8_32(type, ra, rb, rec, nb, half);
+        return;
+    }
     quad_scales qs;
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; u++) qs.s[u] = qs.m[u] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
     const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)vx_iq4nl_values));
     for (int64_t i = 0; i < nb; i++) {
@@ -211,6 +266,7 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
             for (int s = 0; s < 8; s++) {
                 const __m512 sc = _mm512_mul_ps(d, byte_rows(a->sc[s / 2], b ? b->sc[s / 2] : NULL, s % 2, 0));
                 const __m512 mn = _mm512_mul_ps(dm, byte_rows(a->mn[s / 2], b ? b->mn[s / 2] : NULL, s % 2, 0));
+                #pragma GCC unroll 4
                 for (int u = 0; u < 4; u++) qs.s[u] = spread4(sc, u), qs.m[u] = spread4(mn, u);
                 for (int q = 0; q < 8; q++) {
                     __m512i c = join(a->qs[s / 2][q][0], b ? b->qs[s / 2][q][0] : NULL);
@@ -226,9 +282,11 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
         } else if (type == VX_TYPE_Q6_K_R8) {
             const vx_block_q6_K_r8 *a = (const void *)A, *b = (const void *)B;
             const __m512 d = f16_rows(a->d, b ? b->d : NULL);
+            #pragma GCC unroll 4
             for (int u = 0; u < 4; u++) qs.m[u] = _mm512_setzero_ps();
             for (int j = 0; j < 16; j++) { /* 16-element sub-block: quads 4j .. 4j + 3 */
                 const __m512 sc = _mm512_mul_ps(d, byte_rows(a->sc[j / 2], b ? b->sc[j / 2] : NULL, j % 2, 1));
+                #pragma GCC unroll 4
                 for (int u = 0; u < 4; u++) qs.s[u] = spread4(sc, u);
                 const int h = j / 8, k = (j % 8) / 2;
                 for (int q = 4 * (j % 2); q < 4 * (j % 2) + 4; q++) {
@@ -253,16 +311,19 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
             const __m512 d = f16_rows(A, B); /* d[8] first in both */
             const __m512 dm = q3 ? _mm512_setzero_ps() : f16_rows(a2->dmin, b2 ? b2->dmin : NULL);
             if (q3)
+                #pragma GCC unroll 4
                 for (int u = 0; u < 4; u++) qs.m[u] = _mm512_setzero_ps();
             for (int j16 = 0; j16 < 16; j16++) { /* 16-element sub-block: quads 4 j16 .. 4 j16 + 3 */
                 if (q3) {
                     const __m512 sc = _mm512_mul_ps(d, byte_rows(a3->sc[j16 / 2], b3 ? b3->sc[j16 / 2] : NULL, j16 % 2, 1));
+                    #pragma GCC unroll 4
                     for (int u = 0; u < 4; u++) qs.s[u] = spread4(sc, u);
                 } else {
                     const __m512 sm = byte_rows(a2->sc[j16 / 2], b2 ? b2->sc[j16 / 2] : NULL, j16 % 2, 0);
                     const __m512 mn = _mm512_floor_ps(_mm512_mul_ps(sm, _mm512_set1_ps(1.0f / 16)));
                     const __m512 sc = _mm512_mul_ps(d, _mm512_fnmadd_ps(mn, _mm512_set1_ps(16.0f), sm));
                     const __m512 m = _mm512_mul_ps(dm, mn);
+                    #pragma GCC unroll 4
                     for (int u = 0; u < 4; u++) qs.s[u] = spread4(sc, u), qs.m[u] = spread4(m, u);
                 }
                 const int h = j16 / 8, j = (j16 % 8) / 2;
@@ -279,29 +340,16 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
                 }
             }
         } else {
-            /* 32-element records: d[8] first; Q4_1 / Q5_1: value code d + m;
-             * Q4_0 (codes as stored): (c - 8) d as c d - 8 d, one rounding
-             * of the same exact value (8 d is exact) */
+            /* Q5_0, Q5_1, IQ4_NL (Q8_0, Q4_0, Q4_1: half_from_r8_32):
+             * d[8] first; Q5_1: value code d + m */
             const __m512 d = f16_rows(A, B);
-            const int has_m = type == VX_TYPE_Q4_1_R8 || type == VX_TYPE_Q5_1_R8;
-            const __m512 m = has_m ? _mm512_sub_ps(_mm512_setzero_ps(),
-                                                   f16_rows(((const vx_block_q4_1_r8 *)(const void *)A)->m,
-                                                            B ? ((const vx_block_q4_1_r8 *)(const void *)B)->m : NULL))
-                             : type == VX_TYPE_Q4_0_R8 ? _mm512_mul_ps(d, _mm512_set1_ps(8.0f))
-                                                       : _mm512_setzero_ps();
+            const __m512 m = type == VX_TYPE_Q5_1_R8 ? _mm512_sub_ps(_mm512_setzero_ps(),
+                                                                    f16_rows(((const vx_block_q5_1_r8 *)(const void *)A)->m,
+                                                                             B ? ((const vx_block_q5_1_r8 *)(const void *)B)->m : NULL))
+                                                     : _mm512_setzero_ps();
+            #pragma GCC unroll 4
             for (int u = 0; u < 4; u++) qs.s[u] = spread4(d, u), qs.m[u] = spread4(m, u);
-            if (type == VX_TYPE_Q8_0_R8) {
-                const vx_block_q8_0_r8 *a = (const void *)A, *b = (const void *)B;
-                for (int q = 0; q < 8; q++)
-                    emit_quad_mem(half, 8 * i + q, (const uint8_t *)a->qs[q][0], b ? (const uint8_t *)b->qs[q][0] : NULL,
-                                  CODES_S8, &qs);
-            } else if (type == VX_TYPE_Q4_0_R8 || type == VX_TYPE_Q4_1_R8) {
-                const size_t qo = type == VX_TYPE_Q4_0_R8 ? offsetof(vx_block_q4_0_r8, qs) : offsetof(vx_block_q4_1_r8, qs);
-                const uint8_t *qa = A + qo, *qb = B ? B + qo : NULL;
-                for (int q = 0; q < 8; q++) /* quad q: nibble q / 4 of byte piece q % 4 */
-                    emit_quad_mem(half, 8 * i + q, qa + 32 * (q % 4), qb ? qb + 32 * (q % 4) : NULL,
-                                  q < 4 ? CODES_LO : CODES_HI, &qs);
-            } else {
+            {
                 /* nibbles (qs[c][r][b]: byte 4c + b of row r, low nibble
                  * element 4c + b, high 16 + 4c + b), Q5_0 / Q5_1's fifth
                  * bits (qh[r][b] bit q: element 4q + b), then Q5_0's

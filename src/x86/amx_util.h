@@ -68,7 +68,7 @@ static inline __m512 f16x16(const uint16_t *p) {
 
 /* v[n] (16 dwords of row n) -> v[p] (dword p of every row): a 16 x 16
  * transpose in four rounds of in-lane unpacks and lane shuffles. */
-static inline void transpose16(__m512i v[16]) {
+static inline __attribute__((always_inline)) void transpose16(__m512i v[16]) {
     __m512i t[16], u[16];
     for (int i = 0; i < 16; i += 2) {
         t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
