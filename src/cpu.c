@@ -121,6 +121,7 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
     k->swiglu = vx_swiglu;
     k->geglu = vx_geglu;
     k->rmsnorm = vx_rmsnorm;
+    k->rope = vx_rope_ref;
     k->gemm_f32 = vx_gemm_f32_ref;
     k->gemm_f16b = vx_gemm_f16b_ref;
     k->gemm_abt_f32 = vx_gemm_abt_f32_ref;
@@ -151,6 +152,7 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
         k->swiglu = vx_swiglu_avx2;
         k->geglu = vx_geglu_avx2;
         k->rmsnorm = vx_rmsnorm_avx2;
+        k->rope = vx_rope_avx2;
         k->gemm_f32 = vx_gemm_f32_avx2;
         k->gemm_f16b = vx_gemm_f16b_avx2;
         k->gemm_abt_f32 = vx_gemm_abt_f32_avx2;

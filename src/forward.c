@@ -718,13 +718,13 @@ static void qkv_unit(vx_context *c, const vx_layer *L, int il, int64_t t, int64_
     if (isq) {
         if (L->bq.data) for (int64_t i = 0; i < hd; i++) q[i] += ((const float *)L->bq.data)[hh * hd + i];
         if (L->q_norm.data) c->kern.rmsnorm(q, q, L->q_norm.data, hd, hp->rms_eps);
-        vx_rope_apply(q, cs, hp->n_rot, M->arch->rope);
+        c->kern.rope(q, cs, hp->n_rot, M->arch->rope);
         return;
     }
     if (L->bk.data) for (int64_t i = 0; i < hd; i++) k[i] += ((const float *)L->bk.data)[hh * hd + i];
     if (L->bv.data) for (int64_t i = 0; i < hd; i++) v[i] += ((const float *)L->bv.data)[hh * hd + i];
     if (L->k_norm.data) c->kern.rmsnorm(k, k, L->k_norm.data, hd, hp->rms_eps);
-    vx_rope_apply(k, cs, hp->n_rot, M->arch->rope);
+    c->kern.rope(k, cs, hp->n_rot, M->arch->rope);
     const size_t o = kv_off(c, hh * hd);
     kv_store(c, (uint8_t *)vx_kv_k_row(c->kv, il, b->seq_id[t], b->pos[t]) + o, k, hd);
     kv_store(c, (uint8_t *)vx_kv_v_row(c->kv, il, b->seq_id[t], b->pos[t]) + o, v, hd);

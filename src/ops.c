@@ -208,6 +208,8 @@ void vx_rope_apply(float *v, const float *cs, int32_t n_rot, vx_rope_kind kind) 
     }
 }
 
+void vx_rope_ref(float *v, const float *cs, int32_t n_rot, int kind) { vx_rope_apply(v, cs, n_rot, (vx_rope_kind)kind); }
+
 void vx_swiglu(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }

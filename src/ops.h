@@ -29,6 +29,9 @@ typedef struct vx_kernels {
     void (*geglu)(float *g, const float *u, int64_t n);
     /* RMSNorm (vx_rmsnorm; every tier the same bits) */
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
+    /* RoPE of one head vector in place (vx_rope_apply, kind a vx_rope_kind;
+     * every tier the same bits) */
+    void (*rope)(float *v, const float *cs, int32_t n_rot, int kind);
     /* ---- attention blocks (attention.c) ----
      * Small row-major product: c[i][j] = (alpha ? alpha[i] * c[i][j] : 0)
      * + sum_p a[i][p] * b[p][j] for i < m, j < n, p < kd. */
@@ -186,6 +189,8 @@ int vx_attn_dec_q8_0_ref(int64_t nh, int64_t g, int64_t hd, const float *q, cons
 void vx_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
 /* Rotates one head vector in place; cs holds n_rot/2 (cos, sin) pairs. */
 void vx_rope_apply(float *v, const float *cs, int32_t n_rot, vx_rope_kind kind);
+/* the same as the kernel table's reference entry */
+void vx_rope_ref(float *v, const float *cs, int32_t n_rot, int kind);
 /* silu(g) * u, elementwise into g */
 void vx_swiglu(float *g, const float *u, int64_t n);
 /* gelu(g) * u, elementwise into g, with GELU's tanh form

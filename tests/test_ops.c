@@ -86,6 +86,20 @@ static void test_variant(const vx_kernels *k, const vx_kernels *ref) {
         k->rmsnorm(yr, yr, NULL, n, 1e-5f);
         CHECKF(n == 0 || memcmp(yr, y1, (size_t)n * 4) == 0, "%s rmsnorm in place, no weights, n=%lld", k->name,
                (long long)n);
+        /* RoPE of a head vector (n_rot = n rounded down to even, both
+         * kinds, the rest of the row untouched): the same bits */
+        for (int kind = 0; kind < 2; kind++) {
+            float cs[N];
+            const int32_t nr = (int32_t)(n & ~(int64_t)1);
+            for (int64_t i = 0; i < nr; i += 2) {
+                const double th = 0.37 * (double)(i + 1) * (1 + i % 3);
+                cs[i] = (float)cos(th), cs[i + 1] = (float)sin(th);
+            }
+            for (int64_t i = 0; i < n; i++) y0[i] = y1[i] = a[i] * (i % 3 == 0 ? 50.0f : 1.0f);
+            ref->rope(y0, cs, nr, kind);
+            k->rope(y1, cs, nr, kind);
+            CHECKF(n == 0 || memcmp(y0, y1, (size_t)n * 4) == 0, "%s rope kind %d n_rot %d", k->name, kind, (int)nr);
+        }
         /* fp16 round trip: identical bits in both directions */
         uint16_t h0[N], h1[N];
         for (int64_t i = 0; i < n; i++) y0[i] = a[i] * (i % 5 == 0 ? 7e4f : i % 5 == 1 ? 1e-6f : 100.0f);

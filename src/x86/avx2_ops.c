@@ -111,6 +111,40 @@ static inline __m256 geglu8(__m256 g, __m256 u) {
 void vx_swiglu_avx2(float *g, const float *u, int64_t n) { GLU_ROWS8(swiglu8); }
 void vx_geglu_avx2(float *g, const float *u, int64_t n) { GLU_ROWS8(geglu8); }
 
+/* vx_rope_apply's arithmetic exactly, 4 pairs at a time: NORM (kind 0)
+ * rotates (2i, 2i + 1) with cs's (cos, sin) pair i, even lanes x0 c - x1 s
+ * and odd x1 c + x0 s (addsub of the two rounded products, as the scalar
+ * code has them); NEOX (1) rotates (i, i + n_rot / 2). */
+void vx_rope_avx2(float *v, const float *cs, int32_t n_rot, int kind) {
+    const int32_t half = n_rot / 2;
+    int32_t i = 0;
+    if (kind == 0) {
+        for (; i + 4 <= half; i += 4) {
+            const __m256 x = _mm256_loadu_ps(v + 2 * i), p = _mm256_loadu_ps(cs + 2 * i);
+            const __m256 a = _mm256_mul_ps(x, _mm256_moveldup_ps(p));                           /* x c */
+            const __m256 b = _mm256_mul_ps(_mm256_permute_ps(x, 0xb1), _mm256_movehdup_ps(p)); /* x' s */
+            _mm256_storeu_ps(v + 2 * i, _mm256_addsub_ps(a, b));
+        }
+    } else {
+        for (; i + 8 <= half; i += 8) {
+            const __m256 p0 = _mm256_loadu_ps(cs + 2 * i), p1 = _mm256_loadu_ps(cs + 2 * i + 8);
+            /* cos (even) and sin (odd) of pairs i .. i + 7, in order */
+            const __m256 c = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(p0, p1, 0x88)), 0xd8));
+            const __m256 s = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(p0, p1, 0xdd)), 0xd8));
+            const __m256 x0 = _mm256_loadu_ps(v + i), x1 = _mm256_loadu_ps(v + i + half);
+            _mm256_storeu_ps(v + i, _mm256_sub_ps(_mm256_mul_ps(x0, c), _mm256_mul_ps(x1, s)));
+            _mm256_storeu_ps(v + i + half, _mm256_add_ps(_mm256_mul_ps(x0, s), _mm256_mul_ps(x1, c)));
+        }
+    }
+    for (; i < half; i++) { /* the tail: the scalar code */
+        const float c = cs[2 * i], s = cs[2 * i + 1];
+        const int32_t a = kind ? i : 2 * i, b = kind ? i + half : 2 * i + 1;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * c - x1 * s;
+        v[b] = x0 * s + x1 * c;
+    }
+}
+
 /* vx_rmsnorm's arithmetic exactly: the squares (exact in double) into
  * four double chains, element i into chain i % 4 (one lane each), the
  * chains added as (0 + 1) + (2 + 3), then out = x * scale * w in floats. */

@@ -27,6 +27,7 @@ void vx_f16_to_f32_avx2(const uint16_t *src, float *dst, int64_t n);
 void vx_swiglu_avx2(float *g, const float *u, int64_t n);
 void vx_geglu_avx2(float *g, const float *u, int64_t n);
 void vx_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps);
+void vx_rope_avx2(float *v, const float *cs, int32_t n_rot, int kind);
 float vx_exp_shift_sum_avx2(float *x, int64_t n, float m);
 void vx_f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
 /* attention blocks (avx2_ops.c; contracts in ops.h) */
