@@ -103,21 +103,27 @@ vx_status vx_model_repack(vx_model *m, char *err, size_t err_size) {
     const int nall = list_weights(m, ws);
     int n = 0;
     size_t total = 0;
-    for (int i = 0; i < nall; i++) {
-        vx_weight *w = ws[i];
-        const bool copy = copyable(m, w);
-        if (!copy && !packable(w)) continue;
-        w->ptype = copy ? (int)w->type : vx_repack_type(w->type);
-        w->prow_size = copy ? w->row_size : vx_repack_row_size(w->ptype, w->ne[0]);
-        w->pmat_size = w->prow_size * (size_t)w->ne[1];
-        total += packed_bytes(w);
-        ws[n++] = w;
+    void *buf = MAP_FAILED;
+    /* the copies are only for speed: without the memory for them, the
+     * packed layouts alone (which the fast kernels need) */
+    for (int with_copies = 1; with_copies >= 0 && buf == MAP_FAILED; with_copies--) {
+        n = 0, total = 0;
+        for (int i = 0; i < nall; i++) {
+            vx_weight *w = ws[i];
+            const bool copy = with_copies && copyable(m, w);
+            if (!copy && !packable(w)) continue;
+            w->ptype = copy ? (int)w->type : vx_repack_type(w->type);
+            w->prow_size = copy ? w->row_size : vx_repack_row_size(w->ptype, w->ne[0]);
+            w->pmat_size = w->prow_size * (size_t)w->ne[1];
+            total += packed_bytes(w);
+            ws[n++] = w;
+        }
+        if (n == 0) {
+            free(ws);
+            return VX_OK;
+        }
+        buf = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     }
-    if (n == 0) {
-        free(ws);
-        return VX_OK;
-    }
-    void *buf = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (buf == MAP_FAILED) {
         free(ws);
         return vx_seterr(err, err_size, VX_ENOMEM, "cannot allocate %zu MiB for packed weights", total >> 20);
