@@ -349,7 +349,7 @@ static void dec_start(int fresh, int rows, int hd, float *q, int nc, float (*mx)
 }
 
 static void test_dec_kernel(const vx_kernels *k, const vx_kernels *r) {
-    enum { NH = 3, GM = 8, HM = 136, NP = 64 };
+    enum { NH = 3, GM = 8, HM = 256, NP = 64 };
     const int64_t ld = NH * HM + 8; /* K/V rows wider than the heads read */
     uint16_t *kc = malloc((size_t)NP * ld * 2), *vc = malloc((size_t)NP * ld * 2);
     float *q = malloc((size_t)NH * GM * HM * 4), *o[3], mx[3][NH * GM], l[3][NH * GM];
@@ -358,7 +358,7 @@ static void test_dec_kernel(const vx_kernels *k, const vx_kernels *r) {
         kc[i] = vx_fp32_to_fp16(frand());
         vc[i] = vx_fp32_to_fp16(frand());
     }
-    const int hds[] = {64, 128, 40, 20, 96, 136};
+    const int hds[] = {64, 128, 40, 20, 96, 136, 256};
     for (int g = 1; g <= GM; g++)
         for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
             for (int nh = 1; nh <= NH; nh += 2)

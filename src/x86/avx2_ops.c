@@ -554,10 +554,10 @@ static inline __attribute__((always_inline)) void dot_rows(const int R, const in
                                                            int64_t g, int64_t hd, const float *q,
                                                            const uint16_t *kj, __m256 *v) {
     const int64_t nr = R > 0 ? R : g;
-    if (HD == 128) {
+    if (HD >= 128) { /* 128 or 256: the K row 64 elements at a time, one chain on */
         __m256 kw[8];
-#pragma GCC unroll 2
-        for (int half = 0; half < 2; half++) {
+#pragma GCC unroll 4
+        for (int half = 0; half < HD / 64; half++) {
 #pragma GCC unroll 8
             for (int t = 0; t < 8; t++) kw[t] = load8h(kj + 64 * half + 8 * t);
 #pragma GCC unroll 8
@@ -797,5 +797,6 @@ void vx_attn_dec_f16_avx2(int64_t nh, int64_t g, int64_t hd, const float *q, con
                           float scale, float *mx, float *l, float *o) {
     if (hd == 64) DEC_G(64)
     if (hd == 128) DEC_G(128)
+    if (hd == 256) DEC_G(256) /* Gemma */
     dec_run(0, 0, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o);
 }
