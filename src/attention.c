@@ -124,6 +124,13 @@ static bool use_tiles(const vx_kernels *k, const vx_attn_args *a, int32_t nt) {
     return tiles_ok(k, a) && nt * g >= 16 && nt * g <= VX_ATTN_TILES_MAX_ROWS;
 }
 
+/* The first position of the step (of `step` positions) holding a token at
+ * p's first visible one: 0 without a window, else the step of p - window
+ * + 1 (a tile's later tokens' windows start later). */
+static int32_t window_start(const vx_attn_args *a, int32_t p, int32_t step) {
+    return a->window ? VX_MAX(0, p - a->window + 1) / step * step : 0;
+}
+
 /* A unit on the tile attention (see use_tiles), head by head: steps of
  * 64 positions from the start of the sequence, as 4 chunk pointers each. */
 static void attend_unit_tiles(const vx_kernels *k, const vx_attn_args *a, int32_t t0, int32_t nt, int32_t h0,
@@ -137,8 +144,7 @@ static void attend_unit_tiles(const vx_kernels *k, const vx_attn_args *a, int32_
     for (int32_t h = h0; h < h0 + nh; h++) {
         const size_t ho = head_off(VX_KV_F16, h, hd), qo = (size_t)t0 * QD + (size_t)h * g * hd;
         k->attn_tiles_begin(st, (int64_t)nt * g, g, hd, a->q + qo, QD, p_first, a->scale, a->softcap, a->window);
-        /* a window: the steps before the first token's are nobody's */
-        for (int32_t c0 = a->window ? VX_MAX(0, p_first - a->window + 1) / 64 * 64 : 0; c0 < n_pos; c0 += 64) {
+        for (int32_t c0 = window_start(a, p_first, 64); c0 < n_pos; c0 += 64) {
             /* this step's chunks and the next one's (prefetched) */
             const uint16_t *kp[8] = {NULL}, *vp[8] = {NULL};
             for (int i = 0; i < 8 && c0 + 16 * i < n_pos; i++) {
@@ -205,9 +211,7 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
         sc.l[r] = 0;
     }
 
-    /* a window: chunks that end before the first token's window are
-     * nobody's (later tokens' windows start later) */
-    int32_t c_first = a->window ? VX_MAX(0, p_first - a->window + 1) / CHUNK * CHUNK : 0;
+    int32_t c_first = window_start(a, p_first, CHUNK);
     if (nt == 1 && g <= 8 && !a->softcap && !a->window &&
         (type == VX_KV_F16 || (type == VX_KV_Q8_0 && k->attn_dec_q8_0))) {
         /* decode: every position is visible; the full chunks go through the

@@ -319,10 +319,10 @@ static inline void perf_step(vx_context *c, int ith, vx_perf_step s) {
     c->perf_t = t;
 }
 
-/* The barrier ending step s: thread 0's wait there counted apart. */
 /* Gemma 2's sliding window: its even layers (llama.cpp's rule) */
 static int32_t swa_of(const vx_hparams *hp, int32_t il) { return hp->n_swa > 0 && il % 2 == 0 ? hp->n_swa : 0; }
 
+/* The barrier ending step s: thread 0's wait there counted apart. */
 static void sync_after(vx_context *c, int ith, vx_perf_step s) {
     perf_step(c, ith, s);
     vx_pool_barrier(c->pool);

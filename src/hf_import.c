@@ -35,6 +35,7 @@
 #include <cjson/cJSON.h>
 
 #include "common.h"
+#include "model.h"
 #include "quant.h"
 #include "safetensors.h"
 
@@ -44,12 +45,13 @@ static const struct {
     const char *hf, *arch;
     bool permute_qk; /* GGUF "llama" rotates adjacent pairs: HF's halves are permuted */
     bool spm_first;  /* tokenizer.model before tokenizer.json, as the converter reads them */
-    bool gemma;      /* norms stored as 1 + w, tied by default, GELU FFN */
+    int gemma;       /* 1: Gemma (norms stored as 1 + w, tied by default, GELU FFN); 2: Gemma 2 (also caps,
+                      * window, post norms) */
 } k_archs[] = {
-    {"LlamaForCausalLM", "llama", true, true, false},     {"MistralForCausalLM", "llama", true, true, false},
-    {"Qwen2ForCausalLM", "qwen2", false, false, false},   {"Qwen3ForCausalLM", "qwen3", false, false, false},
-    {"Phi3ForCausalLM", "phi3", false, true, false},      {"MixtralForCausalLM", "llama", true, true, false},
-    {"GemmaForCausalLM", "gemma", false, true, true},     {"Gemma2ForCausalLM", "gemma2", false, true, true},
+    {"LlamaForCausalLM", "llama", true, true, 0},         {"MistralForCausalLM", "llama", true, true, 0},
+    {"Qwen2ForCausalLM", "qwen2", false, false, 0},       {"Qwen3ForCausalLM", "qwen3", false, false, 0},
+    {"Phi3ForCausalLM", "phi3", false, true, 0},          {"MixtralForCausalLM", "llama", true, true, 0},
+    {"GemmaForCausalLM", "gemma", false, true, 1},        {"Gemma2ForCausalLM", "gemma2", false, true, 2},
 };
 
 typedef struct hf_ctx {
@@ -154,6 +156,7 @@ typedef struct hf_hparams {
     bool awq;             /* AWQ's layout (codes packed along the output) */
     bool spm_first;       /* k_archs' */
     bool norm_plus_one;   /* Gemma: RMSNorm scales by 1 + w; GGUF stores 1 + w */
+    bool gemma2;          /* k_archs' */
     bool tie;
 } hf_hparams;
 
@@ -261,7 +264,8 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
             hp->arch = k_archs[i].arch;
             hp->permute_qk = k_archs[i].permute_qk;
             hp->spm_first = k_archs[i].spm_first;
-            hp->norm_plus_one = k_archs[i].gemma;
+            hp->norm_plus_one = k_archs[i].gemma > 0;
+            hp->gemma2 = k_archs[i].gemma == 2;
         }
     if (!hp->arch)
         return vx_seterr(err, err_size, VX_EUNSUPPORTED,
@@ -406,7 +410,7 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
                              "config.json: partial_rotary_factor on a %s model is not supported", a0->valuestring);
     }
     if ((st = set_u32(w, A, "rope.dimension_count", n_rot))) return st;
-    if (!strcmp(hp->arch, "gemma2")) {
+    if (hp->gemma2) {
         /* Gemma2Config's defaults; a null cap is none. Queries are scaled by
          * 1/sqrt(query_pre_attn_scalar): vx (as llama.cpp) takes head_dim,
          * or n_embd / n_head for the 46-layer 27B model */
@@ -421,7 +425,7 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
             return st;
         if (an && cJSON_IsNull(an)) acap = 0;
         if (fn && cJSON_IsNull(fn)) fcap = 0;
-        const double want = hp->n_layer == 46 ? (double)hp->n_embd / (double)hp->n_head : (double)hp->head_dim;
+        const double want = vx_gemma2_query_scalar(hp->n_layer, hp->n_embd, hp->n_head, hp->head_dim);
         if (!(acap >= 0) || !(fcap >= 0) || qpas != want)
             return vx_seterr(err, err_size, VX_EUNSUPPORTED,
                              "config.json: Gemma 2 with soft caps %g / %g and query_pre_attn_scalar %g is not supported "
@@ -512,7 +516,7 @@ static const char *map_name(const hf_hparams *hp, const char *hf, char *buf, siz
     unsigned il;
     const char *rest;
     if (!strncmp(hf, "model.layers.", 13) && parse_index(hf + 13, 1u << 20, &il, &rest) && *rest == '.') {
-        if (!strcmp(hp->arch, "gemma2") && !strcmp(rest + 1, "post_attention_layernorm.weight")) {
+        if (hp->gemma2 && !strcmp(rest + 1, "post_attention_layernorm.weight")) {
             *kind = 'n';
             snprintf(buf, size, "blk.%u.post_attention_norm.weight", il);
             return buf;

@@ -194,7 +194,7 @@ static vx_status load_hparams(loader *L) {
             return st;
         if (!(hp->attn_softcap >= 0) || !(hp->final_softcap >= 0))
             return vx_seterr(L->err, L->err_size, VX_EFORMAT, "gemma2: a negative logit soft cap");
-        if (hp->n_layer == 46) hp->attn_scale = 1.0f / sqrtf((float)hp->n_embd / (float)hp->n_head);
+        hp->attn_scale = 1.0f / sqrtf((float)vx_gemma2_query_scalar(hp->n_layer, hp->n_embd, hp->n_head, hp->head_dim));
     }
     if ((st = hp_float(L, "rope.freq_base", 10000.0, &hp->rope_base))) return st;
     if (hp->rope_base <= 0)

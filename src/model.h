@@ -79,6 +79,13 @@ typedef struct vx_hparams {
     bool fused_qkv, fused_gate_up, tied_output;
 } vx_hparams;
 
+/* Gemma 2 scales queries by 1/sqrt of this: head_dim, or n_embd / n_head
+ * for the 27B model (46 layers), llama.cpp's rule (the loader applies it,
+ * the Hugging Face import checks query_pre_attn_scalar against it) */
+static inline double vx_gemma2_query_scalar(int64_t n_layer, int64_t n_embd, int64_t n_head, int64_t head_dim) {
+    return n_layer == 46 ? (double)n_embd / (double)n_head : (double)head_dim;
+}
+
 struct vx_model {
     vx_gguf *gguf;
     void *file_buf; /* the whole file when loaded without mmap */

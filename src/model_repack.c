@@ -111,7 +111,10 @@ vx_status vx_model_repack(vx_model *m, char *err, size_t err_size) {
         for (int i = 0; i < nall; i++) {
             vx_weight *w = ws[i];
             const bool copy = with_copies && copyable(m, w);
-            if (!copy && !packable(w)) continue;
+            if (!copy && !packable(w)) { /* as loaded (a first pass may have set them) */
+                w->ptype = 0, w->prow_size = w->pmat_size = 0;
+                continue;
+            }
             w->ptype = copy ? (int)w->type : vx_repack_type(w->type);
             w->prow_size = copy ? w->row_size : vx_repack_row_size(w->ptype, w->ne[0]);
             w->pmat_size = w->prow_size * (size_t)w->ne[1];

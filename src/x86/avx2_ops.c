@@ -527,7 +527,7 @@ void vx_attn_softmax16_avx2(float *s, int64_t m, const int32_t *nv, float scale,
  *  - P.V: tiles of up to 4 rows x 16 columns, corr * O + P V by one FMA per
  *    position in position order, as gemm_f16b.
  * Template parameters: R the rows (g, 1..8) or 0 for any g (G = 8); HD the
- * head dim (64 or 128) or 0 for any. */
+ * head dim (64, 128 or 256) or 0 for any. */
 
 
 /* 8-lane dot vector of q and a K row before the fold tree (gemm_abt's
@@ -548,13 +548,13 @@ static inline __attribute__((always_inline)) __m256 dot_lanes(const int HD, int6
 
 /* Dot vectors v[x] of rows rs[x] (x < NS; zero for rows past the group)
  * against the fp16 K row kj, each K element widened once for all rows.
- * HD = 128 runs in two halves (the chain goes on from the first half's
- * vector) so the widened half row stays in registers. */
+ * HD = 128 and 256 run in 64-element pieces (the chain goes on from the
+ * previous piece's vector) so the widened piece stays in registers. */
 static inline __attribute__((always_inline)) void dot_rows(const int R, const int HD, const int NS, const int *rs,
                                                            int64_t g, int64_t hd, const float *q,
                                                            const uint16_t *kj, __m256 *v) {
     const int64_t nr = R > 0 ? R : g;
-    if (HD >= 128) { /* 128 or 256: the K row 64 elements at a time, one chain on */
+    if (HD >= 128) {
         __m256 kw[8];
 #pragma GCC unroll 4
         for (int half = 0; half < HD / 64; half++) {
