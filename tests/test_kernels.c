@@ -843,6 +843,12 @@ static int tiers(vx_kernels *kt) {
         kt[n].gemm[VX_TYPE_Q2_K_R8] = vx_gemm_q2_K_r8_avx512emu;
         kt[n++].gemm[VX_TYPE_Q3_K_R8] = vx_gemm_q3_K_r8_avx512emu;
     }
+    /* the AMX tier (its int8 tile GEMMs of Q8_0_R8, Q4_0_R8), natively
+     * where the CPU has it, else emulated (unless skipped as above) */
+    if (vx_cpu_best_isa() >= VX_ISA_AMX)
+        vx_kernels_init(&kt[n++], VX_ISA_AMX);
+    else if (!skip)
+        vx_kernels_init_emulated_amx(&kt[n++]);
     return n;
 }
 
@@ -851,7 +857,7 @@ static void test_packed(err_stats *st) {
     /* 32-blocks: one block, odd counts (the lone tail block on the even
      * chain), more than one GEMM chunk, and rows past the gemv's tables */
     const int64_t ns32[] = {32, 96, 896, 4864, 40960, 0};
-    vx_kernels kt[5];
+    vx_kernels kt[6];
     const int nk = tiers(kt);
     for (int ti = 0; ti < nk; ti++) {
         rng r = {.s = 777};
@@ -881,7 +887,7 @@ static void test_packed(err_stats *st) {
 /* Plain-layout entries a tier replaces (none yet beyond AVX2's): the
  * same gemm/gemv checks as the AVX2 kernels get. */
 static void test_tier_plain(err_stats *st) {
-    vx_kernels kt[5];
+    vx_kernels kt[6];
     const int nk = tiers(kt);
     static const int types[] = {VX_TYPE_Q4_0, VX_TYPE_Q5_0, VX_TYPE_Q8_0, VX_TYPE_Q4_K, VX_TYPE_Q6_K,
                                 VX_TYPE_F16,  VX_TYPE_BF16};

@@ -86,17 +86,36 @@ static inline void vx_emu_tile_dpbf16ps(int c, int a, int b) {
         }
 }
 
+/* C (int32) += A (int8) . B (int8), four products per dword */
+static inline void vx_emu_tile_dpbssd(int c, int a, int b) {
+    vx_emu_tiles *s = &vx_emu_tile_state;
+    VX_ASSERT(s->configured);
+    const int M = s->rows[c], N = s->colsb[c] / 4, K = s->colsb[a] / 4;
+    VX_ASSERT(s->rows[a] == M && s->rows[b] == K && s->colsb[b] == s->colsb[c]);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            int32_t acc;
+            memcpy(&acc, &s->t[c][m][4 * n], 4);
+            for (int k = 0; k < K; k++)
+                for (int i = 0; i < 4; i++)
+                    acc += (int32_t)(int8_t)s->t[a][m][4 * k + i] * (int32_t)(int8_t)s->t[b][k][4 * n + i];
+            memcpy(&s->t[c][m][4 * n], &acc, 4);
+        }
+}
+
 #undef _tile_loadconfig
 #undef _tile_release
 #undef _tile_zero
 #undef _tile_loadd
 #undef _tile_stored
 #undef _tile_dpbf16ps
+#undef _tile_dpbssd
 #define _tile_loadconfig(cfg) vx_emu_tile_loadconfig(cfg)
 #define _tile_release() vx_emu_tile_release()
 #define _tile_zero(i) vx_emu_tile_zero(i)
 #define _tile_loadd(i, base, stride) vx_emu_tile_loadd(i, base, stride)
 #define _tile_stored(i, base, stride) vx_emu_tile_stored(i, base, stride)
 #define _tile_dpbf16ps(c, a, b) vx_emu_tile_dpbf16ps(c, a, b)
+#define _tile_dpbssd(c, a, b) vx_emu_tile_dpbssd(c, a, b)
 
 #endif

@@ -1,0 +1,212 @@
+/*
+ * amx_gemm_i8.c - the GEMM of the packed Q8_0 and Q4_0 rows (Q8_0_R8,
+ * Q4_0_R8) x Q8_0 activations on AMX int8 tiles (tdpbssd), for batches
+ * of a few tokens to a few dozen: batched decoding, speculative
+ * verification, short prompts. Compiled natively (*_amx) and emulated
+ * (*_amxemu, amx_emu.h and SIMDe), like amx_gemm.c.
+ *
+ * The same bits as the AVX-512 VNNI GEMM and the gemvs (avx512_gemm.c):
+ * per row, token and block the exact int32 sum I of the code products
+ * (here from a tile product: A = 16 tokens x the block's 32 activation
+ * codes, B = 8 rows x 32 codes, C = 16 x 8 int32), then that file's
+ * canonical float step, acc = fma(d * dy, (float)I, acc), in two chains
+ * (even, odd blocks) added at the end. tests/test_kernels.c checks the
+ * equality for every token count.
+ *
+ * Why it pays: the VNNI GEMM spends 11 vector uops per token, block and
+ * 16 rows (8 vpdpbusd and the float step); here the tiles do the products
+ * (two tdpbssd per block and 16 rows, for up to 16 tokens) and the vector
+ * ports only the float step. The B tiles load straight from the packed
+ * records: Q8_0_R8's qs[q] (32 bytes) is row q of a B tile of 8 columns
+ * (rows r, four codes each), Q4_0_R8's nibbles are split into such a
+ * tile (codes - 8) first. The bf16 tile GEMM (amx_gemm.c) converts every
+ * weight to bf16 once per call, a cost that only many tokens amortize.
+ *
+ * Tiles: 0-1 C of an even block (row groups A, B), 2-3 of an odd one; 4-5
+ * A (even, odd block); 6-7 B (groups A, B). A C tile is stored after
+ * every block (its scale is the block's), into one of two buffers, so
+ * that the next block's products overlap this one's float step.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "isa512.h" /* the AVX-512 intrinsics, native or SIMDe (VX_EMU) */
+#ifdef VX_EMU
+#include "x86/amx_emu.h"
+#define VXAMX(name) name##_amxemu
+#define VX512F(name) name##_avx512emu
+#else
+#define VXAMX(name) name##_amx
+#define VX512F(name) name##_avx512
+#endif
+
+#include "avx2_quant_util.h"
+#include "kernels_amx.h"
+#include "kernels_x86.h"
+#include "quant.h"
+
+enum { MT = 16, ST = 32, MAX_NB = 512 }; /* tokens per tile, per span; blocks per row (K <= 16384) */
+
+/* Tile configurations for m = 1..16 tokens: C tiles 0-3 m x 64 bytes (16
+ * int32), A tiles 4-5 m x 32 bytes (32 codes), B tiles 6-7 8 x 64 bytes.
+ * Constants (see amx_util.h on local configuration arrays). */
+#define CFG(m)                                                                                      \
+    {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 64, 0, 64, 0, 64, 0, 64, 0, 32, 0, 32, 0, 64, 0, 64, 0, \
+     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, m, m, m, m, m, m, 8, 8, 0, 0, 0, 0, 0, 0, 0, 0}
+static const uint8_t cfg_i8[MT][64] __attribute__((aligned(64))) = {
+    CFG(1), CFG(2),  CFG(3),  CFG(4),  CFG(5),  CFG(6),  CFG(7),  CFG(8),
+    CFG(9), CFG(10), CFG(11), CFG(12), CFG(13), CFG(14), CFG(15), CFG(16)};
+#undef CFG
+
+/* The B tile of a block of 16 rows (group A's record ra: columns 0-7,
+ * group B's rb: 8-15): row q holds elements 4q .. 4q + 3 of each row.
+ * Q8_0_R8: qs[q] of both records side by side. Q4_0_R8 (codes - 8): row
+ * q < 4 the low nibbles of qs[q], row q + 4 their high ones (quant.h: low
+ * nibble element 4c + b, high 16 + 4c + b). */
+static inline void b_tile(int q4, const uint8_t *ra, const uint8_t *rb, int8_t (*bt)[64]) {
+    if (!q4) {
+        const size_t o = offsetof(vx_block_q8_0_r8, qs);
+        for (int q = 0; q < 8; q++)
+            _mm512_store_si512((void *)bt[q], _mm512_inserti64x4(_mm512_castsi256_si512(load256(ra + o + 32 * q)),
+                                                                 load256(rb + o + 32 * q), 1));
+        return;
+    }
+    const size_t o = offsetof(vx_block_q4_0_r8, qs);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+    for (int c = 0; c < 4; c++) {
+        const __m512i v =
+            _mm512_inserti64x4(_mm512_castsi256_si512(load256(ra + o + 32 * c)), load256(rb + o + 32 * c), 1);
+        _mm512_store_si512((void *)bt[c], _mm512_sub_epi8(_mm512_and_si512(v, m4), eight));
+        _mm512_store_si512((void *)bt[c + 4], _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), eight));
+    }
+}
+
+/* The canonical step of block b (its C tiles stored at buf): rows A in
+ * lanes 0-7, B in 8-15. */
+static inline void fixup(const uint8_t *ra, const uint8_t *rb, const int32_t (*buf)[16], const float *dy, int m,
+                         float (*acc)[16]) {
+    const __m512 d = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(ra)), load128(rb), 1));
+    for (int t = 0; t < m; t++) {
+        const __m512 I = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)buf[t]));
+        const __m512 s = _mm512_mul_ps(d, _mm512_set1_ps(dy[t]));
+        _mm512_store_ps(acc[t], _mm512_fmadd_ps(s, I, _mm512_load_ps(acc[t])));
+    }
+}
+
+/* Pipelining. Block b's B tile is built (vector stores) BLAG blocks
+ * ahead, and its float step runs LAG blocks behind its tile product: a
+ * tile load of freshly stored bytes, or a vector load of a tile's, waits
+ * for the stores to complete (built, multiplied and stepped in turn, the
+ * blocks ran at a third of the speed). Block b's product goes to C tile
+ * b % 4 and buffer b % NBUF, its B tile to bt[b % NBUF]. */
+enum { LAG = 3, BLAG = 2, NBUF = 4 };
+
+/* Tile ops of block b into C tile c (A tile ta, B tile tb: 4 and 6 for
+ * even blocks, 5 and 7 for odd ones; tile numbers must be literals). */
+#define PRODUCT(c, ta, tb)                             \
+    do {                                               \
+        _tile_loadd(ta, a, (int64_t)act_stride);       \
+        _tile_loadd(tb, &bt[b % NBUF][0][0], 64);      \
+        _tile_zero(c);                                 \
+        _tile_dpbssd(c, ta, tb);                       \
+        _tile_stored(c, &buf[b % NBUF][0][0], 64);     \
+    } while (0)
+
+/* Rows of groups A and B (B == A: a lone group, R = 8 rows stored, else
+ * 16) against tokens [0, m) of the tile at act (rows act_stride apart),
+ * dyt[b * ST + t] their block scales. acc: [2][MT][16] floats of scratch. */
+static void rowblock(int q4, int64_t nb, const uint8_t *A, const uint8_t *B, int R, const uint8_t *act,
+                     size_t act_stride, int m, const float *dyt, float *out, int64_t ldo, int accumulate,
+                     float (*acc)[MT][16]) {
+    const size_t rs = q4 ? sizeof(vx_block_q4_0_r8) : sizeof(vx_block_q8_0_r8);
+    int32_t buf[NBUF][MT][16] __attribute__((aligned(64)));
+    int8_t bt[NBUF][8][64] __attribute__((aligned(64)));
+    memset(acc, 0, 2 * sizeof acc[0]);
+    for (int64_t b = 0; b < BLAG && b < nb; b++) b_tile(q4, A + (size_t)b * rs, B + (size_t)b * rs, bt[b % NBUF]);
+    for (int64_t b = 0; b < nb + LAG; b++) {
+        if (b + BLAG < nb) {
+            const int64_t f = b + BLAG;
+            const uint8_t *ra = A + (size_t)f * rs, *rb = B + (size_t)f * rs;
+            /* the records 8 blocks on, a line at a time */
+            for (size_t l = 0; l < rs; l += 64) {
+                prefetch_line(ra + 8 * rs + l);
+                if (rb != ra) prefetch_line(rb + 8 * rs + l);
+            }
+            b_tile(q4, ra, rb, bt[f % NBUF]);
+        }
+        if (b < nb) {
+            /* A: the tokens' codes of block b (Q8_0 blocks {d, qs[32]}) */
+            const uint8_t *a = act + (size_t)b * sizeof(vx_block_q8_0) + offsetof(vx_block_q8_0, qs);
+            switch (b & 3) { /* tile numbers are immediates */
+            case 0: PRODUCT(0, 4, 6); break;
+            case 1: PRODUCT(1, 5, 7); break;
+            case 2: PRODUCT(2, 4, 6); break;
+            default: PRODUCT(3, 5, 7); break;
+            }
+        }
+        if (b >= LAG) {
+            const int64_t f = b - LAG;
+            fixup(A + (size_t)f * rs, B + (size_t)f * rs, (const int32_t(*)[16])buf[f % NBUF], dyt + f * ST, m,
+                  acc[f & 1]);
+        }
+    }
+    for (int t = 0; t < m; t++) {
+        float o[16];
+        _mm512_storeu_ps(o, _mm512_add_ps(_mm512_load_ps(acc[0][t]), _mm512_load_ps(acc[1][t])));
+        store_rows(out + (int64_t)t * ldo, o, R, accumulate);
+    }
+}
+#undef PRODUCT
+
+static void gemm_i8(int q4, int64_t n, const void *w, size_t stride, int nrows, const void *act,
+                    size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
+    const int64_t nb = n / 32;
+    float dyt[MAX_NB * ST]; /* [block][token] of a span of ST tokens */
+    float acc[2][MT][16] __attribute__((aligned(64)));
+    int cfg = 0; /* the tile configuration's token count (0: none) */
+    for (int s0 = 0; s0 < ntok; s0 += ST) {
+        const int ns = ntok - s0 < ST ? ntok - s0 : ST;
+        const uint8_t *as = (const uint8_t *)act + (size_t)s0 * act_stride;
+        for (int t = 0; t < ns; t++)
+            for (int64_t b = 0; b < nb; b++)
+                dyt[b * ST + t] = f16(ld16(as + (size_t)t * act_stride + (size_t)b * sizeof(vx_block_q8_0)));
+        /* every token tile of the span against a row block while its
+         * records are in L2 */
+        for (int r0 = 0; r0 < nrows; r0 += 16) {
+            const uint8_t *A = row_at(w, stride, r0);
+            const int two = r0 + 16 <= nrows;
+            const uint8_t *B = two ? (const uint8_t *)row_at(w, stride, r0 + 8) : A;
+            for (int t0 = 0; t0 < ns; t0 += MT) {
+                const int m = ns - t0 < MT ? ns - t0 : MT;
+                if (m != cfg) {
+                    _tile_loadconfig(cfg_i8[m - 1]);
+                    cfg = m;
+                }
+                rowblock(q4, nb, A, B, two ? 16 : 8, as + (size_t)t0 * act_stride, act_stride, m, dyt + t0,
+                         out + (int64_t)(s0 + t0) * ldo + r0, ldo, accumulate, acc);
+            }
+        }
+    }
+    if (cfg) _tile_release();
+}
+
+/* Under MIN_TOK tokens, or rows too long for the scale table, the VNNI
+ * GEMM (the same bits). */
+#define MIN_TOK 3
+
+void VXAMX(vx_gemm_q8_0_r8)(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                            size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch) {
+    if (ntok < MIN_TOK || n / 32 > MAX_NB)
+        VX512F(vx_gemm_q8_0_r8)(n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate, scratch);
+    else
+        gemm_i8(0, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
+}
+
+void VXAMX(vx_gemm_q4_0_r8)(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                            size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch) {
+    if (ntok < MIN_TOK || n / 32 > MAX_NB)
+        VX512F(vx_gemm_q4_0_r8)(n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate, scratch);
+    else
+        gemm_i8(1, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
+}
