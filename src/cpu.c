@@ -241,8 +241,12 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
         k->attn_tiles_step = vx_attn_tiles_step_amx;
         k->attn_tiles_end = vx_attn_tiles_end_amx;
         if (detect().amx_int8) { /* every AMX CPU so far; the tier itself asks for bf16 */
-            k->gemm[VX_TYPE_Q8_0_R8] = vx_gemm_q8_0_r8_amx;
             k->gemm[VX_TYPE_Q4_0_R8] = vx_gemm_q4_0_r8_amx;
+            k->gemm[VX_TYPE_Q5_0_R8] = vx_gemm_q5_0_r8_amx;
+            k->gemm[VX_TYPE_Q8_0_R8] = vx_gemm_q8_0_r8_amx;
+            k->gemm[VX_TYPE_Q4_1_R8] = vx_gemm_q4_1_r8_amx;
+            k->gemm[VX_TYPE_Q5_1_R8] = vx_gemm_q5_1_r8_amx;
+            k->gemm[VX_TYPE_IQ4_NL_R8] = vx_gemm_iq4_nl_r8_amx;
         }
         k->name = "amx";
     }
@@ -270,8 +274,12 @@ void vx_kernels_init_emulated_amx(vx_kernels *k) {
     k->attn_tiles_begin = vx_attn_tiles_begin_amxemu;
     k->attn_tiles_step = vx_attn_tiles_step_amxemu;
     k->attn_tiles_end = vx_attn_tiles_end_amxemu;
-    k->gemm[VX_TYPE_Q8_0_R8] = vx_gemm_q8_0_r8_amxemu;
     k->gemm[VX_TYPE_Q4_0_R8] = vx_gemm_q4_0_r8_amxemu;
+    k->gemm[VX_TYPE_Q5_0_R8] = vx_gemm_q5_0_r8_amxemu;
+    k->gemm[VX_TYPE_Q8_0_R8] = vx_gemm_q8_0_r8_amxemu;
+    k->gemm[VX_TYPE_Q4_1_R8] = vx_gemm_q4_1_r8_amxemu;
+    k->gemm[VX_TYPE_Q5_1_R8] = vx_gemm_q5_1_r8_amxemu;
+    k->gemm[VX_TYPE_IQ4_NL_R8] = vx_gemm_iq4_nl_r8_amxemu;
     k->name = "amx-emu";
 }
 

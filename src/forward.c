@@ -44,9 +44,15 @@
  * passes (avx512_half.c) beat the tiles at 4 tokens: batched decode
  * aggregate t/s, tiles vs passes, x4 15.6 vs 21.7, x5 25.3 vs 21.1, x6
  * 30.2 vs 27.4, x8 36.7 vs 24.9; F16 stays at 16 (tiles x14 27.9 vs
- * passes 29.8, x16 36-38 vs the AVX2 GEMM's 24). */
+ * passes 29.8, x16 36-38 vs the AVX2 GEMM's 24).
+ * Session 29: below these counts the packed 32-element types take the
+ * int8 tile GEMM (amx_gemm_i8.c, the VNNI GEMM's bits) rather than the
+ * VNNI one, which moved the crossovers: Q8_0 to 40 (int8 tiles / bf16
+ * tiles, Llama-1B pp t/s: pp32 330 / 303, pp40 308 / 302, pp48 326 /
+ * 357), Q4_0 to 32 (pp24 343 / 294, pp32 345 / 351, pp40 315 / 376). */
 #define AMX_MIN_TOK 32
-#define AMX_MIN_TOK_Q8_Q4_0 24
+#define AMX_MIN_TOK_Q8_0 40
+#define AMX_MIN_TOK_Q4_0 32
 #define AMX_MIN_TOK_BF16 5
 #define AMX_MIN_TOK_F16 16
 
@@ -355,7 +361,8 @@ static int64_t amx_min_tok(const vx_context *c, vx_type type) {
     switch (type) {
     case VX_TYPE_BF16: return AMX_MIN_TOK_BF16;
     case VX_TYPE_F16: return AMX_MIN_TOK_F16;
-    case VX_TYPE_Q8_0: case VX_TYPE_Q4_0: return AMX_MIN_TOK_Q8_Q4_0;
+    case VX_TYPE_Q8_0: return AMX_MIN_TOK_Q8_0;
+    case VX_TYPE_Q4_0: return AMX_MIN_TOK_Q4_0;
     default: return AMX_MIN_TOK;
     }
 }

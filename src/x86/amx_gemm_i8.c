@@ -42,55 +42,109 @@
 #endif
 
 #include "avx2_quant_util.h"
+#include "bits512.h"
 #include "kernels_amx.h"
 #include "kernels_x86.h"
 #include "quant.h"
 
 enum { MT = 16, ST = 32, MAX_NB = 512 }; /* tokens per tile, per span; blocks per row (K <= 16384) */
 
-/* Tile configurations for m = 1..16 tokens: C tiles 0-3 m x 64 bytes (16
- * int32), A tiles 4-5 m x 32 bytes (32 codes), B tiles 6-7 8 x 64 bytes.
- * Constants (see amx_util.h on local configuration arrays). */
-#define CFG(m)                                                                                      \
-    {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 64, 0, 64, 0, 64, 0, 64, 0, 32, 0, 32, 0, 64, 0, 64, 0, \
-     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, m, m, m, m, m, m, 8, 8, 0, 0, 0, 0, 0, 0, 0, 0}
-static const uint8_t cfg_i8[MT][64] __attribute__((aligned(64))) = {
-    CFG(1), CFG(2),  CFG(3),  CFG(4),  CFG(5),  CFG(6),  CFG(7),  CFG(8),
-    CFG(9), CFG(10), CFG(11), CFG(12), CFG(13), CFG(14), CFG(15), CFG(16)};
+/* Tile configurations for a span of n = 1..32 tokens, as tiles of m0 =
+ * min(n, 16) and m1 = n - m0 tokens: C tiles 0-1 m0 x 64 bytes (16
+ * int32), 2-3 m1 x 64; A tiles 4 (m0 x 32 codes) and 5 (m1 x 32); B tiles
+ * 6-7 8 x 64 bytes. With m1 = 0 tiles 2, 3 and 5 take m0 too (one tile of
+ * tokens: four C tiles in turn). Constants (see amx_util.h on local
+ * configuration arrays). */
+#define CFG(m0, m1)                                                                                          \
+    {1,  0,  0,  0,  0,  0,  0,  0,  0, 0, 0, 0, 0, 0, 0, 0, 64, 0, 64, 0, 64, 0, 64, 0, 32, 0, 32, 0, 64, 0, 64, 0, \
+     0,  0,  0,  0,  0,  0,  0,  0,  0, 0, 0, 0, 0, 0, 0, 0, m0, m0, (m1) ? (m1) : (m0), (m1) ? (m1) : (m0), m0,      \
+     (m1) ? (m1) : (m0), 8, 8, 0, 0, 0, 0, 0, 0, 0, 0}
+static const uint8_t cfg_i8[ST][64] __attribute__((aligned(64))) = {
+    CFG(1, 0),   CFG(2, 0),   CFG(3, 0),   CFG(4, 0),   CFG(5, 0),   CFG(6, 0),   CFG(7, 0),   CFG(8, 0),
+    CFG(9, 0),   CFG(10, 0),  CFG(11, 0),  CFG(12, 0),  CFG(13, 0),  CFG(14, 0),  CFG(15, 0),  CFG(16, 0),
+    CFG(16, 1),  CFG(16, 2),  CFG(16, 3),  CFG(16, 4),  CFG(16, 5),  CFG(16, 6),  CFG(16, 7),  CFG(16, 8),
+    CFG(16, 9),  CFG(16, 10), CFG(16, 11), CFG(16, 12), CFG(16, 13), CFG(16, 14), CFG(16, 15), CFG(16, 16)};
 #undef CFG
 
+enum { K_Q4_0, K_Q5_0, K_Q8_0, K_Q4_1, K_Q5_1, K_IQ4_NL };
+
+static inline size_t rec_size(int k) {
+    switch (k) {
+    case K_Q4_0: case K_IQ4_NL: return sizeof(vx_block_q4_0_r8);
+    case K_Q5_0: return sizeof(vx_block_q5_0_r8);
+    case K_Q4_1: return sizeof(vx_block_q4_1_r8);
+    case K_Q5_1: return sizeof(vx_block_q5_1_r8);
+    default: return sizeof(vx_block_q8_0_r8);
+    }
+}
+/* Q4_1, Q5_1: a min per row and block, and Q8_1 activations {d, s, qs} */
+static inline int has_min(int k) { return k == K_Q4_1 || k == K_Q5_1; }
+static inline size_t act_block(int k) { return has_min(k) ? sizeof(vx_block_q8_1) : sizeof(vx_block_q8_0); }
+static inline size_t act_codes(int k) {
+    return has_min(k) ? offsetof(vx_block_q8_1, qs) : offsetof(vx_block_q8_0, qs);
+}
+
 /* The B tile of a block of 16 rows (group A's record ra: columns 0-7,
- * group B's rb: 8-15): row q holds elements 4q .. 4q + 3 of each row.
- * Q8_0_R8: qs[q] of both records side by side. Q4_0_R8 (codes - 8): row
- * q < 4 the low nibbles of qs[q], row q + 4 their high ones (quant.h: low
- * nibble element 4c + b, high 16 + 4c + b). */
-static inline void b_tile(int q4, const uint8_t *ra, const uint8_t *rb, int8_t (*bt)[64]) {
-    if (!q4) {
+ * group B's rb: 8-15) as signed bytes: row q holds elements 4q .. 4q + 3
+ * of each row. Q8_0_R8: qs[q] of both records side by side. The nibble
+ * types (quant.h: qs[c] low nibble element 4c + b, high 16 + 4c + b):
+ * row c < 4 the low nibbles of qs[c], row c + 4 the high ones, with Q5's
+ * fifth bits (bit q of qh byte b: element 4q + b), less the type's offset
+ * (Q4_0 8, Q5_0 16; Q4_1 and Q5_1 take their codes as they are, the min
+ * term is a float step of its own), IQ4_NL's book values for indices.
+ * The integer sums are then the VNNI kernels' offset-corrected ones. */
+static inline __attribute__((always_inline)) void b_tile(int k, const uint8_t *ra, const uint8_t *rb,
+                                                         int8_t (*bt)[64]) {
+    if (k == K_Q8_0) {
         const size_t o = offsetof(vx_block_q8_0_r8, qs);
         for (int q = 0; q < 8; q++)
             _mm512_store_si512((void *)bt[q], _mm512_inserti64x4(_mm512_castsi256_si512(load256(ra + o + 32 * q)),
                                                                  load256(rb + o + 32 * q), 1));
         return;
     }
-    const size_t o = offsetof(vx_block_q4_0_r8, qs);
-    const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+    const size_t o = k == K_Q5_0   ? offsetof(vx_block_q5_0_r8, qs)
+                     : k == K_Q4_1 ? offsetof(vx_block_q4_1_r8, qs)
+                     : k == K_Q5_1 ? offsetof(vx_block_q5_1_r8, qs)
+                                   : offsetof(vx_block_q4_0_r8, qs); /* Q4_0, IQ4_NL */
+    const size_t ho = k == K_Q5_0 ? offsetof(vx_block_q5_0_r8, qh) : offsetof(vx_block_q5_1_r8, qh);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i off = _mm512_set1_epi8((char)(k == K_Q4_0 ? 8 : k == K_Q5_0 ? 16 : 0));
+    const __m512i h = k == K_Q5_0 || k == K_Q5_1
+                          ? _mm512_inserti64x4(_mm512_castsi256_si512(load256(ra + ho)), load256(rb + ho), 1)
+                          : m4;
+    const __m512i book = _mm512_broadcast_i32x4(load128(vx_iq4nl_values));
     for (int c = 0; c < 4; c++) {
         const __m512i v =
             _mm512_inserti64x4(_mm512_castsi256_si512(load256(ra + o + 32 * c)), load256(rb + o + 32 * c), 1);
-        _mm512_store_si512((void *)bt[c], _mm512_sub_epi8(_mm512_and_si512(v, m4), eight));
-        _mm512_store_si512((void *)bt[c + 4], _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), eight));
+        __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if (k == K_Q5_0 || k == K_Q5_1) {
+            lo = or_bit4(lo, q5_shift(h, c));
+            hi = or_bit4(hi, q5_shift(h, c + 4));
+        }
+        if (k == K_IQ4_NL) {
+            lo = _mm512_shuffle_epi8(book, lo);
+            hi = _mm512_shuffle_epi8(book, hi);
+        }
+        _mm512_store_si512((void *)bt[c], _mm512_sub_epi8(lo, off));
+        _mm512_store_si512((void *)bt[c + 4], _mm512_sub_epi8(hi, off));
     }
 }
 
-/* The canonical step of block b (its C tiles stored at buf): rows A in
- * lanes 0-7, B in 8-15. */
-static inline void fixup(const uint8_t *ra, const uint8_t *rb, const int32_t (*buf)[16], const float *dy, int m,
-                         float (*acc)[16]) {
+/* The canonical step of a block (its C tile stored at buf): rows A in
+ * lanes 0-7, B in 8-15; with a min, + m s_y on the same chain. */
+static inline __attribute__((always_inline)) void fixup(int k, const uint8_t *ra, const uint8_t *rb,
+                                                        const int32_t (*buf)[16], const float *dy,
+                                                        const float *sy, int m, float (*acc)[16]) {
     const __m512 d = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(ra)), load128(rb), 1));
+    const __m512 mn = has_min(k) ? _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(ra + 16)),
+                                                                          load128(rb + 16), 1))
+                                 : d;
     for (int t = 0; t < m; t++) {
         const __m512 I = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)buf[t]));
         const __m512 s = _mm512_mul_ps(d, _mm512_set1_ps(dy[t]));
-        _mm512_store_ps(acc[t], _mm512_fmadd_ps(s, I, _mm512_load_ps(acc[t])));
+        __m512 r = _mm512_fmadd_ps(s, I, _mm512_load_ps(acc[t]));
+        if (has_min(k)) r = _mm512_fmadd_ps(mn, _mm512_set1_ps(sy[t]), r);
+        _mm512_store_ps(acc[t], r);
     }
 }
 
@@ -102,28 +156,44 @@ static inline void fixup(const uint8_t *ra, const uint8_t *rb, const int32_t (*b
  * b % 4 and buffer b % NBUF, its B tile to bt[b % NBUF]. */
 enum { LAG = 3, BLAG = 2, NBUF = 4 };
 
-/* Tile ops of block b into C tile c (A tile ta, B tile tb: 4 and 6 for
- * even blocks, 5 and 7 for odd ones; tile numbers must be literals). */
-#define PRODUCT(c, ta, tb)                             \
-    do {                                               \
-        _tile_loadd(ta, a, (int64_t)act_stride);       \
-        _tile_loadd(tb, &bt[b % NBUF][0][0], 64);      \
-        _tile_zero(c);                                 \
-        _tile_dpbssd(c, ta, tb);                       \
-        _tile_stored(c, &buf[b % NBUF][0][0], 64);     \
+/* Tile ops of block b for one tile of tokens into C tile c (A tile ta,
+ * B tile tb: 4 and 6 for even blocks, 5 and 7 for odd ones), stored at
+ * row r0 of its buffer; tile numbers must be literals. */
+#define PRODUCT(c, ta, tb, r0)                                 \
+    do {                                                       \
+        _tile_loadd(ta, a, (int64_t)act_stride);               \
+        _tile_loadd(tb, &bt[b % NBUF][0][0], 64);              \
+        _tile_zero(c);                                         \
+        _tile_dpbssd(c, ta, tb);                               \
+        _tile_stored(c, &buf[b % NBUF][r0][0], 64);            \
+    } while (0)
+/* The same for two tiles of tokens (0-15 into C tile c0, 16.. into c1),
+ * one B tile load for both. */
+#define PRODUCT2(c0, c1, tb)                                   \
+    do {                                                       \
+        _tile_loadd(tb, &bt[b % NBUF][0][0], 64);              \
+        _tile_loadd(4, a, (int64_t)act_stride);                \
+        _tile_zero(c0);                                        \
+        _tile_dpbssd(c0, 4, tb);                               \
+        _tile_stored(c0, &buf[b % NBUF][0][0], 64);            \
+        _tile_loadd(5, a + MT * act_stride, (int64_t)act_stride); \
+        _tile_zero(c1);                                        \
+        _tile_dpbssd(c1, 5, tb);                               \
+        _tile_stored(c1, &buf[b % NBUF][MT][0], 64);           \
     } while (0)
 
 /* Rows of groups A and B (B == A: a lone group, R = 8 rows stored, else
- * 16) against tokens [0, m) of the tile at act (rows act_stride apart),
- * dyt[b * ST + t] their block scales. acc: [2][MT][16] floats of scratch. */
-static void rowblock(int q4, int64_t nb, const uint8_t *A, const uint8_t *B, int R, const uint8_t *act,
-                     size_t act_stride, int m, const float *dyt, float *out, int64_t ldo, int accumulate,
-                     float (*acc)[MT][16]) {
-    const size_t rs = q4 ? sizeof(vx_block_q4_0_r8) : sizeof(vx_block_q8_0_r8);
-    int32_t buf[NBUF][MT][16] __attribute__((aligned(64)));
+ * 16) against tokens [0, n) (n <= 32: the configuration cfg_i8[n - 1]) at
+ * act (rows act_stride apart), dyt[b * ST + t] their block scales. */
+static inline __attribute__((always_inline)) void rowblock(int k, int64_t nb, const uint8_t *A, const uint8_t *B,
+                                                           int R, const uint8_t *act, size_t act_stride, int n,
+                                                           const float *dyt, const float *syt, float *out,
+                                                           int64_t ldo, int accumulate, float (*acc)[ST][16]) {
+    const size_t rs = rec_size(k);
+    int32_t buf[NBUF][ST][16] __attribute__((aligned(64)));
     int8_t bt[NBUF][8][64] __attribute__((aligned(64)));
     memset(acc, 0, 2 * sizeof acc[0]);
-    for (int64_t b = 0; b < BLAG && b < nb; b++) b_tile(q4, A + (size_t)b * rs, B + (size_t)b * rs, bt[b % NBUF]);
+    for (int64_t b = 0; b < BLAG && b < nb; b++) b_tile(k, A + (size_t)b * rs, B + (size_t)b * rs, bt[b % NBUF]);
     for (int64_t b = 0; b < nb + LAG; b++) {
         if (b + BLAG < nb) {
             const int64_t f = b + BLAG;
@@ -133,59 +203,65 @@ static void rowblock(int q4, int64_t nb, const uint8_t *A, const uint8_t *B, int
                 prefetch_line(ra + 8 * rs + l);
                 if (rb != ra) prefetch_line(rb + 8 * rs + l);
             }
-            b_tile(q4, ra, rb, bt[f % NBUF]);
+            b_tile(k, ra, rb, bt[f % NBUF]);
         }
         if (b < nb) {
-            /* A: the tokens' codes of block b (Q8_0 blocks {d, qs[32]}) */
-            const uint8_t *a = act + (size_t)b * sizeof(vx_block_q8_0) + offsetof(vx_block_q8_0, qs);
-            switch (b & 3) { /* tile numbers are immediates */
-            case 0: PRODUCT(0, 4, 6); break;
-            case 1: PRODUCT(1, 5, 7); break;
-            case 2: PRODUCT(2, 4, 6); break;
-            default: PRODUCT(3, 5, 7); break;
+            /* A: the tokens' codes of block b (Q8_0 / Q8_1 blocks) */
+            const uint8_t *a = act + (size_t)b * act_block(k) + act_codes(k);
+            if (n <= MT) {
+                switch (b & 3) { /* tile numbers are immediates */
+                case 0: PRODUCT(0, 4, 6, 0); break;
+                case 1: PRODUCT(1, 5, 7, 0); break;
+                case 2: PRODUCT(2, 4, 6, 0); break;
+                default: PRODUCT(3, 5, 7, 0); break;
+                }
+            } else if (b & 1) {
+                PRODUCT2(1, 3, 7);
+            } else {
+                PRODUCT2(0, 2, 6);
             }
         }
         if (b >= LAG) {
             const int64_t f = b - LAG;
-            fixup(A + (size_t)f * rs, B + (size_t)f * rs, (const int32_t(*)[16])buf[f % NBUF], dyt + f * ST, m,
-                  acc[f & 1]);
+            fixup(k, A + (size_t)f * rs, B + (size_t)f * rs, (const int32_t(*)[16])buf[f % NBUF], dyt + f * ST,
+                  syt + f * ST, n, acc[f & 1]);
         }
     }
-    for (int t = 0; t < m; t++) {
+    for (int t = 0; t < n; t++) {
         float o[16];
         _mm512_storeu_ps(o, _mm512_add_ps(_mm512_load_ps(acc[0][t]), _mm512_load_ps(acc[1][t])));
         store_rows(out + (int64_t)t * ldo, o, R, accumulate);
     }
 }
 #undef PRODUCT
+#undef PRODUCT2
 
-static void gemm_i8(int q4, int64_t n, const void *w, size_t stride, int nrows, const void *act,
+static inline __attribute__((always_inline)) void gemm_i8(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act,
                     size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
     const int64_t nb = n / 32;
-    float dyt[MAX_NB * ST]; /* [block][token] of a span of ST tokens */
-    float acc[2][MT][16] __attribute__((aligned(64)));
+    /* [block][token] of a span of ST tokens: the activations' d (and s) */
+    float dyt[MAX_NB * ST], syt[MAX_NB * ST];
+    float acc[2][ST][16] __attribute__((aligned(64)));
     int cfg = 0; /* the tile configuration's token count (0: none) */
     for (int s0 = 0; s0 < ntok; s0 += ST) {
         const int ns = ntok - s0 < ST ? ntok - s0 : ST;
         const uint8_t *as = (const uint8_t *)act + (size_t)s0 * act_stride;
         for (int t = 0; t < ns; t++)
-            for (int64_t b = 0; b < nb; b++)
-                dyt[b * ST + t] = f16(ld16(as + (size_t)t * act_stride + (size_t)b * sizeof(vx_block_q8_0)));
-        /* every token tile of the span against a row block while its
-         * records are in L2 */
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *yb = as + (size_t)t * act_stride + (size_t)b * act_block(k);
+                dyt[b * ST + t] = f16(ld16(yb));
+                if (has_min(k)) syt[b * ST + t] = f16(ld16(yb + 2));
+            }
+        if (ns != cfg) {
+            _tile_loadconfig(cfg_i8[ns - 1]);
+            cfg = ns;
+        }
         for (int r0 = 0; r0 < nrows; r0 += 16) {
             const uint8_t *A = row_at(w, stride, r0);
             const int two = r0 + 16 <= nrows;
             const uint8_t *B = two ? (const uint8_t *)row_at(w, stride, r0 + 8) : A;
-            for (int t0 = 0; t0 < ns; t0 += MT) {
-                const int m = ns - t0 < MT ? ns - t0 : MT;
-                if (m != cfg) {
-                    _tile_loadconfig(cfg_i8[m - 1]);
-                    cfg = m;
-                }
-                rowblock(q4, nb, A, B, two ? 16 : 8, as + (size_t)t0 * act_stride, act_stride, m, dyt + t0,
-                         out + (int64_t)(s0 + t0) * ldo + r0, ldo, accumulate, acc);
-            }
+            rowblock(k, nb, A, B, two ? 16 : 8, as, act_stride, ns, dyt, has_min(k) ? syt : dyt,
+                     out + (int64_t)s0 * ldo + r0, ldo, accumulate, acc);
         }
     }
     if (cfg) _tile_release();
@@ -195,18 +271,19 @@ static void gemm_i8(int q4, int64_t n, const void *w, size_t stride, int nrows, 
  * GEMM (the same bits). */
 #define MIN_TOK 3
 
-void VXAMX(vx_gemm_q8_0_r8)(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                            size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch) {
-    if (ntok < MIN_TOK || n / 32 > MAX_NB)
-        VX512F(vx_gemm_q8_0_r8)(n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate, scratch);
-    else
-        gemm_i8(0, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
-}
-
-void VXAMX(vx_gemm_q4_0_r8)(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                            size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch) {
-    if (ntok < MIN_TOK || n / 32 > MAX_NB)
-        VX512F(vx_gemm_q4_0_r8)(n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate, scratch);
-    else
-        gemm_i8(1, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
-}
+#define GEMM_I8_ENTRY(name, kind)                                                                         \
+    void VXAMX(vx_gemm_##name)(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,      \
+                               size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,          \
+                               void *scratch) {                                                               \
+        if (ntok < MIN_TOK || n / 32 > MAX_NB)                                                                \
+            VX512F(vx_gemm_##name)(n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate,     \
+                                   scratch);                                                                  \
+        else                                                                                                  \
+            gemm_i8(kind, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);              \
+    }
+GEMM_I8_ENTRY(q4_0_r8, K_Q4_0)
+GEMM_I8_ENTRY(q5_0_r8, K_Q5_0)
+GEMM_I8_ENTRY(q8_0_r8, K_Q8_0)
+GEMM_I8_ENTRY(q4_1_r8, K_Q4_1)
+GEMM_I8_ENTRY(q5_1_r8, K_Q5_1)
+GEMM_I8_ENTRY(iq4_nl_r8, K_IQ4_NL)

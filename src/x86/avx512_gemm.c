@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "avx2_quant_util.h"
+#include "bits512.h"
 #include "kernels_x86.h"
 #include "quant.h"
 
@@ -67,26 +68,6 @@ AINLINE __m512i bcast32(const uint8_t *p) { return _mm512_set1_epi32((int)ld32(p
 AINLINE int32_t ncorr32(int k, const uint8_t *yb) {
     const __m256i s = _mm256_maddubs_epi16(_mm256_set1_epi8(1), load256(yb + ycodes32(k)));
     return -off32(k) * hsum_epi32(pairs_to_i32(s));
-}
-
-/* bits 4 of a byte from bit q of the same byte of h (the Q5_0_R8 qh layout:
- * bit q of byte b of row r's dword is the fifth bit of element 4q + b), by
- * a 16-bit shift that never moves a bit 4 across bytes; other bits: junk. */
-AINLINE __m512i q5_shift(__m512i h, int q) {
-    switch (q) { /* immediates (q is a constant at every call once inlined) */
-    case 0: return _mm512_slli_epi16(h, 4);
-    case 1: return _mm512_slli_epi16(h, 3);
-    case 2: return _mm512_slli_epi16(h, 2);
-    case 3: return _mm512_slli_epi16(h, 1);
-    case 4: return h;
-    case 5: return _mm512_srli_epi16(h, 1);
-    case 6: return _mm512_srli_epi16(h, 2);
-    default: return _mm512_srli_epi16(h, 3);
-    }
-}
-/* a | (b & 0x10) bytewise: one vpternlogd (A | (B & C), C = 0x10 bytes) */
-AINLINE __m512i or_bit4(__m512i a, __m512i b) {
-    return _mm512_ternarylogic_epi32(a, b, _mm512_set1_epi8(0x10), 0xF8);
 }
 
 /* ===================================================================== GEMV

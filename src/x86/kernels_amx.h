@@ -30,16 +30,25 @@ size_t vx_gemm_amx_scratch_amxemu(int64_t K);
 void vx_f32_to_bf16_amx(const float *src, uint16_t *dst, uint16_t *lo, int64_t n);
 void vx_f32_to_bf16_amxemu(const float *src, uint16_t *dst, uint16_t *lo, int64_t n);
 
-/* vx_gemm_fn (matmul.h) of Q8_0_R8 / Q4_0_R8 x Q8_0 on int8 tiles
- * (amx_gemm_i8.c): the bits of the AVX-512 GEMM, for few tokens */
-void vx_gemm_q8_0_r8_amx(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                         size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
-void vx_gemm_q8_0_r8_amxemu(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                            size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
-void vx_gemm_q4_0_r8_amx(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                         size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
-void vx_gemm_q4_0_r8_amxemu(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
-                            size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
+/* vx_gemm_fn (matmul.h) of the packed 32-element types x Q8_0 / Q8_1 on
+ * int8 tiles (amx_gemm_i8.c): the bits of the AVX-512 GEMM, for few
+ * tokens */
+#define VX_GEMM_I8_DECL(S)                                                                                       \
+    void vx_gemm_q4_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch); \
+    void vx_gemm_q5_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch); \
+    void vx_gemm_q8_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch); \
+    void vx_gemm_q4_1_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch); \
+    void vx_gemm_q5_1_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
+                             size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch); \
+    void vx_gemm_iq4_nl_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,         \
+                               size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
+VX_GEMM_I8_DECL(amx)
+VX_GEMM_I8_DECL(amxemu)
+#undef VX_GEMM_I8_DECL
 
 /* the tile attention (ops.h attn_tiles_*) */
 void vx_attn_tiles_begin_amx(void *st, int64_t rows, int64_t g, int64_t hd, const float *q, int64_t ldq, int32_t p0,
