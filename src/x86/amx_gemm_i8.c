@@ -1,31 +1,33 @@
 /*
- * amx_gemm_i8.c - the GEMM of the packed Q8_0 and Q4_0 rows (Q8_0_R8,
- * Q4_0_R8) x Q8_0 activations on AMX int8 tiles (tdpbssd), for batches
- * of a few tokens to a few dozen: batched decoding, speculative
- * verification, short prompts. Compiled natively (*_amx) and emulated
- * (*_amxemu, amx_emu.h and SIMDe), like amx_gemm.c.
+ * amx_gemm_i8.c - the GEMM of the packed 32-element types (Q4_0_R8,
+ * Q5_0_R8, Q8_0_R8, Q4_1_R8, Q5_1_R8, IQ4_NL_R8) x Q8_0 / Q8_1 activations
+ * on AMX int8 tiles (tdpbssd), for batches of a few tokens to a few
+ * dozen: batched decoding, speculative verification, short prompts.
+ * Compiled natively (*_amx) and emulated (*_amxemu, amx_emu.h and SIMDe),
+ * like amx_gemm.c.
  *
  * The same bits as the AVX-512 VNNI GEMM and the gemvs (avx512_gemm.c):
- * per row, token and block the exact int32 sum I of the code products
- * (here from a tile product: A = 16 tokens x the block's 32 activation
- * codes, B = 8 rows x 32 codes, C = 16 x 8 int32), then that file's
- * canonical float step, acc = fma(d * dy, (float)I, acc), in two chains
- * (even, odd blocks) added at the end. tests/test_kernels.c checks the
- * equality for every token count.
+ * per row, token and block the exact int32 sum I of the code products,
+ * here from a tile product (A: up to 16 tokens x the block's 32
+ * activation codes; B: 8 x 64 bytes, the block's codes of 16 rows, four
+ * per row and tile row; C: tokens x 16 rows, int32), then that file's
+ * canonical float step, acc = fma(d * dy, (float)I, acc) [+ m s_y], in two
+ * chains (even, odd blocks) added at the end. tests/test_kernels.c checks
+ * the equality for every token count, natively and emulated.
  *
  * Why it pays: the VNNI GEMM spends 11 vector uops per token, block and
- * 16 rows (8 vpdpbusd and the float step); here the tiles do the products
- * (two tdpbssd per block and 16 rows, for up to 16 tokens) and the vector
- * ports only the float step. The B tiles load straight from the packed
- * records: Q8_0_R8's qs[q] (32 bytes) is row q of a B tile of 8 columns
- * (rows r, four codes each), Q4_0_R8's nibbles are split into such a
- * tile (codes - 8) first. The bf16 tile GEMM (amx_gemm.c) converts every
- * weight to bf16 once per call, a cost that only many tokens amortize.
- *
- * Tiles: 0-1 C of an even block (row groups A, B), 2-3 of an odd one; 4-5
- * A (even, odd block); 6-7 B (groups A, B). A C tile is stored after
- * every block (its scale is the block's), into one of two buffers, so
- * that the next block's products overlap this one's float step.
+ * 16 rows (8 vpdpbusd and the float step); here one tdpbssd does a block
+ * of 16 rows for 16 tokens and the vector ports do the float step and the
+ * B tile (Q8_0: two records' quads side by side; the nibble types split,
+ * with their fifth bits, offsets or book values). The bf16 tile GEMM
+ * (amx_gemm.c) converts every weight to bf16 once per call, a cost only
+ * many tokens amortize. What limits it: every block's C tile must be
+ * stored (its scale is the block's), and a tile store costs about as much
+ * as the product (a 16 x 16 x 32 product with its store ~16 ns, without
+ * ~12; two products of 8 columns per block, a store each, ~25 ns). K-quants stay on VNNI: Q4_K's sub-block scales cost the float
+ * step 8 vpmulld per super-block and token, and the tiles lost at 8
+ * tokens and won 6% at 31 (session 29); Q6_K's 16-element sub-blocks
+ * would need a store per 16 elements.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -156,31 +158,49 @@ static inline __attribute__((always_inline)) void fixup(int k, const uint8_t *ra
  * b % 4 and buffer b % NBUF, its B tile to bt[b % NBUF]. */
 enum { LAG = 3, BLAG = 2, NBUF = 4 };
 
-/* Tile ops of block b for one tile of tokens into C tile c (A tile ta,
- * B tile tb: 4 and 6 for even blocks, 5 and 7 for odd ones), stored at
- * row r0 of its buffer; tile numbers must be literals. */
-#define PRODUCT(c, ta, tb, r0)                                 \
-    do {                                                       \
-        _tile_loadd(ta, a, (int64_t)act_stride);               \
-        _tile_loadd(tb, &bt[b % NBUF][0][0], 64);              \
-        _tile_zero(c);                                         \
-        _tile_dpbssd(c, ta, tb);                               \
-        _tile_stored(c, &buf[b % NBUF][r0][0], 64);            \
+/* One block's tile product for n tokens (act: their first code, rows
+ * stride apart) against the B tile at bsrc, into cdst (rows 0-15, then
+ * 16..: n <= 32). slot, the block's place in the pipeline, picks the
+ * tiles: with one tile of tokens C tile slot % 4 (A tile 4 and B tile 6,
+ * or 5 and 7), with two C tiles 0, 2 or 1, 3 and B tile 6 or 7. Tile
+ * numbers must be literals, hence the cases. */
+#define PROD1(c, ta, tb)                                  \
+    do {                                                  \
+        _tile_loadd(ta, a, (int64_t)stride);              \
+        _tile_loadd(tb, bsrc, 64);                        \
+        _tile_zero(c);                                    \
+        _tile_dpbssd(c, ta, tb);                          \
+        _tile_stored(c, &cdst[0][0], 64);                 \
     } while (0)
-/* The same for two tiles of tokens (0-15 into C tile c0, 16.. into c1),
- * one B tile load for both. */
-#define PRODUCT2(c0, c1, tb)                                   \
-    do {                                                       \
-        _tile_loadd(tb, &bt[b % NBUF][0][0], 64);              \
-        _tile_loadd(4, a, (int64_t)act_stride);                \
-        _tile_zero(c0);                                        \
-        _tile_dpbssd(c0, 4, tb);                               \
-        _tile_stored(c0, &buf[b % NBUF][0][0], 64);            \
-        _tile_loadd(5, a + MT * act_stride, (int64_t)act_stride); \
-        _tile_zero(c1);                                        \
-        _tile_dpbssd(c1, 5, tb);                               \
-        _tile_stored(c1, &buf[b % NBUF][MT][0], 64);           \
+#define PROD2(c0, c1, tb)                                 \
+    do {                                                  \
+        _tile_loadd(tb, bsrc, 64);                        \
+        _tile_loadd(4, a, (int64_t)stride);               \
+        _tile_zero(c0);                                   \
+        _tile_dpbssd(c0, 4, tb);                          \
+        _tile_stored(c0, &cdst[0][0], 64);                \
+        _tile_loadd(5, a + MT * stride, (int64_t)stride); \
+        _tile_zero(c1);                                   \
+        _tile_dpbssd(c1, 5, tb);                          \
+        _tile_stored(c1, &cdst[MT][0], 64);               \
     } while (0)
+static inline __attribute__((always_inline)) void product(int64_t slot, int n, const uint8_t *a, size_t stride,
+                                                          const int8_t *bsrc, int32_t (*cdst)[16]) {
+    if (n <= MT) {
+        switch (slot & 3) {
+        case 0: PROD1(0, 4, 6); break;
+        case 1: PROD1(1, 5, 7); break;
+        case 2: PROD1(2, 4, 6); break;
+        default: PROD1(3, 5, 7); break;
+        }
+    } else if (slot & 1) {
+        PROD2(1, 3, 7);
+    } else {
+        PROD2(0, 2, 6);
+    }
+}
+#undef PROD1
+#undef PROD2
 
 /* Rows of groups A and B (B == A: a lone group, R = 8 rows stored, else
  * 16) against tokens [0, n) (n <= 32: the configuration cfg_i8[n - 1]) at
@@ -207,19 +227,8 @@ static inline __attribute__((always_inline)) void rowblock(int k, int64_t nb, co
         }
         if (b < nb) {
             /* A: the tokens' codes of block b (Q8_0 / Q8_1 blocks) */
-            const uint8_t *a = act + (size_t)b * act_block(k) + act_codes(k);
-            if (n <= MT) {
-                switch (b & 3) { /* tile numbers are immediates */
-                case 0: PRODUCT(0, 4, 6, 0); break;
-                case 1: PRODUCT(1, 5, 7, 0); break;
-                case 2: PRODUCT(2, 4, 6, 0); break;
-                default: PRODUCT(3, 5, 7, 0); break;
-                }
-            } else if (b & 1) {
-                PRODUCT2(1, 3, 7);
-            } else {
-                PRODUCT2(0, 2, 6);
-            }
+            product(b, n, act + (size_t)b * act_block(k) + act_codes(k), act_stride, &bt[b % NBUF][0][0],
+                    buf[b % NBUF]);
         }
         if (b >= LAG) {
             const int64_t f = b - LAG;
@@ -233,8 +242,6 @@ static inline __attribute__((always_inline)) void rowblock(int k, int64_t nb, co
         store_rows(out + (int64_t)t * ldo, o, R, accumulate);
     }
 }
-#undef PRODUCT
-#undef PRODUCT2
 
 static inline __attribute__((always_inline)) void gemm_i8(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act,
                     size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
