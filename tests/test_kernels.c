@@ -843,7 +843,7 @@ static int tiers(vx_kernels *kt) {
         kt[n].gemm[VX_TYPE_Q2_K_R8] = vx_gemm_q2_K_r8_avx512emu;
         kt[n++].gemm[VX_TYPE_Q3_K_R8] = vx_gemm_q3_K_r8_avx512emu;
     }
-    /* the AMX tier (its int8 tile GEMMs of Q8_0_R8, Q4_0_R8), natively
+    /* the AMX tier (its int8 tile GEMMs of the packed 32-element types), natively
      * where the CPU has it, else emulated (unless skipped as above) */
     if (vx_cpu_best_isa() >= VX_ISA_AMX)
         vx_kernels_init(&kt[n++], VX_ISA_AMX);

@@ -69,37 +69,32 @@ static inline float vx_emu_bf16(const uint8_t *p) {
     return vx_bf16_to_fp32(h);
 }
 
-static inline void vx_emu_tile_dpbf16ps(int c, int a, int b) {
+/* C += A . B over dwords: with i8, C int32 and four int8 products per
+ * dword (tdpbssd), else C fp32 and two bf16 products (tdpbf16ps). */
+static inline void vx_emu_tile_dp(int c, int a, int b, int i8) {
     vx_emu_tiles *s = &vx_emu_tile_state;
     VX_ASSERT(s->configured);
     const int M = s->rows[c], N = s->colsb[c] / 4, K = s->colsb[a] / 4;
     VX_ASSERT(s->rows[a] == M && s->rows[b] == K && s->colsb[b] == s->colsb[c]);
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
-            float acc;
-            memcpy(&acc, &s->t[c][m][4 * n], 4);
-            for (int k = 0; k < K; k++) {
-                acc += vx_emu_bf16(&s->t[a][m][4 * k]) * vx_emu_bf16(&s->t[b][k][4 * n]);
-                acc += vx_emu_bf16(&s->t[a][m][4 * k + 2]) * vx_emu_bf16(&s->t[b][k][4 * n + 2]);
+            uint8_t *cp = &s->t[c][m][4 * n];
+            const uint8_t *ap = s->t[a][m], *bp = &s->t[b][0][4 * n];
+            if (i8) {
+                int32_t acc;
+                memcpy(&acc, cp, 4);
+                for (int k = 0; k < K; k++)
+                    for (int i = 0; i < 4; i++) acc += (int32_t)(int8_t)ap[4 * k + i] * (int32_t)(int8_t)bp[64 * k + i];
+                memcpy(cp, &acc, 4);
+            } else {
+                float acc;
+                memcpy(&acc, cp, 4);
+                for (int k = 0; k < K; k++) {
+                    acc += vx_emu_bf16(ap + 4 * k) * vx_emu_bf16(bp + 64 * k);
+                    acc += vx_emu_bf16(ap + 4 * k + 2) * vx_emu_bf16(bp + 64 * k + 2);
+                }
+                memcpy(cp, &acc, 4);
             }
-            memcpy(&s->t[c][m][4 * n], &acc, 4);
-        }
-}
-
-/* C (int32) += A (int8) . B (int8), four products per dword */
-static inline void vx_emu_tile_dpbssd(int c, int a, int b) {
-    vx_emu_tiles *s = &vx_emu_tile_state;
-    VX_ASSERT(s->configured);
-    const int M = s->rows[c], N = s->colsb[c] / 4, K = s->colsb[a] / 4;
-    VX_ASSERT(s->rows[a] == M && s->rows[b] == K && s->colsb[b] == s->colsb[c]);
-    for (int m = 0; m < M; m++)
-        for (int n = 0; n < N; n++) {
-            int32_t acc;
-            memcpy(&acc, &s->t[c][m][4 * n], 4);
-            for (int k = 0; k < K; k++)
-                for (int i = 0; i < 4; i++)
-                    acc += (int32_t)(int8_t)s->t[a][m][4 * k + i] * (int32_t)(int8_t)s->t[b][k][4 * n + i];
-            memcpy(&s->t[c][m][4 * n], &acc, 4);
         }
 }
 
@@ -115,7 +110,7 @@ static inline void vx_emu_tile_dpbssd(int c, int a, int b) {
 #define _tile_zero(i) vx_emu_tile_zero(i)
 #define _tile_loadd(i, base, stride) vx_emu_tile_loadd(i, base, stride)
 #define _tile_stored(i, base, stride) vx_emu_tile_stored(i, base, stride)
-#define _tile_dpbf16ps(c, a, b) vx_emu_tile_dpbf16ps(c, a, b)
-#define _tile_dpbssd(c, a, b) vx_emu_tile_dpbssd(c, a, b)
+#define _tile_dpbf16ps(c, a, b) vx_emu_tile_dp(c, a, b, 0)
+#define _tile_dpbssd(c, a, b) vx_emu_tile_dp(c, a, b, 1)
 
 #endif
