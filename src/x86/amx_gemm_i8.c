@@ -24,10 +24,11 @@
  * many tokens amortize. What limits it: every block's C tile must be
  * stored (its scale is the block's), and a tile store costs about as much
  * as the product (a 16 x 16 x 32 product with its store ~16 ns, without
- * ~12; two products of 8 columns per block, a store each, ~25 ns). K-quants stay on VNNI: Q4_K's sub-block scales cost the float
- * step 8 vpmulld per super-block and token, and the tiles lost at 8
- * tokens and won 6% at 31 (session 29); Q6_K's 16-element sub-blocks
- * would need a store per 16 elements.
+ * ~12; two products of 8 columns per block, a store each, ~25 ns).
+ * K-quants stay on VNNI: Q4_K's sub-block scales cost the float step 8
+ * vpmulld per super-block and token, and the tiles lost at 8 tokens and
+ * won 6% at 31 (session 29); Q6_K's 16-element sub-blocks would need a
+ * store per 16 elements.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -100,8 +101,7 @@ static inline __attribute__((always_inline)) void b_tile(int k, const uint8_t *r
     if (k == K_Q8_0) {
         const size_t o = offsetof(vx_block_q8_0_r8, qs);
         for (int q = 0; q < 8; q++)
-            _mm512_store_si512((void *)bt[q], _mm512_inserti64x4(_mm512_castsi256_si512(load256(ra + o + 32 * q)),
-                                                                 load256(rb + o + 32 * q), 1));
+            _mm512_store_si512((void *)bt[q], pair256(ra + o + 32 * q, rb + o + 32 * q));
         return;
     }
     const size_t o = k == K_Q5_0   ? offsetof(vx_block_q5_0_r8, qs)
@@ -111,13 +111,10 @@ static inline __attribute__((always_inline)) void b_tile(int k, const uint8_t *r
     const size_t ho = k == K_Q5_0 ? offsetof(vx_block_q5_0_r8, qh) : offsetof(vx_block_q5_1_r8, qh);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i off = _mm512_set1_epi8((char)(k == K_Q4_0 ? 8 : k == K_Q5_0 ? 16 : 0));
-    const __m512i h = k == K_Q5_0 || k == K_Q5_1
-                          ? _mm512_inserti64x4(_mm512_castsi256_si512(load256(ra + ho)), load256(rb + ho), 1)
-                          : m4;
+    const __m512i h = k == K_Q5_0 || k == K_Q5_1 ? pair256(ra + ho, rb + ho) : m4;
     const __m512i book = _mm512_broadcast_i32x4(load128(vx_iq4nl_values));
     for (int c = 0; c < 4; c++) {
-        const __m512i v =
-            _mm512_inserti64x4(_mm512_castsi256_si512(load256(ra + o + 32 * c)), load256(rb + o + 32 * c), 1);
+        const __m512i v = pair256(ra + o + 32 * c, rb + o + 32 * c);
         __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
         if (k == K_Q5_0 || k == K_Q5_1) {
             lo = or_bit4(lo, q5_shift(h, c));
@@ -137,10 +134,7 @@ static inline __attribute__((always_inline)) void b_tile(int k, const uint8_t *r
 static inline __attribute__((always_inline)) void fixup(int k, const uint8_t *ra, const uint8_t *rb,
                                                         const int32_t (*buf)[16], const float *dy,
                                                         const float *sy, int m, float (*acc)[16]) {
-    const __m512 d = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(ra)), load128(rb), 1));
-    const __m512 mn = has_min(k) ? _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(ra + 16)),
-                                                                          load128(rb + 16), 1))
-                                 : d;
+    const __m512 d = f16_pair(ra, rb), mn = has_min(k) ? f16_pair(ra + 16, rb + 16) : d;
     for (int t = 0; t < m; t++) {
         const __m512 I = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)buf[t]));
         const __m512 s = _mm512_mul_ps(d, _mm512_set1_ps(dy[t]));
@@ -243,8 +237,9 @@ static inline __attribute__((always_inline)) void rowblock(int k, int64_t nb, co
     }
 }
 
-static inline __attribute__((always_inline)) void gemm_i8(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act,
-                    size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
+static inline __attribute__((always_inline)) void gemm_i8(int k, int64_t n, const void *w, size_t stride,
+                                                          int nrows, const void *act, size_t act_stride, int ntok,
+                                                          float *out, int64_t ldo, int accumulate) {
     const int64_t nb = n / 32;
     /* [block][token] of a span of ST tokens: the activations' d (and s) */
     float dyt[MAX_NB * ST], syt[MAX_NB * ST];

@@ -233,13 +233,6 @@ typedef struct {
     __m512 m;     /* Q4_1 / Q5_1: the 16 rows' mins */
 } panel16;
 
-AINLINE __m512i pair256(const void *a, const void *b) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a)), load256(b), 1);
-}
-/* 16 fp16 values: 8 at a (group A), 8 at b (group B) */
-AINLINE __m512 f16_pair(const uint8_t *a, const uint8_t *b) {
-    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(a)), load128(b), 1));
-}
 
 /* Block records A and B (groups A, B; B may be A) into a panel. */
 AINLINE void load_panel(int k, const uint8_t *A, const uint8_t *B, panel16 *P) {

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "avx2_quant_util.h"
+#include "bits512.h"
 #include "kernels_x86.h"
 #include "quant.h"
 
@@ -54,13 +55,6 @@ AINLINE __m512i bcast32(const void *p) {
     int32_t v;
     memcpy(&v, p, 4);
     return _mm512_set1_epi32(v);
-}
-/* 32 bytes at a into lanes 0-7, at b into lanes 8-15 */
-AINLINE __m512i pair256(const void *a, const void *b) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a)), load256(b), 1);
-}
-AINLINE __m256i pair128(const void *a, const void *b) {
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(load128(a)), load128(b), 1);
 }
 /* Lanes 0-7: dword at a, lanes 8-15: dword at b. */
 AINLINE __m512i act2(const int8_t *a, const int8_t *b) {

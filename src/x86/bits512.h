@@ -1,10 +1,24 @@
 /*
- * bits512.h - byte-field helpers shared by the AVX-512 kernels of the
- * packed 32-element types (avx512_gemm.c, amx_gemm_i8.c). Included after
- * isa512.h and avx2_quant_util.h (AINLINE), by .c files only.
+ * bits512.h - helpers shared by the AVX-512 kernels of the packed types
+ * (avx512_gemm.c, avx512_gemm_k.c, amx_gemm_i8.c): the loads that put two
+ * 8-row groups' record fields side by side (group A in the low half,
+ * group B in the high one), and Q5's byte-field bits. Included after
+ * isa512.h and avx2_quant_util.h (AINLINE, load128, load256), by .c
+ * files only.
  */
 #ifndef VX_BITS512_H
 #define VX_BITS512_H
+
+/* 32 bytes at a into lanes 0-7, at b into lanes 8-15 */
+AINLINE __m512i pair256(const void *a, const void *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a)), load256(b), 1);
+}
+/* 16 bytes at a, then 16 at b */
+AINLINE __m256i pair128(const void *a, const void *b) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(load128(a)), load128(b), 1);
+}
+/* 16 fp16 values: 8 at a (group A), 8 at b (group B) */
+AINLINE __m512 f16_pair(const void *a, const void *b) { return _mm512_cvtph_ps(pair128(a, b)); }
 
 /* bits 4 of a byte from bit q of the same byte of h (the Q5_0_R8 qh layout:
  * bit q of byte b of row r's dword is the fifth bit of element 4q + b), by
