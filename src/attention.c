@@ -53,18 +53,21 @@ static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
 /* Rows of the per-thread state (Q, S, O): at least one GQA group. */
 static int32_t max_rows(int32_t g) { return pad4(vx_attn_tile_tokens(g) * g); }
 
-/* Scratch layout of one thread, in floats (each part 64-byte aligned). */
+/* Scratch layout of one thread, in floats (each part 64-byte aligned):
+ * the state of the segment being visited (m, l, o) and the fold of the
+ * segments before it (am, al, ao). */
 typedef struct attn_scratch {
-    float *q, *s, *o, *m, *l, *corr, *kr, *v;
+    float *q, *s, *o, *m, *l, *corr, *kr, *v, *am, *al, *ao;
     int32_t *nv;
 } attn_scratch;
 
 static size_t scratch_layout(int32_t g, int32_t hd, float *base, attn_scratch *sc) {
     const size_t M = (size_t)max_rows(g), H = (size_t)hd;
-    const size_t sizes[9] = {M * H, M * CHUNK, M * H, M, M, M, CHUNK * H, CHUNK * H, M};
-    float **dst[9] = {&sc->q, &sc->s, &sc->o, &sc->m, &sc->l, &sc->corr, &sc->kr, &sc->v, NULL};
+    enum { NPART = 12 };
+    const size_t sizes[NPART] = {M * H, M * CHUNK, M * H, M, M, M, CHUNK * H, CHUNK * H, M, M, M * H, M};
+    float **dst[NPART] = {&sc->q, &sc->s, &sc->o, &sc->m, &sc->l, &sc->corr, &sc->kr, &sc->v, &sc->am, &sc->al, &sc->ao, NULL};
     size_t off = 0;
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < NPART; i++) {
         if (base) {
             if (dst[i]) *dst[i] = base + off;
             else sc->nv = (int32_t *)(void *)(base + off);
@@ -78,6 +81,39 @@ size_t vx_attn_scratch_floats(int32_t n_head, int32_t n_head_kv, int32_t head_di
     attn_scratch sc;
     /* the tile attention's state follows (vx_attn_tiles_bytes) */
     return scratch_layout(n_head / n_head_kv, head_dim, NULL, &sc) + pad16(vx_attn_tiles_bytes(head_dim) / 4);
+}
+
+int32_t vx_attn_seg_len(int64_t n_ctx) {
+    const int64_t per = (n_ctx + 63) / 64;
+    return (int32_t)VX_MAX(256, (per + CHUNK - 1) / CHUNK * CHUNK);
+}
+
+size_t vx_attn_seg_floats(int32_t seg_max, int32_t g, int32_t head_dim) {
+    return (size_t)seg_max * (size_t)g * ((size_t)head_dim + 2);
+}
+
+/* Fold a segment's state (m, l, o: rows rows of hd values) into the fold
+ * of the segments before it (am, al, ao): the one place this arithmetic
+ * lives, so a row's result is the same bits whoever computed which of its
+ * segments. A row that saw none of the segment (m = -inf) keeps its fold;
+ * a first segment is taken as it is. */
+static void fold_rows(float *am, float *al, float *ao, const float *m, const float *l, const float *o,
+                      int32_t rows, int32_t hd) {
+    for (int32_t r = 0; r < rows; r++) {
+        float *dst = ao + (size_t)r * hd;
+        const float *src = o + (size_t)r * hd;
+        if (m[r] == -INFINITY) continue;
+        if (am[r] == -INFINITY) {
+            am[r] = m[r];
+            al[r] = l[r];
+            memcpy(dst, src, (size_t)hd * sizeof(float));
+            continue;
+        }
+        const float mx = VX_MAX(am[r], m[r]), ca = expf(am[r] - mx), cb = expf(m[r] - mx);
+        al[r] = al[r] * ca + l[r] * cb;
+        for (int32_t d = 0; d < hd; d++) dst[d] = dst[d] * ca + src[d] * cb;
+        am[r] = mx;
+    }
 }
 
 /* Byte offset of kv head h within a cache row. */
@@ -178,48 +214,28 @@ static void shape_scores(const vx_attn_args *a, float *s, int32_t rows, int32_t 
     }
 }
 
-/* One unit: tokens [t0, t0 + nt) (consecutive positions of one sequence)
- * against kv heads [h0, h0 + nh). Chunks are the outer loop, so a unit
- * reads its heads' part of every cache row in one sweep (contiguous bytes
- * for a head range). Row r of the state is head r / (nt g), token
- * (r / g) % nt, query head r % g of the group. */
-static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, int32_t nt,
-                        int32_t h0, int32_t nh, float *scratch) {
-    if (use_tiles(k, a, nt)) {
-        attend_unit_tiles(k, a, t0, nt, h0, nh, scratch);
-        return;
-    }
+/* The chunks of positions [s0, s1) (s0 a multiple of 16) for a unit's
+ * rows (see attend_unit), into the state sc->m, l, o. */
+static void unit_chunks(const vx_kernels *k, const vx_attn_args *a, const attn_scratch *cs, int32_t t0, int32_t nt,
+                        int32_t h0, int32_t nh, int32_t s0, int32_t s1) {
+    attn_scratch sc = *cs;
     const vx_kv_type type = vx_kv_type_of(a->kv);
-    const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv, QD = a->n_head * hd;
+    const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv;
     const size_t rb = vx_kv_row_bytes(a->kv), hbytes = head_off(type, 1, hd);
     const size_t ho = head_off(type, h0, hd);
     const int32_t *blocks = vx_kv_blocks(a->kv, a->seq_id[t0]);
-    const int32_t Mh = nt * g, M = nh * Mh; /* rows per head, rows */
+    const int32_t Mh = nt * g; /* rows per head */
     const int32_t p_first = a->pos[t0], n_pos = p_first + nt;
-    attn_scratch sc;
-    scratch_layout(g, hd, scratch, &sc);
-    VX_ASSERT(M <= max_rows(g));
 
-    for (int32_t hh = 0; hh < nh; hh++)
-        for (int32_t i = 0; i < nt; i++)
-            memcpy(sc.q + ((size_t)hh * Mh + (size_t)i * g) * hd,
-                   a->q + (size_t)(t0 + i) * QD + (size_t)(h0 + hh) * g * hd,
-                   (size_t)g * hd * sizeof(float));
-    memset(sc.o, 0, (size_t)M * hd * sizeof(float));
-    for (int32_t r = 0; r < M; r++) {
-        sc.m[r] = -INFINITY;
-        sc.l[r] = 0;
-    }
-
-    int32_t c_first = window_start(a, p_first, CHUNK);
+    int32_t c_first = s0;
     if (nt == 1 && g <= 8 && !a->softcap && !a->window &&
         (type == VX_KV_F16 || (type == VX_KV_Q8_0 && k->attn_dec_q8_0))) {
         /* decode: every position is visible; the full chunks go through the
          * fused kernel, a run of contiguous cache blocks per call, with the
          * next run's first chunk to prefetch (a Q8_0 kernel may decline
          * the shape: then the chunks below do it all) */
-        const int32_t n_full = n_pos / CHUNK * CHUNK;
-        for (int32_t c0 = 0, len; c0 < n_full; c0 += len) {
+        const int32_t n_full = s1 / CHUNK * CHUNK;
+        for (int32_t c0 = s0, len; c0 < n_full; c0 += len) {
             len = contiguous_run(a, blocks, c0, n_full, rb, ho);
             const int32_t cx = c0 + len;
             const void *kc = chunk_row(a, blocks, false, c0, rb, ho);
@@ -235,8 +251,8 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
             c_first = cx;
         }
     }
-    for (int32_t c0 = c_first; c0 < n_pos; c0 += CHUNK) {
-        const int nj = (int)VX_MIN(CHUNK, n_pos - c0);
+    for (int32_t c0 = c_first; c0 < s1; c0 += CHUNK) {
+        const int nj = (int)VX_MIN(CHUNK, s1 - c0);
         /* causal mask: rows of token i see positions <= pos[t0 + i] */
         for (int32_t i = 0; i < nt; i++) {
             const int32_t vis = p_first + i + 1 - c0;
@@ -317,15 +333,74 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
         }
     }
 
+}
+
+/* The folded rows (sc->am, al, ao) of tokens [t0, t0 + nt) and kv heads
+ * [h0, h0 + nh) to the output: o / l. */
+static void write_rows(const vx_attn_args *a, const attn_scratch *sc, int32_t t0, int32_t nt, int32_t h0, int32_t nh) {
+    const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv, QD = a->n_head * hd, Mh = nt * g;
     for (int32_t hh = 0; hh < nh; hh++)
         for (int32_t i = 0; i < nt; i++) {
             float *out = a->out + (size_t)(t0 + i) * QD + (size_t)(h0 + hh) * g * hd;
             for (int32_t h = 0; h < g; h++) {
                 const size_t r = (size_t)hh * Mh + (size_t)i * g + (size_t)h;
-                const float inv = 1.0f / sc.l[r];
-                for (int32_t d = 0; d < hd; d++) out[(size_t)h * hd + d] = sc.o[r * hd + d] * inv;
+                const float inv = 1.0f / sc->al[r];
+                for (int32_t d = 0; d < hd; d++) out[(size_t)h * hd + d] = sc->ao[r * hd + d] * inv;
             }
         }
+}
+
+/* One unit: tokens [t0, t0 + nt) (consecutive positions of one sequence)
+ * against kv heads [h0, h0 + nh), positions [c_lo, c_hi) of theirs (all:
+ * 0, INT32_MAX). Chunks are the outer loop, so a unit reads its heads'
+ * part of every cache row in one sweep (contiguous bytes for a head
+ * range). Row r of the state is head r / (nt g), token (r / g) % nt,
+ * query head r % g of the group. Segment by segment (a->seg), each from a
+ * fresh state, folded into am, al, ao and written to the output at the
+ * end; with seg_out (a split decode: nt = nh = 1) each segment's state is
+ * stored there instead (m, l, o of the g rows, segment after segment). */
+static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, int32_t nt, int32_t h0, int32_t nh,
+                        int32_t c_lo, int32_t c_hi, float *seg_out, float *scratch) {
+    if (use_tiles(k, a, nt)) {
+        attend_unit_tiles(k, a, t0, nt, h0, nh, scratch);
+        return;
+    }
+    const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv, QD = a->n_head * hd;
+    const int32_t Mh = nt * g, M = nh * Mh; /* rows per head, rows */
+    const int32_t p_first = a->pos[t0], n_pos = p_first + nt;
+    attn_scratch sc;
+    scratch_layout(g, hd, scratch, &sc);
+    VX_ASSERT(M <= max_rows(g) && (!seg_out || M == g));
+
+    for (int32_t hh = 0; hh < nh; hh++)
+        for (int32_t i = 0; i < nt; i++)
+            memcpy(sc.q + ((size_t)hh * Mh + (size_t)i * g) * hd,
+                   a->q + (size_t)(t0 + i) * QD + (size_t)(h0 + hh) * g * hd,
+                   (size_t)g * hd * sizeof(float));
+    for (int32_t r = 0; r < M; r++) {
+        sc.am[r] = -INFINITY;
+        sc.al[r] = 0;
+    }
+    const int32_t c_end = VX_MIN(n_pos, c_hi);
+    float *so = seg_out;
+    for (int32_t s0 = VX_MAX(window_start(a, p_first, CHUNK), c_lo), s1; s0 < c_end; s0 = s1) {
+        s1 = a->seg > 0 ? (int32_t)VX_MIN((int64_t)c_end, ((int64_t)s0 / a->seg + 1) * a->seg) : c_end;
+        memset(sc.o, 0, (size_t)M * hd * sizeof(float));
+        for (int32_t r = 0; r < M; r++) {
+            sc.m[r] = -INFINITY;
+            sc.l[r] = 0;
+        }
+        unit_chunks(k, a, &sc, t0, nt, h0, nh, s0, s1);
+        if (so) {
+            memcpy(so, sc.m, (size_t)M * sizeof(float));
+            memcpy(so + M, sc.l, (size_t)M * sizeof(float));
+            memcpy(so + 2 * M, sc.o, (size_t)M * hd * sizeof(float));
+            so += (size_t)M * (hd + 2);
+        } else {
+            fold_rows(sc.am, sc.al, sc.ao, sc.m, sc.l, sc.o, M, hd);
+        }
+    }
+    if (!seg_out) write_rows(a, &sc, t0, nt, h0, nh);
 }
 
 /* Length of the tile starting at token t0: consecutive positions of one
@@ -345,74 +420,130 @@ static int32_t unit_heads(int32_t nkv, int32_t parts, int32_t R, int32_t rows) {
     return VX_MAX(1, VX_MIN(hp, R / rows));
 }
 
+/* The units of a call in order: tile (tokens t0.. of nt, the ti-th tile),
+ * kv heads [h, h + hp) (hu ranges a tile), segment part j of sp. T, R,
+ * parts: the call's tile length, state rows and parts per tile. */
+typedef struct unit_cursor {
+    int32_t T, R, parts;
+    int32_t t0, nt, ti, h, hp, hu, sp, j;
+} unit_cursor;
+
+/* Segments of the token at t0 (its first, and how many): from its
+ * window's start to its own position. */
+static int32_t seg_first(const vx_attn_args *a, int32_t t0) { return window_start(a, a->pos[t0], CHUNK) / a->seg; }
+static int32_t seg_count(const vx_attn_args *a, int32_t t0) { return a->pos[t0] / a->seg - seg_first(a, t0) + 1; }
+
+/* Parts a unit of the cursor's tile splits into by segments: a decode
+ * token on the block kernels whose kv head ranges are fewer than the
+ * parts wanted, given the buffers. */
+static int32_t seg_parts(const vx_kernels *k, const vx_attn_args *a, const unit_cursor *c) {
+    if (!a->seg_buf || a->seg <= 0 || c->nt != 1 || c->hu >= c->parts || c->hp != 1 || use_tiles(k, a, 1) ||
+        (c->ti + 1) * c->hu > a->seg_groups)
+        return 1;
+    const int32_t ns = seg_count(a, c->t0);
+    return ns > a->seg_max ? 1 : VX_MIN(ns, (c->parts + c->hu - 1) / c->hu);
+}
+
+static void cursor_tile(const vx_kernels *k, const vx_attn_args *a, unit_cursor *c) {
+    const int32_t nkv = a->n_head_kv, g = a->n_head / nkv;
+    c->nt = c->t0 < a->n_tok ? tile_len(a, c->t0, c->T) : 0;
+    c->hp = unit_heads(nkv, c->parts, c->R, VX_MAX(1, c->nt) * g);
+    c->hu = (nkv + c->hp - 1) / c->hp;
+    c->h = c->j = 0;
+    c->sp = c->nt ? seg_parts(k, a, c) : 1;
+}
+
+static void cursor_next(const vx_kernels *k, const vx_attn_args *a, unit_cursor *c) {
+    if (++c->j < c->sp) return;
+    c->j = 0;
+    if ((c->h += c->hp) < a->n_head_kv) return;
+    c->t0 += c->nt;
+    c->ti++;
+    cursor_tile(k, a, c);
+}
+
+/* The cursor's unit. A part of a split decode stores its segments' states
+ * in its group's buffer; the last part of the group to finish folds them
+ * all in order (fold_rows, as attend_unit would have) and writes the rows. */
+static void run_unit(const vx_kernels *k, const vx_attn_args *a, const unit_cursor *c, float *scratch) {
+    if (c->sp == 1) {
+        attend_unit(k, a, c->t0, c->nt, c->h, VX_MIN(c->hp, a->n_head_kv - c->h), 0, INT32_MAX, NULL, scratch);
+        return;
+    }
+    const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv;
+    const int32_t s0 = seg_first(a, c->t0), ns = seg_count(a, c->t0);
+    const int32_t lo = s0 + ns * c->j / c->sp, hi = s0 + ns * (c->j + 1) / c->sp;
+    const int32_t group = c->ti * c->hu + c->h;
+    const size_t per = (size_t)g * ((size_t)hd + 2);
+    float *buf = a->seg_buf + (size_t)group * vx_attn_seg_floats(a->seg_max, g, hd);
+    attend_unit(k, a, c->t0, 1, c->h, 1, lo * a->seg, (int32_t)VX_MIN((int64_t)hi * a->seg, INT32_MAX),
+                buf + (size_t)(lo - s0) * per, scratch);
+    if (atomic_fetch_add_explicit(&a->seg_done[group], 1, memory_order_acq_rel) != c->sp - 1) return;
+    attn_scratch sc;
+    scratch_layout(g, hd, scratch, &sc);
+    for (int32_t r = 0; r < g; r++) {
+        sc.am[r] = -INFINITY;
+        sc.al[r] = 0;
+    }
+    for (int32_t s = 0; s < ns; s++) {
+        const float *st = buf + (size_t)s * per;
+        fold_rows(sc.am, sc.al, sc.ao, st, st + g, st + 2 * g, g, hd);
+    }
+    write_rows(a, &sc, c->t0, 1, c->h, 1);
+    atomic_store_explicit(&a->seg_done[group], 0, memory_order_relaxed);
+}
+
 void vx_attention(const vx_kernels *k, const vx_attn_args *a, int ith, int nth, float *scratch) {
-    VX_ASSERT(vx_kv_block_size(a->kv) % CHUNK == 0);
+    VX_ASSERT(vx_kv_block_size(a->kv) % CHUNK == 0 && a->seg % CHUNK == 0);
     const int32_t nkv = a->n_head_kv, g = a->n_head / nkv;
     /* the tile attention takes taller tiles: each step's K and V are
      * converted once for more rows (units under 16 rows stay within the
      * block kernels' T) */
     const int32_t T = tiles_ok(k, a) ? VX_MAX(1, VX_ATTN_TILES_MAX_ROWS / g) : vx_attn_tile_tokens(g);
-    const int32_t R = max_rows(g);
     int32_t n_tiles = 0;
     for (int32_t t0 = 0; t0 < a->n_tok; t0 += tile_len(a, t0, T)) n_tiles++;
     /* heads per unit: as many as the state holds, but split each tile into
      * at least nth / n_tiles units so few tiles (decode) still use every
-     * thread; a thread's heads are contiguous bytes of each cache row */
-    const int32_t parts = n_tiles >= nth ? 1 : (nth + n_tiles - 1) / n_tiles;
-    /* units (tile, head range) in order: u = 0, 1, ... */
+     * thread; a thread's heads are contiguous bytes of each cache row (and
+     * with fewer kv heads than that, segments of positions: seg_parts) */
+    unit_cursor first = {T, max_rows(g), n_tiles >= nth ? 1 : (nth + n_tiles - 1) / n_tiles, 0, 0, 0, 0, 0, 0, 0, 0};
+    cursor_tile(k, a, &first);
     if (!a->next) { /* dealt round-robin, so long and short tiles mix */
-        int64_t u = 0;
-        for (int32_t t0 = 0, nt; t0 < a->n_tok; t0 += nt) {
-            nt = tile_len(a, t0, T);
-            const int32_t hp = unit_heads(nkv, parts, R, nt * g);
-            for (int32_t h = 0; h < nkv; h += hp, u++)
-                if (u % nth == ith) attend_unit(k, a, t0, nt, h, VX_MIN(hp, nkv - h), scratch);
-        }
+        unit_cursor c = first;
+        for (int64_t u = 0; c.t0 < a->n_tok; u++, cursor_next(k, a, &c))
+            if (u % nth == ith) run_unit(k, a, &c, scratch);
         return;
     }
     /* handed out from the shared counter: a few units (prefill tiles)
      * last first, the longest (the latest positions) going first; many
      * (a batch of decodes) in order, walked once */
     int64_t n_units = 0;
-    for (int32_t t0 = 0, nt; t0 < a->n_tok; t0 += nt) {
-        nt = tile_len(a, t0, T);
-        const int32_t hp = unit_heads(nkv, parts, R, nt * g);
-        n_units += (nkv + hp - 1) / hp;
-    }
+    for (unit_cursor c = first; c.t0 < a->n_tok; c.t0 += c.nt, c.ti++, cursor_tile(k, a, &c))
+        n_units += (int64_t)c.hu * c.sp;
     const bool lpt = n_units <= 64;
     int64_t u = 0;
-    int32_t t0 = 0, nt = a->n_tok > 0 ? tile_len(a, 0, T) : 0, h = 0;
+    unit_cursor c = first;
     for (;;) {
-        const int64_t c = atomic_fetch_add_explicit(a->next, 1, memory_order_relaxed);
-        if (c >= n_units) break;
-        const int64_t want = lpt ? n_units - 1 - c : c;
+        const int64_t got = atomic_fetch_add_explicit(a->next, 1, memory_order_relaxed);
+        if (got >= n_units) break;
+        const int64_t want = lpt ? n_units - 1 - got : got;
         if (want < u) { /* back to the start */
-            u = 0, t0 = 0, h = 0;
-            nt = tile_len(a, 0, T);
+            u = 0;
+            c = first;
         }
-        for (;;) { /* to unit want */
-            const int32_t hp = unit_heads(nkv, parts, R, nt * g);
-            if (u == want) {
-                attend_unit(k, a, t0, nt, h, VX_MIN(hp, nkv - h), scratch);
-                break;
-            }
-            u++;
-            if ((h += hp) >= nkv) {
-                h = 0;
-                t0 += nt;
-                nt = tile_len(a, t0, T);
-            }
-        }
+        for (; u < want; u++) cursor_next(k, a, &c);
+        run_unit(k, a, &c, scratch);
     }
 }
 
 void vx_attention_heads(const vx_kernels *k, const vx_attn_args *a, int32_t h0, int32_t h1, float *scratch) {
-    VX_ASSERT(vx_kv_block_size(a->kv) % CHUNK == 0);
+    VX_ASSERT(vx_kv_block_size(a->kv) % CHUNK == 0 && a->seg % CHUNK == 0);
     const int32_t g = a->n_head / a->n_head_kv;
     const int32_t T = vx_attn_tile_tokens(g), R = max_rows(g);
     for (int32_t t0 = 0, nt; t0 < a->n_tok; t0 += nt) {
         nt = tile_len(a, t0, T);
         const int32_t hp = VX_MAX(1, R / (nt * g));
-        for (int32_t h = h0; h < h1; h += hp) attend_unit(k, a, t0, nt, h, VX_MIN(hp, h1 - h), scratch);
+        for (int32_t h = h0; h < h1; h += hp)
+            attend_unit(k, a, t0, nt, h, VX_MIN(hp, h1 - h), 0, INT32_MAX, NULL, scratch);
     }
 }

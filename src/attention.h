@@ -11,7 +11,8 @@
  * serves every row. Units go round-robin to the threads; when there are
  * fewer tiles than threads (decode of few sequences), each tile's kv heads
  * are split into contiguous ranges so every thread streams its own part of
- * each cache row.
+ * each cache row, and with fewer kv heads than threads a decode token's
+ * positions are split too (segments, vx_attn_args).
  */
 #ifndef VX_ATTENTION_H
 #define VX_ATTENTION_H
@@ -49,7 +50,29 @@ typedef struct vx_attn_args {
      * per-chunk path runs those units) */
     float softcap;
     int32_t window;
+    /* Segments (0: none): a row's positions are taken in segments of seg
+     * positions (multiples of seg apart, a multiple of 16), each with its
+     * own online softmax, and the segments' states are folded left to
+     * right (vx_attn_fold's arithmetic). The result depends only on seg,
+     * so with one seg for a context every non-tile path gives the same
+     * bits. With seg_buf (seg_groups groups of vx_attn_seg_floats floats)
+     * and seg_done (seg_groups counters, zero; each left at zero again),
+     * a decode token whose kv heads are fewer than the threads is split
+     * by segments too: each part stores its segments' states and the last
+     * part to finish folds them all. */
+    int32_t seg;
+    float *seg_buf;
+    atomic_int *seg_done;
+    int32_t seg_groups, seg_max; /* groups; segments a group holds */
 } vx_attn_args;
+
+/* The segment length for a context of n_ctx positions: 256 positions, or
+ * more so that a row has at most 64 segments. */
+int32_t vx_attn_seg_len(int64_t n_ctx);
+
+/* Floats of one split group's segment states: seg_max segments of g rows
+ * of head_dim values, each row's maximum and sum. */
+size_t vx_attn_seg_floats(int32_t seg_max, int32_t g, int32_t head_dim);
 
 /* Query tokens per tile for a GQA group of g heads (tile rows = tokens x g). */
 int32_t vx_attn_tile_tokens(int32_t g);

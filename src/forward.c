@@ -129,6 +129,13 @@ struct vx_context {
     int32_t n_mm;
     int32_t *mm_seq;       /* [nth * 16] */
 
+    /* the attention's segments (vx_attn_args seg): one length for every
+     * path of this context; with fewer kv heads than threads, the split
+     * decodes' segment states and counters */
+    int32_t att_seg, att_seg_groups, att_seg_max;
+    float *att_seg_buf;
+    atomic_int *att_seg_done;
+
     /* the batch being run */
     const vx_batch *batch;
     int32_t n_tok;
@@ -168,7 +175,7 @@ void vx_context_free(vx_context *c) {
                     c->logits, c->out_row, c->out_tok, c->seq_next, c->router, c->sel, c->sel_w, c->exp_tok,
                     c->exp_w, c->exp_n, c->moe_in, c->moe_out, c->scratch, (void *)c->mm_next,
                     c->mm_seq, c->act_bf16, c->act_bf16_lo, c->glu_bf16, c->glu_bf16_lo, c->amx_scratch,
-                    c->gemm_scratch};
+                    c->gemm_scratch, c->att_seg_buf, (void *)c->att_seg_done};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     for (int t = 0; t < VX_TYPE_COUNT; t++) free(c->act_buf[t]);
     free(c);
@@ -295,6 +302,18 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
     c->n_mm = hp->n_layer * (9 + 3 * (int32_t)X) + 4;
     c->mm_next = xalloc((size_t)c->n_mm * sizeof(atomic_int), &ok);
     c->mm_seq = xalloc((size_t)p->n_threads * 16 * sizeof(int32_t), &ok);
+    c->att_seg = vx_attn_seg_len(p->n_ctx);
+    if (p->n_threads > 1 && hp->n_head_kv < p->n_threads) {
+        /* a decode is split by segments when fewer tiles than threads
+         * leave kv heads short: at most nth - 1 tiles of n_head_kv groups */
+        c->att_seg_groups = ((int32_t)p->n_threads - 1) * hp->n_head_kv;
+        c->att_seg_max = (int32_t)((p->n_ctx - 1) / (uint32_t)c->att_seg) + 2;
+        c->att_seg_buf = xalloc((size_t)c->att_seg_groups *
+                                    vx_attn_seg_floats(c->att_seg_max, hp->n_head / hp->n_head_kv, hp->head_dim) * F,
+                                &ok);
+        c->att_seg_done = xalloc((size_t)c->att_seg_groups * sizeof(atomic_int), &ok);
+        for (int32_t i = 0; c->att_seg_done && i < c->att_seg_groups; i++) atomic_init(&c->att_seg_done[i], 0);
+    }
     /* per thread: a dequantized row, plus the attention scratch */
     size_t row = VX_MAX(VX_MAX(E, FF), VX_MAX(QD, (size_t)hp->n_ff));
     size_t att = vx_attn_scratch_floats(hp->n_head, hp->n_head_kv, hp->head_dim);
@@ -783,7 +802,7 @@ static void attn_heads(vx_context *c, const vx_layer *L, int il, int ith, const 
     perf_step(c, ith, VX_PERF_ROPE);
     const vx_attn_args aa = {c->kv, il, hp->n_head, hp->n_head_kv, hp->head_dim, hp->attn_scale,
                              c->q, c->att, c->batch->pos, c->batch->seq_id, 1, false, NULL,
-                             hp->attn_softcap, swa_of(hp, il)};
+                             hp->attn_softcap, swa_of(hp, il), c->att_seg, NULL, NULL, 0, 0};
     vx_attention_heads(&c->kern, &aa, h0, h1, scr);
 }
 
@@ -973,7 +992,8 @@ static void forward_worker(void *arg, int ith, int nth) {
             const vx_attn_args aa = {c->kv,        il,     hp->n_head, hp->n_head_kv, hp->head_dim,
                                      hp->attn_scale, c->q, c->att, b->pos, b->seq_id,
                                      (int32_t)n, tiles_attn(c), nth > 1 && seq < c->n_mm ? &c->mm_next[seq] : NULL,
-                                     hp->attn_softcap, swa_of(hp, il)};
+                                     hp->attn_softcap, swa_of(hp, il), c->att_seg, c->att_seg_buf,
+                                     c->att_seg_done, c->att_seg_groups, c->att_seg_max};
             vx_attention(&c->kern, &aa, ith, nth, scr);
         }
         sync_after(c, ith, VX_PERF_ATTN);

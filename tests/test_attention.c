@@ -93,10 +93,31 @@ static void *dyn_run(void *p) {
  * scale q.k at g_softcap tanh(. / g_softcap) and sees positions
  * pos - g_window < p <= pos */
 static float g_softcap;
+
+/* Segments for a's calls (vx_attn_args seg): seg positions each, with
+ * buffers for splitting a decode over up to three threads (n_tiles < 3 of
+ * n_head_kv groups each); seg 0: none. Returns the buffer (free it). */
+static float *set_segments(vx_attn_args *a, int seg, int n_pos_max, atomic_int *done, int n_done) {
+    a->seg = seg;
+    a->seg_buf = NULL;
+    a->seg_done = NULL;
+    a->seg_groups = a->seg_max = 0;
+    if (!seg) return NULL;
+    const int g = a->n_head / a->n_head_kv, groups = 2 * a->n_head_kv;
+    CHECK(groups <= n_done);
+    a->seg_max = n_pos_max / seg + 2;
+    a->seg_buf = malloc(vx_attn_seg_floats(a->seg_max, g, a->head_dim) * (size_t)groups * sizeof(float));
+    for (int i = 0; i < n_done; i++) atomic_init(&done[i], 0);
+    a->seg_done = done;
+    a->seg_groups = groups;
+    return a->seg_buf;
+}
 static int g_window;
 
-static void run_case(const vx_kernels *kset, int nk, vx_kv_type type, int n_head_kv, int g, int hd,
-                     const scase *sc, int tiles) {
+/* seg: segments of that many positions (vx_attn_args seg), decodes split
+ * by them over the three threads where kv heads are fewer */
+static void run_case_seg(const vx_kernels *kset, int nk, vx_kv_type type, int n_head_kv, int g, int hd,
+                         const scase *sc, int tiles, int seg) {
     const int n_head = n_head_kv * g, KD = n_head_kv * hd, QD = n_head * hd;
     const int n_ctx = VX_MAX(256, VX_MAX(sc->len[0], sc->len[1]));
     vx_kv_params kp = {1, KD, 2, n_ctx, 2 * n_ctx, 16, type};
@@ -154,7 +175,10 @@ static void run_case(const vx_kernels *kset, int nk, vx_kv_type type, int n_head
         }
     const size_t nsf = vx_attn_scratch_floats(n_head, n_head_kv, hd);
     float *scr = aligned_alloc(64, (nsf * 4 + 63) / 64 * 64);
-    vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, q, out, pos, seq, n_tok, tiles != 0, NULL, g_softcap, g_window};
+    vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, q, out, pos, seq, n_tok, tiles != 0, NULL, g_softcap, g_window,
+                      0, NULL, NULL, 0, 0};
+    atomic_int done[16];
+    float *seg_buf = set_segments(&a, seg, n_ctx, done, 16);
     for (int ki = 0; ki < nk; ki++) {
         const vx_kernels *k = &kset[ki];
         /* whole batch on one thread, then split three ways */
@@ -168,9 +192,9 @@ static void run_case(const vx_kernels *kset, int nk, vx_kv_type type, int n_head
         }
         const double rms = sqrt(sq / (n_tok * QD));
         CHECKF(worst <= (tiles == 1 ? TOL_TILES : TOL) && (tiles != 1 || rms <= TOL_TILES_RMS),
-               "%s%s kv %d hkv %d g %d hd %d len %d/%d nq %d/%d: max error %g, rms %g", k->name,
+               "%s%s kv %d hkv %d g %d hd %d len %d/%d nq %d/%d seg %d: max error %g, rms %g", k->name,
                tiles ? " (tiles flag)" : "", (int)type, n_head_kv, g, hd, sc->len[0], sc->len[1], sc->nq[0], sc->nq[1],
-               worst, rms);
+               seg, worst, rms);
         if (tiles == 1 && getenv("VX_TEST_VERBOSE"))
             printf("%s tiles g %d hd %d len %d/%d nq %d/%d: max error %.2e rms %.2e\n", k->name, g, hd, sc->len[0],
                    sc->len[1], sc->nq[0], sc->nq[1], worst, rms);
@@ -205,7 +229,10 @@ static void run_case(const vx_kernels *kset, int nk, vx_kv_type type, int n_head
                k->name);
         a.next = NULL;
         a.out = out;
+        for (int i = 0; i < a.seg_groups; i++)
+            CHECKF(atomic_load(&done[i]) == 0, "%s: split counter %d left at %d", k->name, i, atomic_load(&done[i]));
     }
+    free(seg_buf);
     free(scr);
     free(sco);
     free(kr);
@@ -217,6 +244,15 @@ static void run_case(const vx_kernels *kset, int nk, vx_kv_type type, int n_head
     free(raw);
     free(tmp);
     vx_kv_free(kv);
+}
+
+/* Every case without segments, then with 32-position ones (the same
+ * bounds; the threads' split of decodes by segments where kv heads are
+ * fewer than three). */
+static void run_case(const vx_kernels *kset, int nk, vx_kv_type type, int n_head_kv, int g, int hd,
+                     const scase *sc, int tiles) {
+    run_case_seg(kset, nk, type, n_head_kv, g, hd, sc, tiles, 0);
+    if (!tiles) run_case_seg(kset, nk, type, n_head_kv, g, hd, sc, tiles, 32);
 }
 
 /* The block kernels against the reference ones, with odd shapes. */
@@ -500,7 +536,8 @@ static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, 
     int32_t pos[NB], seq[NB] = {0};
     for (int i = 0; i < nb; i++) pos[i] = n_pos - nb + i;
     /* decode */
-    vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, qd, out, &pos[nb - 1], seq, 1, false, NULL, 0, 0};
+    vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, qd, out, &pos[nb - 1], seq, 1, false, NULL, 0, 0,
+                      0, NULL, NULL, 0, 0};
     vx_attention(k, &a, 0, 1, scr);
     /* the old path: per chunk, the blocks on fp16 rows read in place */
     const int64_t ld = (int64_t)(vx_kv_row_bytes(kv) / 2);
@@ -529,7 +566,8 @@ static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, 
     CHECKF(memcmp(out, ref, (size_t)QD * 4) == 0,
            "%s decode g %d hd %d n_pos %d frag %d: not the per-chunk bits", k->name, g, hd, n_pos, frag);
     /* batched: the last token's row */
-    vx_attn_args b = {kv, 0, n_head, n_head_kv, hd, scale, q, outb, pos, seq, nb, false, NULL, 0, 0};
+    vx_attn_args b = {kv, 0, n_head, n_head_kv, hd, scale, q, outb, pos, seq, nb, false, NULL, 0, 0,
+                      0, NULL, NULL, 0, 0};
     vx_attention(k, &b, 0, 1, scr);
     CHECKF(memcmp(out, outb + (size_t)(nb - 1) * QD, (size_t)QD * 4) == 0,
            "%s decode g %d hd %d n_pos %d frag %d: batched and decode differ", k->name, g, hd, n_pos,
@@ -540,6 +578,29 @@ static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, 
     for (int ith = 0; ith < 3; ith++) vx_attention(k, &a, ith, 3, scr);
     CHECKF(memcmp(out, outb, (size_t)QD * 4) == 0, "%s decode g %d hd %d n_pos %d: thread split differs",
            k->name, g, hd, n_pos);
+    /* with segments of 64 positions: the decode within rounding of the
+     * above, and bit for bit the batched row's and that of the decode
+     * split over three threads by segments (kv heads fewer than three) */
+    atomic_int done[16];
+    float *seg_buf = set_segments(&a, 64, n_pos, done, 16);
+    b.seg = a.seg, b.seg_buf = a.seg_buf, b.seg_done = a.seg_done, b.seg_groups = a.seg_groups, b.seg_max = a.seg_max;
+    float *outs = malloc((size_t)QD * 4);
+    a.out = outs;
+    vx_attention(k, &a, 0, 1, scr);
+    double worst = 0;
+    for (int i = 0; i < QD; i++) worst = fmax(worst, fabs((double)outs[i] - out[i]));
+    CHECKF(worst <= 1e-5, "%s decode g %d hd %d n_pos %d: segments move the result by %g", k->name, g, hd, n_pos,
+           worst);
+    vx_attention(k, &b, 0, 1, scr);
+    CHECKF(memcmp(outs, outb + (size_t)(nb - 1) * QD, (size_t)QD * 4) == 0,
+           "%s decode g %d hd %d n_pos %d: batched and decode differ with segments", k->name, g, hd, n_pos);
+    for (int i = 0; i < QD; i++) outb[i] = NAN;
+    a.out = outb;
+    for (int ith = 0; ith < 3; ith++) vx_attention(k, &a, ith, 3, scr);
+    CHECKF(memcmp(outs, outb, (size_t)QD * 4) == 0, "%s decode hkv %d g %d hd %d n_pos %d: split by segments differs",
+           k->name, n_head_kv, g, hd, n_pos);
+    free(outs);
+    free(seg_buf);
     free(scr);
     free(q);
     free(out);
@@ -558,6 +619,10 @@ static void test_decode_bits(const vx_kernels *k) {
             }
     decode_bits_case(k, 2, 4, 64, 333, 1);
     decode_bits_case(k, 3, 7, 128, 200, 1);
+    /* one kv head (Gemma 1, MQA): split by segments over the threads */
+    decode_bits_case(k, 1, 8, 128, 1000, 0);
+    decode_bits_case(k, 1, 8, 64, 4101, 1);
+    decode_bits_case(k, 1, 8, 256, 70, 0);
     decode_bits_case(k, 2, 4, 64, 333, 2);
     decode_bits_case(k, 2, 8, 128, 1000, 2);
     decode_bits_case(k, 8, 4, 64, 4096, 0);
@@ -633,8 +698,9 @@ int main(void) {
                 for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
                     run_case(ks, nk, types[ti], 2, gs[gi], hd, &cases[ci], 0);
             }
-    /* one kv head (MQA) */
+    /* one kv head (MQA): a prefill, and decodes (split by segments) */
     run_case(ks, nk, VX_KV_F16, 1, 7, 64, &cases[5], 0);
+    for (int ti = 0; ti < 3; ti++) run_case(ks, nk, types[ti], 1, 8, 64, &cases[2], 0);
     /* Gemma 2: soft-capped scores and a sliding window, through the
      * per-chunk path (the fused decode kernels step aside), for decodes,
      * prefills after a prefix and mixed batches; then each alone */
@@ -647,6 +713,8 @@ int main(void) {
     run_case(ks, nk, VX_KV_F16, 2, 4, 128, &cases[2], 0);
     g_softcap = 0, g_window = 16;
     run_case(ks, nk, VX_KV_F16, 1, 7, 64, &cases[5], 0);
+    g_softcap = 0.5f, g_window = 40;
+    run_case(ks, nk, VX_KV_F16, 1, 4, 64, &cases[2], 0);
     g_window = 0;
 
     /* The tile attention (AMX, natively and emulated): tiles of 16+ rows
