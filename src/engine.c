@@ -559,3 +559,5 @@ void vx_engine_get_stats(vx_engine *e, vx_engine_stats *out) {
 }
 
 int32_t vx_engine_n_ctx(const vx_engine *e) { return e->p.n_ctx; }
+
+int32_t vx_engine_capacity(const vx_engine *e) { return e->p.n_parallel + e->p.queue_max; }

@@ -108,5 +108,8 @@ typedef struct vx_engine_stats {
 void vx_engine_get_stats(vx_engine *engine, vx_engine_stats *out);
 /* The context one sequence gets (n_ctx capped at the model's training context). */
 int32_t vx_engine_n_ctx(const vx_engine *engine);
+/* Requests an idle engine takes at once: n_parallel + queue_max (more are
+ * refused with VX_EFULL however long the caller waits). */
+int32_t vx_engine_capacity(const vx_engine *engine);
 
 #endif

@@ -660,12 +660,23 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
     job *j = job_new(s);
     if (!j) return respond_errorf(conn, r, 500, NULL, "Out of memory.");
     r->job = j; /* the request's reference, released when the request completes */
-    if (!vx_oai_parse_request(kind, r->body.p ? r->body.p : "", r->body.len, s->n_vocab, &j->req, &err))
+    if (!vx_oai_parse_request(kind, r->body.p ? r->body.p : "", r->body.len, s->n_vocab, s->p.n_ctx, &j->req, &err))
         return respond_error(conn, r, &err);
     vx_oai_request *q = &j->req;
     /* a sequence never holds more than n_ctx tokens: a larger penalty window
      * means the same, and would only make the sampler allocate its size */
     if (q->sampling.penalty_last_n > s->p.n_ctx) q->sampling.penalty_last_n = s->p.n_ctx;
+
+    /* n choices are n engine requests: more than an idle engine takes would
+     * get a 429 on every retry */
+    const int32_t cap = vx_engine_capacity(s->engine);
+    if (q->n > cap) {
+        vx_oai_set_error(&err, 400, "n",
+                         "Invalid value for 'n': this server takes at most %d requests at once (--parallel plus --queue), "
+                         "and each of the %d choices is one.",
+                         (int)cap, (int)q->n);
+        return respond_error(conn, r, &err);
+    }
 
     vx_token *prompt = NULL;
     int32_t n_prompt = 0;
@@ -1037,6 +1048,24 @@ static bool is_chunked(const char *te) {
     return *te == 0;
 }
 
+/* The request's Content-Length headers: how many, the first, and whether
+ * any differs from it. */
+typedef struct cl_scan {
+    const char *first;
+    int n;
+    bool differ;
+} cl_scan;
+
+static enum MHD_Result scan_content_length(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    cl_scan *c = cls;
+    if (key && !strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        if (c->n++ == 0) c->first = value;
+        else if (!value || !c->first || strcmp(value, c->first)) c->differ = true;
+    }
+    return MHD_YES;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                  const char *version, const char *upload_data, size_t *upload_size, void **con_cls) {
     (void)version;
@@ -1072,6 +1101,19 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             char msg[200];
             snprintf(msg, sizeof msg, "Transfer-Encoding '%.80s' is not supported: send the body as is or chunked.", te);
             return respond_errorf(conn, r, 501, NULL, msg);
+        }
+        /* MHD reads the first of several Content-Length headers; differing
+         * ones are how requests get smuggled past proxies (RFC 9112 6.3: an
+         * error) */
+        cl_scan scan = {NULL, 0, false};
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, scan_content_length, &scan);
+        if (scan.differ) return respond_errorf(conn, r, 400, NULL, "The request has conflicting Content-Length headers.");
+        /* compressed bodies would be parsed as JSON bytes: 415 (RFC 9110 15.5.16) */
+        const char *ce = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
+        if (ce && strcasecmp(ce, "identity")) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "Content-Encoding '%.80s' is not supported: send the body uncompressed.", ce);
+            return respond_errorf(conn, r, 415, NULL, msg);
         }
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl) {

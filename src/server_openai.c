@@ -504,8 +504,12 @@ static bool opt_int(const cJSON *o, const char *key, double lo, double hi, int64
     double v = x->valuedouble;
     if (!isfinite(v) || v != floor(v)) return type_error(e, key, "an integer", x);
     if (v < lo || v > hi) {
-        vx_oai_set_error(e, 400, key, "Invalid value for '%s': expected an integer between %.0f and %.0f, but got %.17g.",
-                         key, lo, hi, v);
+        /* 2^64 - 1 is no double: the bound rounds up to 2^64 */
+        char his[32];
+        if (hi >= 0x1p64) snprintf(his, sizeof his, "%llu", (unsigned long long)UINT64_MAX);
+        else snprintf(his, sizeof his, "%.0f", hi);
+        vx_oai_set_error(e, 400, key, "Invalid value for '%s': expected an integer between %.0f and %s, but got %.17g.",
+                         key, lo, his, v);
         return false;
     }
     /* seeds may go up to 2^64: out of int64's range the caller reads the double */
@@ -601,7 +605,7 @@ static int json_depth(const cJSON *x, int limit) {
 #define MAX_FIELD_DEPTH 64
 
 /* Builds the template's message list: every field kept, content flattened. */
-static bool parse_messages(const cJSON *root, vx_oai_request *r, vx_oai_error *e) {
+static bool parse_messages(const cJSON *root, int32_t n_ctx, vx_oai_request *r, vx_oai_error *e) {
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!msgs || cJSON_IsNull(msgs)) {
         vx_oai_set_error(e, 400, "messages", "Missing required parameter: 'messages'.");
@@ -611,6 +615,18 @@ static bool parse_messages(const cJSON *root, vx_oai_request *r, vx_oai_error *e
     int32_t n = cJSON_GetArraySize(msgs);
     if (n == 0) {
         vx_oai_set_error(e, 400, "messages", "Invalid 'messages': empty array. Expected an array with minimum length 1.");
+        return false;
+    }
+    /* every message renders to a token at least: more than the context
+     * holds cannot fit, and copying, rendering and tokenizing a body of many
+     * tiny messages took tens of times its size in memory (a 7 MB body of
+     * 225,001 messages: 330-490 MB) */
+    if (n_ctx > 0 && n > n_ctx) {
+        vx_oai_set_error(e, 400, "messages",
+                         "This model's maximum context length is %d tokens. However, you sent %d messages, and every "
+                         "message takes at least one token. Please reduce the length of the messages.",
+                         (int)n_ctx, (int)n);
+        e->code = "context_length_exceeded";
         return false;
     }
     cJSON *out = cJSON_CreateArray();
@@ -881,8 +897,8 @@ static bool parse_sampling(const cJSON *root, int32_t n_vocab, vx_oai_request *r
     return true;
 }
 
-bool vx_oai_parse_request(vx_oai_kind kind, const char *body, size_t len, int32_t n_vocab, vx_oai_request *out,
-                          vx_oai_error *err) {
+bool vx_oai_parse_request(vx_oai_kind kind, const char *body, size_t len, int32_t n_vocab, int32_t n_ctx,
+                          vx_oai_request *out, vx_oai_error *err) {
     memset(out, 0, sizeof *out);
     cJSON *root = vx_oai_parse_json_object(body, len, err);
     if (!root) return false;
@@ -903,7 +919,7 @@ bool vx_oai_parse_request(vx_oai_kind kind, const char *body, size_t len, int32_
         vx_oai_set_error(err, 500, NULL, "Out of memory.");
         goto done;
     }
-    if (kind == VX_OAI_CHAT ? !parse_messages(root, r, err) : !parse_prompt(root, n_vocab, r, err)) goto done;
+    if (kind == VX_OAI_CHAT ? !parse_messages(root, n_ctx, r, err) : !parse_prompt(root, n_vocab, r, err)) goto done;
 
     /* max_completion_tokens replaces max_tokens in the newer API; either works */
     if (!opt_int(root, "max_tokens", 0, INT32_MAX, &iv, &present, err)) goto done;

@@ -93,9 +93,11 @@ typedef struct vx_oai_request {
 } vx_oai_request;
 
 /* Parses and validates a request body. n_vocab bounds token ids (prompt,
- * logit_bias). On failure returns false with err filled (status 400) and
- * out holds nothing to free. Unknown fields are ignored. */
-bool vx_oai_parse_request(vx_oai_kind kind, const char *body, size_t len, int32_t n_vocab,
+ * logit_bias). n_ctx > 0: chat messages beyond n_ctx are refused
+ * (context_length_exceeded: each renders to a token at least) before
+ * anything is copied. On failure returns false with err filled (status
+ * 400) and out holds nothing to free. Unknown fields are ignored. */
+bool vx_oai_parse_request(vx_oai_kind kind, const char *body, size_t len, int32_t n_vocab, int32_t n_ctx,
                           vx_oai_request *out, vx_oai_error *err);
 void vx_oai_request_free(vx_oai_request *r);
 

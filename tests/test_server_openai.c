@@ -19,7 +19,7 @@
 /* Parses body as kind; returns true on success. */
 static bool parse(vx_oai_kind kind, const char *body, vx_oai_request *r, vx_oai_error *e) {
     memset(e, 0, sizeof *e);
-    return vx_oai_parse_request(kind, body, strlen(body), N_VOCAB, r, e);
+    return vx_oai_parse_request(kind, body, strlen(body), N_VOCAB, 0, r, e);
 }
 
 /* Expects body to be rejected with 400 and the given param. */
@@ -132,7 +132,17 @@ static void test_json_errors(void) {
     /* a NUL inside the body is a JSON syntax error, not a truncation */
     const char nul_body[] = "{\"messages\":[]}\0{}";
     memset(&e, 0, sizeof e);
-    CHECK(!vx_oai_parse_request(VX_OAI_CHAT, nul_body, sizeof nul_body - 1, N_VOCAB, &r, &e) && e.status == 400);
+    CHECK(!vx_oai_parse_request(VX_OAI_CHAT, nul_body, sizeof nul_body - 1, N_VOCAB, 0, &r, &e) && e.status == 400);
+    /* more messages than the context has tokens: refused before any copy;
+     * as many: read */
+    const char three[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\",\"content\":\"b\"},"
+                         "{\"role\":\"user\",\"content\":\"c\"}]}";
+    memset(&e, 0, sizeof e);
+    CHECK(!vx_oai_parse_request(VX_OAI_CHAT, three, sizeof three - 1, N_VOCAB, 2, &r, &e) && e.status == 400 &&
+          e.code && !strcmp(e.code, "context_length_exceeded") && !strcmp(e.param, "messages") &&
+          strstr(e.message, "you sent 3 messages"));
+    CHECK(vx_oai_parse_request(VX_OAI_CHAT, three, sizeof three - 1, N_VOCAB, 3, &r, &e) && r.n_messages == 3);
+    vx_oai_request_free(&r);
 }
 
 static void test_chat_fields(void) {
@@ -504,7 +514,7 @@ static void test_fuzz_regressions(void) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         size_t len = bad[i].len ? bad[i].len : strlen(bad[i].body);
         memset(&e, 0, sizeof e);
-        bool ok = vx_oai_parse_request(VX_OAI_COMPLETION, bad[i].body, len, N_VOCAB, &r, &e);
+        bool ok = vx_oai_parse_request(VX_OAI_COMPLETION, bad[i].body, len, N_VOCAB, 0, &r, &e);
         CHECKF(!ok && e.status == 400 && !e.param[0] && strstr(e.message, "Invalid JSON") &&
                    strstr(e.message, bad[i].what) && strstr(e.message, bad[i].where),
                "case %zu: %s", i, ok ? "accepted" : e.message);
@@ -527,7 +537,7 @@ static void test_fuzz_regressions(void) {
     if (exact) {
         memcpy(exact, comma, sizeof comma - 1);
         memset(&e, 0, sizeof e);
-        CHECK(!vx_oai_parse_request(VX_OAI_CHAT, exact, sizeof comma - 1, N_VOCAB, &r, &e) && e.status == 400 &&
+        CHECK(!vx_oai_parse_request(VX_OAI_CHAT, exact, sizeof comma - 1, N_VOCAB, 0, &r, &e) && e.status == 400 &&
               strstr(e.message, "Invalid JSON"));
         free(exact);
     }
@@ -543,7 +553,7 @@ static void test_fuzz_regressions(void) {
     };
     for (int k = 0; k < 2; k++) {
         memset(&e, 0, sizeof e);
-        CHECK(!vx_oai_parse_request((vx_oai_kind)(1 - k), cut[k], strlen(cut[k]), N_VOCAB, &r, &e) && e.status == 400);
+        CHECK(!vx_oai_parse_request((vx_oai_kind)(1 - k), cut[k], strlen(cut[k]), N_VOCAB, 0, &r, &e) && e.status == 400);
         CHECKF(e.message[0] && vx_utf8_valid(e.message, strlen(e.message), NULL), "not UTF-8: %s", e.message);
         CHECK(!strcmp(e.param, k ? "messages[0].content[0].type" : "logit_bias"));
     }
@@ -842,7 +852,7 @@ static void test_mutations(const vx_vocab *v) {
         vx_oai_request r;
         for (int kind = 0; kind < 2; kind++) {
             memset(&e, 0, sizeof e);
-            if (vx_oai_parse_request((vx_oai_kind)kind, buf, n, N_VOCAB, &r, &e)) vx_oai_request_free(&r);
+            if (vx_oai_parse_request((vx_oai_kind)kind, buf, n, N_VOCAB, 0, &r, &e)) vx_oai_request_free(&r);
             else if (e.status != 400 || !e.message[0]) bad_status++;
         }
         memset(&e, 0, sizeof e);

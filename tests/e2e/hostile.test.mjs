@@ -401,8 +401,12 @@ function jsonCases() {
   for (const raw of okMsgs) cases.push({ name: `chat: messages=${raw.slice(0, 80)} (valid)`, method: 'POST', path: chat.path, body: msg(raw), expect: { status: 200 } });
   // prompts over the context: 400 with the numbers
   const ctxMsg = new RegExp(`maximum context length is ${N_CTX} tokens.*resulted in \\d+ tokens`);
+  // more messages than the context has tokens: refused before rendering
   cases.push({ name: 'chat: 2000 messages over the context', method: 'POST', path: chat.path,
     body: msg(JSON.stringify(Array.from({ length: 2000 }, () => ({ role: 'user', content: 'x' })))),
+    expect: bad('messages', { code: 'context_length_exceeded', message: new RegExp(`maximum context length is ${N_CTX} tokens.*you sent 2000 messages`) }) });
+  cases.push({ name: 'chat: 200 messages over the context', method: 'POST', path: chat.path,
+    body: msg(JSON.stringify(Array.from({ length: 200 }, () => ({ role: 'user', content: 'x' })))),
     expect: bad('messages', { code: 'context_length_exceeded', message: ctxMsg }) });
   cases.push({ name: 'chat: long content over the context', method: 'POST', path: chat.path,
     body: msg(JSON.stringify([{ role: 'user', content: 'Once upon a time '.repeat(300) }])),
@@ -513,7 +517,10 @@ function httpCases() {
   hdr('Content-Length negative', { 'Content-Length': '-5' }, { any: [400, 413], close: true });
   hdr('Content-Length 2^70', { 'Content-Length': '1180591620717411303424' }, { any: [400, 413], close: true });
   hdr('Content-Length too large, body short', { 'Content-Length': String(MAX_BODY + 1) }, { any: [413], close: true });
-  hdr('two Content-Lengths', { 'Content-Length': [String(g.length), '5'].join('\r\nContent-Length: ') }, { any: [200, 400], close: true });
+  hdr('two Content-Lengths that differ', { 'Content-Length': [String(g.length), '5'].join('\r\nContent-Length: ') }, { any: [400], close: true });
+  hdr('two equal Content-Lengths', { 'Content-Length': [String(g.length), String(g.length)].join('\r\nContent-Length: ') }, { any: [200] });
+  hdr('Content-Encoding: gzip', { 'Content-Encoding': 'gzip' }, { any: [415], close: true });
+  hdr('Content-Encoding: identity', { 'Content-Encoding': 'identity' }, { any: [200] });
   hdr('Transfer-Encoding: gzip', { 'Transfer-Encoding': 'gzip' }, { any: [501], close: true });
   hdr('Expect: 100-continue', { Expect: '100-continue' }, { any: [200] });
   return cases;
@@ -907,9 +914,10 @@ describe('vx serve under load limits', SUITE, () => {
       assertOaiError(r, 429, { code: 'rate_limit_exceeded', type: 'rate_limit_error' }, 'queue full');
       assert.equal(r.res.headers['retry-after'], '1', 'a 429 says when to retry');
     }
-    // n larger than the queue: some choices entered, the rest did not
+    // n larger than --parallel + --queue could never enter, however long the
+    // client waits: 400 on n, not a 429 to retry forever
     const nr = await call(port, 'POST', '/v1/completions', JSON.stringify({ prompt: 'Once', max_tokens: 50, n: 8, temperature: 1 }));
-    assertOaiError(nr, 429, { code: 'rate_limit_exceeded' }, 'n over the queue');
+    assertOaiError(nr, 400, { param: 'n', message: /at most 2 requests at once/ }, 'n over the capacity');
     await waitIdle(port);
   });
 

@@ -294,7 +294,7 @@ static void mode_request(uint8_t opt, const char *body, size_t len) {
     if (kind < 2) {
         vx_oai_request r;
         memset(&r, 0x5a, sizeof r);
-        if (vx_oai_parse_request((vx_oai_kind)kind, body, len, n_vocab, &r, &e)) {
+        if (vx_oai_parse_request((vx_oai_kind)kind, body, len, n_vocab, 0, &r, &e)) {
             check_request(&r, (vx_oai_kind)kind, n_vocab, v);
             vx_oai_request_free(&r);
             check(zeroed(&r), "freed request is zeroed");
@@ -332,7 +332,7 @@ static void mode_chat(uint8_t opt, const char *payload, size_t len) {
         return;
     }
     vx_oai_request r;
-    if (!vx_oai_parse_request(VX_OAI_CHAT, payload, len, vx_vocab_n_tokens(pr->v), &r, &e)) {
+    if (!vx_oai_parse_request(VX_OAI_CHAT, payload, len, vx_vocab_n_tokens(pr->v), 0, &r, &e)) {
         check_error(&e);
         return;
     }
