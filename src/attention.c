@@ -24,9 +24,14 @@
  *
  * Every score is summed in one association (one 8-lane FMA chain, then the
  * lanes' tree, see gemm_abt in avx2_ops.c) by every kernel that computes
- * one, and the softmax sums in exp_shift_sum's order, so results are
- * bit-identical whatever the tiling, the blocking and the thread split:
- * a token's output does not depend on the batch it came in.
+ * one, and the softmax sums in exp_shift_sum's order; a row's positions
+ * are taken in segments of a->seg (multiples of it apart), each with its
+ * own online softmax from a fresh state, and the segments' states folded
+ * left to right by fold_rows. So results are bit-identical whatever the
+ * tiling, the blocking and the thread split: a token's output does not
+ * depend on the batch it came in, nor on which thread ran which segment
+ * (a decode whose kv heads are fewer than the threads is split by
+ * segments, run_unit).
  * Tokens whose positions all precede a chunk skip it (their rows are a
  * prefix of each head's rows), so a long tile wastes nothing on the
  * diagonal.
@@ -113,6 +118,14 @@ static void fold_rows(float *am, float *al, float *ao, const float *m, const flo
         al[r] = al[r] * ca + l[r] * cb;
         for (int32_t d = 0; d < hd; d++) dst[d] = dst[d] * ca + src[d] * cb;
         am[r] = mx;
+    }
+}
+
+/* An empty fold (no segment yet) for rows rows. */
+static void fold_start(const attn_scratch *sc, int32_t rows) {
+    for (int32_t r = 0; r < rows; r++) {
+        sc->am[r] = -INFINITY;
+        sc->al[r] = 0;
     }
 }
 
@@ -332,7 +345,6 @@ static void unit_chunks(const vx_kernels *k, const vx_attn_args *a, const attn_s
                              (int64_t)(rb / 2), o, hd, sc.corr + r0);
         }
     }
-
 }
 
 /* The folded rows (sc->am, al, ao) of tokens [t0, t0 + nt) and kv heads
@@ -377,10 +389,7 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
             memcpy(sc.q + ((size_t)hh * Mh + (size_t)i * g) * hd,
                    a->q + (size_t)(t0 + i) * QD + (size_t)(h0 + hh) * g * hd,
                    (size_t)g * hd * sizeof(float));
-    for (int32_t r = 0; r < M; r++) {
-        sc.am[r] = -INFINITY;
-        sc.al[r] = 0;
-    }
+    fold_start(&sc, M);
     const int32_t c_end = VX_MIN(n_pos, c_hi);
     float *so = seg_out;
     for (int32_t s0 = VX_MAX(window_start(a, p_first, CHUNK), c_lo), s1; s0 < c_end; s0 = s1) {
@@ -481,10 +490,7 @@ static void run_unit(const vx_kernels *k, const vx_attn_args *a, const unit_curs
     if (atomic_fetch_add_explicit(&a->seg_done[group], 1, memory_order_acq_rel) != c->sp - 1) return;
     attn_scratch sc;
     scratch_layout(g, hd, scratch, &sc);
-    for (int32_t r = 0; r < g; r++) {
-        sc.am[r] = -INFINITY;
-        sc.al[r] = 0;
-    }
+    fold_start(&sc, g);
     for (int32_t s = 0; s < ns; s++) {
         const float *st = buf + (size_t)s * per;
         fold_rows(sc.am, sc.al, sc.ao, st, st + g, st + 2 * g, g, hd);
