@@ -347,6 +347,30 @@ static size_t json_lex_check(const char *body, size_t len, char *patch, size_t *
     return len;
 }
 
+/* cJSON's nesting limit as a string literal */
+#define JSON_STR2(x) #x
+#define JSON_STR(x) JSON_STR2(x)
+
+/* Arrays and objects open at byte pos of body (outside strings). */
+static size_t json_depth_at(const char *body, size_t pos) {
+    size_t depth = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < pos; i++) {
+        const char c = body[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == '[' || c == '{') {
+            depth++;
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            depth--;
+        }
+    }
+    return depth;
+}
+
 void *vx_oai_parse_json_object(const char *body, size_t len, vx_oai_error *err) {
     size_t bad;
     if (!vx_utf8_valid(body, len, &bad)) {
@@ -389,7 +413,9 @@ void *vx_oai_parse_json_object(const char *body, size_t len, vx_oai_error *err) 
     /* the first error wins: cJSON's, or one it let through */
     if (!root || lex_pos < len) {
         if (root || lex_pos <= pos) pos = lex_pos;
-        else what = "syntax error";
+        else what = json_depth_at(body, pos) >= CJSON_NESTING_LIMIT ? "arrays and objects nested deeper than "
+                                                                       JSON_STR(CJSON_NESTING_LIMIT) " levels"
+                                                                     : "syntax error";
         cJSON_Delete(root);
         size_t line = 1, col = 1;
         for (size_t i = 0; i < pos && i < len; i++) {

@@ -127,6 +127,14 @@ static void test_json_errors(void) {
         memset(deep + 5 + n, ']', n);
         strcpy(deep + 5 + 2 * n, "}");
         CHECK(!parse(VX_OAI_CHAT, deep, &r, &e) && e.status == 400);
+        CHECKF(strstr(e.message, "nested deeper than 1000 levels"), "%s", e.message);
+        /* brackets inside strings do not count */
+        memset(deep, 0, 2 * n + 16);
+        strcpy(deep, "{\"x\":\"");
+        memset(deep + 6, '[', 2000);
+        strcpy(deep + 6 + 2000, "\",}");
+        CHECK(!parse(VX_OAI_CHAT, deep, &r, &e) && e.status == 400);
+        CHECKF(strstr(e.message, "syntax error"), "%s", e.message);
         free(deep);
     }
     /* a NUL inside the body is a JSON syntax error, not a truncation */
