@@ -431,8 +431,8 @@ static void test_kv_types(const vx_token *prompt) {
  * states the last part folds). 600 positions make three 256-position
  * segments. The attention's output goes through Q8 activations, which
  * absorb most last-bit changes: folding the segments in reverse order
- * failed 4 of these 20 checks (test_attention compares the attention's
- * own bits), never folding them (counters left set) all 20. */
+ * failed 4 of the 10 three-thread checks (test_attention compares the
+ * attention's own bits), never folding them (counters left set) all 10. */
 static void test_long_invariant(void) {
     enum { NL = 600, NP = 590 };
     const char *rel = "models/llama3/llama3-Q4_K_M.gguf";
