@@ -282,12 +282,16 @@ void vx_oai_error_chunk(vx_sbuf *out, const vx_oai_error *e) {
  * "n\u0000x" would be read as "n", a prompt would be cut short). A NUL in
  * a key, and a raw NUL byte anywhere, is an error; a \u0000 escape in a
  * value is rewritten in patch (a copy of the body, if not NULL) to \ufffd,
- * the same length, and *n_nul counts them. Returns the offset of the first
- * error (len if none) with *what saying what it is. Structure and literals
- * are left to cJSON; other raw control bytes in strings are accepted. */
+ * the same length, and *n_nul counts them. Arrays and objects nested
+ * deeper than cJSON takes are an error here too, so that it is named.
+ * Returns the offset of the first error (len if none) with *what saying
+ * what it is. Structure and literals are left to cJSON; other raw control
+ * bytes in strings are accepted. */
+#define JSON_STR2(x) #x
+#define JSON_STR(x) JSON_STR2(x) /* cJSON's nesting limit as a string literal */
 static size_t json_lex_check(const char *body, size_t len, char *patch, size_t *n_nul, const char **what) {
     const unsigned char *s = (const unsigned char *)body;
-    size_t i = 0;
+    size_t i = 0, depth = 0;
     *n_nul = 0;
     while (i < len) {
         unsigned c = s[i];
@@ -341,34 +345,15 @@ static size_t json_lex_check(const char *body, size_t len, char *patch, size_t *
             *what = "a control character outside a string";
             return i;
         } else {
+            if ((c == '[' || c == '{') && ++depth > CJSON_NESTING_LIMIT) {
+                *what = "arrays and objects nested deeper than " JSON_STR(CJSON_NESTING_LIMIT) " levels";
+                return i;
+            }
+            if ((c == ']' || c == '}') && depth > 0) depth--;
             i++;
         }
     }
     return len;
-}
-
-/* cJSON's nesting limit as a string literal */
-#define JSON_STR2(x) #x
-#define JSON_STR(x) JSON_STR2(x)
-
-/* Arrays and objects open at byte pos of body (outside strings). */
-static size_t json_depth_at(const char *body, size_t pos) {
-    size_t depth = 0;
-    bool in_str = false;
-    for (size_t i = 0; i < pos; i++) {
-        const char c = body[i];
-        if (in_str) {
-            if (c == '\\') i++;
-            else if (c == '"') in_str = false;
-        } else if (c == '"') {
-            in_str = true;
-        } else if (c == '[' || c == '{') {
-            depth++;
-        } else if ((c == ']' || c == '}') && depth > 0) {
-            depth--;
-        }
-    }
-    return depth;
 }
 
 void *vx_oai_parse_json_object(const char *body, size_t len, vx_oai_error *err) {
@@ -413,9 +398,7 @@ void *vx_oai_parse_json_object(const char *body, size_t len, vx_oai_error *err) 
     /* the first error wins: cJSON's, or one it let through */
     if (!root || lex_pos < len) {
         if (root || lex_pos <= pos) pos = lex_pos;
-        else what = json_depth_at(body, pos) >= CJSON_NESTING_LIMIT ? "arrays and objects nested deeper than "
-                                                                       JSON_STR(CJSON_NESTING_LIMIT) " levels"
-                                                                     : "syntax error";
+        else what = "syntax error";
         cJSON_Delete(root);
         size_t line = 1, col = 1;
         for (size_t i = 0; i < pos && i < len; i++) {
