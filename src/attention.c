@@ -214,12 +214,12 @@ static void attend_unit_tiles(const vx_kernels *k, const vx_attn_args *a, int32_
  * maximum -1e30 scale and P = 1 there, which its own position (always
  * visible, in a later or the same chunk) then wipes out with corr =
  * exp(-1e30 scale - m) = 0; -inf would make exp(-inf + inf) a NaN. */
-static void shape_scores(const vx_attn_args *a, float *s, int32_t rows, int32_t g, int nj, int32_t p0, int32_t c0) {
-    const float cap = a->softcap, in = cap ? a->scale / cap : 0, out = cap ? cap / a->scale : 0;
+static void shape_scores(const vx_kernels *k, const vx_attn_args *a, float *s, int32_t rows, int32_t g, int nj,
+                         int32_t p0, int32_t c0) {
+    const float cap = a->softcap;
+    if (cap) k->attn_cap16(s, rows, a->scale / cap, cap / a->scale); /* all 16 lanes: the fused kernels' bits */
     for (int32_t r = 0; r < rows; r++) {
         float *sr = s + (size_t)r * CHUNK;
-        if (cap)
-            for (int j = 0; j < nj; j++) sr[j] = out * tanhf(sr[j] * in);
         if (a->window) {
             const int32_t p = p0 + r / g;
             for (int j = 0; j < nj && p - (c0 + j) >= a->window; j++) sr[j] = -1e30f;
@@ -227,10 +227,11 @@ static void shape_scores(const vx_attn_args *a, float *s, int32_t rows, int32_t 
     }
 }
 
-/* The chunks of positions [s0, s1) (s0 a multiple of 16) for a unit's
- * rows (see attend_unit), into the state sc->m, l, o. */
-static void unit_chunks(const vx_kernels *k, const vx_attn_args *a, const attn_scratch *cs, int32_t t0, int32_t nt,
-                        int32_t h0, int32_t nh, int32_t s0, int32_t s1) {
+/* The chunks of positions [c_from, c_to) (c_from a multiple of 16) for
+ * a unit's rows (see attend_unit) one at a time: scores, shaping, online
+ * softmax, P.V through the table's blocks, into the state sc->m, l, o. */
+static void chunk_steps(const vx_kernels *k, const vx_attn_args *a, const attn_scratch *cs, int32_t t0, int32_t nt,
+                        int32_t h0, int32_t nh, int32_t c_from, int32_t c_to) {
     attn_scratch sc = *cs;
     const vx_kv_type type = vx_kv_type_of(a->kv);
     const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv;
@@ -239,33 +240,8 @@ static void unit_chunks(const vx_kernels *k, const vx_attn_args *a, const attn_s
     const int32_t *blocks = vx_kv_blocks(a->kv, a->seq_id[t0]);
     const int32_t Mh = nt * g; /* rows per head */
     const int32_t p_first = a->pos[t0], n_pos = p_first + nt;
-
-    int32_t c_first = s0;
-    if (nt == 1 && g <= 8 && !a->softcap && !a->window &&
-        (type == VX_KV_F16 || (type == VX_KV_Q8_0 && k->attn_dec_q8_0))) {
-        /* decode: every position is visible; the full chunks go through the
-         * fused kernel, a run of contiguous cache blocks per call, with the
-         * next run's first chunk to prefetch (a Q8_0 kernel may decline
-         * the shape: then the chunks below do it all) */
-        const int32_t n_full = s1 / CHUNK * CHUNK;
-        for (int32_t c0 = s0, len; c0 < n_full; c0 += len) {
-            len = contiguous_run(a, blocks, c0, n_full, rb, ho);
-            const int32_t cx = c0 + len;
-            const void *kc = chunk_row(a, blocks, false, c0, rb, ho);
-            const void *vc = chunk_row(a, blocks, true, c0, rb, ho);
-            const void *kx = cx < n_pos ? chunk_row(a, blocks, false, cx, rb, ho) : NULL;
-            const void *vx = cx < n_pos ? chunk_row(a, blocks, true, cx, rb, ho) : NULL;
-            if (type == VX_KV_F16)
-                k->attn_dec_f16(nh, g, hd, sc.q, kc, vc, (int64_t)(rb / 2), len, kx, vx, a->scale, sc.m, sc.l,
-                                sc.o);
-            else if (!k->attn_dec_q8_0(nh, g, hd, sc.q, kc, vc, (int64_t)rb, len, kx, vx, a->scale, sc.m, sc.l,
-                                       sc.o))
-                break;
-            c_first = cx;
-        }
-    }
-    for (int32_t c0 = c_first; c0 < s1; c0 += CHUNK) {
-        const int nj = (int)VX_MIN(CHUNK, s1 - c0);
+    for (int32_t c0 = c_from; c0 < c_to; c0 += CHUNK) {
+        const int nj = (int)VX_MIN(CHUNK, c_to - c0);
         /* causal mask: rows of token i see positions <= pos[t0 + i] */
         for (int32_t i = 0; i < nt; i++) {
             const int32_t vis = p_first + i + 1 - c0;
@@ -336,7 +312,7 @@ static void unit_chunks(const vx_kernels *k, const vx_attn_args *a, const attn_s
                 k->gemm_abt_f32(Mv, nj, hd, q, hd, sc.kr, hd, s, CHUNK);
                 break;
             }
-            if (a->softcap || a->window) shape_scores(a, s, Mv, g, nj, p_first + i_vis, c0);
+            if (a->softcap || a->window) shape_scores(k, a, s, Mv, g, nj, p_first + i_vis, c0);
             k->attn_softmax16(s, Mv, sc.nv + (size_t)i_vis * g, a->scale, sc.m + r0, sc.l + r0, sc.corr + r0);
             if (v)
                 k->gemm_f32(Mv, hd, nj, s, CHUNK, v, ldv, o, hd, sc.corr + r0);
@@ -345,6 +321,51 @@ static void unit_chunks(const vx_kernels *k, const vx_attn_args *a, const attn_s
                              (int64_t)(rb / 2), o, hd, sc.corr + r0);
         }
     }
+}
+
+/* The chunks of positions [s0, s1) (s0 a multiple of 16) for a unit's
+ * rows (see attend_unit), into the state sc->m, l, o: a decode's full
+ * chunks through the fused kernel (soft cap included), the rest, and a
+ * window's partly masked first chunk, by chunk_steps. */
+static void unit_chunks(const vx_kernels *k, const vx_attn_args *a, const attn_scratch *cs, int32_t t0, int32_t nt,
+                        int32_t h0, int32_t nh, int32_t s0, int32_t s1) {
+    const attn_scratch sc = *cs;
+    const vx_kv_type type = vx_kv_type_of(a->kv);
+    const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv;
+    const size_t rb = vx_kv_row_bytes(a->kv), ho = head_off(type, h0, hd);
+    const int32_t *blocks = vx_kv_blocks(a->kv, a->seq_id[t0]);
+    const int32_t p_first = a->pos[t0], n_pos = p_first + nt;
+
+    int32_t c_first = s0;
+    if (nt == 1 && g <= 8 && (type == VX_KV_F16 || (type == VX_KV_Q8_0 && k->attn_dec_q8_0))) {
+        /* a window's first chunk, where positions before it are masked:
+         * one step of the blocks (the rest is visible) */
+        if (a->window && p_first - s0 >= a->window && s0 + CHUNK <= s1) {
+            chunk_steps(k, a, cs, t0, nt, h0, nh, s0, s0 + CHUNK);
+            c_first = s0 + CHUNK;
+        }
+        /* decode: every position is visible; the full chunks go through the
+         * fused kernel, a run of contiguous cache blocks per call, with the
+         * next run's first chunk to prefetch (a Q8_0 kernel may decline
+         * the shape: then the chunks below do it all) */
+        const int32_t n_full = s1 / CHUNK * CHUNK;
+        for (int32_t c0 = c_first, len; c0 < n_full; c0 += len) {
+            len = contiguous_run(a, blocks, c0, n_full, rb, ho);
+            const int32_t cx = c0 + len;
+            const void *kc = chunk_row(a, blocks, false, c0, rb, ho);
+            const void *vc = chunk_row(a, blocks, true, c0, rb, ho);
+            const void *kx = cx < n_pos ? chunk_row(a, blocks, false, cx, rb, ho) : NULL;
+            const void *vx = cx < n_pos ? chunk_row(a, blocks, true, cx, rb, ho) : NULL;
+            if (type == VX_KV_F16)
+                k->attn_dec_f16(nh, g, hd, sc.q, kc, vc, (int64_t)(rb / 2), len, kx, vx, a->scale, a->softcap,
+                                sc.m, sc.l, sc.o);
+            else if (!k->attn_dec_q8_0(nh, g, hd, sc.q, kc, vc, (int64_t)rb, len, kx, vx, a->scale, a->softcap,
+                                       sc.m, sc.l, sc.o))
+                break;
+            c_first = cx;
+        }
+    }
+    chunk_steps(k, a, cs, t0, nt, h0, nh, c_first, s1);
 }
 
 /* The folded rows (sc->am, al, ao) of tokens [t0, t0 + nt) and kv heads

@@ -15,7 +15,7 @@
  * Build (from the repository root, after `make`):
  *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc tests/bench_attention.c \
  *      build/libvortex.a -lm -lpthread -lpcre2-8 -lcjson -lmicrohttpd -o /tmp/bench_attention
- * Run: /tmp/bench_attention [depth=3584] [n=512] [reps=5] [n_head=32] [n_head_kv=8] [hd=64]
+ * Run: /tmp/bench_attention [depth=3584] [n=512] [reps=5] [n_head=32] [n_head_kv=8] [hd=64] [softcap=0]
  * VX_FORCE_GENERIC / VX_ISA select the kernel table as everywhere else.
  */
 #include <math.h>
@@ -45,6 +45,7 @@ int main(int argc, char **argv) {
     const int reps = argc > 3 ? atoi(argv[3]) : 5;
     const int n_head = argc > 4 ? atoi(argv[4]) : 32, n_head_kv = argc > 5 ? atoi(argv[5]) : 8;
     const int hd = argc > 6 ? atoi(argv[6]) : 64;
+    const float cap = argc > 7 ? (float)atof(argv[7]) : 0; /* Gemma 2's soft cap (50) */
     const int total = depth + n, KD = n_head_kv * hd, QD = n_head * hd;
     vx_kernels k;
     vx_kernels_init_best(&k);
@@ -68,13 +69,13 @@ int main(int argc, char **argv) {
     const size_t nsf = vx_attn_scratch_floats(n_head, n_head_kv, hd);
     float *scr = aligned_alloc(64, (nsf * 4 + 63) / 64 * 64);
     const float scale = 1.0f / sqrtf((float)hd);
-    printf("kernels %s, n_head %d, n_head_kv %d, hd %d\n", k.name, n_head, n_head_kv, hd);
+    printf("kernels %s, n_head %d, n_head_kv %d, hd %d, soft cap %g\n", k.name, n_head, n_head_kv, hd, cap);
     /* mode 0: prefill on the block kernels, 1: prefill on the tiles, 2: decode */
     for (int mode = 0; mode < 3; mode++) {
         if (mode == 1 && !k.attn_tiles_step) continue;
         const int nt = mode < 2 ? n : 1;
         vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, mode < 2 ? q : q + (size_t)(n - 1) * QD,
-                          out, mode < 2 ? pos : pos + n - 1, seq, nt, mode == 1, NULL, 0, 0, 0, NULL, NULL, 0, 0};
+                          out, mode < 2 ? pos : pos + n - 1, seq, nt, mode == 1, NULL, cap, 0, 0, NULL, NULL, 0, 0};
         double best = 1e30, flops = 0;
         for (int t = 0; t < nt; t++) flops += 4.0 * hd * n_head * (a.pos[t] + 1);
         for (int r = 0; r < (mode < 2 ? reps : 20 * reps); r++) {

@@ -256,6 +256,26 @@ static void run_case(const vx_kernels *kset, int nk, vx_kv_type type, int n_head
 }
 
 /* The block kernels against the reference ones, with odd shapes. */
+/* attn_cap16 against tanh in double: s = out tanh(in s), over the
+ * range (0, tiny, where the bend is, where tanh saturates, past exp's
+ * underflow, both signs). Absolute error in the capped scores' units
+ * over out: 2e-7 (the formula's 1 - e near 0), relative 4e-7 elsewhere. */
+static void test_cap16(const vx_kernels *k) {
+    enum { M = 5 };
+    float s[M * 16], want[M * 16];
+    const float in = 0.0625f / 1.5f, out = 1.5f / 0.0625f; /* scale 1/16, cap 1.5 */
+    const float fixed[] = {0.0f, -0.0f, 1e-30f, -1e-7f, 3e-4f, 1.0f, -7.5f, 24.0f, -36.0f, 60.0f, 200.0f,
+                           -1500.0f, 3000.0f, -1e6f, 1e30f, -1e30f};
+    for (int i = 0; i < M * 16; i++) s[i] = i < 16 ? fixed[i] : 80 * frand();
+    for (int i = 0; i < M * 16; i++) want[i] = (float)(out * tanh((double)s[i] * in));
+    k->attn_cap16(s, M, in, out);
+    for (int i = 0; i < M * 16; i++) {
+        const double err = fabs((double)s[i] - want[i]);
+        CHECKF(err <= 2e-7 * out + 4e-7 * fabs(want[i]) && (want[i] != 0 || s[i] == 0),
+               "%s attn_cap16 lane %d: %.9g, tanh gives %.9g", k->name, i, s[i], want[i]);
+    }
+}
+
 static void test_blocks(const vx_kernels *k, const vx_kernels *r) {
     enum { MX = 13, NX = 70, KX = 66 };
     float a[MX * KX], b[KX * NX], c0[MX * NX], c1[MX * NX], al[MX];
@@ -351,7 +371,7 @@ static void test_blocks(const vx_kernels *k, const vx_kernels *r) {
  * table's blocks (gemm_abt_f16b, attn_softmax16 with all 16 visible,
  * gemm_f16b with alpha = corr): bit for bit. */
 static void dec_compose(const vx_kernels *k, int64_t nh, int64_t g, int64_t hd, const float *q,
-                        const uint16_t *kc, const uint16_t *vc, int64_t ld, int64_t n, float scale,
+                        const uint16_t *kc, const uint16_t *vc, int64_t ld, int64_t n, float scale, float cap,
                         float *mx, float *l, float *o) {
     float s[8 * 16], corr[8];
     const int32_t nv[8] = {16, 16, 16, 16, 16, 16, 16, 16};
@@ -359,6 +379,7 @@ static void dec_compose(const vx_kernels *k, int64_t nh, int64_t g, int64_t hd, 
         for (int64_t h = 0; h < nh; h++) {
             const int64_t r0 = h * g;
             k->gemm_abt_f16b(g, 16, hd, q + r0 * hd, hd, kc + c0 * ld + h * hd, ld, s, 16);
+            if (cap > 0) k->attn_cap16(s, g, scale / cap, cap / scale);
             k->attn_softmax16(s, g, nv, scale, mx + r0, l + r0, corr);
             k->gemm_f16b(g, hd, 16, s, 16, vc + c0 * ld + h * hd, ld, o + r0 * hd, hd, corr);
         }
@@ -398,24 +419,27 @@ static void test_dec_kernel(const vx_kernels *k, const vx_kernels *r) {
     for (int g = 1; g <= GM; g++)
         for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
             for (int nh = 1; nh <= NH; nh += 2)
-                for (int fresh = 0; fresh < 2; fresh++) {
-                    const int hd = hds[hi], n = fresh ? NP : 32, rows = nh * g;
+                for (int fc = 0; fc < 4; fc++) {
+                    /* fresh or continuing state; with Gemma 2's soft cap
+                     * (at 1.5: the capped scores' range is where tanh bends) */
+                    const int fresh = fc & 1, hd = hds[hi], n = fresh ? NP : 32, rows = nh * g;
+                    const float cap = fc & 2 ? 1.5f : 0;
                     dec_start(fresh, rows, hd, q, 3, mx, l, o);
                     const float scale = 1.0f / sqrtf((float)hd);
-                    dec_compose(k, nh, g, hd, q, kc, vc, ld, n, scale, mx[0], l[0], o[0]);
+                    dec_compose(k, nh, g, hd, q, kc, vc, ld, n, scale, cap, mx[0], l[0], o[0]);
                     /* prefetch hints: the run's own first rows (any readable rows do) */
-                    k->attn_dec_f16(nh, g, hd, q, kc, vc, ld, n, kc, vc, scale, mx[1], l[1], o[1]);
-                    r->attn_dec_f16(nh, g, hd, q, kc, vc, ld, n, NULL, NULL, scale, mx[2], l[2], o[2]);
+                    k->attn_dec_f16(nh, g, hd, q, kc, vc, ld, n, kc, vc, scale, cap, mx[1], l[1], o[1]);
+                    r->attn_dec_f16(nh, g, hd, q, kc, vc, ld, n, NULL, NULL, scale, cap, mx[2], l[2], o[2]);
                     CHECKF(memcmp(o[0], o[1], (size_t)rows * hd * 4) == 0 &&
                                memcmp(l[0], l[1], (size_t)rows * 4) == 0 &&
                                memcmp(mx[0], mx[1], (size_t)rows * 4) == 0,
-                           "%s attn_dec_f16 g %d hd %d nh %d n %d: not the blocks' bits", k->name, g, hd, nh,
-                           n);
+                           "%s attn_dec_f16 g %d hd %d nh %d n %d cap %g: not the blocks' bits", k->name, g, hd, nh,
+                           n, cap);
                     double worst = 0;
                     for (int i = 0; i < rows * hd; i++)
                         worst = fmax(worst, fabs(o[1][i] / l[1][i / hd] - o[2][i] / l[2][i / hd]));
-                    CHECKF(worst <= 1e-5, "%s attn_dec_f16 g %d hd %d nh %d n %d vs reference: %g",
-                           k->name, g, hd, nh, n, worst);
+                    CHECKF(worst <= 1e-5, "%s attn_dec_f16 g %d hd %d nh %d n %d cap %g vs reference: %g",
+                           k->name, g, hd, nh, n, cap, worst);
                 }
     for (int i = 0; i < 3; i++) free(o[i]);
     free(q);
@@ -428,8 +452,8 @@ static void test_dec_kernel(const vx_kernels *k, const vx_kernels *r) {
  * and V rows, gemm_abt_f32, attn_softmax16, gemm_f32): bit for bit; and
  * the reference composition against the generic blocks, bit for bit. */
 static void dec_compose_q8_0(const vx_kernels *k, int64_t nh, int64_t g, int64_t hd, const float *q,
-                             const uint8_t *kc, const uint8_t *vc, int64_t ld, int64_t n, float scale, float *mx,
-                             float *l, float *o) {
+                             const uint8_t *kc, const uint8_t *vc, int64_t ld, int64_t n, float scale, float cap,
+                             float *mx, float *l, float *o) {
     float s[8 * 16], corr[8], kr[16 * 128], vr[16 * 128];
     const int32_t nv[8] = {16, 16, 16, 16, 16, 16, 16, 16};
     const int64_t hb = hd / 32 * 34;
@@ -441,6 +465,7 @@ static void dec_compose_q8_0(const vx_kernels *k, int64_t nh, int64_t g, int64_t
                 k->q8_0_to_f32(vc + (c0 + j) * ld + h * hb, vr + j * hd, hd);
             }
             k->gemm_abt_f32(g, 16, hd, q + r0 * hd, hd, kr, hd, s, 16);
+            if (cap > 0) k->attn_cap16(s, g, scale / cap, cap / scale);
             k->attn_softmax16(s, g, nv, scale, mx + r0, l + r0, corr);
             k->gemm_f32(g, hd, 16, s, 16, vr, hd, o + r0 * hd, hd, corr);
         }
@@ -465,26 +490,28 @@ static void test_dec_kernel_q8_0(const vx_kernels *k) {
     for (int g = 1; g <= GM; g++)
         for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
             for (int nh = 1; nh <= NH; nh += 2)
-                for (int fresh = 0; fresh < 2; fresh++) {
-                    const int hd = hds[hi], n = fresh ? NP : 32, rows = nh * g;
+                for (int fc = 0; fc < 4; fc++) {
+                    const int fresh = fc & 1, hd = hds[hi], n = fresh ? NP : 32, rows = nh * g;
+                    const float cap = fc & 2 ? 1.5f : 0;
                     dec_start(fresh, rows, hd, q, 2, mx, l, o);
                     const float scale = 1.0f / sqrtf((float)hd);
                     if (k->attn_dec_q8_0) {
-                        dec_compose_q8_0(k, nh, g, hd, q, kc, vc, ld, n, scale, mx[0], l[0], o[0]);
-                        const int took = k->attn_dec_q8_0(nh, g, hd, q, kc, vc, ld, n, kc, vc, scale, mx[1], l[1],
-                                                          o[1]);
+                        dec_compose_q8_0(k, nh, g, hd, q, kc, vc, ld, n, scale, cap, mx[0], l[0], o[0]);
+                        const int took = k->attn_dec_q8_0(nh, g, hd, q, kc, vc, ld, n, kc, vc, scale, cap, mx[1],
+                                                          l[1], o[1]);
                         CHECKF(took == ((hd == 64 || hd == 128) && g <= 8),
                                "%s attn_dec_q8_0 g %d hd %d: took %d", k->name, g, hd, took);
                         if (!took) continue;
                     } else {
-                        dec_compose_q8_0(k, nh, g, hd, q, kc, vc, ld, n, scale, mx[0], l[0], o[0]);
-                        CHECK(vx_attn_dec_q8_0_ref(nh, g, hd, q, kc, vc, ld, n, NULL, NULL, scale, mx[1], l[1],
+                        dec_compose_q8_0(k, nh, g, hd, q, kc, vc, ld, n, scale, cap, mx[0], l[0], o[0]);
+                        CHECK(vx_attn_dec_q8_0_ref(nh, g, hd, q, kc, vc, ld, n, NULL, NULL, scale, cap, mx[1], l[1],
                                                    o[1]) == 1);
                     }
                     CHECKF(memcmp(o[0], o[1], (size_t)rows * hd * 4) == 0 &&
                                memcmp(l[0], l[1], (size_t)rows * 4) == 0 &&
                                memcmp(mx[0], mx[1], (size_t)rows * 4) == 0,
-                           "%s attn_dec_q8_0 g %d hd %d nh %d n %d: not the blocks' bits", k->name, g, hd, nh, n);
+                           "%s attn_dec_q8_0 g %d hd %d nh %d n %d cap %g: not the blocks' bits", k->name, g, hd, nh,
+                           n, cap);
                 }
     for (int i = 0; i < 2; i++) free(o[i]);
     free(q);
@@ -672,6 +699,7 @@ int main(void) {
         vx_kernels_init_emulated(&ks[nk++]);
     for (int i = 0; i < nk; i++) {
         test_blocks(&ks[i], &ks[0]);
+        test_cap16(&ks[i]);
         test_dec_kernel(&ks[i], &ks[0]);
         test_dec_kernel_q8_0(&ks[i]);
         test_decode_bits(&ks[i]);

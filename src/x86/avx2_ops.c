@@ -72,6 +72,25 @@ static inline __m256 exp_neg(__m256 v) {
     return _mm256_andnot_ps(small, y);
 }
 
+/* Gemma 2's soft cap of scores x in their own units: out tanh(in x), with
+ * tanh(y) = sign(y) (1 - e) / (1 + e), e = exp(-2 |y|) by exp_neg (1 - e
+ * is exact for e >= 1/2, so near 0 the result keeps exp_neg's ~1e-7
+ * absolute error; past |y| ~ 43 e flushes to 0 and tanh is 1). One
+ * formula for attn_cap16 and the fused decode kernels (exp512.h's cap512
+ * operation for operation), so both give the same bits. */
+static inline __m256 cap8(__m256 x, __m256 in, __m256 out) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    const __m256 y = _mm256_mul_ps(x, in);
+    const __m256 e = exp_neg(_mm256_mul_ps(_mm256_or_ps(y, sign), _mm256_set1_ps(2.0f)));
+    const __m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+    return _mm256_mul_ps(out, _mm256_or_ps(t, _mm256_and_ps(sign, y)));
+}
+
+void vx_attn_cap16_avx2(float *s, int64_t m, float in, float out) {
+    const __m256 vi = _mm256_set1_ps(in), vo = _mm256_set1_ps(out);
+    for (int64_t i = 0; i < 2 * m; i++) _mm256_storeu_ps(s + 8 * i, cap8(_mm256_loadu_ps(s + 8 * i), vi, vo));
+}
+
 /* silu(g) u = g sigmoid(g) u with e = exp(-|g|) in (0, 1]: sigmoid is
  * 1 / (1 + e) for g >= 0 and e / (1 + e) below, so nothing overflows
  * (exp_neg flushes e to 0 past |g| ~ 87: sigmoid 1 or 0, as the limit). */
@@ -671,7 +690,8 @@ static inline __attribute__((always_inline)) void dec_chunk(const int R, const i
                                                             const float *q, const uint16_t *k,
                                                             const uint16_t *v, int64_t ld,
                                                             const uint16_t *kn, const uint16_t *vn,
-                                                            __m256 vs, float *mx, float *l, float *o) {
+                                                            __m256 vs, const __m256 *cap, float *mx, float *l,
+                                                            float *o) {
     const int G = R > 0 && R <= 4 ? 4 : 8, nvec = 2 * G;
     const int64_t nr = R > 0 ? R : g;
     if (HD > 0) hd = HD;
@@ -708,6 +728,9 @@ static inline __attribute__((always_inline)) void dec_chunk(const int R, const i
             if (HD == 0 && (hd & 7)) dot_tails(G, nr, hd, q, k + 2 * jp * ld, ld, 2, &S[jp]);
         }
     }
+    if (cap) /* attn_cap16's */
+#pragma GCC unroll 16
+        for (int x = 0; x < nvec; x++) S[x] = cap8(S[x], cap[0], cap[1]);
     /* online softmax: attn_softmax16's arithmetic with lanes as rows */
     float mold[8], mnew[8], sm[8], corr[8];
     for (int i = 0; i < 8; i++) mold[i] = i % G < nr ? mx[i % G] : -INFINITY;
@@ -763,8 +786,9 @@ static inline __attribute__((always_inline)) void dec_run(const int R, const int
                                                           int64_t hd, const float *q, const uint16_t *k,
                                                           const uint16_t *v, int64_t ld, int64_t n,
                                                           const uint16_t *kx, const uint16_t *vx, float scale,
-                                                          float *mx, float *l, float *o) {
+                                                          float cap, float *mx, float *l, float *o) {
     const __m256 vs = _mm256_set1_ps(scale);
+    const __m256 cv[2] = {_mm256_set1_ps(cap > 0 ? scale / cap : 0), _mm256_set1_ps(cap > 0 ? cap / scale : 0)};
     /* prefetch the head-chunk nh - 1 steps ahead in processing order (the
      * next chunk of the previous head): its lines share L1 sets with the
      * same head's current chunk, which is then done with. Past the run,
@@ -776,27 +800,27 @@ static inline __attribute__((always_inline)) void dec_run(const int R, const int
             const uint16_t *kn = cn < n ? k + cn * ld + hn * hd : kx ? kx + hn * hd : NULL;
             const uint16_t *vn = cn < n ? v + cn * ld + hn * hd : vx ? vx + hn * hd : NULL;
             dec_chunk(R, HD, g, hd, q + h * g * hd, k + c0 * ld + h * hd, v + c0 * ld + h * hd, ld, kn,
-                      vn, vs, mx + h * g, l + h * g, o + h * g * hd);
+                      vn, vs, cap > 0 ? cv : NULL, mx + h * g, l + h * g, o + h * g * hd);
         }
 }
 
 #define DEC_G(HD)                                                                                  \
     switch (g) {                                                                                   \
-    case 1: dec_run(1, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;                    \
-    case 2: dec_run(2, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;                    \
-    case 3: dec_run(3, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;                    \
-    case 4: dec_run(4, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;                    \
-    case 5: dec_run(5, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;                    \
-    case 6: dec_run(6, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;                    \
-    case 7: dec_run(7, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;                    \
-    default: dec_run(8, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;                   \
+    case 1: dec_run(1, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;                    \
+    case 2: dec_run(2, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;                    \
+    case 3: dec_run(3, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;                    \
+    case 4: dec_run(4, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;                    \
+    case 5: dec_run(5, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;                    \
+    case 6: dec_run(6, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;                    \
+    case 7: dec_run(7, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;                    \
+    default: dec_run(8, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;                   \
     }
 
 void vx_attn_dec_f16_avx2(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
                           const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,
-                          float scale, float *mx, float *l, float *o) {
+                          float scale, float cap, float *mx, float *l, float *o) {
     if (hd == 64) DEC_G(64)
     if (hd == 128) DEC_G(128)
     if (hd == 256) DEC_G(256) /* Gemma */
-    dec_run(0, 0, nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o);
+    dec_run(0, 0, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o);
 }

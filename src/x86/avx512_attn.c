@@ -180,8 +180,8 @@ AINLINE void pv_cols(const int Q, const int G, const int R, const int NC, int64_
 /* One chunk of 16 positions for one kv head (AVX2's dec_chunk): G lanes
  * per position, R rows. */
 AINLINE void dec_chunk(const int Q, const int G, const int R, const int HD, const float *q, const uint8_t *k,
-                       const uint8_t *v, int64_t ld, const uint8_t *kn, const uint8_t *vn, __m512 vs, float *mx,
-                       float *l, float *o) {
+                       const uint8_t *v, int64_t ld, const uint8_t *kn, const uint8_t *vn, __m512 vs,
+                       const __m512 *cap, float *mx, float *l, float *o) {
     enum { NZ = 8 };
     const int nz = G; /* zmm of scores: 16 positions x G lanes */
     __m512 Z[NZ];
@@ -191,6 +191,9 @@ AINLINE void dec_chunk(const int Q, const int G, const int R, const int HD, cons
             for (int j = 0; j < 4; j++) prefetch_row(kn + (4 * jq + j) * ld, HB(Q, HD));
         scores4(Q, G, R, HD, q, k + 4 * jq * ld, ld, Z + (G == 4 ? jq : 2 * jq));
     }
+    if (cap) /* attn_cap16's */
+#pragma GCC unroll 8
+        for (int x = 0; x < nz; x++) Z[x] = cap512(Z[x], cap[0], cap[1]);
     /* online softmax: lanes are rows (AVX2's score vectors, two per zmm) */
     float mold[16], mnew[16], sm[8], corr[8];
     for (int i = 0; i < 16; i++) mold[i] = i % G < R ? mx[i % G] : -INFINITY;
@@ -236,8 +239,9 @@ AINLINE void dec_chunk(const int Q, const int G, const int R, const int HD, cons
 /* ld: bytes from one position's row to the next */
 AINLINE void dec_run(const int Q, const int G, const int R, const int HD, int64_t nh, const float *q,
                      const uint8_t *k, const uint8_t *v, int64_t ld, int64_t n, const uint8_t *kx,
-                     const uint8_t *vx, float scale, float *mx, float *l, float *o) {
+                     const uint8_t *vx, float scale, float cap, float *mx, float *l, float *o) {
     const __m512 vs = _mm512_set1_ps(scale);
+    const __m512 cv[2] = {_mm512_set1_ps(cap > 0 ? scale / cap : 0), _mm512_set1_ps(cap > 0 ? cap / scale : 0)};
     const int64_t dist = nh > 1 ? nh - 1 : 1, hb = HB(Q, HD);
     for (int64_t c0 = 0; c0 < n; c0 += 16)
         for (int64_t h = 0; h < nh; h++) {
@@ -245,45 +249,45 @@ AINLINE void dec_run(const int Q, const int G, const int R, const int HD, int64_
             const uint8_t *kn = cn < n ? k + cn * ld + hn * hb : kx ? kx + hn * hb : NULL;
             const uint8_t *vn = cn < n ? v + cn * ld + hn * hb : vx ? vx + hn * hb : NULL;
             dec_chunk(Q, G, R, HD, q + h * R * HD, k + c0 * ld + h * hb, v + c0 * ld + h * hb, ld, kn, vn, vs,
-                      mx + h * R, l + h * R, o + h * R * HD);
+                      cap > 0 ? cv : NULL, mx + h * R, l + h * R, o + h * R * HD);
         }
 }
 
 #define DEC_G(Q, HD)                                                                               \
     switch (g) {                                                                                   \
-    case 1: dec_run(Q, 4, 1, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;            \
-    case 2: dec_run(Q, 4, 2, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;            \
-    case 3: dec_run(Q, 4, 3, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;            \
-    case 4: dec_run(Q, 4, 4, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;            \
-    case 5: dec_run(Q, 8, 5, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;            \
-    case 6: dec_run(Q, 8, 6, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;            \
-    case 7: dec_run(Q, 8, 7, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;            \
-    default: dec_run(Q, 8, 8, HD, nh, q, k, v, ld, n, kx, vx, scale, mx, l, o); return;           \
+    case 1: dec_run(Q, 4, 1, HD, nh, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;            \
+    case 2: dec_run(Q, 4, 2, HD, nh, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;            \
+    case 3: dec_run(Q, 4, 3, HD, nh, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;            \
+    case 4: dec_run(Q, 4, 4, HD, nh, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;            \
+    case 5: dec_run(Q, 8, 5, HD, nh, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;            \
+    case 6: dec_run(Q, 8, 6, HD, nh, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;            \
+    case 7: dec_run(Q, 8, 7, HD, nh, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;            \
+    default: dec_run(Q, 8, 8, HD, nh, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;           \
     }
 
 void VX512(vx_attn_dec_f16)(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *kh,
                             const uint16_t *vh, int64_t ldh, int64_t n, const uint16_t *kxh, const uint16_t *vxh,
-                            float scale, float *mx, float *l, float *o) {
+                            float scale, float cap, float *mx, float *l, float *o) {
     const uint8_t *k = (const uint8_t *)kh, *v = (const uint8_t *)vh;
     const uint8_t *kx = (const uint8_t *)kxh, *vx = (const uint8_t *)vxh;
     const int64_t ld = 2 * ldh;
     if (g >= 1 && g <= 8 && hd == 64) DEC_G(KF16, 64)
     if (g >= 1 && g <= 8 && hd == 128) DEC_G(KF16, 128)
     if (g >= 1 && g <= 8 && hd == 256) DEC_G(KF16, 256)
-    vx_attn_dec_f16_avx2(nh, g, hd, q, kh, vh, ldh, n, kxh, vxh, scale, mx, l, o);
+    vx_attn_dec_f16_avx2(nh, g, hd, q, kh, vh, ldh, n, kxh, vxh, scale, cap, mx, l, o);
 }
 
 static void dec_q8_0(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k, const uint8_t *v,
-                     int64_t ld, int64_t n, const uint8_t *kx, const uint8_t *vx, float scale, float *mx, float *l,
-                     float *o) {
+                     int64_t ld, int64_t n, const uint8_t *kx, const uint8_t *vx, float scale, float cap, float *mx,
+                     float *l, float *o) {
     if (hd == 64) DEC_G(KQ8, 64)
     DEC_G(KQ8, 128)
 }
 
 int VX512(vx_attn_dec_q8_0)(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k,
                             const uint8_t *v, int64_t ld, int64_t n, const uint8_t *kx, const uint8_t *vx,
-                            float scale, float *mx, float *l, float *o) {
+                            float scale, float cap, float *mx, float *l, float *o) {
     if (g < 1 || g > 8 || (hd != 64 && hd != 128)) return 0;
-    dec_q8_0(nh, g, hd, q, k, v, ld, n, kx, vx, scale, mx, l, o);
+    dec_q8_0(nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o);
     return 1;
 }

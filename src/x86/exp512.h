@@ -2,8 +2,9 @@
  * exp512.h - helpers of the AVX-512 tier's float kernels (avx512_attn.c,
  * avx512_ops.c; include after isa512.h, natively or emulated): the upper
  * half of a zmm, the integer value of an integral float vector, and
- * exp(v) for v <= 0 on 16 lanes, operation for operation AVX2's exp_neg
- * (avx2_ops.c), so that every lane gets the AVX2 kernels' bits.
+ * exp(v) for v <= 0 and the soft cap on 16 lanes, operation for operation
+ * AVX2's exp_neg and cap8 (avx2_ops.c), so that every lane gets the AVX2
+ * kernels' bits.
  */
 #ifndef VX_EXP512_H
 #define VX_EXP512_H
@@ -44,6 +45,16 @@ static inline __attribute__((always_inline)) __m512 exp_neg512(__m512 v) {
     const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(int_of(k), _mm512_set1_epi32(127)), 23);
     const __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
     return _mm512_maskz_mov_ps((__mmask16)~small, y);
+}
+
+/* Gemma 2's soft cap, out tanh(in x): AVX2's cap8 (avx2_ops.c), operation
+ * for operation. */
+static inline __attribute__((always_inline)) __m512 cap512(__m512 x, __m512 in, __m512 out) {
+    const __m512 sign = _mm512_set1_ps(-0.0f), one = _mm512_set1_ps(1.0f);
+    const __m512 y = _mm512_mul_ps(x, in);
+    const __m512 e = exp_neg512(_mm512_mul_ps(_mm512_or_ps(y, sign), _mm512_set1_ps(2.0f)));
+    const __m512 t = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+    return _mm512_mul_ps(out, _mm512_or_ps(t, _mm512_and_ps(sign, y)));
 }
 
 #endif

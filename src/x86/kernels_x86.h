@@ -42,9 +42,10 @@ void vx_gemm_abt_f16b_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int
                            const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
 void vx_attn_softmax16_avx2(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,
                             float *corr);
+void vx_attn_cap16_avx2(float *s, int64_t m, float in, float out);
 void vx_attn_dec_f16_avx2(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
                           const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,
-                          float scale, float *mx, float *l, float *o);
+                          float scale, float cap, float *mx, float *l, float *o);
 
 /* peak-throughput loops (machine.c): return a value so the work is kept */
 double vx_peak_fma_avx2(int64_t iters);   /* 80 FMA lanes x 2 flops per iteration */
@@ -267,13 +268,13 @@ struct vx_kernels;
     /* SwiGLU, the AVX2 kernel's bits (avx512_ops.c) */                                                       \
     void vx_swiglu_##S(float *g, const float *u, int64_t n);                                                   \
     void vx_geglu_##S(float *g, const float *u, int64_t n);                                                    \
-    /* fused decode attention, F16 / Q8_0 cache: GQA groups <= 8, head dim 64 / 128 (avx512_attn.c) */          \
+    /* fused decode attention, F16 / Q8_0 cache: GQA groups <= 8, head dim 64 / 128 / 256 (avx512_attn.c) */    \
     void vx_attn_dec_f16_##S(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,              \
                              const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,  \
-                             float scale, float *mx, float *l, float *o);                                     \
+                             float scale, float cap, float *mx, float *l, float *o);                            \
     int vx_attn_dec_q8_0_##S(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k,               \
                              const uint8_t *v, int64_t ld, int64_t n, const uint8_t *kx, const uint8_t *vx,     \
-                             float scale, float *mx, float *l, float *o);
+                             float scale, float cap, float *mx, float *l, float *o);
 VX_AVX512_KERNELS(avx512)
 VX_AVX512_KERNELS(avx512emu)
 /* ---- end of AVX-512 tier ---------------------------------------------- */
