@@ -217,7 +217,7 @@ static void attend_unit_tiles(const vx_kernels *k, const vx_attn_args *a, int32_
 static void shape_scores(const vx_kernels *k, const vx_attn_args *a, float *s, int32_t rows, int32_t g, int nj,
                          int32_t p0, int32_t c0) {
     const float cap = a->softcap;
-    if (cap) k->attn_cap16(s, rows, a->scale / cap, cap / a->scale); /* all 16 lanes: the fused kernels' bits */
+    if (cap) k->softcap(s, (int64_t)rows * CHUNK, a->scale / cap, cap / a->scale); /* the fused kernels' bits */
     for (int32_t r = 0; r < rows; r++) {
         float *sr = s + (size_t)r * CHUNK;
         if (a->window) {

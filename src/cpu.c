@@ -127,7 +127,7 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
     k->gemm_abt_f32 = vx_gemm_abt_f32_ref;
     k->gemm_abt_f16b = vx_gemm_abt_f16b_ref;
     k->attn_softmax16 = vx_attn_softmax16_ref;
-    k->attn_cap16 = vx_attn_cap16_ref;
+    k->softcap = vx_softcap_ref;
     k->attn_dec_f16 = vx_attn_dec_f16_ref;
     k->attn_dec_q8_0 = NULL; /* the per-chunk steps (attention.c) */
     k->gemm_amx = NULL;
@@ -159,7 +159,7 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
         k->gemm_abt_f32 = vx_gemm_abt_f32_avx2;
         k->gemm_abt_f16b = vx_gemm_abt_f16b_avx2;
         k->attn_softmax16 = vx_attn_softmax16_avx2;
-        k->attn_cap16 = vx_attn_cap16_avx2;
+        k->softcap = vx_softcap_avx2;
         k->attn_dec_f16 = vx_attn_dec_f16_avx2;
         k->act[VX_TYPE_Q8_0] = vx_quantize_row_q8_0_avx2;
         k->act[VX_TYPE_Q8_1] = vx_quantize_row_q8_1_avx2;

@@ -916,7 +916,7 @@ static void final_softcap(vx_context *c, int ith, int nth, int64_t n_out) {
     const float cap = c->model->hp.final_softcap, in = 1.0f / cap;
     int64_t i0, i1;
     vx_split(n_out * c->model->hp.n_vocab, ith, nth, 1, &i0, &i1);
-    for (int64_t i = i0; i < i1; i++) c->logits[i] = cap * tanhf(c->logits[i] * in);
+    c->kern.softcap(c->logits + i0, i1 - i0, in, cap); /* the tier's tanh: 2.6 ms a token as tanhf (Gemma 2) */
 }
 
 static void forward_worker(void *arg, int ith, int nth) {

@@ -115,8 +115,8 @@ void vx_attn_softmax16_ref(float *s, int64_t m, const int32_t *nv, float scale, 
     }
 }
 
-void vx_attn_cap16_ref(float *s, int64_t m, float in, float out) {
-    for (int64_t i = 0; i < 16 * m; i++) s[i] = out * tanhf(s[i] * in);
+void vx_softcap_ref(float *x, int64_t n, float in, float out) {
+    for (int64_t i = 0; i < n; i++) x[i] = out * tanhf(x[i] * in);
 }
 
 /* The composition the fused kernel stands for, chunk by chunk and head by
@@ -133,7 +133,7 @@ void vx_attn_dec_f16_ref(int64_t nh, int64_t g, int64_t hd, const float *q, cons
         for (int64_t h = 0; h < nh; h++) {
             const int64_t r0 = h * g;
             vx_gemm_abt_f16b_ref(g, 16, hd, q + r0 * hd, hd, k + c0 * ld + h * hd, ld, s, 16);
-            if (cap > 0) vx_attn_cap16_ref(s, g, scale / cap, cap / scale);
+            if (cap > 0) vx_softcap_ref(s, 16 * g, scale / cap, cap / scale);
             vx_attn_softmax16_ref(s, g, nv, scale, mx + r0, l + r0, corr);
             vx_gemm_f16b_ref(g, hd, 16, s, 16, v + c0 * ld + h * hd, ld, o + r0 * hd, hd, corr);
         }
@@ -156,7 +156,7 @@ int vx_attn_dec_q8_0_ref(int64_t nh, int64_t g, int64_t hd, const float *q, cons
                 vx_q8_0_to_f32_ref(v + (c0 + j) * ld + (size_t)h * hb, vr + j * hd, hd);
             }
             vx_gemm_abt_f32_ref(g, 16, hd, q + r0 * hd, hd, kr, hd, s, 16);
-            if (cap > 0) vx_attn_cap16_ref(s, g, scale / cap, cap / scale);
+            if (cap > 0) vx_softcap_ref(s, 16 * g, scale / cap, cap / scale);
             vx_attn_softmax16_ref(s, g, nv, scale, mx + r0, l + r0, corr);
             vx_gemm_f32_ref(g, hd, 16, s, 16, vr, hd, o + r0 * hd, hd, corr);
         }

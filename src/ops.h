@@ -55,12 +55,13 @@ typedef struct vx_kernels {
      * new mx[i]) (1 if nv[i] == 0), l[i] = l[i] * corr[i] + sum_j s[i][j]. */
     void (*attn_softmax16)(float *s, int64_t m, const int32_t *nv, float scale, float *mx,
                            float *l, float *corr);
-    /* Gemma 2's soft cap on m score rows of 16, in place and in the
-     * scores' units (attn_softmax16 scales them after): s = out tanh(in s)
-     * with in = scale / cap, out = cap / scale. The reference takes tanhf;
-     * the SIMD tiers their own tanh (avx2_ops.c, cap8), which their fused
-     * decode kernels apply too. */
-    void (*attn_cap16)(float *s, int64_t m, float in, float out);
+    /* Gemma 2's soft caps, in place: x = out tanh(in x) for n values, each
+     * value's bits whatever n and its place (the attention's scores, in
+     * their units: in = scale / cap, out = cap / scale; the final logits:
+     * in = 1 / cap, out = cap). The reference takes tanhf; the SIMD tiers
+     * their own tanh (avx2_ops.c, cap8), which their fused decode kernels
+     * apply too. */
+    void (*softcap)(float *x, int64_t n, float in, float out);
     /* Fused decode attention of one query token over n cache positions (n
      * a multiple of 16, all visible) for nh kv heads with g <= 8 query rows
      * each: head h has rows q[h g + i] (i < g, hd floats each; o, mx, l
@@ -72,14 +73,14 @@ typedef struct vx_kernels {
      * gemm_f16b (alpha = corr) of this table: the same bits of o and l
      * (and of mx, but for the sign of a maximum of zero, which changes
      * nothing else), for finite scores. cap > 0 (Gemma 2's soft cap): the
-     * scores go through attn_cap16 (in = scale / cap, out = cap / scale)
+     * scores go through softcap (in = scale / cap, out = cap / scale)
      * before attn_softmax16. */
     void (*attn_dec_f16)(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
                          const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx,
                          const uint16_t *vx, float scale, float cap, float *mx, float *l, float *o);
     /* The same over a Q8_0 cache (rows of 34-byte blocks; ld and head h's
      * offset h * hd / 32 * 34 in bytes): per chunk and head exactly
-     * q8_0_to_f32 of the K and V rows, gemm_abt_f32, (attn_cap16,)
+     * q8_0_to_f32 of the K and V rows, gemm_abt_f32, (softcap,)
      * attn_softmax16 and gemm_f32 of this table. Returns 0 (and does nothing) for shapes it
      * does not take; NULL in tables without one: the caller runs those
      * steps itself. */
@@ -186,7 +187,7 @@ void vx_gemm_abt_f16b_ref(int64_t m, int64_t n, int64_t kd, const float *a, int6
                           const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
 void vx_attn_softmax16_ref(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,
                            float *corr);
-void vx_attn_cap16_ref(float *s, int64_t m, float in, float out);
+void vx_softcap_ref(float *x, int64_t n, float in, float out);
 void vx_attn_dec_f16_ref(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
                          const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,
                          float scale, float cap, float *mx, float *l, float *o);

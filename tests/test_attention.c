@@ -256,23 +256,30 @@ static void run_case(const vx_kernels *kset, int nk, vx_kv_type type, int n_head
 }
 
 /* The block kernels against the reference ones, with odd shapes. */
-/* attn_cap16 against tanh in double: s = out tanh(in s), over the
- * range (0, tiny, where the bend is, where tanh saturates, past exp's
- * underflow, both signs). Absolute error in the capped scores' units
- * over out: 2e-7 (the formula's 1 - e near 0), relative 4e-7 elsewhere. */
-static void test_cap16(const vx_kernels *k) {
-    enum { M = 5 };
-    float s[M * 16], want[M * 16];
+/* softcap against tanh in double: x = out tanh(in x), over the range (0,
+ * tiny, where the bend is, where tanh saturates, past exp's underflow,
+ * both signs). Absolute error in the capped values' units over out: 2e-7
+ * (the formula's 1 - e near 0), relative 4e-7 elsewhere. A value's bits
+ * do not depend on n or on its place (the vector tail). */
+static void test_softcap(const vx_kernels *k) {
+    enum { N = 5 * 16 + 5 };
+    float s[N], want[N], one[N];
     const float in = 0.0625f / 1.5f, out = 1.5f / 0.0625f; /* scale 1/16, cap 1.5 */
     const float fixed[] = {0.0f, -0.0f, 1e-30f, -1e-7f, 3e-4f, 1.0f, -7.5f, 24.0f, -36.0f, 60.0f, 200.0f,
                            -1500.0f, 3000.0f, -1e6f, 1e30f, -1e30f};
-    for (int i = 0; i < M * 16; i++) s[i] = i < 16 ? fixed[i] : 80 * frand();
-    for (int i = 0; i < M * 16; i++) want[i] = (float)(out * tanh((double)s[i] * in));
-    k->attn_cap16(s, M, in, out);
-    for (int i = 0; i < M * 16; i++) {
+    for (int i = 0; i < N; i++) s[i] = i < 16 ? fixed[i] : 80 * frand();
+    for (int i = 0; i < N; i++) want[i] = (float)(out * tanh((double)s[i] * in));
+    for (int i = 0; i < N; i++) {
+        one[i] = s[i];
+        k->softcap(one + i, 1, in, out);
+    }
+    k->softcap(s, N, in, out);
+    for (int i = 0; i < N; i++) {
         const double err = fabs((double)s[i] - want[i]);
         CHECKF(err <= 2e-7 * out + 4e-7 * fabs(want[i]) && (want[i] != 0 || s[i] == 0),
-               "%s attn_cap16 lane %d: %.9g, tanh gives %.9g", k->name, i, s[i], want[i]);
+               "%s softcap value %d: %.9g, tanh gives %.9g", k->name, i, s[i], want[i]);
+        CHECKF(memcmp(&s[i], &one[i], sizeof(float)) == 0, "%s softcap value %d: %.9g alone, %.9g in a row",
+               k->name, i, one[i], s[i]);
     }
 }
 
@@ -379,7 +386,7 @@ static void dec_compose(const vx_kernels *k, int64_t nh, int64_t g, int64_t hd, 
         for (int64_t h = 0; h < nh; h++) {
             const int64_t r0 = h * g;
             k->gemm_abt_f16b(g, 16, hd, q + r0 * hd, hd, kc + c0 * ld + h * hd, ld, s, 16);
-            if (cap > 0) k->attn_cap16(s, g, scale / cap, cap / scale);
+            if (cap > 0) k->softcap(s, 16 * g, scale / cap, cap / scale);
             k->attn_softmax16(s, g, nv, scale, mx + r0, l + r0, corr);
             k->gemm_f16b(g, hd, 16, s, 16, vc + c0 * ld + h * hd, ld, o + r0 * hd, hd, corr);
         }
@@ -465,7 +472,7 @@ static void dec_compose_q8_0(const vx_kernels *k, int64_t nh, int64_t g, int64_t
                 k->q8_0_to_f32(vc + (c0 + j) * ld + h * hb, vr + j * hd, hd);
             }
             k->gemm_abt_f32(g, 16, hd, q + r0 * hd, hd, kr, hd, s, 16);
-            if (cap > 0) k->attn_cap16(s, g, scale / cap, cap / scale);
+            if (cap > 0) k->softcap(s, 16 * g, scale / cap, cap / scale);
             k->attn_softmax16(s, g, nv, scale, mx + r0, l + r0, corr);
             k->gemm_f32(g, hd, 16, s, 16, vr, hd, o + r0 * hd, hd, corr);
         }
@@ -699,7 +706,7 @@ int main(void) {
         vx_kernels_init_emulated(&ks[nk++]);
     for (int i = 0; i < nk; i++) {
         test_blocks(&ks[i], &ks[0]);
-        test_cap16(&ks[i]);
+        test_softcap(&ks[i]);
         test_dec_kernel(&ks[i], &ks[0]);
         test_dec_kernel_q8_0(&ks[i]);
         test_decode_bits(&ks[i]);

@@ -76,7 +76,7 @@ static inline __m256 exp_neg(__m256 v) {
  * tanh(y) = sign(y) (1 - e) / (1 + e), e = exp(-2 |y|) by exp_neg (1 - e
  * is exact for e >= 1/2, so near 0 the result keeps exp_neg's ~1e-7
  * absolute error; past |y| ~ 43 e flushes to 0 and tanh is 1). One
- * formula for attn_cap16 and the fused decode kernels (exp512.h's cap512
+ * formula for softcap and the fused decode kernels (exp512.h's cap512
  * operation for operation), so both give the same bits. */
 static inline __m256 cap8(__m256 x, __m256 in, __m256 out) {
     const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
@@ -86,9 +86,16 @@ static inline __m256 cap8(__m256 x, __m256 in, __m256 out) {
     return _mm256_mul_ps(out, _mm256_or_ps(t, _mm256_and_ps(sign, y)));
 }
 
-void vx_attn_cap16_avx2(float *s, int64_t m, float in, float out) {
+void vx_softcap_avx2(float *x, int64_t n, float in, float out) {
     const __m256 vi = _mm256_set1_ps(in), vo = _mm256_set1_ps(out);
-    for (int64_t i = 0; i < 2 * m; i++) _mm256_storeu_ps(s + 8 * i, cap8(_mm256_loadu_ps(s + 8 * i), vi, vo));
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, cap8(_mm256_loadu_ps(x + i), vi, vo));
+    if (i < n) { /* the tail through the same lanes */
+        float t[8] = {0};
+        memcpy(t, x + i, (size_t)(n - i) * sizeof(float));
+        _mm256_storeu_ps(t, cap8(_mm256_loadu_ps(t), vi, vo));
+        memcpy(x + i, t, (size_t)(n - i) * sizeof(float));
+    }
 }
 
 /* silu(g) u = g sigmoid(g) u with e = exp(-|g|) in (0, 1]: sigmoid is
@@ -728,7 +735,7 @@ static inline __attribute__((always_inline)) void dec_chunk(const int R, const i
             if (HD == 0 && (hd & 7)) dot_tails(G, nr, hd, q, k + 2 * jp * ld, ld, 2, &S[jp]);
         }
     }
-    if (cap) /* attn_cap16's */
+    if (cap) /* softcap's */
 #pragma GCC unroll 16
         for (int x = 0; x < nvec; x++) S[x] = cap8(S[x], cap[0], cap[1]);
     /* online softmax: attn_softmax16's arithmetic with lanes as rows */

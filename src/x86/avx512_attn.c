@@ -191,7 +191,7 @@ AINLINE void dec_chunk(const int Q, const int G, const int R, const int HD, cons
             for (int j = 0; j < 4; j++) prefetch_row(kn + (4 * jq + j) * ld, HB(Q, HD));
         scores4(Q, G, R, HD, q, k + 4 * jq * ld, ld, Z + (G == 4 ? jq : 2 * jq));
     }
-    if (cap) /* attn_cap16's */
+    if (cap) /* softcap's */
 #pragma GCC unroll 8
         for (int x = 0; x < nz; x++) Z[x] = cap512(Z[x], cap[0], cap[1]);
     /* online softmax: lanes are rows (AVX2's score vectors, two per zmm) */

@@ -42,7 +42,7 @@ void vx_gemm_abt_f16b_avx2(int64_t m, int64_t n, int64_t kd, const float *a, int
                            const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
 void vx_attn_softmax16_avx2(float *s, int64_t m, const int32_t *nv, float scale, float *mx, float *l,
                             float *corr);
-void vx_attn_cap16_avx2(float *s, int64_t m, float in, float out);
+void vx_softcap_avx2(float *x, int64_t n, float in, float out);
 void vx_attn_dec_f16_avx2(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
                           const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,
                           float scale, float cap, float *mx, float *l, float *o);
