@@ -33,6 +33,8 @@ typedef struct req {
     int32_t max_tokens;
     bool logprobs;
     int32_t n_logprobs;
+    bool prompt_lp;  /* report the prompt's logprobs (prompt_logprobs) ... */
+    int32_t lp_next; /* ... from this prompt index on (the rest were sent) */
     bool ignore_eos;
     vx_sampler *smp;
     vx_event_fn cb;
@@ -183,6 +185,29 @@ static vx_finish emit(vx_engine *e, req *r, const float *logits) {
     return go_on ? VX_FINISH_NONE : VX_FINISH_CANCELED;
 }
 
+/* Reports prompt token i's logprob under logits (those of position i - 1)
+ * for a prompt_logprobs request; returns whether to go on. Lock not held. */
+static bool emit_prompt(vx_engine *e, req *r, int32_t i, const float *logits) {
+    vx_token_event ev;
+    memset(&ev, 0, sizeof ev);
+    vx_token top_ids[MAX_TOP];
+    float top_lp[MAX_TOP];
+    ev.id = r->id;
+    ev.prompt = true;
+    ev.token = r->tokens[i];
+    int32_t len = vx_token_to_piece(e->vocab, ev.token, e->piece, e->piece_size, false);
+    ev.text = e->piece;
+    ev.text_len = len > 0 ? len : 0;
+    ev.n_top = vx_logprobs(logits, e->n_vocab, ev.token, &ev.logprob, r->n_logprobs, top_ids, top_lp);
+    ev.top_ids = top_ids;
+    ev.top_logprobs = top_lp;
+    ev.n_prompt = r->n_prompt;
+    ev.n_cached = r->n_cached;
+    ev.n_gen = r->n_gen;
+    r->lp_next = i + 1;
+    return r->cb(&ev, r->ud);
+}
+
 /* One step: admit, build a batch, run it, sample. Returns false when idle. */
 static bool step(vx_engine *e) {
     req **done = e->done;
@@ -244,7 +269,9 @@ static bool step(vx_engine *e) {
         r->admitted = ++e->admissions;
         /* reuse cached blocks of the longest matching prefix; keep the last
          * token to evaluate, its logits start the generation */
-        r->n_past = vx_kv_seq_reuse_prefix(e->ctx, s, r->tokens, r->n_tokens - 1);
+        r->n_past = r->prompt_lp && r->lp_next < r->n_prompt
+                        ? 0 /* the prompt's logits are wanted: compute it all */
+                        : vx_kv_seq_reuse_prefix(e->ctx, s, r->tokens, r->n_tokens - 1);
         if (!r->was_admitted) {
             r->n_cached = VX_MIN(r->n_past, r->n_prompt);
             e->stats.tokens_prompt_cached += (uint64_t)r->n_cached;
@@ -274,7 +301,8 @@ static bool step(vx_engine *e) {
                 e->b_tok[n] = r->tokens[r->n_past + j];
                 e->b_pos[n] = r->n_past + j;
                 e->b_seq[n] = s;
-                e->b_logits[n] = r->n_past + j == r->n_tokens - 1;
+                const int32_t p = r->n_past + j;
+                e->b_logits[n] = p == r->n_tokens - 1 || (r->prompt_lp && p + 1 >= r->lp_next && p + 1 < r->n_prompt);
                 e->b_req[n] = r;
                 n++;
             }
@@ -326,18 +354,27 @@ static bool step(vx_engine *e) {
         req *r = e->b_req[i];
         r->n_past++;
         if (r->n_past <= r->n_prompt) n_prompt_tok++;
-        if (!e->b_logits[i]) continue;
-        const int32_t gen0 = r->n_gen;
-        vx_finish why = atomic_load(&r->cancel) ? VX_FINISH_CANCELED
-                                                 : emit(e, r, vx_get_logits_ith(e->ctx, i));
+        /* (a request of several entries may have finished at an earlier one) */
+        if (!e->b_logits[i] || r->slot < 0) continue;
+        const int32_t gen0 = r->n_gen, p = e->b_pos[i];
+        vx_finish why;
+        if (atomic_load(&r->cancel)) why = VX_FINISH_CANCELED;
+        else if (p + 1 < r->n_tokens) /* a prompt position's, for prompt_logprobs */
+            why = emit_prompt(e, r, p + 1, vx_get_logits_ith(e->ctx, i)) ? VX_FINISH_NONE : VX_FINISH_CANCELED;
+        else if (r->max_tokens == 0) /* the prompt's logprobs were all it asked */
+            why = VX_FINISH_LENGTH;
+        else
+            why = emit(e, r, vx_get_logits_ith(e->ctx, i));
         n_gen_tok += r->n_gen - gen0;
         if (why != VX_FINISH_NONE) {
             pthread_mutex_lock(&e->mu);
             release_slot(e, r);
             pthread_mutex_unlock(&e->mu);
             done[n_done] = r;
-            /* emit() already reported STOP/LENGTH/ERROR with the token */
-            done_why[n_done++] = why;
+            /* emit() already reported STOP/LENGTH/ERROR with the token
+             * (max_tokens 0 gets its final event below) */
+            done_why[n_done++] = why == VX_FINISH_LENGTH && r->n_gen == 0 ? VX_FINISH_NONE /* final event to send */
+                                                                          : why;
         }
     }
     pthread_mutex_lock(&e->mu);
@@ -350,6 +387,8 @@ static bool step(vx_engine *e) {
         req *r = done[i];
         if (done_why[i] == VX_FINISH_CANCELED) {
             finish(e, r, VX_FINISH_CANCELED, NULL);
+        } else if (done_why[i] == VX_FINISH_NONE) {
+            finish(e, r, VX_FINISH_LENGTH, NULL); /* max_tokens 0 */
         } else {
             pthread_mutex_lock(&e->mu);
             e->stats.requests_finished++;
@@ -506,6 +545,8 @@ vx_status vx_engine_submit(vx_engine *e, const vx_request_params *rp, uint64_t *
     r->max_tokens = rp->max_tokens;
     r->logprobs = rp->logprobs || rp->n_logprobs > 0;
     r->n_logprobs = rp->n_logprobs;
+    r->prompt_lp = rp->prompt_logprobs;
+    r->lp_next = 1;
     r->ignore_eos = rp->ignore_eos;
     r->cb = rp->on_event;
     r->ud = rp->user_data;

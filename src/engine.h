@@ -61,6 +61,10 @@ typedef struct vx_token_event {
     int32_t n_prompt;       /* prompt tokens */
     int32_t n_cached;       /* prompt tokens whose KV came from the prefix cache */
     int32_t n_gen;          /* generated so far, this token included */
+    bool prompt;            /* a prompt token's logprob (prompt_logprobs): token
+                               is prompt[i] (i >= 1), logprob and top its
+                               distribution given prompt[0..i); no text is
+                               generated. These come first, in order */
     const char *error;      /* message when finish == VX_FINISH_ERROR */
 } vx_token_event;
 
@@ -76,6 +80,10 @@ typedef struct vx_request_params {
     vx_sampler_params sampling; /* copied (logit_bias too) */
     bool logprobs;          /* report each token's logprob ... */
     int32_t n_logprobs;     /* ... and this many top alternatives, 0..20 */
+    bool prompt_logprobs;   /* the same for the prompt's tokens after the first
+                               (events with .prompt; the whole prompt is
+                               computed, never taken from the prefix cache);
+                               with max_tokens 0 nothing is generated */
     bool ignore_eos;
     vx_event_fn on_event;
     void *user_data;

@@ -45,6 +45,7 @@ typedef struct ev_item {
     struct ev_item *next;
     int32_t choice;
     vx_token token;
+    bool prompt; /* a prompt token's logprob (echo with logprobs) */
     vx_finish finish;
     float logprob;
     int32_t n_prompt, n_cached;
@@ -98,6 +99,7 @@ typedef struct job {
     choice choices[VX_OAI_MAX_N];
     char *echo;
     size_t echo_len;
+    bool prompt_lp; /* echo with logprobs: the prompt's tokens lead the logprobs */
     /* connection thread only */
     int32_t n_cached;
     int32_t n_done;
@@ -307,6 +309,7 @@ static bool on_event(const vx_token_event *ev, void *user_data) {
             it->next = NULL;
             it->choice = c->index;
             it->token = ev->token;
+            it->prompt = ev->prompt;
             it->finish = ev->finish;
             it->logprob = ev->logprob;
             it->n_prompt = ev->n_prompt;
@@ -434,6 +437,10 @@ static void handle_event(job *j, const ev_item *it) {
     vx_sbuf *t = &j->scratch;
     t->len = 0;
     if (it->n_cached > j->n_cached) j->n_cached = it->n_cached;
+    if (it->prompt) { /* text already echoed */
+        lp_push(c, it);
+        return;
+    }
     if (it->token >= 0) {
         c->n_gen++;
         if (j->req.logprobs) lp_push(c, it);
@@ -645,7 +652,7 @@ static char *job_response(job *j) {
             static const vx_oai_logprob none; /* logprobs asked, no token generated */
             oc[i].lp = c->lp ? c->lp : &none;
             oc[i].n_lp = c->n_lp;
-            oc[i].text_offset = j->echo_len;
+            oc[i].text_offset = j->prompt_lp ? 0 : j->echo_len;
         }
     }
     vx_oai_usage u;
@@ -744,6 +751,17 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         vx_text_filter_init(&c->filter, q->stop, q->n_stop);
         c->lp_offset = j->echo_len;
     }
+    /* echo with logprobs (lm-evaluation-harness's loglikelihood requests,
+     * usually max_tokens 0): the prompt's tokens lead the logprobs, as in
+     * OpenAI's legacy API and vLLM, the first with null (nothing precedes
+     * it), the others as the engine reports them */
+    j->prompt_lp = kind == VX_OAI_COMPLETION && q->echo && q->logprobs;
+    for (int32_t i = 0; j->prompt_lp && i < j->n_choices; i++) {
+        choice *c = &j->choices[i];
+        const ev_item first = {.token = prompt[0], .prompt = true, .logprob = NAN, .n_top = -1};
+        c->lp_offset = 0;
+        lp_push(c, &first);
+    }
     if (q->stream) {
         for (int32_t i = 0; i < j->n_choices; i++) {
             if (kind == VX_OAI_CHAT) {
@@ -757,7 +775,7 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
     }
 
     /* submit n engine requests: same prompt, seeds seed+i */
-    for (int32_t i = 0; i < j->n_choices && q->max_tokens != 0; i++) {
+    for (int32_t i = 0; i < j->n_choices && (q->max_tokens != 0 || j->prompt_lp); i++) {
         choice *c = &j->choices[i];
         vx_request_params rp;
         memset(&rp, 0, sizeof rp);
@@ -774,6 +792,7 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         }
         rp.logprobs = q->logprobs;
         rp.n_logprobs = q->logprobs ? q->top_logprobs : 0;
+        rp.prompt_logprobs = j->prompt_lp;
         rp.ignore_eos = q->ignore_eos;
         rp.on_event = on_event;
         rp.user_data = c;
@@ -799,7 +818,7 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         pthread_mutex_unlock(&j->mu);
     }
     free(prompt);
-    if (q->max_tokens == 0)
+    if (q->max_tokens == 0 && !j->prompt_lp)
         for (int32_t i = 0; i < j->n_choices; i++) choice_done(j, &j->choices[i], "length");
 
     if (q->stream) {

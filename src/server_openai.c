@@ -1214,6 +1214,10 @@ static void completion_logprobs(vx_sbuf *b, const vx_vocab *v, const vx_oai_logp
     }
     vx_sbuf_adds(b, "],\"top_logprobs\":[");
     for (int32_t i = 0; i < n; i++) {
+        if (lp[i].n_top < 0) { /* an echoed prompt's first token: nothing precedes it */
+            vx_sbuf_adds(b, i ? ",null" : "null");
+            continue;
+        }
         vx_sbuf_adds(b, i ? ",{" : "{");
         for (int32_t j = 0; j < lp[i].n_top; j++) {
             int32_t tl = token_piece(v, lp[i].top_id[j], piece, sizeof piece);

@@ -153,8 +153,8 @@ void vx_text_filter_finish(vx_text_filter *f, vx_sbuf *out);
 /* One generated token for logprobs: its probability and the alternatives. */
 typedef struct vx_oai_logprob {
     vx_token token;
-    float logprob;
-    int32_t n_top;
+    float logprob;  /* NaN: null */
+    int32_t n_top;  /* < 0: top_logprobs null (an echoed prompt's first token) */
     vx_token top_id[VX_OAI_MAX_TOP];
     float top_logprob[VX_OAI_MAX_TOP];
 } vx_oai_logprob;

@@ -232,6 +232,159 @@ static void run_all(vx_model *m, vx_engine_params ep, result *rs, bool one_by_on
     vx_engine_free(e);
 }
 
+/* Events of a prompt_logprobs request: the prompt tokens' logprobs and
+ * top 3, then the generated tokens. */
+typedef struct lp_result {
+    pthread_mutex_t mu;
+    vx_token ptok[64], ptop[64][3], gen[16];
+    float plp[64];
+    int np, ng, n_cached, cancel_at; /* cancel_at: return false at that prompt event (0: never) */
+    bool order_ok, done;
+    vx_finish finish;
+} lp_result;
+
+static bool on_lp(const vx_token_event *ev, void *ud) {
+    lp_result *r = ud;
+    pthread_mutex_lock(&r->mu);
+    bool go = true;
+    if (ev->prompt) {
+        if (r->ng > 0) r->order_ok = false; /* prompt events come first */
+        if (r->np < 64) {
+            r->ptok[r->np] = ev->token;
+            r->plp[r->np] = ev->logprob;
+            for (int k = 0; k < 3; k++) r->ptop[r->np][k] = k < ev->n_top ? ev->top_ids[k] : -1;
+        }
+        r->np++;
+        go = r->np != r->cancel_at;
+    } else if (ev->token >= 0 && r->ng < 16) {
+        r->gen[r->ng++] = ev->token;
+    }
+    if (ev->finish != VX_FINISH_NONE) {
+        r->finish = ev->finish;
+        r->n_cached = ev->n_cached;
+        r->done = true;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return go;
+}
+
+static void lp_submit(vx_engine *e, const vx_token *p, int n, int max_tokens, lp_result *r, int cancel_at) {
+    memset(r, 0, sizeof *r);
+    pthread_mutex_init(&r->mu, NULL);
+    r->order_ok = true;
+    r->cancel_at = cancel_at;
+    vx_request_params rp;
+    memset(&rp, 0, sizeof rp);
+    rp.prompt = p;
+    rp.n_prompt = n;
+    rp.max_tokens = max_tokens;
+    rp.sampling = vx_sampler_default_params();
+    rp.sampling.temperature = 0;
+    rp.ignore_eos = true;
+    rp.logprobs = true;
+    rp.n_logprobs = 3;
+    rp.prompt_logprobs = true;
+    rp.on_event = on_lp;
+    rp.user_data = r;
+    char err[VX_ERRMSG_MAX];
+    uint64_t id;
+    CHECKF(vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_OK, "submit: %s", err);
+}
+
+static void lp_wait(lp_result *r) {
+    for (int spins = 0; spins < 60000; spins++) {
+        pthread_mutex_lock(&r->mu);
+        const bool d = r->done;
+        pthread_mutex_unlock(&r->mu);
+        if (d) return;
+        usleep(1000);
+    }
+}
+
+/* prompt_logprobs: each prompt token's logprob and top 3 given the tokens
+ * before it, against one batch of the whole prompt with every position's
+ * logits in a plain context (batch-invariant on both sides: the same bits
+ * though the engine takes the prompt in chunks of 8), the prompt taken
+ * whole although a prefix of it is cached, max_tokens 0 (nothing
+ * generated), a generation after them, and a cancel among them. */
+static void test_prompt_logprobs(vx_model *m) {
+    enum { N = 30 };
+    vx_token p[N];
+    p[0] = 1;
+    for (int j = 1; j < N; j++) p[j] = 3 + (j * 29) % 400;
+    char err[VX_ERRMSG_MAX];
+    vx_context_params cp = vx_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 2;
+    cp.batch_invariant = true;
+    vx_context *c = NULL;
+    CHECKF(vx_context_init(m, &cp, &c, err, sizeof err) == VX_OK, "context: %s", err);
+    if (!c) return;
+    vx_pos pos[N];
+    vx_seq_id seq[N];
+    int8_t want[N];
+    for (int j = 0; j < N; j++) pos[j] = j, seq[j] = 0, want[j] = 1;
+    vx_batch b = {N, p, pos, seq, want};
+    CHECK(vx_decode(c, &b) == VX_OK);
+    const int32_t nv = vx_context_n_vocab(c);
+    float ref_lp[N];
+    vx_token ref_top[N][3], greedy = -1;
+    for (int j = 1; j < N; j++) {
+        float tl[3];
+        CHECK(vx_logprobs(vx_get_logits_ith(c, j - 1), nv, p[j], &ref_lp[j], 3, ref_top[j], tl) == 3);
+    }
+    float glp;
+    vx_logprobs(vx_get_logits_ith(c, N - 1), nv, 0, &glp, 1, &greedy, &glp);
+    vx_context_free(c);
+
+    vx_engine_params ep = vx_engine_default_params();
+    ep.n_ctx = 64;
+    ep.n_parallel = 2;
+    ep.n_batch = 8;
+    ep.n_threads = 2;
+    ep.batch_invariant = true;
+    vx_engine *e = NULL;
+    CHECKF(vx_engine_init(m, &ep, &e, err, sizeof err) == VX_OK, "engine: %s", err);
+    if (!e) return;
+    static result warm;
+    memset(&warm, 0, sizeof warm);
+    pthread_mutex_init(&warm.mu, NULL);
+    submit_greedy(e, p, N - 4, 1, &warm); /* its blocks stay in the prefix cache */
+    wait_all(&warm, 1);
+    static lp_result r[3];
+    const int max_tokens[3] = {0, 3, 4}, cancel_at[3] = {0, 0, 10};
+    for (int x = 0; x < 3; x++) {
+        lp_submit(e, p, N, max_tokens[x], &r[x], cancel_at[x]);
+        lp_wait(&r[x]);
+        const int want_np = cancel_at[x] ? cancel_at[x] : N - 1;
+        CHECKF(r[x].np == want_np && r[x].order_ok, "prompt logprobs %d: %d prompt events (want %d)", x, r[x].np,
+               want_np);
+        CHECKF(r[x].n_cached == 0, "prompt logprobs %d: %d prompt positions from the prefix cache", x, r[x].n_cached);
+        for (int i = 0; i < r[x].np && i < N - 1; i++) {
+            const int j = i + 1;
+            CHECKF(r[x].ptok[i] == p[j] && memcmp(&r[x].plp[i], &ref_lp[j], sizeof(float)) == 0 &&
+                       r[x].ptop[i][0] == ref_top[j][0] && r[x].ptop[i][1] == ref_top[j][1] &&
+                       r[x].ptop[i][2] == ref_top[j][2],
+                   "prompt logprobs %d, token %d: %d %.9g top %d, want %d %.9g top %d", x, j, r[x].ptok[i],
+                   r[x].plp[i], r[x].ptop[i][0], p[j], ref_lp[j], ref_top[j][0]);
+        }
+        if (cancel_at[x]) {
+            CHECKF(r[x].finish == VX_FINISH_CANCELED && r[x].ng == 0, "prompt logprobs canceled: finish %d, %d generated",
+                   r[x].finish, r[x].ng);
+        } else {
+            CHECKF(r[x].finish == VX_FINISH_LENGTH && r[x].ng == max_tokens[x],
+                   "prompt logprobs %d: finish %d, %d generated (want %d)", x, r[x].finish, r[x].ng, max_tokens[x]);
+            CHECKF(r[x].ng == 0 || r[x].gen[0] == greedy, "prompt logprobs %d: first token %d, greedy %d", x,
+                   r[x].gen[0], greedy);
+        }
+    }
+    vx_engine_stats st;
+    settle(e, 4, &st);
+    CHECKF(st.requests_finished == 4 && st.running == 0, "prompt logprobs: %llu finished",
+           (unsigned long long)st.requests_finished);
+    vx_engine_free(e);
+}
+
 int main(void) {
     char err[VX_ERRMSG_MAX];
     vx_model *m = NULL;
@@ -240,6 +393,7 @@ int main(void) {
            "%s", err);
     if (!m) return vx_test_finish("test_engine");
     test_long_piece();
+    test_prompt_logprobs(m);
 
     /* an idle engine takes n_parallel + queue_max requests (with no queue,
      * as many as it has slots); a KV cache smaller than the context is

@@ -657,6 +657,21 @@ static void test_responses(const vx_vocab *v) {
     CHECK(cJSON_GetArrayItem(off, 1)->valuedouble == 4 + pl);
     cJSON_Delete(root);
     free(j);
+    /* an echoed prompt's first token: null logprob, null top_logprobs */
+    const vx_oai_logprob lp0 = lp[0];
+    lp[0].logprob = NAN;
+    lp[0].n_top = -1;
+    j = vx_oai_response_json(&m, c, 1, &u);
+    root = j ? cJSON_Parse(j) : NULL;
+    lpo = root ? cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0),
+                                                  "logprobs")
+               : NULL;
+    CHECK(cJSON_IsNull(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(lpo, "token_logprobs"), 0)));
+    CHECK(cJSON_IsNull(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(lpo, "top_logprobs"), 0)));
+    CHECK(cJSON_IsObject(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(lpo, "top_logprobs"), 1)));
+    lp[0] = lp0;
+    cJSON_Delete(root);
+    free(j);
 
     /* streaming chunks */
     vx_sbuf b = {0};

@@ -283,6 +283,45 @@ describe('vx serve', () => {
     }
   });
 
+  test('echo with logprobs: the prompt tokens lead (lm-evaluation-harness loglikelihood)', async () => {
+    const prompt = 'The capital of France is Paris';
+    const ids = (await post(srv.base, '/tokenize', JSON.stringify({ content: prompt, add_special: true }))).json.tokens;
+    const r = await ai.completions.create({ prompt, max_tokens: 0, echo: true, logprobs: 1, temperature: 0 });
+    const c = r.choices[0];
+    assert.equal(c.text, prompt);
+    assert.equal(c.finish_reason, 'length');
+    assert.equal(r.usage.completion_tokens, 0);
+    const l = c.logprobs;
+    assert.equal(l.tokens.length, ids.length);
+    assert.equal(l.token_logprobs.length, ids.length);
+    assert.equal(l.top_logprobs.length, ids.length);
+    assert.equal(l.token_logprobs[0], null, 'nothing precedes the first token');
+    assert.equal(l.top_logprobs[0], null);
+    for (let i = 1; i < ids.length; i++) {
+      assert.ok(typeof l.token_logprobs[i] === 'number' && l.token_logprobs[i] <= 0, `token ${i}`);
+      assert.equal(Object.keys(l.top_logprobs[i]).length >= 1, true);
+      assert.ok(Object.values(l.top_logprobs[i])[0] >= l.token_logprobs[i] - 1e-4, 'top 1 is the most likely');
+    }
+    // a prompt token's logprob is the one a generation reports for it,
+    // forced with logit_bias (logprobs are the raw distribution's): the
+    // likeliest prompt token, which +100 can force in this tiny model
+    let i = 1;
+    for (let k = 2; k < ids.length; k++) if (l.token_logprobs[k] > l.token_logprobs[i]) i = k;
+    assert.ok(l.token_logprobs[i] > -90, `the likeliest prompt token is at ${l.token_logprobs[i]}`);
+    const g = await ai.completions.create({
+      prompt: ids.slice(0, i), max_tokens: 1, temperature: 0, logprobs: 1, logit_bias: { [ids[i]]: 100 },
+    });
+    assert.equal(g.choices[0].logprobs.tokens[0], l.tokens[i]);
+    // the same value: this server is batch-invariant (other servers run
+    // prompts of 16+ tokens on the AMX tiles, whose bf16 rounding moves
+    // this tiny model's huge logits by tenths)
+    assert.equal(g.choices[0].logprobs.token_logprobs[0], l.token_logprobs[i]);
+    // with a generation: the prompt's entries, then the generated ones
+    const r2 = await ai.completions.create({ prompt, max_tokens: 3, echo: true, logprobs: 1, temperature: 0, ignore_eos: true });
+    assert.equal(r2.choices[0].logprobs.tokens.length, ids.length + r2.usage.completion_tokens);
+    assert.ok(r2.choices[0].text.startsWith(prompt));
+  });
+
   test('greedy output alone equals output among 16 concurrent requests', async () => {
     const prompts = Array.from({ length: 8 }, (_, i) => `Request number ${i}: ${'xyz'.repeat(i)}`);
     const req = (p) => ai.chat.completions.create({
