@@ -176,10 +176,8 @@ static int make_prompt(int i, vx_token *p) {
     return n;
 }
 
-/* Submits a greedy request of n prompt tokens that ignores EOS (its
- * events into r). */
-static void submit_greedy(vx_engine *e, const vx_token *p, int n, int max_tokens, result *r) {
-    char err[VX_ERRMSG_MAX];
+/* A greedy request of n prompt tokens that ignores EOS, its events to cb. */
+static vx_request_params greedy_params(const vx_token *p, int n, int max_tokens, vx_event_fn cb, void *ud) {
     vx_request_params rp;
     memset(&rp, 0, sizeof rp);
     rp.prompt = p;
@@ -188,10 +186,21 @@ static void submit_greedy(vx_engine *e, const vx_token *p, int n, int max_tokens
     rp.sampling = vx_sampler_default_params();
     rp.sampling.temperature = 0;
     rp.ignore_eos = true;
-    rp.on_event = on_event;
-    rp.user_data = r;
+    rp.on_event = cb;
+    rp.user_data = ud;
+    return rp;
+}
+
+static void submit(vx_engine *e, const vx_request_params *rp) {
+    char err[VX_ERRMSG_MAX];
     uint64_t id;
-    CHECKF(vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_OK, "submit: %s", err);
+    CHECKF(vx_engine_submit(e, rp, &id, err, sizeof err) == VX_OK, "submit: %s", err);
+}
+
+/* Submits a greedy request (its events into r). */
+static void submit_greedy(vx_engine *e, const vx_token *p, int n, int max_tokens, result *r) {
+    const vx_request_params rp = greedy_params(p, n, max_tokens, on_event, r);
+    submit(e, &rp);
 }
 
 /* The engine's stats once n requests finished and nothing runs (the final
@@ -233,72 +242,41 @@ static void run_all(vx_model *m, vx_engine_params ep, result *rs, bool one_by_on
 }
 
 /* Events of a prompt_logprobs request: the prompt tokens' logprobs and
- * top 3, then the generated tokens. */
+ * top 3 here, the generated tokens and the end in base (on_event's). */
 typedef struct lp_result {
-    pthread_mutex_t mu;
-    vx_token ptok[64], ptop[64][3], gen[16];
+    result base;
+    vx_token ptok[64], ptop[64][3];
     float plp[64];
-    int np, ng, n_cached, cancel_at; /* cancel_at: return false at that prompt event (0: never) */
-    bool order_ok, done;
-    vx_finish finish;
+    int np, cancel_at; /* cancel_at: return false at that prompt event (0: never) */
+    bool order_ok;
 } lp_result;
 
 static bool on_lp(const vx_token_event *ev, void *ud) {
     lp_result *r = ud;
-    pthread_mutex_lock(&r->mu);
-    bool go = true;
-    if (ev->prompt) {
-        if (r->ng > 0) r->order_ok = false; /* prompt events come first */
-        if (r->np < 64) {
-            r->ptok[r->np] = ev->token;
-            r->plp[r->np] = ev->logprob;
-            for (int k = 0; k < 3; k++) r->ptop[r->np][k] = k < ev->n_top ? ev->top_ids[k] : -1;
-        }
-        r->np++;
-        go = r->np != r->cancel_at;
-    } else if (ev->token >= 0 && r->ng < 16) {
-        r->gen[r->ng++] = ev->token;
+    if (!ev->prompt) return on_event(ev, &r->base);
+    pthread_mutex_lock(&r->base.mu);
+    if (r->base.n > 0) r->order_ok = false; /* prompt events come first */
+    if (r->np < 64) {
+        r->ptok[r->np] = ev->token;
+        r->plp[r->np] = ev->logprob;
+        for (int k = 0; k < 3; k++) r->ptop[r->np][k] = k < ev->n_top ? ev->top_ids[k] : -1;
     }
-    if (ev->finish != VX_FINISH_NONE) {
-        r->finish = ev->finish;
-        r->n_cached = ev->n_cached;
-        r->done = true;
-    }
-    pthread_mutex_unlock(&r->mu);
+    r->np++;
+    const bool go = r->np != r->cancel_at;
+    pthread_mutex_unlock(&r->base.mu);
     return go;
 }
 
 static void lp_submit(vx_engine *e, const vx_token *p, int n, int max_tokens, lp_result *r, int cancel_at) {
     memset(r, 0, sizeof *r);
-    pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->base.mu, NULL);
     r->order_ok = true;
     r->cancel_at = cancel_at;
-    vx_request_params rp;
-    memset(&rp, 0, sizeof rp);
-    rp.prompt = p;
-    rp.n_prompt = n;
-    rp.max_tokens = max_tokens;
-    rp.sampling = vx_sampler_default_params();
-    rp.sampling.temperature = 0;
-    rp.ignore_eos = true;
+    vx_request_params rp = greedy_params(p, n, max_tokens, on_lp, r);
     rp.logprobs = true;
     rp.n_logprobs = 3;
     rp.prompt_logprobs = true;
-    rp.on_event = on_lp;
-    rp.user_data = r;
-    char err[VX_ERRMSG_MAX];
-    uint64_t id;
-    CHECKF(vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_OK, "submit: %s", err);
-}
-
-static void lp_wait(lp_result *r) {
-    for (int spins = 0; spins < 60000; spins++) {
-        pthread_mutex_lock(&r->mu);
-        const bool d = r->done;
-        pthread_mutex_unlock(&r->mu);
-        if (d) return;
-        usleep(1000);
-    }
+    submit(e, &rp);
 }
 
 /* prompt_logprobs: each prompt token's logprob and top 3 given the tokens
@@ -355,11 +333,12 @@ static void test_prompt_logprobs(vx_model *m) {
     const int max_tokens[3] = {0, 3, 4}, cancel_at[3] = {0, 0, 10};
     for (int x = 0; x < 3; x++) {
         lp_submit(e, p, N, max_tokens[x], &r[x], cancel_at[x]);
-        lp_wait(&r[x]);
+        wait_all(&r[x].base, 1);
         const int want_np = cancel_at[x] ? cancel_at[x] : N - 1;
         CHECKF(r[x].np == want_np && r[x].order_ok, "prompt logprobs %d: %d prompt events (want %d)", x, r[x].np,
                want_np);
-        CHECKF(r[x].n_cached == 0, "prompt logprobs %d: %d prompt positions from the prefix cache", x, r[x].n_cached);
+        CHECKF(r[x].base.n_cached == 0, "prompt logprobs %d: %d prompt positions from the prefix cache", x,
+               r[x].base.n_cached);
         for (int i = 0; i < r[x].np && i < N - 1; i++) {
             const int j = i + 1;
             CHECKF(r[x].ptok[i] == p[j] && memcmp(&r[x].plp[i], &ref_lp[j], sizeof(float)) == 0 &&
@@ -369,13 +348,14 @@ static void test_prompt_logprobs(vx_model *m) {
                    r[x].plp[i], r[x].ptop[i][0], p[j], ref_lp[j], ref_top[j][0]);
         }
         if (cancel_at[x]) {
-            CHECKF(r[x].finish == VX_FINISH_CANCELED && r[x].ng == 0, "prompt logprobs canceled: finish %d, %d generated",
-                   r[x].finish, r[x].ng);
+            CHECKF(r[x].base.finish == VX_FINISH_CANCELED && r[x].base.n == 0,
+                   "prompt logprobs canceled: finish %d, %d generated", r[x].base.finish, r[x].base.n);
         } else {
-            CHECKF(r[x].finish == VX_FINISH_LENGTH && r[x].ng == max_tokens[x],
-                   "prompt logprobs %d: finish %d, %d generated (want %d)", x, r[x].finish, r[x].ng, max_tokens[x]);
-            CHECKF(r[x].ng == 0 || r[x].gen[0] == greedy, "prompt logprobs %d: first token %d, greedy %d", x,
-                   r[x].gen[0], greedy);
+            CHECKF(r[x].base.finish == VX_FINISH_LENGTH && r[x].base.n == max_tokens[x],
+                   "prompt logprobs %d: finish %d, %d generated (want %d)", x, r[x].base.finish, r[x].base.n,
+                   max_tokens[x]);
+            CHECKF(r[x].base.n == 0 || r[x].base.toks[0] == greedy, "prompt logprobs %d: first token %d, greedy %d", x,
+                   r[x].base.toks[0], greedy);
         }
     }
     vx_engine_stats st;
