@@ -3,8 +3,9 @@
  * `vx logits` output against the ref64 fixture, `vx tokenize --ids` against
  * the tokenizer fixtures, `vx info`, `vx run` (greedy output matches the
  * library's greedy ids), `vx bench` (llama-bench's jsonl keys, one line
- * per test, batched tg with -np), and clean failures (exit code, message)
- * on bad files and options. The binary is $BUILD/vx (default build/vx).
+ * per test, or one JSON array with -o json; batched tg with -np), and
+ * clean failures (exit code, message) on bad files and options. The
+ * binary is $BUILD/vx (default build/vx).
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -229,6 +230,20 @@ static void test_bench(void) {
     snprintf(cmd, sizeof cmd, "%s bench -m %s -p 8 -n 4 -np 2 -r 1 -t 1 --no-limits", vx, model);
     rc = run(cmd, out, sizeof out);
     CHECKF(rc == 0 && strstr(out, "pp8") && strstr(out, "tg4 x2") && strstr(out, "t/s"), "vx bench table: %.500s", out);
+
+    /* -o json: the same objects as one JSON array (llama-bench's -o json),
+     * the file name a JSON string */
+    snprintf(cmd, sizeof cmd, "%s bench -m %s -p 8 -n 4 -r 1 -t 1 --no-limits -o json 2>/dev/null", vx, model);
+    rc = run(cmd, out, sizeof out);
+    cJSON *arr = rc == 0 ? cJSON_Parse(out) : NULL;
+    CHECKF(cJSON_IsArray(arr) && cJSON_GetArraySize(arr) == 2, "vx bench -o json exited %d: %.500s", rc, out);
+    for (int i = 0; i < cJSON_GetArraySize(arr); i++) {
+        const cJSON *o = cJSON_GetArrayItem(arr, i), *f = cJSON_GetObjectItem(o, "model_filename");
+        const cJSON *ts = cJSON_GetObjectItem(o, "avg_ts");
+        CHECKF(cJSON_IsString(f) && !strcmp(f->valuestring, model) && cJSON_IsNumber(ts) && ts->valuedouble > 0,
+               "vx bench -o json: object %d", i);
+    }
+    cJSON_Delete(arr);
 
     /* --profile at depth: the profile covers the timed forwards only, not
      * the 256-token fills before them, so the time it reports inside

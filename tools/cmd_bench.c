@@ -165,6 +165,29 @@ static double run_once(vx_context *c, int depth, int n_prompt, int n_gen, int n_
     return secs;
 }
 
+/* -o json: an array's opening or separator before each object, and its
+ * end (on every way out once the output started); returns rc. */
+static void json_next(bool array, int *n_obj) {
+    if (array) printf((*n_obj)++ ? "," : "[");
+}
+
+static int json_end(bool array, int n_obj, int rc) {
+    if (array) printf(n_obj ? "]\n" : "[]\n");
+    return rc;
+}
+
+/* s as a JSON string (file names may hold quotes, backslashes, control
+ * bytes) */
+static void json_string(const char *s) {
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') printf("\\%c", *p);
+        else if (*p < 0x20) printf("\\u%04x", *p);
+        else putchar(*p);
+    }
+    putchar('"');
+}
+
 static void bench_usage(void) {
     printf("usage: vx bench -m MODEL.gguf [-m MODEL2.gguf ...] [options]\n"
            "\n"
@@ -177,7 +200,8 @@ static void bench_usage(void) {
            "  -r, --repetitions N   measured runs per test (default 5)\n"
            "  --kv-type f16|f32|q8_0 KV cache type (default f16)\n"
            "  --no-repack           keep weights in the file's layout (no 8-row packing)\n"
-           "  -o, --output md|jsonl table (default) or one JSON object per line\n"
+           "  -o, --output md|jsonl|json  table (default), one JSON object per line, or a\n"
+           "                        JSON array of them (llama-bench's -o json)\n"
            "  --json                same as -o jsonl\n"
            "  --no-limits           do not measure the machine's limits (at start and after every\n"
            "                        test: each ratio is to the best of the run so far)\n"
@@ -195,6 +219,8 @@ int vx_cmd_bench(int argc, char **argv) {
     int_list np = {1, {512}}, ng = {1, {128}}, nt = {1, {0}}, nd = {1, {0}}, npl = {1, {1}};
     long n_batch = 512, reps = 5;
     bool jsonl = false, limits = true, limits_only = false, repack = true, profile = false;
+    bool array = false; /* -o json: the objects as one JSON array */
+    int n_obj = 0;
     vx_kv_type kvt = VX_KV_F16;
     cli_args a = {argc, argv, 0, false};
     for (a.i = 1; a.i < argc && !a.error; a.i++) {
@@ -219,7 +245,7 @@ int vx_cmd_bench(int argc, char **argv) {
         else if (!strcmp(o, "--json")) jsonl = true;
         else if (!strcmp(o, "-o") || !strcmp(o, "--output")) {
             if ((v = cli_value(&a))) {
-                if (!strcmp(v, "jsonl") || !strcmp(v, "json")) jsonl = true;
+                if (!strcmp(v, "jsonl") || !strcmp(v, "json")) jsonl = true, array = !strcmp(v, "json");
                 else if (strcmp(v, "md")) a.error = true;
             }
         } else if (!strcmp(o, "--no-limits")) limits = false;
@@ -254,18 +280,20 @@ int vx_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "measuring machine limits...\n");
         vx_measure_limits((int)nt.v[nt.n - 1], &lim);
         read_lo = read_hi = lim.read_gbs;
-        if (jsonl)
+        if (jsonl) {
+            json_next(array, &n_obj);
             printf("{\"limits\": true, \"n_threads\": %d, \"read_gbs\": %.2f, \"fp32_gflops\": %.1f, "
                    "\"int8_gops\": %.1f, \"amx_bf16_gflops\": %.1f, \"isa\": \"%s\"}\n",
                    lim.n_threads, lim.read_gbs, lim.fma_gflops, lim.int8_gops, lim.amx_bf16_gflops, lim.isa);
-        else
+        } else {
             printf("machine limits (%d threads, %s): read %.1f GB/s, fp32 FMA %.0f GFLOP/s, "
                    "int8 %.0f GOP/s\n\n",
                    lim.n_threads, lim.isa, lim.read_gbs, lim.fma_gflops, lim.int8_gops);
+        }
         if (!jsonl && lim.amx_bf16_gflops > 0)
             printf("AMX bf16 tiles: %.0f GFLOP/s (prefill ratios below are to this peak)\n\n",
                    lim.amx_bf16_gflops);
-        if (limits_only) return 0;
+        if (limits_only) return json_end(array, n_obj, 0);
     }
     if (!jsonl) printf("kernels: %s (CPU: %s)\n\n", vx_kernels_name(), vx_cpu_features());
     if (!jsonl)
@@ -281,7 +309,7 @@ int vx_cmd_bench(int argc, char **argv) {
         vx_model_params mp = vx_model_default_params();
         mp.repack = repack;
         vx_model *m = cli_load_model_ex(models[mi], &mp);
-        if (!m) return 1;
+        if (!m) return json_end(array, n_obj, 1);
         uint64_t bytes_tok, flops_tok;
         vx_model_token_cost(m, &bytes_tok, &flops_tok);
         const bool float_mm = 2 * vx_model_token_float_flops(m) > flops_tok;
@@ -387,11 +415,14 @@ int vx_cmd_bench(int argc, char **argv) {
                             snprintf(ach + strlen(ach), sizeof ach - strlen(ach), " (%.0f%% i8)",
                                      100 * gflops / bl.int8_gops);
                         if (jsonl) {
-                            printf("{\"kernels\": \"%s\", \"model_filename\": \"%s\", \"model_size\": %llu, "
+                            json_next(array, &n_obj);
+                            printf("{\"kernels\": \"%s\", \"model_filename\": ", vx_kernels_name());
+                            json_string(models[mi]);
+                            printf(", \"model_size\": %llu, "
                                    "\"model_n_params\": %llu, \"n_threads\": %d, \"n_batch\": %u, "
                                    "\"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, \"n_parallel\": %d, \"avg_ts\": %.6f, "
                                    "\"stddev_ts\": %.6f, \"samples_ts\": [",
-                                   vx_kernels_name(), models[mi], (unsigned long long)vx_model_size(m),
+                                   (unsigned long long)vx_model_size(m),
                                    (unsigned long long)vx_model_n_params(m), threads, cp.n_batch,
                                    n_prompt, n_gen, depth, n_par, mean, sd);
                             for (long r = 0; r < reps; r++) printf(r ? ", %.6f" : "%.6f", ts[r]);
@@ -438,5 +469,5 @@ int vx_cmd_bench(int argc, char **argv) {
                read_lo, read_hi);
     if (n_prof > 0) print_profiles(profs, n_prof);
     free(profs);
-    return rc;
+    return json_end(array, n_obj, rc);
 }
