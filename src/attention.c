@@ -329,7 +329,6 @@ static void chunk_steps(const vx_kernels *k, const vx_attn_args *a, const attn_s
  * window's partly masked first chunk, by chunk_steps. */
 static void unit_chunks(const vx_kernels *k, const vx_attn_args *a, const attn_scratch *cs, int32_t t0, int32_t nt,
                         int32_t h0, int32_t nh, int32_t s0, int32_t s1) {
-    const attn_scratch sc = *cs;
     const vx_kv_type type = vx_kv_type_of(a->kv);
     const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv;
     const size_t rb = vx_kv_row_bytes(a->kv), ho = head_off(type, h0, hd);
@@ -357,10 +356,10 @@ static void unit_chunks(const vx_kernels *k, const vx_attn_args *a, const attn_s
             const void *kx = cx < n_pos ? chunk_row(a, blocks, false, cx, rb, ho) : NULL;
             const void *vx = cx < n_pos ? chunk_row(a, blocks, true, cx, rb, ho) : NULL;
             if (type == VX_KV_F16)
-                k->attn_dec_f16(nh, g, hd, sc.q, kc, vc, (int64_t)(rb / 2), len, kx, vx, a->scale, a->softcap,
-                                sc.m, sc.l, sc.o);
-            else if (!k->attn_dec_q8_0(nh, g, hd, sc.q, kc, vc, (int64_t)rb, len, kx, vx, a->scale, a->softcap,
-                                       sc.m, sc.l, sc.o))
+                k->attn_dec_f16(nh, g, hd, cs->q, kc, vc, (int64_t)(rb / 2), len, kx, vx, a->scale, a->softcap,
+                                cs->m, cs->l, cs->o);
+            else if (!k->attn_dec_q8_0(nh, g, hd, cs->q, kc, vc, (int64_t)rb, len, kx, vx, a->scale, a->softcap,
+                                       cs->m, cs->l, cs->o))
                 break;
             c_first = cx;
         }

@@ -95,18 +95,47 @@ static void req_free(req *r) {
     free(r);
 }
 
-/* Sends the final event and frees the request. Called without the lock. */
-static void finish(vx_engine *e, req *r, vx_finish why, const char *error) {
+/* An event of r with no token yet and its counts. */
+static vx_token_event base_event(const req *r) {
     vx_token_event ev;
     memset(&ev, 0, sizeof ev);
     ev.id = r->id;
     ev.token = -1;
-    ev.finish = why;
+    ev.logprob = NAN;
     ev.n_prompt = r->n_prompt;
     ev.n_cached = r->n_cached;
     ev.n_gen = r->n_gen;
+    return ev;
+}
+
+/* Sends r's final event without a token. Lock not held. */
+static void send_end(req *r, vx_finish why, const char *error) {
+    vx_token_event ev = base_event(r);
+    ev.finish = why;
     ev.error = error;
     r->cb(&ev, r->ud);
+}
+
+/* Token t into ev: its text (with_text; the vocabulary's longest piece
+ * fits e->piece) and, with lp, its logprob and r's top alternatives under
+ * logits (the model's distribution, as OpenAI and vLLM report it) into
+ * ids / lps. */
+static void token_into(vx_engine *e, const req *r, vx_token t, bool with_text, bool lp, const float *logits,
+                       vx_token_event *ev, vx_token *ids, float *lps) {
+    const int32_t len = with_text ? vx_token_to_piece(e->vocab, t, e->piece, e->piece_size, false) : 0;
+    ev->token = t;
+    ev->text = e->piece;
+    ev->text_len = len > 0 ? len : 0;
+    if (lp) {
+        ev->n_top = vx_logprobs(logits, e->n_vocab, t, &ev->logprob, r->n_logprobs, ids, lps);
+        ev->top_ids = ids;
+        ev->top_logprobs = lps;
+    }
+}
+
+/* Sends the final event and frees the request. Called without the lock. */
+static void finish(vx_engine *e, req *r, vx_finish why, const char *error) {
+    send_end(r, why, error);
     pthread_mutex_lock(&e->mu);
     e->stats.requests_finished++;
     pthread_mutex_unlock(&e->mu);
@@ -145,38 +174,19 @@ static bool preempt_one(vx_engine *e, const req *keep) {
  * finish reason (NONE to continue). Lock not held. */
 static vx_finish emit(vx_engine *e, req *r, const float *logits) {
     vx_token t = vx_sampler_sample(r->smp, logits);
-    vx_token_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.id = r->id;
-    ev.n_prompt = r->n_prompt;
-    ev.n_cached = r->n_cached;
     if (t < 0) {
-        ev.token = -1;
-        ev.finish = VX_FINISH_ERROR;
-        ev.error = "no token can be sampled: every logit is -inf or NaN (all banned by logit_bias, or a corrupt "
-                   "model)";
-        ev.n_gen = r->n_gen;
-        r->cb(&ev, r->ud);
+        send_end(r, VX_FINISH_ERROR,
+                 "no token can be sampled: every logit is -inf or NaN (all banned by logit_bias, or a corrupt model)");
         return VX_FINISH_ERROR;
     }
     vx_sampler_accept(r->smp, t);
     r->tokens[r->n_tokens++] = t;
     r->n_gen++;
-    char *piece = e->piece; /* the vocabulary's longest piece fits */
+    vx_token_event ev = base_event(r);
     vx_token top_ids[MAX_TOP];
     float top_lp[MAX_TOP];
     const bool eog = !r->ignore_eos && vx_vocab_is_eog(e->vocab, t);
-    int32_t len = eog ? 0 : vx_token_to_piece(e->vocab, t, piece, e->piece_size, false);
-    ev.token = t;
-    ev.text = piece;
-    ev.text_len = len > 0 ? len : 0;
-    ev.logprob = NAN;
-    if (r->logprobs) { /* the model's distribution, as OpenAI and vLLM report it */
-        ev.n_top = vx_logprobs(logits, e->n_vocab, t, &ev.logprob, r->n_logprobs, top_ids, top_lp);
-        ev.top_ids = top_ids;
-        ev.top_logprobs = top_lp;
-    }
-    ev.n_gen = r->n_gen;
+    token_into(e, r, t, !eog, r->logprobs, logits, &ev, top_ids, top_lp);
     if (eog) ev.finish = VX_FINISH_STOP;
     else if ((r->max_tokens >= 0 && r->n_gen >= r->max_tokens) || r->n_tokens >= e->p.n_ctx)
         ev.finish = VX_FINISH_LENGTH;
@@ -188,22 +198,11 @@ static vx_finish emit(vx_engine *e, req *r, const float *logits) {
 /* Reports prompt token i's logprob under logits (those of position i - 1)
  * for a prompt_logprobs request; returns whether to go on. Lock not held. */
 static bool emit_prompt(vx_engine *e, req *r, int32_t i, const float *logits) {
-    vx_token_event ev;
-    memset(&ev, 0, sizeof ev);
+    vx_token_event ev = base_event(r);
     vx_token top_ids[MAX_TOP];
     float top_lp[MAX_TOP];
-    ev.id = r->id;
     ev.prompt = true;
-    ev.token = r->tokens[i];
-    int32_t len = vx_token_to_piece(e->vocab, ev.token, e->piece, e->piece_size, false);
-    ev.text = e->piece;
-    ev.text_len = len > 0 ? len : 0;
-    ev.n_top = vx_logprobs(logits, e->n_vocab, ev.token, &ev.logprob, r->n_logprobs, top_ids, top_lp);
-    ev.top_ids = top_ids;
-    ev.top_logprobs = top_lp;
-    ev.n_prompt = r->n_prompt;
-    ev.n_cached = r->n_cached;
-    ev.n_gen = r->n_gen;
+    token_into(e, r, r->tokens[i], true, true, logits, &ev, top_ids, top_lp);
     r->lp_next = i + 1;
     return r->cb(&ev, r->ud);
 }
@@ -362,7 +361,7 @@ static bool step(vx_engine *e) {
         else if (p + 1 < r->n_tokens) /* a prompt position's, for prompt_logprobs */
             why = emit_prompt(e, r, p + 1, vx_get_logits_ith(e->ctx, i)) ? VX_FINISH_NONE : VX_FINISH_CANCELED;
         else if (r->max_tokens == 0) /* the prompt's logprobs were all it asked */
-            why = VX_FINISH_LENGTH;
+            send_end(r, why = VX_FINISH_LENGTH, NULL);
         else
             why = emit(e, r, vx_get_logits_ith(e->ctx, i));
         n_gen_tok += r->n_gen - gen0;
@@ -371,10 +370,8 @@ static bool step(vx_engine *e) {
             release_slot(e, r);
             pthread_mutex_unlock(&e->mu);
             done[n_done] = r;
-            /* emit() already reported STOP/LENGTH/ERROR with the token
-             * (max_tokens 0 gets its final event below) */
-            done_why[n_done++] = why == VX_FINISH_LENGTH && r->n_gen == 0 ? VX_FINISH_NONE /* final event to send */
-                                                                          : why;
+            /* STOP/LENGTH/ERROR were reported already (emit, send_end) */
+            done_why[n_done++] = why;
         }
     }
     pthread_mutex_lock(&e->mu);
@@ -387,8 +384,6 @@ static bool step(vx_engine *e) {
         req *r = done[i];
         if (done_why[i] == VX_FINISH_CANCELED) {
             finish(e, r, VX_FINISH_CANCELED, NULL);
-        } else if (done_why[i] == VX_FINISH_NONE) {
-            finish(e, r, VX_FINISH_LENGTH, NULL); /* max_tokens 0 */
         } else {
             pthread_mutex_lock(&e->mu);
             e->stats.requests_finished++;
