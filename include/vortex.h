@@ -318,6 +318,14 @@ void vx_sampler_free(vx_sampler *s);
  * penalties, ties to the lowest id. NaN logits count as -inf. Returns -1 if
  * s or logits is NULL or every token is banned (all logits -inf). */
 vx_token vx_sampler_sample(vx_sampler *s, const float *logits);
+/* A constraint on the next token: true when token may be drawn. */
+typedef bool (*vx_token_filter)(void *ctx, vx_token token);
+/* From the next draw on, only tokens filter allows are drawn: the others are
+ * banned after the logit bias, as a bias of -INFINITY would ban them
+ * (constrained decoding: json_check.h). NULL removes the filter. The
+ * filter runs over the vocabulary at every draw; when it allows nothing,
+ * vx_sampler_sample returns -1. */
+void vx_sampler_set_filter(vx_sampler *s, vx_token_filter filter, void *ctx);
 /* Records a token in the penalty history (sampled or from the prompt).
  * Tokens outside [0, n_vocab) are ignored. */
 void vx_sampler_accept(vx_sampler *s, vx_token token);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "json_check.h"
 #include "kv_cache.h"
 
 #define MAX_TOP 20
@@ -36,6 +37,8 @@ typedef struct req {
     bool prompt_lp;  /* report the prompt's logprobs (prompt_logprobs) ... */
     int32_t lp_next; /* ... from this prompt index on (the rest were sent) */
     bool ignore_eos;
+    bool json;          /* json_object: jf checks the generated text */
+    vx_jfilter jf;
     vx_sampler *smp;
     vx_event_fn cb;
     void *ud;
@@ -52,6 +55,7 @@ struct vx_engine {
     vx_context *ctx;
     int32_t n_vocab;
     char *piece;        /* a token's text for its event (piece_size bytes) */
+    vx_jvocab *jv;      /* the tokens' bytes, built for the first json_object request */
     int32_t piece_size; /* the vocabulary's longest piece, + 1 */
 
     pthread_t thread;
@@ -176,10 +180,19 @@ static vx_finish emit(vx_engine *e, req *r, const float *logits) {
     vx_token t = vx_sampler_sample(r->smp, logits);
     if (t < 0) {
         send_end(r, VX_FINISH_ERROR,
-                 "no token can be sampled: every logit is -inf or NaN (all banned by logit_bias, or a corrupt model)");
+                 r->json ? "no token can continue the JSON object: the vocabulary has none that fits, or "
+                           "logit_bias banned them all"
+                         : "no token can be sampled: every logit is -inf or NaN (all banned by logit_bias, "
+                           "or a corrupt model)");
         return VX_FINISH_ERROR;
     }
     vx_sampler_accept(r->smp, t);
+    bool closed = false; /* a json_object request's object is complete */
+    if (r->json) {
+        const bool ok = vx_jfilter_feed(&r->jf, t); /* the filter allowed it */
+        VX_ASSERT(ok);
+        closed = vx_jcheck_done(&r->jf.jc);
+    }
     r->tokens[r->n_tokens++] = t;
     r->n_gen++;
     vx_token_event ev = base_event(r);
@@ -187,7 +200,7 @@ static vx_finish emit(vx_engine *e, req *r, const float *logits) {
     float top_lp[MAX_TOP];
     const bool eog = !r->ignore_eos && vx_vocab_is_eog(e->vocab, t);
     token_into(e, r, t, !eog, r->logprobs, logits, &ev, top_ids, top_lp);
-    if (eog) ev.finish = VX_FINISH_STOP;
+    if (eog || closed) ev.finish = VX_FINISH_STOP;
     else if ((r->max_tokens >= 0 && r->n_gen >= r->max_tokens) || r->n_tokens >= e->p.n_ctx)
         ev.finish = VX_FINISH_LENGTH;
     bool go_on = r->cb(&ev, r->ud);
@@ -495,6 +508,7 @@ void vx_engine_free(vx_engine *e) {
     vx_context_free(e->ctx);
     free(e->running);
     free(e->piece);
+    vx_jvocab_free(e->jv);
     free(e->b_tok);
     free(e->b_pos);
     free(e->b_seq);
@@ -505,6 +519,27 @@ void vx_engine_free(vx_engine *e) {
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);
+}
+
+/* Constrains r's tokens to a JSON object (the token table built once, by
+ * the first such request). False when out of memory. */
+static bool json_setup(vx_engine *e, req *r) {
+    pthread_mutex_lock(&e->mu);
+    const vx_jvocab *jv = e->jv;
+    pthread_mutex_unlock(&e->mu);
+    if (!jv) {
+        vx_jvocab *mine = vx_jvocab_new(e->vocab);
+        if (!mine) return false;
+        pthread_mutex_lock(&e->mu);
+        if (!e->jv) e->jv = mine, mine = NULL;
+        jv = e->jv;
+        pthread_mutex_unlock(&e->mu);
+        vx_jvocab_free(mine); /* another request built it first */
+    }
+    r->json = true;
+    vx_jfilter_init(&r->jf, jv, VX_JCHECK_OBJECT | VX_JCHECK_NO_LEAD_WS);
+    vx_sampler_set_filter(r->smp, vx_jfilter_allows, &r->jf);
+    return true;
 }
 
 vx_status vx_engine_submit(vx_engine *e, const vx_request_params *rp, uint64_t *id, char *err,
@@ -533,6 +568,10 @@ vx_status vx_engine_submit(vx_engine *e, const vx_request_params *rp, uint64_t *
     if (vx_sampler_init(&rp->sampling, e->n_vocab, &r->smp) != VX_OK) {
         req_free(r);
         return vx_seterr(err, err_size, VX_EINVAL, "invalid sampling parameters");
+    }
+    if (rp->json_object && !json_setup(e, r)) {
+        req_free(r);
+        return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     }
     memcpy(r->tokens, rp->prompt, (size_t)rp->n_prompt * sizeof *r->tokens);
     r->n_tokens = r->n_prompt = rp->n_prompt;

@@ -37,7 +37,7 @@ vx_engine_params vx_engine_default_params(void);
 
 typedef enum vx_finish {
     VX_FINISH_NONE = 0, /* more events follow */
-    VX_FINISH_STOP,     /* end-of-generation token */
+    VX_FINISH_STOP,     /* end-of-generation token (or a json_object request's object closed) */
     VX_FINISH_LENGTH,   /* max_tokens or the context reached */
     VX_FINISH_CANCELED, /* the callback returned false or vx_engine_cancel() */
     VX_FINISH_ERROR     /* see error */
@@ -85,6 +85,9 @@ typedef struct vx_request_params {
                                computed, never taken from the prefix cache);
                                with max_tokens 0 nothing is generated */
     bool ignore_eos;
+    bool json_object;       /* constrained decoding (json_check.h): the generated
+                               text is one JSON object, and the request stops
+                               (VX_FINISH_STOP) when it closes */
     vx_event_fn on_event;
     void *user_data;
 } vx_request_params;

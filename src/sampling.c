@@ -9,7 +9,8 @@
  * penalties, top_k, typical, top_p, min_p, temperature, dist; we have no
  * typical-p step):
  *
- *   1. logit bias       logit += bias (a bias of -INFINITY bans the token)
+ *   1. logit bias       logit += bias (a bias of -INFINITY bans the token);
+ *                       a filter (vx_sampler_set_filter) bans the tokens it refuses
  *   2. penalties        over the last penalty_last_n accepted tokens:
  *                       repetition (CTRL): positive logits are divided by the
  *                       penalty, others multiplied; then
@@ -72,6 +73,9 @@ struct vx_sampler {
     int32_t ring_cap, ring_len, ring_head;
 
     uint64_t rng[4];
+
+    vx_token_filter filter; /* vx_sampler_set_filter: NULL or the constraint */
+    void *filter_ctx;
 };
 
 /* ------------------------------------------------------------------ PRNG */
@@ -222,6 +226,9 @@ static void build_candidates(vx_sampler *s, const float *logits) {
         vx_cand *x = &c[s->bias[j].token];
         x->logit = sanitize(x->logit + s->bias[j].bias);
     }
+    if (s->filter)
+        for (int32_t i = 0; i < n; i++)
+            if (c[i].logit != -INFINITY && !s->filter(s->filter_ctx, i)) c[i].logit = -INFINITY;
 
     float rep = s->params.repeat_penalty;
     float pres = s->params.presence_penalty;
@@ -485,6 +492,12 @@ vx_token vx_sampler_sample(vx_sampler *s, const float *logits) {
     }
     VX_ASSERT(pick >= 0);
     return c[pick].id;
+}
+
+void vx_sampler_set_filter(vx_sampler *s, vx_token_filter filter, void *ctx) {
+    if (!s) return;
+    s->filter = filter;
+    s->filter_ctx = ctx;
 }
 
 void vx_sampler_accept(vx_sampler *s, vx_token token) {

@@ -794,6 +794,7 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         rp.n_logprobs = q->logprobs ? q->top_logprobs : 0;
         rp.prompt_logprobs = j->prompt_lp;
         rp.ignore_eos = q->ignore_eos;
+        rp.json_object = q->json_object;
         rp.on_event = on_event;
         rp.user_data = c;
         pthread_mutex_lock(&j->mu);

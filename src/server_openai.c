@@ -282,11 +282,21 @@ void vx_oai_error_chunk(vx_sbuf *out, const vx_oai_error *e) {
  * "n\u0000x" would be read as "n", a prompt would be cut short). A NUL in
  * a key, and a raw NUL byte anywhere, is an error; a \u0000 escape in a
  * value is rewritten in patch (a copy of the body, if not NULL) to \ufffd,
- * the same length, and *n_nul counts them. Arrays and objects nested
+ * the same length, and *n_nul counts them. A \u escape without four
+ * hex digits is an error (cJSON reads "\uZZZZ" as a NUL, which would cut
+ * the string short). Arrays and objects nested
  * deeper than cJSON takes are an error here too, so that it is named.
  * Returns the offset of the first error (len if none) with *what saying
  * what it is. Structure and literals are left to cJSON; other raw control
  * bytes in strings are accepted. */
+/* Four hex digits at s (n bytes left). */
+static bool hex4(const unsigned char *s, size_t n) {
+    if (n < 4) return false;
+    for (int k = 0; k < 4; k++)
+        if (!((s[k] >= '0' && s[k] <= '9') || ((s[k] | 0x20) >= 'a' && (s[k] | 0x20) <= 'f'))) return false;
+    return true;
+}
+
 #define JSON_STR2(x) #x
 #define JSON_STR(x) JSON_STR2(x) /* cJSON's nesting limit as a string literal */
 static size_t json_lex_check(const char *body, size_t len, char *patch, size_t *n_nul, const char **what) {
@@ -303,7 +313,11 @@ static size_t json_lex_check(const char *body, size_t len, char *patch, size_t *
                     return i;
                 }
                 if (s[i] != '\\' || i + 1 >= len) continue;
-                if (s[i + 1] == 'u' && i + 5 < len && !memcmp(s + i + 2, "0000", 4)) {
+                if (s[i + 1] == 'u' && !hex4(s + i + 2, len - i - 2)) {
+                    *what = "an invalid \\u escape (four hex digits must follow)";
+                    return i;
+                }
+                if (s[i + 1] == 'u' && !memcmp(s + i + 2, "0000", 4)) {
                     if (first_nul == SIZE_MAX) first_nul = i;
                     (*n_nul)++;
                     if (patch) memcpy(patch + i + 2, "fffd", 4);
@@ -444,21 +458,25 @@ static bool type_error(vx_oai_error *e, const char *param, const char *want, con
     return false;
 }
 
-/* Features this server does not have, refused rather than ignored: a
- * client that asks for JSON output or for tool calls must not take free
- * text for them (vLLM without a tool parser and llama-server without
- * --jinja refuse them too). response_format "text", an empty tools list
- * and tool_choice "none" ask for nothing and pass. */
-static bool refuse_unsupported(const cJSON *root, vx_oai_error *e) {
+/* response_format: "text" asks for nothing, "json_object" for constrained
+ * decoding to one JSON object (json_check.h). Features this server does
+ * not have are refused rather than ignored: a client that asks for a JSON
+ * schema or for tool calls must not take free text for them (vLLM without
+ * a tool parser and llama-server without --jinja refuse tools too). An
+ * empty tools list and tool_choice "none" ask for nothing and pass. */
+static bool refuse_unsupported(const cJSON *root, vx_oai_request *r, vx_oai_error *e) {
     const cJSON *rf = member(root, "response_format");
     if (rf) {
         const cJSON *t = cJSON_IsObject(rf) ? member(rf, "type") : NULL;
         if (!t || !cJSON_IsString(t))
             return type_error(e, "response_format", "an object with a string 'type'", t ? t : rf);
-        if (strcmp(t->valuestring, "text")) {
+        if (!strcmp(t->valuestring, "json_object")) {
+            r->json_object = true;
+        } else if (strcmp(t->valuestring, "text")) {
             vx_oai_set_error(e, 400, "response_format",
-                             "response_format type '%.40s' is not supported: this server has no constrained "
-                             "decoding (only 'text').",
+                             "response_format type '%.40s' is not supported: this server constrains output to "
+                             "'json_object' (any JSON object) or not at all ('text'); JSON schemas are not "
+                             "enforced.",
                              t->valuestring);
             return false;
         }
@@ -951,7 +969,7 @@ bool vx_oai_parse_request(vx_oai_kind kind, const char *body, size_t len, int32_
     }
     if (!r->stream) r->include_usage = false;
     if (!opt_bool(root, "ignore_eos", &r->ignore_eos, err)) goto done;
-    if (!refuse_unsupported(root, err)) goto done;
+    if (!refuse_unsupported(root, r, err)) goto done;
 
     if (kind == VX_OAI_CHAT) {
         if (!opt_bool(root, "logprobs", &r->logprobs, err)) goto done;

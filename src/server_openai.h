@@ -90,6 +90,7 @@ typedef struct vx_oai_request {
     int32_t top_logprobs; /* alternatives per token, 0..VX_OAI_MAX_TOP */
     bool echo;            /* completion: prepend the prompt to the text */
     bool ignore_eos;      /* llama.cpp extension: generate past end-of-generation */
+    bool json_object;     /* response_format {"type": "json_object"}: constrained to one JSON object */
 } vx_oai_request;
 
 /* Parses and validates a request body. n_vocab bounds token ids (prompt,

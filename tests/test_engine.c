@@ -74,26 +74,6 @@ static void wait_all(result *rs, int n) {
     }
 }
 
-/* The text of a request's events, for test_long_piece. */
-typedef struct text_result {
-    pthread_mutex_t mu;
-    char text[1024];
-    int len;
-    bool done;
-} text_result;
-
-static bool on_text(const vx_token_event *ev, void *ud) {
-    text_result *r = ud;
-    pthread_mutex_lock(&r->mu);
-    if (ev->text_len > 0 && r->len + ev->text_len <= (int)sizeof r->text) {
-        memcpy(r->text + r->len, ev->text, (size_t)ev->text_len);
-        r->len += ev->text_len;
-    }
-    if (ev->finish != VX_FINISH_NONE) r->done = true;
-    pthread_mutex_unlock(&r->mu);
-    return true;
-}
-
 /* A token whose text is longer than any fixed piece buffer (StarCoder's
  * vocabulary has 256-byte ones): stories260K with token 302's text made
  * 300 bytes long, forced by logit_bias; its event carries all of it. */
@@ -137,7 +117,8 @@ static void test_long_piece(void) {
     ep.n_threads = 1;
     vx_engine *e = NULL;
     CHECK(vx_engine_init(m, &ep, &e, err, sizeof err) == VX_OK);
-    static text_result tr = {PTHREAD_MUTEX_INITIALIZER, {0}, 0, false};
+    static vx_test_text tr;
+    vx_test_text_init(&tr);
     if (e) {
         const vx_token prompt[1] = {1};
         const vx_logit_bias force = {302, 100.0f};
@@ -150,17 +131,11 @@ static void test_long_piece(void) {
         rp.sampling.temperature = 0;
         rp.sampling.logit_bias = &force;
         rp.sampling.n_logit_bias = 1;
-        rp.on_event = on_text;
+        rp.on_event = vx_test_on_text;
         rp.user_data = &tr;
         uint64_t id;
         CHECK(vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_OK);
-        for (int spins = 0; spins < 30000; spins++) {
-            pthread_mutex_lock(&tr.mu);
-            const bool done = tr.done;
-            pthread_mutex_unlock(&tr.mu);
-            if (done) break;
-            usleep(1000);
-        }
+        vx_test_text_wait(&tr);
         CHECKF(tr.done && tr.len == 300 && !memcmp(tr.text, longtok, 300), "the 300-byte token came out as %d bytes",
                tr.len);
         vx_engine_free(e);

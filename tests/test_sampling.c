@@ -715,6 +715,51 @@ static void test_logit_bias(void) {
 /* The default chain on a realistic vocabulary: the drawn token is in the
  * kept set, probabilities over the kept set sum to 1, top list is sorted
  * and consistent with last_logprob. */
+/* A filter (vx_sampler_set_filter) bans what it refuses, as a bias of
+ * -inf would: greedy takes the best allowed token, draws never take a
+ * refused one, the distribution renormalizes over the rest, and a filter
+ * that allows nothing makes the draw fail. NULL removes it. */
+static bool even_only(void *ctx, vx_token t) {
+    (*(int *)ctx)++;
+    return t % 2 == 0;
+}
+
+static bool nothing(void *ctx, vx_token t) {
+    (void)ctx, (void)t;
+    return false;
+}
+
+static void test_filter(void) {
+    float l[5] = {1.0f, 3.0f, 2.0f, 0.0f, -1.0f};
+    vx_sampler_params p = plain_params();
+    p.temperature = 0.0f;
+    vx_sampler *s = make(&p, 5);
+    int calls = 0;
+    vx_sampler_set_filter(s, even_only, &calls);
+    CHECK(vx_sampler_sample(s, l) == 2 && calls == 5);
+    CHECK(vx_sampler_last_logprob(s, 1) == -INFINITY && vx_sampler_last_logprob(s, 3) == -INFINITY);
+    /* over the allowed tokens 0, 2, 4: softmax of (1, 2, -1) */
+    const double z = exp(1.0) + exp(2.0) + exp(-1.0);
+    CHECK(near(vx_sampler_last_logprob(s, 2), log(exp(2.0) / z), 1e-5));
+    vx_sampler_set_filter(s, NULL, NULL);
+    CHECK(vx_sampler_sample(s, l) == 1);
+    vx_sampler_free(s);
+
+    p.temperature = 1.0f;
+    s = make(&p, 5);
+    vx_sampler_set_filter(s, even_only, &calls);
+    int odd = 0, seen[5] = {0};
+    for (int i = 0; i < 3000; i++) {
+        const vx_token t = vx_sampler_sample(s, l);
+        odd += t % 2 != 0;
+        if (t >= 0 && t < 5) seen[t]++;
+    }
+    CHECK(odd == 0 && seen[0] > 0 && seen[2] > seen[0] && seen[4] > 0);
+    vx_sampler_set_filter(s, nothing, NULL);
+    CHECK(vx_sampler_sample(s, l) == -1);
+    vx_sampler_free(s);
+}
+
 static void test_full_chain(void) {
     enum { N = 32000 };
     static float l[N];
@@ -818,6 +863,7 @@ int main(void) {
     test_min_p();
     test_penalties();
     test_logit_bias();
+    test_filter();
     test_full_chain();
     return vx_test_finish("test_sampling");
 }

@@ -261,7 +261,10 @@ static void test_chat_fields(void) {
     REJECT_CHAT("{" MSG ",\"logprobs\":1}", "logprobs");
     REJECT_CHAT("{" MSG ",\"logprobs\":true,\"top_logprobs\":21}", "top_logprobs");
     REJECT_CHAT("{" MSG ",\"logprobs\":true,\"top_logprobs\":-1}", "top_logprobs");
-    REJECT_CHAT("{" MSG ",\"response_format\":{\"type\":\"json_object\"}}", "response_format");
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"response_format\":{\"type\":\"json_object\"}}", &r, &e) && r.json_object);
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"response_format\":{\"type\":\"text\"}}", &r, &e) && !r.json_object);
+    vx_oai_request_free(&r);
     REJECT_CHAT("{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}", "response_format");
     REJECT_CHAT("{" MSG ",\"response_format\":{}}", "response_format");
     REJECT_CHAT("{" MSG ",\"tools\":[{\"type\":\"function\"}]}", "tools");
@@ -516,6 +519,10 @@ static void test_fuzz_regressions(void) {
         {"{\"prompt\":\"a\",\"n\":[1.5e]}", 0, "invalid number", "byte 19"},
         {"{\"prompt\":\"a\",\"n\\u0000x\":2}", 0, "NUL", "byte 16"},
         {"{\"prompt\":\"a\x00" "b\"}", 16, "NUL", "byte 12"},
+        /* cJSON read a \u escape without four hex digits as a NUL */
+        {"{\"prompt\":\"ab\\uZZZZc\"}", 0, "\\u escape", "byte 13"},
+        {"{\"prompt\":\"ab\\u12\"}", 0, "\\u escape", "byte 13"},
+        {"{\"prompt\":\"a\",\"n\\u1x\":2}", 0, "\\u escape", "byte 16"},
         {"{\"x\":01, \"prompt\":\"a\",,}", 0, "invalid number", "byte 5"}, /* the first error is reported */
         {"{\"prompt\":\"a\",,\"n\":01}", 0, "syntax error", "byte 15"}, /* cJSON's position */
     };

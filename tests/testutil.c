@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int vx_test_failures = 0;
 int vx_test_checks = 0;
@@ -65,4 +66,31 @@ bool vx_test_skip_emulated(bool native, const char *what) {
     (void)what;
 #endif
     return false;
+}
+
+void vx_test_text_init(vx_test_text *r) {
+    memset(r, 0, sizeof *r);
+    pthread_mutex_init(&r->mu, NULL);
+}
+
+bool vx_test_on_text(const vx_token_event *ev, void *ud) {
+    vx_test_text *r = ud;
+    pthread_mutex_lock(&r->mu);
+    if (ev->text_len > 0 && r->len + ev->text_len <= (int)sizeof r->text) {
+        memcpy(r->text + r->len, ev->text, (size_t)ev->text_len);
+        r->len += ev->text_len;
+    }
+    if (ev->finish != VX_FINISH_NONE) r->done = true, r->finish = ev->finish, r->n_gen = ev->n_gen;
+    pthread_mutex_unlock(&r->mu);
+    return true;
+}
+
+void vx_test_text_wait(vx_test_text *r) {
+    for (int spins = 0; spins < 60000; spins++) {
+        pthread_mutex_lock(&r->mu);
+        const bool d = r->done;
+        pthread_mutex_unlock(&r->mu);
+        if (d) return;
+        usleep(1000);
+    }
 }

@@ -6,6 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <pthread.h>
+
+#include "engine.h"
 
 extern int vx_test_failures;
 extern int vx_test_checks;
@@ -49,6 +52,23 @@ bool vx_test_sanitized(void);
 bool vx_test_synth(const char *preset, const char *type, const char *path);
 /* Prints the summary line and returns the process exit code. */
 int vx_test_finish(const char *name);
+
+/* An engine request's text (its events' bytes, up to 8 KiB), finish
+ * reason and generated count, for vx_test_on_text; zero it and init mu
+ * (vx_test_text_init) before the request. */
+typedef struct vx_test_text {
+    pthread_mutex_t mu;
+    char text[8192];
+    int len, n_gen;
+    vx_finish finish;
+    bool done;
+} vx_test_text;
+
+void vx_test_text_init(vx_test_text *r);
+/* vx_event_fn collecting into a vx_test_text (user_data). */
+bool vx_test_on_text(const vx_token_event *ev, void *ud);
+/* Waits (up to a minute) for the request's final event. */
+void vx_test_text_wait(vx_test_text *r);
 
 /* Deterministic test data: xorshift64 on *state, a float uniform in
  * [-1, 1) with 53 random bits before rounding. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json_check.h"
 
 /* llama.h-style time source, kept local to the tool. */
 #include <time.h>
@@ -34,6 +35,8 @@ static void run_usage(void) {
            "  --presence-penalty F    presence penalty (default 0)\n"
            "  --frequency-penalty F   frequency penalty (default 0)\n"
            "  -s, --seed N            RNG seed (default -1 = random)\n"
+           "  --json                  constrain the output to one JSON object (llama.cpp's json\n"
+           "                          grammar; OpenAI's json_object); stops when it closes\n"
            "  --ignore-eos            keep generating after an end-of-generation token\n"
            "  --no-bos                do not add BOS to the prompt\n"
            "  --no-display-prompt     do not echo the prompt\n"
@@ -53,7 +56,9 @@ int vx_cmd_run(int argc, char **argv) {
     char *piece = NULL; /* cli_piece's buffer */
     int32_t piece_cap = 0;
     long n_predict = 128, n_ctx = 4096, n_batch = 512, threads = 0, n_draft = 5;
-    bool ignore_eos = false, add_bos = true, show_prompt = true, invariant = false;
+    bool ignore_eos = false, add_bos = true, show_prompt = true, invariant = false, json = false;
+    vx_jfilter jf; /* --json */
+    vx_jvocab *jv = NULL;
     const char *draft_path = NULL;
     vx_model_params mp = vx_model_default_params();
     vx_kv_type kvt = VX_KV_F16;
@@ -73,6 +78,7 @@ int vx_cmd_run(int argc, char **argv) {
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) cli_int(&a, 0, 512, &threads);
         else if (cli_sampling_option(&a, &sp) || cli_gpu_option(&a)) continue;
         else if (!strcmp(o, "--ignore-eos")) ignore_eos = true;
+        else if (!strcmp(o, "--json")) json = true;
         else if (!strcmp(o, "--no-bos")) add_bos = false;
         else if (!strcmp(o, "--no-display-prompt")) show_prompt = false;
         else if (!strcmp(o, "--no-mmap")) mp.use_mmap = false;
@@ -164,6 +170,18 @@ int vx_cmd_run(int argc, char **argv) {
         fprintf(stderr, "error: cannot create the sampler\n");
         goto done;
     }
+    if (json) {
+        if (dc) {
+            fprintf(stderr, "error: --json does not work with a draft model (-md)\n");
+            goto done;
+        }
+        if (!(jv = vx_jvocab_new(v))) {
+            fprintf(stderr, "error: out of memory\n");
+            goto done;
+        }
+        vx_jfilter_init(&jf, jv, VX_JCHECK_OBJECT | VX_JCHECK_NO_LEAD_WS);
+        vx_sampler_set_filter(smp, vx_jfilter_allows, &jf);
+    }
     if (show_prompt) {
         fwrite(prompt, 1, (size_t)plen, stdout);
         fflush(stdout);
@@ -216,10 +234,12 @@ int vx_cmd_run(int argc, char **argv) {
             if (dc) pend[0] = t, n_pend = i_pend = 1;
         }
         if (t < 0) {
-            stop = "no token can be sampled (every logit is -inf or NaN: a corrupt model?)";
+            stop = json ? "no token can be sampled (none continues the JSON object)"
+                        : "no token can be sampled (every logit is -inf or NaN: a corrupt model?)";
             break;
         }
         vx_sampler_accept(smp, t);
+        if (json) vx_jfilter_feed(&jf, t); /* the filter allowed it */
         n_gen++;
         if (!ignore_eos && vx_vocab_is_eog(v, t)) {
             stop = "end of generation token";
@@ -229,6 +249,10 @@ int vx_cmd_run(int argc, char **argv) {
         if (pl > 0) {
             fwrite(piece, 1, (size_t)pl, stdout);
             fflush(stdout);
+        }
+        if (json && vx_jcheck_done(&jf.jc)) {
+            stop = "JSON object complete";
+            break;
         }
         if (cur >= n_ctx) {
             stop = "context full";
@@ -259,6 +283,7 @@ int vx_cmd_run(int argc, char **argv) {
 done:
     free(toks); free(pos); free(seq); free(owned); free(piece);
     vx_sampler_free(smp);
+    vx_jvocab_free(jv);
     vx_context_free(dc);
     vx_model_free(dm);
     vx_context_free(c);

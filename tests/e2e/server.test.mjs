@@ -322,6 +322,43 @@ describe('vx serve', () => {
     assert.ok(r2.choices[0].text.startsWith(prompt));
   });
 
+  test('response_format json_object: one JSON object, streaming and not', async () => {
+    // this random-weight model's huge logits never close a string by
+    // themselves: logit_bias +100 on '"' and '}' makes it close them (what
+    // may come where is the constraint's: ':' after a key, one object)
+    // (this vocabulary puts a space before a text: the character is the last token)
+    const id = async (s) => (await post(srv.base, '/tokenize', JSON.stringify({ content: s, add_special: false }))).json.tokens.at(-1);
+    const [q, b] = [await id('"'), await id('}')];
+    const piece = async (t) => (await post(srv.base, '/detokenize', JSON.stringify({ tokens: [t] }))).json.content;
+    assert.equal(await piece(q), '"');
+    assert.equal(await piece(b), '}');
+    for (const seed of [1, 2, 3]) {
+      const req = {
+        messages: [{ role: 'user', content: 'Answer in JSON.' }], response_format: { type: 'json_object' },
+        temperature: 1, seed, max_tokens: 300, logit_bias: { [q]: 100, [b]: 100 },
+      };
+      const r = await ai.chat.completions.create(req);
+      const c = r.choices[0];
+      assert.equal(c.finish_reason, 'stop', `seed ${seed}: ${c.message.content}`);
+      const obj = JSON.parse(c.message.content);
+      assert.ok(obj && typeof obj === 'object' && !Array.isArray(obj), c.message.content);
+      assert.ok(c.message.content.startsWith('{') && c.message.content.endsWith('}'));
+      const st = await ai.chat.completions.create({ ...req, stream: true });
+      let text = '', fin = null;
+      for await (const ch of st) {
+        text += ch.choices[0]?.delta?.content ?? '';
+        fin = ch.choices[0]?.finish_reason ?? fin;
+      }
+      assert.equal(text, c.message.content);
+      assert.equal(fin, 'stop');
+    }
+    // a JSON schema is refused, not ignored
+    await assert.rejects(ai.chat.completions.create({
+      messages: [{ role: 'user', content: 'x' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } },
+    }), (e) => e.status === 400 && /json_schema/.test(e.message));
+  });
+
   test('greedy output alone equals output among 16 concurrent requests', async () => {
     const prompts = Array.from({ length: 8 }, (_, i) => `Request number ${i}: ${'xyz'.repeat(i)}`);
     const req = (p) => ai.chat.completions.create({

@@ -1,0 +1,326 @@
+/*
+ * json_check.c - the incremental JSON checker and the token table of
+ * constrained decoding (see json_check.h).
+ *
+ * The grammar is RFC 8259's: values are objects, arrays, strings, numbers
+ * (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?) and the literals true,
+ * false and null; strings hold no raw control bytes (< 0x20), only the
+ * escapes \" \\ \/ \b \f \n \r \t and \uXXXX, and well-formed UTF-8 (no
+ * overlong forms, no surrogates, nothing past U+10FFFF); whitespace is
+ * space, tab, newline and carriage return.
+ */
+#include "json_check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* what the grammar expects next (outside a string, number or literal) */
+enum {
+    X_VALUE,          /* a value: the document's start, after ':' or after ',' in an array */
+    X_VALUE_OR_CLOSE, /* after '[' */
+    X_KEY,            /* after ',' in an object */
+    X_KEY_OR_CLOSE,   /* after '{' */
+    X_COLON,          /* after a key */
+    X_COMMA_OR_CLOSE, /* after a member or an element */
+    X_DONE            /* the root value ended */
+};
+
+/* the lexer: none, inside a string, a literal or a number (by what came last) */
+enum {
+    L_NONE,
+    L_STR,   /* a string's content */
+    L_ESC,   /* after a backslash */
+    L_HEX,   /* aux \u digits left */
+    L_UTF8,  /* aux continuation bytes left, the next within [lo, hi] */
+    L_LIT,   /* literal lit, aux bytes of it read */
+    N_MINUS, /* '-' */
+    N_ZERO,  /* a leading 0 */
+    N_INT,   /* integer digits */
+    N_DOT,   /* '.' */
+    N_FRAC,  /* fraction digits */
+    N_EXP,   /* 'e' or 'E' */
+    N_ESIGN, /* the exponent's sign */
+    N_EXPD   /* exponent digits */
+};
+
+static const char *const LITS[3] = {"true", "false", "null"};
+
+void vx_jcheck_init(vx_jcheck *j, unsigned flags) {
+    memset(j, 0, sizeof *j);
+    j->expect = X_VALUE;
+    j->lex = L_NONE;
+    j->flags = (uint8_t)flags;
+}
+
+static bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+static bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+static bool num_final(uint8_t lex) { return lex == N_ZERO || lex == N_INT || lex == N_FRAC || lex == N_EXPD; }
+
+/* A value ended: the document, or the member / element it was. */
+static void value_end(vx_jcheck *j) { j->expect = j->depth == 0 ? X_DONE : X_COMMA_OR_CLOSE; }
+
+static bool push(vx_jcheck *j, uint8_t kind) {
+    if (j->depth >= VX_JCHECK_MAX_DEPTH) return false;
+    j->stack[j->depth++] = kind;
+    j->expect = kind == 'o' ? X_KEY_OR_CLOSE : X_VALUE_OR_CLOSE;
+    return true;
+}
+
+static void pop(vx_jcheck *j) {
+    j->depth--;
+    value_end(j);
+}
+
+/* The first byte of a value. */
+static bool value_start(vx_jcheck *j, uint8_t c) {
+    if (j->depth == 0 && (j->flags & VX_JCHECK_OBJECT) && c != '{') return false;
+    switch (c) {
+    case '{': return push(j, 'o');
+    case '[': return push(j, 'a');
+    case '"': j->lex = L_STR, j->key = false; return true;
+    case '-': j->lex = N_MINUS; return true;
+    case '0': j->lex = N_ZERO; return true;
+    case 't': case 'f': case 'n':
+        j->lex = L_LIT, j->lit = c == 't' ? 0 : c == 'f' ? 1 : 2, j->aux = 1;
+        return true;
+    default:
+        if (c >= '1' && c <= '9') {
+            j->lex = N_INT;
+            return true;
+        }
+        return false;
+    }
+}
+
+/* A byte of a string's content (lex L_STR). */
+static bool str_byte(vx_jcheck *j, uint8_t c) {
+    if (c == '"') {
+        j->lex = L_NONE;
+        if (j->key) j->key = false, j->expect = X_COLON;
+        else value_end(j);
+        return true;
+    }
+    if (c == '\\') {
+        j->lex = L_ESC;
+        return true;
+    }
+    if (c < 0x20) return false;
+    if (c < 0x80) return true;
+    /* a UTF-8 lead byte: continuation bytes and the first one's range */
+    uint8_t n, lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) n = 1;
+    else if (c >= 0xe0 && c <= 0xef) n = 2, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    else if (c >= 0xf0 && c <= 0xf4) n = 3, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    else return false;
+    j->lex = L_UTF8, j->aux = n, j->lo = lo, j->hi = hi;
+    return true;
+}
+
+/* A byte that continues the number being read (false: it does not). */
+static bool num_byte(vx_jcheck *j, uint8_t c) {
+    const bool d = is_digit(c), e = c == 'e' || c == 'E';
+    uint8_t next = L_NONE;
+    switch (j->lex) {
+    case N_MINUS: next = c == '0' ? N_ZERO : d ? N_INT : L_NONE; break;
+    case N_ZERO: next = c == '.' ? N_DOT : e ? N_EXP : L_NONE; break;
+    case N_INT: next = d ? N_INT : c == '.' ? N_DOT : e ? N_EXP : L_NONE; break;
+    case N_DOT: next = d ? N_FRAC : L_NONE; break;
+    case N_FRAC: next = d ? N_FRAC : e ? N_EXP : L_NONE; break;
+    case N_EXP: next = c == '+' || c == '-' ? N_ESIGN : d ? N_EXPD : L_NONE; break;
+    case N_ESIGN: case N_EXPD: next = d ? N_EXPD : L_NONE; break;
+    default: break;
+    }
+    if (next == L_NONE) return false;
+    j->lex = next;
+    return true;
+}
+
+static bool step(vx_jcheck *j, uint8_t c) {
+    if (j->lex != L_NONE || !is_ws(c)) j->ws = 0;
+    switch (j->lex) {
+    case L_NONE: break;
+    case L_STR: return str_byte(j, c);
+    case L_ESC:
+        if (c == 'u') j->lex = L_HEX, j->aux = 4;
+        else if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't') j->lex = L_STR;
+        else return false;
+        return true;
+    case L_HEX:
+        if (!is_digit(c) && !((c | 0x20) >= 'a' && (c | 0x20) <= 'f')) return false;
+        if (--j->aux == 0) j->lex = L_STR;
+        return true;
+    case L_UTF8:
+        if (c < j->lo || c > j->hi) return false;
+        j->lo = 0x80, j->hi = 0xbf;
+        if (--j->aux == 0) j->lex = L_STR;
+        return true;
+    case L_LIT: {
+        const char *w = LITS[j->lit];
+        if (c != (uint8_t)w[j->aux]) return false;
+        if (w[++j->aux] == '\0') {
+            j->lex = L_NONE;
+            value_end(j);
+        }
+        return true;
+    }
+    default: /* a number: this byte continues it, or ends it and is read below */
+        if (num_byte(j, c)) return true;
+        if (!num_final(j->lex)) return false;
+        j->lex = L_NONE;
+        value_end(j);
+        break;
+    }
+    if (is_ws(c)) {
+        if (j->ws >= VX_JCHECK_MAX_WS) return false;
+        if ((j->flags & VX_JCHECK_NO_LEAD_WS) && j->depth == 0 && j->expect == X_VALUE) return false;
+        j->ws++;
+        return true;
+    }
+    const uint8_t top = j->depth ? j->stack[j->depth - 1] : 0;
+    switch (j->expect) {
+    case X_COLON:
+        if (c != ':') return false;
+        j->expect = X_VALUE;
+        return true;
+    case X_COMMA_OR_CLOSE:
+        if (c == ',') {
+            j->expect = top == 'o' ? X_KEY : X_VALUE;
+            return true;
+        }
+        if (c != (top == 'o' ? '}' : ']')) return false;
+        pop(j);
+        return true;
+    case X_KEY_OR_CLOSE:
+        if (c == '}') {
+            pop(j);
+            return true;
+        }
+        /* fall through */
+    case X_KEY:
+        if (c != '"') return false;
+        j->lex = L_STR, j->key = true;
+        return true;
+    case X_VALUE_OR_CLOSE:
+        if (c == ']') {
+            pop(j);
+            return true;
+        }
+        /* fall through */
+    case X_VALUE: return value_start(j, c);
+    default: return false; /* X_DONE */
+    }
+}
+
+bool vx_jcheck_feed(vx_jcheck *j, const char *bytes, int32_t n) {
+    for (int32_t i = 0; i < n; i++)
+        if (!step(j, (uint8_t)bytes[i])) return false;
+    return true;
+}
+
+bool vx_jcheck_done(const vx_jcheck *j) {
+    return (j->lex == L_NONE && j->expect == X_DONE) || (j->depth == 0 && num_final(j->lex));
+}
+
+/* ------------------------------------------------------------ the tokens */
+
+struct vx_jvocab {
+    int32_t n;
+    int32_t *off; /* [n + 1]: token t's bytes are bytes[off[t] .. off[t + 1]) */
+    char *bytes;
+    uint8_t *plain; /* [n]: string content as it is (plain_text) */
+};
+
+/* Bytes any string takes, leaving it inside its content: simulated from
+ * within a top-level string, where a closing quote would end the document
+ * (so that nothing but whitespace could follow), they must end inside the
+ * string, not within an escape or a UTF-8 character. String content does
+ * not depend on what encloses the string, so this holds in every string. */
+static bool plain_text(const char *b, int32_t n) {
+    vx_jcheck j;
+    vx_jcheck_init(&j, 0);
+    j.lex = L_STR;
+    for (int32_t i = 0; i < n; i++)
+        if (!step(&j, (uint8_t)b[i])) return false;
+    return n > 0 && j.lex == L_STR;
+}
+
+vx_jvocab *vx_jvocab_new(const vx_vocab *vocab) {
+    const int32_t n = vx_vocab_n_tokens(vocab), max = vx_vocab_max_piece(vocab) + 1;
+    vx_jvocab *v = calloc(1, sizeof *v);
+    char *buf = malloc((size_t)max);
+    size_t cap = (size_t)n * 8 + 64, len = 0;
+    if (v) v->off = malloc(((size_t)n + 1) * sizeof *v->off), v->bytes = malloc(cap);
+    if (!v || !buf || !v->off || !v->bytes) goto fail;
+    v->n = n;
+    for (int32_t t = 0; t < n; t++) {
+        v->off[t] = (int32_t)len;
+        /* end-of-generation tokens stay empty: never part of the text */
+        const int32_t k = vx_vocab_is_eog(vocab, t) ? 0 : vx_token_to_piece(vocab, t, buf, max, false);
+        if (k <= 0) continue;
+        if (len + (size_t)k > cap) {
+            cap = (len + (size_t)k) * 2;
+            char *nb = realloc(v->bytes, cap);
+            if (!nb) goto fail;
+            v->bytes = nb;
+        }
+        memcpy(v->bytes + len, buf, (size_t)k);
+        len += (size_t)k;
+    }
+    v->off[n] = (int32_t)len;
+    if (!(v->plain = malloc((size_t)n ? (size_t)n : 1))) goto fail;
+    for (int32_t t = 0; t < n; t++) v->plain[t] = plain_text(v->bytes + v->off[t], v->off[t + 1] - v->off[t]);
+    free(buf);
+    return v;
+fail:
+    free(buf);
+    vx_jvocab_free(v);
+    return NULL;
+}
+
+void vx_jvocab_free(vx_jvocab *v) {
+    if (!v) return;
+    free(v->off);
+    free(v->bytes);
+    free(v->plain);
+    free(v);
+}
+
+bool vx_jcheck_allows(const vx_jcheck *j, const vx_jvocab *v, vx_token t) {
+    if (t < 0 || t >= v->n || v->off[t + 1] == v->off[t]) return false;
+    vx_jcheck c = *j;
+    return vx_jcheck_feed(&c, v->bytes + v->off[t], v->off[t + 1] - v->off[t]);
+}
+
+bool vx_jcheck_feed_token(vx_jcheck *j, const vx_jvocab *v, vx_token t) {
+    if (!vx_jcheck_allows(j, v, t)) return false;
+    return vx_jcheck_feed(j, v->bytes + v->off[t], v->off[t + 1] - v->off[t]);
+}
+
+void vx_jfilter_init(vx_jfilter *f, const vx_jvocab *jv, unsigned flags) {
+    vx_jcheck_init(&f->jc, flags);
+    f->jv = jv;
+    f->first_known = false;
+}
+
+bool vx_jfilter_allows(void *jfilter, vx_token t) {
+    vx_jfilter *f = jfilter;
+    const vx_jvocab *v = f->jv;
+    if (t < 0 || t >= v->n || v->off[t + 1] == v->off[t]) return false;
+    if (f->jc.lex == L_STR && v->plain[t]) return true;
+    if (!f->first_known) {
+        for (int c = 0; c < 256; c++) {
+            vx_jcheck k = f->jc;
+            f->first[c] = step(&k, (uint8_t)c);
+        }
+        f->first_known = true;
+    }
+    if (!f->first[(uint8_t)v->bytes[v->off[t]]]) return false;
+    return vx_jcheck_allows(&f->jc, v, t);
+}
+
+bool vx_jfilter_feed(vx_jfilter *f, vx_token t) {
+    if (!vx_jcheck_feed_token(&f->jc, f->jv, t)) return false;
+    f->first_known = false;
+    return true;
+}

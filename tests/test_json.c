@@ -1,0 +1,419 @@
+/*
+ * test_json.c - constrained decoding to JSON (json_check.h, the sampler's
+ * filter, the engine's json_object requests).
+ *
+ * The checker is judged against an independent parser, the server's
+ * strict request-body parser (vx_oai_parse_json_object, a different code
+ * path over cJSON): on random valid documents and on thousands of one-byte
+ * mutations of them, "every byte accepted and the document complete" must
+ * equal "the parser takes it". Then the engine: sampled json_object
+ * requests on a real model must produce text that same parser accepts,
+ * and stop as soon as the object closes.
+ */
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "engine.h"
+#include "gguf.h"
+#include "json_check.h"
+#include "server_openai.h"
+#include "testutil.h"
+#include "vocab.h"
+
+/* ------------------------------------------------------------- checker */
+
+/* Whole text through a fresh checker: every byte accepted and complete. */
+static bool check_doc(const char *s, size_t n, bool root_object) {
+    vx_jcheck j;
+    vx_jcheck_init(&j, root_object ? VX_JCHECK_OBJECT : 0);
+    return vx_jcheck_feed(&j, s, (int32_t)n) && vx_jcheck_done(&j);
+}
+
+static bool parser_takes(const char *s, size_t n) {
+    vx_oai_error e;
+    void *o = vx_oai_parse_json_object(s, n, &e);
+    cJSON_Delete(o);
+    return o != NULL;
+}
+
+static void test_cases(void) {
+    static const char *const ok_any[] = {
+        "0", "-0", "12", "-1.5e+10", "0.25E-3", "1E5", "\"\"", "\"a\\\"b\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\uD83D\\uDE00\"",
+        "true", "false", "null", "[]", "[ 1 , [2,[3]] ,{}]", " {\"a\" : {\"b\" : [true, null]}} ",
+        "\"h\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \x7f\"", "{\"\":\"\"}", "[\"\\u0000\"]",
+    };
+    for (size_t i = 0; i < sizeof ok_any / sizeof *ok_any; i++)
+        CHECKF(check_doc(ok_any[i], strlen(ok_any[i]), false), "valid: %s", ok_any[i]);
+    static const char *const bad_any[] = {
+        "01", "1.", ".5", "-", "+1", "1e", "1e+", "--1", "0x10", "1.2.3", "tru", "truex", "nul", "True",
+        "[1,]", "[,1]", "{\"a\":1,}", "{\"a\"}", "{\"a\" 1}", "{a:1}", "{'a':1}", "{\"a\":1 \"b\":2}", "[1 2]",
+        "\"abc", "\"\\x\"", "\"\\u12g4\"", "\"\x01\"", "\"\xc0\x80\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"",
+        "\"\xe2\x82\"", "\"\x80\"", "\"\xf5\x80\x80\x80\"", "[1]]", "{}}", "[] []", "", "   ", "/*c*/1", "[1]x",
+        "{\"a\":1}\x00",
+    };
+    for (size_t i = 0; i < sizeof bad_any / sizeof *bad_any; i++)
+        CHECKF(!check_doc(bad_any[i], strlen(bad_any[i]) + (i + 1 == sizeof bad_any / sizeof *bad_any), false),
+               "invalid: %s", bad_any[i]);
+    /* json_object mode: an object at the top, nothing else */
+    CHECK(check_doc("{\"k\":[1,\"x\"]}", 13, true));
+    CHECK(!check_doc("[1]", 3, true) && !check_doc("\"s\"", 3, true) && !check_doc("1", 1, true));
+    /* the first byte is the object's with VX_JCHECK_NO_LEAD_WS; inside, whitespace as usual */
+    {
+        vx_jcheck k;
+        vx_jcheck_init(&k, VX_JCHECK_OBJECT | VX_JCHECK_NO_LEAD_WS);
+        CHECK(!vx_jcheck_feed(&k, " ", 1));
+        vx_jcheck_init(&k, VX_JCHECK_OBJECT | VX_JCHECK_NO_LEAD_WS);
+        CHECK(vx_jcheck_feed(&k, "{ \"a\" :\n[ ] }", 13) && vx_jcheck_done(&k));
+        CHECK(check_doc(" {}", 3, true));
+    }
+    /* a number is complete as it stands, but may go on */
+    vx_jcheck j;
+    vx_jcheck_init(&j, 0);
+    CHECK(vx_jcheck_feed(&j, "12", 2) && vx_jcheck_done(&j) && vx_jcheck_feed(&j, "3.5", 3) && vx_jcheck_done(&j));
+    CHECK(vx_jcheck_feed(&j, "e", 1) && !vx_jcheck_done(&j));
+    /* nothing but whitespace after the document */
+    vx_jcheck_init(&j, VX_JCHECK_OBJECT);
+    CHECK(vx_jcheck_feed(&j, "{}", 2) && vx_jcheck_done(&j) && vx_jcheck_feed(&j, " \n", 2) && vx_jcheck_done(&j));
+    CHECK(!vx_jcheck_feed(&j, "{", 1));
+    /* bounds: VX_JCHECK_MAX_WS whitespace bytes in a row, VX_JCHECK_MAX_DEPTH levels */
+    char buf[256];
+    memset(buf, ' ', sizeof buf);
+    buf[0] = '{';
+    vx_jcheck_init(&j, VX_JCHECK_OBJECT);
+    CHECK(vx_jcheck_feed(&j, buf, 1 + VX_JCHECK_MAX_WS) && !vx_jcheck_feed(&j, " ", 1));
+    vx_jcheck_init(&j, VX_JCHECK_OBJECT);
+    CHECK(vx_jcheck_feed(&j, buf, 1 + VX_JCHECK_MAX_WS) && vx_jcheck_feed(&j, "\"a\"", 3) &&
+          vx_jcheck_feed(&j, buf + 1, VX_JCHECK_MAX_WS) && vx_jcheck_feed(&j, ":1}", 3) && vx_jcheck_done(&j));
+    memset(buf, '[', sizeof buf);
+    vx_jcheck_init(&j, 0);
+    CHECK(vx_jcheck_feed(&j, buf, VX_JCHECK_MAX_DEPTH) && !vx_jcheck_feed(&j, "[", 1));
+    vx_jcheck_init(&j, 0);
+    memset(buf + VX_JCHECK_MAX_DEPTH, ']', VX_JCHECK_MAX_DEPTH);
+    CHECK(vx_jcheck_feed(&j, buf, 2 * VX_JCHECK_MAX_DEPTH) && vx_jcheck_done(&j));
+}
+
+/* A random valid JSON text (bytes appended to b, at most cap). */
+typedef struct gen {
+    char *b;
+    size_t n, cap;
+    uint64_t rng;
+} gen;
+
+static uint32_t rnd(gen *g, uint32_t n) {
+    g->rng ^= g->rng << 13;
+    g->rng ^= g->rng >> 7;
+    g->rng ^= g->rng << 17;
+    return (uint32_t)(g->rng >> 11) % n;
+}
+
+static void put(gen *g, const char *s, size_t n) {
+    if (g->n + n < g->cap) memcpy(g->b + g->n, s, n), g->n += n;
+}
+
+static void puts_(gen *g, const char *s) { put(g, s, strlen(s)); }
+
+static void ws(gen *g) {
+    static const char w[] = " \t\n\r";
+    for (uint32_t k = rnd(g, 4) == 0 ? rnd(g, 4) : 0; k > 0; k--) put(g, &w[rnd(g, 4)], 1);
+}
+
+static void gen_string(gen *g) {
+    static const char *const pieces[] = {"a", "Z", "7", " ", "\\\"", "\\\\", "\\/", "\\n", "\\t", "\\u00e9",
+                                         "\\u4E2d", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xef\xbf\xbd",
+                                         "{", "]", ":", ",", "'"};
+    put(g, "\"", 1);
+    for (uint32_t k = rnd(g, 6); k > 0; k--) puts_(g, pieces[rnd(g, sizeof pieces / sizeof *pieces)]);
+    put(g, "\"", 1);
+}
+
+static void gen_value(gen *g, int depth) {
+    static const char *const nums[] = {"0", "-0", "7", "-12", "3.25", "-0.5", "1e9", "2E-3", "6.02e+23", "10",
+                                       "-9.75E+2"};
+    static const char *const lits[] = {"true", "false", "null"};
+    const uint32_t kind = depth >= 5 ? 2 + rnd(g, 3) : rnd(g, 5);
+    switch (kind) {
+    case 0: /* object */
+    case 1: { /* array */
+        const bool obj = kind == 0;
+        put(g, obj ? "{" : "[", 1);
+        const uint32_t n = rnd(g, 4);
+        for (uint32_t i = 0; i < n; i++) {
+            ws(g);
+            if (i) put(g, ",", 1), ws(g);
+            if (obj) gen_string(g), ws(g), put(g, ":", 1), ws(g);
+            gen_value(g, depth + 1);
+            ws(g);
+        }
+        if (!n) ws(g);
+        put(g, obj ? "}" : "]", 1);
+        break;
+    }
+    case 2: gen_string(g); break;
+    case 3: puts_(g, nums[rnd(g, sizeof nums / sizeof *nums)]); break;
+    default: puts_(g, lits[rnd(g, 3)]); break;
+    }
+}
+
+/* Where the server's parser knowingly departs from JSON's grammar: it
+ * refuses NUL characters in keys and unpaired UTF-16 surrogates in \u
+ * escapes (cJSON), and takes raw control bytes in strings (as cJSON
+ * does). Texts where a mutation made one of these are left out of the
+ * comparison. */
+static bool outside_grammar_gap(const char *s, size_t n) {
+    bool in = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!in) {
+            in = s[i] == '"';
+            continue;
+        }
+        if ((unsigned char)s[i] < 0x20) return true;
+        if (s[i] == '"') in = false;
+        if (s[i] != '\\' || i + 1 >= n) continue;
+        i++;
+        if (s[i] == 'u' && i + 1 < n && (s[i + 1] == 'd' || s[i + 1] == 'D')) return true;
+        if (s[i] == 'u' && i + 4 < n && !memcmp(s + i + 1, "0000", 4)) return true;
+    }
+    return false;
+}
+
+static void test_against_parser(void) {
+    static const uint8_t noise[] = {'{', '}', '[', ']', ':', ',', '"', '\\', ' ', '\n', '0', '1', '9', '-', '+',
+                                    '.', 'e', 'E', 't', 'f', 'n', 'u', 'a', 'x', 0x00, 0x1f, 0x7f, 0x80, 0xbf,
+                                    0xc0, 0xc3, 0xe0, 0xed, 0xf0, 0xf4, 0xf5, 0xff};
+    char doc[2048], mut[2050];
+    int docs = 0, mutants = 0, agree = 0, taken = 0, refused = 0, prefix_ok = 0;
+    for (uint64_t seed = 1; seed <= 400; seed++) {
+        gen g = {doc, 0, sizeof doc, 0x9e3779b97f4a7c15ull * seed};
+        ws(&g);
+        put(&g, "{", 1);
+        const uint32_t n = 1 + rnd(&g, 4);
+        for (uint32_t i = 0; i < n; i++) {
+            if (i) put(&g, ",", 1), ws(&g);
+            gen_string(&g), ws(&g), put(&g, ":", 1), ws(&g);
+            gen_value(&g, 1);
+            ws(&g);
+        }
+        put(&g, "}", 1);
+        ws(&g);
+        if (g.n + 1 >= g.cap) continue; /* truncated: not a document */
+        docs++;
+        CHECKF(parser_takes(doc, g.n), "generated text is not JSON: %.*s", (int)g.n, doc);
+        CHECKF(check_doc(doc, g.n, true), "a valid document refused: %.*s", (int)g.n, doc);
+        /* every proper prefix is a live prefix, complete only from the
+         * closing brace on; and fed in random pieces, the same */
+        vx_jcheck j;
+        vx_jcheck_init(&j, VX_JCHECK_OBJECT);
+        size_t close = g.n;
+        while (close > 0 && doc[close - 1] != '}') close--;
+        bool live = true;
+        for (size_t i = 0; i < g.n && live; i++) {
+            live = vx_jcheck_feed(&j, doc + i, 1) && vx_jcheck_done(&j) == (i + 1 >= close);
+        }
+        prefix_ok += live;
+        vx_jcheck_init(&j, VX_JCHECK_OBJECT);
+        bool pieces = true;
+        for (size_t i = 0; i < g.n && pieces;) {
+            const size_t r = 1 + rnd(&g, 7), k = VX_MIN(g.n - i, r);
+            pieces = vx_jcheck_feed(&j, doc + i, (int32_t)k);
+            i += k;
+        }
+        CHECKF(pieces && vx_jcheck_done(&j), "fed in pieces: %.*s", (int)g.n, doc);
+        /* one-byte mutations: deleted, replaced, inserted */
+        for (int m = 0; m < 40; m++) {
+            const size_t at = rnd(&g, (uint32_t)g.n), op = rnd(&g, 3);
+            const uint8_t c = noise[rnd(&g, sizeof noise)];
+            size_t len = 0;
+            memcpy(mut, doc, at);
+            len = at;
+            if (op == 1) mut[len++] = (char)c;
+            if (op == 2) mut[len++] = (char)c, mut[len++] = doc[at];
+            memcpy(mut + len, doc + at + 1, g.n - at - 1);
+            len += g.n - at - 1;
+            if (outside_grammar_gap(mut, len)) continue;
+            mutants++;
+            const bool p = parser_takes(mut, len), q = check_doc(mut, len, true);
+            agree += p == q;
+            taken += p;
+            refused += !p;
+            if (p != q) fprintf(stderr, "disagree (parser %d, checker %d): %.*s\n", p, q, (int)len, mut);
+        }
+    }
+    CHECKF(docs >= 350 && prefix_ok == docs, "prefixes: %d of %d documents", prefix_ok, docs);
+    CHECKF(mutants > 10000 && agree == mutants, "checker and parser agree on %d of %d mutants", agree, mutants);
+    /* the mutants exercise both sides */
+    CHECKF(taken > 1000 && refused > 5000, "mutants taken %d, refused %d", taken, refused);
+    printf("json: %d documents, %d mutants (%d valid), checker = parser on all\n", docs, mutants, taken);
+}
+
+/* The filter's shortcuts (plain text inside strings, the first-byte
+ * table) give the answers of simulating every token, in the states along
+ * generated documents; fed through the filter, they end complete. */
+static void test_filter(const vx_vocab *v, const char *name) {
+    vx_jvocab *jv = vx_jvocab_new(v);
+    CHECK(jv != NULL);
+    if (!jv) return;
+    const int32_t n = vx_vocab_n_tokens(v);
+    char doc[512];
+    long states = 0, same = 0, allowed = 0;
+    for (uint64_t seed = 1; seed <= 12; seed++) {
+        gen g = {doc, 0, sizeof doc, 0x51ed2701ull * seed};
+        put(&g, "{\"k\":", 5);
+        gen_value(&g, 0);
+        put(&g, "}", 1);
+        vx_jfilter f;
+        vx_jfilter_init(&f, jv, VX_JCHECK_OBJECT | VX_JCHECK_NO_LEAD_WS);
+        for (size_t i = 0; i <= g.n; i++) {
+            if (i % 2 == 0 || i == g.n) {
+                states++;
+                bool all = true;
+                for (vx_token t = 0; t < n; t++) {
+                    const bool a = vx_jfilter_allows(&f, t);
+                    all &= a == vx_jcheck_allows(&f.jc, jv, t);
+                    allowed += a;
+                }
+                same += all;
+            }
+            if (i < g.n) {
+                CHECK(vx_jcheck_feed(&f.jc, doc + i, 1));
+                f.first_known = false;
+            }
+        }
+        CHECK(vx_jcheck_done(&f.jc));
+    }
+    CHECKF(same == states && allowed > 0, "%s: shortcuts agree in %ld of %ld states", name, same, states);
+    printf("json: %s: filter = simulation over %d tokens in %ld states (%.1f%% allowed)\n", name, n, states,
+           100.0 * (double)allowed / ((double)states * n));
+    vx_jvocab_free(jv);
+}
+
+/* ---------------------------------------------------------------- engine */
+
+/* The token whose whole text is s (-1: none). */
+static vx_token token_of(const vx_vocab *v, const char *s) {
+    char buf[256];
+    for (vx_token t = 0; t < vx_vocab_n_tokens(v); t++) {
+        const int32_t k = vx_token_to_piece(v, t, buf, sizeof buf, false);
+        if (k == (int32_t)strlen(s) && !memcmp(buf, s, (size_t)k)) return t;
+    }
+    return -1;
+}
+
+/* Sampled json_object requests on a model: every finished text is one
+ * JSON object the server's parser takes, ending at its closing brace;
+ * with logit_bias leaning on the closing characters most of them close
+ * within max_tokens. And the same requests without the constraint do not
+ * make JSON (the filter is what does it). */
+static void test_engine_json(const char *rel, int max_tokens, float lean, int min_closed) {
+    char err[VX_ERRMSG_MAX];
+    vx_model *m = NULL;
+    vx_model_params mp = vx_model_default_params();
+    CHECKF(vx_model_load(vx_test_fixture_path(rel), &mp, &m, err, sizeof err) == VX_OK, "%s: %s", rel, err);
+    if (!m) return;
+    vx_engine_params ep = vx_engine_default_params();
+    ep.n_ctx = 512;
+    ep.n_parallel = 4;
+    ep.n_threads = 2;
+    ep.batch_invariant = true; /* the same texts whatever runs beside them */
+    vx_engine *e = NULL;
+    CHECKF(vx_engine_init(m, &ep, &e, err, sizeof err) == VX_OK, "engine: %s", err);
+    if (!e) {
+        vx_model_free(m);
+        return;
+    }
+    const vx_vocab *v = vx_model_get_vocab(m);
+    test_filter(v, rel);
+    vx_logit_bias bias[4];
+    int nb = 0;
+    const char *closers[4] = {"\"", "}", "]", ","};
+    for (int i = 0; i < 4; i++) {
+        const vx_token t = token_of(v, closers[i]);
+        if (t >= 0) bias[nb++] = (vx_logit_bias){t, i == 3 ? -2.0f : lean};
+    }
+    CHECKF(nb >= 2, "%s: no tokens for the closing characters", rel);
+    vx_token prompt[32];
+    const int np = vx_tokenize(v, "Here is a JSON object: ", 23, prompt, 32, true, false);
+    CHECK(np > 0);
+    enum { N = 16 };
+    static vx_test_text rs[2][N];
+    int closed = 0, parsed = 0, json_without = 0;
+    for (int constrained = 1; constrained >= 0; constrained--)
+        for (int i = 0; i < N; i++) {
+            vx_test_text *r = &rs[constrained][i];
+            vx_test_text_init(r);
+            vx_request_params rp;
+            memset(&rp, 0, sizeof rp);
+            rp.prompt = prompt;
+            rp.n_prompt = np;
+            rp.max_tokens = max_tokens;
+            rp.sampling = vx_sampler_default_params();
+            rp.sampling.seed = 1000 + (uint64_t)i;
+            rp.sampling.temperature = i % 4 == 0 ? 0.0f : 0.6f + 0.2f * (float)(i % 4);
+            rp.sampling.top_k = 0;
+            rp.sampling.top_p = 1.0f;
+            rp.sampling.min_p = 0.0f;
+            rp.sampling.logit_bias = bias;
+            rp.sampling.n_logit_bias = nb;
+            rp.json_object = constrained;
+            rp.on_event = vx_test_on_text;
+            rp.user_data = r;
+            uint64_t id;
+            CHECKF(vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_OK, "submit: %s", err);
+        }
+    for (int c = 0; c < 2; c++)
+        for (int i = 0; i < N; i++) vx_test_text_wait(&rs[c][i]);
+    for (int i = 0; i < N; i++) {
+        const vx_test_text *r = &rs[1][i];
+        CHECKF(r->done && (r->finish == VX_FINISH_STOP || r->finish == VX_FINISH_LENGTH), "%s #%d: finish %d", rel, i,
+               r->finish);
+        if (r->finish == VX_FINISH_STOP) {
+            closed++;
+            const bool ok = parser_takes(r->text, (size_t)r->len);
+            parsed += ok;
+            /* it stopped at the closing brace: nothing after it */
+            CHECKF(ok && r->len > 0 && r->text[0] == '{' && r->text[r->len - 1] == '}',
+                   "%s #%d: not one JSON object from { to }: %.*s", rel, i, r->len, r->text);
+        } else {
+            CHECKF(r->n_gen == max_tokens, "%s #%d: %d tokens", rel, i, r->n_gen);
+            vx_jcheck j;
+            vx_jcheck_init(&j, VX_JCHECK_OBJECT | VX_JCHECK_NO_LEAD_WS);
+            CHECKF(vx_jcheck_feed(&j, r->text, r->len), "%s #%d: not a JSON prefix: %.*s", rel, i, r->len, r->text);
+        }
+        if (getenv("VX_JSON_SHOW")) printf("%d %d: [%.*s]\n", i, r->finish, r->len, r->text);
+        json_without += rs[0][i].len > 0 && parser_takes(rs[0][i].text, (size_t)rs[0][i].len);
+    }
+    CHECKF(closed >= min_closed && parsed == closed, "%s: %d of %d closed, %d parsed", rel, closed, N, parsed);
+    CHECKF(json_without == 0, "%s: %d unconstrained texts are JSON objects", rel, json_without);
+    printf("json: %s: %d of %d objects closed within %d tokens, e.g. %.*s\n", rel, closed, N, max_tokens,
+           rs[1][1].len > 160 ? 160 : rs[1][1].len, rs[1][1].text);
+    vx_engine_free(e);
+    vx_model_free(m);
+}
+
+/* test_filter on real vocabularies: llama.cpp's test files (128k and
+ * 151k BPE tokens, a 32k SentencePiece one). */
+static void test_filter_vocab(const char *name) {
+    char rel[256], err[VX_ERRMSG_MAX];
+    snprintf(rel, sizeof rel, "tokenizer/ggml-vocab-%s.gguf", name);
+    vx_gguf *g = NULL;
+    vx_vocab *v = NULL;
+    CHECKF(vx_gguf_open(vx_test_fixture_path(rel), &g, err, sizeof err) == VX_OK, "%s: %s", rel, err);
+    if (g) CHECKF(vx_vocab_load(g, &v, err, sizeof err) == VX_OK, "%s: %s", rel, err);
+    vx_gguf_close(g);
+    if (v) test_filter(v, rel);
+    vx_vocab_free(v);
+}
+
+int main(void) {
+    test_cases();
+    test_against_parser();
+    test_filter_vocab("llama-bpe");
+    test_filter_vocab("qwen2");
+    test_filter_vocab("llama-spm");
+    test_engine_json("models/stories260K/stories260K.gguf", 200, 4.0f, 12);
+    test_engine_json("models/llama3/llama3-Q8_0.gguf", 300, 10.0f, 8);
+    return vx_test_finish("test_json");
+}
