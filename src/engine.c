@@ -20,6 +20,7 @@
 
 #include "common.h"
 #include "json_check.h"
+#include "json_schema.h"
 #include "kv_cache.h"
 
 #define MAX_TOP 20
@@ -37,8 +38,9 @@ typedef struct req {
     bool prompt_lp;  /* report the prompt's logprobs (prompt_logprobs) ... */
     int32_t lp_next; /* ... from this prompt index on (the rest were sent) */
     bool ignore_eos;
-    bool json;          /* json_object: jf checks the generated text */
+    bool json;          /* json_object / json_schema: jf checks the generated text */
     vx_jfilter jf;
+    vx_jschema *schema; /* json_schema's, compiled */
     vx_sampler *smp;
     vx_event_fn cb;
     void *ud;
@@ -95,6 +97,7 @@ vx_engine_params vx_engine_default_params(void) {
 static void req_free(req *r) {
     if (!r) return;
     vx_sampler_free(r->smp);
+    vx_jschema_free(r->schema);
     free(r->tokens);
     free(r);
 }
@@ -521,9 +524,11 @@ void vx_engine_free(vx_engine *e) {
     free(e);
 }
 
-/* Constrains r's tokens to a JSON object (the token table built once, by
- * the first such request). False when out of memory. */
-static bool json_setup(vx_engine *e, req *r) {
+/* Constrains r's tokens to a JSON object, or to schema (owned by r from
+ * here) when not NULL (the token table built once, by the first such
+ * request). False when out of memory. */
+static bool json_setup(vx_engine *e, req *r, vx_jschema *schema) {
+    r->schema = schema;
     pthread_mutex_lock(&e->mu);
     const vx_jvocab *jv = e->jv;
     pthread_mutex_unlock(&e->mu);
@@ -537,7 +542,8 @@ static bool json_setup(vx_engine *e, req *r) {
         vx_jvocab_free(mine); /* another request built it first */
     }
     r->json = true;
-    vx_jfilter_init(&r->jf, jv, VX_JCHECK_OBJECT | VX_JCHECK_NO_LEAD_WS);
+    if (schema) vx_jfilter_init_schema(&r->jf, jv, schema);
+    else vx_jfilter_init(&r->jf, jv, VX_JCHECK_OBJECT | VX_JCHECK_NO_LEAD_WS);
     vx_sampler_set_filter(r->smp, vx_jfilter_allows, &r->jf);
     return true;
 }
@@ -569,8 +575,16 @@ vx_status vx_engine_submit(vx_engine *e, const vx_request_params *rp, uint64_t *
         req_free(r);
         return vx_seterr(err, err_size, VX_EINVAL, "invalid sampling parameters");
     }
-    if (rp->json_object && !json_setup(e, r)) {
-        req_free(r);
+    vx_jschema *schema = NULL;
+    if (rp->json_schema) {
+        const vx_status st = vx_jschema_compile(rp->json_schema, rp->json_schema_len, &schema, err, err_size);
+        if (st != VX_OK) {
+            req_free(r);
+            return st;
+        }
+    }
+    if ((rp->json_object || schema) && !json_setup(e, r, schema)) {
+        req_free(r); /* the schema with it */
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     }
     memcpy(r->tokens, rp->prompt, (size_t)rp->n_prompt * sizeof *r->tokens);

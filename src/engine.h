@@ -88,6 +88,10 @@ typedef struct vx_request_params {
     bool json_object;       /* constrained decoding (json_check.h): the generated
                                text is one JSON object, and the request stops
                                (VX_FINISH_STOP) when it closes */
+    const char *json_schema; /* the same, conforming to this JSON Schema
+                               (json_schema.h; json_schema_len bytes, compiled
+                               at submit: VX_EINVAL says what it cannot take) */
+    size_t json_schema_len;
     vx_event_fn on_event;
     void *user_data;
 } vx_request_params;

@@ -11,6 +11,8 @@
  */
 #include "json_check.h"
 
+#include "json_schema.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +35,8 @@ enum {
     L_HEX,   /* aux \u digits left */
     L_UTF8,  /* aux continuation bytes left, the next within [lo, hi] */
     L_LIT,   /* literal lit, aux bytes of it read */
+    L_KEY,   /* a key of a schema's properties: kmask, tlen */
+    L_ENUM,  /* a schema's enum value: texts [elo, ehi), tlen */
     N_MINUS, /* '-' */
     N_ZERO,  /* a leading 0 */
     N_INT,   /* integer digits */
@@ -52,18 +56,45 @@ void vx_jcheck_init(vx_jcheck *j, unsigned flags) {
     j->flags = (uint8_t)flags;
 }
 
+void vx_jcheck_init_schema(vx_jcheck *j, const vx_jschema *schema) {
+    vx_jcheck_init(j, VX_JCHECK_NO_LEAD_WS);
+    j->schema = schema;
+    j->vnode = schema->root;
+}
+
 static bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 static bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 
 static bool num_final(uint8_t lex) { return lex == N_ZERO || lex == N_INT || lex == N_FRAC || lex == N_EXPD; }
 
 /* A value ended: the document, or the member / element it was. */
-static void value_end(vx_jcheck *j) { j->expect = j->depth == 0 ? X_DONE : X_COMMA_OR_CLOSE; }
+static void value_end(vx_jcheck *j) {
+    if (j->depth == 0) {
+        j->expect = X_DONE;
+        return;
+    }
+    if (j->stack[j->depth - 1] == 'a' && j->cnt[j->depth - 1] < UINT16_MAX) j->cnt[j->depth - 1]++;
+    j->expect = X_COMMA_OR_CLOSE;
+}
 
-static bool push(vx_jcheck *j, uint8_t kind) {
+/* The schema node of the innermost open container when it constrains
+ * its members (an object or an array node), else NULL. */
+static const vx_jnode *container(const vx_jcheck *j) {
+    if (!j->schema || !j->depth) return NULL;
+    const vx_jnode *n = &j->schema->nodes[j->node[j->depth - 1]];
+    return n->kind == VX_JN_OBJECT || n->kind == VX_JN_ARRAY ? n : NULL;
+}
+
+/* The node of the values in a container without a schema for them. */
+static int32_t child_of(const vx_jnode *n) { return n && n->child > 0 ? n->child : 0; }
+
+static bool push(vx_jcheck *j, uint8_t kind, int32_t node) {
     if (j->depth >= VX_JCHECK_MAX_DEPTH) return false;
+    j->node[j->depth] = node;
+    j->cnt[j->depth] = 0;
     j->stack[j->depth++] = kind;
     j->expect = kind == 'o' ? X_KEY_OR_CLOSE : X_VALUE_OR_CLOSE;
+    if (kind == 'a') j->vnode = child_of(container(j));
     return true;
 }
 
@@ -72,12 +103,143 @@ static void pop(vx_jcheck *j) {
     value_end(j);
 }
 
+/* May the open container take another member / element (a comma)? */
+static bool more_ok(const vx_jcheck *j, const vx_jnode *n) {
+    if (!n) return true;
+    const uint16_t k = j->cnt[j->depth - 1];
+    if (n->kind == VX_JN_ARRAY) return n->max_items < 0 || k < n->max_items;
+    return n->n == 0 ? n->child >= 0 : k < n->n;
+}
+
+/* May it close here? */
+static bool close_ok(const vx_jcheck *j, const vx_jnode *n) {
+    if (!n) return true;
+    const uint16_t k = j->cnt[j->depth - 1];
+    if (n->kind == VX_JN_ARRAY) return k >= n->min_items;
+    for (int32_t i = k; i < n->n; i++)
+        if (j->schema->props[n->a + i].required) return false;
+    return true;
+}
+
+/* An object's key starts (its opening quote). */
+static bool key_start(vx_jcheck *j) {
+    const vx_jnode *n = container(j);
+    if (n && n->n > 0) {
+        /* the next properties up to the first required one */
+        uint64_t m = 0;
+        for (int32_t i = j->cnt[j->depth - 1]; i < n->n; i++) {
+            m |= 1ull << i;
+            if (j->schema->props[n->a + i].required) break;
+        }
+        if (!m) return false;
+        j->lex = L_KEY, j->kmask = m, j->tlen = 1;
+        return true;
+    }
+    if (n && n->child < 0) return false; /* additionalProperties false, no properties: {} */
+    j->lex = L_STR, j->key = true;
+    return true;
+}
+
+/* A byte of a schema key (lex L_KEY): the candidates it continues. */
+static bool key_byte(vx_jcheck *j, uint8_t c) {
+    const vx_jnode *n = container(j);
+    const vx_jschema *s = j->schema;
+    uint64_t m = 0;
+    for (uint64_t r = j->kmask; r; r &= r - 1) {
+        const int i = __builtin_ctzll(r);
+        int32_t len;
+        const char *t = vx_jschema_text(s, s->props[n->a + i].key, &len);
+        if (j->tlen < len && (uint8_t)t[j->tlen] == c) m |= 1ull << i;
+    }
+    if (!m) return false;
+    j->kmask = m;
+    j->tlen++;
+    for (uint64_t r = m; r; r &= r - 1) { /* a whole name: the key ends (a closing quote ends only one) */
+        const int i = __builtin_ctzll(r);
+        int32_t len;
+        vx_jschema_text(s, s->props[n->a + i].key, &len);
+        if (len == j->tlen) {
+            j->cnt[j->depth - 1] = (uint16_t)(i + 1);
+            j->vnode = s->props[n->a + i].node;
+            j->lex = L_NONE;
+            j->expect = X_COLON;
+            break;
+        }
+    }
+    return true;
+}
+
+/* A byte of an enum value (lex L_ENUM): true when it continues one of the
+ * texts; false with lex L_NONE when one ended right before it (the byte is
+ * then read as structure); false with lex L_ENUM when neither. */
+static bool enum_byte(vx_jcheck *j, uint8_t c) {
+    const vx_jschema *s = j->schema;
+    int32_t lo = -1, hi = -1, len;
+    for (int32_t i = j->elo; i < j->ehi; i++) {
+        const char *t = vx_jschema_text(s, i, &len);
+        if (j->tlen < len && (uint8_t)t[j->tlen] == c) {
+            if (lo < 0) lo = i;
+            hi = i + 1;
+        }
+    }
+    if (lo >= 0) {
+        j->elo = lo, j->ehi = hi, j->tlen++;
+        return true;
+    }
+    vx_jschema_text(s, j->elo, &len); /* a complete value sorts first */
+    if (len == j->tlen) j->lex = L_NONE;
+    return false;
+}
+
+/* The first byte of a value of schema node id (not ANY): -1 when it
+ * cannot start one, 0 when it started it (a container pushed, an enum
+ * value begun), 1 when the byte starts a scalar the plain lexer reads
+ * (j->integer set for integers). */
+static int schema_value_start(vx_jcheck *j, int32_t id, uint8_t c) {
+    const vx_jschema *s = j->schema;
+    const vx_jnode *n = &s->nodes[id];
+    if (n->kind == VX_JN_UNION) {
+        const int k = c == '{' ? VX_JC_OBJ : c == '[' ? VX_JC_ARR : c == '"' ? VX_JC_STR : c == 't' || c == 'f' ? VX_JC_BOOL
+                      : c == 'n' ? VX_JC_NULL : c == '-' || is_digit(c) ? VX_JC_NUM : -1;
+        if (k < 0 || n->alt[k] < 0) return -1;
+        id = n->alt[k];
+        n = &s->nodes[id];
+    }
+    switch (n->kind) {
+    case VX_JN_OBJECT: return c == '{' && push(j, 'o', id) ? 0 : -1;
+    case VX_JN_ARRAY: return c == '[' && push(j, 'a', id) ? 0 : -1;
+    case VX_JN_STRING: return c == '"' ? 1 : -1;
+    case VX_JN_NUMBER: case VX_JN_INTEGER:
+        j->integer = n->kind == VX_JN_INTEGER;
+        return c == '-' || is_digit(c) ? 1 : -1;
+    case VX_JN_BOOLEAN: return c == 't' || c == 'f' ? 1 : -1;
+    case VX_JN_NULL: return c == 'n' ? 1 : -1;
+    case VX_JN_ENUM: {
+        int32_t lo = -1, hi = -1, len;
+        for (int32_t i = n->a; i < n->a + n->n; i++)
+            if ((uint8_t)vx_jschema_text(s, i, &len)[0] == c) {
+                if (lo < 0) lo = i;
+                hi = i + 1;
+            }
+        if (lo < 0) return -1;
+        j->lex = L_ENUM, j->elo = lo, j->ehi = hi, j->tlen = 1;
+        return 0;
+    }
+    default: return 1; /* VX_JN_ANY (a $ref's own node before its body): any value */
+    }
+}
+
 /* The first byte of a value. */
 static bool value_start(vx_jcheck *j, uint8_t c) {
     if (j->depth == 0 && (j->flags & VX_JCHECK_OBJECT) && c != '{') return false;
+    j->integer = false;
+    if (j->schema && j->vnode > 0) {
+        const int r = schema_value_start(j, j->vnode, c);
+        if (r <= 0) return r == 0;
+    }
     switch (c) {
-    case '{': return push(j, 'o');
-    case '[': return push(j, 'a');
+    case '{': return push(j, 'o', 0);
+    case '[': return push(j, 'a', 0);
     case '"': j->lex = L_STR, j->key = false; return true;
     case '-': j->lex = N_MINUS; return true;
     case '0': j->lex = N_ZERO; return true;
@@ -97,7 +259,7 @@ static bool value_start(vx_jcheck *j, uint8_t c) {
 static bool str_byte(vx_jcheck *j, uint8_t c) {
     if (c == '"') {
         j->lex = L_NONE;
-        if (j->key) j->key = false, j->expect = X_COLON;
+        if (j->key) j->key = false, j->expect = X_COLON, j->vnode = child_of(container(j));
         else value_end(j);
         return true;
     }
@@ -123,8 +285,8 @@ static bool num_byte(vx_jcheck *j, uint8_t c) {
     uint8_t next = L_NONE;
     switch (j->lex) {
     case N_MINUS: next = c == '0' ? N_ZERO : d ? N_INT : L_NONE; break;
-    case N_ZERO: next = c == '.' ? N_DOT : e ? N_EXP : L_NONE; break;
-    case N_INT: next = d ? N_INT : c == '.' ? N_DOT : e ? N_EXP : L_NONE; break;
+    case N_ZERO: next = j->integer ? L_NONE : c == '.' ? N_DOT : e ? N_EXP : L_NONE; break;
+    case N_INT: next = d ? N_INT : j->integer ? L_NONE : c == '.' ? N_DOT : e ? N_EXP : L_NONE; break;
     case N_DOT: next = d ? N_FRAC : L_NONE; break;
     case N_FRAC: next = d ? N_FRAC : e ? N_EXP : L_NONE; break;
     case N_EXP: next = c == '+' || c == '-' ? N_ESIGN : d ? N_EXPD : L_NONE; break;
@@ -155,6 +317,12 @@ static bool step(vx_jcheck *j, uint8_t c) {
         j->lo = 0x80, j->hi = 0xbf;
         if (--j->aux == 0) j->lex = L_STR;
         return true;
+    case L_KEY: return key_byte(j, c);
+    case L_ENUM:
+        if (enum_byte(j, c)) return true;
+        if (j->lex != L_NONE) return false;
+        value_end(j); /* the value ended before c: read it below */
+        break;
     case L_LIT: {
         const char *w = LITS[j->lit];
         if (c != (uint8_t)w[j->aux]) return false;
@@ -178,6 +346,7 @@ static bool step(vx_jcheck *j, uint8_t c) {
         return true;
     }
     const uint8_t top = j->depth ? j->stack[j->depth - 1] : 0;
+    const vx_jnode *n = container(j); /* NULL: nothing constrains the members */
     switch (j->expect) {
     case X_COLON:
         if (c != ':') return false;
@@ -185,27 +354,29 @@ static bool step(vx_jcheck *j, uint8_t c) {
         return true;
     case X_COMMA_OR_CLOSE:
         if (c == ',') {
+            if (!more_ok(j, n)) return false;
             j->expect = top == 'o' ? X_KEY : X_VALUE;
+            if (top == 'a') j->vnode = child_of(n);
             return true;
         }
-        if (c != (top == 'o' ? '}' : ']')) return false;
+        if (c != (top == 'o' ? '}' : ']') || !close_ok(j, n)) return false;
         pop(j);
         return true;
     case X_KEY_OR_CLOSE:
         if (c == '}') {
+            if (!close_ok(j, n)) return false;
             pop(j);
             return true;
         }
         /* fall through */
-    case X_KEY:
-        if (c != '"') return false;
-        j->lex = L_STR, j->key = true;
-        return true;
+    case X_KEY: return c == '"' && key_start(j);
     case X_VALUE_OR_CLOSE:
         if (c == ']') {
+            if (!close_ok(j, n)) return false;
             pop(j);
             return true;
         }
+        if (n && n->max_items == 0) return false;
         /* fall through */
     case X_VALUE: return value_start(j, c);
     default: return false; /* X_DONE */
@@ -299,6 +470,12 @@ bool vx_jcheck_feed_token(vx_jcheck *j, const vx_jvocab *v, vx_token t) {
 
 void vx_jfilter_init(vx_jfilter *f, const vx_jvocab *jv, unsigned flags) {
     vx_jcheck_init(&f->jc, flags);
+    f->jv = jv;
+    f->first_known = false;
+}
+
+void vx_jfilter_init_schema(vx_jfilter *f, const vx_jvocab *jv, const vx_jschema *schema) {
+    vx_jcheck_init_schema(&f->jc, schema);
     f->jv = jv;
     f->first_known = false;
 }

@@ -34,7 +34,17 @@
 #define VX_JCHECK_MAX_DEPTH 32
 #define VX_JCHECK_MAX_WS 40
 
+struct vx_jschema;
+
 typedef struct vx_jcheck {
+    const struct vx_jschema *schema;    /* NULL: any JSON text (flags) */
+    int32_t vnode;                      /* the schema node of the next value */
+    int32_t node[VX_JCHECK_MAX_DEPTH];  /* each open container's node */
+    uint16_t cnt[VX_JCHECK_MAX_DEPTH];  /* an object's next property index; an array's items so far */
+    uint64_t kmask;                     /* a key being read: the properties it may still be */
+    int32_t elo, ehi;                   /* an enum value being read: the texts it may still be */
+    uint16_t tlen;                      /* the bytes of that key / value read so far */
+    bool integer;                       /* the number being read must be an integer */
     uint8_t stack[VX_JCHECK_MAX_DEPTH]; /* 'o' object, 'a' array */
     uint8_t depth;
     uint8_t expect;   /* what the grammar wants next (json_check.c) */
@@ -55,6 +65,9 @@ enum {
 
 /* A fresh checker; flags: VX_JCHECK_*. json_object requests take both. */
 void vx_jcheck_init(vx_jcheck *j, unsigned flags);
+/* A fresh checker whose text must conform to schema (json_schema.h; it
+ * must outlive the checker), with no whitespace before it. */
+void vx_jcheck_init_schema(vx_jcheck *j, const struct vx_jschema *schema);
 /* Feeds bytes; false (and j unspecified) when they cannot continue a
  * document within the bounds. */
 bool vx_jcheck_feed(vx_jcheck *j, const char *bytes, int32_t n);
@@ -89,6 +102,7 @@ typedef struct vx_jfilter {
 } vx_jfilter;
 
 void vx_jfilter_init(vx_jfilter *f, const vx_jvocab *jv, unsigned flags);
+void vx_jfilter_init_schema(vx_jfilter *f, const vx_jvocab *jv, const struct vx_jschema *schema);
 bool vx_jfilter_allows(void *jfilter, vx_token t);
 /* Feeds token t (false, and f unchanged, if it is not allowed). */
 bool vx_jfilter_feed(vx_jfilter *f, vx_token t);

@@ -795,6 +795,8 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         rp.prompt_logprobs = j->prompt_lp;
         rp.ignore_eos = q->ignore_eos;
         rp.json_object = q->json_object;
+        rp.json_schema = q->json_schema;
+        rp.json_schema_len = q->json_schema ? strlen(q->json_schema) : 0;
         rp.on_event = on_event;
         rp.user_data = c;
         pthread_mutex_lock(&j->mu);

@@ -11,6 +11,8 @@
  */
 #include "server_openai.h"
 
+#include "json_schema.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
@@ -458,12 +460,36 @@ static bool type_error(vx_oai_error *e, const char *param, const char *want, con
     return false;
 }
 
+/* response_format {"type": "json_schema", "json_schema": {"schema": ...}}:
+ * the schema, compiled to check it (the engine compiles it again), into
+ * r->json_schema. */
+static bool parse_json_schema(const cJSON *rf, vx_oai_request *r, vx_oai_error *e) {
+    const cJSON *js = member(rf, "json_schema");
+    if (!cJSON_IsObject(js)) return type_error(e, "response_format.json_schema", "an object", js);
+    const cJSON *sch = member(js, "schema");
+    if (!cJSON_IsObject(sch) && !cJSON_IsTrue(sch))
+        return type_error(e, "response_format.json_schema.schema", "an object (a JSON Schema)", sch);
+    if (!(r->json_schema = cJSON_PrintUnformatted(sch))) {
+        vx_oai_set_error(e, 500, NULL, "Out of memory.");
+        return false;
+    }
+    char msg[VX_ERRMSG_MAX];
+    vx_jschema *compiled = NULL;
+    const vx_status st = vx_jschema_compile(r->json_schema, strlen(r->json_schema), &compiled, msg, sizeof msg);
+    vx_jschema_free(compiled);
+    if (st == VX_OK) return true;
+    if (st == VX_ENOMEM) vx_oai_set_error(e, 500, NULL, "Out of memory.");
+    else vx_oai_set_error(e, 400, "response_format.json_schema.schema", "Unsupported JSON schema: %s.", msg);
+    return false;
+}
+
 /* response_format: "text" asks for nothing, "json_object" for constrained
- * decoding to one JSON object (json_check.h). Features this server does
- * not have are refused rather than ignored: a client that asks for a JSON
- * schema or for tool calls must not take free text for them (vLLM without
- * a tool parser and llama-server without --jinja refuse tools too). An
- * empty tools list and tool_choice "none" ask for nothing and pass. */
+ * decoding to one JSON object (json_check.h), "json_schema" to a schema's
+ * subset (json_schema.h). Features this server does not have are refused
+ * rather than ignored: a client that asks for tool calls must not take
+ * free text for them (vLLM without a tool parser and llama-server without
+ * --jinja refuse them too). An empty tools list and tool_choice "none"
+ * ask for nothing and pass. */
 static bool refuse_unsupported(const cJSON *root, vx_oai_request *r, vx_oai_error *e) {
     const cJSON *rf = member(root, "response_format");
     if (rf) {
@@ -472,11 +498,12 @@ static bool refuse_unsupported(const cJSON *root, vx_oai_request *r, vx_oai_erro
             return type_error(e, "response_format", "an object with a string 'type'", t ? t : rf);
         if (!strcmp(t->valuestring, "json_object")) {
             r->json_object = true;
+        } else if (!strcmp(t->valuestring, "json_schema")) {
+            if (!parse_json_schema(rf, r, e)) return false;
         } else if (strcmp(t->valuestring, "text")) {
             vx_oai_set_error(e, 400, "response_format",
-                             "response_format type '%.40s' is not supported: this server constrains output to "
-                             "'json_object' (any JSON object) or not at all ('text'); JSON schemas are not "
-                             "enforced.",
+                             "response_format type '%.40s' is not supported (only 'text', 'json_object' and "
+                             "'json_schema').",
                              t->valuestring);
             return false;
         }
@@ -561,6 +588,7 @@ void vx_oai_request_free(vx_oai_request *r) {
     free(r->prompt);
     free(r->prompt_ids);
     free(r->logit_bias);
+    free(r->json_schema);
     for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     memset(r, 0, sizeof *r);
 }

@@ -91,6 +91,7 @@ typedef struct vx_oai_request {
     bool echo;            /* completion: prepend the prompt to the text */
     bool ignore_eos;      /* llama.cpp extension: generate past end-of-generation */
     bool json_object;     /* response_format {"type": "json_object"}: constrained to one JSON object */
+    char *json_schema;    /* response_format json_schema's schema (JSON text), compiled and checked */
 } vx_oai_request;
 
 /* Parses and validates a request body. n_vocab bounds token ids (prompt,

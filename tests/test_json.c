@@ -20,6 +20,7 @@
 #include "engine.h"
 #include "gguf.h"
 #include "json_check.h"
+#include "json_schema.h"
 #include "server_openai.h"
 #include "testutil.h"
 #include "vocab.h"
@@ -290,6 +291,364 @@ static void test_filter(const vx_vocab *v, const char *name) {
     vx_jvocab_free(jv);
 }
 
+/* -------------------------------------------------------------- schemas */
+
+/* An independent validator of the subset's meaning (json_schema.h), over
+ * cJSON: properties in the schema's order, only listed ones, required ones
+ * present; enum values compared as cJSON prints them. */
+static const cJSON *S_ROOT;
+
+static bool valid(const cJSON *v, const cJSON *sch);
+
+static bool valid_type(const cJSON *v, const cJSON *sch, const char *t) {
+    if (!strcmp(t, "string")) return cJSON_IsString(v);
+    if (!strcmp(t, "number")) return cJSON_IsNumber(v);
+    if (!strcmp(t, "integer")) return cJSON_IsNumber(v) && v->valuedouble == (double)(long long)v->valuedouble;
+    if (!strcmp(t, "boolean")) return cJSON_IsBool(v);
+    if (!strcmp(t, "null")) return cJSON_IsNull(v);
+    if (!strcmp(t, "array")) {
+        if (!cJSON_IsArray(v)) return false;
+        const cJSON *mn = cJSON_GetObjectItem(sch, "minItems"), *mx = cJSON_GetObjectItem(sch, "maxItems"),
+                    *items = cJSON_GetObjectItem(sch, "items");
+        const int n = cJSON_GetArraySize(v);
+        if ((mn && n < mn->valueint) || (mx && n > mx->valueint)) return false;
+        for (const cJSON *e = v->child; e; e = e->next)
+            if (items && !valid(e, items)) return false;
+        return true;
+    }
+    if (!cJSON_IsObject(v)) return false; /* "object" */
+    const cJSON *props = cJSON_GetObjectItem(sch, "properties"), *req = cJSON_GetObjectItem(sch, "required"),
+                *addl = cJSON_GetObjectItem(sch, "additionalProperties");
+    if (!props || !props->child) {
+        if (cJSON_IsFalse(addl)) return !v->child;
+        for (const cJSON *m = v->child; m; m = m->next)
+            if (cJSON_IsObject(addl) && !valid(m, addl)) return false;
+        return true;
+    }
+    int last = -1;
+    for (const cJSON *m = v->child; m; m = m->next) {
+        int k = 0;
+        const cJSON *p = props->child;
+        for (; p && strcmp(p->string, m->string); p = p->next) k++;
+        if (!p || k <= last || !valid(m, p)) return false;
+        last = k;
+    }
+    for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
+        if (!cJSON_GetObjectItemCaseSensitive(v, r->valuestring)) return false;
+    return true;
+}
+
+static bool same_text(const cJSON *a, const cJSON *b) {
+    char *x = cJSON_PrintUnformatted(a), *y = cJSON_PrintUnformatted(b);
+    const bool eq = x && y && !strcmp(x, y);
+    cJSON_free(x);
+    cJSON_free(y);
+    return eq;
+}
+
+static bool valid(const cJSON *v, const cJSON *sch) {
+    if (cJSON_IsTrue(sch)) return true;
+    const cJSON *ref = cJSON_GetObjectItem(sch, "$ref");
+    if (ref) {
+        if (!strcmp(ref->valuestring, "#")) return valid(v, S_ROOT);
+        const char *name = strrchr(ref->valuestring, '/') + 1;
+        const cJSON *defs = cJSON_GetObjectItem(S_ROOT, strstr(ref->valuestring, "$defs") ? "$defs" : "definitions");
+        return valid(v, cJSON_GetObjectItem(defs, name));
+    }
+    const cJSON *any = cJSON_GetObjectItem(sch, "anyOf");
+    if (!any) any = cJSON_GetObjectItem(sch, "oneOf");
+    if (any) {
+        for (const cJSON *a = any->child; a; a = a->next)
+            if (valid(v, a)) return true;
+        return false;
+    }
+    const cJSON *all = cJSON_GetObjectItem(sch, "allOf");
+    if (all) return valid(v, all->child);
+    const cJSON *en = cJSON_GetObjectItem(sch, "enum"), *cst = cJSON_GetObjectItem(sch, "const");
+    if (cst) return same_text(v, cst);
+    if (en) {
+        for (const cJSON *e = en->child; e; e = e->next)
+            if (same_text(v, e)) return true;
+        return false;
+    }
+    if (cJSON_IsTrue(cJSON_GetObjectItem(sch, "nullable")) && cJSON_IsNull(v)) return true;
+    const cJSON *t = cJSON_GetObjectItem(sch, "type");
+    if (cJSON_IsString(t)) return valid_type(v, sch, t->valuestring);
+    if (cJSON_IsArray(t)) {
+        for (const cJSON *x = t->child; x; x = x->next)
+            if (valid_type(v, sch, x->valuestring)) return true;
+        return false;
+    }
+    if (cJSON_GetObjectItem(sch, "properties")) return valid_type(v, sch, "object");
+    return true;
+}
+
+/* A random canonical text that conforms to sch. */
+static void gen_schema(gen *g, const cJSON *sch, int depth) {
+    if (cJSON_IsTrue(sch) || (!sch->child)) {
+        gen_value(g, depth + 3);
+        return;
+    }
+    const cJSON *ref = cJSON_GetObjectItem(sch, "$ref");
+    if (ref) {
+        const char *name = strrchr(ref->valuestring, '/') + 1;
+        const cJSON *defs = cJSON_GetObjectItem(S_ROOT, strstr(ref->valuestring, "$defs") ? "$defs" : "definitions");
+        gen_schema(g, strcmp(ref->valuestring, "#") ? cJSON_GetObjectItem(defs, name) : S_ROOT, depth);
+        return;
+    }
+    const cJSON *any = cJSON_GetObjectItem(sch, "anyOf"), *en = cJSON_GetObjectItem(sch, "enum"),
+                *cst = cJSON_GetObjectItem(sch, "const"), *t = cJSON_GetObjectItem(sch, "type"),
+                *all = cJSON_GetObjectItem(sch, "allOf");
+    if (all) {
+        gen_schema(g, all->child, depth);
+        return;
+    }
+    if (any) {
+        const cJSON *a = any->child;
+        for (uint32_t k = rnd(g, (uint32_t)cJSON_GetArraySize(any)); k > 0; k--) a = a->next;
+        gen_schema(g, a, depth);
+        return;
+    }
+    if (en || cst) {
+        const cJSON *e = cst;
+        if (en)
+            for (e = en->child, cst = NULL; e && rnd(g, 3) == 0 && e->next;) e = e->next;
+        char *txt = cJSON_PrintUnformatted(e);
+        if (txt) puts_(g, txt);
+        cJSON_free(txt);
+        return;
+    }
+    const char *type = cJSON_IsString(t) ? t->valuestring : cJSON_IsArray(t) ? cJSON_GetArrayItem(t, (int)rnd(g, (uint32_t)cJSON_GetArraySize(t)))->valuestring : "object";
+    static const char *const ints[] = {"0", "-7", "42", "1000000", "-0"};
+    static const char *const nums[] = {"0.5", "-2.25e3", "17", "1E-9"};
+    if (!strcmp(type, "string")) gen_string(g);
+    else if (!strcmp(type, "integer")) puts_(g, ints[rnd(g, 5)]);
+    else if (!strcmp(type, "number")) puts_(g, nums[rnd(g, 4)]);
+    else if (!strcmp(type, "boolean")) puts_(g, rnd(g, 2) ? "true" : "false");
+    else if (!strcmp(type, "null")) puts_(g, "null");
+    else if (!strcmp(type, "array")) {
+        const cJSON *mn = cJSON_GetObjectItem(sch, "minItems"), *mx = cJSON_GetObjectItem(sch, "maxItems"),
+                    *items = cJSON_GetObjectItem(sch, "items");
+        const int lo = mn ? mn->valueint : 0, hi = mx ? mx->valueint : lo + (depth > 3 ? 0 : 3);
+        const int n = lo + (int)rnd(g, (uint32_t)(hi - lo + 1));
+        put(g, "[", 1);
+        for (int i = 0; i < n; i++) {
+            if (i) put(g, ",", 1), ws(g);
+            if (items) gen_schema(g, items, depth + 1);
+            else gen_value(g, depth + 3);
+        }
+        put(g, "]", 1);
+    } else {
+        const cJSON *props = cJSON_GetObjectItem(sch, "properties"), *req = cJSON_GetObjectItem(sch, "required"),
+                    *addl = cJSON_GetObjectItem(sch, "additionalProperties");
+        put(g, "{", 1);
+        ws(g);
+        int n = 0;
+        if (props && props->child) {
+            for (const cJSON *p = props->child; p; p = p->next) {
+                bool need = false;
+                for (const cJSON *r = req ? req->child : NULL; r; r = r->next) need |= !strcmp(r->valuestring, p->string);
+                if (!need && (depth > 3 || rnd(g, 2))) continue;
+                if (n++) put(g, ",", 1), ws(g);
+                cJSON *k = cJSON_CreateString(p->string);
+                char *kt = cJSON_PrintUnformatted(k);
+                puts_(g, kt);
+                cJSON_free(kt);
+                cJSON_Delete(k);
+                ws(g), put(g, ":", 1), ws(g);
+                gen_schema(g, p, depth + 1);
+            }
+        } else if (!cJSON_IsFalse(addl)) {
+            for (uint32_t i = rnd(g, 3); i > 0; i--) {
+                if (n++) put(g, ",", 1), ws(g);
+                gen_string(g), put(g, ":", 1);
+                if (cJSON_IsObject(addl)) gen_schema(g, addl, depth + 1);
+                else gen_value(g, depth + 3);
+            }
+        }
+        ws(g);
+        put(g, "}", 1);
+    }
+}
+
+static bool schema_doc(const vx_jschema *s, const char *d, size_t n) {
+    vx_jcheck j;
+    vx_jcheck_init_schema(&j, s);
+    return vx_jcheck_feed(&j, d, (int32_t)n) && vx_jcheck_done(&j);
+}
+
+static const char *const SCHEMAS[] = {
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"description\":\"who\"},\"age\":{\"type\":"
+    "\"integer\"},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":3},\"kind\":{\"enum\":"
+    "[\"cat\",\"dog\",1,12,null,{\"a\":[true]}]},\"score\":{\"type\":[\"number\",\"null\"]},\"meta\":{\"type\":"
+    "\"object\",\"additionalProperties\":{\"type\":\"boolean\"}}},\"required\":[\"name\",\"age\"],"
+    "\"additionalProperties\":false}",
+    "{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":"
+    "\"array\",\"items\":{\"$ref\":\"#/$defs/node\"}}},\"required\":[\"v\"]}},\"$ref\":\"#/$defs/node\"}",
+    "{\"type\":\"array\",\"minItems\":1,\"maxItems\":4,\"items\":{\"anyOf\":[{\"type\":\"object\",\"properties\":"
+    "{\"x\":{\"const\":\"y\"},\"w\":{\"type\":\"number\",\"nullable\":true}},\"required\":[\"x\"]},{\"type\":"
+    "\"string\"},{\"type\":\"integer\"}]}}",
+    "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"},\"b\":{\"type\":\"null\"},\"c\":{\"type\":"
+    "\"object\",\"properties\":{},\"additionalProperties\":false},\"d\":{\"allOf\":[{\"type\":\"array\"}]},"
+    "\"e\\\"q\":{\"type\":\"integer\"},\"f\":{}}}",
+};
+
+static void test_schema_compile(void) {
+    static const struct {
+        const char *schema, *error; /* NULL: compiles */
+    } cases[] = {
+        {"{\"type\":\"object\"}", NULL},
+        {"{}", NULL}, /* any object */
+        {"{\"type\":\"string\"}", "root must be an object or an array"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"pattern\":\"x\"}}}", "'pattern'"},
+        {"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":0}}}", "/properties/n"},
+        {"{\"type\":\"array\",\"items\":{\"anyOf\":[{\"type\":\"object\"},{\"properties\":{}}]}}", "different JSON types"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "'b'"},
+        {"{\"$ref\":\"#/$defs/nope\"}", "does not name"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"wat\"}}}", "unknown type"},
+        {"{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}", "below"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"enum\":[]}}}", "empty 'enum'"},
+        {"{\"type\": ", "not valid JSON"},
+        {"[1]", "an object"},
+        /* keywords beside $ref / anyOf would not be enforced: refused */
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/x\",\"type\":\"string\"}},\"$defs\":"
+         "{\"x\":{\"type\":\"string\"}}}", "'type' beside '$ref'"},
+        {"{\"type\":\"array\",\"items\":{\"anyOf\":[{\"type\":\"string\"}],\"enum\":[\"a\"]}}", "beside 'anyOf'"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"enum\":[\"x\",1]}}}", "not of the schema's"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":[\"string\",\"integer\"],\"enum\":[\"x\",1]},"
+         "\"b\":{\"description\":\"d\",\"nullable\":true,\"$ref\":\"#\"}}}", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char err[VX_ERRMSG_MAX] = "";
+        vx_jschema *s = NULL;
+        const vx_status st = vx_jschema_compile(cases[i].schema, strlen(cases[i].schema), &s, err, sizeof err);
+        if (cases[i].error)
+            CHECKF(st == VX_EINVAL && !s && strstr(err, cases[i].error), "%s: %s", cases[i].schema, err);
+        else
+            CHECKF(st == VX_OK && s, "%s: %s", cases[i].schema, err);
+        vx_jschema_free(s);
+    }
+}
+
+/* Hand-picked texts per schema of SCHEMAS: taken or not. */
+static void test_schema_cases(void) {
+    static const struct {
+        int schema;
+        bool ok;
+        const char *doc;
+    } cases[] = {
+        {0, true, "{\"name\":\"x\",\"age\":1}"},
+        {0, false, "{\"name\":\"x\"}"},                 /* age is required */
+        {0, false, "{\"age\":1,\"name\":\"x\"}"},         /* the schema's order */
+        {0, false, "{\"name\":\"x\",\"age\":1.5}"},       /* an integer */
+        {0, false, "{\"name\":\"x\",\"age\":1e3}"},       /* written as one */
+        {0, false, "{\"name\":\"x\",\"age\":1,\"extra\":1}"},
+        {0, true, "{\"name\":\"x\",\"age\":-0,\"tags\":[\"a\",\"b\",\"c\"]}"},
+        {0, false, "{\"name\":\"x\",\"age\":1,\"tags\":[\"a\",\"b\",\"c\",\"d\"]}"},
+        {0, false, "{\"name\":\"x\",\"age\":1,\"kind\":\"cow\"}"},
+        {0, false, "{\"name\":\"x\",\"age\":1,\"kind\":2}"},
+        {0, true, "{\"name\":\"x\",\"age\":1,\"kind\":12}"},
+        {0, true, "{\"name\":\"x\",\"age\":1,\"kind\":1 }"},
+        {0, true, "{\"name\":\"x\",\"age\":1,\"kind\":{\"a\":[true]}}"},
+        {0, false, "{\"name\":\"x\",\"age\":1,\"kind\":{\"a\":[false]}}"},
+        {0, true, "{\"name\":\"x\",\"age\":1,\"score\":null,\"meta\":{\"k\":true,\"j\":false}}"},
+        {0, false, "{\"name\":\"x\",\"age\":1,\"score\":\"1\"}"},
+        {0, false, "{\"name\":\"x\",\"age\":1,\"meta\":{\"k\":1}}"},
+        {0, false, "{\"name\":\"x\",\"name\":\"y\",\"age\":1}"}, /* once */
+        {1, true, "{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[]}]}"},
+        {1, false, "{\"kids\":[]}"},
+        {1, false, "{\"v\":1,\"kids\":[{}]}"},
+        {2, false, "[]"},                                  /* minItems 1 */
+        {2, true, "[1,\"a\",{\"x\":\"y\"}]"},
+        {2, false, "[{\"x\":\"z\"}]"},
+        {2, false, "[1.5]"},
+        {2, false, "[1,2,3,4,5]"},                        /* maxItems 4 */
+        {2, true, "[{\"x\":\"y\",\"w\":null},{\"x\":\"y\",\"w\":2.5}]"},
+        {2, false, "[{\"w\":1,\"x\":\"y\"}]"},
+        {2, false, "[true]"},
+        {3, true, "{}"},
+        {3, false, "{\"c\":{\"a\":1}}"},
+        {3, false, "{\"d\":{}}"},
+        {3, true, "{\"d\":[1,{\"a\":2}],\"e\\\"q\":5,\"f\":[null]}"},
+        {3, false, "{\"e\\\"q\":5,\"d\":[]}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *sc = SCHEMAS[cases[i].schema];
+        char err[VX_ERRMSG_MAX];
+        vx_jschema *s = NULL;
+        if (vx_jschema_compile(sc, strlen(sc), &s, err, sizeof err) != VX_OK) continue;
+        CHECKF(schema_doc(s, cases[i].doc, strlen(cases[i].doc)) == cases[i].ok, "schema %d: %s should be %s",
+               cases[i].schema, cases[i].doc, cases[i].ok ? "taken" : "refused");
+        vx_jschema_free(s);
+    }
+}
+
+/* Every text the checker completes under a schema is JSON (the server's
+ * parser) that conforms (the validator above): on canonical documents
+ * generated from the schema (all taken, every proper prefix live) and on
+ * one-byte mutations of them (whatever the checker completes). */
+static void test_schema_docs(void) {
+    char doc[4096], mut[4100];
+    for (size_t si = 0; si < sizeof SCHEMAS / sizeof *SCHEMAS; si++) {
+        char err[VX_ERRMSG_MAX];
+        vx_jschema *s = NULL;
+        cJSON *sch = cJSON_Parse(SCHEMAS[si]);
+        CHECKF(vx_jschema_compile(SCHEMAS[si], strlen(SCHEMAS[si]), &s, err, sizeof err) == VX_OK && sch,
+               "schema %zu: %s", si, err);
+        if (!s || !sch) {
+            vx_jschema_free(s);
+            cJSON_Delete(sch);
+            continue;
+        }
+        S_ROOT = sch;
+        int docs = 0, ok = 0, prefix_ok = 0, mutants = 0, completed = 0, sound = 0;
+        for (uint64_t seed = 1; seed <= 300; seed++) {
+            gen g = {doc, 0, sizeof doc, 0x2545f4914f6cdd1dull * seed + si};
+            gen_schema(&g, sch, 0);
+            if (g.n + 1 >= g.cap) continue;
+            docs++;
+            cJSON *v = cJSON_ParseWithLength(doc, g.n);
+            const bool good = parser_takes(doc, g.n) || (v && !cJSON_IsObject(v)); /* arrays: cJSON alone */
+            ok += good && v && valid(v, sch) && schema_doc(s, doc, g.n);
+            if (!(good && v && valid(v, sch) && schema_doc(s, doc, g.n)))
+                fprintf(stderr, "schema %zu: generated document refused: %.*s\n", si, (int)g.n, doc);
+            cJSON_Delete(v);
+            vx_jcheck j;
+            vx_jcheck_init_schema(&j, s);
+            bool live = true;
+            for (size_t i = 0; i < g.n && live; i++) live = vx_jcheck_feed(&j, doc + i, 1) && vx_jcheck_done(&j) == (i + 1 == g.n);
+            prefix_ok += live;
+            for (int m = 0; m < 30; m++) {
+                const size_t at = rnd(&g, (uint32_t)g.n), op = rnd(&g, 3);
+                static const char noise[] = "{}[]:,\"\\ 0129-.etfnuxyavw";
+                const char c = noise[rnd(&g, sizeof noise - 1)];
+                size_t len = at;
+                memcpy(mut, doc, at);
+                if (op == 1) mut[len++] = c;
+                if (op == 2) mut[len++] = c, mut[len++] = doc[at];
+                memcpy(mut + len, doc + at + 1, g.n - at - 1);
+                len += g.n - at - 1;
+                mutants++;
+                if (!schema_doc(s, mut, len)) continue;
+                completed++;
+                cJSON *w = cJSON_ParseWithLength(mut, len);
+                const bool json = cJSON_IsObject(w) ? parser_takes(mut, len) : w != NULL;
+                if (json && valid(w, sch)) sound++;
+                else fprintf(stderr, "schema %zu: completed but %s: %.*s\n", si, json ? "not valid" : "not JSON", (int)len, mut);
+                cJSON_Delete(w);
+            }
+        }
+        CHECKF(docs >= 250 && ok == docs && prefix_ok == docs, "schema %zu: %d documents, %d taken, %d prefixes live", si,
+               docs, ok, prefix_ok);
+        CHECKF(sound == completed && completed > 100, "schema %zu: %d of %d completed mutants conform", si, sound,
+               completed);
+        printf("json: schema %zu: %d documents taken; %d of %d mutants completed, all conform\n", si, docs, completed,
+               mutants);
+        vx_jschema_free(s);
+        cJSON_Delete(sch);
+    }
+}
+
 /* ---------------------------------------------------------------- engine */
 
 /* The token whose whole text is s (-1: none). */
@@ -307,19 +666,29 @@ static vx_token token_of(const vx_vocab *v, const char *s) {
  * with logit_bias leaning on the closing characters most of them close
  * within max_tokens. And the same requests without the constraint do not
  * make JSON (the filter is what does it). */
-static void test_engine_json(const char *rel, int max_tokens, float lean, int min_closed) {
+/* A fixture model (rel) and an engine on it for the requests below
+ * (batch-invariant: the same texts whatever runs beside them); NULL when
+ * either fails (*m NULL or to free). */
+static vx_engine *json_engine(const char *rel, vx_model **m) {
     char err[VX_ERRMSG_MAX];
-    vx_model *m = NULL;
     vx_model_params mp = vx_model_default_params();
-    CHECKF(vx_model_load(vx_test_fixture_path(rel), &mp, &m, err, sizeof err) == VX_OK, "%s: %s", rel, err);
-    if (!m) return;
+    *m = NULL;
+    CHECKF(vx_model_load(vx_test_fixture_path(rel), &mp, m, err, sizeof err) == VX_OK, "%s: %s", rel, err);
+    if (!*m) return NULL;
     vx_engine_params ep = vx_engine_default_params();
     ep.n_ctx = 512;
     ep.n_parallel = 4;
     ep.n_threads = 2;
-    ep.batch_invariant = true; /* the same texts whatever runs beside them */
+    ep.batch_invariant = true;
     vx_engine *e = NULL;
-    CHECKF(vx_engine_init(m, &ep, &e, err, sizeof err) == VX_OK, "engine: %s", err);
+    CHECKF(vx_engine_init(*m, &ep, &e, err, sizeof err) == VX_OK, "engine: %s", err);
+    return e;
+}
+
+static void test_engine_json(const char *rel, int max_tokens, float lean, int min_closed) {
+    char err[VX_ERRMSG_MAX];
+    vx_model *m = NULL;
+    vx_engine *e = json_engine(rel, &m);
     if (!e) {
         vx_model_free(m);
         return;
@@ -393,6 +762,74 @@ static void test_engine_json(const char *rel, int max_tokens, float lean, int mi
     vx_model_free(m);
 }
 
+/* json_schema requests: every finished text conforms (the validator), and
+ * a schema the subset does not take is refused at submit with its reason. */
+static void test_engine_schema(void) {
+    static const char sch[] = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":"
+                              "{\"type\":\"integer\"},\"pet\":{\"enum\":[\"cat\",\"dog\"]},\"ok\":{\"type\":"
+                              "\"boolean\"},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"},"
+                              "\"maxItems\":3}},\"required\":[\"name\",\"age\",\"pet\",\"ok\",\"tags\"]}";
+    char err[VX_ERRMSG_MAX];
+    vx_model *m = NULL;
+    vx_engine *e = json_engine("models/stories260K/stories260K.gguf", &m);
+    if (!e) {
+        vx_model_free(m);
+        return;
+    }
+    cJSON *schema = cJSON_Parse(sch);
+    const vx_vocab *v = vx_model_get_vocab(m);
+    const vx_token q = token_of(v, "\"");
+    const vx_logit_bias bias = {q, 4.0f};
+    vx_token prompt[32];
+    const int np = vx_tokenize(v, "A pet: ", 7, prompt, 32, true, false);
+    enum { N = 12 };
+    static vx_test_text rs[N];
+    vx_request_params rp;
+    memset(&rp, 0, sizeof rp);
+    rp.prompt = prompt;
+    rp.n_prompt = np;
+    rp.max_tokens = 300;
+    rp.sampling = vx_sampler_default_params();
+    rp.sampling.top_k = 0, rp.sampling.top_p = 1.0f, rp.sampling.min_p = 0.0f;
+    rp.sampling.logit_bias = &bias;
+    rp.sampling.n_logit_bias = q >= 0;
+    rp.json_schema = sch;
+    rp.json_schema_len = sizeof sch - 1;
+    rp.on_event = vx_test_on_text;
+    for (int i = 0; e && schema && i < N; i++) {
+        vx_test_text_init(&rs[i]);
+        rp.sampling.seed = 77 + (uint64_t)i;
+        rp.sampling.temperature = i % 3 == 0 ? 0.0f : 0.9f;
+        rp.user_data = &rs[i];
+        uint64_t id;
+        CHECKF(vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_OK, "submit: %s", err);
+    }
+    int closed = 0, conform = 0;
+    S_ROOT = schema;
+    for (int i = 0; e && schema && i < N; i++) {
+        vx_test_text_wait(&rs[i]);
+        if (rs[i].finish != VX_FINISH_STOP) continue;
+        closed++;
+        cJSON *d = cJSON_ParseWithLength(rs[i].text, (size_t)rs[i].len);
+        const bool ok = d && parser_takes(rs[i].text, (size_t)rs[i].len) && valid(d, schema);
+        conform += ok;
+        CHECKF(ok, "schema request #%d: %.*s", i, rs[i].len, rs[i].text);
+        cJSON_Delete(d);
+    }
+    CHECKF(closed >= N / 2 && conform == closed, "schema requests: %d of %d closed, %d conform", closed, N, conform);
+    printf("json: schema requests: %d of %d closed within 300 tokens, all conform, e.g. %.*s\n", closed, N,
+           rs[1].len > 200 ? 200 : rs[1].len, rs[1].text);
+    /* refused at submit, with the keyword named */
+    static const char bad[] = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"minLength\":2}}}";
+    rp.json_schema = bad;
+    rp.json_schema_len = sizeof bad - 1;
+    uint64_t id;
+    CHECK(!e || (vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_EINVAL && strstr(err, "minLength")));
+    cJSON_Delete(schema);
+    vx_engine_free(e);
+    vx_model_free(m);
+}
+
 /* test_filter on real vocabularies: llama.cpp's test files (128k and
  * 151k BPE tokens, a 32k SentencePiece one). */
 static void test_filter_vocab(const char *name) {
@@ -410,10 +847,14 @@ static void test_filter_vocab(const char *name) {
 int main(void) {
     test_cases();
     test_against_parser();
+    test_schema_compile();
+    test_schema_cases();
+    test_schema_docs();
     test_filter_vocab("llama-bpe");
     test_filter_vocab("qwen2");
     test_filter_vocab("llama-spm");
     test_engine_json("models/stories260K/stories260K.gguf", 200, 4.0f, 12);
+    test_engine_schema();
     test_engine_json("models/llama3/llama3-Q8_0.gguf", 300, 10.0f, 8);
     return vx_test_finish("test_json");
 }

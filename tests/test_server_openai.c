@@ -265,7 +265,28 @@ static void test_chat_fields(void) {
     vx_oai_request_free(&r);
     CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"response_format\":{\"type\":\"text\"}}", &r, &e) && !r.json_object);
     vx_oai_request_free(&r);
-    REJECT_CHAT("{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}", "response_format");
+    /* json_schema: the schema compiled at parse time; what the subset does not take is a 400 naming it */
+    REJECT_CHAT("{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}",
+                "response_format.json_schema.schema");
+    REJECT_CHAT("{" MSG ",\"response_format\":{\"type\":\"json_schema\"}}", "response_format.json_schema");
+    REJECT_CHAT("{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":"
+                "\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"pattern\":\"^x\"}}}}}}",
+                "response_format.json_schema.schema");
+    REJECT_CHAT("{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":"
+                "\"string\"}}}}", "response_format.json_schema.schema");
+    REJECT_CHAT("{" MSG ",\"response_format\":{\"type\":\"yaml\"}}", "response_format");
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+                "\"p\",\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
+                "\"integer\"}},\"required\":[\"a\"],\"additionalProperties\":false}}}}", &r, &e) &&
+          r.json_schema && strstr(r.json_schema, "\"required\":[\"a\"]") && !r.json_object);
+    vx_oai_request_free(&r);
+    memset(&e, 0, sizeof e);
+    CHECK(!vx_oai_parse_request(VX_OAI_CHAT, "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+                                "{\"schema\":{\"type\":\"object\",\"properties\":{\"n\":{\"minimum\":1}}}}}}",
+                                strlen("{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+                                       "{\"schema\":{\"type\":\"object\",\"properties\":{\"n\":{\"minimum\":1}}}}}}"),
+                                N_VOCAB, 0, &r, &e) &&
+          e.status == 400 && strstr(e.message, "'minimum'") && strstr(e.message, "/properties/n"));
     REJECT_CHAT("{" MSG ",\"response_format\":{}}", "response_format");
     REJECT_CHAT("{" MSG ",\"tools\":[{\"type\":\"function\"}]}", "tools");
     REJECT_CHAT("{" MSG ",\"tools\":{}}", "tools");

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "json_check.h"
+#include "json_schema.h"
 
 /* llama.h-style time source, kept local to the tool. */
 #include <time.h>
@@ -37,6 +38,7 @@ static void run_usage(void) {
            "  -s, --seed N            RNG seed (default -1 = random)\n"
            "  --json                  constrain the output to one JSON object (llama.cpp's json\n"
            "                          grammar; OpenAI's json_object); stops when it closes\n"
+           "  -j, --json-schema JSON  the same, conforming to this JSON Schema (a subset: see README)\n"
            "  --ignore-eos            keep generating after an end-of-generation token\n"
            "  --no-bos                do not add BOS to the prompt\n"
            "  --no-display-prompt     do not echo the prompt\n"
@@ -57,8 +59,10 @@ int vx_cmd_run(int argc, char **argv) {
     int32_t piece_cap = 0;
     long n_predict = 128, n_ctx = 4096, n_batch = 512, threads = 0, n_draft = 5;
     bool ignore_eos = false, add_bos = true, show_prompt = true, invariant = false, json = false;
-    vx_jfilter jf; /* --json */
+    vx_jfilter jf; /* --json, --json-schema */
     vx_jvocab *jv = NULL;
+    vx_jschema *schema = NULL;
+    const char *schema_text = NULL;
     const char *draft_path = NULL;
     vx_model_params mp = vx_model_default_params();
     vx_kv_type kvt = VX_KV_F16;
@@ -79,6 +83,7 @@ int vx_cmd_run(int argc, char **argv) {
         else if (cli_sampling_option(&a, &sp) || cli_gpu_option(&a)) continue;
         else if (!strcmp(o, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(o, "--json")) json = true;
+        else if (!strcmp(o, "-j") || !strcmp(o, "--json-schema")) schema_text = cli_value(&a), json = true;
         else if (!strcmp(o, "--no-bos")) add_bos = false;
         else if (!strcmp(o, "--no-display-prompt")) show_prompt = false;
         else if (!strcmp(o, "--no-mmap")) mp.use_mmap = false;
@@ -172,14 +177,19 @@ int vx_cmd_run(int argc, char **argv) {
     }
     if (json) {
         if (dc) {
-            fprintf(stderr, "error: --json does not work with a draft model (-md)\n");
+            fprintf(stderr, "error: --json / --json-schema do not work with a draft model (-md)\n");
+            goto done;
+        }
+        if (schema_text && vx_jschema_compile(schema_text, strlen(schema_text), &schema, err, sizeof err) != VX_OK) {
+            fprintf(stderr, "error: --json-schema: %s\n", err);
             goto done;
         }
         if (!(jv = vx_jvocab_new(v))) {
             fprintf(stderr, "error: out of memory\n");
             goto done;
         }
-        vx_jfilter_init(&jf, jv, VX_JCHECK_OBJECT | VX_JCHECK_NO_LEAD_WS);
+        if (schema) vx_jfilter_init_schema(&jf, jv, schema);
+        else vx_jfilter_init(&jf, jv, VX_JCHECK_OBJECT | VX_JCHECK_NO_LEAD_WS);
         vx_sampler_set_filter(smp, vx_jfilter_allows, &jf);
     }
     if (show_prompt) {
@@ -284,6 +294,7 @@ done:
     free(toks); free(pos); free(seq); free(owned); free(piece);
     vx_sampler_free(smp);
     vx_jvocab_free(jv);
+    vx_jschema_free(schema);
     vx_context_free(dc);
     vx_model_free(dm);
     vx_context_free(c);

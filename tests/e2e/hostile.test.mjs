@@ -358,8 +358,14 @@ function jsonCases() {
     // asked-for features it does not have: refused, not ignored
     add(e, 'response_format json_object (valid)', JSON.stringify({ ...e.base, response_format: { type: 'json_object' } }),
       { status: 200 });
-    add(e, 'response_format json_schema', JSON.stringify({ ...e.base, response_format: { type: 'json_schema', json_schema: {} } }),
-      bad('response_format', { message: /not supported/ }));
+    add(e, 'response_format json_schema without a schema', JSON.stringify({ ...e.base, response_format: { type: 'json_schema', json_schema: {} } }),
+      bad('response_format.json_schema.schema'));
+    add(e, 'response_format json_schema: an unsupported keyword', JSON.stringify({ ...e.base, response_format: { type: 'json_schema',
+      json_schema: { schema: { type: 'object', properties: { a: { type: 'number', multipleOf: 3 } } } } } }),
+      bad('response_format.json_schema.schema', { message: /multipleOf/ }));
+    add(e, 'response_format json_schema: a $ref cycle with no container', JSON.stringify({ ...e.base, response_format: { type: 'json_schema',
+      json_schema: { schema: { $defs: { a: { $ref: '#/$defs/b' }, b: { $ref: '#/$defs/a' } }, type: 'object', properties: { x: { $ref: '#/$defs/a' } } } } } }),
+      { status: 200 });
     add(e, 'response_format: a string', JSON.stringify({ ...e.base, response_format: 'json' }), bad('response_format'));
     add(e, 'tools', JSON.stringify({ ...e.base, tools: [{ type: 'function', function: { name: 'f' } }] }),
       bad('tools', { message: /not supported/ }));

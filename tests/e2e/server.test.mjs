@@ -322,7 +322,7 @@ describe('vx serve', () => {
     assert.ok(r2.choices[0].text.startsWith(prompt));
   });
 
-  test('response_format json_object: one JSON object, streaming and not', async () => {
+  test('response_format json_object and json_schema: one JSON object, streaming and not', async () => {
     // this random-weight model's huge logits never close a string by
     // themselves: logit_bias +100 on '"' and '}' makes it close them (what
     // may come where is the constraint's: ':' after a key, one object)
@@ -352,11 +352,31 @@ describe('vx serve', () => {
       assert.equal(text, c.message.content);
       assert.equal(fin, 'stop');
     }
-    // a JSON schema is refused, not ignored
+    // json_schema (structured outputs): the text conforms, fields in order
+    const schema = {
+      type: 'object', additionalProperties: false, required: ['name', 'n', 'ok', 'pet'],
+      properties: { name: { type: 'string' }, n: { type: 'integer' }, ok: { type: 'boolean' }, pet: { enum: ['cat', 'dog'] } },
+    };
+    for (const seed of [1, 2]) {
+      const r = await ai.chat.completions.create({
+        messages: [{ role: 'user', content: 'A pet, in JSON.' }], temperature: 1, seed, max_tokens: 400,
+        logit_bias: { [q]: 100 }, // (the schema leaves '}' the only way on once 'pet' is there)
+        response_format: { type: 'json_schema', json_schema: { name: 'pet', strict: true, schema } },
+      });
+      const c = r.choices[0];
+      assert.equal(c.finish_reason, 'stop', c.message.content);
+      const o = JSON.parse(c.message.content);
+      assert.deepEqual(Object.keys(o), ['name', 'n', 'ok', 'pet']);
+      assert.equal(typeof o.name, 'string');
+      assert.ok(Number.isInteger(o.n), c.message.content);
+      assert.equal(typeof o.ok, 'boolean');
+      assert.ok(['cat', 'dog'].includes(o.pet));
+    }
+    // what the subset cannot enforce is refused, naming it
     await assert.rejects(ai.chat.completions.create({
       messages: [{ role: 'user', content: 'x' }],
-      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } },
-    }), (e) => e.status === 400 && /json_schema/.test(e.message));
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'string', pattern: '^a' } } } } },
+    }), (e) => e.status === 400 && /pattern/.test(e.message) && e.param === 'response_format.json_schema.schema');
   });
 
   test('greedy output alone equals output among 16 concurrent requests', async () => {

@@ -40,8 +40,8 @@
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
  *       -std=c11 -D_GNU_SOURCE -Iinclude -Isrc tests/fuzz/fuzz_openai.c \
- *       src/server_openai.c src/sampling.c src/chat.c src/jinja*.c src/vocab.c \
- *       src/tok_*.c src/gguf.c src/quant*.c src/common.c \
+ *       src/server_openai.c src/json_schema.c src/sampling.c src/chat.c src/jinja*.c src/vocab.c \
+ *       src/tok_*.c src/gguf.c src/name_index.c src/quant*.c src/common.c \
  *       -lcjson -lpcre2-8 -lm -o /tmp/fuzz_openai
  *
  * The system's libcjson is not instrumented, so ASan cannot see its reads.

@@ -1,0 +1,485 @@
+/*
+ * json_schema.c - compiles a JSON Schema (the subset of json_schema.h)
+ * into nodes for the JSON checker: one node per schema (per type of a
+ * type list), properties and enum values as their JSON texts.
+ */
+#include "json_schema.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+#define MAX_REFS 256
+#define MAX_NEST 64
+
+typedef struct comp {
+    vx_jschema *s;
+    int32_t cap_nodes, cap_props, cap_texts;
+    size_t pool_len, pool_cap;
+    const cJSON *root;
+    const cJSON *ref_def[MAX_REFS]; /* $ref targets compiled so far, and their nodes */
+    int32_t ref_node[MAX_REFS];
+    int n_refs, nest;
+    bool failed, oom;
+    char *err;
+    size_t err_size;
+} comp;
+
+/* Records the first error (with where it is, a JSON pointer) and returns -1. */
+static int32_t fail(comp *c, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int32_t fail(comp *c, const char *path, const char *fmt, ...) {
+    if (!c->failed) {
+        char msg[256];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        snprintf(c->err, c->err_size, "%s (at %s)", msg, *path ? path : "the root");
+    }
+    c->failed = true;
+    return -1;
+}
+
+static int32_t oom(comp *c) {
+    c->oom = c->failed = true;
+    return -1;
+}
+
+static bool grow(void **p, int32_t *cap, int32_t need, size_t elem) {
+    if (need <= *cap) return true;
+    int32_t nc = *cap ? *cap * 2 : 16;
+    while (nc < need) nc *= 2;
+    void *q = realloc(*p, (size_t)nc * elem);
+    if (!q) return false;
+    *p = q;
+    *cap = nc;
+    return true;
+}
+
+static int32_t new_node(comp *c, int kind) {
+    vx_jschema *s = c->s;
+    if (!grow((void **)&s->nodes, &c->cap_nodes, s->n_nodes + 1, sizeof *s->nodes)) return oom(c);
+    vx_jnode *n = &s->nodes[s->n_nodes];
+    memset(n, 0, sizeof *n);
+    n->kind = (uint8_t)kind;
+    n->max_items = -1;
+    for (int k = 0; k < VX_JC_COUNT; k++) n->alt[k] = -1;
+    return s->n_nodes++;
+}
+
+/* A text (a property name or an enum value as JSON) into the pool. */
+static int32_t add_text(comp *c, const char *t) {
+    vx_jschema *s = c->s;
+    const size_t len = strlen(t);
+    int32_t cap = c->cap_texts;
+    if (!grow((void **)&s->text_off, &cap, s->n_texts + 1, sizeof *s->text_off) ||
+        !grow((void **)&s->text_len, &c->cap_texts, s->n_texts + 1, sizeof *s->text_len))
+        return oom(c);
+    if (c->pool_len + len > c->pool_cap) {
+        size_t nc = c->pool_cap ? c->pool_cap * 2 : 1024;
+        while (nc < c->pool_len + len) nc *= 2;
+        char *p = realloc(s->pool, nc);
+        if (!p) return oom(c);
+        s->pool = p;
+        c->pool_cap = nc;
+    }
+    memcpy(s->pool + c->pool_len, t, len);
+    s->text_off[s->n_texts] = (int32_t)c->pool_len;
+    s->text_len[s->n_texts] = (int32_t)len;
+    c->pool_len += len;
+    return s->n_texts++;
+}
+
+/* A value's JSON text (cJSON's unformatted print) into the pool. */
+static int32_t add_value_text(comp *c, const cJSON *v) {
+    char *t = cJSON_PrintUnformatted(v);
+    if (!t) return oom(c);
+    const int32_t i = add_text(c, t);
+    cJSON_free(t);
+    return i;
+}
+
+static int text_cmp(const vx_jschema *s, int32_t a, int32_t b) {
+    const int32_t la = s->text_len[a], lb = s->text_len[b];
+    const int r = memcmp(s->pool + s->text_off[a], s->pool + s->text_off[b], (size_t)(la < lb ? la : lb));
+    return r ? r : (la > lb) - (la < lb);
+}
+
+static const cJSON *member(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+
+static void sub(char *dst, size_t n, const char *path, const char *k) { snprintf(dst, n, "%s/%s", path, k); }
+
+/* Keywords that only annotate (taken and ignored), and those the subset
+ * implements; anything else is refused. */
+static bool known_keyword(const char *k) {
+    static const char *const kw[] = {
+        "title", "description", "default", "examples", "$schema", "$id", "$comment", "format", "deprecated",
+        "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "$defs", "definitions", "discriminator",
+        "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "enum", "const",
+        "anyOf", "oneOf", "allOf", "$ref", "nullable"};
+    for (size_t i = 0; i < sizeof kw / sizeof *kw; i++)
+        if (!strcmp(k, kw[i])) return true;
+    return false;
+}
+
+static int32_t compile(comp *c, const cJSON *sch, const char *path);
+
+/* Keywords beside the one a schema is compiled by ($ref, allOf, anyOf,
+ * oneOf, enum / const) that would constrain it further: refused, since
+ * only the first would be enforced (the annotations and nullable may
+ * stand beside anything, and type beside enum / const, whose values it
+ * must then allow). */
+static bool alone(comp *c, const cJSON *sch, const char *by, const char *path) {
+    static const char *const kw[] = {"type", "properties", "required", "additionalProperties", "items", "minItems",
+                                     "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"};
+    const bool is_enum = !strcmp(by, "enum") || !strcmp(by, "const");
+    for (size_t i = 0; i < sizeof kw / sizeof *kw; i++) {
+        if (!strcmp(kw[i], by) || !member(sch, kw[i])) continue;
+        if (is_enum && (!strcmp(kw[i], "type") || !strcmp(kw[i], "enum") || !strcmp(kw[i], "const"))) continue;
+        return fail(c, path, "'%s' beside '%s' is not supported", kw[i], by) >= 0;
+    }
+    return true;
+}
+
+/* Whether value v is of JSON Schema type name t. */
+static bool of_type(const cJSON *v, const char *t) {
+    if (!strcmp(t, "string")) return cJSON_IsString(v);
+    if (!strcmp(t, "number")) return cJSON_IsNumber(v);
+    if (!strcmp(t, "integer")) return cJSON_IsNumber(v) && v->valuedouble == (double)(long long)v->valuedouble;
+    if (!strcmp(t, "boolean")) return cJSON_IsBool(v);
+    if (!strcmp(t, "null")) return cJSON_IsNull(v);
+    if (!strcmp(t, "array")) return cJSON_IsArray(v);
+    return !strcmp(t, "object") && cJSON_IsObject(v);
+}
+
+/* An enum's values (and a const) must be of the schema's type, if any. */
+static bool enum_typed(comp *c, const cJSON *sch, const cJSON *values, const char *path) {
+    const cJSON *t = member(sch, "type");
+    if (!t) return true;
+    for (const cJSON *v = values; v; v = v->next) {
+        bool ok = false;
+        if (cJSON_IsString(t)) ok = of_type(v, t->valuestring);
+        for (const cJSON *x = cJSON_IsArray(t) ? t->child : NULL; x && !ok; x = x->next)
+            ok = cJSON_IsString(x) && of_type(v, x->valuestring);
+        if (!ok) return fail(c, path, "an 'enum' / 'const' value is not of the schema's 'type'%s", "") >= 0;
+    }
+    return true;
+}
+
+/* The first-byte classes of node id's values (a bit each), for unions. */
+static unsigned classes(const comp *c, int32_t id) {
+    const vx_jnode *n = &c->s->nodes[id];
+    switch (n->kind) {
+    case VX_JN_OBJECT: return 1u << VX_JC_OBJ;
+    case VX_JN_ARRAY: return 1u << VX_JC_ARR;
+    case VX_JN_STRING: return 1u << VX_JC_STR;
+    case VX_JN_NUMBER: case VX_JN_INTEGER: return 1u << VX_JC_NUM;
+    case VX_JN_BOOLEAN: return 1u << VX_JC_BOOL;
+    case VX_JN_NULL: return 1u << VX_JC_NULL;
+    case VX_JN_ENUM: {
+        unsigned m = 0;
+        for (int32_t i = 0; i < n->n; i++) {
+            const char f = c->s->pool[c->s->text_off[n->a + i]];
+            m |= 1u << (f == '{' ? VX_JC_OBJ : f == '[' ? VX_JC_ARR : f == '"' ? VX_JC_STR : f == 't' || f == 'f' ? VX_JC_BOOL
+                        : f == 'n' ? VX_JC_NULL : VX_JC_NUM);
+        }
+        return m;
+    }
+    case VX_JN_UNION: {
+        unsigned m = 0;
+        for (int k = 0; k < VX_JC_COUNT; k++)
+            if (n->alt[k] >= 0) m |= 1u << k;
+        return m;
+    }
+    default: return 0;
+    }
+}
+
+/* Adds alternative id to union u: its classes must be free. */
+static bool union_add(comp *c, int32_t u, int32_t id, const char *path) {
+    const vx_jnode *n = &c->s->nodes[id];
+    if (n->kind == VX_JN_ANY) return fail(c, path, "%san alternative that allows any value cannot be told apart", "") >= 0;
+    const unsigned m = classes(c, id);
+    for (int k = 0; k < VX_JC_COUNT; k++) {
+        if (!(m >> k & 1)) continue;
+        if (c->s->nodes[u].alt[k] >= 0)
+            return fail(c, path, "anyOf / oneOf / type alternatives must be of different JSON types%s (two start alike)",
+                        "") >= 0;
+        c->s->nodes[u].alt[k] = n->kind == VX_JN_UNION ? n->alt[k] : id;
+    }
+    return true;
+}
+
+static bool nonneg_int(const cJSON *v, int32_t *out) {
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 65535 || v->valuedouble != (double)(int32_t)v->valuedouble)
+        return false;
+    *out = (int32_t)v->valuedouble;
+    return true;
+}
+
+static int32_t object_node(comp *c, const cJSON *sch, const char *path) {
+    char p[512];
+    const cJSON *props = member(sch, "properties"), *req = member(sch, "required"),
+                *addl = member(sch, "additionalProperties");
+    if (props && !cJSON_IsObject(props)) return fail(c, path, "'properties' must be an object%s", "");
+    if (req && !cJSON_IsArray(req)) return fail(c, path, "'required' must be an array%s", "");
+    if (addl && !cJSON_IsBool(addl) && !cJSON_IsObject(addl))
+        return fail(c, path, "'additionalProperties' must be a boolean or a schema%s", "");
+    const int np = props ? cJSON_GetArraySize(props) : 0;
+    if (np > VX_JSCHEMA_MAX_PROPS) return fail(c, path, "more than %s properties in one object", "64");
+    const int32_t id = new_node(c, VX_JN_OBJECT);
+    if (id < 0) return -1;
+    if (np == 0) { /* free-form: any members, their values by additionalProperties */
+        sub(p, sizeof p, path, "additionalProperties");
+        const int32_t child = addl && cJSON_IsObject(addl) ? compile(c, addl, p) : 0;
+        if (child < 0) return -1;
+        if (addl && cJSON_IsFalse(addl)) c->s->nodes[id].n = 0, c->s->nodes[id].child = -1; /* only {} */
+        else c->s->nodes[id].child = child;
+        return id;
+    }
+    vx_jschema *s = c->s;
+    if (!grow((void **)&s->props, &c->cap_props, s->n_props + np, sizeof *s->props)) return oom(c);
+    const int32_t a = s->n_props;
+    s->n_props += np;
+    s->nodes[id].a = a;
+    s->nodes[id].n = np;
+    int i = 0;
+    for (const cJSON *m = props->child; m; m = m->next, i++) {
+        for (const cJSON *q = props->child; q != m; q = q->next)
+            if (!strcmp(q->string, m->string)) return fail(c, path, "the property '%.80s' is listed twice", m->string);
+        cJSON *name = cJSON_CreateString(m->string);
+        if (!name) return oom(c);
+        const int32_t key = add_value_text(c, name);
+        cJSON_Delete(name);
+        if (key < 0) return -1;
+        snprintf(p, sizeof p, "%s/properties/%.200s", path, m->string);
+        const int32_t node = compile(c, m, p);
+        if (node < 0) return -1;
+        c->s->props[a + i] = (vx_jprop){key, node, false};
+    }
+    if (req)
+        for (const cJSON *r = req->child; r; r = r->next) {
+            if (!cJSON_IsString(r)) return fail(c, path, "'required' must list property names%s", "");
+            int k = 0;
+            for (const cJSON *m = props->child; m && strcmp(m->string, r->valuestring); m = m->next) k++;
+            if (k == np)
+                return fail(c, path, "the required property '%.80s' is not in 'properties' (no other may appear)",
+                            r->valuestring);
+            c->s->props[a + k].required = true;
+        }
+    return id;
+}
+
+static int32_t type_node(comp *c, const cJSON *sch, const char *type, const char *path) {
+    if (!strcmp(type, "object")) return object_node(c, sch, path);
+    if (!strcmp(type, "array")) {
+        char p[512];
+        const cJSON *items = member(sch, "items"), *mn = member(sch, "minItems"), *mx = member(sch, "maxItems");
+        int32_t lo = 0, hi = -1;
+        if (mn && !nonneg_int(mn, &lo)) return fail(c, path, "'minItems' must be an integer from 0 to 65535%s", "");
+        if (mx && !nonneg_int(mx, &hi)) return fail(c, path, "'maxItems' must be an integer from 0 to 65535%s", "");
+        if (hi >= 0 && hi < lo) return fail(c, path, "'maxItems' is below 'minItems'%s", "");
+        if (items && !cJSON_IsObject(items) && !cJSON_IsTrue(items))
+            return fail(c, path, "'items' must be a schema (tuples, 'prefixItems', are not supported)%s", "");
+        sub(p, sizeof p, path, "items");
+        const int32_t child = items ? compile(c, items, p) : 0;
+        if (child < 0) return -1;
+        const int32_t id = new_node(c, VX_JN_ARRAY);
+        if (id < 0) return -1;
+        c->s->nodes[id].child = child;
+        c->s->nodes[id].min_items = lo;
+        c->s->nodes[id].max_items = hi;
+        return id;
+    }
+    static const struct {
+        const char *name;
+        int kind;
+    } prim[] = {{"string", VX_JN_STRING}, {"number", VX_JN_NUMBER}, {"integer", VX_JN_INTEGER},
+                {"boolean", VX_JN_BOOLEAN}, {"null", VX_JN_NULL}};
+    for (size_t i = 0; i < sizeof prim / sizeof *prim; i++)
+        if (!strcmp(type, prim[i].name)) return new_node(c, prim[i].kind);
+    return fail(c, path, "unknown type '%.40s'", type);
+}
+
+static int32_t enum_node(comp *c, const cJSON *values, const char *path) {
+    const int n = cJSON_GetArraySize(values);
+    if (n == 0) return fail(c, path, "an empty 'enum' allows no value%s", "");
+    const int32_t id = new_node(c, VX_JN_ENUM);
+    if (id < 0) return -1;
+    const int32_t a = c->s->n_texts;
+    for (const cJSON *v = values->child; v; v = v->next)
+        if (add_value_text(c, v) < 0) return -1;
+    /* sorted bytewise (a prefix first), duplicates dropped */
+    vx_jschema *s = c->s;
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t j = m;
+        while (j > 0 && text_cmp(s, a + j - 1, a + i) > 0) j--;
+        if (j > 0 && text_cmp(s, a + j - 1, a + i) == 0) continue;
+        const int32_t off = s->text_off[a + i], len = s->text_len[a + i];
+        memmove(&s->text_off[a + j + 1], &s->text_off[a + j], (size_t)(m - j) * sizeof *s->text_off);
+        memmove(&s->text_len[a + j + 1], &s->text_len[a + j], (size_t)(m - j) * sizeof *s->text_len);
+        s->text_off[a + j] = off, s->text_len[a + j] = len;
+        m++;
+    }
+    s->n_texts = a + m;
+    s->nodes[id].a = a;
+    s->nodes[id].n = m;
+    return id;
+}
+
+/* A $ref within the document: "#", "#/$defs/NAME" or "#/definitions/NAME". */
+static int32_t ref_node(comp *c, const char *ref, const char *path) {
+    const cJSON *def = NULL;
+    if (!strcmp(ref, "#")) {
+        def = c->root;
+    } else {
+        const char *pre[2] = {"#/$defs/", "#/definitions/"};
+        for (int i = 0; i < 2 && !def; i++) {
+            const size_t k = strlen(pre[i]);
+            if (strncmp(ref, pre[i], k)) continue;
+            char name[256];
+            size_t o = 0;
+            for (const char *q = ref + k; *q && o + 1 < sizeof name; q++) /* JSON pointer: ~1 is '/', ~0 '~' */
+                name[o++] = q[0] == '~' && (q[1] == '0' || q[1] == '1') ? (*++q == '1' ? '/' : '~') : *q;
+            name[o] = 0;
+            def = member(member(c->root, i == 0 ? "$defs" : "definitions"), name);
+        }
+    }
+    if (!def) return fail(c, path, "'$ref' %.120s does not name a schema in this document ($defs, definitions)", ref);
+    for (int i = 0; i < c->n_refs; i++)
+        if (c->ref_def[i] == def) return c->ref_node[i];
+    if (c->n_refs == MAX_REFS) return fail(c, path, "more than %s referenced schemas", "256");
+    /* the node exists before its body: a recursive $ref finds it */
+    const int32_t id = new_node(c, VX_JN_ANY);
+    if (id < 0) return -1;
+    c->ref_def[c->n_refs] = def;
+    c->ref_node[c->n_refs++] = id;
+    const int32_t body = compile(c, def, ref + 1);
+    if (body < 0) return -1;
+    c->s->nodes[id] = c->s->nodes[body];
+    return id;
+}
+
+static int32_t compile(comp *c, const cJSON *sch, const char *path) {
+    char p[512];
+    if (cJSON_IsTrue(sch)) return 0;
+    if (!cJSON_IsObject(sch)) return fail(c, path, "a schema must be an object (or true)%s", "");
+    if (++c->nest > MAX_NEST) return fail(c, path, "schemas nested more than %s deep", "64");
+    int32_t id = -1;
+    for (const cJSON *m = sch->child; m; m = m->next)
+        if (!known_keyword(m->string))
+            return fail(c, path, "the keyword '%.60s' is not supported: constrained decoding would not enforce it",
+                        m->string);
+    const cJSON *ref = member(sch, "$ref"), *all = member(sch, "allOf"), *any = member(sch, "anyOf"),
+                *one = member(sch, "oneOf"), *en = member(sch, "enum"), *cst = member(sch, "const"),
+                *type = member(sch, "type"), *nullable = member(sch, "nullable");
+    const char *by = ref ? "$ref" : all ? "allOf" : any ? "anyOf" : one ? "oneOf" : en ? "enum" : cst ? "const" : NULL;
+    if (by && !alone(c, sch, by, path)) return -1;
+    if (en && cst) return fail(c, path, "'enum' beside 'const' is not supported%s", "");
+    if (ref) {
+        if (!cJSON_IsString(ref)) return fail(c, path, "'$ref' must be a string%s", "");
+        id = ref_node(c, ref->valuestring, path);
+    } else if (all) {
+        if (!cJSON_IsArray(all) || cJSON_GetArraySize(all) != 1)
+            return fail(c, path, "'allOf' is supported with one schema only%s", "");
+        sub(p, sizeof p, path, "allOf/0");
+        id = compile(c, all->child, p);
+    } else if (any || one) {
+        const cJSON *alts = any ? any : one;
+        if (!cJSON_IsArray(alts) || !alts->child) return fail(c, path, "'anyOf' / 'oneOf' must be a non-empty array%s", "");
+        id = new_node(c, VX_JN_UNION);
+        int k = 0;
+        for (const cJSON *a = alts->child; a && id >= 0; a = a->next, k++) {
+            snprintf(p, sizeof p, "%s/%s/%d", path, any ? "anyOf" : "oneOf", k);
+            const int32_t alt = compile(c, a, p);
+            if (alt < 0 || !union_add(c, id, alt, p)) id = -1;
+        }
+    } else if (en || cst) {
+        if (en && !cJSON_IsArray(en)) return fail(c, path, "'enum' must be an array%s", "");
+        cJSON *one_value = NULL;
+        if (!en) {
+            one_value = cJSON_CreateArray();
+            cJSON *dup = one_value ? cJSON_Duplicate(cst, true) : NULL;
+            if (!dup || !cJSON_AddItemToArray(one_value, dup)) {
+                cJSON_Delete(dup);
+                cJSON_Delete(one_value);
+                return oom(c);
+            }
+        }
+        id = enum_typed(c, sch, (en ? en : one_value)->child, path) ? enum_node(c, en ? en : one_value, path) : -1;
+        cJSON_Delete(one_value);
+    } else if (type && cJSON_IsArray(type)) {
+        id = new_node(c, VX_JN_UNION);
+        for (const cJSON *t = type->child; t && id >= 0; t = t->next) {
+            if (!cJSON_IsString(t)) return fail(c, path, "'type' must name types%s", "");
+            const int32_t alt = type_node(c, sch, t->valuestring, path);
+            if (alt < 0 || !union_add(c, id, alt, path)) id = -1;
+        }
+    } else if (type) {
+        if (!cJSON_IsString(type)) return fail(c, path, "'type' must be a string or a list of strings%s", "");
+        id = type_node(c, sch, type->valuestring, path);
+    } else if (member(sch, "properties") || member(sch, "additionalProperties")) {
+        id = object_node(c, sch, path);
+    } else if (member(sch, "items")) {
+        id = type_node(c, sch, "array", path);
+    } else {
+        id = 0; /* no constraint */
+    }
+    if (id >= 0 && cJSON_IsTrue(nullable) && c->s->nodes[id].kind != VX_JN_ANY && !(classes(c, id) >> VX_JC_NULL & 1)) {
+        const int32_t u = new_node(c, VX_JN_UNION), nul = new_node(c, VX_JN_NULL);
+        if (u < 0 || nul < 0 || !union_add(c, u, id, path) || !union_add(c, u, nul, path)) return -1;
+        id = u;
+    }
+    c->nest--;
+    return id;
+}
+
+vx_status vx_jschema_compile(const char *json, size_t len, vx_jschema **out, char *err, size_t err_size) {
+    *out = NULL;
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!root) return vx_seterr(err, err_size, VX_EINVAL, "the schema is not valid JSON");
+    vx_jschema *s = calloc(1, sizeof *s);
+    comp c;
+    memset(&c, 0, sizeof c);
+    c.s = s;
+    c.root = root;
+    c.err = err;
+    c.err_size = err_size;
+    if (!s || new_node(&c, VX_JN_ANY) != 0) { /* node 0: any value */
+        cJSON_Delete(root);
+        vx_jschema_free(s);
+        return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    }
+    s->root = compile(&c, root, "");
+    if (s->root == 0) { /* no constraint: any object, as json_object */
+        s->root = new_node(&c, VX_JN_OBJECT);
+        if (s->root > 0) s->nodes[s->root].child = 0;
+    }
+    const unsigned m = s->root >= 0 ? classes(&c, s->root) : 0;
+    if (s->root >= 0 && (m == 0 || (m & ~((1u << VX_JC_OBJ) | (1u << VX_JC_ARR)))))
+        s->root = fail(&c, "", "the root must be an object or an array%s", "");
+    cJSON_Delete(root);
+    if (s->root < 0) {
+        const bool no_mem = c.oom;
+        vx_jschema_free(s);
+        if (no_mem) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+        return VX_EINVAL;
+    }
+    *out = s;
+    return VX_OK;
+}
+
+void vx_jschema_free(vx_jschema *s) {
+    if (!s) return;
+    free(s->nodes);
+    free(s->props);
+    free(s->text_off);
+    free(s->text_len);
+    free(s->pool);
+    free(s);
+}
