@@ -390,6 +390,11 @@ bool vx_jcheck_feed(vx_jcheck *j, const char *bytes, int32_t n) {
 }
 
 bool vx_jcheck_done(const vx_jcheck *j) {
+    if (j->lex == L_ENUM && j->depth == 0) { /* a root enum's value (an object or array: nothing extends it) */
+        int32_t len;
+        vx_jschema_text(j->schema, j->elo, &len);
+        return len == j->tlen;
+    }
     return (j->lex == L_NONE && j->expect == X_DONE) || (j->depth == 0 && num_final(j->lex));
 }
 

@@ -43,7 +43,7 @@ typedef struct vx_jcheck {
     uint16_t cnt[VX_JCHECK_MAX_DEPTH];  /* an object's next property index; an array's items so far */
     uint64_t kmask;                     /* a key being read: the properties it may still be */
     int32_t elo, ehi;                   /* an enum value being read: the texts it may still be */
-    uint16_t tlen;                      /* the bytes of that key / value read so far */
+    int32_t tlen;                       /* the bytes of that key / value read so far */
     bool integer;                       /* the number being read must be an integer */
     uint8_t stack[VX_JCHECK_MAX_DEPTH]; /* 'o' object, 'a' array */
     uint8_t depth;

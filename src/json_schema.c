@@ -6,12 +6,14 @@
 #include "json_schema.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
+#include "server_openai.h" /* vx_utf8_valid */
 
 #define MAX_REFS 256
 #define MAX_NEST 64
@@ -21,9 +23,12 @@ typedef struct comp {
     int32_t cap_nodes, cap_props, cap_texts;
     size_t pool_len, pool_cap;
     const cJSON *root;
-    const cJSON *ref_def[MAX_REFS]; /* $ref targets compiled so far, and their nodes */
+    const cJSON *ref_def[MAX_REFS]; /* $ref targets met so far, and their REF nodes */
     int32_t ref_node[MAX_REFS];
     int n_refs, nest;
+    int32_t *ua; /* [n_ua][2]: (union node, alternative node), resolved after compiling */
+    int32_t n_ua, cap_ua;
+    char path_of_ua[512]; /* where the first union is, for its errors */
     bool failed, oom;
     char *err;
     size_t err_size;
@@ -149,7 +154,7 @@ static bool alone(comp *c, const cJSON *sch, const char *by, const char *path) {
 static bool of_type(const cJSON *v, const char *t) {
     if (!strcmp(t, "string")) return cJSON_IsString(v);
     if (!strcmp(t, "number")) return cJSON_IsNumber(v);
-    if (!strcmp(t, "integer")) return cJSON_IsNumber(v) && v->valuedouble == (double)(long long)v->valuedouble;
+    if (!strcmp(t, "integer")) return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble == floor(v->valuedouble);
     if (!strcmp(t, "boolean")) return cJSON_IsBool(v);
     if (!strcmp(t, "null")) return cJSON_IsNull(v);
     if (!strcmp(t, "array")) return cJSON_IsArray(v);
@@ -199,7 +204,22 @@ static unsigned classes(const comp *c, int32_t id) {
     }
 }
 
-/* Adds alternative id to union u: its classes must be free. */
+/* Records alternative id of union u, added once every node is compiled
+ * (a $ref's target may not be yet). */
+static bool union_alt(comp *c, int32_t u, int32_t id) {
+    if (u < 0 || id < 0) return false;
+    if (c->n_ua == 0) snprintf(c->path_of_ua, sizeof c->path_of_ua, "%s", "");
+    int32_t cap = c->cap_ua;
+    if (!grow((void **)&c->ua, &cap, 2 * (c->n_ua + 1), sizeof *c->ua)) return oom(c) >= 0;
+    c->cap_ua = cap;
+    c->ua[2 * c->n_ua] = u;
+    c->ua[2 * c->n_ua + 1] = id;
+    c->n_ua++;
+    return true;
+}
+
+/* Adds alternative id (resolved: no REF, a union already filled) to union
+ * u: its classes must be free. */
 static bool union_add(comp *c, int32_t u, int32_t id, const char *path) {
     const vx_jnode *n = &c->s->nodes[id];
     if (n->kind == VX_JN_ANY) return fail(c, path, "%san alternative that allows any value cannot be told apart", "") >= 0;
@@ -233,6 +253,8 @@ static int32_t object_node(comp *c, const cJSON *sch, const char *path) {
     if (np > VX_JSCHEMA_MAX_PROPS) return fail(c, path, "more than %s properties in one object", "64");
     const int32_t id = new_node(c, VX_JN_OBJECT);
     if (id < 0) return -1;
+    if (np == 0 && req && req->child)
+        return fail(c, path, "'required' needs its properties listed in 'properties' (no other may appear)%s", "");
     if (np == 0) { /* free-form: any members, their values by additionalProperties */
         sub(p, sizeof p, path, "additionalProperties");
         const int32_t child = addl && cJSON_IsObject(addl) ? compile(c, addl, p) : 0;
@@ -308,6 +330,7 @@ static int32_t type_node(comp *c, const cJSON *sch, const char *type, const char
 static int32_t enum_node(comp *c, const cJSON *values, const char *path) {
     const int n = cJSON_GetArraySize(values);
     if (n == 0) return fail(c, path, "an empty 'enum' allows no value%s", "");
+    if (n > VX_JSCHEMA_MAX_ENUM) return fail(c, path, "an 'enum' of more than %d values", VX_JSCHEMA_MAX_ENUM);
     const int32_t id = new_node(c, VX_JN_ENUM);
     if (id < 0) return -1;
     const int32_t a = c->s->n_texts;
@@ -332,37 +355,68 @@ static int32_t enum_node(comp *c, const cJSON *values, const char *path) {
     return id;
 }
 
-/* A $ref within the document: "#", "#/$defs/NAME" or "#/definitions/NAME". */
-static int32_t ref_node(comp *c, const char *ref, const char *path) {
-    const cJSON *def = NULL;
-    if (!strcmp(ref, "#")) {
-        def = c->root;
-    } else {
-        const char *pre[2] = {"#/$defs/", "#/definitions/"};
-        for (int i = 0; i < 2 && !def; i++) {
-            const size_t k = strlen(pre[i]);
-            if (strncmp(ref, pre[i], k)) continue;
-            char name[256];
-            size_t o = 0;
-            for (const char *q = ref + k; *q && o + 1 < sizeof name; q++) /* JSON pointer: ~1 is '/', ~0 '~' */
-                name[o++] = q[0] == '~' && (q[1] == '0' || q[1] == '1') ? (*++q == '1' ? '/' : '~') : *q;
-            name[o] = 0;
-            def = member(member(c->root, i == 0 ? "$defs" : "definitions"), name);
+/* The schema a $ref names within the document ("#", "#/$defs/NAME" or
+ * "#/definitions/NAME"), NULL if none; *too_long for names past 255 bytes. */
+static const cJSON *def_of(const comp *c, const char *ref, bool *too_long) {
+    *too_long = false;
+    if (!strcmp(ref, "#")) return c->root;
+    const char *pre[2] = {"#/$defs/", "#/definitions/"};
+    for (int i = 0; i < 2; i++) {
+        const size_t k = strlen(pre[i]);
+        if (strncmp(ref, pre[i], k)) continue;
+        char name[256];
+        size_t o = 0;
+        const char *q = ref + k;
+        for (; *q && o + 1 < sizeof name; q++) /* JSON pointer: ~1 is '/', ~0 '~' */
+            name[o++] = q[0] == '~' && (q[1] == '0' || q[1] == '1') ? (*++q == '1' ? '/' : '~') : *q;
+        name[o] = 0;
+        if (*q) {
+            *too_long = true;
+            return NULL;
         }
+        return member(member(c->root, i == 0 ? "$defs" : "definitions"), name);
     }
+    return NULL;
+}
+
+static int32_t ref_node(comp *c, const char *ref, const char *path) {
+    bool too_long;
+    const cJSON *def = def_of(c, ref, &too_long);
+    if (too_long) return fail(c, path, "'$ref' %.60s...: a name longer than 255 bytes", ref);
     if (!def) return fail(c, path, "'$ref' %.120s does not name a schema in this document ($defs, definitions)", ref);
     for (int i = 0; i < c->n_refs; i++)
         if (c->ref_def[i] == def) return c->ref_node[i];
     if (c->n_refs == MAX_REFS) return fail(c, path, "more than %s referenced schemas", "256");
-    /* the node exists before its body: a recursive $ref finds it */
-    const int32_t id = new_node(c, VX_JN_ANY);
+    /* an alias node that exists before its body: a recursive $ref finds it;
+     * every alias is replaced by its target once all is compiled */
+    const int32_t id = new_node(c, VX_JN_REF);
     if (id < 0) return -1;
+    c->s->nodes[id].child = -1;
     c->ref_def[c->n_refs] = def;
     c->ref_node[c->n_refs++] = id;
     const int32_t body = compile(c, def, ref + 1);
     if (body < 0) return -1;
-    c->s->nodes[id] = c->s->nodes[body];
+    c->s->nodes[id].child = body;
     return id;
+}
+
+/* Whether schema sch restricts the JSON type by itself (type, enum, const,
+ * or only such alternatives / references): oneOf's alternatives must, or
+ * a value could match two of them (a schema without a type matches every
+ * non-object, say), which oneOf forbids and the compiled union would let
+ * through. */
+static bool typed(const comp *c, const cJSON *sch, int depth) {
+    if (depth > 16 || !cJSON_IsObject(sch)) return false;
+    if (member(sch, "type") || member(sch, "enum") || member(sch, "const")) return true;
+    const cJSON *ref = member(sch, "$ref"), *all = member(sch, "allOf"), *any = member(sch, "anyOf");
+    if (!any) any = member(sch, "oneOf");
+    bool too_long;
+    if (cJSON_IsString(ref)) return typed(c, def_of(c, ref->valuestring, &too_long), depth + 1);
+    if (cJSON_IsArray(all) && all->child) return typed(c, all->child, depth + 1);
+    if (!cJSON_IsArray(any) || !any->child) return false;
+    for (const cJSON *a = any->child; a; a = a->next)
+        if (!typed(c, a, depth + 1)) return false;
+    return true;
 }
 
 static int32_t compile(comp *c, const cJSON *sch, const char *path) {
@@ -392,12 +446,14 @@ static int32_t compile(comp *c, const cJSON *sch, const char *path) {
     } else if (any || one) {
         const cJSON *alts = any ? any : one;
         if (!cJSON_IsArray(alts) || !alts->child) return fail(c, path, "'anyOf' / 'oneOf' must be a non-empty array%s", "");
+        if (one && !typed(c, sch, 0))
+            return fail(c, path, "'oneOf' needs alternatives with a 'type' (or enum, const), so that at most one "
+                                 "matches%s", "");
         id = new_node(c, VX_JN_UNION);
         int k = 0;
         for (const cJSON *a = alts->child; a && id >= 0; a = a->next, k++) {
             snprintf(p, sizeof p, "%s/%s/%d", path, any ? "anyOf" : "oneOf", k);
-            const int32_t alt = compile(c, a, p);
-            if (alt < 0 || !union_add(c, id, alt, p)) id = -1;
+            if (!union_alt(c, id, compile(c, a, p))) id = -1;
         }
     } else if (en || cst) {
         if (en && !cJSON_IsArray(en)) return fail(c, path, "'enum' must be an array%s", "");
@@ -417,31 +473,105 @@ static int32_t compile(comp *c, const cJSON *sch, const char *path) {
         id = new_node(c, VX_JN_UNION);
         for (const cJSON *t = type->child; t && id >= 0; t = t->next) {
             if (!cJSON_IsString(t)) return fail(c, path, "'type' must name types%s", "");
-            const int32_t alt = type_node(c, sch, t->valuestring, path);
-            if (alt < 0 || !union_add(c, id, alt, path)) id = -1;
+            if (!union_alt(c, id, type_node(c, sch, t->valuestring, path))) id = -1;
         }
     } else if (type) {
         if (!cJSON_IsString(type)) return fail(c, path, "'type' must be a string or a list of strings%s", "");
         id = type_node(c, sch, type->valuestring, path);
-    } else if (member(sch, "properties") || member(sch, "additionalProperties")) {
-        id = object_node(c, sch, path);
-    } else if (member(sch, "items")) {
+    } else if (member(sch, "properties") || member(sch, "additionalProperties") || member(sch, "required")) {
+        id = object_node(c, sch, path); /* only objects, then: fewer texts than the schema takes, all conforming */
+    } else if (member(sch, "items") || member(sch, "minItems") || member(sch, "maxItems")) {
         id = type_node(c, sch, "array", path);
     } else {
         id = 0; /* no constraint */
     }
-    if (id >= 0 && cJSON_IsTrue(nullable) && c->s->nodes[id].kind != VX_JN_ANY && !(classes(c, id) >> VX_JC_NULL & 1)) {
+    if (id > 0 && cJSON_IsTrue(nullable) && !(c->s->nodes[id].kind == VX_JN_NULL)) {
         const int32_t u = new_node(c, VX_JN_UNION), nul = new_node(c, VX_JN_NULL);
-        if (u < 0 || nul < 0 || !union_add(c, u, id, path) || !union_add(c, u, nul, path)) return -1;
+        if (!union_alt(c, u, id) || !union_alt(c, u, nul)) return -1;
+        c->s->nodes[u].n = -1; /* nullable: a null alternative already there is no clash */
         id = u;
     }
     c->nest--;
     return id;
 }
 
+/* The node a chain of $ref aliases ends at; -1 for a cycle of them. */
+static int32_t final(const comp *c, int32_t id) {
+    for (int32_t steps = 0; id > 0 && c->s->nodes[id].kind == VX_JN_REF; steps++) {
+        if (steps > c->n_refs) return -1;
+        id = c->s->nodes[id].child;
+    }
+    return id;
+}
+
+/* Fills union u's alternatives (first / alts: its recorded ones), unions
+ * among them first; state per node: 1 in progress, 2 done. */
+static bool resolve_union(comp *c, int32_t u, uint8_t *state, const int32_t *first, const int32_t *alts) {
+    if (state[u] == 2) return true;
+    if (state[u] == 1) return fail(c, c->path_of_ua, "alternatives that lead back to their own anyOf / oneOf%s", "") >= 0;
+    state[u] = 1;
+    for (int32_t i = first[u]; i < first[u + 1]; i++) {
+        const int32_t t = final(c, alts[i]);
+        if (t < 0) return fail(c, c->path_of_ua, "a cycle of '$ref's that never reaches a schema%s", "") >= 0;
+        const vx_jnode *n = &c->s->nodes[t];
+        if (n->kind == VX_JN_UNION && !resolve_union(c, t, state, first, alts)) return false;
+        /* nullable: a null its schema already allows is no clash */
+        if (c->s->nodes[u].n == -1 && n->kind == VX_JN_NULL && c->s->nodes[u].alt[VX_JC_NULL] >= 0) continue;
+        if (!union_add(c, u, t, c->path_of_ua)) return false;
+    }
+    c->s->nodes[u].n = 0;
+    state[u] = 2;
+    return true;
+}
+
+/* After compiling: unions filled, every reference to a $ref alias
+ * replaced by its target. */
+static bool finish(comp *c) {
+    vx_jschema *s = c->s;
+    const int32_t nn = s->n_nodes;
+    /* the recorded alternatives by union: alts[first[u] .. first[u + 1]) */
+    int32_t *first = calloc((size_t)nn + 1, sizeof *first), *fill = calloc((size_t)nn + 1, sizeof *fill);
+    int32_t *alts = malloc(((size_t)c->n_ua + 1) * sizeof *alts);
+    uint8_t *state = calloc((size_t)nn, 1);
+    bool ok = first && fill && alts && state;
+    if (!ok) oom(c);
+    for (int32_t i = 0; ok && i < c->n_ua; i++) first[c->ua[2 * i] + 1]++;
+    for (int32_t i = 0; ok && i < nn; i++) first[i + 1] += first[i];
+    for (int32_t i = 0; ok && i < c->n_ua; i++) {
+        const int32_t u = c->ua[2 * i];
+        alts[first[u] + fill[u]++] = c->ua[2 * i + 1];
+    }
+    free(fill);
+    for (int32_t u = 0; ok && u < nn; u++)
+        if (s->nodes[u].kind == VX_JN_UNION) ok = resolve_union(c, u, state, first, alts);
+    for (int32_t i = 0; ok && i < nn; i++) {
+        vx_jnode *n = &s->nodes[i];
+        if (n->kind != VX_JN_REF && n->child > 0 && (n->child = final(c, n->child)) < 0) ok = false;
+    }
+    for (int32_t i = 0; ok && i < s->n_props; i++)
+        if ((s->props[i].node = final(c, s->props[i].node)) < 0) ok = false;
+    if (ok && (s->root = final(c, s->root)) < 0) ok = false;
+    if (!ok && !c->failed) fail(c, "", "a cycle of '$ref's that never reaches a schema%s", "");
+    free(first);
+    free(alts);
+    free(state);
+    return ok;
+}
+
 vx_status vx_jschema_compile(const char *json, size_t len, vx_jschema **out, char *err, size_t err_size) {
     *out = NULL;
-    cJSON *root = cJSON_ParseWithLength(json, len);
+    size_t bad;
+    if (!vx_utf8_valid(json, len, &bad))
+        return vx_seterr(err, err_size, VX_EINVAL, "the schema is not valid UTF-8 (byte %zu)", bad);
+    for (size_t i = 0; i + 6 <= len; i++)
+        if (!memcmp(json + i, "\\u0000", 6))
+            return vx_seterr(err, err_size, VX_EINVAL, "the schema holds a NUL character (\\u0000, byte %zu)", i);
+    char *text = malloc(len + 1); /* cJSON 1.7.15 may read one byte past a length */
+    if (!text) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    memcpy(text, json, len);
+    text[len] = 0;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
     if (!root) return vx_seterr(err, err_size, VX_EINVAL, "the schema is not valid JSON");
     vx_jschema *s = calloc(1, sizeof *s);
     comp c;
@@ -456,6 +586,8 @@ vx_status vx_jschema_compile(const char *json, size_t len, vx_jschema **out, cha
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     }
     s->root = compile(&c, root, "");
+    if (s->root >= 0 && !finish(&c)) s->root = -1;
+    free(c.ua);
     if (s->root == 0) { /* no constraint: any object, as json_object */
         s->root = new_node(&c, VX_JN_OBJECT);
         if (s->root > 0) s->nodes[s->root].child = 0;

@@ -19,8 +19,15 @@
  * the annotations (title, description, default, examples, format, ...),
  * which constrain nothing. Any other keyword that constrains values
  * (pattern, minLength, minimum, multipleOf, not, ...) is refused with an
- * error that names it, rather than ignored. The root must be an object or
- * an array.
+ * error that names it, rather than ignored; so are constraining keywords
+ * beside $ref, allOf, anyOf or oneOf (only the first would be enforced),
+ * oneOf alternatives without a type of their own (two could match),
+ * 'required' without those properties listed, cycles of $refs that never
+ * reach a schema, enums of more than VX_JSCHEMA_MAX_ENUM values, NUL
+ * characters and invalid UTF-8. The root must be an object or an array.
+ * Schema keywords without a type take the type they imply (required and
+ * additionalProperties objects, minItems arrays): fewer texts, all
+ * conforming.
  */
 #ifndef VX_JSON_SCHEMA_H
 #define VX_JSON_SCHEMA_H
@@ -42,12 +49,14 @@ enum {
     VX_JN_NULL,
     VX_JN_ENUM,  /* one of the texts [a, a + n) (sorted bytewise) */
     VX_JN_UNION, /* alt[class of the first byte] */
+    VX_JN_REF,   /* while compiling only: a $ref, the same as node child */
 };
 
 /* A value's first byte class: which alternative of a union it starts. */
 enum { VX_JC_OBJ, VX_JC_ARR, VX_JC_STR, VX_JC_NUM, VX_JC_BOOL, VX_JC_NULL, VX_JC_COUNT };
 
-#define VX_JSCHEMA_MAX_PROPS 64 /* properties of one object */
+#define VX_JSCHEMA_MAX_PROPS 64  /* properties of one object */
+#define VX_JSCHEMA_MAX_ENUM 1024 /* values of one enum */
 
 typedef struct vx_jnode {
     uint8_t kind;

@@ -517,7 +517,34 @@ static void test_schema_compile(void) {
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"enum\":[\"x\",1]}}}", "not of the schema's"},
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":[\"string\",\"integer\"],\"enum\":[\"x\",1]},"
          "\"b\":{\"description\":\"d\",\"nullable\":true,\"$ref\":\"#\"}}}", NULL},
+        /* found in review: required without the properties listed, oneOf of untyped schemas, $ref
+         * cycles, huge enums, NUL and invalid UTF-8, over-long $ref names */
+        {"{\"type\":\"object\",\"required\":[\"a\"]}", "'required' needs"},
+        {"{\"required\":[\"a\"]}", "'required' needs"},
+        {"{\"type\":\"object\",\"properties\":{\"v\":{\"oneOf\":[{\"properties\":{\"x\":{}}},{\"type\":\"number\"}]}}}",
+         "'oneOf' needs"},
+        {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},\"type\":\"object\","
+         "\"properties\":{\"x\":{\"$ref\":\"#/$defs/a\"}}}", "cycle of '$ref's"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"enum\":[\"x\\u0000y\"]}}}", "NUL"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"enum\":[\"\xff\"]}}}", "UTF-8"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}}}",
+         "longer than 255"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"const\":1e19}}}", NULL},
     };
+    /* an enum past VX_JSCHEMA_MAX_ENUM values */
+    static char big[16 + 8 * (VX_JSCHEMA_MAX_ENUM + 1)];
+    int o = snprintf(big, sizeof big, "{\"type\":\"array\",\"items\":{\"enum\":[");
+    for (int i = 0; i <= VX_JSCHEMA_MAX_ENUM; i++) o += snprintf(big + o, sizeof big - (size_t)o, "%s%d", i ? "," : "", i);
+    snprintf(big + o, sizeof big - (size_t)o, "]}}");
+    {
+        char err[VX_ERRMSG_MAX] = "";
+        vx_jschema *s = NULL;
+        CHECKF(vx_jschema_compile(big, strlen(big), &s, err, sizeof err) == VX_EINVAL && strstr(err, "more than 1024"),
+               "a big enum: %s", err);
+        vx_jschema_free(s);
+    }
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char err[VX_ERRMSG_MAX] = "";
         vx_jschema *s = NULL;
@@ -572,6 +599,42 @@ static void test_schema_cases(void) {
         {3, true, "{\"d\":[1,{\"a\":2}],\"e\\\"q\":5,\"f\":[null]}"},
         {3, false, "{\"e\\\"q\":5,\"d\":[]}"},
     };
+    /* and schemas of their own (found in review) */
+    static const struct {
+        const char *schema, *doc;
+        bool ok;
+    } own[] = {
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"maxItems\":0}}}", "{\"a\":[1]}", false},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"maxItems\":0}}}", "{\"a\":[]}", true},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"minItems\":2}}}", "{\"a\":[]}", false},
+        {"{\"$defs\":{\"A\":{\"type\":\"object\",\"properties\":{\"b\":{\"$ref\":\"#/$defs/B\"}}},\"B\":{\"$ref\":"
+         "\"#/$defs/A\"}},\"$ref\":\"#/$defs/A\"}", "{\"b\":5}", false},
+        {"{\"$defs\":{\"A\":{\"type\":\"object\",\"properties\":{\"b\":{\"$ref\":\"#/$defs/B\"}}},\"B\":{\"$ref\":"
+         "\"#/$defs/A\"}},\"$ref\":\"#/$defs/A\"}", "{\"b\":{\"b\":{}}}", true},
+        {"{\"$ref\":\"#/$defs/A\",\"$defs\":{\"A\":{\"type\":\"object\",\"properties\":{\"b\":{\"$ref\":\"#\"}}}}}",
+         "{\"b\":5}", false},
+        {"{\"$ref\":\"#/$defs/A\",\"$defs\":{\"A\":{\"type\":\"object\",\"properties\":{\"b\":{\"$ref\":\"#\"}}}}}",
+         "{\"b\":{}}", true},
+        {"{\"const\":{\"a\":1}}", "{\"a\":1}", true},
+        {"{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"next\":{\"$ref\":\"#/$defs/n\",\"nullable\":true}}}},"
+         "\"$ref\":\"#/$defs/n\"}", "{\"next\":{\"next\":null}}", true},
+        {"{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/n\"},"
+         "{\"type\":\"null\"}]}}}},\"$ref\":\"#/$defs/n\"}", "{\"next\":{\"next\":null}}", true},
+        {"{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/n\"},"
+         "{\"type\":\"null\"}]}}}},\"$ref\":\"#/$defs/n\"}", "{\"next\":{\"next\":1}}", false},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":[\"string\",\"null\"],\"nullable\":true}}}",
+         "{\"a\":null}", true},
+    };
+    for (size_t i = 0; i < sizeof own / sizeof *own; i++) {
+        char err[VX_ERRMSG_MAX];
+        vx_jschema *s = NULL;
+        CHECKF(vx_jschema_compile(own[i].schema, strlen(own[i].schema), &s, err, sizeof err) == VX_OK, "%s: %s",
+               own[i].schema, err);
+        if (s)
+            CHECKF(schema_doc(s, own[i].doc, strlen(own[i].doc)) == own[i].ok, "%s: %s should be %s", own[i].schema,
+                   own[i].doc, own[i].ok ? "taken" : "refused");
+        vx_jschema_free(s);
+    }
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const char *sc = SCHEMAS[cases[i].schema];
         char err[VX_ERRMSG_MAX];

@@ -363,9 +363,9 @@ function jsonCases() {
     add(e, 'response_format json_schema: an unsupported keyword', JSON.stringify({ ...e.base, response_format: { type: 'json_schema',
       json_schema: { schema: { type: 'object', properties: { a: { type: 'number', multipleOf: 3 } } } } } }),
       bad('response_format.json_schema.schema', { message: /multipleOf/ }));
-    add(e, 'response_format json_schema: a $ref cycle with no container', JSON.stringify({ ...e.base, response_format: { type: 'json_schema',
+    add(e, 'response_format json_schema: a $ref cycle that never reaches a schema', JSON.stringify({ ...e.base, response_format: { type: 'json_schema',
       json_schema: { schema: { $defs: { a: { $ref: '#/$defs/b' }, b: { $ref: '#/$defs/a' } }, type: 'object', properties: { x: { $ref: '#/$defs/a' } } } } } }),
-      { status: 200 });
+      bad('response_format.json_schema.schema', { message: /cycle/ }));
     add(e, 'response_format: a string', JSON.stringify({ ...e.base, response_format: 'json' }), bad('response_format'));
     add(e, 'tools', JSON.stringify({ ...e.base, tools: [{ type: 'function', function: { name: 'f' } }] }),
       bad('tools', { message: /not supported/ }));
