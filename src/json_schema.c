@@ -17,6 +17,8 @@
 
 #define MAX_REFS 256
 #define MAX_NEST 64
+#define MAX_NODES 20000 /* compiled nodes: bounds the time and memory of any schema */
+#define MAX_MEMBERS 256  /* members of one schema object (checked for duplicates) */
 
 typedef struct comp {
     vx_jschema *s;
@@ -28,7 +30,7 @@ typedef struct comp {
     int n_refs, nest;
     int32_t *ua; /* [n_ua][2]: (union node, alternative node), resolved after compiling */
     int32_t n_ua, cap_ua;
-    char path_of_ua[512]; /* where the first union is, for its errors */
+    int32_t typed_calls; /* typed()'s budget */
     bool failed, oom;
     char *err;
     size_t err_size;
@@ -43,7 +45,8 @@ static int32_t fail(comp *c, const char *path, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
-        snprintf(c->err, c->err_size, "%s (at %s)", msg, *path ? path : "the root");
+        if (!path) snprintf(c->err, c->err_size, "%s (in an anyOf, oneOf or type list)", msg);
+        else snprintf(c->err, c->err_size, "%s (at %s)", msg, *path ? path : "the root");
     }
     c->failed = true;
     return -1;
@@ -67,6 +70,7 @@ static bool grow(void **p, int32_t *cap, int32_t need, size_t elem) {
 
 static int32_t new_node(comp *c, int kind) {
     vx_jschema *s = c->s;
+    if (s->n_nodes >= MAX_NODES) return fail(c, "", "a schema of more than %d nodes", MAX_NODES);
     if (!grow((void **)&s->nodes, &c->cap_nodes, s->n_nodes + 1, sizeof *s->nodes)) return oom(c);
     vx_jnode *n = &s->nodes[s->n_nodes];
     memset(n, 0, sizeof *n);
@@ -208,7 +212,6 @@ static unsigned classes(const comp *c, int32_t id) {
  * (a $ref's target may not be yet). */
 static bool union_alt(comp *c, int32_t u, int32_t id) {
     if (u < 0 || id < 0) return false;
-    if (c->n_ua == 0) snprintf(c->path_of_ua, sizeof c->path_of_ua, "%s", "");
     int32_t cap = c->cap_ua;
     if (!grow((void **)&c->ua, &cap, 2 * (c->n_ua + 1), sizeof *c->ua)) return oom(c) >= 0;
     c->cap_ua = cap;
@@ -331,6 +334,9 @@ static int32_t enum_node(comp *c, const cJSON *values, const char *path) {
     const int n = cJSON_GetArraySize(values);
     if (n == 0) return fail(c, path, "an empty 'enum' allows no value%s", "");
     if (n > VX_JSCHEMA_MAX_ENUM) return fail(c, path, "an 'enum' of more than %d values", VX_JSCHEMA_MAX_ENUM);
+    for (const cJSON *v = values->child; v; v = v->next) /* as cJSON prints them: exact doubles only */
+        if (cJSON_IsNumber(v) && (!isfinite(v->valuedouble) || (fabs(v->valuedouble) >= 9007199254740992.0)))
+            return fail(c, path, "an 'enum' / 'const' number beyond 2^53 or a double's range%s", "");
     const int32_t id = new_node(c, VX_JN_ENUM);
     if (id < 0) return -1;
     const int32_t a = c->s->n_texts;
@@ -367,8 +373,10 @@ static const cJSON *def_of(const comp *c, const char *ref, bool *too_long) {
         char name[256];
         size_t o = 0;
         const char *q = ref + k;
-        for (; *q && o + 1 < sizeof name; q++) /* JSON pointer: ~1 is '/', ~0 '~' */
+        for (; *q && o + 1 < sizeof name; q++) { /* JSON pointer: ~1 is '/', ~0 '~' */
+            if (*q == '/' || *q == '%') return NULL; /* deeper pointers and URI escapes: not taken */
             name[o++] = q[0] == '~' && (q[1] == '0' || q[1] == '1') ? (*++q == '1' ? '/' : '~') : *q;
+        }
         name[o] = 0;
         if (*q) {
             *too_long = true;
@@ -405,8 +413,8 @@ static int32_t ref_node(comp *c, const char *ref, const char *path) {
  * a value could match two of them (a schema without a type matches every
  * non-object, say), which oneOf forbids and the compiled union would let
  * through. */
-static bool typed(const comp *c, const cJSON *sch, int depth) {
-    if (depth > 16 || !cJSON_IsObject(sch)) return false;
+static bool typed(comp *c, const cJSON *sch, int depth) {
+    if (depth > 16 || !cJSON_IsObject(sch) || ++c->typed_calls > 10000) return false;
     if (member(sch, "type") || member(sch, "enum") || member(sch, "const")) return true;
     const cJSON *ref = member(sch, "$ref"), *all = member(sch, "allOf"), *any = member(sch, "anyOf");
     if (!any) any = member(sch, "oneOf");
@@ -429,6 +437,8 @@ static int32_t compile(comp *c, const cJSON *sch, const char *path) {
         if (!known_keyword(m->string))
             return fail(c, path, "the keyword '%.60s' is not supported: constrained decoding would not enforce it",
                         m->string);
+    if (sch != c->root && member(sch, "$id"))
+        return fail(c, path, "'$id' below the root is not supported (it would move what '$ref' names)%s", "");
     const cJSON *ref = member(sch, "$ref"), *all = member(sch, "allOf"), *any = member(sch, "anyOf"),
                 *one = member(sch, "oneOf"), *en = member(sch, "enum"), *cst = member(sch, "const"),
                 *type = member(sch, "type"), *nullable = member(sch, "nullable");
@@ -470,6 +480,14 @@ static int32_t compile(comp *c, const cJSON *sch, const char *path) {
         id = enum_typed(c, sch, (en ? en : one_value)->child, path) ? enum_node(c, en ? en : one_value, path) : -1;
         cJSON_Delete(one_value);
     } else if (type && cJSON_IsArray(type)) {
+        for (const cJSON *t = type->child; t; t = t->next)
+            for (const cJSON *u = type->child; u != t; u = u->next) {
+                const bool num = cJSON_IsString(t) && cJSON_IsString(u) && (!strcmp(t->valuestring, "number") ||
+                                 !strcmp(t->valuestring, "integer")) && (!strcmp(u->valuestring, "number") ||
+                                 !strcmp(u->valuestring, "integer"));
+                if (num || (cJSON_IsString(t) && cJSON_IsString(u) && !strcmp(t->valuestring, u->valuestring)))
+                    return fail(c, path, "a 'type' list with two types of one kind%s", "");
+            }
         id = new_node(c, VX_JN_UNION);
         for (const cJSON *t = type->child; t && id >= 0; t = t->next) {
             if (!cJSON_IsString(t)) return fail(c, path, "'type' must name types%s", "");
@@ -495,6 +513,24 @@ static int32_t compile(comp *c, const cJSON *sch, const char *path) {
     return id;
 }
 
+/* Objects in the schema with a key twice (cJSON reads the first, most
+ * parsers the last: which one was meant?) or with too many members to
+ * check; arrays and objects within, depth first. */
+static bool unique_keys(comp *c, const cJSON *v, int depth) {
+    if (depth > 200) return fail(c, "", "a schema nested more than %d deep", 200) >= 0;
+    int n = 0;
+    for (const cJSON *m = v ? v->child : NULL; m; m = m->next, n++) {
+        if (cJSON_IsObject(v)) {
+            if (n >= MAX_MEMBERS) return fail(c, "", "an object of more than %d members in the schema", MAX_MEMBERS) >= 0;
+            for (const cJSON *q = v->child; q != m; q = q->next)
+                if (!strcmp(q->string, m->string))
+                    return fail(c, "", "the key '%.60s' appears twice in one object of the schema", m->string) >= 0;
+        }
+        if ((cJSON_IsObject(m) || cJSON_IsArray(m)) && !unique_keys(c, m, depth + 1)) return false;
+    }
+    return true;
+}
+
 /* The node a chain of $ref aliases ends at; -1 for a cycle of them. */
 static int32_t final(const comp *c, int32_t id) {
     for (int32_t steps = 0; id > 0 && c->s->nodes[id].kind == VX_JN_REF; steps++) {
@@ -508,16 +544,16 @@ static int32_t final(const comp *c, int32_t id) {
  * among them first; state per node: 1 in progress, 2 done. */
 static bool resolve_union(comp *c, int32_t u, uint8_t *state, const int32_t *first, const int32_t *alts) {
     if (state[u] == 2) return true;
-    if (state[u] == 1) return fail(c, c->path_of_ua, "alternatives that lead back to their own anyOf / oneOf%s", "") >= 0;
+    if (state[u] == 1) return fail(c, NULL, "alternatives that lead back to their own anyOf / oneOf%s", "") >= 0;
     state[u] = 1;
     for (int32_t i = first[u]; i < first[u + 1]; i++) {
         const int32_t t = final(c, alts[i]);
-        if (t < 0) return fail(c, c->path_of_ua, "a cycle of '$ref's that never reaches a schema%s", "") >= 0;
+        if (t < 0) return fail(c, NULL, "a cycle of '$ref's that never reaches a schema%s", "") >= 0;
         const vx_jnode *n = &c->s->nodes[t];
         if (n->kind == VX_JN_UNION && !resolve_union(c, t, state, first, alts)) return false;
         /* nullable: a null its schema already allows is no clash */
         if (c->s->nodes[u].n == -1 && n->kind == VX_JN_NULL && c->s->nodes[u].alt[VX_JC_NULL] >= 0) continue;
-        if (!union_add(c, u, t, c->path_of_ua)) return false;
+        if (!union_add(c, u, t, NULL)) return false;
     }
     c->s->nodes[u].n = 0;
     state[u] = 2;
@@ -585,7 +621,7 @@ vx_status vx_jschema_compile(const char *json, size_t len, vx_jschema **out, cha
         vx_jschema_free(s);
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     }
-    s->root = compile(&c, root, "");
+    s->root = unique_keys(&c, root, 0) ? compile(&c, root, "") : -1;
     if (s->root >= 0 && !finish(&c)) s->root = -1;
     free(c.ua);
     if (s->root == 0) { /* no constraint: any object, as json_object */

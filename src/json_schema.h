@@ -23,8 +23,12 @@
  * beside $ref, allOf, anyOf or oneOf (only the first would be enforced),
  * oneOf alternatives without a type of their own (two could match),
  * 'required' without those properties listed, cycles of $refs that never
- * reach a schema, enums of more than VX_JSCHEMA_MAX_ENUM values, NUL
- * characters and invalid UTF-8. The root must be an object or an array.
+ * reach a schema, enums of more than VX_JSCHEMA_MAX_ENUM values (and
+ * numbers in them past 2^53: printed, they would not be the same number),
+ * a key twice in one object (which one was meant?), $id below the root,
+ * $refs deeper than "#/$defs/NAME", type lists naming one kind twice, more
+ * than 20,000 nodes, NUL characters and invalid UTF-8. The root must be an
+ * object or an array.
  * Schema keywords without a type take the type they imply (required and
  * additionalProperties objects, minItems arrays): fewer texts, all
  * conforming.

@@ -531,7 +531,15 @@ static void test_schema_compile(void) {
          "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
          "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}}}",
          "longer than 255"},
-        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"const\":1e19}}}", NULL},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"const\":1e19}}}", "beyond 2^53"},
+        /* found in the second review */
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\",\"enum\":[1e400]}}}", "beyond 2^53"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"type\":\"integer\"}}}", "twice"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"$id\":\"http://x/y\",\"type\":\"object\"}}}", "'$id' below"},
+        {"{\"type\":\"object\",\"$defs\":{\"a\":{\"properties\":{\"b\":{\"type\":\"integer\"}}}},\"properties\":"
+         "{\"x\":{\"$ref\":\"#/$defs/a/properties/b\"}}}", "does not name"},
+        {"{\"type\":[\"object\",\"object\"]}", "two types of one kind"},
+        {"{\"type\":\"array\",\"items\":{\"type\":[\"number\",\"integer\"]}}", "two types of one kind"},
     };
     /* an enum past VX_JSCHEMA_MAX_ENUM values */
     static char big[16 + 8 * (VX_JSCHEMA_MAX_ENUM + 1)];
@@ -544,6 +552,31 @@ static void test_schema_compile(void) {
         CHECKF(vx_jschema_compile(big, strlen(big), &s, err, sizeof err) == VX_EINVAL && strstr(err, "more than 1024"),
                "a big enum: %s", err);
         vx_jschema_free(s);
+    }
+    /* the node budget: 64 x 64 objects of 6 properties each (28,737 nodes) */
+    {
+        const size_t cap = 1 << 20;
+        char *big2 = malloc(cap);
+        size_t o2 = 0;
+        if (big2) {
+            o2 += (size_t)snprintf(big2 + o2, cap - o2, "{\"type\":\"object\",\"properties\":{");
+            for (int i = 0; i < 64; i++) {
+                o2 += (size_t)snprintf(big2 + o2, cap - o2, "%s\"p%d\":{\"type\":\"object\",\"properties\":{", i ? "," : "", i);
+                for (int k = 0; k < 64; k++) {
+                    o2 += (size_t)snprintf(big2 + o2, cap - o2, "%s\"q%d\":{\"type\":\"object\",\"properties\":{", k ? "," : "", k);
+                    for (int r = 0; r < 6; r++) o2 += (size_t)snprintf(big2 + o2, cap - o2, "%s\"r%d\":{\"type\":\"string\"}", r ? "," : "", r);
+                    o2 += (size_t)snprintf(big2 + o2, cap - o2, "}}");
+                }
+                o2 += (size_t)snprintf(big2 + o2, cap - o2, "}}");
+            }
+            o2 += (size_t)snprintf(big2 + o2, cap - o2, "}}");
+            char err[VX_ERRMSG_MAX] = "";
+            vx_jschema *s = NULL;
+            CHECKF(o2 < cap && vx_jschema_compile(big2, o2, &s, err, sizeof err) == VX_EINVAL && strstr(err, "nodes"),
+                   "a schema of 28,737 nodes: %s", err);
+            vx_jschema_free(s);
+            free(big2);
+        }
     }
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char err[VX_ERRMSG_MAX] = "";
