@@ -38,8 +38,7 @@ typedef struct req {
     bool prompt_lp;  /* report the prompt's logprobs (prompt_logprobs) ... */
     int32_t lp_next; /* ... from this prompt index on (the rest were sent) */
     bool ignore_eos;
-    bool json;          /* json_object / json_schema: jf checks the generated text */
-    vx_jfilter jf;
+    vx_jfilter jf;      /* json_object / json_schema (jf.jv set): it checks the generated text */
     vx_jschema *schema; /* json_schema's, compiled */
     vx_sampler *smp;
     vx_event_fn cb;
@@ -57,7 +56,7 @@ struct vx_engine {
     vx_context *ctx;
     int32_t n_vocab;
     char *piece;        /* a token's text for its event (piece_size bytes) */
-    vx_jvocab *jv;      /* the tokens' bytes, built for the first json_object request */
+    vx_jvocab *jv;      /* the tokens' bytes, built for the first JSON-constrained request */
     int32_t piece_size; /* the vocabulary's longest piece, + 1 */
 
     pthread_t thread;
@@ -183,7 +182,7 @@ static vx_finish emit(vx_engine *e, req *r, const float *logits) {
     vx_token t = vx_sampler_sample(r->smp, logits);
     if (t < 0) {
         send_end(r, VX_FINISH_ERROR,
-                 r->json ? "no token can continue the JSON object: the vocabulary has none that fits, or "
+                 r->jf.jv ? "no token can continue the JSON object: the vocabulary has none that fits, or "
                            "logit_bias banned them all"
                          : "no token can be sampled: every logit is -inf or NaN (all banned by logit_bias, "
                            "or a corrupt model)");
@@ -191,7 +190,7 @@ static vx_finish emit(vx_engine *e, req *r, const float *logits) {
     }
     vx_sampler_accept(r->smp, t);
     bool closed = false; /* a json_object request's object is complete */
-    if (r->json) {
+    if (r->jf.jv) {
         const bool ok = vx_jfilter_feed(&r->jf, t); /* the filter allowed it */
         VX_ASSERT(ok);
         closed = vx_jcheck_done(&r->jf.jc);
@@ -541,9 +540,7 @@ static bool json_setup(vx_engine *e, req *r, vx_jschema *schema) {
         pthread_mutex_unlock(&e->mu);
         vx_jvocab_free(mine); /* another request built it first */
     }
-    r->json = true;
-    if (schema) vx_jfilter_init_schema(&r->jf, jv, schema);
-    else vx_jfilter_init(&r->jf, jv, VX_JCHECK_OBJECT | VX_JCHECK_NO_LEAD_WS);
+    vx_jfilter_init(&r->jf, jv, schema);
     vx_sampler_set_filter(r->smp, vx_jfilter_allows, &r->jf);
     return true;
 }

@@ -199,8 +199,7 @@ static int schema_value_start(vx_jcheck *j, int32_t id, uint8_t c) {
     const vx_jschema *s = j->schema;
     const vx_jnode *n = &s->nodes[id];
     if (n->kind == VX_JN_UNION) {
-        const int k = c == '{' ? VX_JC_OBJ : c == '[' ? VX_JC_ARR : c == '"' ? VX_JC_STR : c == 't' || c == 'f' ? VX_JC_BOOL
-                      : c == 'n' ? VX_JC_NULL : c == '-' || is_digit(c) ? VX_JC_NUM : -1;
+        const int k = vx_jclass(c);
         if (k < 0 || n->alt[k] < 0) return -1;
         id = n->alt[k];
         n = &s->nodes[id];
@@ -473,14 +472,9 @@ bool vx_jcheck_feed_token(vx_jcheck *j, const vx_jvocab *v, vx_token t) {
     return vx_jcheck_feed(j, v->bytes + v->off[t], v->off[t + 1] - v->off[t]);
 }
 
-void vx_jfilter_init(vx_jfilter *f, const vx_jvocab *jv, unsigned flags) {
-    vx_jcheck_init(&f->jc, flags);
-    f->jv = jv;
-    f->first_known = false;
-}
-
-void vx_jfilter_init_schema(vx_jfilter *f, const vx_jvocab *jv, const vx_jschema *schema) {
-    vx_jcheck_init_schema(&f->jc, schema);
+void vx_jfilter_init(vx_jfilter *f, const vx_jvocab *jv, const vx_jschema *schema) {
+    if (schema) vx_jcheck_init_schema(&f->jc, schema);
+    else vx_jcheck_init(&f->jc, VX_JCHECK_OBJECT | VX_JCHECK_NO_LEAD_WS);
     f->jv = jv;
     f->first_known = false;
 }

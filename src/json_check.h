@@ -101,8 +101,10 @@ typedef struct vx_jfilter {
     bool first[256];    /* bytes jc accepts next */
 } vx_jfilter;
 
-void vx_jfilter_init(vx_jfilter *f, const vx_jvocab *jv, unsigned flags);
-void vx_jfilter_init_schema(vx_jfilter *f, const vx_jvocab *jv, const struct vx_jschema *schema);
+/* A fresh filter over token table jv: to one JSON object (json_object,
+ * llama.cpp's json grammar: VX_JCHECK_OBJECT | VX_JCHECK_NO_LEAD_WS) when
+ * schema is NULL, else to a text conforming to schema. */
+void vx_jfilter_init(vx_jfilter *f, const vx_jvocab *jv, const struct vx_jschema *schema);
 bool vx_jfilter_allows(void *jfilter, vx_token t);
 /* Feeds token t (false, and f unchanged, if it is not allowed). */
 bool vx_jfilter_feed(vx_jfilter *f, vx_token t);

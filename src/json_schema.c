@@ -174,7 +174,7 @@ static bool enum_typed(comp *c, const cJSON *sch, const cJSON *values, const cha
         if (cJSON_IsString(t)) ok = of_type(v, t->valuestring);
         for (const cJSON *x = cJSON_IsArray(t) ? t->child : NULL; x && !ok; x = x->next)
             ok = cJSON_IsString(x) && of_type(v, x->valuestring);
-        if (!ok) return fail(c, path, "an 'enum' / 'const' value is not of the schema's 'type'%s", "") >= 0;
+        if (!ok) return fail(c, path, "an 'enum' / 'const' value is not of the schema's 'type'") >= 0;
     }
     return true;
 }
@@ -193,8 +193,7 @@ static unsigned classes(const comp *c, int32_t id) {
         unsigned m = 0;
         for (int32_t i = 0; i < n->n; i++) {
             const char f = c->s->pool[c->s->text_off[n->a + i]];
-            m |= 1u << (f == '{' ? VX_JC_OBJ : f == '[' ? VX_JC_ARR : f == '"' ? VX_JC_STR : f == 't' || f == 'f' ? VX_JC_BOOL
-                        : f == 'n' ? VX_JC_NULL : VX_JC_NUM);
+            m |= 1u << vx_jclass((unsigned char)f); /* a JSON text: always a value's first byte */
         }
         return m;
     }
@@ -225,13 +224,12 @@ static bool union_alt(comp *c, int32_t u, int32_t id) {
  * u: its classes must be free. */
 static bool union_add(comp *c, int32_t u, int32_t id, const char *path) {
     const vx_jnode *n = &c->s->nodes[id];
-    if (n->kind == VX_JN_ANY) return fail(c, path, "%san alternative that allows any value cannot be told apart", "") >= 0;
+    if (n->kind == VX_JN_ANY) return fail(c, path, "an alternative that allows any value cannot be told apart") >= 0;
     const unsigned m = classes(c, id);
     for (int k = 0; k < VX_JC_COUNT; k++) {
         if (!(m >> k & 1)) continue;
         if (c->s->nodes[u].alt[k] >= 0)
-            return fail(c, path, "anyOf / oneOf / type alternatives must be of different JSON types%s (two start alike)",
-                        "") >= 0;
+            return fail(c, path, "anyOf / oneOf / type alternatives must be of different JSON types (two start alike)") >= 0;
         c->s->nodes[u].alt[k] = n->kind == VX_JN_UNION ? n->alt[k] : id;
     }
     return true;
@@ -248,16 +246,16 @@ static int32_t object_node(comp *c, const cJSON *sch, const char *path) {
     char p[512];
     const cJSON *props = member(sch, "properties"), *req = member(sch, "required"),
                 *addl = member(sch, "additionalProperties");
-    if (props && !cJSON_IsObject(props)) return fail(c, path, "'properties' must be an object%s", "");
-    if (req && !cJSON_IsArray(req)) return fail(c, path, "'required' must be an array%s", "");
+    if (props && !cJSON_IsObject(props)) return fail(c, path, "'properties' must be an object");
+    if (req && !cJSON_IsArray(req)) return fail(c, path, "'required' must be an array");
     if (addl && !cJSON_IsBool(addl) && !cJSON_IsObject(addl))
-        return fail(c, path, "'additionalProperties' must be a boolean or a schema%s", "");
+        return fail(c, path, "'additionalProperties' must be a boolean or a schema");
     const int np = props ? cJSON_GetArraySize(props) : 0;
     if (np > VX_JSCHEMA_MAX_PROPS) return fail(c, path, "more than %s properties in one object", "64");
     const int32_t id = new_node(c, VX_JN_OBJECT);
     if (id < 0) return -1;
     if (np == 0 && req && req->child)
-        return fail(c, path, "'required' needs its properties listed in 'properties' (no other may appear)%s", "");
+        return fail(c, path, "'required' needs its properties listed in 'properties' (no other may appear)");
     if (np == 0) { /* free-form: any members, their values by additionalProperties */
         sub(p, sizeof p, path, "additionalProperties");
         const int32_t child = addl && cJSON_IsObject(addl) ? compile(c, addl, p) : 0;
@@ -274,8 +272,7 @@ static int32_t object_node(comp *c, const cJSON *sch, const char *path) {
     s->nodes[id].n = np;
     int i = 0;
     for (const cJSON *m = props->child; m; m = m->next, i++) {
-        for (const cJSON *q = props->child; q != m; q = q->next)
-            if (!strcmp(q->string, m->string)) return fail(c, path, "the property '%.80s' is listed twice", m->string);
+        /* (a name twice was refused with every repeated key, unique_keys) */
         cJSON *name = cJSON_CreateString(m->string);
         if (!name) return oom(c);
         const int32_t key = add_value_text(c, name);
@@ -288,7 +285,7 @@ static int32_t object_node(comp *c, const cJSON *sch, const char *path) {
     }
     if (req)
         for (const cJSON *r = req->child; r; r = r->next) {
-            if (!cJSON_IsString(r)) return fail(c, path, "'required' must list property names%s", "");
+            if (!cJSON_IsString(r)) return fail(c, path, "'required' must list property names");
             int k = 0;
             for (const cJSON *m = props->child; m && strcmp(m->string, r->valuestring); m = m->next) k++;
             if (k == np)
@@ -305,11 +302,11 @@ static int32_t type_node(comp *c, const cJSON *sch, const char *type, const char
         char p[512];
         const cJSON *items = member(sch, "items"), *mn = member(sch, "minItems"), *mx = member(sch, "maxItems");
         int32_t lo = 0, hi = -1;
-        if (mn && !nonneg_int(mn, &lo)) return fail(c, path, "'minItems' must be an integer from 0 to 65535%s", "");
-        if (mx && !nonneg_int(mx, &hi)) return fail(c, path, "'maxItems' must be an integer from 0 to 65535%s", "");
-        if (hi >= 0 && hi < lo) return fail(c, path, "'maxItems' is below 'minItems'%s", "");
+        if (mn && !nonneg_int(mn, &lo)) return fail(c, path, "'minItems' must be an integer from 0 to 65535");
+        if (mx && !nonneg_int(mx, &hi)) return fail(c, path, "'maxItems' must be an integer from 0 to 65535");
+        if (hi >= 0 && hi < lo) return fail(c, path, "'maxItems' is below 'minItems'");
         if (items && !cJSON_IsObject(items) && !cJSON_IsTrue(items))
-            return fail(c, path, "'items' must be a schema (tuples, 'prefixItems', are not supported)%s", "");
+            return fail(c, path, "'items' must be a schema (tuples, 'prefixItems', are not supported)");
         sub(p, sizeof p, path, "items");
         const int32_t child = items ? compile(c, items, p) : 0;
         if (child < 0) return -1;
@@ -332,11 +329,11 @@ static int32_t type_node(comp *c, const cJSON *sch, const char *type, const char
 
 static int32_t enum_node(comp *c, const cJSON *values, const char *path) {
     const int n = cJSON_GetArraySize(values);
-    if (n == 0) return fail(c, path, "an empty 'enum' allows no value%s", "");
+    if (n == 0) return fail(c, path, "an empty 'enum' allows no value");
     if (n > VX_JSCHEMA_MAX_ENUM) return fail(c, path, "an 'enum' of more than %d values", VX_JSCHEMA_MAX_ENUM);
     for (const cJSON *v = values->child; v; v = v->next) /* as cJSON prints them: exact doubles only */
         if (cJSON_IsNumber(v) && (!isfinite(v->valuedouble) || (fabs(v->valuedouble) >= 9007199254740992.0)))
-            return fail(c, path, "an 'enum' / 'const' number beyond 2^53 or a double's range%s", "");
+            return fail(c, path, "an 'enum' / 'const' number beyond 2^53 or a double's range");
     const int32_t id = new_node(c, VX_JN_ENUM);
     if (id < 0) return -1;
     const int32_t a = c->s->n_texts;
@@ -430,7 +427,7 @@ static bool typed(comp *c, const cJSON *sch, int depth) {
 static int32_t compile(comp *c, const cJSON *sch, const char *path) {
     char p[512];
     if (cJSON_IsTrue(sch)) return 0;
-    if (!cJSON_IsObject(sch)) return fail(c, path, "a schema must be an object (or true)%s", "");
+    if (!cJSON_IsObject(sch)) return fail(c, path, "a schema must be an object (or true)");
     if (++c->nest > MAX_NEST) return fail(c, path, "schemas nested more than %s deep", "64");
     int32_t id = -1;
     for (const cJSON *m = sch->child; m; m = m->next)
@@ -438,27 +435,27 @@ static int32_t compile(comp *c, const cJSON *sch, const char *path) {
             return fail(c, path, "the keyword '%.60s' is not supported: constrained decoding would not enforce it",
                         m->string);
     if (sch != c->root && member(sch, "$id"))
-        return fail(c, path, "'$id' below the root is not supported (it would move what '$ref' names)%s", "");
+        return fail(c, path, "'$id' below the root is not supported (it would move what '$ref' names)");
     const cJSON *ref = member(sch, "$ref"), *all = member(sch, "allOf"), *any = member(sch, "anyOf"),
                 *one = member(sch, "oneOf"), *en = member(sch, "enum"), *cst = member(sch, "const"),
                 *type = member(sch, "type"), *nullable = member(sch, "nullable");
     const char *by = ref ? "$ref" : all ? "allOf" : any ? "anyOf" : one ? "oneOf" : en ? "enum" : cst ? "const" : NULL;
     if (by && !alone(c, sch, by, path)) return -1;
-    if (en && cst) return fail(c, path, "'enum' beside 'const' is not supported%s", "");
+    if (en && cst) return fail(c, path, "'enum' beside 'const' is not supported");
     if (ref) {
-        if (!cJSON_IsString(ref)) return fail(c, path, "'$ref' must be a string%s", "");
+        if (!cJSON_IsString(ref)) return fail(c, path, "'$ref' must be a string");
         id = ref_node(c, ref->valuestring, path);
     } else if (all) {
         if (!cJSON_IsArray(all) || cJSON_GetArraySize(all) != 1)
-            return fail(c, path, "'allOf' is supported with one schema only%s", "");
+            return fail(c, path, "'allOf' is supported with one schema only");
         sub(p, sizeof p, path, "allOf/0");
         id = compile(c, all->child, p);
     } else if (any || one) {
         const cJSON *alts = any ? any : one;
-        if (!cJSON_IsArray(alts) || !alts->child) return fail(c, path, "'anyOf' / 'oneOf' must be a non-empty array%s", "");
+        if (!cJSON_IsArray(alts) || !alts->child) return fail(c, path, "'anyOf' / 'oneOf' must be a non-empty array");
         if (one && !typed(c, sch, 0))
             return fail(c, path, "'oneOf' needs alternatives with a 'type' (or enum, const), so that at most one "
-                                 "matches%s", "");
+                                 "matches");
         id = new_node(c, VX_JN_UNION);
         int k = 0;
         for (const cJSON *a = alts->child; a && id >= 0; a = a->next, k++) {
@@ -466,7 +463,7 @@ static int32_t compile(comp *c, const cJSON *sch, const char *path) {
             if (!union_alt(c, id, compile(c, a, p))) id = -1;
         }
     } else if (en || cst) {
-        if (en && !cJSON_IsArray(en)) return fail(c, path, "'enum' must be an array%s", "");
+        if (en && !cJSON_IsArray(en)) return fail(c, path, "'enum' must be an array");
         cJSON *one_value = NULL;
         if (!en) {
             one_value = cJSON_CreateArray();
@@ -486,15 +483,15 @@ static int32_t compile(comp *c, const cJSON *sch, const char *path) {
                                  !strcmp(t->valuestring, "integer")) && (!strcmp(u->valuestring, "number") ||
                                  !strcmp(u->valuestring, "integer"));
                 if (num || (cJSON_IsString(t) && cJSON_IsString(u) && !strcmp(t->valuestring, u->valuestring)))
-                    return fail(c, path, "a 'type' list with two types of one kind%s", "");
+                    return fail(c, path, "a 'type' list with two types of one kind");
             }
         id = new_node(c, VX_JN_UNION);
         for (const cJSON *t = type->child; t && id >= 0; t = t->next) {
-            if (!cJSON_IsString(t)) return fail(c, path, "'type' must name types%s", "");
+            if (!cJSON_IsString(t)) return fail(c, path, "'type' must name types");
             if (!union_alt(c, id, type_node(c, sch, t->valuestring, path))) id = -1;
         }
     } else if (type) {
-        if (!cJSON_IsString(type)) return fail(c, path, "'type' must be a string or a list of strings%s", "");
+        if (!cJSON_IsString(type)) return fail(c, path, "'type' must be a string or a list of strings");
         id = type_node(c, sch, type->valuestring, path);
     } else if (member(sch, "properties") || member(sch, "additionalProperties") || member(sch, "required")) {
         id = object_node(c, sch, path); /* only objects, then: fewer texts than the schema takes, all conforming */
@@ -544,11 +541,11 @@ static int32_t final(const comp *c, int32_t id) {
  * among them first; state per node: 1 in progress, 2 done. */
 static bool resolve_union(comp *c, int32_t u, uint8_t *state, const int32_t *first, const int32_t *alts) {
     if (state[u] == 2) return true;
-    if (state[u] == 1) return fail(c, NULL, "alternatives that lead back to their own anyOf / oneOf%s", "") >= 0;
+    if (state[u] == 1) return fail(c, NULL, "alternatives that lead back to their own anyOf / oneOf") >= 0;
     state[u] = 1;
     for (int32_t i = first[u]; i < first[u + 1]; i++) {
         const int32_t t = final(c, alts[i]);
-        if (t < 0) return fail(c, NULL, "a cycle of '$ref's that never reaches a schema%s", "") >= 0;
+        if (t < 0) return fail(c, NULL, "a cycle of '$ref's that never reaches a schema") >= 0;
         const vx_jnode *n = &c->s->nodes[t];
         if (n->kind == VX_JN_UNION && !resolve_union(c, t, state, first, alts)) return false;
         /* nullable: a null its schema already allows is no clash */
@@ -587,7 +584,7 @@ static bool finish(comp *c) {
     for (int32_t i = 0; ok && i < s->n_props; i++)
         if ((s->props[i].node = final(c, s->props[i].node)) < 0) ok = false;
     if (ok && (s->root = final(c, s->root)) < 0) ok = false;
-    if (!ok && !c->failed) fail(c, "", "a cycle of '$ref's that never reaches a schema%s", "");
+    if (!ok && !c->failed) fail(c, "", "a cycle of '$ref's that never reaches a schema");
     free(first);
     free(alts);
     free(state);
@@ -630,7 +627,7 @@ vx_status vx_jschema_compile(const char *json, size_t len, vx_jschema **out, cha
     }
     const unsigned m = s->root >= 0 ? classes(&c, s->root) : 0;
     if (s->root >= 0 && (m == 0 || (m & ~((1u << VX_JC_OBJ) | (1u << VX_JC_ARR)))))
-        s->root = fail(&c, "", "the root must be an object or an array%s", "");
+        s->root = fail(&c, "", "the root must be an object or an array");
     cJSON_Delete(root);
     if (s->root < 0) {
         const bool no_mem = c.oom;

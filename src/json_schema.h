@@ -59,6 +59,18 @@ enum {
 /* A value's first byte class: which alternative of a union it starts. */
 enum { VX_JC_OBJ, VX_JC_ARR, VX_JC_STR, VX_JC_NUM, VX_JC_BOOL, VX_JC_NULL, VX_JC_COUNT };
 
+/* The class of a value starting with byte c, -1 if none starts so. */
+static inline int vx_jclass(unsigned char c) {
+    switch (c) {
+    case '{': return VX_JC_OBJ;
+    case '[': return VX_JC_ARR;
+    case '"': return VX_JC_STR;
+    case 't': case 'f': return VX_JC_BOOL;
+    case 'n': return VX_JC_NULL;
+    default: return c == '-' || (c >= '0' && c <= '9') ? VX_JC_NUM : -1;
+    }
+}
+
 #define VX_JSCHEMA_MAX_PROPS 64  /* properties of one object */
 #define VX_JSCHEMA_MAX_ENUM 1024 /* values of one enum */
 

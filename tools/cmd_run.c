@@ -188,8 +188,7 @@ int vx_cmd_run(int argc, char **argv) {
             fprintf(stderr, "error: out of memory\n");
             goto done;
         }
-        if (schema) vx_jfilter_init_schema(&jf, jv, schema);
-        else vx_jfilter_init(&jf, jv, VX_JCHECK_OBJECT | VX_JCHECK_NO_LEAD_WS);
+        vx_jfilter_init(&jf, jv, schema);
         vx_sampler_set_filter(smp, vx_jfilter_allows, &jf);
     }
     if (show_prompt) {
