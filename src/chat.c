@@ -10,7 +10,7 @@
 #endif
 #include "chat.h"
 
-#include <limits.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,10 +328,14 @@ static bool jr_number(jreader *r, jx_val *out) {
     if (len >= sizeof buf) return jr_fail(r, "number too long");
     memcpy(buf, r->s + st, len);
     buf[len] = 0;
+    /* Integers are exact across int64, both ends included (errno, not the
+     * saturated LLONG_MIN/MAX, tells an overflow); past it they become
+     * floats, where Python would keep an exact big integer. */
     if (!is_float) {
         char *end;
+        errno = 0;
         long long v = strtoll(buf, &end, 10);
-        if (*end == 0 && v != LLONG_MAX && v != LLONG_MIN) {
+        if (*end == 0 && errno == 0) {
             *out = jx_int(v);
             return true;
         }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -141,4 +142,21 @@ vx_status vx_map_file(const char *path, uint64_t min_size, const char *what, con
     *base = p;
     *size = (uint64_t)sb.st_size;
     return VX_OK;
+}
+
+void vx_random_alnum(char *buf, size_t n) {
+    static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    for (size_t o = 0; o < n;) {
+        unsigned char rnd[32];
+        const size_t k = n - o < sizeof rnd ? n - o : sizeof rnd;
+        if (getrandom(rnd, k, 0) != (ssize_t)k) {
+            uint64_t x = (uint64_t)(uintptr_t)buf ^ (uint64_t)vx_time_ns() * 0x9E3779B97F4A7C15ull ^ o;
+            for (size_t i = 0; i < k; i++) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                rnd[i] = (unsigned char)(x >> 56);
+            }
+        }
+        for (size_t i = 0; i < k; i++) buf[o++] = alnum[rnd[i] % (sizeof alnum - 1)];
+    }
+    buf[n] = 0;
 }

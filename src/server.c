@@ -71,6 +71,8 @@ typedef struct choice {
     const char *finish_reason;
     vx_text_filter filter;
     vx_sbuf text;          /* non-streaming: the whole text */
+    vx_tool_stream tstream; /* tools, streaming: holds back what may be a call */
+    vx_tool_calls calls;   /* tools: the calls found at the end */
     vx_oai_logprob *lp;    /* logprobs not yet sent (streaming) or all (not) */
     int32_t n_lp, cap_lp;
     size_t lp_offset;      /* completion text_offset of lp[0] */
@@ -99,6 +101,9 @@ typedef struct job {
     choice choices[VX_OAI_MAX_N];
     char *echo;
     size_t echo_len;
+    bool tools;         /* the reply may hold tool calls (req.tools_json) */
+    char *tool_prefix;  /* a forced call's opening, already in the prompt */
+    char *tool_schema;  /* and the JSON Schema the rest of its reply keeps to */
     bool prompt_lp; /* echo with logprobs: the prompt's tokens lead the logprobs */
     /* connection thread only */
     int32_t n_cached;
@@ -225,10 +230,14 @@ static void job_free(job *j) {
     for (int32_t i = 0; i < j->n_choices; i++) {
         vx_text_filter_free(&j->choices[i].filter);
         vx_sbuf_free(&j->choices[i].text);
+        vx_tool_stream_free(&j->choices[i].tstream);
+        vx_tool_calls_free(&j->choices[i].calls);
         free(j->choices[i].lp);
     }
     vx_oai_request_free(&j->req);
     free(j->echo);
+    free(j->tool_prefix);
+    free(j->tool_schema);
     vx_sbuf_free(&j->out);
     vx_sbuf_free(&j->scratch);
     pthread_mutex_destroy(&j->mu);
@@ -388,8 +397,42 @@ static void emit_chunk(job *j, choice *c, const char *text, size_t len, const ch
 
 static void emit_text(job *j, choice *c, const vx_sbuf *t) {
     if (t->len == 0) return;
-    if (j->req.stream) emit_chunk(j, c, t->p, t->len, NULL);
-    else vx_sbuf_add(&c->text, t->p, t->len);
+    if (!j->req.stream) {
+        vx_sbuf_add(&c->text, t->p, t->len);
+        return;
+    }
+    const char *p = t->p;
+    size_t n = t->len;
+    if (j->tools && !vx_tool_stream_feed(&c->tstream, t->p, t->len, &p, &n)) j->out.oom = true;
+    else if (n) emit_chunk(j, c, p, n, NULL);
+}
+
+/* Tools: the calls in the reply (streaming: in the text held back), sent
+ * or kept for the response; the finish reason becomes "tool_calls" when
+ * there are any. A reply without calls stays the text it was. */
+static const char *tools_finish(job *j, choice *c, const char *reason) {
+    if (!j->tools) return reason;
+    const vx_oai_request *q = &j->req;
+    size_t len;
+    const char *text = q->stream ? vx_tool_stream_held(&c->tstream, &len) : c->text.p ? c->text.p : "";
+    if (!q->stream) len = c->text.len;
+    if (vx_tool_parse(j->srv->p.tool_format, text, len, q->tool_names, q->n_tools, q->parallel_tool_calls ? 0 : 1,
+                      &c->calls) != VX_OK) {
+        j->out.oom = true;
+        return reason;
+    }
+    if (!q->stream) {
+        if (c->calls.n > 0) {
+            c->text.len = 0;
+            vx_sbuf_add(&c->text, c->calls.content, c->calls.content_len);
+        }
+    } else if (c->calls.n == 0) {
+        if (len) emit_chunk(j, c, text, len, NULL);
+    } else {
+        if (c->calls.content_len) emit_chunk(j, c, c->calls.content, c->calls.content_len, NULL);
+        vx_oai_tool_calls_chunk(&j->out, &j->meta, c->index, c->calls.v, c->calls.n, q->include_usage);
+    }
+    return c->calls.n > 0 ? "tool_calls" : reason;
 }
 
 static void usage_of(const job *j, vx_oai_usage *u) {
@@ -444,7 +487,17 @@ static void handle_event(job *j, const ev_item *it) {
     if (it->token >= 0) {
         c->n_gen++;
         if (j->req.logprobs) lp_push(c, it);
-        bool stop = vx_text_filter_feed(&c->filter, it->text, (size_t)it->text_len, t);
+        const char *text = it->text;
+        size_t len = (size_t)it->text_len;
+        if (j->tools && len == 0) {
+            /* the call marker of the llama3 and mistral formats is a
+             * control token, which has no text: it must reach the parser */
+            const char *mk = vx_tool_format_marker(j->srv->p.tool_format);
+            char piece[64];
+            const int32_t pl = vx_token_to_piece(j->srv->vocab, it->token, piece, sizeof piece - 1, true);
+            if (pl > 0 && (size_t)pl == strlen(mk) && !memcmp(piece, mk, (size_t)pl)) text = mk, len = (size_t)pl;
+        }
+        bool stop = vx_text_filter_feed(&c->filter, text, len, t);
         emit_text(j, c, t);
         if (stop) {
             uint64_t id;
@@ -454,7 +507,7 @@ static void handle_event(job *j, const ev_item *it) {
             id = c->engine_id;
             pthread_mutex_unlock(&j->mu);
             if (cancel) vx_engine_cancel(j->srv->engine, id);
-            choice_done(j, c, "stop");
+            choice_done(j, c, tools_finish(j, c, "stop"));
             return;
         }
     }
@@ -466,7 +519,7 @@ static void handle_event(job *j, const ev_item *it) {
         t->len = 0;
         vx_text_filter_finish(&c->filter, t);
         emit_text(j, c, t);
-        choice_done(j, c, it->finish == VX_FINISH_STOP ? "stop" : "length");
+        choice_done(j, c, tools_finish(j, c, it->finish == VX_FINISH_STOP ? "stop" : "length"));
         return;
     case VX_FINISH_CANCELED:
         if (server_stopping(j->srv)) job_fail(j, 503, "The server is shutting down.");
@@ -647,7 +700,7 @@ static char *job_response(job *j) {
             len = texts[i].len;
         }
         oc[i] = (vx_oai_choice){.index = c->index, .text = text, .text_len = len,
-                                .finish_reason = c->finish_reason};
+                                .finish_reason = c->finish_reason, .calls = c->calls.v, .n_calls = c->calls.n};
         if (j->req.logprobs) {
             static const vx_oai_logprob none; /* logprobs asked, no token generated */
             oc[i].lp = c->lp ? c->lp : &none;
@@ -685,11 +738,28 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         return respond_error(conn, r, &err);
     }
 
+    /* tools: the template renders them, the reply is parsed for calls;
+     * tool_choice "required" or a function forces one (tool_call.h) */
+    j->tools = q->tools_json != NULL;
+    if (j->tools && s->p.tool_format == VX_TOOL_FMT_NONE) {
+        vx_oai_set_error(&err, 400, "tools",
+                         "This model's chat template has no tool-call format this server knows (hermes "
+                         "<tool_call>, Llama 3.x JSON, Mistral [TOOL_CALLS]), so 'tools' cannot be used with it: start "
+                         "vx serve with --chat-template FILE naming a template that has one, or send tool_choice "
+                         "'none'.");
+        return respond_error(conn, r, &err);
+    }
+    if (j->tools && q->tool_choice != VX_OAI_TOOLS_AUTO &&
+        vx_tool_force(s->p.tool_format, q->tools_json, q->tool_name, q->parallel_tool_calls, &j->tool_prefix,
+                      &j->tool_schema) != VX_OK)
+        return respond_errorf(conn, r, 500, NULL, "Out of memory.");
+
     vx_token *prompt = NULL;
     int32_t n_prompt = 0;
     bool ok;
     if (kind == VX_OAI_CHAT) {
-        ok = vx_oai_chat_prompt(s->tmpl, s->vocab, q->messages_json, &prompt, &n_prompt, &err);
+        ok = vx_oai_chat_prompt_ex(s->tmpl, s->vocab, q->messages_json, q->tools_json, j->tool_prefix, &prompt,
+                                   &n_prompt, &err);
     } else if (q->prompt) {
         ok = vx_oai_tokenize_text(s->vocab, q->prompt, q->prompt_len, true, true, &prompt, &n_prompt, &err);
     } else {
@@ -750,6 +820,14 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         c->index = i;
         vx_text_filter_init(&c->filter, q->stop, q->n_stop);
         c->lp_offset = j->echo_len;
+        vx_tool_stream_init(&c->tstream, j->tools ? s->p.tool_format : VX_TOOL_FMT_NONE);
+        if (j->tool_prefix) { /* a forced call's opening is part of the reply to parse */
+            const size_t pl = strlen(j->tool_prefix);
+            const char *p;
+            size_t n;
+            if (!q->stream) vx_sbuf_add(&c->text, j->tool_prefix, pl);
+            else if (!vx_tool_stream_feed(&c->tstream, j->tool_prefix, pl, &p, &n)) j->out.oom = true;
+        }
     }
     /* echo with logprobs (lm-evaluation-harness's loglikelihood requests,
      * usually max_tokens 0): the prompt's tokens lead the logprobs, as in
@@ -795,8 +873,8 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         rp.prompt_logprobs = j->prompt_lp;
         rp.ignore_eos = q->ignore_eos;
         rp.json_object = q->json_object;
-        rp.json_schema = q->json_schema;
-        rp.json_schema_len = q->json_schema ? strlen(q->json_schema) : 0;
+        rp.json_schema = j->tool_schema ? j->tool_schema : q->json_schema;
+        rp.json_schema_len = rp.json_schema ? strlen(rp.json_schema) : 0;
         rp.on_event = on_event;
         rp.user_data = c;
         pthread_mutex_lock(&j->mu);

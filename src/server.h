@@ -14,6 +14,7 @@
 
 #include "chat.h"
 #include "engine.h"
+#include "tool_call.h"
 #include "vortex.h"
 
 typedef struct vx_server vx_server;
@@ -36,6 +37,9 @@ typedef struct vx_server_params {
                                  drip bytes); 0: no limit */
     unsigned max_connections; /* beyond it requests get 503 (0: 256) */
     bool log_requests;       /* one line per request on stderr */
+    vx_tool_format tool_format; /* how the chat template's model writes tool calls
+                                   (vx_tool_format_detect); NONE: requests with
+                                   tools get a 400 */
 } vx_server_params;
 
 vx_server_params vx_server_default_params(void);

@@ -11,7 +11,9 @@
  */
 #include "server_openai.h"
 
+#include "common.h"
 #include "json_schema.h"
+#include "tool_call.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -19,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 /* ------------------------------------------------------------ byte buffer */
@@ -486,10 +487,7 @@ static bool parse_json_schema(const cJSON *rf, vx_oai_request *r, vx_oai_error *
 /* response_format: "text" asks for nothing, "json_object" for constrained
  * decoding to one JSON object (json_check.h), "json_schema" to a schema's
  * subset (json_schema.h). Features this server does not have are refused
- * rather than ignored: a client that asks for tool calls must not take
- * free text for them (vLLM without a tool parser and llama-server without
- * --jinja refuse them too). An empty tools list and tool_choice "none"
- * ask for nothing and pass. */
+ * rather than ignored. */
 static bool refuse_unsupported(const cJSON *root, vx_oai_request *r, vx_oai_error *e) {
     const cJSON *rf = member(root, "response_format");
     if (rf) {
@@ -505,19 +503,6 @@ static bool refuse_unsupported(const cJSON *root, vx_oai_request *r, vx_oai_erro
                              "response_format type '%.40s' is not supported (only 'text', 'json_object' and "
                              "'json_schema').",
                              t->valuestring);
-            return false;
-        }
-    }
-    const cJSON *tc = member(root, "tool_choice");
-    const bool none = tc && cJSON_IsString(tc) && !strcmp(tc->valuestring, "none");
-    const char *keys[2] = {"tools", "functions"};
-    for (int i = 0; i < 2 && !none; i++) {
-        const cJSON *x = member(root, keys[i]);
-        if (x && (!cJSON_IsArray(x) || cJSON_GetArraySize(x) > 0)) {
-            vx_oai_set_error(e, 400, keys[i],
-                             "Tool calling is not supported by this server ('%s'); send no tools, or "
-                             "tool_choice 'none'.",
-                             keys[i]);
             return false;
         }
     }
@@ -579,6 +564,119 @@ static bool opt_bool(const cJSON *o, const char *key, bool *out, vx_oai_error *e
     return true;
 }
 
+/* OpenAI's rule for function names: 1-64 of a-z A-Z 0-9 _ - */
+static bool function_name_ok(const char *s) {
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (!(s[n] == '_' || s[n] == '-' || (s[n] >= '0' && s[n] <= '9') || ((s[n] | 32) >= 'a' && (s[n] | 32) <= 'z')))
+            return false;
+    return n >= 1 && n <= 64;
+}
+
+/* tools, tool_choice, parallel_tool_calls (tool_call.h). tool_choice
+ * "none" (or no tools) leaves the request as one without tools: the
+ * template gets none, the reply is text. The legacy functions /
+ * function_call are refused: their reply has another shape. */
+static bool parse_tools(const cJSON *root, vx_oai_request *r, vx_oai_error *e) {
+    const cJSON *fx = member(root, "functions");
+    if (fx && !cJSON_IsNull(fx) && (!cJSON_IsArray(fx) || cJSON_GetArraySize(fx) > 0)) {
+        vx_oai_set_error(e, 400, "functions",
+                         "The deprecated 'functions' parameter is not supported; send the functions as 'tools'.");
+        return false;
+    }
+    r->parallel_tool_calls = true;
+    if (!opt_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, e)) return false;
+    const cJSON *tools = member(root, "tools"), *tc = member(root, "tool_choice");
+    if (tools && cJSON_IsNull(tools)) tools = NULL;
+    if (tc && cJSON_IsNull(tc)) tc = NULL;
+    if (tools && !cJSON_IsArray(tools)) return type_error(e, "tools", "an array", tools);
+    const int32_t n = tools ? cJSON_GetArraySize(tools) : 0;
+    if (n > VX_OAI_MAX_TOOLS) {
+        vx_oai_set_error(e, 400, "tools", "Invalid 'tools': array too long. Expected an array with maximum length %d, "
+                                          "but got an array with length %d instead.", VX_OAI_MAX_TOOLS, (int)n);
+        return false;
+    }
+    const char *choice = "auto", *named = NULL;
+    if (tc && cJSON_IsString(tc)) {
+        choice = tc->valuestring;
+        if (strcmp(choice, "none") && strcmp(choice, "auto") && strcmp(choice, "required")) {
+            vx_oai_set_error(e, 400, "tool_choice",
+                             "Invalid value for 'tool_choice': '%.40s'. Expected 'none', 'auto', 'required' or an "
+                             "object naming a function.", choice);
+            return false;
+        }
+    } else if (tc) {
+        const cJSON *ty = cJSON_IsObject(tc) ? member(tc, "type") : NULL, *fn = cJSON_IsObject(tc) ? member(tc, "function") : NULL;
+        const cJSON *nm = cJSON_IsObject(fn) ? member(fn, "name") : NULL;
+        if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "function") || !cJSON_IsString(nm))
+            return type_error(e, "tool_choice", "'none', 'auto', 'required' or {\"type\": \"function\", \"function\": {\"name\": ...}}", tc);
+        choice = "named";
+        named = nm->valuestring;
+    }
+    if (!strcmp(choice, "none")) return true;
+    if (n == 0) {
+        if (strcmp(choice, "auto")) {
+            vx_oai_set_error(e, 400, "tool_choice", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when "
+                                                    "'tools' are specified.");
+            return false;
+        }
+        return true;
+    }
+    if (!(r->tool_names = calloc((size_t)n, sizeof *r->tool_names))) goto oom;
+    char param[96];
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        const int32_t i = r->n_tools;
+        snprintf(param, sizeof param, "tools[%d]", (int)i);
+        if (!cJSON_IsObject(t)) return type_error(e, param, "an object", t);
+        const cJSON *ty = member(t, "type"), *fn = member(t, "function");
+        snprintf(param, sizeof param, "tools[%d].type", (int)i);
+        if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "function")) return type_error(e, param, "'function'", ty);
+        snprintf(param, sizeof param, "tools[%d].function", (int)i);
+        if (!cJSON_IsObject(fn)) return type_error(e, param, "an object", fn);
+        const cJSON *nm = member(fn, "name"), *ds = member(fn, "description"), *pa = member(fn, "parameters");
+        snprintf(param, sizeof param, "tools[%d].function.name", (int)i);
+        if (!cJSON_IsString(nm)) return type_error(e, param, "a string", nm);
+        if (!function_name_ok(nm->valuestring)) {
+            vx_oai_set_error(e, 400, param, "Invalid '%s': '%.64s'. Function names are 1 to 64 letters, digits, "
+                                            "underscores or dashes.", param, nm->valuestring);
+            return false;
+        }
+        for (int32_t k = 0; k < i; k++)
+            if (!strcmp(r->tool_names[k], nm->valuestring)) {
+                vx_oai_set_error(e, 400, param, "Duplicate function name '%s' in 'tools'.", nm->valuestring);
+                return false;
+            }
+        snprintf(param, sizeof param, "tools[%d].function.description", (int)i);
+        if (ds && !cJSON_IsString(ds)) return type_error(e, param, "a string", ds);
+        snprintf(param, sizeof param, "tools[%d].function.parameters", (int)i);
+        if (pa && !cJSON_IsObject(pa)) return type_error(e, param, "an object (a JSON Schema)", pa);
+        if (!(r->tool_names[i] = strdup(nm->valuestring))) goto oom;
+        r->n_tools++;
+    }
+    if (named) {
+        int32_t k = 0;
+        while (k < n && strcmp(r->tool_names[k], named)) k++;
+        if (k == n) {
+            vx_oai_set_error(e, 400, "tool_choice", "Invalid value for 'tool_choice': no function named '%.64s' in "
+                                                    "'tools'.", named);
+            return false;
+        }
+        if (!(r->tool_name = strdup(named))) goto oom;
+    }
+    r->tool_choice = named ? VX_OAI_TOOLS_NAMED : !strcmp(choice, "required") ? VX_OAI_TOOLS_REQUIRED : VX_OAI_TOOLS_AUTO;
+    if (r->tool_choice != VX_OAI_TOOLS_AUTO && (r->json_object || r->json_schema)) {
+        vx_oai_set_error(e, 400, "tool_choice", "A forced tool call ('tool_choice' '%s') cannot be combined with a JSON "
+                                                "'response_format'.", named ? "function" : "required");
+        return false;
+    }
+    if (!(r->tools_json = cJSON_PrintUnformatted(tools))) goto oom;
+    return true;
+oom:
+    vx_oai_set_error(e, 500, NULL, "Out of memory.");
+    return false;
+}
+
 /* ---------------------------------------------------------------- requests */
 
 void vx_oai_request_free(vx_oai_request *r) {
@@ -589,6 +687,10 @@ void vx_oai_request_free(vx_oai_request *r) {
     free(r->prompt_ids);
     free(r->logit_bias);
     free(r->json_schema);
+    free(r->tools_json);
+    for (int32_t i = 0; i < r->n_tools; i++) free(r->tool_names[i]);
+    free(r->tool_names);
+    free(r->tool_name);
     for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     memset(r, 0, sizeof *r);
 }
@@ -658,6 +760,38 @@ static int json_depth(const cJSON *x, int limit) {
  * unknown fields): no template reads them and the template's JSON reader
  * stops at 128 levels. */
 #define MAX_FIELD_DEPTH 64
+
+/* An assistant message's tool_calls[].function.arguments, a JSON text in
+ * OpenAI's API, become the object they hold (when they hold one), as vLLM
+ * passes them: templates write them with tojson (Qwen, Hermes, Llama 3.x,
+ * Mistral), and a string would come out quoted. False: out of memory. */
+static bool arguments_as_objects(cJSON *msg) {
+    cJSON *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls"), *c;
+    if (!cJSON_IsArray(calls)) return true;
+    cJSON_ArrayForEach(c, calls) {
+        cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+        cJSON *args = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "arguments") : NULL;
+        if (!cJSON_IsString(args)) continue;
+        /* held to the request's own strict JSON rules; then its text goes
+         * on as it is (cJSON would print 1.5e3 or 1500.0 as 1500, where
+         * vLLM's Python keeps the float) unless it has NUL escapes, which
+         * the strict reader turns into U+FFFD */
+        vx_oai_error ignored;
+        const size_t len = strlen(args->valuestring);
+        cJSON *obj = vx_oai_parse_json_object(args->valuestring, len, &ignored);
+        if (!obj || json_depth(obj, MAX_FIELD_DEPTH) > MAX_FIELD_DEPTH) {
+            cJSON_Delete(obj);
+            continue;
+        }
+        cJSON *raw = strstr(args->valuestring, "\\u0000") ? obj : cJSON_CreateRaw(args->valuestring);
+        if (raw != obj) cJSON_Delete(obj);
+        if (!raw || !cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", raw)) {
+            cJSON_Delete(raw);
+            return false;
+        }
+    }
+    return true;
+}
 
 /* Builds the template's message list: every field kept, content flattened. */
 static bool parse_messages(const cJSON *root, int32_t n_ctx, vx_oai_request *r, vx_oai_error *e) {
@@ -734,6 +868,11 @@ static bool parse_messages(const cJSON *root, int32_t n_ctx, vx_oai_request *r, 
             else if (is_role) seen_role = true;
         }
         cJSON_AddItemToObject(copy, "content", str);
+        if (!arguments_as_objects(copy)) {
+            cJSON_Delete(copy);
+            cJSON_Delete(out);
+            goto oom;
+        }
         cJSON_AddItemToArray(out, copy);
         i++;
     }
@@ -998,6 +1137,20 @@ bool vx_oai_parse_request(vx_oai_kind kind, const char *body, size_t len, int32_
     if (!r->stream) r->include_usage = false;
     if (!opt_bool(root, "ignore_eos", &r->ignore_eos, err)) goto done;
     if (!refuse_unsupported(root, r, err)) goto done;
+    if (kind == VX_OAI_CHAT && !parse_tools(root, r, err)) goto done;
+    if (kind == VX_OAI_COMPLETION) { /* a text completion cannot answer with calls */
+        const char *keys[2] = {"tools", "functions"};
+        const cJSON *tc = member(root, "tool_choice");
+        const bool none = cJSON_IsString(tc) && !strcmp(tc->valuestring, "none");
+        for (int i = 0; i < 2 && !none; i++) {
+            const cJSON *x = member(root, keys[i]);
+            if (x && !cJSON_IsNull(x) && (!cJSON_IsArray(x) || cJSON_GetArraySize(x) > 0)) {
+                vx_oai_set_error(err, 400, keys[i], "'%s' is not supported by /v1/completions; tool calls come from "
+                                                    "/v1/chat/completions.", keys[i]);
+                goto done;
+            }
+        }
+    }
 
     if (kind == VX_OAI_CHAT) {
         if (!opt_bool(root, "logprobs", &r->logprobs, err)) goto done;
@@ -1050,6 +1203,12 @@ bool vx_oai_tokenize_text(const vx_vocab *v, const char *text, size_t len, bool 
 
 bool vx_oai_chat_prompt(const vx_chat_template *t, const vx_vocab *v, const char *messages_json, vx_token **out,
                         int32_t *n_out, vx_oai_error *err) {
+    return vx_oai_chat_prompt_ex(t, v, messages_json, NULL, NULL, out, n_out, err);
+}
+
+bool vx_oai_chat_prompt_ex(const vx_chat_template *t, const vx_vocab *v, const char *messages_json,
+                           const char *tools_json, const char *suffix, vx_token **out, int32_t *n_out,
+                           vx_oai_error *err) {
     *out = NULL;
     *n_out = 0;
     vx_token bos = vx_vocab_bos(v), eos = vx_vocab_eos(v);
@@ -1062,8 +1221,29 @@ bool vx_oai_chat_prompt(const vx_chat_template *t, const vx_vocab *v, const char
     p.bos_token = bos_s;
     p.eos_token = eos_s;
     p.messages_json = messages_json;
+    vx_sbuf extra = {0};
+    if (tools_json) {
+        vx_sbuf_adds(&extra, "{\"tools\":");
+        vx_sbuf_adds(&extra, tools_json);
+        vx_sbuf_adds(&extra, "}");
+        if (extra.oom) {
+            vx_sbuf_free(&extra);
+            vx_oai_set_error(err, 500, NULL, "Out of memory while rendering the chat template.");
+            return false;
+        }
+        p.extra_vars_json = extra.p;
+    }
     char *text = NULL, msg[VX_ERRMSG_MAX];
     vx_status st = vx_chat_template_render_ex(t, NULL, 0, &p, &text, msg, sizeof msg);
+    vx_sbuf_free(&extra);
+    if (st == VX_OK && suffix && suffix[0]) {
+        vx_sbuf full = {0};
+        vx_sbuf_adds(&full, text);
+        vx_sbuf_adds(&full, suffix);
+        free(text);
+        text = vx_sbuf_take(&full);
+        if (!text) st = VX_ENOMEM;
+    }
     if (st != VX_OK) {
         if (st == VX_ENOMEM) vx_oai_set_error(err, 500, NULL, "Out of memory while rendering the chat template.");
         else vx_oai_set_error(err, 400, "messages", "The chat template cannot render these messages: %s", msg);
@@ -1187,19 +1367,8 @@ void vx_text_filter_finish(vx_text_filter *f, vx_sbuf *out) {
 /* --------------------------------------------------------------- responses */
 
 void vx_oai_make_id(vx_oai_kind kind, char *buf, size_t size) {
-    static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    unsigned char rnd[24];
-    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
-        /* no entropy source: ids only need to be unique-ish, not secret */
-        uint64_t x = (uint64_t)(uintptr_t)buf ^ (uint64_t)clock() * 0x9E3779B97F4A7C15ull;
-        for (size_t i = 0; i < sizeof rnd; i++) {
-            x = x * 6364136223846793005ull + 1442695040888963407ull;
-            rnd[i] = (unsigned char)(x >> 56);
-        }
-    }
-    char tail[sizeof rnd + 1];
-    for (size_t i = 0; i < sizeof rnd; i++) tail[i] = alnum[rnd[i] % (sizeof alnum - 1)];
-    tail[sizeof rnd] = 0;
+    char tail[25];
+    vx_random_alnum(tail, 24);
     snprintf(buf, size, "%s-%s", kind == VX_OAI_CHAT ? "chatcmpl" : "cmpl", tail);
 }
 
@@ -1307,6 +1476,24 @@ static void usage_object(vx_sbuf *b, const vx_oai_usage *u) {
                  (long long)u->prompt_tokens + u->completion_tokens, (int)u->cached_tokens);
 }
 
+/* [{"id", "type": "function", "function": {"name", "arguments"}}], with
+ * each call's "index" first in streaming deltas */
+static void tool_calls_json(vx_sbuf *b, const vx_tool_call *calls, int32_t n, bool indexed) {
+    vx_sbuf_add(b, "[", 1);
+    for (int32_t i = 0; i < n; i++) {
+        vx_sbuf_adds(b, i ? ",{" : "{");
+        if (indexed) vx_sbuf_addf(b, "\"index\":%d,", (int)i);
+        vx_sbuf_adds(b, "\"id\":");
+        json_cstr(b, calls[i].id);
+        vx_sbuf_adds(b, ",\"type\":\"function\",\"function\":{\"name\":");
+        json_cstr(b, calls[i].name);
+        vx_sbuf_adds(b, ",\"arguments\":");
+        json_cstr(b, calls[i].arguments);
+        vx_sbuf_adds(b, "}}");
+    }
+    vx_sbuf_add(b, "]", 1);
+}
+
 char *vx_oai_response_json(const vx_oai_meta *m, const vx_oai_choice *choices, int32_t n, const vx_oai_usage *u) {
     vx_sbuf b = {0};
     bool chat = m->kind == VX_OAI_CHAT;
@@ -1317,7 +1504,12 @@ char *vx_oai_response_json(const vx_oai_meta *m, const vx_oai_choice *choices, i
         vx_sbuf_addf(&b, "%s{\"index\":%d,", i ? "," : "", (int)c->index);
         if (chat) {
             vx_sbuf_adds(&b, "\"message\":{\"role\":\"assistant\",\"content\":");
-            json_str(&b, c->text ? c->text : "", c->text_len);
+            if (c->n_calls > 0 && c->text_len == 0) vx_sbuf_adds(&b, "null"); /* as OpenAI */
+            else json_str(&b, c->text ? c->text : "", c->text_len);
+            if (c->n_calls > 0) {
+                vx_sbuf_adds(&b, ",\"tool_calls\":");
+                tool_calls_json(&b, c->calls, c->n_calls, false);
+            }
             vx_sbuf_adds(&b, ",\"refusal\":null}");
         } else {
             vx_sbuf_adds(&b, "\"text\":");
@@ -1356,6 +1548,17 @@ void vx_oai_chunk(vx_sbuf *out, const vx_oai_meta *m, const vx_oai_choice *c, bo
     vx_sbuf_adds(out, ",\"finish_reason\":");
     json_cstr(out, role_only ? NULL : c->finish_reason);
     vx_sbuf_adds(out, "}]");
+    if (usage_null) vx_sbuf_adds(out, ",\"usage\":null");
+    vx_sbuf_adds(out, "}\n\n");
+}
+
+void vx_oai_tool_calls_chunk(vx_sbuf *out, const vx_oai_meta *m, int32_t index, const vx_tool_call *calls,
+                             int32_t n, bool usage_null) {
+    vx_sbuf_adds(out, "data: ");
+    head(out, m, "chat.completion.chunk");
+    vx_sbuf_addf(out, ",\"choices\":[{\"index\":%d,\"delta\":{\"tool_calls\":", (int)index);
+    tool_calls_json(out, calls, n, true);
+    vx_sbuf_adds(out, "},\"logprobs\":null,\"finish_reason\":null}]");
     if (usage_null) vx_sbuf_adds(out, ",\"usage\":null");
     vx_sbuf_adds(out, "}\n\n");
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "chat.h"
+#include "tool_call.h"
 #include "vortex.h"
 
 #define VX_OAI_MAX_N 8          /* choices per request */
@@ -92,7 +93,19 @@ typedef struct vx_oai_request {
     bool ignore_eos;      /* llama.cpp extension: generate past end-of-generation */
     bool json_object;     /* response_format {"type": "json_object"}: constrained to one JSON object */
     char *json_schema;    /* response_format json_schema's schema (JSON text), compiled and checked */
+    /* tools (tool_call.h), validated: the array for the chat template
+     * (NULL: none, or tool_choice "none"), the functions' names, and
+     * tool_choice: VX_OAI_TOOLS_AUTO, _REQUIRED, or _NAMED (tool_name) */
+    char *tools_json;
+    char **tool_names;
+    int32_t n_tools;
+    int tool_choice;
+    char *tool_name;
+    bool parallel_tool_calls; /* default true */
 } vx_oai_request;
+
+enum { VX_OAI_TOOLS_AUTO = 0, VX_OAI_TOOLS_REQUIRED, VX_OAI_TOOLS_NAMED };
+#define VX_OAI_MAX_TOOLS 128 /* functions per request, as OpenAI */
 
 /* Parses and validates a request body. n_vocab bounds token ids (prompt,
  * logit_bias). n_ctx > 0: chat messages beyond n_ctx are refused
@@ -120,6 +133,12 @@ bool vx_oai_tokenize_text(const vx_vocab *v, const char *text, size_t len, bool 
  * tokenizes with special tokens parsed. Template errors give a 400. */
 bool vx_oai_chat_prompt(const vx_chat_template *t, const vx_vocab *v, const char *messages_json,
                         vx_token **out, int32_t *n_out, vx_oai_error *err);
+/* The same with the request's tools as the template's `tools` (NULL:
+ * None) and suffix (NULL: none) appended to the rendered text, as a
+ * forced tool call's opening (tool_call.h). */
+bool vx_oai_chat_prompt_ex(const vx_chat_template *t, const vx_vocab *v, const char *messages_json,
+                           const char *tools_json, const char *suffix, vx_token **out, int32_t *n_out,
+                           vx_oai_error *err);
 
 /* ------------------------------------------------------------- text filter */
 
@@ -169,6 +188,8 @@ typedef struct vx_oai_choice {
     const vx_oai_logprob *lp;  /* NULL: "logprobs": null */
     int32_t n_lp;
     size_t text_offset;        /* completion logprobs: offset of the first token */
+    const vx_tool_call *calls; /* chat: the message's tool_calls (n_calls) */
+    int32_t n_calls;
 } vx_oai_choice;
 
 typedef struct vx_oai_usage {
@@ -193,6 +214,10 @@ char *vx_oai_response_json(const vx_oai_meta *m, const vx_oai_choice *choices, i
  * the empty final delta. usage_null adds "usage":null (include_usage). */
 void vx_oai_chunk(vx_sbuf *out, const vx_oai_meta *m, const vx_oai_choice *c, bool role_only,
                   bool usage_null);
+/* A chat chunk whose delta is the tool calls of choice index (each with
+ * its index, id, type and whole arguments). */
+void vx_oai_tool_calls_chunk(vx_sbuf *out, const vx_oai_meta *m, int32_t index, const vx_tool_call *calls,
+                             int32_t n, bool usage_null);
 /* The include_usage chunk: empty choices and the usage. */
 void vx_oai_usage_chunk(vx_sbuf *out, const vx_oai_meta *m, const vx_oai_usage *u);
 /* An SSE error event "data: {"error":...}\n\n". */

@@ -998,6 +998,10 @@ static void test_api(void) {
     EXPECT_X("{{ tools | map(attribute='name') | join(',') }} {{ enable_thinking }} {{ n * 2 }} {{ f }} {{ u }}",
              "{\"tools\": [{\"name\": \"a\"}, {\"name\": \"b\"}], \"enable_thinking\": false, \"n\": 21, \"f\": 1.5e3, \"u\": \"\\u00e9\\ud83d\\ude00\\n\"}",
              "a,b False 42 1500.0 \303\251\360\237\230\200\n");
+    /* JSON integers at both ends of int64 stay integers (they used to become floats) */
+    EXPECT_X("{{ a }} {{ b | tojson }} {{ a is integer }} {{ b is integer }} {{ c }}",
+             "{\"a\": -9223372036854775808, \"b\": 9223372036854775807, \"c\": -9223372036854775807}",
+             "-9223372036854775808 9223372036854775807 True True -9223372036854775807");
     expect_with(__LINE__, "{{ messages[0].tool_calls[0].function.arguments | tojson }}",
                 "[{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": {\"x\": [1, 2.5, null, true]}}}]}]",
                 NULL, "{\"x\": [1, 2.5, null, true]}");

@@ -288,9 +288,9 @@ static void test_chat_fields(void) {
                                 N_VOCAB, 0, &r, &e) &&
           e.status == 400 && strstr(e.message, "'minimum'") && strstr(e.message, "/properties/n"));
     REJECT_CHAT("{" MSG ",\"response_format\":{}}", "response_format");
-    REJECT_CHAT("{" MSG ",\"tools\":[{\"type\":\"function\"}]}", "tools");
+    REJECT_CHAT("{" MSG ",\"tools\":[{\"type\":\"function\"}]}", "tools[0].function");
     REJECT_CHAT("{" MSG ",\"tools\":{}}", "tools");
-    REJECT_CHAT("{" MSG ",\"tools\":[{}],\"tool_choice\":\"auto\"}", "tools");
+    REJECT_CHAT("{" MSG ",\"tools\":[{}],\"tool_choice\":\"auto\"}", "tools[0].type");
     REJECT_CHAT("{" MSG ",\"functions\":[{\"name\":\"f\"}]}", "functions");
     CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"response_format\":{\"type\":\"text\"},\"tools\":[]}", &r, &e));
     vx_oai_request_free(&r);
@@ -311,6 +311,88 @@ static void test_chat_fields(void) {
     /* sixteen stop strings are fine */
     CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\",\"11\","
                 "\"12\",\"13\",\"14\",\"15\",\"16\"]}", &r, &e) && r.n_stop == 16);
+    vx_oai_request_free(&r);
+}
+
+#define TOOL(name) "{\"type\":\"function\",\"function\":{\"name\":\"" name "\",\"parameters\":{\"type\":\"object\"}}}"
+
+/* tools, tool_choice, parallel_tool_calls, and the tool calls of past
+ * assistant messages as the template gets them */
+static void test_tool_fields(void) {
+    vx_oai_request r;
+    vx_oai_error e;
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"tools\":[" TOOL("get_weather") "," TOOL("f-2") "]}", &r, &e));
+    CHECK(r.n_tools == 2 && !strcmp(r.tool_names[0], "get_weather") && !strcmp(r.tool_names[1], "f-2") &&
+          r.tool_choice == VX_OAI_TOOLS_AUTO && r.parallel_tool_calls && r.tools_json &&
+          strstr(r.tools_json, "\"name\":\"f-2\""));
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"tools\":[" TOOL("a") "],\"tool_choice\":\"required\",\"parallel_tool_calls\":false}",
+                &r, &e));
+    CHECK(r.tool_choice == VX_OAI_TOOLS_REQUIRED && !r.parallel_tool_calls && !r.tool_name);
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"tools\":[" TOOL("a") "," TOOL("b") "],\"tool_choice\":{\"type\":\"function\","
+                "\"function\":{\"name\":\"b\"}}}", &r, &e));
+    CHECK(r.tool_choice == VX_OAI_TOOLS_NAMED && r.tool_name && !strcmp(r.tool_name, "b"));
+    vx_oai_request_free(&r);
+    /* none, or no tools: a request without tools */
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"tools\":[" TOOL("a") "],\"tool_choice\":\"none\"}", &r, &e));
+    CHECK(!r.tools_json && r.n_tools == 0);
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"tools\":null,\"tool_choice\":\"auto\"}", &r, &e) && !r.tools_json);
+    vx_oai_request_free(&r);
+    REJECT_CHAT("{" MSG ",\"tool_choice\":\"required\"}", "tool_choice");
+    REJECT_CHAT("{" MSG ",\"tools\":[" TOOL("a") "],\"tool_choice\":\"always\"}", "tool_choice");
+    REJECT_CHAT("{" MSG ",\"tools\":[" TOOL("a") "],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"b\"}}}",
+                "tool_choice");
+    REJECT_CHAT("{" MSG ",\"tools\":[" TOOL("a") "],\"tool_choice\":{\"type\":\"function\"}}", "tool_choice");
+    REJECT_CHAT("{" MSG ",\"tools\":[" TOOL("a") "],\"tool_choice\":3}", "tool_choice");
+    REJECT_CHAT("{" MSG ",\"tools\":[" TOOL("a") "," TOOL("a") "]}", "tools[1].function.name");
+    REJECT_CHAT("{" MSG ",\"tools\":[" TOOL("a b") "]}", "tools[0].function.name");
+    REJECT_CHAT("{" MSG ",\"tools\":[" TOOL("") "]}", "tools[0].function.name");
+    REJECT_CHAT("{" MSG ",\"tools\":[" TOOL("x1234567890123456789012345678901234567890123456789012345678901234") "]}",
+                "tools[0].function.name");
+    REJECT_CHAT("{" MSG ",\"tools\":[{\"type\":\"code\",\"function\":{\"name\":\"a\"}}]}", "tools[0].type");
+    REJECT_CHAT("{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":[]}}]}",
+                "tools[0].function.parameters");
+    REJECT_CHAT("{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"description\":1}}]}",
+                "tools[0].function.description");
+    REJECT_CHAT("{" MSG ",\"tools\":[" TOOL("a") "],\"parallel_tool_calls\":1}", "parallel_tool_calls");
+    REJECT_CHAT("{" MSG ",\"tools\":[" TOOL("a") "],\"tool_choice\":\"required\",\"response_format\":{\"type\":"
+                "\"json_object\"}}", "tool_choice");
+    {
+        char body[16384];
+        int o = snprintf(body, sizeof body, "{" MSG ",\"tools\":[");
+        for (int i = 0; i < VX_OAI_MAX_TOOLS + 1; i++) o += snprintf(body + o, sizeof body - (size_t)o, "%s" TOOL("f%d"), i ? "," : "", i);
+        snprintf(body + o, sizeof body - (size_t)o, "]}");
+        REJECT_CHAT(body, "tools");
+    }
+    /* numbers keep their text; JSON that the strict reader refuses (a
+     * trailing comma, trailing text) stays a string; a NUL escape goes
+     * through the reader (U+FFFD) */
+    CHECK(parse(VX_OAI_CHAT, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"a\","
+                "\"arguments\":\"{\\\"t\\\":1500.0,\\\"u\\\":1e-7}\"}},{\"function\":{\"name\":\"b\",\"arguments\":"
+                "\"{\\\"x\\\":1,}\"}},{\"function\":{\"name\":\"c\",\"arguments\":\"{} x\"}},{\"function\":{\"name\":"
+                "\"d\",\"arguments\":\"{\\\"s\\\":\\\"\\\\u0000\\\"}\"}}]}]}", &r, &e));
+    CHECKF(r.messages_json && strstr(r.messages_json, "\"arguments\":{\"t\":1500.0,\"u\":1e-7}") &&
+           strstr(r.messages_json, "\"arguments\":\"{\\\"x\\\":1,}\"") && strstr(r.messages_json, "\"arguments\":\"{} x\"") &&
+           strstr(r.messages_json, "\"arguments\":{\"s\":\"\xEF\xBF\xBD\"}"),
+           "%s", r.messages_json ? r.messages_json : "(null)");
+    vx_oai_request_free(&r);
+    /* a text completion cannot answer with calls */
+    REJECT_CMPL("{\"prompt\":\"x\",\"tools\":[" TOOL("a") "]}", "tools");
+    REJECT_CMPL("{\"prompt\":\"x\",\"functions\":5}", "functions");
+    CHECK(parse(VX_OAI_COMPLETION, "{\"prompt\":\"x\",\"tools\":[" TOOL("a") "],\"tool_choice\":\"none\"}", &r, &e));
+    vx_oai_request_free(&r);
+    /* a past call's arguments string becomes the object it holds; other
+     * strings and fields stay as they are */
+    CHECK(parse(VX_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\","
+                "\"content\":null,\"tool_calls\":[{\"id\":\"call1\",\"type\":\"function\",\"function\":{\"name\":\"a\","
+                "\"arguments\":\"{\\\"x\\\": [1, \\\"y\\\"]}\"}},{\"id\":\"call2\",\"type\":\"function\",\"function\":"
+                "{\"name\":\"b\",\"arguments\":\"not json\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"call1\","
+                "\"content\":\"42\"}]}", &r, &e));
+    CHECKF(r.messages_json && strstr(r.messages_json, "\"arguments\":{\"x\": [1, \"y\"]}") &&
+           strstr(r.messages_json, "\"arguments\":\"not json\"") && strstr(r.messages_json, "\"tool_call_id\":\"call1\""),
+           "%s", r.messages_json ? r.messages_json : "(null)");
     vx_oai_request_free(&r);
 }
 
@@ -756,6 +838,51 @@ static void test_responses(const vx_vocab *v) {
     free(j);
 }
 
+/* A message with tool calls: content null when empty, OpenAI's shapes;
+ * the streaming delta carries each call's index. */
+static void test_tool_responses(const vx_vocab *v) {
+    vx_oai_meta m = {.kind = VX_OAI_CHAT, .id = "chatcmpl-x", .created = 1700000000, .model = "m", .vocab = v};
+    vx_tool_call calls[2] = {{.name = "get_weather", .arguments = "{\"location\":\"Z\u00fcrich\"}", .id = "call_1"},
+                             {.name = "get_time", .arguments = "{}", .id = "call_2"}};
+    vx_oai_choice c[2] = {
+        {.index = 0, .text = "", .text_len = 0, .finish_reason = "tool_calls", .calls = calls, .n_calls = 2},
+        {.index = 1, .text = "Let me see.", .text_len = 11, .finish_reason = "tool_calls", .calls = calls + 1, .n_calls = 1},
+    };
+    vx_oai_usage u = {0};
+    char *j = vx_oai_response_json(&m, c, 2, &u);
+    cJSON *root = j ? cJSON_Parse(j) : NULL;
+    CHECKF(root, "%s", j ? j : "(null)");
+    cJSON *ch = cJSON_GetObjectItemCaseSensitive(root, "choices");
+    cJSON *m0 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ch, 0), "message");
+    cJSON *m1 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ch, 1), "message");
+    CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(m0, "content")));
+    CHECK(!strcmp(cJSON_GetObjectItemCaseSensitive(m1, "content")->valuestring, "Let me see."));
+    cJSON *tc = cJSON_GetObjectItemCaseSensitive(m0, "tool_calls");
+    CHECK(cJSON_GetArraySize(tc) == 2);
+    cJSON *t0 = cJSON_GetArrayItem(tc, 0), *f0 = cJSON_GetObjectItemCaseSensitive(t0, "function");
+    CHECK(!strcmp(cJSON_GetObjectItemCaseSensitive(t0, "id")->valuestring, "call_1") &&
+          !strcmp(cJSON_GetObjectItemCaseSensitive(t0, "type")->valuestring, "function") &&
+          !cJSON_GetObjectItemCaseSensitive(t0, "index"));
+    CHECK(!strcmp(cJSON_GetObjectItemCaseSensitive(f0, "name")->valuestring, "get_weather") &&
+          !strcmp(cJSON_GetObjectItemCaseSensitive(f0, "arguments")->valuestring, "{\"location\":\"Z\u00fcrich\"}"));
+    CHECK(!strcmp(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ch, 0), "finish_reason")->valuestring, "tool_calls"));
+    cJSON_Delete(root);
+    free(j);
+    vx_sbuf out = {0};
+    vx_oai_tool_calls_chunk(&out, &m, 3, calls, 2, true);
+    CHECK(out.p && !strncmp(out.p, "data: ", 6) && out.len > 8 && !strcmp(out.p + out.len - 2, "\n\n"));
+    root = out.p ? cJSON_Parse(out.p + 6) : NULL;
+    CHECKF(root, "%s", out.p ? out.p : "(null)");
+    cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
+    CHECK(cJSON_GetObjectItemCaseSensitive(c0, "index")->valuedouble == 3 &&
+          cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(c0, "finish_reason")));
+    tc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c0, "delta"), "tool_calls");
+    CHECK(cJSON_GetArraySize(tc) == 2 && cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(tc, 1), "index")->valuedouble == 1);
+    CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "usage")));
+    cJSON_Delete(root);
+    vx_sbuf_free(&out);
+}
+
 static void test_tokenize_endpoints(const vx_vocab *v) {
     vx_oai_error e;
     const char *body = "{\"content\":\"hello world\",\"add_special\":true}";
@@ -852,6 +979,19 @@ static void test_chat_prompt(const vx_vocab *v) {
     CHECK(n >= 2 && toks[0] == 1 && toks[1] != 1);
     free(toks);
     vx_chat_template_free(t);
+
+    /* tools reach the template as `tools`; a forced call's opening follows
+     * the rendered text */
+    t = NULL;
+    CHECK(vx_chat_template_parse("{% for t in tools %}{{ t.function.name }};{% endfor %}{{ messages[1].content }}", &t,
+                                 err, sizeof err) == VX_OK);
+    CHECK(vx_oai_chat_prompt_ex(t, v, msgs, "[" TOOL("get_weather") "," TOOL("f") "]", "<x>", &toks, &n, &e));
+    tl = toks ? vx_detokenize(v, toks + 1, n - 1, text, sizeof text - 1, false, false) : -1;
+    if (tl >= 0) text[tl] = 0;
+    CHECKF(tl > 0 && !strcmp(text, "get_weather;f;U<x>"), "rendered: %s", tl > 0 ? text : "(none)");
+    free(toks);
+    CHECK(!vx_oai_chat_prompt_ex(t, v, msgs, NULL, NULL, &toks, &n, &e) && e.status == 400); /* tools is None */
+    vx_chat_template_free(t);
 }
 
 /* Random mutations of valid bodies: every parser must answer (success or
@@ -925,6 +1065,7 @@ int main(void) {
     test_json_errors();
     test_chat_fields();
     test_completion_fields();
+    test_tool_fields();
     test_text_filter();
     test_text_filter_random();
     test_fuzz_regressions();
@@ -938,6 +1079,7 @@ int main(void) {
         const vx_vocab *v = vx_model_get_vocab(m);
         CHECK(vx_vocab_n_tokens(v) == N_VOCAB);
         test_responses(v);
+        test_tool_responses(v);
         test_tokenize_endpoints(v);
         test_chat_prompt(v);
         test_mutations(v);

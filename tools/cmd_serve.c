@@ -139,6 +139,7 @@ int vx_cmd_serve(int argc, char **argv) {
         fprintf(stderr, "error: the chat template cannot be parsed: %s\n(use --chat-template NAME)\n", err);
         goto done;
     }
+    sp.tool_format = vx_tool_format_detect(src);
     ep.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : vx_model_n_ctx_train(m));
     ep.n_parallel = (int32_t)parallel;
     ep.n_batch = (int32_t)batch;
@@ -176,9 +177,10 @@ int vx_cmd_serve(int argc, char **argv) {
     const char *host = sp.host ? sp.host : "127.0.0.1";
     const bool v6 = strchr(host, ':') != NULL;
     fprintf(stderr,
-            "vx serve: listening on http://%s%s%s:%d (model %s, context %ld per sequence, %ld parallel%s)\n",
+            "vx serve: listening on http://%s%s%s:%d (model %s, context %ld per sequence, %ld parallel, tool calls: "
+            "%s%s)\n",
             v6 ? "[" : "", host, v6 ? "]" : "", vx_server_port(server), sp.model_name, n_ctx, parallel,
-            sp.api_key && sp.api_key[0] ? ", API key required" : "");
+            vx_tool_format_name(sp.tool_format), sp.api_key && sp.api_key[0] ? ", API key required" : "");
 
     while (g_signals == 0) sleep_ms(100);
     vx_server_shutdown(server);

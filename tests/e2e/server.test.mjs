@@ -538,3 +538,121 @@ describe('vx serve --api-key', () => {
     assert.ok(n > 100);
   });
 });
+
+// Tool calling: the chat template renders `tools`; the model's calls come
+// back as tool_calls. The fixture model's weights are random, so calls are
+// forced (tool_choice "required" or a function: the reply is constrained to
+// a call), with argument schemas of enums only so that every reply closes.
+describe('vx serve tool calling', () => {
+  const weather = {
+    type: 'function',
+    function: {
+      name: 'get_weather', description: 'The weather at a place',
+      parameters: { type: 'object', additionalProperties: false, required: ['unit', 'city'],
+        properties: { unit: { type: 'string', enum: ['celsius', 'fahrenheit'] }, city: { enum: ['Paris', 'Zürich', '東京'] } } },
+    },
+  };
+  const time = {
+    type: 'function',
+    function: { name: 'get_time', parameters: { type: 'object', properties: { zone: { $ref: '#/$defs/zone' } },
+      required: ['zone'], additionalProperties: false, $defs: { zone: { enum: ['UTC', 'CET'] } } } },
+  };
+  const servers = {};
+  const template = (name) => path.join(FIXTURES, 'chat/templates', `${name}.jinja`);
+  before(async () => {
+    servers.hermes = await startServer(['--chat-template', template('Qwen-Qwen2.5-7B-Instruct')]);
+    servers.llama3 = await startServer(['--chat-template', template('meta-llama-Llama-3.1-8B-Instruct')]);
+    servers.mistral = await startServer(['--chat-template', template('mistralai-Mistral-Nemo-Instruct-2407')]);
+  });
+  after(async () => { for (const s of Object.values(servers)) assert.equal(await s.stop('SIGTERM'), 0); });
+
+  const checkWeather = (call, idRe) => {
+    assert.equal(call.type, 'function');
+    assert.match(call.id, idRe);
+    assert.equal(call.function.name, 'get_weather');
+    const args = JSON.parse(call.function.arguments);
+    assert.deepEqual(Object.keys(args), ['unit', 'city']);
+    assert.ok(['celsius', 'fahrenheit'].includes(args.unit));
+    assert.ok(['Paris', 'Zürich', '東京'].includes(args.city));
+  };
+
+  test('each format logs its name; tool_choice required gives a call, streaming and not', async () => {
+    for (const [fmt, idRe] of [['hermes', /^call_[A-Za-z0-9]{24}$/], ['llama3', /^call_[A-Za-z0-9]{24}$/],
+      ['mistral', /^[A-Za-z0-9]{9}$/]]) {
+      const s = servers[fmt];
+      assert.match(s.log(), new RegExp(`tool calls: ${fmt}`));
+      const ai = client(s.base);
+      for (const seed of [1, 2]) {
+        const req = { messages: [{ role: 'user', content: 'Weather in Paris?' }], tools: [weather], tool_choice: 'required',
+          temperature: 1, seed, max_tokens: 1500 };
+        const r = await ai.chat.completions.create(req);
+        const c = r.choices[0];
+        assert.equal(c.finish_reason, 'tool_calls', `${fmt}: ${JSON.stringify(c.message)}`);
+        assert.equal(c.message.content, null);
+        assert.equal(c.message.tool_calls.length, 1);
+        checkWeather(c.message.tool_calls[0], idRe);
+        // the same request streamed: no text deltas, one tool_calls delta
+        const stream = await ai.chat.completions.create({ ...req, stream: true });
+        const deltas = [];
+        let finish = null, text = '';
+        for await (const ch of stream) {
+          const d = ch.choices[0]?.delta ?? {};
+          if (d.content) text += d.content;
+          if (d.tool_calls) deltas.push(...d.tool_calls);
+          finish = ch.choices[0]?.finish_reason ?? finish;
+        }
+        assert.equal(finish, 'tool_calls', `${fmt} stream: ${text}`);
+        assert.equal(text, '');
+        assert.equal(deltas.length, 1);
+        assert.equal(deltas[0].index, 0);
+        checkWeather(deltas[0], idRe);
+      }
+    }
+  });
+
+  test('a named function among several; its $defs still constrain', async () => {
+    const ai = client(servers.hermes.base);
+    const r = await ai.chat.completions.create({
+      messages: [{ role: 'user', content: 'Time?' }], tools: [weather, time], temperature: 1, seed: 3, max_tokens: 1500,
+      tool_choice: { type: 'function', function: { name: 'get_time' } },
+    });
+    const call = r.choices[0].message.tool_calls[0];
+    assert.equal(call.function.name, 'get_time');
+    assert.ok(['UTC', 'CET'].includes(JSON.parse(call.function.arguments).zone), call.function.arguments);
+  });
+
+  test('a conversation with past calls and their results renders and answers', async () => {
+    for (const fmt of ['hermes', 'llama3', 'mistral']) {
+      const ai = client(servers[fmt].base);
+      const first = await ai.chat.completions.create({
+        messages: [{ role: 'user', content: 'Weather in Paris?' }], tools: [weather], tool_choice: 'required',
+        temperature: 1, seed: 1, max_tokens: 1500,
+      });
+      const msg = first.choices[0].message;
+      const r = await ai.chat.completions.create({
+        messages: [{ role: 'user', content: 'Weather in Paris?' }, msg,
+          { role: 'tool', tool_call_id: msg.tool_calls[0].id, name: 'get_weather', content: '{"temperature": 21}' }],
+        tools: [weather], max_tokens: 8, temperature: 0,
+      });
+      assert.ok(['stop', 'length', 'tool_calls'].includes(r.choices[0].finish_reason), fmt);
+      assert.ok(r.usage.prompt_tokens > first.usage.prompt_tokens, fmt);
+    }
+  });
+
+  test('tools refused with a reason: a template without a call format, bad tools', async () => {
+    const plain = await startServer();
+    try {
+      await assert.rejects(client(plain.base).chat.completions.create({ messages: [{ role: 'user', content: 'x' }], tools: [weather] }),
+        (e) => e.status === 400 && e.param === 'tools' && /tool-call format/.test(e.message));
+      // tool_choice none: a plain reply
+      const r = await client(plain.base).chat.completions.create({ messages: [{ role: 'user', content: 'x' }], tools: [weather],
+        tool_choice: 'none', max_tokens: 2 });
+      assert.equal(r.choices[0].message.tool_calls, undefined);
+    } finally { await plain.stop(); }
+    const ai = client(servers.hermes.base);
+    await assert.rejects(ai.chat.completions.create({ messages: [{ role: 'user', content: 'x' }], tools: [weather, weather] }),
+      (e) => e.status === 400 && e.param === 'tools[1].function.name');
+    await assert.rejects(ai.chat.completions.create({ messages: [{ role: 'user', content: 'x' }], tools: [weather],
+      tool_choice: { type: 'function', function: { name: 'nope' } } }), (e) => e.status === 400 && e.param === 'tool_choice');
+  });
+});

@@ -20,8 +20,10 @@
  *      Qwen2.5 + qwen2, Llama 3.1 + llama-bpe, Mistral Nemo + llama-spm,
  *      Gemma 2 + llama-spm); bit 4: the payload is raw messages JSON,
  *      otherwise a chat request body that goes through vx_oai_parse_request
- *      first, as in the server. Ids must be in range; errors 400 with
- *      param "messages".
+ *      first, as in the server (its tools rendered, a forced call's opening
+ *      appended). Ids must be in range; errors 400 with param "messages".
+ *      An accepted request with tools (mode 0) must give every format a
+ *      forced-call schema that compiles, and a response that parses.
  *   2  vx_text_filter. Byte 1: number of stop strings (% 5) and a chunking
  *      seed; the payload is split at NUL bytes into those stop strings, the
  *      rest is the stream. Fed whole, byte by byte and in random chunks, the
@@ -30,7 +32,10 @@
  *      valid UTF-8 and equal the reference: the sanitized stream cut before
  *      the stop string that ends first (the longest of those ending there).
  *   3  vx_utf8_sanitize must give valid UTF-8 (vx_utf8_valid), be the
- *      identity on valid input, and survive a response JSON round trip.
+ *      identity on valid input, and survive a response JSON round trip;
+ *      the payload as a generated text through vx_tool_parse in every
+ *      tool-call format, whole and streamed in three pieces (released
+ *      plus held bytes are the text; the held part has the calls).
  *
  * Environment: $VX_FIXTURES (default ../shared/fixtures, so run from the
  * repository root) for tokenizer/ggml-vocab-{qwen2,llama-bpe,llama-spm}.gguf
@@ -198,6 +203,65 @@ static void check_response(const vx_oai_request *r, const vx_vocab *v) {
     vx_sbuf_free(&b);
 }
 
+/* Tools: valid names; every format's forced call has a schema that
+ * compiles (the engine compiles it again); the response with calls. */
+static void check_tools(const vx_oai_request *r) {
+    check(!r->tools_json || (r->kind == VX_OAI_CHAT && r->n_tools >= 1 && r->n_tools <= VX_OAI_MAX_TOOLS), "tools");
+    check((r->tool_choice == VX_OAI_TOOLS_NAMED) == (r->tool_name != NULL), "tool_name iff named");
+    if (!r->tools_json) return;
+    for (vx_tool_format f = VX_TOOL_FMT_HERMES; f <= VX_TOOL_FMT_MISTRAL; f++) {
+        char *prefix = NULL, *schema = NULL;
+        check(vx_tool_force(f, r->tools_json, r->tool_name, r->parallel_tool_calls, &prefix, &schema) == VX_OK,
+              "vx_tool_force accepts validated tools");
+        vx_jschema *js = NULL;
+        char msg[256];
+        check(schema && vx_jschema_compile(schema, strlen(schema), &js, msg, sizeof msg) == VX_OK, "forced schema compiles");
+        vx_jschema_free(js);
+        free(prefix);
+        free(schema);
+    }
+    vx_tool_call call = {.name = r->tool_names[0], .arguments = "{\"a\":1}", .id = "call_x"};
+    vx_oai_meta m = {.kind = VX_OAI_CHAT, .id = "chatcmpl-x", .created = 1, .model = r->model, .vocab = g_pair[0].v};
+    vx_oai_choice c = {.index = 0, .text = "", .finish_reason = "tool_calls", .calls = &call, .n_calls = 1};
+    vx_oai_usage u = {1, 2, 0};
+    char *j = vx_oai_response_json(&m, &c, 1, &u);
+    check(is_json(j), "response with tool calls parses");
+    free(j);
+}
+
+/* Tool-call parsing of a generated text, in every format: the text
+ * streamed in three pieces comes out as the released bytes and then the
+ * held ones, and the held part has the whole text's calls. */
+static void check_tool_parse(const char *s, size_t n) {
+    static char *const names[2] = {"get_weather", "f"};
+    const size_t a = n ? (unsigned char)s[0] % (n + 1) : 0, b = a + (n > a ? (unsigned char)s[n - 1] % (n - a + 1) : 0);
+    for (vx_tool_format f = VX_TOOL_FMT_HERMES; f <= VX_TOOL_FMT_MISTRAL; f++) {
+        vx_tool_calls whole, part;
+        check(vx_tool_parse(f, s, n, names, 2, 0, &whole) == VX_OK, "vx_tool_parse");
+        for (int32_t i = 0; i < whole.n; i++) check(whole.v[i].name[0] && whole.v[i].id[0], "a call has a name and id");
+        vx_tool_stream st;
+        vx_tool_stream_init(&st, f);
+        char *rel = malloc(n + 1);
+        size_t rl = 0;
+        const size_t cuts[4] = {0, a, b, n};
+        for (int k = 0; k < 3; k++) {
+            const char *o;
+            size_t ol;
+            check(vx_tool_stream_feed(&st, s + cuts[k], cuts[k + 1] - cuts[k], &o, &ol), "stream feed");
+            memcpy(rel + rl, o, ol);
+            rl += ol;
+        }
+        size_t hl;
+        const char *held = vx_tool_stream_held(&st, &hl);
+        check(rl + hl == n && (!rl || !memcmp(rel, s, rl)) && (!hl || !memcmp(held, s + rl, hl)), "released + held");
+        check(vx_tool_parse(f, held, hl, names, 2, 0, &part) == VX_OK && part.n == whole.n, "held has the calls");
+        vx_tool_calls_free(&part);
+        vx_tool_calls_free(&whole);
+        vx_tool_stream_free(&st);
+        free(rel);
+    }
+}
+
 /* An accepted request: every field within its documented range. */
 static void check_request(const vx_oai_request *r, vx_oai_kind kind, int32_t n_vocab, const vx_vocab *v) {
     check(r->kind == kind, "kind");
@@ -266,6 +330,7 @@ static void check_request(const vx_oai_request *r, vx_oai_kind kind, int32_t n_v
     check(r->top_logprobs >= 0 && r->top_logprobs <= VX_OAI_MAX_TOP, "top_logprobs");
     check(r->logprobs || r->top_logprobs == 0, "top_logprobs needs logprobs");
     check(!r->include_usage || r->stream, "include_usage needs stream");
+    check_tools(r);
 
     /* the engine must accept what the parser accepted (the server caps the
      * penalty window at n_ctx the same way) */
@@ -336,7 +401,9 @@ static void mode_chat(uint8_t opt, const char *payload, size_t len) {
         check_error(&e);
         return;
     }
-    if (vx_oai_chat_prompt(pr->t, pr->v, r.messages_json, &t, &n, &e)) check_ids(t, n, pr->v);
+    if (vx_oai_chat_prompt_ex(pr->t, pr->v, r.messages_json, r.tools_json, r.tools_json ? "<tool_call>\n" : NULL, &t,
+                              &n, &e))
+        check_ids(t, n, pr->v);
     else check(e.status == 400 && !strcmp(e.param, "messages") && str_ok(e.message), "chat prompt error");
     free(t);
     vx_oai_request_free(&r);
@@ -422,6 +489,7 @@ static void mode_filter(const uint8_t *data, size_t size) {
 }
 
 static void mode_utf8(const char *s, size_t n) {
+    check_tool_parse(s, n);
     vx_sbuf b = {0};
     vx_utf8_sanitize(&b, s, n);
     check(vx_utf8_valid(b.p, b.len, NULL), "sanitized text is valid UTF-8");

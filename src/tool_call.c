@@ -1,0 +1,501 @@
+/*
+ * tool_call.c - the tool-call formats of tool_call.h: detection in a
+ * template's source, parsing of generated text, the streaming hold-back,
+ * and the forced-call schemas.
+ */
+#include "tool_call.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+
+#include "common.h"
+#include "json_schema.h"
+
+static const char HERMES_OPEN[] = "<tool_call>", HERMES_CLOSE[] = "</tool_call>";
+static const char PYTHON_TAG[] = "<|python_tag|>";
+static const char MISTRAL_OPEN[] = "[TOOL_CALLS]";
+
+vx_tool_format vx_tool_format_detect(const char *src) {
+    if (!src || !strstr(src, "tools")) return VX_TOOL_FMT_NONE;
+    if (strstr(src, MISTRAL_OPEN)) return VX_TOOL_FMT_MISTRAL;
+    if (strstr(src, HERMES_OPEN)) return VX_TOOL_FMT_HERMES;
+    /* Llama 3.1-3.3 teach {"name": function name, "parameters": ...} and
+     * write past calls as such JSON (the Llama 3.x header tokens around) */
+    if (strstr(src, "<|start_header_id|>") && strstr(src, "\"parameters\": ")) return VX_TOOL_FMT_LLAMA3;
+    return VX_TOOL_FMT_NONE;
+}
+
+const char *vx_tool_format_name(vx_tool_format f) {
+    switch (f) {
+    case VX_TOOL_FMT_HERMES: return "hermes";
+    case VX_TOOL_FMT_LLAMA3: return "llama3";
+    case VX_TOOL_FMT_MISTRAL: return "mistral";
+    default: return "none";
+    }
+}
+
+const char *vx_tool_format_marker(vx_tool_format f) {
+    switch (f) {
+    case VX_TOOL_FMT_HERMES: return HERMES_OPEN;
+    case VX_TOOL_FMT_LLAMA3: return PYTHON_TAG;
+    case VX_TOOL_FMT_MISTRAL: return MISTRAL_OPEN;
+    default: return NULL;
+    }
+}
+
+/* ---------------------------------------------------------------- parsing */
+
+typedef struct tbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} tbuf;
+
+static void buf_add(tbuf *b, const char *s, size_t n) {
+    if (b->oom || n == 0) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+static bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+static size_t skip_blank(const char *s, size_t i, size_t n) {
+    while (i < n && is_blank(s[i])) i++;
+    return i;
+}
+
+static bool starts(const char *s, size_t i, size_t n, const char *w) {
+    size_t l = strlen(w);
+    return n - i >= l && memcmp(s + i, w, l) == 0;
+}
+
+static const char *find(const char *s, size_t from, size_t n, const char *w) {
+    size_t l = strlen(w);
+    for (size_t i = from; i + l <= n; i++)
+        if (s[i] == w[0] && memcmp(s + i, w, l) == 0) return s + i;
+    return NULL;
+}
+
+/* One JSON value at s[*i..n) (blanks first): parsed, *i after it. */
+static cJSON *json_at(const char *s, size_t *i, size_t n) {
+    size_t j = skip_blank(s, *i, n);
+    const char *end = NULL;
+    cJSON *x = cJSON_ParseWithLengthOpts(s + j, n - j, &end, false);
+    if (!x) return NULL;
+    *i = (size_t)(end - s);
+    return x;
+}
+
+static bool known(const char *name, char *const *names, int32_t n) {
+    for (int32_t i = 0; i < n; i++)
+        if (!strcmp(names[i], name)) return true;
+    return false;
+}
+
+typedef struct calls_acc {
+    vx_tool_call *v;
+    int32_t n, cap;
+    bool oom;
+} calls_acc;
+
+/* A call object {"name": ..., "arguments" | "parameters": ...} into acc;
+ * false when it is not one. Arguments given as a string are kept as that
+ * text (some models write them so, as OpenAI's API does). */
+static bool take_call(const cJSON *o, calls_acc *acc, bool check, char *const *names, int32_t n_names) {
+    if (!cJSON_IsObject(o)) return false;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
+    if (!cJSON_IsString(name) || !name->valuestring[0]) return false;
+    if (check && !known(name->valuestring, names, n_names)) return false;
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "arguments");
+    if (!args) args = cJSON_GetObjectItemCaseSensitive(o, "parameters");
+    char *a;
+    if (!args) a = strdup("{}");
+    else if (cJSON_IsString(args)) a = strdup(args->valuestring);
+    else if (cJSON_IsObject(args)) a = cJSON_PrintUnformatted(args);
+    else return false;
+    char *nm = strdup(name->valuestring);
+    if (acc->n == acc->cap) {
+        int32_t cap = acc->cap ? acc->cap * 2 : 4;
+        vx_tool_call *v = realloc(acc->v, (size_t)cap * sizeof *v);
+        if (v) acc->v = v, acc->cap = cap;
+    }
+    if (!a || !nm || acc->n == acc->cap) {
+        free(a);
+        free(nm);
+        acc->oom = true;
+        return true; /* a call: the caller sees oom */
+    }
+    acc->v[acc->n++] = (vx_tool_call){.name = nm, .arguments = a, .id = ""};
+    return true;
+}
+
+static void acc_free(calls_acc *acc) {
+    for (int32_t i = 0; i < acc->n; i++) free(acc->v[i].name), free(acc->v[i].arguments);
+    free(acc->v);
+    memset(acc, 0, sizeof *acc);
+}
+
+/* <tool_call> JSON </tool_call> blocks; text between them is content. */
+static bool parse_hermes(const char *s, size_t n, calls_acc *acc, tbuf *content) {
+    size_t i = 0;
+    const char *m;
+    while ((m = find(s, i, n, HERMES_OPEN))) {
+        buf_add(content, s + i, (size_t)(m - s) - i);
+        i = (size_t)(m - s) + strlen(HERMES_OPEN);
+        cJSON *o = json_at(s, &i, n);
+        const bool ok = o && take_call(o, acc, false, NULL, 0);
+        cJSON_Delete(o);
+        if (!ok) return false;
+        i = skip_blank(s, i, n);
+        if (starts(s, i, n, HERMES_CLOSE)) i += strlen(HERMES_CLOSE);
+        else if (i < n && !starts(s, i, n, HERMES_OPEN)) return false;
+    }
+    buf_add(content, s + i, n - i);
+    return true;
+}
+
+/* The whole reply is calls: [<|python_tag|>] {..} [; {..}] ... */
+static bool parse_llama3(const char *s, size_t n, char *const *names, int32_t n_names, calls_acc *acc) {
+    size_t i = skip_blank(s, 0, n);
+    if (starts(s, i, n, PYTHON_TAG)) i = skip_blank(s, i + strlen(PYTHON_TAG), n);
+    if (i >= n || s[i] != '{') return false;
+    for (;;) {
+        cJSON *o = json_at(s, &i, n);
+        const bool ok = o && take_call(o, acc, true, names, n_names);
+        cJSON_Delete(o);
+        if (!ok) return false;
+        i = skip_blank(s, i, n);
+        if (i == n) return true;
+        if (s[i] != ';') return false;
+        i = skip_blank(s, i + 1, n);
+        if (i == n) return true;
+    }
+}
+
+/* [TOOL_CALLS] [ {..}, ... ]; text before and after is content. */
+static bool parse_mistral(const char *s, size_t n, calls_acc *acc, tbuf *content) {
+    const char *m = find(s, 0, n, MISTRAL_OPEN);
+    if (!m) {
+        buf_add(content, s, n);
+        return true;
+    }
+    buf_add(content, s, (size_t)(m - s));
+    size_t i = (size_t)(m - s) + strlen(MISTRAL_OPEN);
+    cJSON *a = json_at(s, &i, n);
+    bool ok = cJSON_IsArray(a) && cJSON_GetArraySize(a) > 0;
+    const cJSON *o;
+    cJSON_ArrayForEach(o, a) if (ok) ok = take_call(o, acc, false, NULL, 0);
+    cJSON_Delete(a);
+    buf_add(content, s + i, n - i);
+    return ok;
+}
+
+static void trimmed(const char *s, size_t n, const char **out, size_t *len) {
+    size_t a = skip_blank(s, 0, n);
+    while (n > a && is_blank(s[n - 1])) n--;
+    *out = s + a;
+    *len = n - a;
+}
+
+vx_status vx_tool_parse(vx_tool_format f, const char *text, size_t len, char *const *names, int32_t n_names,
+                        int32_t max_calls, vx_tool_calls *out) {
+    memset(out, 0, sizeof *out);
+    if (!text) text = "", len = 0;
+    calls_acc acc = {0};
+    tbuf content = {0};
+    bool ok = false;
+    switch (f) {
+    case VX_TOOL_FMT_HERMES: ok = parse_hermes(text, len, &acc, &content); break;
+    case VX_TOOL_FMT_LLAMA3: ok = parse_llama3(text, len, names, n_names, &acc); break;
+    case VX_TOOL_FMT_MISTRAL: ok = parse_mistral(text, len, &acc, &content); break;
+    default: break;
+    }
+    if (acc.oom || content.oom) {
+        acc_free(&acc);
+        free(content.p);
+        return VX_ENOMEM;
+    }
+    if (!ok || acc.n == 0) { /* all of it is content */
+        acc_free(&acc);
+        content.len = 0;
+        buf_add(&content, text, len);
+    }
+    const char *c;
+    size_t cl;
+    trimmed(content.p ? content.p : "", content.len, &c, &cl);
+    out->content = malloc(cl + 1);
+    if (!out->content || content.oom) {
+        acc_free(&acc);
+        free(content.p);
+        free(out->content);
+        out->content = NULL;
+        return VX_ENOMEM;
+    }
+    memcpy(out->content, c, cl);
+    out->content[cl] = 0;
+    out->content_len = cl;
+    free(content.p);
+    if (max_calls > 0)
+        while (acc.n > max_calls) acc.n--, free(acc.v[acc.n].name), free(acc.v[acc.n].arguments);
+    for (int32_t i = 0; i < acc.n; i++) vx_tool_call_id(f, acc.v[i].id, sizeof acc.v[i].id);
+    out->v = acc.v;
+    out->n = acc.n;
+    return VX_OK;
+}
+
+void vx_tool_calls_free(vx_tool_calls *c) {
+    if (!c) return;
+    for (int32_t i = 0; i < c->n; i++) free(c->v[i].name), free(c->v[i].arguments);
+    free(c->v);
+    free(c->content);
+    memset(c, 0, sizeof *c);
+}
+
+/* -------------------------------------------------------------- streaming */
+
+void vx_tool_stream_init(vx_tool_stream *s, vx_tool_format f) {
+    memset(s, 0, sizeof *s);
+    s->f = f;
+}
+
+void vx_tool_stream_free(vx_tool_stream *s) {
+    free(s->held);
+    free(s->out);
+    memset(s, 0, sizeof *s);
+}
+
+static bool hold(vx_tool_stream *s, const char *t, size_t n) {
+    if (s->len + n + 1 > s->cap) {
+        size_t cap = s->cap ? s->cap : 64;
+        while (cap < s->len + n + 1) cap *= 2;
+        char *p = realloc(s->held, cap);
+        if (!p) return !(s->oom = true);
+        s->held = p;
+        s->cap = cap;
+    }
+    memcpy(s->held + s->len, t, n);
+    s->len += n;
+    s->held[s->len] = 0;
+    return true;
+}
+
+/* The longest tail of s[0..n) that begins w (shorter than w). */
+static size_t partial_tail(const char *s, size_t n, const char *w) {
+    size_t l = strlen(w);
+    for (size_t k = l - 1 < n ? l - 1 : n; k > 0; k--)
+        if (memcmp(s + n - k, w, k) == 0) return k;
+    return 0;
+}
+
+bool vx_tool_stream_feed(vx_tool_stream *s, const char *text, size_t n, const char **out, size_t *out_len) {
+    *out = text;
+    *out_len = 0;
+    if (s->f == VX_TOOL_FMT_NONE || (s->f == VX_TOOL_FMT_LLAMA3 && s->seen)) {
+        *out_len = n; /* nothing to watch for: straight through */
+        return true;
+    }
+    if (!hold(s, text, n)) return false;
+    if (s->capturing) return true;
+    size_t rel = 0; /* bytes of held to release */
+    if (s->f == VX_TOOL_FMT_LLAMA3) {
+        const size_t i = skip_blank(s->held, 0, s->len);
+        if (i == s->len) return true; /* blanks only: undecided */
+        const size_t tl = strlen(PYTHON_TAG);
+        if (s->held[i] == '{' || starts(s->held, i, s->len, PYTHON_TAG)) {
+            s->capturing = true;
+            return true;
+        }
+        if (s->len - i < tl && memcmp(s->held + i, PYTHON_TAG, s->len - i) == 0) return true;
+        s->seen = true;
+        rel = s->len;
+    } else {
+        const char *w = vx_tool_format_marker(s->f);
+        const char *m = find(s->held, 0, s->len, w);
+        if (m) {
+            rel = (size_t)(m - s->held);
+            s->capturing = true;
+        } else {
+            rel = s->len - partial_tail(s->held, s->len, w);
+        }
+    }
+    if (rel == 0) return true;
+    if (rel + 1 > s->out_cap) {
+        char *p = realloc(s->out, rel + 1);
+        if (!p) return !(s->oom = true);
+        s->out = p;
+        s->out_cap = rel + 1;
+    }
+    memcpy(s->out, s->held, rel);
+    memmove(s->held, s->held + rel, s->len - rel);
+    s->len -= rel;
+    s->held[s->len] = 0;
+    *out = s->out;
+    *out_len = rel;
+    return true;
+}
+
+const char *vx_tool_stream_held(const vx_tool_stream *s, size_t *len) {
+    *len = s->len;
+    return s->held ? s->held : "";
+}
+
+/* ------------------------------------------------------------ forced calls */
+
+/* The schema of one call object: {"name": <names>, key: <arguments>},
+ * both required, nothing else. params NULL: any object. */
+static cJSON *call_schema(cJSON *names, const char *key, cJSON *params) {
+    cJSON *o = cJSON_CreateObject(), *props = cJSON_CreateObject(), *req = cJSON_CreateArray();
+    cJSON *args = params ? params : cJSON_CreateObject();
+    if (!params && args) cJSON_AddStringToObject(args, "type", "object");
+    if (!o || !props || !req || !args || !cJSON_AddStringToObject(o, "type", "object")) {
+        cJSON_Delete(o), cJSON_Delete(props), cJSON_Delete(req), cJSON_Delete(args), cJSON_Delete(names);
+        return NULL;
+    }
+    cJSON_AddItemToObject(props, "name", names);
+    cJSON_AddItemToObject(props, key, args);
+    cJSON_AddItemToObject(o, "properties", props);
+    cJSON_AddItemToArray(req, cJSON_CreateString("name"));
+    cJSON_AddItemToArray(req, cJSON_CreateString(key));
+    cJSON_AddItemToObject(o, "required", req);
+    cJSON_AddFalseToObject(o, "additionalProperties");
+    return o;
+}
+
+/* The function object of tools[i] with this name (NULL: none). */
+static const cJSON *function_named(const cJSON *tools, const char *name) {
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        if (cJSON_IsString(nm) && !strcmp(nm->valuestring, name)) return fn;
+    }
+    return NULL;
+}
+
+/* The whole schema: the call object (in an array for mistral), with the
+ * function's $defs / definitions lifted to the root so that its "#/$defs/"
+ * pointers still reach them. exact false: arguments any object. */
+static char *force_schema(vx_tool_format f, const cJSON *tools, const cJSON *fn, bool parallel, bool exact) {
+    cJSON *names;
+    if (fn) {
+        names = cJSON_CreateObject();
+        if (names) cJSON_AddStringToObject(names, "const", cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring);
+    } else {
+        names = cJSON_CreateObject();
+        cJSON *list = cJSON_CreateArray();
+        const cJSON *t;
+        cJSON_ArrayForEach(t, tools) {
+            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
+            if (list && cJSON_IsString(nm)) cJSON_AddItemToArray(list, cJSON_CreateString(nm->valuestring));
+        }
+        if (names && list) {
+            cJSON_AddStringToObject(names, "type", "string");
+            cJSON_AddItemToObject(names, "enum", list);
+        } else {
+            cJSON_Delete(list);
+        }
+    }
+    if (!names) return NULL;
+    cJSON *params = NULL, *defs[2] = {NULL, NULL};
+    static const char *const def_keys[2] = {"$defs", "definitions"};
+    if (exact && fn) {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+        if (cJSON_IsObject(p)) {
+            params = cJSON_Duplicate(p, true);
+            for (int k = 0; params && k < 2; k++) defs[k] = cJSON_DetachItemFromObjectCaseSensitive(params, def_keys[k]);
+        } else {
+            /* no parameters: a function that takes none, {} */
+            params = cJSON_CreateObject();
+            if (params) cJSON_AddStringToObject(params, "type", "object"), cJSON_AddFalseToObject(params, "additionalProperties");
+        }
+        if (!params) {
+            cJSON_Delete(names);
+            return NULL;
+        }
+    }
+    cJSON *root = call_schema(names, f == VX_TOOL_FMT_LLAMA3 ? "parameters" : "arguments", params);
+    if (root && f == VX_TOOL_FMT_MISTRAL) {
+        cJSON *arr = cJSON_CreateObject();
+        if (arr) {
+            cJSON_AddStringToObject(arr, "type", "array");
+            cJSON_AddItemToObject(arr, "items", root);
+            cJSON_AddNumberToObject(arr, "minItems", 1);
+            if (!parallel) cJSON_AddNumberToObject(arr, "maxItems", 1);
+        } else {
+            cJSON_Delete(root);
+        }
+        root = arr;
+    }
+    for (int k = 0; k < 2; k++) {
+        if (!defs[k]) continue;
+        if (root) cJSON_AddItemToObject(root, def_keys[k], defs[k]);
+        else cJSON_Delete(defs[k]);
+    }
+    char *text = root ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return text;
+}
+
+vx_status vx_tool_force(vx_tool_format f, const char *tools_json, const char *name, bool parallel, char **prefix,
+                        char **schema) {
+    *prefix = *schema = NULL;
+    if (f == VX_TOOL_FMT_NONE) return VX_EINVAL;
+    cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
+    if (!cJSON_IsArray(tools)) {
+        cJSON_Delete(tools);
+        return VX_EINVAL;
+    }
+    /* one function: "required" names it */
+    const cJSON *only = cJSON_GetArraySize(tools) == 1 ? cJSON_GetArrayItem(tools, 0) : NULL;
+    const cJSON *fn = name ? function_named(tools, name) : cJSON_GetObjectItemCaseSensitive(only, "function");
+    if (name && !fn) {
+        cJSON_Delete(tools);
+        return VX_EINVAL;
+    }
+    /* the function's own parameters when the schema subset can enforce
+     * them, else any object */
+    char *text = NULL;
+    for (int exact = fn ? 1 : 0; exact >= 0 && !text; exact--) {
+        text = force_schema(f, tools, fn, parallel, exact);
+        if (!text) break;
+        vx_jschema *js = NULL;
+        char msg[VX_ERRMSG_MAX];
+        const vx_status st = vx_jschema_compile(text, strlen(text), &js, msg, sizeof msg);
+        vx_jschema_free(js);
+        if (st == VX_OK) break;
+        free(text);
+        text = NULL;
+        if (st == VX_ENOMEM) break;
+    }
+    cJSON_Delete(tools);
+    const char *pre = f == VX_TOOL_FMT_HERMES ? "<tool_call>\n" : f == VX_TOOL_FMT_MISTRAL ? MISTRAL_OPEN : "";
+    *prefix = strdup(pre);
+    if (!text || !*prefix) {
+        free(text);
+        free(*prefix);
+        *prefix = NULL;
+        return VX_ENOMEM;
+    }
+    *schema = text;
+    return VX_OK;
+}
+
+void vx_tool_call_id(vx_tool_format f, char *buf, size_t size) {
+    char tail[25];
+    vx_random_alnum(tail, f == VX_TOOL_FMT_MISTRAL ? 9 : 24);
+    snprintf(buf, size, "%s%s", f == VX_TOOL_FMT_MISTRAL ? "" : "call_", tail);
+}

