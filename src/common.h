@@ -52,11 +52,11 @@ static inline float vx_bf16_to_fp32(uint16_t h) {
 }
 uint16_t vx_fp32_to_bf16(float f); /* round to nearest even, NaN kept quiet */
 
-/* Monotonic time in microseconds. */
 /* n random alphanumerics (getrandom; without it a clock-seeded LCG: ids
  * need to be unique-ish, not secret) and a NUL at buf[n]. */
 void vx_random_alnum(char *buf, size_t n);
 
+/* Monotonic time in microseconds. */
 int64_t vx_time_us(void);
 int64_t vx_time_ns(void); /* monotonic clock */
 

@@ -124,7 +124,7 @@ static void sub(char *dst, size_t n, const char *path, const char *k) { snprintf
 
 /* Keywords that only annotate (taken and ignored), and those the subset
  * implements; anything else is refused. */
-static bool known_keyword(const char *k) {
+bool vx_jschema_keyword_known(const char *k) {
     static const char *const kw[] = {
         "title", "description", "default", "examples", "$schema", "$id", "$comment", "format", "deprecated",
         "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "$defs", "definitions", "discriminator",
@@ -431,7 +431,7 @@ static int32_t compile(comp *c, const cJSON *sch, const char *path) {
     if (++c->nest > MAX_NEST) return fail(c, path, "schemas nested more than %s deep", "64");
     int32_t id = -1;
     for (const cJSON *m = sch->child; m; m = m->next)
-        if (!known_keyword(m->string))
+        if (!vx_jschema_keyword_known(m->string))
             return fail(c, path, "the keyword '%.60s' is not supported: constrained decoding would not enforce it",
                         m->string);
     if (sch != c->root && member(sch, "$id"))

@@ -102,6 +102,9 @@ typedef struct vx_jschema {
 /* Compiles a schema (JSON text). VX_EINVAL with err naming the keyword and
  * where it is (a JSON pointer) for what the subset does not take. */
 vx_status vx_jschema_compile(const char *json, size_t len, vx_jschema **out, char *err, size_t err_size);
+/* Whether a schema keyword is one the subset takes (implemented, or an
+ * annotation); the compiler refuses any other. */
+bool vx_jschema_keyword_known(const char *keyword);
 void vx_jschema_free(vx_jschema *s);
 
 static inline const char *vx_jschema_text(const vx_jschema *s, int32_t i, int32_t *len) {

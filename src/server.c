@@ -421,13 +421,19 @@ static const char *tools_finish(job *j, choice *c, const char *reason) {
         j->out.oom = true;
         return reason;
     }
+    /* a forced call cut short (max_tokens, a stop string): the opening
+     * the server wrote into the prompt is not the model's text */
+    const size_t pl = j->tool_prefix && c->calls.n == 0 ? strlen(j->tool_prefix) : 0;
     if (!q->stream) {
         if (c->calls.n > 0) {
             c->text.len = 0;
             vx_sbuf_add(&c->text, c->calls.content, c->calls.content_len);
+        } else if (pl && c->text.len >= pl) {
+            memmove(c->text.p, c->text.p + pl, c->text.len - pl + 1);
+            c->text.len -= pl;
         }
     } else if (c->calls.n == 0) {
-        if (len) emit_chunk(j, c, text, len, NULL);
+        if (len > pl) emit_chunk(j, c, text + pl, len - pl, NULL);
     } else {
         if (c->calls.content_len) emit_chunk(j, c, c->calls.content, c->calls.content_len, NULL);
         vx_oai_tool_calls_chunk(&j->out, &j->meta, c->index, c->calls.v, c->calls.n, q->include_usage);
@@ -749,10 +755,15 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
                          "'none'.");
         return respond_error(conn, r, &err);
     }
-    if (j->tools && q->tool_choice != VX_OAI_TOOLS_AUTO &&
-        vx_tool_force(s->p.tool_format, q->tools_json, q->tool_name, q->parallel_tool_calls, &j->tool_prefix,
-                      &j->tool_schema) != VX_OK)
-        return respond_errorf(conn, r, 500, NULL, "Out of memory.");
+    if (j->tools && q->tool_choice != VX_OAI_TOOLS_AUTO) {
+        const vx_status st = vx_tool_force(s->p.tool_format, q->tools_json, q->tool_name, q->parallel_tool_calls,
+                                           &j->tool_prefix, &j->tool_schema);
+        if (st == VX_ENOMEM) return respond_errorf(conn, r, 500, NULL, "Out of memory.");
+        if (st != VX_OK) { /* validated tools always give one: not expected */
+            vx_oai_set_error(&err, 400, "tool_choice", "A call of these tools cannot be forced.");
+            return respond_error(conn, r, &err);
+        }
+    }
 
     vx_token *prompt = NULL;
     int32_t n_prompt = 0;

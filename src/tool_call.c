@@ -90,14 +90,65 @@ static const char *find(const char *s, size_t from, size_t n, const char *w) {
     return NULL;
 }
 
-/* One JSON value at s[*i..n) (blanks first): parsed, *i after it. */
-static cJSON *json_at(const char *s, size_t *i, size_t n) {
+/* One JSON value at s[*i..n) (blanks first): parsed, *start where it
+ * begins, *i after it. */
+static cJSON *json_at(const char *s, size_t *i, size_t n, size_t *start) {
     size_t j = skip_blank(s, *i, n);
     const char *end = NULL;
     cJSON *x = cJSON_ParseWithLengthOpts(s + j, n - j, &end, false);
     if (!x) return NULL;
+    *start = j;
     *i = (size_t)(end - s);
     return x;
+}
+
+/* Spans of the text of a JSON value that cJSON parsed: the end of the
+ * string, or value, that starts at s[i] (e: the end of the text). */
+static size_t skip_string(const char *s, size_t i, size_t e) {
+    for (i++; i < e; i++) {
+        if (s[i] == '\\') i++;
+        else if (s[i] == '"') return i + 1;
+    }
+    return e;
+}
+
+static size_t skip_value(const char *s, size_t i, size_t e) {
+    if (i >= e) return e;
+    if (s[i] == '"') return skip_string(s, i, e);
+    if (s[i] == '{' || s[i] == '[') {
+        for (int d = 0; i < e; i++) {
+            if (s[i] == '"') i = skip_string(s, i, e) - 1;
+            else if (s[i] == '{' || s[i] == '[') d++;
+            else if ((s[i] == '}' || s[i] == ']') && --d == 0) return i + 1;
+        }
+        return e;
+    }
+    while (i < e && !strchr(",}] \t\r\n", s[i])) i++;
+    return i;
+}
+
+/* The text s[*va..*ve) of member key's value in the object text at s[a..e)
+ * (the first of that name, as cJSON finds it; a key written with escapes
+ * is not found). */
+static bool member_span(const char *s, size_t a, size_t e, const char *key, size_t *va, size_t *ve) {
+    const size_t kl = strlen(key);
+    size_t i = skip_blank(s, a, e);
+    if (i >= e || s[i] != '{') return false;
+    for (i++;;) {
+        i = skip_blank(s, i, e);
+        if (i >= e || s[i] != '"') return false;
+        const size_t k0 = i + 1, k1 = skip_string(s, i, e);
+        i = skip_blank(s, k1, e);
+        if (i >= e || s[i] != ':') return false;
+        const size_t v0 = skip_blank(s, i + 1, e), v1 = skip_value(s, v0, e);
+        if (k1 - 1 - k0 == kl && !memcmp(s + k0, key, kl)) {
+            *va = v0, *ve = v1;
+            return true;
+        }
+        i = skip_blank(s, v1, e);
+        if (i >= e || s[i] != ',') return false;
+        i++;
+    }
 }
 
 static bool known(const char *name, char *const *names, int32_t n) {
@@ -112,34 +163,52 @@ typedef struct calls_acc {
     bool oom;
 } calls_acc;
 
-/* A call object {"name": ..., "arguments" | "parameters": ...} into acc;
- * false when it is not one. Arguments given as a string are kept as that
- * text (some models write them so, as OpenAI's API does). */
-static bool take_call(const cJSON *o, calls_acc *acc, bool check, char *const *names, int32_t n_names) {
+/* A call object {"name": ..., "arguments" | "parameters": ...} (o, parsed
+ * from the text s[a..e)) into acc; false when it is not one. The
+ * arguments are passed on as the model wrote them (cJSON would print
+ * 1.0 as 1 and big integers as doubles); given as a string, it must hold
+ * a JSON object (some models write them so, as OpenAI's API has them). A
+ * name with a NUL escape is no name. */
+static bool take_call(const char *s, size_t a, size_t e, const cJSON *o, calls_acc *acc, bool check,
+                      char *const *names, int32_t n_names) {
     if (!cJSON_IsObject(o)) return false;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
-    if (!cJSON_IsString(name) || !name->valuestring[0]) return false;
+    size_t na, ne, va = 0, ve = 0;
+    if (!cJSON_IsString(name) || !name->valuestring[0] || !member_span(s, a, e, "name", &na, &ne) ||
+        find(s, na, ne, "\\u0000"))
+        return false;
     if (check && !known(name->valuestring, names, n_names)) return false;
-    const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "arguments");
-    if (!args) args = cJSON_GetObjectItemCaseSensitive(o, "parameters");
-    char *a;
-    if (!args) a = strdup("{}");
-    else if (cJSON_IsString(args)) a = strdup(args->valuestring);
-    else if (cJSON_IsObject(args)) a = cJSON_PrintUnformatted(args);
-    else return false;
+    const char *key = "arguments";
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!args) args = cJSON_GetObjectItemCaseSensitive(o, key = "parameters");
+    char *text;
+    if (!args) {
+        text = strdup("{}");
+    } else if (cJSON_IsString(args)) {
+        const char *end = NULL;
+        cJSON *inner = cJSON_ParseWithOpts(args->valuestring, &end, true);
+        const bool obj = cJSON_IsObject(inner);
+        cJSON_Delete(inner);
+        if (!obj) return false;
+        text = strdup(args->valuestring);
+    } else if (cJSON_IsObject(args) && member_span(s, a, e, key, &va, &ve)) {
+        if ((text = malloc(ve - va + 1))) memcpy(text, s + va, ve - va), text[ve - va] = 0;
+    } else {
+        return false;
+    }
     char *nm = strdup(name->valuestring);
     if (acc->n == acc->cap) {
         int32_t cap = acc->cap ? acc->cap * 2 : 4;
         vx_tool_call *v = realloc(acc->v, (size_t)cap * sizeof *v);
         if (v) acc->v = v, acc->cap = cap;
     }
-    if (!a || !nm || acc->n == acc->cap) {
-        free(a);
+    if (!text || !nm || acc->n == acc->cap) {
+        free(text);
         free(nm);
         acc->oom = true;
         return true; /* a call: the caller sees oom */
     }
-    acc->v[acc->n++] = (vx_tool_call){.name = nm, .arguments = a, .id = ""};
+    acc->v[acc->n++] = (vx_tool_call){.name = nm, .arguments = text, .id = ""};
     return true;
 }
 
@@ -156,8 +225,9 @@ static bool parse_hermes(const char *s, size_t n, calls_acc *acc, tbuf *content)
     while ((m = find(s, i, n, HERMES_OPEN))) {
         buf_add(content, s + i, (size_t)(m - s) - i);
         i = (size_t)(m - s) + strlen(HERMES_OPEN);
-        cJSON *o = json_at(s, &i, n);
-        const bool ok = o && take_call(o, acc, false, NULL, 0);
+        size_t a = 0;
+        cJSON *o = json_at(s, &i, n, &a);
+        const bool ok = o && take_call(s, a, i, o, acc, false, NULL, 0);
         cJSON_Delete(o);
         if (!ok) return false;
         i = skip_blank(s, i, n);
@@ -174,8 +244,9 @@ static bool parse_llama3(const char *s, size_t n, char *const *names, int32_t n_
     if (starts(s, i, n, PYTHON_TAG)) i = skip_blank(s, i + strlen(PYTHON_TAG), n);
     if (i >= n || s[i] != '{') return false;
     for (;;) {
-        cJSON *o = json_at(s, &i, n);
-        const bool ok = o && take_call(o, acc, true, names, n_names);
+        size_t a = 0;
+        cJSON *o = json_at(s, &i, n, &a);
+        const bool ok = o && take_call(s, a, i, o, acc, true, names, n_names);
         cJSON_Delete(o);
         if (!ok) return false;
         i = skip_blank(s, i, n);
@@ -186,22 +257,29 @@ static bool parse_llama3(const char *s, size_t n, char *const *names, int32_t n_
     }
 }
 
-/* [TOOL_CALLS] [ {..}, ... ]; text before and after is content. */
+/* [TOOL_CALLS] [ {..}, ... ] blocks; text around them is content. */
 static bool parse_mistral(const char *s, size_t n, calls_acc *acc, tbuf *content) {
-    const char *m = find(s, 0, n, MISTRAL_OPEN);
-    if (!m) {
-        buf_add(content, s, n);
-        return true;
+    size_t i = 0;
+    const char *m;
+    while ((m = find(s, i, n, MISTRAL_OPEN))) {
+        buf_add(content, s + i, (size_t)(m - s) - i);
+        i = (size_t)(m - s) + strlen(MISTRAL_OPEN);
+        size_t a = 0;
+        cJSON *arr = json_at(s, &i, n, &a);
+        bool ok = cJSON_IsArray(arr) && cJSON_GetArraySize(arr) > 0;
+        size_t k = a + 1; /* the elements' texts, in step with the parsed ones */
+        const cJSON *o;
+        cJSON_ArrayForEach(o, arr) {
+            if (!ok) break;
+            const size_t b = skip_blank(s, k, i), c = skip_value(s, b, i);
+            ok = take_call(s, b, c, o, acc, false, NULL, 0);
+            k = skip_blank(s, c, i) + 1; /* past the ',' */
+        }
+        cJSON_Delete(arr);
+        if (!ok) return false;
     }
-    buf_add(content, s, (size_t)(m - s));
-    size_t i = (size_t)(m - s) + strlen(MISTRAL_OPEN);
-    cJSON *a = json_at(s, &i, n);
-    bool ok = cJSON_IsArray(a) && cJSON_GetArraySize(a) > 0;
-    const cJSON *o;
-    cJSON_ArrayForEach(o, a) if (ok) ok = take_call(o, acc, false, NULL, 0);
-    cJSON_Delete(a);
     buf_add(content, s + i, n - i);
-    return ok;
+    return true;
 }
 
 static void trimmed(const char *s, size_t n, const char **out, size_t *len) {
@@ -375,6 +453,27 @@ static cJSON *call_schema(cJSON *names, const char *key, cJSON *params) {
     return o;
 }
 
+/* Drops from schema s (in place) every keyword the schema subset does not
+ * take (pattern, minimum, minLength, not, ...), in s and in the schemas
+ * below it: a forced call then keeps the parameters' structure (names,
+ * types, required, enums) with their bounds unchecked. */
+static void relax(cJSON *s, int depth) {
+    if (!cJSON_IsObject(s) || depth > 64) return;
+    for (cJSON *m = s->child, *next; m; m = next) {
+        next = m->next;
+        const char *k = m->string;
+        if (!vx_jschema_keyword_known(k)) {
+            cJSON_Delete(cJSON_DetachItemViaPointer(s, m));
+        } else if (!strcmp(k, "properties") || !strcmp(k, "$defs") || !strcmp(k, "definitions")) {
+            for (cJSON *c = m->child; c; c = c->next) relax(c, depth + 1);
+        } else if (!strcmp(k, "anyOf") || !strcmp(k, "oneOf") || !strcmp(k, "allOf")) {
+            for (cJSON *c = m->child; c; c = c->next) relax(c, depth + 1);
+        } else if (!strcmp(k, "items") || !strcmp(k, "additionalProperties")) {
+            relax(m, depth + 1);
+        }
+    }
+}
+
 /* The function object of tools[i] with this name (NULL: none). */
 static const cJSON *function_named(const cJSON *tools, const char *name) {
     const cJSON *t;
@@ -386,48 +485,73 @@ static const cJSON *function_named(const cJSON *tools, const char *name) {
     return NULL;
 }
 
-/* The whole schema: the call object (in an array for mistral), with the
- * function's $defs / definitions lifted to the root so that its "#/$defs/"
- * pointers still reach them. exact false: arguments any object. */
-static char *force_schema(vx_tool_format f, const cJSON *tools, const cJSON *fn, bool parallel, bool exact) {
-    cJSON *names;
-    if (fn) {
-        names = cJSON_CreateObject();
-        if (names) cJSON_AddStringToObject(names, "const", cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring);
+/* The function's parameters as the arguments' schema, at a level of
+ * exactness: 2 as given, 1 without the keywords the subset does not take,
+ * 0 any object. NULL with *oom false: not usable at this level (it would
+ * allow other values than objects, which are no call, or it names the
+ * document's root, "#", which the wrapping moves). A function without
+ * parameters takes none: {}. */
+static cJSON *params_for(const cJSON *fn, int exact, bool *oom) {
+    *oom = false;
+    cJSON *p = NULL;
+    const cJSON *given = fn ? cJSON_GetObjectItemCaseSensitive(fn, "parameters") : NULL;
+    if (exact == 0) {
+        if ((p = cJSON_CreateObject())) cJSON_AddStringToObject(p, "type", "object");
+    } else if (!cJSON_IsObject(given)) {
+        if ((p = cJSON_CreateObject()))
+            cJSON_AddStringToObject(p, "type", "object"), cJSON_AddFalseToObject(p, "additionalProperties");
     } else {
-        names = cJSON_CreateObject();
+        if (!(p = cJSON_Duplicate(given, true))) return *oom = true, NULL;
+        if (exact == 1) relax(p, 0);
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "type");
+        bool usable = t ? cJSON_IsString(t) && !strcmp(t->valuestring, "object") : true;
+        static const char *const alts[] = {"$ref", "anyOf", "oneOf", "allOf", "enum", "const"};
+        for (size_t k = 0; k < sizeof alts / sizeof *alts; k++)
+            if (cJSON_GetObjectItemCaseSensitive(p, alts[k])) usable = false;
+        cJSON_DeleteItemFromObjectCaseSensitive(p, "nullable");
+        if (usable && !t) cJSON_AddStringToObject(p, "type", "object");
+        char *text = usable ? cJSON_PrintUnformatted(p) : NULL;
+        if (usable && !text) {
+            cJSON_Delete(p);
+            return *oom = true, NULL;
+        }
+        if (text && strstr(text, "\"$ref\":\"#\"")) usable = false;
+        free(text);
+        if (!usable) {
+            cJSON_Delete(p);
+            return NULL;
+        }
+        return p;
+    }
+    if (!p) *oom = true;
+    return p;
+}
+
+/* The whole schema: the call object (in an array for mistral) with params
+ * (taken over) as its arguments, and their $defs / definitions lifted to
+ * the root so that their "#/$defs/" pointers still reach them. fn NULL:
+ * the name is any of the tools'. NULL: out of memory. */
+static char *force_schema(vx_tool_format f, const cJSON *tools, const cJSON *fn, bool parallel, cJSON *params) {
+    cJSON *names = cJSON_CreateObject();
+    if (fn && names) {
+        cJSON_AddStringToObject(names, "const", cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring);
+    } else if (names) {
         cJSON *list = cJSON_CreateArray();
         const cJSON *t;
         cJSON_ArrayForEach(t, tools) {
             const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
             if (list && cJSON_IsString(nm)) cJSON_AddItemToArray(list, cJSON_CreateString(nm->valuestring));
         }
-        if (names && list) {
+        if (list) {
             cJSON_AddStringToObject(names, "type", "string");
             cJSON_AddItemToObject(names, "enum", list);
-        } else {
-            cJSON_Delete(list);
         }
     }
-    if (!names) return NULL;
-    cJSON *params = NULL, *defs[2] = {NULL, NULL};
+    cJSON *defs[2] = {NULL, NULL};
     static const char *const def_keys[2] = {"$defs", "definitions"};
-    if (exact && fn) {
-        const cJSON *p = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
-        if (cJSON_IsObject(p)) {
-            params = cJSON_Duplicate(p, true);
-            for (int k = 0; params && k < 2; k++) defs[k] = cJSON_DetachItemFromObjectCaseSensitive(params, def_keys[k]);
-        } else {
-            /* no parameters: a function that takes none, {} */
-            params = cJSON_CreateObject();
-            if (params) cJSON_AddStringToObject(params, "type", "object"), cJSON_AddFalseToObject(params, "additionalProperties");
-        }
-        if (!params) {
-            cJSON_Delete(names);
-            return NULL;
-        }
-    }
-    cJSON *root = call_schema(names, f == VX_TOOL_FMT_LLAMA3 ? "parameters" : "arguments", params);
+    for (int k = 0; k < 2; k++) defs[k] = cJSON_DetachItemFromObjectCaseSensitive(params, def_keys[k]);
+    cJSON *root = names ? call_schema(names, f == VX_TOOL_FMT_LLAMA3 ? "parameters" : "arguments", params) : NULL;
+    if (!names) cJSON_Delete(params);
     if (root && f == VX_TOOL_FMT_MISTRAL) {
         cJSON *arr = cJSON_CreateObject();
         if (arr) {
@@ -455,40 +579,46 @@ vx_status vx_tool_force(vx_tool_format f, const char *tools_json, const char *na
     *prefix = *schema = NULL;
     if (f == VX_TOOL_FMT_NONE) return VX_EINVAL;
     cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
-    if (!cJSON_IsArray(tools)) {
-        cJSON_Delete(tools);
-        return VX_EINVAL;
-    }
     /* one function: "required" names it */
     const cJSON *only = cJSON_GetArraySize(tools) == 1 ? cJSON_GetArrayItem(tools, 0) : NULL;
     const cJSON *fn = name ? function_named(tools, name) : cJSON_GetObjectItemCaseSensitive(only, "function");
-    if (name && !fn) {
+    const cJSON *t;
+    bool named_all = cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0;
+    cJSON_ArrayForEach(t, tools) {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
+        if (!cJSON_IsString(nm)) named_all = false;
+    }
+    if (!named_all || (name && !fn)) {
         cJSON_Delete(tools);
         return VX_EINVAL;
     }
     /* the function's own parameters when the schema subset can enforce
-     * them, else any object */
+     * them (exact 2), else without the keywords it cannot (1), else any
+     * object (0) */
     char *text = NULL;
-    for (int exact = fn ? 1 : 0; exact >= 0 && !text; exact--) {
-        text = force_schema(f, tools, fn, parallel, exact);
-        if (!text) break;
+    vx_status st = VX_EINVAL;
+    for (int exact = fn ? 2 : 0; exact >= 0 && st == VX_EINVAL; exact--) {
+        bool oom;
+        cJSON *params = params_for(fn, exact, &oom);
+        if (oom) st = VX_ENOMEM;
+        if (!params) continue;
+        if (!(text = force_schema(f, tools, fn, parallel, params))) {
+            st = VX_ENOMEM;
+            break;
+        }
         vx_jschema *js = NULL;
         char msg[VX_ERRMSG_MAX];
-        const vx_status st = vx_jschema_compile(text, strlen(text), &js, msg, sizeof msg);
+        st = vx_jschema_compile(text, strlen(text), &js, msg, sizeof msg);
         vx_jschema_free(js);
-        if (st == VX_OK) break;
-        free(text);
-        text = NULL;
-        if (st == VX_ENOMEM) break;
+        if (st != VX_OK) free(text), text = NULL;
+        if (st != VX_OK && st != VX_ENOMEM) st = VX_EINVAL;
     }
     cJSON_Delete(tools);
     const char *pre = f == VX_TOOL_FMT_HERMES ? "<tool_call>\n" : f == VX_TOOL_FMT_MISTRAL ? MISTRAL_OPEN : "";
-    *prefix = strdup(pre);
-    if (!text || !*prefix) {
+    if (st == VX_OK && !(*prefix = strdup(pre))) st = VX_ENOMEM;
+    if (st != VX_OK) {
         free(text);
-        free(*prefix);
-        *prefix = NULL;
-        return VX_ENOMEM;
+        return st;
     }
     *schema = text;
     return VX_OK;

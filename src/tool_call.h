@@ -94,9 +94,11 @@ const char *vx_tool_stream_held(const vx_tool_stream *s, size_t *len);
  * append to the rendered prompt (*prefix, may be "") and a JSON Schema for
  * the rest of the reply (*schema), so that what comes out is a call of
  * `name` (NULL: any of tools_json's functions) that vx_tool_parse takes.
- * tools_json: the request's validated tools array. A function's
- * `parameters` that json_schema.h cannot enforce become {"type":"object"}
- * (a call with an object of arguments, not checked against them). One call
+ * tools_json: the request's validated tools array. Keywords of a
+ * function's `parameters` that json_schema.h does not take (pattern,
+ * minimum, minLength, ...) are dropped: names, types, required properties
+ * and enums are kept, those bounds go unchecked. Parameters it refuses
+ * even so become {"type":"object"} (any object of arguments). One call
  * in the hermes and llama3 formats; mistral's array takes parallel calls
  * unless parallel is false. Both malloc'd. VX_ENOMEM, VX_EINVAL (no such
  * function, bad tools_json). */

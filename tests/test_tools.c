@@ -97,10 +97,10 @@ static void test_parse(void) {
     const vx_tool_format H = VX_TOOL_FMT_HERMES, L = VX_TOOL_FMT_LLAMA3, M = VX_TOOL_FMT_MISTRAL;
     /* hermes: blocks anywhere, text around them is content */
     PARSE(H, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\", \"unit\": \"celsius\"}}\n"
-             "</tool_call>", 0, "", 1, "get_weather", "{\"location\":\"Paris\",\"unit\":\"celsius\"}");
+             "</tool_call>", 0, "", 1, "get_weather", "{\"location\": \"Paris\", \"unit\": \"celsius\"}");
     PARSE(H, "Let me check.\n<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"location\":\"Z\\u00fcrich\"}}\n"
              "</tool_call>\n<tool_call>{\"name\":\"get_time\",\"arguments\":\"{\\\"zone\\\":\\\"UTC\\\"}\"}</tool_call>\n",
-          0, "Let me check.", 2, "get_weather", "{\"location\":\"Zürich\"}", "get_time", "{\"zone\":\"UTC\"}");
+          0, "Let me check.", 2, "get_weather", "{\"location\":\"Z\\u00fcrich\"}", "get_time", "{\"zone\":\"UTC\"}");
     PARSE(H, "<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call><tool_call>{\"name\":\"b\"}</tool_call>", 1, "",
           1, "a", "{}");
     /* the last block may stop without its closing tag (a stop string, EOS) */
@@ -121,7 +121,7 @@ static void test_parse(void) {
 
     /* llama3: the whole reply, names checked */
     PARSE(L, "{\"name\": \"get_weather\", \"parameters\": {\"location\": \"Paris\", \"unit\": \"celsius\"}}", 0, "", 1,
-          "get_weather", "{\"location\":\"Paris\",\"unit\":\"celsius\"}");
+          "get_weather", "{\"location\": \"Paris\", \"unit\": \"celsius\"}");
     PARSE(L, "<|python_tag|>{\"name\":\"get_time\",\"parameters\":{\"zone\":\"CET\"}}; {\"name\":\"get_weather\","
              "\"arguments\":{\"location\":\"東京\"}};",
           0, "", 2, "get_time", "{\"zone\":\"CET\"}", "get_weather", "{\"location\":\"東京\"}");
@@ -136,12 +136,26 @@ static void test_parse(void) {
     /* mistral */
     PARSE(M, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}, {\"name\": "
              "\"get_time\", \"arguments\": {\"zone\": \"UTC\"}, \"id\": \"abcdefghi\"}]",
-          0, "", 2, "get_weather", "{\"location\":\"Paris\"}", "get_time", "{\"zone\":\"UTC\"}");
+          0, "", 2, "get_weather", "{\"location\": \"Paris\"}", "get_time", "{\"zone\": \"UTC\"}");
     PARSE(M, "Sure.[TOOL_CALLS] [{\"name\":\"a\",\"arguments\":{}}] done", 1, "Sure. done", 1, "a", "{}");
     PARSE(M, "[TOOL_CALLS][]", 0, "[TOOL_CALLS][]", 0, NULL);
     PARSE(M, "[TOOL_CALLS]{\"name\":\"a\"}", 0, "[TOOL_CALLS]{\"name\":\"a\"}", 0, NULL);
     PARSE(M, "[TOOL_CALLS][{\"name\":\"a\"},3]", 0, "[TOOL_CALLS][{\"name\":\"a\"},3]", 0, NULL);
     PARSE(M, "no calls", 0, "no calls", 0, NULL);
+    /* every block; arguments as written (numbers cJSON would reprint) */
+    PARSE(M, "[TOOL_CALLS][{\"name\":\"a\",\"arguments\":{\"n\":1.0}}] and [TOOL_CALLS] [ {\"arguments\" : {\"m\":"
+             "12345678901234567890,\"s\":\"x\\u0000y\"} , \"name\":\"b\"} ]",
+          0, "and", 2, "a", "{\"n\":1.0}", "b", "{\"m\":12345678901234567890,\"s\":\"x\\u0000y\"}");
+    /* a NUL in a name, arguments as a string that holds no object: no call */
+    PARSE(L, "{\"name\":\"get_time\\u0000x\",\"parameters\":{}}", 0, "{\"name\":\"get_time\\u0000x\",\"parameters\":{}}",
+          0, NULL);
+    PARSE(H, "<tool_call>{\"name\":\"a\",\"arguments\":\"not json\"}</tool_call>", 0,
+          "<tool_call>{\"name\":\"a\",\"arguments\":\"not json\"}</tool_call>", 0, NULL);
+    PARSE(H, "<tool_call>{\"name\":\"a\",\"arguments\":\"{} x\"}</tool_call>", 0,
+          "<tool_call>{\"name\":\"a\",\"arguments\":\"{} x\"}</tool_call>", 0, NULL);
+    /* braces and brackets inside strings do not end a value early */
+    PARSE(H, "<tool_call>{\"arguments\":{\"q\":\"}]{\\\"\"},\"name\":\"a\"}</tool_call>", 0, "", 1, "a",
+          "{\"q\":\"}]{\\\"\"}");
 }
 
 /* Streams text in pieces cut at every split point pair and checks what
@@ -269,7 +283,24 @@ static void test_force(void) {
     char *prefix, *schema;
     CHECK(vx_tool_force(VX_TOOL_FMT_HERMES, tools2, NULL, true, &prefix, &schema) == VX_OK);
     CHECK(!strcmp(prefix, "<tool_call>\n") && !strstr(schema, "pattern") &&
-          schema_takes(schema, "{\"name\":\"f\",\"arguments\":{\"s\":\"b\"}}"));
+          schema_takes(schema, "{\"name\":\"f\",\"arguments\":{\"s\":\"b\"}}") &&
+          !schema_takes(schema, "{\"name\":\"f\",\"arguments\":{\"s\":1}}")); /* the type stays */
+    free(prefix), free(schema);
+    /* the bounds go, the structure stays, in properties, items, $defs and
+     * alternatives; "properties" named like keywords are kept */
+    const char *tools3 = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                         "\"properties\":{\"minimum\":{\"type\":\"integer\",\"minimum\":3},\"l\":{\"type\":\"array\","
+                         "\"items\":{\"type\":\"string\",\"maxLength\":2}},\"r\":{\"$ref\":\"#/$defs/d\"},\"u\":{\"anyOf\":"
+                         "[{\"type\":\"string\",\"format\":\"date\",\"pattern\":\"x\"},{\"type\":\"null\"}]}},\"required\":"
+                         "[\"minimum\",\"l\",\"r\",\"u\"],\"additionalProperties\":false,\"$defs\":{\"d\":{\"type\":"
+                         "\"number\",\"exclusiveMaximum\":1}}}}}]";
+    CHECK(vx_tool_force(VX_TOOL_FMT_HERMES, tools3, "f", true, &prefix, &schema) == VX_OK);
+    CHECKF(schema && strstr(schema, "\"minimum\":{\"type\":\"integer\"}") && !strstr(schema, "maxLength") &&
+           !strstr(schema, "exclusiveMaximum") && !strstr(schema, "pattern") && strstr(schema, "\"format\""),
+           "%s", schema ? schema : "(null)");
+    CHECK(schema_takes(schema, "{\"name\":\"f\",\"arguments\":{\"minimum\":1,\"l\":[\"abc\"],\"r\":5,\"u\":null}}"));
+    CHECK(!schema_takes(schema, "{\"name\":\"f\",\"arguments\":{\"minimum\":1.5,\"l\":[\"abc\"],\"r\":5,\"u\":null}}"));
+    CHECK(!schema_takes(schema, "{\"name\":\"f\",\"arguments\":{\"minimum\":1,\"l\":[\"abc\"],\"r\":5}}"));
     free(prefix), free(schema);
     /* no parameters: a function that takes none */
     CHECK(vx_tool_force(VX_TOOL_FMT_LLAMA3, "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", "f", true, &prefix,
@@ -277,7 +308,28 @@ static void test_force(void) {
     CHECK(!strcmp(prefix, "") && schema_takes(schema, "{\"name\":\"f\",\"parameters\":{}}") &&
           !schema_takes(schema, "{\"name\":\"f\",\"parameters\":{\"a\":1}}"));
     free(prefix), free(schema);
+    /* parameters that allow other values than objects (which are no call),
+     * or that name the root "#" (which the wrapping moves): any object */
+    static const char *const loose[] = {"{}", "{\"type\":[\"object\",\"null\"]}", "{\"type\":\"string\"}",
+                                        "{\"anyOf\":[{\"type\":\"object\"},{\"type\":\"null\"}]}",
+                                        "{\"type\":\"object\",\"nullable\":true}",
+                                        "{\"type\":\"object\",\"properties\":{\"v\":{\"enum\":[1]},\"next\":{\"anyOf\":"
+                                        "[{\"type\":\"null\"},{\"$ref\":\"#\"}]}},\"required\":[\"v\",\"next\"]}"};
+    for (size_t i = 0; i < sizeof loose / sizeof *loose; i++) {
+        char tl[512];
+        snprintf(tl, sizeof tl, "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":%s}}]", loose[i]);
+        CHECK(vx_tool_force(VX_TOOL_FMT_HERMES, tl, NULL, true, &prefix, &schema) == VX_OK);
+        CHECKF(schema_takes(schema, "{\"name\":\"f\",\"arguments\":{\"v\":1,\"next\":{\"v\":1,\"next\":null}}}") &&
+               !schema_takes(schema, "{\"name\":\"f\",\"arguments\":null}") &&
+               !schema_takes(schema, "{\"name\":\"f\",\"arguments\":\"x\"}") &&
+               schema_takes(schema, "{\"name\":\"f\",\"arguments\":{\"v\":1,\"next\":{\"name\":\"f\",\"arguments\":{}}}}"),
+               "%s: %s", loose[i], schema);
+        free(prefix), free(schema);
+    }
     CHECK(vx_tool_force(VX_TOOL_FMT_HERMES, TOOLS, "nope", true, &prefix, &schema) == VX_EINVAL && !prefix && !schema);
+    CHECK(vx_tool_force(VX_TOOL_FMT_HERMES, "[{\"type\":\"function\",\"function\":{}}]", NULL, true, &prefix, &schema) ==
+          VX_EINVAL);
+    CHECK(vx_tool_force(VX_TOOL_FMT_HERMES, "[]", NULL, true, &prefix, &schema) == VX_EINVAL);
     CHECK(vx_tool_force(VX_TOOL_FMT_NONE, TOOLS, NULL, true, &prefix, &schema) == VX_EINVAL);
     CHECK(vx_tool_force(VX_TOOL_FMT_HERMES, "{}", NULL, true, &prefix, &schema) == VX_EINVAL);
 }

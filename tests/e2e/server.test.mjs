@@ -621,6 +621,46 @@ describe('vx serve tool calling', () => {
     assert.ok(['UTC', 'CET'].includes(JSON.parse(call.function.arguments).zone), call.function.arguments);
   });
 
+  test('a forced call cut short is text without the opening; parameters {} give an object', async () => {
+    for (const fmt of ['hermes', 'mistral']) {
+      const ai = client(servers[fmt].base);
+      for (const stream of [false, true]) {
+        const req = { messages: [{ role: 'user', content: 'Weather?' }], tools: [weather], tool_choice: 'required',
+          temperature: 1, seed: 1, max_tokens: 3, stream };
+        let content = '', finish = null, calls = 0;
+        if (stream) {
+          for await (const ch of await ai.chat.completions.create(req)) {
+            content += ch.choices[0]?.delta?.content ?? '';
+            calls += ch.choices[0]?.delta?.tool_calls?.length ?? 0;
+            finish = ch.choices[0]?.finish_reason ?? finish;
+          }
+        } else {
+          const c = (await ai.chat.completions.create(req)).choices[0];
+          content = c.message.content;
+          calls = c.message.tool_calls?.length ?? 0;
+          finish = c.finish_reason;
+        }
+        assert.equal(finish, 'length');
+        assert.equal(calls, 0);
+        assert.ok(!content.includes('<tool_call>') && !content.includes('[TOOL_CALLS]'), content);
+      }
+    }
+    const ai = client(servers.hermes.base);
+    // (this vocabulary puts a space before a text: the character is the last token)
+    const close = (await post(servers.hermes.base, '/tokenize', JSON.stringify({ content: '}', add_special: false }))).json.tokens.at(-1);
+    for (const seed of [1, 2, 3]) {
+      const r = await ai.chat.completions.create({
+        messages: [{ role: 'user', content: 'Go' }], tools: [{ type: 'function', function: { name: 'go', parameters: {} } }],
+        tool_choice: 'required', temperature: 1, seed, max_tokens: 1500, logit_bias: { [close]: 100 },
+      });
+      // ('}' favoured: an object of arguments closes as soon as it may)
+      const c = r.choices[0];
+      assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c.message));
+      const args = JSON.parse(c.message.tool_calls[0].function.arguments);
+      assert.ok(args && typeof args === 'object' && !Array.isArray(args));
+    }
+  });
+
   test('a conversation with past calls and their results renders and answers', async () => {
     for (const fmt of ['hermes', 'llama3', 'mistral']) {
       const ai = client(servers[fmt].base);

@@ -79,6 +79,7 @@
 
 #include "chat.h"
 #include "gguf.h"
+#include "json_schema.h"
 #include "server_openai.h"
 #include "vocab.h"
 
