@@ -721,6 +721,31 @@ static char *job_response(job *j) {
     return res;
 }
 
+/* Tools: the template renders them and the reply is parsed for calls,
+ * which needs a template whose call format is known; tool_choice
+ * "required" or a function forces a call (tool_call.h): its opening and
+ * schema. False with err filled. */
+static bool tools_begin(vx_server *s, job *j, vx_oai_error *err) {
+    const vx_oai_request *q = &j->req;
+    j->tools = q->tools_json != NULL;
+    if (!j->tools) return true;
+    if (s->p.tool_format == VX_TOOL_FMT_NONE) {
+        vx_oai_set_error(err, 400, "tools",
+                         "This model's chat template has no tool-call format this server knows (hermes "
+                         "<tool_call>, Llama 3.x JSON, Mistral [TOOL_CALLS]), so 'tools' cannot be used with it: start "
+                         "vx serve with --chat-template FILE naming a template that has one, or send tool_choice "
+                         "'none'.");
+        return false;
+    }
+    if (q->tool_choice == VX_OAI_TOOLS_AUTO) return true;
+    const vx_status st = vx_tool_force(s->p.tool_format, q->tools_json, q->tool_name, q->parallel_tool_calls,
+                                       &j->tool_prefix, &j->tool_schema);
+    if (st == VX_ENOMEM) vx_oai_set_error(err, 500, NULL, "Out of memory.");
+    else if (st != VX_OK) /* validated tools always give one: not expected */
+        vx_oai_set_error(err, 400, "tool_choice", "A call of these tools cannot be forced.");
+    return st == VX_OK;
+}
+
 static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn, conn_req *r, vx_oai_kind kind) {
     vx_oai_error err;
     job *j = job_new(s);
@@ -744,26 +769,7 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         return respond_error(conn, r, &err);
     }
 
-    /* tools: the template renders them, the reply is parsed for calls;
-     * tool_choice "required" or a function forces one (tool_call.h) */
-    j->tools = q->tools_json != NULL;
-    if (j->tools && s->p.tool_format == VX_TOOL_FMT_NONE) {
-        vx_oai_set_error(&err, 400, "tools",
-                         "This model's chat template has no tool-call format this server knows (hermes "
-                         "<tool_call>, Llama 3.x JSON, Mistral [TOOL_CALLS]), so 'tools' cannot be used with it: start "
-                         "vx serve with --chat-template FILE naming a template that has one, or send tool_choice "
-                         "'none'.");
-        return respond_error(conn, r, &err);
-    }
-    if (j->tools && q->tool_choice != VX_OAI_TOOLS_AUTO) {
-        const vx_status st = vx_tool_force(s->p.tool_format, q->tools_json, q->tool_name, q->parallel_tool_calls,
-                                           &j->tool_prefix, &j->tool_schema);
-        if (st == VX_ENOMEM) return respond_errorf(conn, r, 500, NULL, "Out of memory.");
-        if (st != VX_OK) { /* validated tools always give one: not expected */
-            vx_oai_set_error(&err, 400, "tool_choice", "A call of these tools cannot be forced.");
-            return respond_error(conn, r, &err);
-        }
-    }
+    if (!tools_begin(s, j, &err)) return respond_error(conn, r, &err);
 
     vx_token *prompt = NULL;
     int32_t n_prompt = 0;
@@ -911,7 +917,7 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
     }
     free(prompt);
     if (q->max_tokens == 0 && !j->prompt_lp)
-        for (int32_t i = 0; i < j->n_choices; i++) choice_done(j, &j->choices[i], "length");
+        for (int32_t i = 0; i < j->n_choices; i++) choice_done(j, &j->choices[i], tools_finish(j, &j->choices[i], "length"));
 
     if (q->stream) {
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, j, sse_free);

@@ -218,24 +218,52 @@ static void acc_free(calls_acc *acc) {
     memset(acc, 0, sizeof *acc);
 }
 
-/* <tool_call> JSON </tool_call> blocks; text between them is content. */
-static bool parse_hermes(const char *s, size_t n, calls_acc *acc, tbuf *content) {
+/* Blocks opened by marker, each a JSON value from s[*i] on that take()
+ * turns into calls (false: they are not calls; *i: after the block); the
+ * text around them is content. */
+typedef bool (*take_fn)(const char *s, size_t n, size_t *i, calls_acc *acc);
+
+static bool parse_marked(const char *s, size_t n, const char *marker, take_fn take, calls_acc *acc, tbuf *content) {
     size_t i = 0;
     const char *m;
-    while ((m = find(s, i, n, HERMES_OPEN))) {
+    while ((m = find(s, i, n, marker))) {
         buf_add(content, s + i, (size_t)(m - s) - i);
-        i = (size_t)(m - s) + strlen(HERMES_OPEN);
-        size_t a = 0;
-        cJSON *o = json_at(s, &i, n, &a);
-        const bool ok = o && take_call(s, a, i, o, acc, false, NULL, 0);
-        cJSON_Delete(o);
-        if (!ok) return false;
-        i = skip_blank(s, i, n);
-        if (starts(s, i, n, HERMES_CLOSE)) i += strlen(HERMES_CLOSE);
-        else if (i < n && !starts(s, i, n, HERMES_OPEN)) return false;
+        i = (size_t)(m - s) + strlen(marker);
+        if (!take(s, n, &i, acc)) return false;
     }
     buf_add(content, s + i, n - i);
     return true;
+}
+
+/* hermes: one call object, then </tool_call> (or the next block, or the
+ * end: a stop string or EOS may come first) */
+static bool take_hermes(const char *s, size_t n, size_t *i, calls_acc *acc) {
+    size_t a = 0;
+    cJSON *o = json_at(s, i, n, &a);
+    const bool ok = o && take_call(s, a, *i, o, acc, false, NULL, 0);
+    cJSON_Delete(o);
+    if (!ok) return false;
+    const size_t j = skip_blank(s, *i, n);
+    if (starts(s, j, n, HERMES_CLOSE)) *i = j + strlen(HERMES_CLOSE);
+    else if (j < n && !starts(s, j, n, HERMES_OPEN)) return false;
+    return true;
+}
+
+/* mistral: an array of call objects */
+static bool take_mistral(const char *s, size_t n, size_t *i, calls_acc *acc) {
+    size_t a = 0;
+    cJSON *arr = json_at(s, i, n, &a);
+    bool ok = cJSON_IsArray(arr) && cJSON_GetArraySize(arr) > 0;
+    size_t k = a + 1; /* the elements' texts, in step with the parsed ones */
+    const cJSON *o;
+    cJSON_ArrayForEach(o, arr) {
+        if (!ok) break;
+        const size_t b = skip_blank(s, k, *i), c = skip_value(s, b, *i);
+        ok = take_call(s, b, c, o, acc, false, NULL, 0);
+        k = skip_blank(s, c, *i) + 1; /* past the ',' */
+    }
+    cJSON_Delete(arr);
+    return ok;
 }
 
 /* The whole reply is calls: [<|python_tag|>] {..} [; {..}] ... */
@@ -257,31 +285,6 @@ static bool parse_llama3(const char *s, size_t n, char *const *names, int32_t n_
     }
 }
 
-/* [TOOL_CALLS] [ {..}, ... ] blocks; text around them is content. */
-static bool parse_mistral(const char *s, size_t n, calls_acc *acc, tbuf *content) {
-    size_t i = 0;
-    const char *m;
-    while ((m = find(s, i, n, MISTRAL_OPEN))) {
-        buf_add(content, s + i, (size_t)(m - s) - i);
-        i = (size_t)(m - s) + strlen(MISTRAL_OPEN);
-        size_t a = 0;
-        cJSON *arr = json_at(s, &i, n, &a);
-        bool ok = cJSON_IsArray(arr) && cJSON_GetArraySize(arr) > 0;
-        size_t k = a + 1; /* the elements' texts, in step with the parsed ones */
-        const cJSON *o;
-        cJSON_ArrayForEach(o, arr) {
-            if (!ok) break;
-            const size_t b = skip_blank(s, k, i), c = skip_value(s, b, i);
-            ok = take_call(s, b, c, o, acc, false, NULL, 0);
-            k = skip_blank(s, c, i) + 1; /* past the ',' */
-        }
-        cJSON_Delete(arr);
-        if (!ok) return false;
-    }
-    buf_add(content, s + i, n - i);
-    return true;
-}
-
 static void trimmed(const char *s, size_t n, const char **out, size_t *len) {
     size_t a = skip_blank(s, 0, n);
     while (n > a && is_blank(s[n - 1])) n--;
@@ -297,9 +300,9 @@ vx_status vx_tool_parse(vx_tool_format f, const char *text, size_t len, char *co
     tbuf content = {0};
     bool ok = false;
     switch (f) {
-    case VX_TOOL_FMT_HERMES: ok = parse_hermes(text, len, &acc, &content); break;
+    case VX_TOOL_FMT_HERMES: ok = parse_marked(text, len, HERMES_OPEN, take_hermes, &acc, &content); break;
     case VX_TOOL_FMT_LLAMA3: ok = parse_llama3(text, len, names, n_names, &acc); break;
-    case VX_TOOL_FMT_MISTRAL: ok = parse_mistral(text, len, &acc, &content); break;
+    case VX_TOOL_FMT_MISTRAL: ok = parse_marked(text, len, MISTRAL_OPEN, take_mistral, &acc, &content); break;
     default: break;
     }
     if (acc.oom || content.oom) {

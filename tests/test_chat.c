@@ -1,6 +1,7 @@
 /*
  * test_chat.c - chat templates: every case of fixtures/chat/manifest.json
- * (byte-exact HF renderings, raise_exception and error cases), Jinja
+ * (byte-exact HF renderings, raise_exception and error cases) and of
+ * tests/data/chat_tools (tool calls through real templates), Jinja
  * lexer/parser/evaluator unit tests whose expectations come from Python
  * jinja2 with HF's settings, syntax errors with positions, limits, and the
  * built-in templates.
@@ -101,16 +102,53 @@ static const char *jstr(const cJSON *obj, const char *key) {
     return cJSON_IsString(v) ? v->valuestring : "";
 }
 
+/* Whether got is exactly want[0, want_len). */
+static bool same_bytes(const char *want, size_t want_len, const char *got) {
+    return got && strlen(got) == want_len && memcmp(got, want, want_len) == 0;
+}
+
+/* Prints where got first differs from want: byte offset, line:column of
+ * the expected text, and some context of both. */
 static void report_diff(const char *name, const char *want, size_t want_len, const char *got) {
-    size_t got_len = strlen(got), i = 0;
-    while (i < want_len && i < got_len && want[i] == got[i]) i++;
-    size_t from = i > 40 ? i - 40 : 0;
-    fprintf(stderr, "%s: first difference at byte %zu (want %zu bytes, got %zu)\n", name, i,
-            want_len, got_len);
-    fprintf(stderr, "  want: \"%.*s\"\n", (int)((want_len - from) < 100 ? want_len - from : 100),
-            want + from);
-    fprintf(stderr, "  got:  \"%.*s\"\n", (int)((got_len - from) < 100 ? got_len - from : 100),
-            got + from);
+    size_t got_len = strlen(got), i = 0, line = 1, col = 1;
+    while (i < want_len && i < got_len && want[i] == got[i]) {
+        if (want[i] == '\n') line++, col = 1;
+        else col++;
+        i++;
+    }
+    size_t from = i > 60 ? i - 60 : 0;
+    size_t wn = want_len - from < 160 ? want_len - from : 160;
+    size_t gn = got_len - from < 160 ? got_len - from : 160;
+    fprintf(stderr, "%s: first difference at byte %zu, line %zu column %zu (want %zu bytes, got %zu)\n",
+            name, i, line, col, want_len, got_len);
+    fprintf(stderr, "  want: \"%.*s\"\n  got:  \"%.*s\"\n", (int)wn, want + from, (int)gn, got + from);
+}
+
+/* Counts of a manifest's cases by status, and how many passed. */
+typedef struct tally {
+    int ok_total, ok_pass, raise_total, raise_pass, err_total, err_pass;
+} tally;
+
+/* Judges one rendering (st, out, err) against its manifest case: "ok"
+ * must give want[0, want_len) (NULL: unreadable) byte for byte,
+ * "raise_exception" must fail with msg in the error, any other status
+ * (jinja2 itself failed) must fail. */
+static bool judge(tally *t, const char *name, const char *status, const char *msg, vx_status st, const char *out,
+                  const char *err, const char *want, size_t want_len) {
+    if (!strcmp(status, "ok")) {
+        const bool same = st == VX_OK && want && same_bytes(want, want_len, out);
+        CHECKF(same, "%s: %s", name, st == VX_OK ? "output differs" : err);
+        if (!same && st == VX_OK && want && out) report_diff(name, want, want_len, out);
+        t->ok_total++;
+        t->ok_pass += same;
+        return same;
+    }
+    const bool is_raise = !strcmp(status, "raise_exception");
+    const bool good = st != VX_OK && out == NULL && (!is_raise || strstr(err, msg) != NULL);
+    CHECKF(good, "%s: want %s \"%s\", got %s", name, status, msg, st == VX_OK ? "success" : err);
+    if (is_raise) t->raise_total++, t->raise_pass += good;
+    else t->err_total++, t->err_pass += good;
+    return good;
 }
 
 static void test_manifest(void) {
@@ -119,7 +157,7 @@ static void test_manifest(void) {
     if (!man) return;
     const cJSON *templates = cJSON_GetObjectItem(man, "templates");
     const cJSON *cases = cJSON_GetObjectItem(man, "cases");
-    int ok_total = 0, ok_pass = 0, raise_total = 0, raise_pass = 0, err_total = 0, err_pass = 0;
+    tally tl = {0};
     const cJSON *cs;
     cJSON_ArrayForEach(cs, cases) {
         const char *tname = jstr(cs, "template");
@@ -161,39 +199,22 @@ static void test_manifest(void) {
         if (st == VX_OK) st = vx_chat_template_render_ex(t, msgs, (size_t)n, &p, &out, err, sizeof err);
         vx_chat_template_free(t);
 
+        size_t want_len = 0;
+        char *want = NULL;
         if (!strcmp(status, "ok")) {
-            ok_total++;
             snprintf(rel, sizeof rel, "chat/%s", jstr(cs, "expected"));
-            size_t want_len = 0;
-            char *want = vx_test_read_file(vx_test_fixture_path(rel), &want_len);
-            bool same = st == VX_OK && want && out && strlen(out) == want_len &&
-                        memcmp(out, want, want_len) == 0;
-            CHECKF(same, "%s: %s", name, st == VX_OK ? "output differs" : err);
-            if (!same && st == VX_OK && want && out) report_diff(name, want, want_len, out);
-            ok_pass += same;
-            free(want);
-        } else {
-            const char *msg = jstr(cs, "message");
-            bool is_raise = !strcmp(status, "raise_exception");
-            bool good = st != VX_OK && out == NULL && (!is_raise || strstr(err, msg) != NULL);
-            CHECKF(good, "%s: want an error%s%s, got %s", name, is_raise ? " containing " : "",
-                   is_raise ? msg : "", st == VX_OK ? "success" : err);
-            if (is_raise) {
-                raise_total++;
-                raise_pass += good;
-            } else {
-                err_total++;
-                err_pass += good;
-            }
+            want = vx_test_read_file(vx_test_fixture_path(rel), &want_len);
         }
+        judge(&tl, name, status, jstr(cs, "message"), st, out, err, want, want_len);
+        free(want);
         free(out);
         free(msgs);
         free(src);
         cJSON_Delete(conv);
     }
-    printf("manifest: %d/%d ok cases byte-exact, %d/%d raise_exception, %d/%d error\n", ok_pass,
-           ok_total, raise_pass, raise_total, err_pass, err_total);
-    CHECK(ok_total == 44);
+    printf("manifest: %d/%d ok cases byte-exact, %d/%d raise_exception, %d/%d error\n", tl.ok_pass,
+           tl.ok_total, tl.raise_pass, tl.raise_total, tl.err_pass, tl.err_total);
+    CHECK(tl.ok_total == 44);
     cJSON_Delete(man);
 }
 
@@ -1020,8 +1041,160 @@ static void test_api(void) {
     vx_chat_template_free(t);
 }
 
+/* ------------------------------------------------------------ tool calls
+ * Every case of tests/data/chat_tools/manifest.json (written by gen.py
+ * there with jinja2 and HF transformers' settings): the conversation's
+ * `tools` as an extra variable and its messages (tool calls, tool results)
+ * as JSON, as the server passes them. Test data paths are relative to the
+ * repository root, where the tests run. */
+
+#define DATA_DIR "tests/data/chat_tools"
+
+/* The end of the JSON value at p (valid JSON: cJSON parsed it first). */
+static const char *skip_value(const char *p) {
+    int depth = 0;
+    do {
+        if (*p == '"') {
+            for (p++; *p && *p != '"'; p += *p == '\\' && p[1] ? 2 : 1) {}
+            if (*p) p++;
+        } else if (*p == '{' || *p == '[') {
+            depth++, p++;
+        } else if (*p == '}' || *p == ']') {
+            depth--, p++;
+        } else if (depth == 0) {
+            while (*p && !strchr(",}] \t\r\n", *p)) p++;
+        } else {
+            p++;
+        }
+    } while (*p && depth > 0);
+    return p;
+}
+
+static const char *skip_ws(const char *p) {
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+    return p;
+}
+
+/* The text of member key (written without escapes) of the JSON object
+ * text, malloc'd; NULL when missing. The interpreter gets the members as
+ * written, as jinja2 did: printed again by cJSON, 1500.0 would become 1500
+ * (an int) and 9007199254740993 would become 9.00719925474099e+15. */
+static char *raw_member(const char *text, const char *key) {
+    const char *p = skip_ws(text);
+    if (*p != '{') return NULL;
+    size_t klen = strlen(key);
+    for (p = skip_ws(p + 1); *p == '"'; p = skip_ws(p + 1)) {
+        const char *k = p + 1, *kend = skip_value(p);
+        p = skip_ws(kend);
+        if (*p != ':') return NULL;
+        const char *v = skip_ws(p + 1), *vend = skip_value(v);
+        if ((size_t)(kend - 1 - k) == klen && !memcmp(k, key, klen)) return strndup(v, (size_t)(vend - v));
+        p = skip_ws(vend);
+        if (*p != ',') break;
+    }
+    return NULL;
+}
+
+/* Renders a conversation (file text conv_text, parsed conv) the way the
+ * server hands one over: its messages as messages_json, its tools as the
+ * variable `tools` in extra_vars_json.
+ * Returns the text (malloc'd) or NULL with err. */
+static char *render_conv(const char *src, const char *conv_text, const cJSON *conv, const char *bos,
+                         const char *eos, vx_status *status, char *err, size_t err_size) {
+    char *messages = raw_member(conv_text, "messages"), *tools = raw_member(conv_text, "tools");
+    size_t n = tools ? strlen(tools) + 16 : 0;
+    char *extra = tools ? malloc(n) : NULL;
+    if (extra) snprintf(extra, n, "{\"tools\": %s}", tools);
+
+    char *out = NULL;
+    vx_chat_template *t = NULL;
+    vx_status st = VX_EINVAL;
+    snprintf(err, err_size, "the conversation has no messages or no tools");
+    if (messages && extra) st = vx_chat_template_parse(src, &t, err, err_size);
+    if (st == VX_OK) {
+        struct tm now = fixed_time();
+        vx_chat_render_params p = vx_chat_render_default_params();
+        p.add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItem(conv, "add_generation_prompt"));
+        p.bos_token = bos;
+        p.eos_token = eos;
+        p.messages_json = messages;
+        p.extra_vars_json = extra;
+        p.now = &now;
+        st = vx_chat_template_render_ex(t, NULL, 0, &p, &out, err, err_size);
+    }
+    vx_chat_template_free(t);
+    free(messages);
+    free(tools);
+    free(extra);
+    *status = st;
+    return out;
+}
+
+static void test_tools_manifest(void) {
+    char *man_text = vx_test_read_file(DATA_DIR "/manifest.json", NULL);
+    cJSON *man = man_text ? cJSON_Parse(man_text) : NULL;
+    free(man_text);
+    CHECKF(man != NULL, "cannot read %s (run from the repository root)", DATA_DIR "/manifest.json");
+    if (!man) return;
+    const cJSON *templates = cJSON_GetObjectItem(man, "templates");
+    const cJSON *convs = cJSON_GetObjectItem(man, "conversations");
+    tally tl = {0};
+    bool corruption_checked = false;
+    const cJSON *cs;
+    cJSON_ArrayForEach(cs, cJSON_GetObjectItem(man, "cases")) {
+        const char *tname = jstr(cs, "template"), *cname = jstr(cs, "conversation");
+        const char *status = jstr(cs, "status");
+        const cJSON *tinfo = cJSON_GetObjectItem(templates, tname);
+        char path[1024], name[512];
+        snprintf(name, sizeof name, "%s / %s", tname, cname);
+        snprintf(path, sizeof path, "chat/%s", jstr(tinfo, "file"));
+        char *src = vx_test_read_file(vx_test_fixture_path(path), NULL);
+        snprintf(path, sizeof path, DATA_DIR "/%s", jstr(convs, cname));
+        char *conv_text = vx_test_read_file(path, NULL);
+        cJSON *conv = conv_text ? cJSON_Parse(conv_text) : NULL;
+        CHECKF(src && conv, "%s: cannot read the template or %s", name, path);
+        if (!src || !conv) {
+            free(src);
+            free(conv_text);
+            cJSON_Delete(conv);
+            continue;
+        }
+
+        char err[1024] = "";
+        vx_status st;
+        char *out = render_conv(src, conv_text, conv, jstr(tinfo, "bos_token"),
+                                jstr(tinfo, "eos_token"), &st, err, sizeof err);
+        size_t want_len = 0;
+        char *want = NULL;
+        if (!strcmp(status, "ok")) {
+            snprintf(path, sizeof path, DATA_DIR "/%s", jstr(cs, "expected"));
+            want = vx_test_read_file(path, &want_len);
+            CHECKF(want != NULL, "%s: cannot read %s", name, path);
+        }
+        /* the comparison must see a single changed byte */
+        if (judge(&tl, name, status, jstr(cs, "message"), st, out, err, want, want_len) && want && want_len > 0 &&
+            !corruption_checked) {
+            want[want_len / 2] ^= 0x01;
+            CHECK(!same_bytes(want, want_len, out));
+            corruption_checked = true;
+        }
+        free(want);
+        free(out);
+        free(src);
+        free(conv_text);
+        cJSON_Delete(conv);
+    }
+    printf("chat_tools: %d/%d ok cases byte-exact, %d/%d raise_exception, %d/%d jinja2 errors also fail\n",
+           tl.ok_pass, tl.ok_total, tl.raise_pass, tl.raise_total, tl.err_pass, tl.err_total);
+    /* a manifest that lost cases must not pass quietly */
+    CHECK(tl.ok_total == 57 && tl.raise_total == 3 && tl.err_total == 20);
+    CHECK(corruption_checked);
+    cJSON_Delete(man);
+}
+
 int main(void) {
     test_manifest();
+    test_tools_manifest();
     test_lexer_and_expressions();
     test_statements_and_methods();
     test_more_semantics();

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Expected renderings of tool-calling conversations, for tests/test_chat_tools.c.
+"""Expected renderings of tool-calling conversations, for tests/test_chat.c (test_tools_manifest).
 
 Renders every conversation in this directory (tools*.json) with every
 tool-aware chat template of the shared fixtures the way Hugging Face
