@@ -577,7 +577,7 @@ static bool function_name_ok(const char *s) {
  * "none" (or no tools) leaves the request as one without tools: the
  * template gets none, the reply is text. The legacy functions /
  * function_call are refused: their reply has another shape. */
-static bool parse_tools(const cJSON *root, vx_oai_request *r, vx_oai_error *e) {
+static bool parse_tools(const cJSON *root, const char *body, size_t len, vx_oai_request *r, vx_oai_error *e) {
     const cJSON *fx = member(root, "functions");
     if (fx && !cJSON_IsNull(fx) && (!cJSON_IsArray(fx) || cJSON_GetArraySize(fx) > 0)) {
         vx_oai_set_error(e, 400, "functions",
@@ -670,7 +670,16 @@ static bool parse_tools(const cJSON *root, vx_oai_request *r, vx_oai_error *e) {
                                                 "'response_format'.", named ? "function" : "required");
         return false;
     }
-    if (!(r->tools_json = cJSON_PrintUnformatted(tools))) goto oom;
+    /* the template gets the tools as the client wrote them (as vLLM's
+     * Python does: printed again by cJSON, 1.0 would be 1) unless they hold
+     * NUL escapes, which the request's reader turned into U+FFFD */
+    size_t va, ve;
+    if (vx_json_member_span(body, 0, len, "tools", &va, &ve) && !memmem(body + va, ve - va, "\\u0000", 6)) {
+        if ((r->tools_json = malloc(ve - va + 1))) memcpy(r->tools_json, body + va, ve - va), r->tools_json[ve - va] = 0;
+    } else {
+        r->tools_json = cJSON_PrintUnformatted(tools);
+    }
+    if (!r->tools_json) goto oom;
     return true;
 oom:
     vx_oai_set_error(e, 500, NULL, "Out of memory.");
@@ -1137,7 +1146,7 @@ bool vx_oai_parse_request(vx_oai_kind kind, const char *body, size_t len, int32_
     if (!r->stream) r->include_usage = false;
     if (!opt_bool(root, "ignore_eos", &r->ignore_eos, err)) goto done;
     if (!refuse_unsupported(root, r, err)) goto done;
-    if (kind == VX_OAI_CHAT && !parse_tools(root, r, err)) goto done;
+    if (kind == VX_OAI_CHAT && !parse_tools(root, body, len, r, err)) goto done;
     if (kind == VX_OAI_COMPLETION) { /* a text completion cannot answer with calls */
         const char *keys[2] = {"tools", "functions"};
         const cJSON *tc = member(root, "tool_choice");

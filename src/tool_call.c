@@ -127,10 +127,7 @@ static size_t skip_value(const char *s, size_t i, size_t e) {
     return i;
 }
 
-/* The text s[*va..*ve) of member key's value in the object text at s[a..e)
- * (the first of that name, as cJSON finds it; a key written with escapes
- * is not found). */
-static bool member_span(const char *s, size_t a, size_t e, const char *key, size_t *va, size_t *ve) {
+bool vx_json_member_span(const char *s, size_t a, size_t e, const char *key, size_t *va, size_t *ve) {
     const size_t kl = strlen(key);
     size_t i = skip_blank(s, a, e);
     if (i >= e || s[i] != '{') return false;
@@ -174,7 +171,7 @@ static bool take_call(const char *s, size_t a, size_t e, const cJSON *o, calls_a
     if (!cJSON_IsObject(o)) return false;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
     size_t na, ne, va = 0, ve = 0;
-    if (!cJSON_IsString(name) || !name->valuestring[0] || !member_span(s, a, e, "name", &na, &ne) ||
+    if (!cJSON_IsString(name) || !name->valuestring[0] || !vx_json_member_span(s, a, e, "name", &na, &ne) ||
         find(s, na, ne, "\\u0000"))
         return false;
     if (check && !known(name->valuestring, names, n_names)) return false;
@@ -191,7 +188,7 @@ static bool take_call(const char *s, size_t a, size_t e, const cJSON *o, calls_a
         cJSON_Delete(inner);
         if (!obj) return false;
         text = strdup(args->valuestring);
-    } else if (cJSON_IsObject(args) && member_span(s, a, e, key, &va, &ve)) {
+    } else if (cJSON_IsObject(args) && vx_json_member_span(s, a, e, key, &va, &ve)) {
         if ((text = malloc(ve - va + 1))) memcpy(text, s + va, ve - va), text[ve - va] = 0;
     } else {
         return false;

@@ -105,6 +105,13 @@ const char *vx_tool_stream_held(const vx_tool_stream *s, size_t *len);
 vx_status vx_tool_force(vx_tool_format f, const char *tools_json, const char *name, bool parallel, char **prefix,
                         char **schema);
 
+/* The text s[*va..*ve) of member key's value in the JSON object text at
+ * s[a..e), which must be valid JSON (parsed already): the first member of
+ * that name, as cJSON and the server's request parser take it; a key
+ * written with escapes is not found. For passing values on as written
+ * (cJSON prints 1.0 as 1, big integers as doubles). */
+bool vx_json_member_span(const char *s, size_t a, size_t e, const char *key, size_t *va, size_t *ve);
+
 /* Writes a call id: "call_" and 24 alphanumerics, or 9 alphanumerics for
  * the mistral format (its templates refuse any other). */
 void vx_tool_call_id(vx_tool_format f, char *buf, size_t size);

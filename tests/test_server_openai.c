@@ -334,6 +334,18 @@ static void test_tool_fields(void) {
                 "\"function\":{\"name\":\"b\"}}}", &r, &e));
     CHECK(r.tool_choice == VX_OAI_TOOLS_NAMED && r.tool_name && !strcmp(r.tool_name, "b"));
     vx_oai_request_free(&r);
+    /* the tools' text as the client wrote it (numbers as written), the
+     * first "tools" of two; a NUL escape: printed again from the parse */
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"tools\" : [ {\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":"
+                "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"number\",\"minimum\":1.0}}}}} ] ,\"tools\":[]}", &r, &e));
+    CHECKF(r.tools_json && !strcmp(r.tools_json, "[ {\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":"
+                                   "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"number\",\"minimum\":1.0}}}}} ]"),
+           "%s", r.tools_json ? r.tools_json : "(null)");
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"description\":"
+                "\"x\\u0000y\"}}]}", &r, &e));
+    CHECKF(r.tools_json && strstr(r.tools_json, "\"description\":\"x\xEF\xBF\xBDy\""), "%s", r.tools_json ? r.tools_json : "(null)");
+    vx_oai_request_free(&r);
     /* none, or no tools: a request without tools */
     CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"tools\":[" TOOL("a") "],\"tool_choice\":\"none\"}", &r, &e));
     CHECK(!r.tools_json && r.n_tools == 0);
