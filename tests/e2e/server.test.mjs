@@ -589,9 +589,11 @@ describe('vx serve tool calling', () => {
         const c = r.choices[0];
         assert.equal(c.finish_reason, 'tool_calls', `${fmt}: ${JSON.stringify(c.message)}`);
         assert.equal(c.message.content, null);
-        assert.equal(c.message.tool_calls.length, 1);
-        checkWeather(c.message.tool_calls[0], idRe);
-        // the same request streamed: no text deltas, one tool_calls delta
+        // one call (mistral's array may hold several: parallel_tool_calls defaults to true)
+        const calls = c.message.tool_calls;
+        assert.ok(fmt === 'mistral' ? calls.length >= 1 : calls.length === 1, `${fmt}: ${calls.length} calls`);
+        for (const call of calls) checkWeather(call, idRe);
+        // the same request streamed: no text deltas, one tool_calls delta with every call
         const stream = await ai.chat.completions.create({ ...req, stream: true });
         const deltas = [];
         let finish = null, text = '';
@@ -603,10 +605,17 @@ describe('vx serve tool calling', () => {
         }
         assert.equal(finish, 'tool_calls', `${fmt} stream: ${text}`);
         assert.equal(text, '');
-        assert.equal(deltas.length, 1);
-        assert.equal(deltas[0].index, 0);
-        checkWeather(deltas[0], idRe);
+        assert.ok(fmt === 'mistral' ? deltas.length >= 1 : deltas.length === 1, `${fmt} stream: ${deltas.length} calls`);
+        deltas.forEach((d, i) => { assert.equal(d.index, i); checkWeather(d, idRe); });
       }
+    }
+    // parallel_tool_calls false: one call in mistral's array too
+    for (const seed of [1, 2, 3]) {
+      const r = await client(servers.mistral.base).chat.completions.create({ messages: [{ role: 'user', content: 'Weather?' }],
+        tools: [weather], tool_choice: 'required', parallel_tool_calls: false, temperature: 1, seed, max_tokens: 1500 });
+      assert.equal(r.choices[0].finish_reason, 'tool_calls');
+      assert.equal(r.choices[0].message.tool_calls.length, 1);
+      checkWeather(r.choices[0].message.tool_calls[0], /^[A-Za-z0-9]{9}$/);
     }
   });
 
