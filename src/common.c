@@ -1,4 +1,4 @@
-/* common.c - error messages, assertions, half-precision conversion, time. */
+/* common.c - error messages, assertions, half-precision conversion, time, random ids, the byte buffer. */
 #include "common.h"
 
 #include <errno.h>
@@ -159,4 +159,64 @@ void vx_random_alnum(char *buf, size_t n) {
         for (size_t i = 0; i < k; i++) buf[o++] = alnum[rnd[i] % (sizeof alnum - 1)];
     }
     buf[n] = 0;
+}
+
+/* ---- byte buffer (common.h) */
+
+static bool sbuf_reserve(vx_sbuf *b, size_t extra) {
+    if (b->oom) return false;
+    if (b->len + extra + 1 <= b->cap) return true;
+    if (extra > SIZE_MAX / 2 - b->len) {
+        b->oom = true;
+        return false;
+    }
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->oom = true;
+        return false;
+    }
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+bool vx_sbuf_add(vx_sbuf *b, const void *data, size_t n) {
+    if (!sbuf_reserve(b, n)) return false;
+    if (n) memcpy(b->p + b->len, data, n);
+    b->len += n;
+    b->p[b->len] = 0;
+    return true;
+}
+
+bool vx_sbuf_adds(vx_sbuf *b, const char *s) { return vx_sbuf_add(b, s, strlen(s)); }
+
+bool vx_sbuf_addf(vx_sbuf *b, const char *fmt, ...) {
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return false;
+    if ((size_t)n < sizeof tmp) return vx_sbuf_add(b, tmp, (size_t)n);
+    if (!sbuf_reserve(b, (size_t)n)) return false;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return true;
+}
+
+void vx_sbuf_free(vx_sbuf *b) {
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+char *vx_sbuf_take(vx_sbuf *b) {
+    char *p = b->oom ? NULL : b->p;
+    if (p == NULL && !b->oom) p = calloc(1, 1);
+    if (b->oom) free(b->p);
+    memset(b, 0, sizeof *b);
+    return p;
 }

@@ -1,6 +1,7 @@
 /*
  * common.h - internal helpers shared by every module: error reporting,
- * overflow-safe arithmetic, internal assertions, fp16/bf16 conversion.
+ * overflow-safe arithmetic, internal assertions, fp16/bf16 conversion,
+ * random ids, a growable byte buffer.
  */
 #ifndef VX_COMMON_H
 #define VX_COMMON_H
@@ -51,6 +52,22 @@ static inline float vx_bf16_to_fp32(uint16_t h) {
     return f;
 }
 uint16_t vx_fp32_to_bf16(float f); /* round to nearest even, NaN kept quiet */
+
+/* ---- byte buffer */
+/* A growable byte buffer, always NUL-terminated once non-empty. Running out
+ * of memory sets oom and makes further appends no-ops. */
+typedef struct vx_sbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} vx_sbuf;
+
+bool vx_sbuf_add(vx_sbuf *b, const void *data, size_t n);
+bool vx_sbuf_adds(vx_sbuf *b, const char *s);
+bool vx_sbuf_addf(vx_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void vx_sbuf_free(vx_sbuf *b);
+/* Hands the bytes over (malloc'd, NUL-terminated; NULL if memory ran out). */
+char *vx_sbuf_take(vx_sbuf *b);
 
 /* n random alphanumerics (getrandom; without it a clock-seeded LCG: ids
  * need to be unique-ish, not secret) and a NUL at buf[n]. */

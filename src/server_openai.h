@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "chat.h"
+#include "common.h" /* vx_sbuf */
 #include "tool_call.h"
 #include "vortex.h"
 
@@ -21,23 +22,6 @@
 #define VX_OAI_MAX_STOP_LEN 512 /* bytes of one stop string */
 #define VX_OAI_MAX_TOP 20       /* top_logprobs */
 #define VX_OAI_MAX_BIAS 4096    /* logit_bias entries */
-
-/* ------------------------------------------------------------ byte buffer */
-
-/* A growable byte buffer, always NUL-terminated once non-empty. Running out
- * of memory sets oom and makes further appends no-ops. */
-typedef struct vx_sbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} vx_sbuf;
-
-bool vx_sbuf_add(vx_sbuf *b, const void *data, size_t n);
-bool vx_sbuf_adds(vx_sbuf *b, const char *s);
-bool vx_sbuf_addf(vx_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void vx_sbuf_free(vx_sbuf *b);
-/* Hands the bytes over (malloc'd, NUL-terminated; NULL if memory ran out). */
-char *vx_sbuf_take(vx_sbuf *b);
 
 /* ------------------------------------------------------------------ UTF-8 */
 

@@ -47,30 +47,6 @@ const char *vx_tool_format_marker(vx_tool_format f) {
 
 /* ---------------------------------------------------------------- parsing */
 
-typedef struct tbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} tbuf;
-
-static void buf_add(tbuf *b, const char *s, size_t n) {
-    if (b->oom || n == 0) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
 static bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 static size_t skip_blank(const char *s, size_t i, size_t n) {
@@ -220,15 +196,15 @@ static void acc_free(calls_acc *acc) {
  * text around them is content. */
 typedef bool (*take_fn)(const char *s, size_t n, size_t *i, calls_acc *acc);
 
-static bool parse_marked(const char *s, size_t n, const char *marker, take_fn take, calls_acc *acc, tbuf *content) {
+static bool parse_marked(const char *s, size_t n, const char *marker, take_fn take, calls_acc *acc, vx_sbuf *content) {
     size_t i = 0;
     const char *m;
     while ((m = find(s, i, n, marker))) {
-        buf_add(content, s + i, (size_t)(m - s) - i);
+        vx_sbuf_add(content, s + i, (size_t)(m - s) - i);
         i = (size_t)(m - s) + strlen(marker);
         if (!take(s, n, &i, acc)) return false;
     }
-    buf_add(content, s + i, n - i);
+    vx_sbuf_add(content, s + i, n - i);
     return true;
 }
 
@@ -294,7 +270,7 @@ vx_status vx_tool_parse(vx_tool_format f, const char *text, size_t len, char *co
     memset(out, 0, sizeof *out);
     if (!text) text = "", len = 0;
     calls_acc acc = {0};
-    tbuf content = {0};
+    vx_sbuf content = {0};
     bool ok = false;
     switch (f) {
     case VX_TOOL_FMT_HERMES: ok = parse_marked(text, len, HERMES_OPEN, take_hermes, &acc, &content); break;
@@ -302,31 +278,26 @@ vx_status vx_tool_parse(vx_tool_format f, const char *text, size_t len, char *co
     case VX_TOOL_FMT_MISTRAL: ok = parse_marked(text, len, MISTRAL_OPEN, take_mistral, &acc, &content); break;
     default: break;
     }
-    if (acc.oom || content.oom) {
-        acc_free(&acc);
-        free(content.p);
-        return VX_ENOMEM;
-    }
-    if (!ok || acc.n == 0) { /* all of it is content */
+    if (!acc.oom && (!ok || acc.n == 0)) { /* all of it is content */
         acc_free(&acc);
         content.len = 0;
-        buf_add(&content, text, len);
+        vx_sbuf_add(&content, text, len);
     }
     const char *c;
     size_t cl;
     trimmed(content.p ? content.p : "", content.len, &c, &cl);
-    out->content = malloc(cl + 1);
-    if (!out->content || content.oom) {
+    if (content.p) { /* c points into content */
+        memmove(content.p, c, cl);
+        content.p[cl] = 0;
+    }
+    content.len = cl;
+    out->content = acc.oom ? NULL : vx_sbuf_take(&content);
+    if (!out->content) {
         acc_free(&acc);
-        free(content.p);
-        free(out->content);
-        out->content = NULL;
+        vx_sbuf_free(&content);
         return VX_ENOMEM;
     }
-    memcpy(out->content, c, cl);
-    out->content[cl] = 0;
     out->content_len = cl;
-    free(content.p);
     if (max_calls > 0)
         while (acc.n > max_calls) acc.n--, free(acc.v[acc.n].name), free(acc.v[acc.n].arguments);
     for (int32_t i = 0; i < acc.n; i++) vx_tool_call_id(f, acc.v[i].id, sizeof acc.v[i].id);
@@ -351,24 +322,9 @@ void vx_tool_stream_init(vx_tool_stream *s, vx_tool_format f) {
 }
 
 void vx_tool_stream_free(vx_tool_stream *s) {
-    free(s->held);
-    free(s->out);
+    vx_sbuf_free(&s->held);
+    vx_sbuf_free(&s->out);
     memset(s, 0, sizeof *s);
-}
-
-static bool hold(vx_tool_stream *s, const char *t, size_t n) {
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 64;
-        while (cap < s->len + n + 1) cap *= 2;
-        char *p = realloc(s->held, cap);
-        if (!p) return !(s->oom = true);
-        s->held = p;
-        s->cap = cap;
-    }
-    memcpy(s->held + s->len, t, n);
-    s->len += n;
-    s->held[s->len] = 0;
-    return true;
 }
 
 /* The longest tail of s[0..n) that begins w (shorter than w). */
@@ -386,49 +342,45 @@ bool vx_tool_stream_feed(vx_tool_stream *s, const char *text, size_t n, const ch
         *out_len = n; /* nothing to watch for: straight through */
         return true;
     }
-    if (!hold(s, text, n)) return false;
+    vx_sbuf *h = &s->held;
+    if (!vx_sbuf_add(h, text, n)) return false;
     if (s->capturing) return true;
     size_t rel = 0; /* bytes of held to release */
     if (s->f == VX_TOOL_FMT_LLAMA3) {
-        const size_t i = skip_blank(s->held, 0, s->len);
-        if (i == s->len) return true; /* blanks only: undecided */
+        const size_t i = skip_blank(h->p, 0, h->len);
+        if (i == h->len) return true; /* blanks only: undecided */
         const size_t tl = strlen(PYTHON_TAG);
-        if (s->held[i] == '{' || starts(s->held, i, s->len, PYTHON_TAG)) {
+        if (h->p[i] == '{' || starts(h->p, i, h->len, PYTHON_TAG)) {
             s->capturing = true;
             return true;
         }
-        if (s->len - i < tl && memcmp(s->held + i, PYTHON_TAG, s->len - i) == 0) return true;
+        if (h->len - i < tl && memcmp(h->p + i, PYTHON_TAG, h->len - i) == 0) return true;
         s->seen = true;
-        rel = s->len;
+        rel = h->len;
     } else {
         const char *w = vx_tool_format_marker(s->f);
-        const char *m = find(s->held, 0, s->len, w);
+        const char *m = find(h->p, 0, h->len, w);
         if (m) {
-            rel = (size_t)(m - s->held);
+            rel = (size_t)(m - h->p);
             s->capturing = true;
         } else {
-            rel = s->len - partial_tail(s->held, s->len, w);
+            rel = h->len - partial_tail(h->p, h->len, w);
         }
     }
     if (rel == 0) return true;
-    if (rel + 1 > s->out_cap) {
-        char *p = realloc(s->out, rel + 1);
-        if (!p) return !(s->oom = true);
-        s->out = p;
-        s->out_cap = rel + 1;
-    }
-    memcpy(s->out, s->held, rel);
-    memmove(s->held, s->held + rel, s->len - rel);
-    s->len -= rel;
-    s->held[s->len] = 0;
-    *out = s->out;
+    s->out.len = 0;
+    if (!vx_sbuf_add(&s->out, h->p, rel)) return false;
+    memmove(h->p, h->p + rel, h->len - rel);
+    h->len -= rel;
+    h->p[h->len] = 0;
+    *out = s->out.p;
     *out_len = rel;
     return true;
 }
 
 const char *vx_tool_stream_held(const vx_tool_stream *s, size_t *len) {
-    *len = s->len;
-    return s->held ? s->held : "";
+    *len = s->held.len;
+    return s->held.p ? s->held.p : "";
 }
 
 /* ------------------------------------------------------------ forced calls */

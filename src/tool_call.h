@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common.h" /* vx_sbuf */
 #include "vortex.h"
 
 typedef enum vx_tool_format {
@@ -72,13 +73,10 @@ void vx_tool_calls_free(vx_tool_calls *c);
  * tag), everything is held until the end, then parsed. */
 typedef struct vx_tool_stream {
     vx_tool_format f;
-    char *held;
-    size_t len, cap;
-    char *out; /* the text handed out by the last feed */
-    size_t out_cap;
+    vx_sbuf held;   /* not released yet */
+    vx_sbuf out;    /* the text handed out by the last feed */
     bool capturing; /* a call may have begun: hold everything */
     bool seen;      /* llama3: non-blank text already released */
-    bool oom;
 } vx_tool_stream;
 
 void vx_tool_stream_init(vx_tool_stream *s, vx_tool_format f);

@@ -2,7 +2,7 @@
  * test_tools.c - tool_call.h: the format each fixture chat template
  * teaches, the three formats' parsers (calls, content around them,
  * malformed calls left as content), the streaming hold-back against the
- * one-shot parse at every split of the text, and the forced-call schemas
+ * one-shot parse at every split of the text (tool_stream_check.h), and the forced-call schemas
  * checked with the JSON Schema checker that the engine runs.
  */
 #include <cjson/cJSON.h>
@@ -12,6 +12,7 @@
 #include "json_check.h"
 #include "json_schema.h"
 #include "testutil.h"
+#include "tool_stream_check.h"
 #include "tool_call.h"
 
 static char *const NAMES[] = {"get_weather", "get_time"};
@@ -164,42 +165,15 @@ static void test_parse(void) {
  * its calls only in the held part). */
 static void stream_case(vx_tool_format f, const char *text) {
     const size_t n = strlen(text);
-    vx_tool_calls whole;
-    CHECK(vx_tool_parse(f, text, n, NAMES, 2, 0, &whole) == VX_OK);
     int bad = 0;
     for (size_t a = 0; a <= n && bad < 3; a++)
         for (size_t b = a; b <= n && bad < 3; b += 1 + (n > 40 ? 3 : 0)) {
-            vx_tool_stream s;
-            vx_tool_stream_init(&s, f);
-            char *rel = malloc(n + 1);
-            size_t rl = 0;
-            const size_t cuts[4] = {0, a, b, n};
-            for (int k = 0; k < 3; k++) {
-                const char *o;
-                size_t ol;
-                CHECK(vx_tool_stream_feed(&s, text + cuts[k], cuts[k + 1] - cuts[k], &o, &ol));
-                memcpy(rel + rl, o, ol);
-                rl += ol;
-            }
-            size_t hl;
-            const char *held = vx_tool_stream_held(&s, &hl);
-            vx_tool_calls part;
-            CHECK(vx_tool_parse(f, held, hl, NAMES, 2, 0, &part) == VX_OK);
-            bool ok = rl + hl == n && !memcmp(rel, text, rl) && !memcmp(held, text + rl, hl) && part.n == whole.n;
-            if (whole.n > 0) { /* every call is in the held part */
-                const char *mk = vx_tool_format_marker(f);
-                ok = ok && (f == VX_TOOL_FMT_LLAMA3 ? rl == 0 : !memmem(rel, rl, mk, strlen(mk)));
-            }
-            if (!ok && bad++ < 3)
-                fprintf(stderr, "test_tools.c: stream %s cut %zu/%zu: released %zu, held %zu, calls %d of %d\n",
-                        vx_tool_format_name(f), a, b, rl, hl, (int)part.n, (int)whole.n);
+            const char *why = tool_stream_check(f, text, n, a, b, NAMES, 2);
             vx_test_checks++;
-            if (!ok) vx_test_failures++;
-            vx_tool_calls_free(&part);
-            vx_tool_stream_free(&s);
-            free(rel);
+            if (!why[0]) continue;
+            vx_test_failures++;
+            if (bad++ < 3) fprintf(stderr, "test_tools.c: stream %s cut %zu/%zu: %s\n", vx_tool_format_name(f), a, b, why);
         }
-    vx_tool_calls_free(&whole);
 }
 
 static void test_stream(void) {

@@ -81,6 +81,7 @@
 #include "gguf.h"
 #include "json_schema.h"
 #include "server_openai.h"
+#include "../tool_stream_check.h"
 #include "vocab.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -237,29 +238,12 @@ static void check_tool_parse(const char *s, size_t n) {
     static char *const names[2] = {"get_weather", "f"};
     const size_t a = n ? (unsigned char)s[0] % (n + 1) : 0, b = a + (n > a ? (unsigned char)s[n - 1] % (n - a + 1) : 0);
     for (vx_tool_format f = VX_TOOL_FMT_HERMES; f <= VX_TOOL_FMT_MISTRAL; f++) {
-        vx_tool_calls whole, part;
+        vx_tool_calls whole;
         check(vx_tool_parse(f, s, n, names, 2, 0, &whole) == VX_OK, "vx_tool_parse");
         for (int32_t i = 0; i < whole.n; i++) check(whole.v[i].name[0] && whole.v[i].id[0], "a call has a name and id");
-        vx_tool_stream st;
-        vx_tool_stream_init(&st, f);
-        char *rel = malloc(n + 1);
-        size_t rl = 0;
-        const size_t cuts[4] = {0, a, b, n};
-        for (int k = 0; k < 3; k++) {
-            const char *o;
-            size_t ol;
-            check(vx_tool_stream_feed(&st, s + cuts[k], cuts[k + 1] - cuts[k], &o, &ol), "stream feed");
-            memcpy(rel + rl, o, ol);
-            rl += ol;
-        }
-        size_t hl;
-        const char *held = vx_tool_stream_held(&st, &hl);
-        check(rl + hl == n && (!rl || !memcmp(rel, s, rl)) && (!hl || !memcmp(held, s + rl, hl)), "released + held");
-        check(vx_tool_parse(f, held, hl, names, 2, 0, &part) == VX_OK && part.n == whole.n, "held has the calls");
-        vx_tool_calls_free(&part);
         vx_tool_calls_free(&whole);
-        vx_tool_stream_free(&st);
-        free(rel);
+        const char *why = tool_stream_check(f, s, n, a, b, names, 2);
+        check(!why[0], why);
     }
 }
 
