@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "reasoning.h"
 #include "server_openai.h"
 
 #define MAX_STATUS 600
@@ -70,7 +71,9 @@ typedef struct choice {
     bool done;
     const char *finish_reason;
     vx_text_filter filter;
-    vx_sbuf text;          /* non-streaming: the whole text */
+    vx_sbuf text;          /* non-streaming: the whole text (the answer, once split) */
+    vx_sbuf reasoning;     /* non-streaming: the reasoning split off at the end */
+    vx_reasoning_stream rstream; /* streaming: the split as the text comes */
     vx_tool_stream tstream; /* tools, streaming: holds back what may be a call */
     vx_tool_calls calls;   /* tools: the calls found at the end */
     vx_oai_logprob *lp;    /* logprobs not yet sent (streaming) or all (not) */
@@ -104,6 +107,8 @@ typedef struct job {
     bool tools;         /* the reply may hold tool calls (req.tools_json) */
     char *tool_prefix;  /* a forced call's opening, already in the prompt */
     char *tool_schema;  /* and the JSON Schema the rest of its reply keeps to */
+    bool think;         /* the reply's thoughts go to reasoning_content (reasoning.h) */
+    bool think_open;    /* and the prompt left one open */
     bool prompt_lp; /* echo with logprobs: the prompt's tokens lead the logprobs */
     /* connection thread only */
     int32_t n_cached;
@@ -152,7 +157,7 @@ typedef struct conn_req {
 
 struct vx_server {
     vx_server_params p;
-    char *host, *api_key, *model_name;
+    char *host, *api_key, *model_name, *template_kwargs;
     const vx_model *model;
     const vx_vocab *vocab;
     int32_t n_vocab;
@@ -209,6 +214,7 @@ static void server_unref(vx_server *s) {
     free(s->host);
     free(s->api_key);
     free(s->model_name);
+    free(s->template_kwargs);
     free(s);
 }
 
@@ -230,6 +236,8 @@ static void job_free(job *j) {
     for (int32_t i = 0; i < j->n_choices; i++) {
         vx_text_filter_free(&j->choices[i].filter);
         vx_sbuf_free(&j->choices[i].text);
+        vx_sbuf_free(&j->choices[i].reasoning);
+        vx_reasoning_stream_free(&j->choices[i].rstream);
         vx_tool_stream_free(&j->choices[i].tstream);
         vx_tool_calls_free(&j->choices[i].calls);
         free(j->choices[i].lp);
@@ -377,9 +385,12 @@ static void lp_push(choice *c, const ev_item *it) {
     }
 }
 
-/* Streaming: one chunk with new text and the logprobs gathered so far. */
-static void emit_chunk(job *j, choice *c, const char *text, size_t len, const char *finish) {
-    vx_oai_choice oc = {.index = c->index, .text = text, .text_len = len, .finish_reason = finish};
+/* Streaming: one chunk with new reasoning (rlen bytes; 0: none) and text,
+ * and the logprobs gathered so far. */
+static void emit_chunk_r(job *j, choice *c, const char *reasoning, size_t rlen, const char *text, size_t len,
+                         const char *finish) {
+    vx_oai_choice oc = {.index = c->index, .text = text, .text_len = len, .reasoning = reasoning,
+                        .reasoning_len = rlen, .finish_reason = finish};
     if (j->req.logprobs) {
         oc.lp = c->lp;
         oc.n_lp = c->n_lp;
@@ -395,22 +406,62 @@ static void emit_chunk(job *j, choice *c, const char *text, size_t len, const ch
     c->n_lp = 0;
 }
 
+static void emit_chunk(job *j, choice *c, const char *text, size_t len, const char *finish) {
+    emit_chunk_r(j, c, NULL, 0, text, len, finish);
+}
+
+/* Streaming: what the reasoning stream released by its last call goes
+ * out, its answer through the tool stream. */
+static void emit_released(job *j, choice *c, const char *reasoning, size_t rlen, const char *text, size_t n) {
+    const char *p = text;
+    if (j->tools && n && !vx_tool_stream_feed(&c->tstream, text, n, &p, &n)) {
+        j->out.oom = true;
+        return;
+    }
+    if (rlen || n) emit_chunk_r(j, c, reasoning, rlen, p, n, NULL);
+}
+
 static void emit_text(job *j, choice *c, const vx_sbuf *t) {
     if (t->len == 0) return;
     if (!j->req.stream) {
         vx_sbuf_add(&c->text, t->p, t->len);
         return;
     }
-    const char *p = t->p;
-    size_t n = t->len;
-    if (j->tools && !vx_tool_stream_feed(&c->tstream, t->p, t->len, &p, &n)) j->out.oom = true;
-    else if (n) emit_chunk(j, c, p, n, NULL);
+    if (!j->think) {
+        emit_released(j, c, NULL, 0, t->p, t->len);
+        return;
+    }
+    vx_reasoning_stream *rs = &c->rstream;
+    if (!vx_reasoning_stream_feed(rs, t->p, t->len)) j->out.oom = true;
+    else emit_released(j, c, rs->reasoning.p, rs->reasoning.len, rs->answer.p, rs->answer.len);
 }
 
-/* Tools: the calls in the reply (streaming: in the text held back), sent
- * or kept for the response; the finish reason becomes "tool_calls" when
+/* Reasoning at the end of a reply: the whole text split (non-streaming),
+ * or what the stream still held sent. */
+static void think_finish(job *j, choice *c) {
+    if (!j->think) return;
+    if (j->req.stream) {
+        vx_reasoning_stream *rs = &c->rstream;
+        if (!vx_reasoning_stream_finish(rs)) j->out.oom = true;
+        else emit_released(j, c, rs->reasoning.p, rs->reasoning.len, rs->answer.p, rs->answer.len);
+        return;
+    }
+    vx_reasoning_parts p;
+    if (!c->text.p) return; /* nothing generated */
+    vx_reasoning_split(c->text.p, c->text.len, j->think_open, &p);
+    if (!p.thought) return;
+    vx_sbuf_add(&c->reasoning, c->text.p + p.r_off, p.r_len);
+    memmove(c->text.p, c->text.p + p.c_off, p.c_len);
+    c->text.len = p.c_len;
+    c->text.p[p.c_len] = 0;
+}
+
+/* The end of a reply: its reasoning split off (think_finish), then the
+ * tool calls in the answer (streaming: in the text held back), sent or
+ * kept for the response; the finish reason becomes "tool_calls" when
  * there are any. A reply without calls stays the text it was. */
-static const char *tools_finish(job *j, choice *c, const char *reason) {
+static const char *reply_finish(job *j, choice *c, const char *reason) {
+    think_finish(j, c);
     if (!j->tools) return reason;
     const vx_oai_request *q = &j->req;
     size_t len;
@@ -495,13 +546,20 @@ static void handle_event(job *j, const ev_item *it) {
         if (j->req.logprobs) lp_push(c, it);
         const char *text = it->text;
         size_t len = (size_t)it->text_len;
-        if (j->tools && len == 0) {
+        if ((j->tools || j->think) && len == 0) {
             /* the call marker of the llama3 and mistral formats is a
-             * control token, which has no text: it must reach the parser */
-            const char *mk = vx_tool_format_marker(j->srv->p.tool_format);
+             * control token, which has no text: it must reach the parser;
+             * so must thought markers that a vocabulary made control tokens */
+            const char *mk = j->tools ? vx_tool_format_marker(j->srv->p.tool_format) : NULL;
             char piece[64];
             const int32_t pl = vx_token_to_piece(j->srv->vocab, it->token, piece, sizeof piece - 1, true);
-            if (pl > 0 && (size_t)pl == strlen(mk) && !memcmp(piece, mk, (size_t)pl)) text = mk, len = (size_t)pl;
+            if (pl > 0) {
+                piece[pl] = 0;
+                if (mk && !strcmp(piece, mk)) text = mk;
+                else if (j->think && !strcmp(piece, VX_THINK_OPEN)) text = VX_THINK_OPEN;
+                else if (j->think && !strcmp(piece, VX_THINK_CLOSE)) text = VX_THINK_CLOSE;
+                if (text != it->text) len = (size_t)pl;
+            }
         }
         bool stop = vx_text_filter_feed(&c->filter, text, len, t);
         emit_text(j, c, t);
@@ -513,7 +571,7 @@ static void handle_event(job *j, const ev_item *it) {
             id = c->engine_id;
             pthread_mutex_unlock(&j->mu);
             if (cancel) vx_engine_cancel(j->srv->engine, id);
-            choice_done(j, c, tools_finish(j, c, "stop"));
+            choice_done(j, c, reply_finish(j, c, "stop"));
             return;
         }
     }
@@ -525,7 +583,7 @@ static void handle_event(job *j, const ev_item *it) {
         t->len = 0;
         vx_text_filter_finish(&c->filter, t);
         emit_text(j, c, t);
-        choice_done(j, c, tools_finish(j, c, it->finish == VX_FINISH_STOP ? "stop" : "length"));
+        choice_done(j, c, reply_finish(j, c, it->finish == VX_FINISH_STOP ? "stop" : "length"));
         return;
     case VX_FINISH_CANCELED:
         if (server_stopping(j->srv)) job_fail(j, 503, "The server is shutting down.");
@@ -705,8 +763,9 @@ static char *job_response(job *j) {
             text = texts[i].p ? texts[i].p : "";
             len = texts[i].len;
         }
-        oc[i] = (vx_oai_choice){.index = c->index, .text = text, .text_len = len,
-                                .finish_reason = c->finish_reason, .calls = c->calls.v, .n_calls = c->calls.n};
+        oc[i] = (vx_oai_choice){.index = c->index, .text = text, .text_len = len, .reasoning = c->reasoning.p,
+                                .reasoning_len = c->reasoning.len, .finish_reason = c->finish_reason,
+                                .calls = c->calls.v, .n_calls = c->calls.n};
         if (j->req.logprobs) {
             static const vx_oai_logprob none; /* logprobs asked, no token generated */
             oc[i].lp = c->lp ? c->lp : &none;
@@ -746,6 +805,28 @@ static bool tools_begin(vx_server *s, job *j, vx_oai_error *err) {
     return st == VX_OK;
 }
 
+/* A chat request's prompt: the template's rendering with the request's
+ * tools and chat_template_kwargs (over the server's), then a forced
+ * call's opening. Whether the reply's thoughts are split off: the
+ * server's default or the request's reasoning_format, never for a reply
+ * held to a JSON shape (response_format, a forced call), which the model
+ * writes from its first token. */
+static bool chat_prompt(vx_server *s, job *j, vx_token **prompt, int32_t *n_prompt, vx_oai_error *err) {
+    const vx_oai_request *q = &j->req;
+    char *kw = vx_oai_kwargs_merge(s->p.template_kwargs, q->template_kwargs), *text = NULL;
+    bool ok = kw != NULL;
+    if (!ok) vx_oai_set_error(err, 500, NULL, "Out of memory.");
+    else ok = vx_oai_chat_render(s->tmpl, s->vocab, q->messages_json, q->tools_json, kw, &text, err);
+    free(kw);
+    if (!ok) return false;
+    j->think = q->reasoning == VX_OAI_REASONING_DEFAULT ? s->p.reasoning : q->reasoning == VX_OAI_REASONING_SPLIT;
+    if (q->json_object || q->json_schema || j->tool_prefix) j->think = false;
+    j->think_open = j->think && vx_reasoning_open_at_end(text, strlen(text));
+    ok = vx_oai_chat_tokenize(s->vocab, text, j->tool_prefix, prompt, n_prompt, err);
+    free(text);
+    return ok;
+}
+
 static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn, conn_req *r, vx_oai_kind kind) {
     vx_oai_error err;
     job *j = job_new(s);
@@ -775,8 +856,7 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
     int32_t n_prompt = 0;
     bool ok;
     if (kind == VX_OAI_CHAT) {
-        ok = vx_oai_chat_prompt_ex(s->tmpl, s->vocab, q->messages_json, q->tools_json, j->tool_prefix, &prompt,
-                                   &n_prompt, &err);
+        ok = chat_prompt(s, j, &prompt, &n_prompt, &err);
     } else if (q->prompt) {
         ok = vx_oai_tokenize_text(s->vocab, q->prompt, q->prompt_len, true, true, &prompt, &n_prompt, &err);
     } else {
@@ -838,6 +918,7 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         vx_text_filter_init(&c->filter, q->stop, q->n_stop);
         c->lp_offset = j->echo_len;
         vx_tool_stream_init(&c->tstream, j->tools ? s->p.tool_format : VX_TOOL_FMT_NONE);
+        vx_reasoning_stream_init(&c->rstream, j->think_open);
         if (j->tool_prefix) { /* a forced call's opening is part of the reply to parse */
             const size_t pl = strlen(j->tool_prefix);
             const char *p;
@@ -917,7 +998,7 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
     }
     free(prompt);
     if (q->max_tokens == 0 && !j->prompt_lp)
-        for (int32_t i = 0; i < j->n_choices; i++) choice_done(j, &j->choices[i], tools_finish(j, &j->choices[i], "length"));
+        for (int32_t i = 0; i < j->n_choices; i++) choice_done(j, &j->choices[i], reply_finish(j, &j->choices[i], "length"));
 
     if (q->stream) {
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, j, sse_free);
@@ -1066,7 +1147,7 @@ static bool authorized(vx_server *s, struct MHD_Connection *conn) {
     return diff == 0;
 }
 
-enum route { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE };
+enum route { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_APPLY };
 
 static enum route find_route(const char *path, bool *post) {
     static const struct {
@@ -1079,6 +1160,7 @@ static enum route find_route(const char *path, bool *post) {
         {"/v1/chat/completions", R_CHAT, true}, {"/chat/completions", R_CHAT, true},
         {"/v1/completions", R_COMPLETIONS, true}, {"/completions", R_COMPLETIONS, true},
         {"/tokenize", R_TOKENIZE, true},        {"/detokenize", R_DETOKENIZE, true},
+        {"/apply-template", R_APPLY, true},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (!strcmp(path, table[i].path)) {
@@ -1145,6 +1227,9 @@ static enum MHD_Result route(vx_server *s, struct MHD_Connection *conn, conn_req
         return out ? respond_json(conn, r, 200, out) : respond_error(conn, r, &err);
     case R_DETOKENIZE:
         out = vx_oai_detokenize_json(s->vocab, body, r->body.len, &err);
+        return out ? respond_json(conn, r, 200, out) : respond_error(conn, r, &err);
+    case R_APPLY:
+        out = vx_oai_apply_template_json(s->tmpl, s->vocab, s->p.template_kwargs, body, r->body.len, &err);
         return out ? respond_json(conn, r, 200, out) : respond_error(conn, r, &err);
     default: break;
     }
@@ -1406,6 +1491,9 @@ vx_status vx_server_start(const vx_server_params *params, const vx_model *model,
     if (p.port < 0 || p.port > 65535) return vx_seterr(err, err_size, VX_EINVAL, "port %d is out of range", p.port);
     if (p.n_ctx <= 0 || p.max_body == 0 || p.max_buffered == 0)
         return vx_seterr(err, err_size, VX_EINVAL, "server: parameters out of range");
+    vx_oai_error kerr;
+    if (p.template_kwargs && !vx_oai_check_kwargs(p.template_kwargs, &kerr))
+        return vx_seterr(err, err_size, VX_EINVAL, "chat template kwargs: %s", kerr.message);
     const char *host = p.host && p.host[0] ? p.host : "127.0.0.1";
     struct addrinfo hints, *ai = NULL;
     memset(&hints, 0, sizeof hints);
@@ -1431,6 +1519,8 @@ vx_status vx_server_start(const vx_server_params *params, const vx_model *model,
     s->host = strdup(host);
     s->api_key = p.api_key && p.api_key[0] ? strdup(p.api_key) : NULL;
     s->model_name = strdup(p.model_name ? p.model_name : "model");
+    s->template_kwargs = p.template_kwargs ? strdup(p.template_kwargs) : NULL;
+    s->p.template_kwargs = s->template_kwargs;
     s->p.host = s->host;
     s->p.api_key = s->api_key;
     s->p.model_name = s->model_name;
@@ -1440,7 +1530,8 @@ vx_status vx_server_start(const vx_server_params *params, const vx_model *model,
     s->engine = engine;
     s->tmpl = tmpl;
     s->created = (int64_t)time(NULL);
-    if (!s->host || !s->model_name || (p.api_key && p.api_key[0] && !s->api_key)) {
+    if (!s->host || !s->model_name || (p.api_key && p.api_key[0] && !s->api_key) ||
+        (p.template_kwargs && !s->template_kwargs)) {
         server_unref(s);
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     }

@@ -40,6 +40,11 @@ typedef struct vx_server_params {
     vx_tool_format tool_format; /* how the chat template's model writes tool calls
                                    (vx_tool_format_detect); NONE: requests with
                                    tools get a 400 */
+    bool reasoning;          /* split thoughts off into reasoning_content unless a
+                                request says otherwise (reasoning.h) */
+    const char *template_kwargs; /* chat template variables for every request (a JSON
+                                    object, vx_oai_check_kwargs), under the request's
+                                    chat_template_kwargs; NULL: none */
 } vx_server_params;
 
 vx_server_params vx_server_default_params(void);

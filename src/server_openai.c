@@ -637,6 +637,7 @@ void vx_oai_request_free(vx_oai_request *r) {
     free(r->logit_bias);
     free(r->json_schema);
     free(r->tools_json);
+    free(r->template_kwargs);
     for (int32_t i = 0; i < r->n_tools; i++) free(r->tool_names[i]);
     free(r->tool_names);
     free(r->tool_name);
@@ -832,6 +833,72 @@ static bool parse_messages(const cJSON *root, int32_t n_ctx, vx_oai_request *r, 
     return true;
 oom:
     vx_oai_set_error(e, 500, NULL, "Out of memory while reading the messages.");
+    return false;
+}
+
+/* Variables the server sets itself: chat_template_kwargs may not replace
+ * them (tools come validated from 'tools'). */
+static const char *const RESERVED_VARS[] = {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"};
+
+/* chat_template_kwargs: an object that sets no reserved variable, not
+ * nested beyond what messages may be. */
+static bool check_kwargs(const cJSON *kw, vx_oai_error *e) {
+    if (!cJSON_IsObject(kw)) return type_error(e, "chat_template_kwargs", "an object", kw);
+    for (const cJSON *f = kw->child; f; f = f->next) {
+        for (size_t i = 0; i < sizeof RESERVED_VARS / sizeof RESERVED_VARS[0]; i++)
+            if (!strcmp(f->string, RESERVED_VARS[i])) {
+                vx_oai_set_error(e, 400, "chat_template_kwargs",
+                                 "'chat_template_kwargs' cannot set '%s': the server sets it from the request.",
+                                 RESERVED_VARS[i]);
+                return false;
+            }
+        if (json_depth(f, MAX_FIELD_DEPTH) > MAX_FIELD_DEPTH) {
+            vx_oai_set_error(e, 400, "chat_template_kwargs", "'chat_template_kwargs.%.64s' is nested too deeply.",
+                             f->string);
+            return false;
+        }
+    }
+    return true;
+}
+
+bool vx_oai_check_kwargs(const char *json, vx_oai_error *err) {
+    cJSON *kw = vx_oai_parse_json_object(json, strlen(json), err);
+    if (!kw) return false;
+    const bool ok = check_kwargs(kw, err);
+    cJSON_Delete(kw);
+    return ok;
+}
+
+/* reasoning_format and chat_template_kwargs (chat). */
+static bool parse_reasoning(const cJSON *root, const char *body, size_t len, vx_oai_request *r, vx_oai_error *e) {
+    const cJSON *rf = member(root, "reasoning_format");
+    if (rf) {
+        if (!cJSON_IsString(rf)) return type_error(e, "reasoning_format", "a string", rf);
+        const char *v = rf->valuestring;
+        if (!strcmp(v, "none")) {
+            r->reasoning = VX_OAI_REASONING_NONE;
+        } else if (!strcmp(v, "deepseek") || !strcmp(v, "auto")) {
+            r->reasoning = VX_OAI_REASONING_SPLIT;
+        } else {
+            vx_oai_set_error(e, 400, "reasoning_format",
+                             "Invalid value for 'reasoning_format': '%.40s'. Expected 'none', 'auto' or 'deepseek'.", v);
+            return false;
+        }
+    }
+    const cJSON *kw = member(root, "chat_template_kwargs");
+    if (!kw) return true;
+    if (!check_kwargs(kw, e)) return false;
+    /* as the client wrote it (numbers such as 1.0 stay), unless it holds NUL
+     * escapes, which the request's reader turned into U+FFFD */
+    size_t va, ve;
+    if (vx_json_member_span(body, 0, len, "chat_template_kwargs", &va, &ve) && !memmem(body + va, ve - va, "\\u0000", 6)) {
+        if ((r->template_kwargs = malloc(ve - va + 1)))
+            memcpy(r->template_kwargs, body + va, ve - va), r->template_kwargs[ve - va] = 0;
+    } else {
+        r->template_kwargs = cJSON_PrintUnformatted(kw);
+    }
+    if (r->template_kwargs) return true;
+    vx_oai_set_error(e, 500, NULL, "Out of memory.");
     return false;
 }
 
@@ -1087,6 +1154,7 @@ bool vx_oai_parse_request(vx_oai_kind kind, const char *body, size_t len, int32_
     if (!opt_bool(root, "ignore_eos", &r->ignore_eos, err)) goto done;
     if (!refuse_unsupported(root, r, err)) goto done;
     if (kind == VX_OAI_CHAT && !parse_tools(root, body, len, r, err)) goto done;
+    if (kind == VX_OAI_CHAT && !parse_reasoning(root, body, len, r, err)) goto done;
     if (kind == VX_OAI_COMPLETION) { /* a text completion cannot answer with calls */
         const char *keys[2] = {"tools", "functions"};
         const cJSON *tc = member(root, "tool_choice");
@@ -1155,25 +1223,55 @@ bool vx_oai_chat_prompt(const vx_chat_template *t, const vx_vocab *v, const char
     return vx_oai_chat_prompt_ex(t, v, messages_json, NULL, NULL, out, n_out, err);
 }
 
-bool vx_oai_chat_prompt_ex(const vx_chat_template *t, const vx_vocab *v, const char *messages_json,
-                           const char *tools_json, const char *suffix, vx_token **out, int32_t *n_out,
-                           vx_oai_error *err) {
-    *out = NULL;
-    *n_out = 0;
+/* The members of a JSON object's text, without its braces and the blanks
+ * around them (*n = 0: none). */
+static const char *object_members(const char *obj, size_t *n) {
+    const char *a = strchr(obj, '{'), *b = strrchr(obj, '}');
+    if (!a || !b || b < a) {
+        *n = 0;
+        return obj;
+    }
+    a++;
+    while (a < b && strchr(" \t\r\n", *a)) a++;
+    while (b > a && strchr(" \t\r\n", b[-1])) b--;
+    *n = (size_t)(b - a);
+    return a;
+}
+
+char *vx_oai_kwargs_merge(const char *base, const char *over) {
+    size_t bn = 0, on = 0;
+    const char *bm = base ? object_members(base, &bn) : NULL, *om = over ? object_members(over, &on) : NULL;
+    vx_sbuf b = {0};
+    vx_sbuf_adds(&b, "{");
+    vx_sbuf_add(&b, bm, bn);
+    if (bn && on) vx_sbuf_adds(&b, ",");
+    vx_sbuf_add(&b, om, on);
+    vx_sbuf_adds(&b, "}");
+    return vx_sbuf_take(&b);
+}
+
+bool vx_oai_chat_render(const vx_chat_template *t, const vx_vocab *v, const char *messages_json,
+                        const char *tools_json, const char *kwargs_json, char **text, vx_oai_error *err) {
+    *text = NULL;
     vx_token bos = vx_vocab_bos(v), eos = vx_vocab_eos(v);
     const char *bos_s = bos >= 0 ? vx_vocab_text(v, bos) : NULL;
     const char *eos_s = eos >= 0 ? vx_vocab_text(v, eos) : NULL;
-    if (!bos_s) bos_s = "";
-    if (!eos_s) eos_s = "";
     vx_chat_render_params p = vx_chat_render_default_params();
     p.add_generation_prompt = true;
-    p.bos_token = bos_s;
-    p.eos_token = eos_s;
+    p.bos_token = bos_s ? bos_s : "";
+    p.eos_token = eos_s ? eos_s : "";
     p.messages_json = messages_json;
+    /* one object of extra variables: the kwargs' members, then tools */
     vx_sbuf extra = {0};
-    if (tools_json) {
-        vx_sbuf_adds(&extra, "{\"tools\":");
-        vx_sbuf_adds(&extra, tools_json);
+    size_t kn = 0;
+    const char *km = kwargs_json ? object_members(kwargs_json, &kn) : NULL;
+    if (kn || tools_json) {
+        vx_sbuf_adds(&extra, "{");
+        vx_sbuf_add(&extra, km, kn);
+        if (tools_json) {
+            vx_sbuf_adds(&extra, kn ? ",\"tools\":" : "\"tools\":");
+            vx_sbuf_adds(&extra, tools_json);
+        }
         vx_sbuf_adds(&extra, "}");
         if (extra.oom) {
             vx_sbuf_free(&extra);
@@ -1182,30 +1280,70 @@ bool vx_oai_chat_prompt_ex(const vx_chat_template *t, const vx_vocab *v, const c
         }
         p.extra_vars_json = extra.p;
     }
-    char *text = NULL, msg[VX_ERRMSG_MAX];
-    vx_status st = vx_chat_template_render_ex(t, NULL, 0, &p, &text, msg, sizeof msg);
+    char msg[VX_ERRMSG_MAX];
+    vx_status st = vx_chat_template_render_ex(t, NULL, 0, &p, text, msg, sizeof msg);
     vx_sbuf_free(&extra);
-    if (st == VX_OK && suffix && suffix[0]) {
-        vx_sbuf full = {0};
+    if (st == VX_OK) return true;
+    if (st == VX_ENOMEM) vx_oai_set_error(err, 500, NULL, "Out of memory while rendering the chat template.");
+    else vx_oai_set_error(err, 400, "messages", "The chat template cannot render these messages: %s", msg);
+    return false;
+}
+
+bool vx_oai_chat_tokenize(const vx_vocab *v, const char *text, const char *suffix, vx_token **out, int32_t *n_out,
+                          vx_oai_error *err) {
+    *out = NULL;
+    *n_out = 0;
+    vx_sbuf full = {0};
+    if (suffix && suffix[0]) {
         vx_sbuf_adds(&full, text);
         vx_sbuf_adds(&full, suffix);
-        free(text);
-        text = vx_sbuf_take(&full);
-        if (!text) st = VX_ENOMEM;
-    }
-    if (st != VX_OK) {
-        if (st == VX_ENOMEM) vx_oai_set_error(err, 500, NULL, "Out of memory while rendering the chat template.");
-        else vx_oai_set_error(err, 400, "messages", "The chat template cannot render these messages: %s", msg);
-        return false;
+        if (full.oom) {
+            vx_sbuf_free(&full);
+            vx_oai_set_error(err, 500, NULL, "Out of memory while rendering the chat template.");
+            return false;
+        }
+        text = full.p;
     }
     /* The template writes the BOS text itself when it wants it and the
      * tokenizer adds the BOS token too: drop the text so BOS is not doubled. */
-    const char *s = text;
-    size_t bl = strlen(bos_s);
-    if (bl && vx_vocab_add_bos(v) && strncmp(s, bos_s, bl) == 0) s += bl;
-    bool ok = vx_oai_tokenize_text(v, s, strlen(s), true, true, out, n_out, err);
+    vx_token bos = vx_vocab_bos(v);
+    const char *bos_s = bos >= 0 ? vx_vocab_text(v, bos) : NULL;
+    size_t bl = bos_s ? strlen(bos_s) : 0;
+    if (bl && vx_vocab_add_bos(v) && strncmp(text, bos_s, bl) == 0) text += bl;
+    const bool ok = vx_oai_tokenize_text(v, text, strlen(text), true, true, out, n_out, err);
+    vx_sbuf_free(&full);
+    return ok;
+}
+
+bool vx_oai_chat_prompt_ex(const vx_chat_template *t, const vx_vocab *v, const char *messages_json,
+                           const char *tools_json, const char *suffix, vx_token **out, int32_t *n_out,
+                           vx_oai_error *err) {
+    *out = NULL;
+    *n_out = 0;
+    char *text;
+    if (!vx_oai_chat_render(t, v, messages_json, tools_json, NULL, &text, err)) return false;
+    bool ok = vx_oai_chat_tokenize(v, text, suffix, out, n_out, err);
     free(text);
     return ok;
+}
+
+char *vx_oai_apply_template_json(const vx_chat_template *t, const vx_vocab *v, const char *server_kwargs,
+                                 const char *body, size_t len, vx_oai_error *err) {
+    vx_oai_request r;
+    if (!vx_oai_parse_request(VX_OAI_CHAT, body, len, vx_vocab_n_tokens(v), 0, &r, err)) return NULL;
+    char *text = NULL, *res = NULL, *kw = vx_oai_kwargs_merge(server_kwargs, r.template_kwargs);
+    if (!kw) vx_oai_set_error(err, 500, NULL, "Out of memory.");
+    else if (vx_oai_chat_render(t, v, r.messages_json, r.tools_json, kw, &text, err)) {
+        vx_sbuf b = {0};
+        vx_sbuf_adds(&b, "{\"prompt\":");
+        json_cstr(&b, text);
+        vx_sbuf_adds(&b, "}");
+        if (!(res = vx_sbuf_take(&b))) vx_oai_set_error(err, 500, NULL, "Out of memory.");
+    }
+    free(text);
+    free(kw);
+    vx_oai_request_free(&r);
+    return res;
 }
 
 /* ------------------------------------------------------------- text filter */
@@ -1455,6 +1593,10 @@ char *vx_oai_response_json(const vx_oai_meta *m, const vx_oai_choice *choices, i
             vx_sbuf_adds(&b, "\"message\":{\"role\":\"assistant\",\"content\":");
             if (c->n_calls > 0 && c->text_len == 0) vx_sbuf_adds(&b, "null"); /* as OpenAI */
             else json_str(&b, c->text ? c->text : "", c->text_len);
+            if (c->reasoning_len > 0) {
+                vx_sbuf_adds(&b, ",\"reasoning_content\":");
+                json_str(&b, c->reasoning, c->reasoning_len);
+            }
             if (c->n_calls > 0) {
                 vx_sbuf_adds(&b, ",\"tool_calls\":");
                 tool_calls_json(&b, c->calls, c->n_calls, false);
@@ -1484,9 +1626,15 @@ void vx_oai_chunk(vx_sbuf *out, const vx_oai_meta *m, const vx_oai_choice *c, bo
         vx_sbuf_adds(out, "\"delta\":{");
         if (role_only) {
             vx_sbuf_adds(out, "\"role\":\"assistant\",\"content\":\"\"");
-        } else if (c->text_len > 0 || !c->finish_reason) {
-            vx_sbuf_adds(out, "\"content\":");
-            json_str(out, c->text ? c->text : "", c->text_len);
+        } else {
+            if (c->reasoning_len > 0) {
+                vx_sbuf_adds(out, "\"reasoning_content\":");
+                json_str(out, c->reasoning, c->reasoning_len);
+            }
+            if (c->text_len > 0 || (!c->finish_reason && !c->reasoning_len)) {
+                vx_sbuf_adds(out, c->reasoning_len > 0 ? ",\"content\":" : "\"content\":");
+                json_str(out, c->text ? c->text : "", c->text_len);
+            }
         }
         vx_sbuf_adds(out, "}");
     } else {

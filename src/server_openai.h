@@ -86,7 +86,16 @@ typedef struct vx_oai_request {
     int tool_choice;
     char *tool_name;
     bool parallel_tool_calls; /* default true */
+    /* reasoning (reasoning.h): reasoning_format "none" keeps thoughts in
+     * the content, "deepseek" / "auto" splits them off into
+     * reasoning_content; not given: the server's default */
+    int reasoning;
+    /* chat_template_kwargs: extra template variables (a JSON object's
+     * text as the client wrote it, e.g. {"enable_thinking": false}) */
+    char *template_kwargs;
 } vx_oai_request;
+
+enum { VX_OAI_REASONING_DEFAULT = 0, VX_OAI_REASONING_NONE, VX_OAI_REASONING_SPLIT };
 
 enum { VX_OAI_TOOLS_AUTO = 0, VX_OAI_TOOLS_REQUIRED, VX_OAI_TOOLS_NAMED };
 #define VX_OAI_MAX_TOOLS 128 /* functions per request, as OpenAI */
@@ -123,6 +132,27 @@ bool vx_oai_chat_prompt(const vx_chat_template *t, const vx_vocab *v, const char
 bool vx_oai_chat_prompt_ex(const vx_chat_template *t, const vx_vocab *v, const char *messages_json,
                            const char *tools_json, const char *suffix, vx_token **out, int32_t *n_out,
                            vx_oai_error *err);
+
+/* The two steps of vx_oai_chat_prompt_ex, for callers that look at the
+ * text in between: the rendering (*text malloc'd), with the request's
+ * tools (NULL: None) and chat_template_kwargs (NULL: none) as template
+ * variables, and the tokenization of a rendered text followed by suffix
+ * (NULL: none). */
+bool vx_oai_chat_render(const vx_chat_template *t, const vx_vocab *v, const char *messages_json,
+                        const char *tools_json, const char *kwargs_json, char **text, vx_oai_error *err);
+bool vx_oai_chat_tokenize(const vx_vocab *v, const char *text, const char *suffix, vx_token **out, int32_t *n_out,
+                          vx_oai_error *err);
+/* POST /apply-template (llama-server's): a chat request's rendered prompt,
+ * {"prompt": "..."}, with the server's chat_template_kwargs (NULL: none)
+ * under the request's. NULL with err filled. */
+char *vx_oai_apply_template_json(const vx_chat_template *t, const vx_vocab *v, const char *server_kwargs,
+                                 const char *body, size_t len, vx_oai_error *err);
+/* Template variables for every request (vx serve --chat-template-kwargs):
+ * the rules of a request's chat_template_kwargs. */
+bool vx_oai_check_kwargs(const char *json, vx_oai_error *err);
+/* One object of the members of base's and then over's (either NULL),
+ * malloc'd: the template's JSON reader keeps a key's last value. */
+char *vx_oai_kwargs_merge(const char *base, const char *over);
 
 /* ------------------------------------------------------------- text filter */
 
@@ -168,6 +198,8 @@ typedef struct vx_oai_choice {
     int32_t index;
     const char *text;          /* chat: message content; completion: text */
     size_t text_len;
+    const char *reasoning;     /* chat: reasoning_content (reasoning_len > 0) */
+    size_t reasoning_len;
     const char *finish_reason; /* "stop", "length", or NULL (a streaming chunk) */
     const vx_oai_logprob *lp;  /* NULL: "logprobs": null */
     int32_t n_lp;
@@ -195,7 +227,9 @@ char *vx_oai_response_json(const vx_oai_meta *m, const vx_oai_choice *choices, i
                            const vx_oai_usage *u);
 /* One SSE event "data: {chunk}\n\n" appended to out. Chat: role_only sends
  * the first delta {"role":"assistant","content":""}; a finish_reason sends
- * the empty final delta. usage_null adds "usage":null (include_usage). */
+ * the empty final delta; reasoning makes a reasoning_content delta (with
+ * content only when there is text too). usage_null adds "usage":null
+ * (include_usage). */
 void vx_oai_chunk(vx_sbuf *out, const vx_oai_meta *m, const vx_oai_choice *c, bool role_only,
                   bool usage_null);
 /* A chat chunk whose delta is the tool calls of choice index (each with

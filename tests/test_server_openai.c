@@ -1006,6 +1006,117 @@ static void test_chat_prompt(const vx_vocab *v) {
     vx_chat_template_free(t);
 }
 
+/* reasoning_format, chat_template_kwargs, and reasoning_content in
+ * responses and chunks; the template variables reach the rendering. */
+static void test_reasoning_fields(const vx_vocab *v) {
+    vx_oai_request r;
+    vx_oai_error e;
+    CHECK(parse(VX_OAI_CHAT, "{" MSG "}", &r, &e) && r.reasoning == VX_OAI_REASONING_DEFAULT && !r.template_kwargs);
+    vx_oai_request_free(&r);
+    static const struct {
+        const char *v;
+        int want;
+    } fmts[] = {{"none", VX_OAI_REASONING_NONE}, {"deepseek", VX_OAI_REASONING_SPLIT}, {"auto", VX_OAI_REASONING_SPLIT}};
+    for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
+        char body[160];
+        snprintf(body, sizeof body, "{" MSG ",\"reasoning_format\":\"%s\"}", fmts[i].v);
+        CHECK(parse(VX_OAI_CHAT, body, &r, &e) && r.reasoning == fmts[i].want);
+        vx_oai_request_free(&r);
+    }
+    REJECT_CHAT("{" MSG ",\"reasoning_format\":\"hidden\"}", "reasoning_format");
+    REJECT_CHAT("{" MSG ",\"reasoning_format\":1}", "reasoning_format");
+    REJECT_CHAT("{" MSG ",\"chat_template_kwargs\":[]}", "chat_template_kwargs");
+    REJECT_CHAT("{" MSG ",\"chat_template_kwargs\":\"x\"}", "chat_template_kwargs");
+    REJECT_CHAT("{" MSG ",\"chat_template_kwargs\":{\"messages\":[]}}", "chat_template_kwargs");
+    REJECT_CHAT("{" MSG ",\"chat_template_kwargs\":{\"a\":1,\"tools\":[]}}", "chat_template_kwargs");
+    REJECT_CHAT("{" MSG ",\"chat_template_kwargs\":{\"add_generation_prompt\":false}}", "chat_template_kwargs");
+    /* kept as written (1.0 stays), null is absent */
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"chat_template_kwargs\" : { \"enable_thinking\": false, \"x\": 1.0 }}", &r, &e));
+    CHECKF(r.template_kwargs && !strcmp(r.template_kwargs, "{ \"enable_thinking\": false, \"x\": 1.0 }"), "%s",
+           r.template_kwargs ? r.template_kwargs : "(null)");
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"chat_template_kwargs\":null,\"reasoning_format\":null}", &r, &e) &&
+          !r.template_kwargs && r.reasoning == VX_OAI_REASONING_DEFAULT);
+    vx_oai_request_free(&r);
+    CHECK(vx_oai_check_kwargs("{\"enable_thinking\":true}", &e));
+    CHECK(!vx_oai_check_kwargs("{\"bos_token\":\"x\"}", &e) && e.status == 400);
+    CHECK(!vx_oai_check_kwargs("[1]", &e) && e.status == 400);
+    CHECK(!vx_oai_check_kwargs("{\"a\":", &e) && e.status == 400);
+
+    /* merged: the server's members, then the request's */
+    char *mg = vx_oai_kwargs_merge("{\"a\":1, \"b\":2}", " { \"b\":3 } ");
+    CHECKF(mg && !strcmp(mg, "{\"a\":1, \"b\":2,\"b\":3}"), "%s", mg ? mg : "(null)");
+    free(mg);
+    mg = vx_oai_kwargs_merge(NULL, "{}");
+    CHECK(mg && !strcmp(mg, "{}"));
+    free(mg);
+
+    /* the variables reach the template, the request's over the server's,
+     * tools beside them */
+    vx_chat_template *t = NULL;
+    char err[256], *text = NULL;
+    CHECK(vx_chat_template_parse("{{ messages[0].content }}|{{ enable_thinking }}|{{ x }}|{{ tools | length if tools "
+                                 "else 'none' }}", &t, err, sizeof err) == VX_OK);
+    const char *msgs = "[{\"role\":\"user\",\"content\":\"U\"}]";
+    mg = vx_oai_kwargs_merge("{\"enable_thinking\":true,\"x\":7}", "{\"enable_thinking\":false}");
+    CHECK(vx_oai_chat_render(t, v, msgs, "[" TOOL("a") "]", mg, &text, &e));
+    CHECKF(text && !strcmp(text, "U|False|7|1"), "%s", text ? text : e.message);
+    free(text);
+    free(mg);
+    CHECK(vx_oai_chat_render(t, v, msgs, NULL, "{\"enable_thinking\":true,\"x\":\"s\"}", &text, &e));
+    CHECKF(text && !strcmp(text, "U|True|s|none"), "%s", text ? text : e.message);
+    free(text);
+    char *aj = vx_oai_apply_template_json(t, v, "{\"x\":2}", "{" MSG ",\"chat_template_kwargs\":{\"enable_thinking\":0}}",
+                                          strlen("{" MSG ",\"chat_template_kwargs\":{\"enable_thinking\":0}}"), &e);
+    CHECKF(aj && !strcmp(aj, "{\"prompt\":\"hi|0|2|none\"}"), "%s", aj ? aj : e.message);
+    free(aj);
+    aj = vx_oai_apply_template_json(t, v, NULL, "{\"messages\":3}", 14, &e);
+    CHECK(!aj && e.status == 400 && !strcmp(e.param, "messages"));
+    vx_chat_template_free(t);
+
+    /* responses: reasoning_content beside the content when there is any */
+    vx_oai_meta m = {.kind = VX_OAI_CHAT, .id = "chatcmpl-x", .created = 1700000000, .model = "m", .vocab = v};
+    vx_oai_choice c[2] = {
+        {.index = 0, .text = "Hello", .text_len = 5, .reasoning = "I think \"so\"", .reasoning_len = 12,
+         .finish_reason = "stop"},
+        {.index = 1, .text = "", .text_len = 0, .reasoning = "", .reasoning_len = 0, .finish_reason = "length"},
+    };
+    vx_oai_usage u = {0};
+    char *j = vx_oai_response_json(&m, c, 2, &u);
+    cJSON *root = j ? cJSON_Parse(j) : NULL;
+    CHECKF(root, "%s", j ? j : "(null)");
+    cJSON *ch = cJSON_GetObjectItemCaseSensitive(root, "choices");
+    cJSON *m0 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ch, 0), "message");
+    cJSON *m1 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ch, 1), "message");
+    cJSON *rc = cJSON_GetObjectItemCaseSensitive(m0, "reasoning_content");
+    CHECK(cJSON_IsString(rc) && !strcmp(rc->valuestring, "I think \"so\"") &&
+          !strcmp(cJSON_GetObjectItemCaseSensitive(m0, "content")->valuestring, "Hello"));
+    CHECK(!cJSON_GetObjectItemCaseSensitive(m1, "reasoning_content") &&
+          cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m1, "content")));
+    cJSON_Delete(root);
+    free(j);
+    /* chunks: a reasoning delta, a reasoning + content delta, a content delta */
+    static const struct {
+        const char *r, *t;
+    } deltas[] = {{"plan", ""}, {"end", "Hi"}, {"", "there"}};
+    for (size_t i = 0; i < sizeof deltas / sizeof deltas[0]; i++) {
+        vx_sbuf out = {0};
+        vx_oai_choice oc = {.index = 0, .text = deltas[i].t, .text_len = strlen(deltas[i].t),
+                            .reasoning = deltas[i].r, .reasoning_len = strlen(deltas[i].r)};
+        vx_oai_chunk(&out, &m, &oc, false, false);
+        root = out.p && out.len > 6 ? cJSON_Parse(out.p + 6) : NULL;
+        CHECKF(root, "%s", out.p ? out.p : "(null)");
+        cJSON *d = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0),
+                                                    "delta");
+        cJSON *dr = cJSON_GetObjectItemCaseSensitive(d, "reasoning_content"), *dc = cJSON_GetObjectItemCaseSensitive(d, "content");
+        CHECKF(deltas[i].r[0] ? cJSON_IsString(dr) && !strcmp(dr->valuestring, deltas[i].r) : !dr, "%s", out.p);
+        CHECKF(deltas[i].t[0] || !deltas[i].r[0] ? cJSON_IsString(dc) && !strcmp(dc->valuestring, deltas[i].t) : !dc,
+               "%s", out.p);
+        cJSON_Delete(root);
+        vx_sbuf_free(&out);
+    }
+}
+
 /* Random mutations of valid bodies: every parser must answer (success or
  * a 4xx with a message) and never crash; ASan/UBSan builds check memory. */
 static void test_mutations(const vx_vocab *v) {
@@ -1094,6 +1205,7 @@ int main(void) {
         test_tool_responses(v);
         test_tokenize_endpoints(v);
         test_chat_prompt(v);
+        test_reasoning_fields(v);
         test_mutations(v);
         vx_model_free(m);
     }

@@ -14,6 +14,7 @@
 #include "chat.h"
 #include "cli.h"
 #include "engine.h"
+#include "reasoning.h"
 #include "server.h"
 
 #define GRACE_SECONDS 30
@@ -50,6 +51,12 @@ static void serve_usage(void) {
            "  --kv-type f16|f32|q8_0 KV cache type (default f16)\n"
            "  --chat-template NAME    chatml, llama3, llama2, mistral, phi3, gemma, ... or a\n"
            "                          file with Jinja source (default: the model's)\n"
+           "  --chat-template-kwargs JSON  template variables for every request, under each\n"
+           "                          request's chat_template_kwargs, e.g. '{\"enable_thinking\":false}'\n"
+           "  --reasoning-format F    auto: a thinking model's <think> text goes to\n"
+           "                          reasoning_content when its template writes thoughts;\n"
+           "                          deepseek: always; none: left in the content (default auto;\n"
+           "                          a request's reasoning_format overrides it)\n"
            "  --max-body BYTES        request body limit (default 8388608)\n"
            "  --timeout SECONDS       idle connection timeout (default 600)\n"
            "  --header-timeout SECONDS  a request's headers must be complete this long after the\n"
@@ -78,7 +85,7 @@ static void sleep_ms(long ms) {
 }
 
 int vx_cmd_serve(int argc, char **argv) {
-    const char *path = getenv("VX_MODEL"), *tmpl_name = NULL, *alias = NULL;
+    const char *path = getenv("VX_MODEL"), *tmpl_name = NULL, *alias = NULL, *reasoning = "auto";
     vx_server_params sp = vx_server_default_params();
     vx_engine_params ep = vx_engine_default_params();
     sp.api_key = getenv("VX_API_KEY");
@@ -110,6 +117,14 @@ int vx_cmd_serve(int argc, char **argv) {
             const char *v = cli_value(&a);
             if (v && !cli_kv_type(v, &ep.kv_type)) return 2;
         } else if (!strcmp(o, "--chat-template")) tmpl_name = cli_value(&a);
+        else if (!strcmp(o, "--chat-template-kwargs")) sp.template_kwargs = cli_value(&a);
+        else if (!strcmp(o, "--reasoning-format")) {
+            reasoning = cli_value(&a);
+            if (reasoning && strcmp(reasoning, "auto") && strcmp(reasoning, "deepseek") && strcmp(reasoning, "none")) {
+                fprintf(stderr, "error: --reasoning-format takes auto, deepseek or none, not '%s'\n", reasoning);
+                return 2;
+            }
+        }
         else if (!strcmp(o, "--max-body")) cli_int(&a, 1024, 1L << 30, &max_body);
         else if (!strcmp(o, "--timeout")) cli_int(&a, 1, 86400, &timeout);
         else if (!strcmp(o, "--header-timeout")) cli_int(&a, 0, 86400, &header_timeout);
@@ -140,6 +155,7 @@ int vx_cmd_serve(int argc, char **argv) {
         goto done;
     }
     sp.tool_format = vx_tool_format_detect(src);
+    sp.reasoning = !strcmp(reasoning, "deepseek") || (!strcmp(reasoning, "auto") && vx_reasoning_detect(src));
     ep.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : vx_model_n_ctx_train(m));
     ep.n_parallel = (int32_t)parallel;
     ep.n_batch = (int32_t)batch;
@@ -178,9 +194,10 @@ int vx_cmd_serve(int argc, char **argv) {
     const bool v6 = strchr(host, ':') != NULL;
     fprintf(stderr,
             "vx serve: listening on http://%s%s%s:%d (model %s, context %ld per sequence, %ld parallel, tool calls: "
-            "%s%s)\n",
+            "%s, reasoning: %s%s)\n",
             v6 ? "[" : "", host, v6 ? "]" : "", vx_server_port(server), sp.model_name, n_ctx, parallel,
-            vx_tool_format_name(sp.tool_format), sp.api_key && sp.api_key[0] ? ", API key required" : "");
+            vx_tool_format_name(sp.tool_format), sp.reasoning ? "reasoning_content" : "in content",
+            sp.api_key && sp.api_key[0] ? ", API key required" : "");
 
     while (g_signals == 0) sleep_ms(100);
     vx_server_shutdown(server);

