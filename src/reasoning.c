@@ -25,6 +25,20 @@ bool vx_reasoning_open_at_end(const char *prompt, size_t len) {
     return i >= OPEN_LEN && !memcmp(prompt + i - OPEN_LEN, VX_THINK_OPEN, OPEN_LEN);
 }
 
+/* The last occurrence of m in s[0..n), or NULL. */
+static const char *find_last(const char *s, size_t n, const char *m, size_t ml) {
+    const char *last = NULL;
+    for (const char *p = find(s, n, m, ml); p; p = find(p + 1, n - (size_t)(p + 1 - s), m, ml)) last = p;
+    return last;
+}
+
+vx_prefill_thought vx_reasoning_prefill(const char *content, size_t len) {
+    const char *o = find_last(content, len, VX_THINK_OPEN, OPEN_LEN);
+    const char *c = find_last(content, len, VX_THINK_CLOSE, CLOSE_LEN);
+    if (o && (!c || c < o)) return VX_PREFILL_OPEN;
+    return c ? VX_PREFILL_CLOSED : VX_PREFILL_NONE;
+}
+
 void vx_reasoning_split(const char *text, size_t len, bool open, vx_reasoning_parts *out) {
     memset(out, 0, sizeof *out);
     size_t s = 0;

@@ -38,6 +38,17 @@ bool vx_reasoning_detect(const char *template_source);
  * <think> has nothing but blanks after it. */
 bool vx_reasoning_open_at_end(const char *prompt, size_t len);
 
+/* A continued (prefilled) assistant message's content: whether the reply
+ * starts inside a thought (a <think> with no </think> after it) or after
+ * one (a </think> last: the reply is all answer), or neither. */
+typedef enum vx_prefill_thought {
+    VX_PREFILL_NONE = 0,
+    VX_PREFILL_OPEN,
+    VX_PREFILL_CLOSED,
+} vx_prefill_thought;
+
+vx_prefill_thought vx_reasoning_prefill(const char *content, size_t len);
+
 /* The one-shot split of a whole reply: reasoning = text[r_off, +r_len),
  * answer = text[c_off, +c_len). thought: the reply opened one (or began in
  * one), even an empty one. */

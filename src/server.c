@@ -450,7 +450,7 @@ static void think_finish(job *j, choice *c) {
     if (!c->text.p) return; /* nothing generated */
     vx_reasoning_split(c->text.p, c->text.len, j->think_open, &p);
     if (!p.thought) return;
-    vx_sbuf_add(&c->reasoning, c->text.p + p.r_off, p.r_len);
+    if (!vx_sbuf_add(&c->reasoning, c->text.p + p.r_off, p.r_len)) j->out.oom = true;
     memmove(c->text.p, c->text.p + p.c_off, p.c_len);
     c->text.len = p.c_len;
     c->text.p[p.c_len] = 0;
@@ -806,23 +806,30 @@ static bool tools_begin(vx_server *s, job *j, vx_oai_error *err) {
 }
 
 /* A chat request's prompt: the template's rendering with the request's
- * tools and chat_template_kwargs (over the server's), then a forced
- * call's opening. Whether the reply's thoughts are split off: the
- * server's default or the request's reasoning_format, never for a reply
- * held to a JSON shape (response_format, a forced call), which the model
- * writes from its first token. */
+ * tools and chat_template_kwargs (over the server's) and a generation
+ * prompt, or its final message continued; then a forced call's opening.
+ * Whether the reply's thoughts are split off: the server's default or the
+ * request's reasoning_format, never for a reply held to a JSON shape
+ * (response_format, a forced call), which the model writes from its first
+ * token. The reply starts in a thought when the generation prompt opened
+ * one or the continued message left one open; after one that ended in
+ * the continued message, it is all answer. */
 static bool chat_prompt(vx_server *s, job *j, vx_token **prompt, int32_t *n_prompt, vx_oai_error *err) {
     const vx_oai_request *q = &j->req;
-    char *kw = vx_oai_kwargs_merge(s->p.template_kwargs, q->template_kwargs), *text = NULL;
-    bool ok = kw != NULL;
-    if (!ok) vx_oai_set_error(err, 500, NULL, "Out of memory.");
-    else ok = vx_oai_chat_render(s->tmpl, s->vocab, q->messages_json, q->tools_json, kw, &text, err);
-    free(kw);
-    if (!ok) return false;
+    char *text = NULL;
+    size_t cont;
+    if (!vx_oai_request_render(s->tmpl, s->vocab, q, s->p.template_kwargs, &text, &cont, err)) return false;
     j->think = q->reasoning == VX_OAI_REASONING_DEFAULT ? s->p.reasoning : q->reasoning == VX_OAI_REASONING_SPLIT;
     if (q->json_object || q->json_schema || j->tool_prefix) j->think = false;
-    j->think_open = j->think && vx_reasoning_open_at_end(text, strlen(text));
-    ok = vx_oai_chat_tokenize(s->vocab, text, j->tool_prefix, prompt, n_prompt, err);
+    const size_t len = strlen(text);
+    if (j->think && q->continue_final) {
+        const vx_prefill_thought pt = vx_reasoning_prefill(text + cont, len - cont);
+        j->think_open = pt == VX_PREFILL_OPEN;
+        if (pt == VX_PREFILL_CLOSED) j->think = false;
+    } else {
+        j->think_open = j->think && vx_reasoning_open_at_end(text, len);
+    }
+    const bool ok = vx_oai_chat_tokenize(s->vocab, text, j->tool_prefix, prompt, n_prompt, err);
     free(text);
     return ok;
 }
@@ -1229,7 +1236,7 @@ static enum MHD_Result route(vx_server *s, struct MHD_Connection *conn, conn_req
         out = vx_oai_detokenize_json(s->vocab, body, r->body.len, &err);
         return out ? respond_json(conn, r, 200, out) : respond_error(conn, r, &err);
     case R_APPLY:
-        out = vx_oai_apply_template_json(s->tmpl, s->vocab, s->p.template_kwargs, body, r->body.len, &err);
+        out = vx_oai_apply_template_json(s->tmpl, s->vocab, s->p.template_kwargs, s->p.n_ctx, body, r->body.len, &err);
         return out ? respond_json(conn, r, 200, out) : respond_error(conn, r, &err);
     default: break;
     }

@@ -504,6 +504,18 @@ static bool opt_bool(const cJSON *o, const char *key, bool *out, vx_oai_error *e
     return true;
 }
 
+/* The text of member key (parsed: its value) as the client wrote it in
+ * the body, unless it holds NUL escapes, which the request's reader turned
+ * into U+FFFD: then printed from the parse. malloc'd; NULL: out of memory. */
+static char *member_text(const char *body, size_t len, const char *key, const cJSON *parsed) {
+    size_t va, ve;
+    if (!vx_json_member_span(body, 0, len, key, &va, &ve) || memmem(body + va, ve - va, "\\u0000", 6))
+        return cJSON_PrintUnformatted(parsed);
+    char *t = malloc(ve - va + 1);
+    if (t) memcpy(t, body + va, ve - va), t[ve - va] = 0;
+    return t;
+}
+
 /* OpenAI's rule for function names: 1-64 of a-z A-Z 0-9 _ - */
 static bool function_name_ok(const char *s) {
     size_t n = 0;
@@ -611,15 +623,8 @@ static bool parse_tools(const cJSON *root, const char *body, size_t len, vx_oai_
         return false;
     }
     /* the template gets the tools as the client wrote them (as vLLM's
-     * Python does: printed again by cJSON, 1.0 would be 1) unless they hold
-     * NUL escapes, which the request's reader turned into U+FFFD */
-    size_t va, ve;
-    if (vx_json_member_span(body, 0, len, "tools", &va, &ve) && !memmem(body + va, ve - va, "\\u0000", 6)) {
-        if ((r->tools_json = malloc(ve - va + 1))) memcpy(r->tools_json, body + va, ve - va), r->tools_json[ve - va] = 0;
-    } else {
-        r->tools_json = cJSON_PrintUnformatted(tools);
-    }
-    if (!r->tools_json) goto oom;
+     * Python does: printed again by cJSON, 1.0 would be 1) */
+    if (!(r->tools_json = member_text(body, len, "tools", tools))) goto oom;
     return true;
 oom:
     vx_oai_set_error(e, 500, NULL, "Out of memory.");
@@ -845,6 +850,14 @@ static const char *const RESERVED_VARS[] = {"messages", "tools", "add_generation
 static bool check_kwargs(const cJSON *kw, vx_oai_error *e) {
     if (!cJSON_IsObject(kw)) return type_error(e, "chat_template_kwargs", "an object", kw);
     for (const cJSON *f = kw->child; f; f = f->next) {
+        /* the template's reader would take a key's last value, the
+         * request's rule is the first: neither, a 400 */
+        for (const cJSON *g = kw->child; g != f; g = g->next)
+            if (!strcmp(g->string, f->string)) {
+                vx_oai_set_error(e, 400, "chat_template_kwargs", "'chat_template_kwargs' has the key '%.64s' twice.",
+                                 f->string);
+                return false;
+            }
         for (size_t i = 0; i < sizeof RESERVED_VARS / sizeof RESERVED_VARS[0]; i++)
             if (!strcmp(f->string, RESERVED_VARS[i])) {
                 vx_oai_set_error(e, 400, "chat_template_kwargs",
@@ -869,35 +882,57 @@ bool vx_oai_check_kwargs(const char *json, vx_oai_error *err) {
     return ok;
 }
 
-/* reasoning_format and chat_template_kwargs (chat). */
-static bool parse_reasoning(const cJSON *root, const char *body, size_t len, vx_oai_request *r, vx_oai_error *e) {
+/* reasoning_format: where thoughts go (reasoning.h). */
+static bool parse_reasoning(const cJSON *root, vx_oai_request *r, vx_oai_error *e) {
     const cJSON *rf = member(root, "reasoning_format");
     if (rf) {
         if (!cJSON_IsString(rf)) return type_error(e, "reasoning_format", "a string", rf);
         const char *v = rf->valuestring;
         if (!strcmp(v, "none")) {
             r->reasoning = VX_OAI_REASONING_NONE;
-        } else if (!strcmp(v, "deepseek") || !strcmp(v, "auto")) {
+        } else if (!strcmp(v, "deepseek")) {
             r->reasoning = VX_OAI_REASONING_SPLIT;
+        } else if (!strcmp(v, "auto")) {
+            r->reasoning = VX_OAI_REASONING_DEFAULT; /* as the server decided for its template */
         } else {
             vx_oai_set_error(e, 400, "reasoning_format",
                              "Invalid value for 'reasoning_format': '%.40s'. Expected 'none', 'auto' or 'deepseek'.", v);
             return false;
         }
     }
+    return true;
+}
+
+/* vLLM's add_generation_prompt / continue_final_message; a final
+ * assistant message with text and no explicit add_generation_prompt is
+ * continued (assistant prefill, as llama-server and ollama do). */
+static bool parse_prefill(const cJSON *root, vx_oai_request *r, vx_oai_error *e) {
+    const bool agp_given = member(root, "add_generation_prompt") != NULL;
+    r->add_generation_prompt = true;
+    if (!opt_bool(root, "add_generation_prompt", &r->add_generation_prompt, e) ||
+        !opt_bool(root, "continue_final_message", &r->continue_final, e))
+        return false;
+    if (r->continue_final && agp_given && r->add_generation_prompt) {
+        vx_oai_set_error(e, 400, "continue_final_message",
+                         "'continue_final_message' and 'add_generation_prompt' cannot both be true.");
+        return false;
+    }
+    const cJSON *msgs = member(root, "messages");
+    const cJSON *last = cJSON_IsArray(msgs) ? cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1) : NULL;
+    const cJSON *role = last ? member(last, "role") : NULL, *content = last ? member(last, "content") : NULL;
+    if (!agp_given && !r->continue_final && cJSON_IsString(role) && !strcmp(role->valuestring, "assistant") &&
+        ((cJSON_IsString(content) && content->valuestring[0]) || cJSON_IsArray(content)) && !member(last, "tool_calls"))
+        r->continue_final = true;
+    if (r->continue_final) r->add_generation_prompt = false;
+    return true;
+}
+
+/* chat_template_kwargs, kept as written. */
+static bool parse_kwargs(const cJSON *root, const char *body, size_t len, vx_oai_request *r, vx_oai_error *e) {
     const cJSON *kw = member(root, "chat_template_kwargs");
     if (!kw) return true;
     if (!check_kwargs(kw, e)) return false;
-    /* as the client wrote it (numbers such as 1.0 stay), unless it holds NUL
-     * escapes, which the request's reader turned into U+FFFD */
-    size_t va, ve;
-    if (vx_json_member_span(body, 0, len, "chat_template_kwargs", &va, &ve) && !memmem(body + va, ve - va, "\\u0000", 6)) {
-        if ((r->template_kwargs = malloc(ve - va + 1)))
-            memcpy(r->template_kwargs, body + va, ve - va), r->template_kwargs[ve - va] = 0;
-    } else {
-        r->template_kwargs = cJSON_PrintUnformatted(kw);
-    }
-    if (r->template_kwargs) return true;
+    if ((r->template_kwargs = member_text(body, len, "chat_template_kwargs", kw))) return true;
     vx_oai_set_error(e, 500, NULL, "Out of memory.");
     return false;
 }
@@ -1154,7 +1189,9 @@ bool vx_oai_parse_request(vx_oai_kind kind, const char *body, size_t len, int32_
     if (!opt_bool(root, "ignore_eos", &r->ignore_eos, err)) goto done;
     if (!refuse_unsupported(root, r, err)) goto done;
     if (kind == VX_OAI_CHAT && !parse_tools(root, body, len, r, err)) goto done;
-    if (kind == VX_OAI_CHAT && !parse_reasoning(root, body, len, r, err)) goto done;
+    if (kind == VX_OAI_CHAT && (!parse_reasoning(root, r, err) || !parse_prefill(root, r, err) ||
+                                !parse_kwargs(root, body, len, r, err)))
+        goto done;
     if (kind == VX_OAI_COMPLETION) { /* a text completion cannot answer with calls */
         const char *keys[2] = {"tools", "functions"};
         const cJSON *tc = member(root, "tool_choice");
@@ -1238,7 +1275,9 @@ static const char *object_members(const char *obj, size_t *n) {
     return a;
 }
 
-char *vx_oai_kwargs_merge(const char *base, const char *over) {
+/* One object of the members of base's and then over's (either NULL),
+ * malloc'd: the template's JSON reader keeps a key's last value. */
+static char *kwargs_merge(const char *base, const char *over) {
     size_t bn = 0, on = 0;
     const char *bm = base ? object_members(base, &bn) : NULL, *om = over ? object_members(over, &on) : NULL;
     vx_sbuf b = {0};
@@ -1250,14 +1289,16 @@ char *vx_oai_kwargs_merge(const char *base, const char *over) {
     return vx_sbuf_take(&b);
 }
 
-bool vx_oai_chat_render(const vx_chat_template *t, const vx_vocab *v, const char *messages_json,
-                        const char *tools_json, const char *kwargs_json, char **text, vx_oai_error *err) {
+/* The rendering: tools (NULL: None) and the members of kwargs_json (NULL:
+ * none) as extra template variables. */
+static bool render(const vx_chat_template *t, const vx_vocab *v, const char *messages_json, const char *tools_json,
+                   const char *kwargs_json, bool add_generation_prompt, char **text, vx_oai_error *err) {
     *text = NULL;
     vx_token bos = vx_vocab_bos(v), eos = vx_vocab_eos(v);
     const char *bos_s = bos >= 0 ? vx_vocab_text(v, bos) : NULL;
     const char *eos_s = eos >= 0 ? vx_vocab_text(v, eos) : NULL;
     vx_chat_render_params p = vx_chat_render_default_params();
-    p.add_generation_prompt = true;
+    p.add_generation_prompt = add_generation_prompt;
     p.bos_token = bos_s ? bos_s : "";
     p.eos_token = eos_s ? eos_s : "";
     p.messages_json = messages_json;
@@ -1287,6 +1328,62 @@ bool vx_oai_chat_render(const vx_chat_template *t, const vx_vocab *v, const char
     if (st == VX_ENOMEM) vx_oai_set_error(err, 500, NULL, "Out of memory while rendering the chat template.");
     else vx_oai_set_error(err, 400, "messages", "The chat template cannot render these messages: %s", msg);
     return false;
+}
+
+/* Continuing the final message: the conversation rendered with a random
+ * marker as that message's content, the text cut where the marker is and
+ * the content put there as sent, so that a template that drops or moves
+ * part of an assistant message (the thoughts of DeepSeek R1's and Qwen3's)
+ * still continues the client's text. *off: where that content starts. */
+static bool render_continued(const vx_chat_template *t, const vx_vocab *v, const vx_oai_request *r, const char *kw,
+                             char **text, size_t *off, vx_oai_error *err) {
+    *text = NULL;
+    char mark[40] = "vxcontinue";
+    vx_random_alnum(mark + 10, 24);
+    cJSON *msgs = cJSON_Parse(r->messages_json);
+    cJSON *last = msgs ? cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1) : NULL;
+    const cJSON *content = last ? cJSON_GetObjectItemCaseSensitive(last, "content") : NULL;
+    char *sent = cJSON_IsString(content) ? strdup(content->valuestring) : NULL, *marked = NULL, *out = NULL;
+    bool ok = false;
+    if (sent && cJSON_ReplaceItemInObjectCaseSensitive(last, "content", cJSON_CreateString(mark)) &&
+        (marked = cJSON_PrintUnformatted(msgs))) {
+        if (render(t, v, marked, r->tools_json, kw, false, &out, err)) {
+            char *at = strstr(out, mark);
+            if (!at) {
+                vx_oai_set_error(err, 400, "messages", "The chat template does not write the final message's content, "
+                                                       "so it cannot be continued (continue_final_message).");
+            } else {
+                vx_sbuf b = {0};
+                vx_sbuf_add(&b, out, (size_t)(at - out));
+                vx_sbuf_adds(&b, sent);
+                *off = (size_t)(at - out);
+                if (!(*text = vx_sbuf_take(&b))) vx_oai_set_error(err, 500, NULL, "Out of memory.");
+                ok = *text != NULL;
+            }
+        }
+    } else {
+        vx_oai_set_error(err, 500, NULL, "Out of memory.");
+    }
+    free(out);
+    free(marked);
+    free(sent);
+    cJSON_Delete(msgs);
+    return ok;
+}
+
+bool vx_oai_request_render(const vx_chat_template *t, const vx_vocab *v, const vx_oai_request *r,
+                           const char *server_kwargs, char **text, size_t *cont_off, vx_oai_error *err) {
+    *text = NULL;
+    char *kw = kwargs_merge(server_kwargs, r->template_kwargs);
+    if (!kw) {
+        vx_oai_set_error(err, 500, NULL, "Out of memory.");
+        return false;
+    }
+    bool ok = r->continue_final ? render_continued(t, v, r, kw, text, cont_off, err)
+                                : render(t, v, r->messages_json, r->tools_json, kw, r->add_generation_prompt, text, err);
+    free(kw);
+    if (ok && !r->continue_final) *cont_off = strlen(*text);
+    return ok;
 }
 
 bool vx_oai_chat_tokenize(const vx_vocab *v, const char *text, const char *suffix, vx_token **out, int32_t *n_out,
@@ -1321,19 +1418,19 @@ bool vx_oai_chat_prompt_ex(const vx_chat_template *t, const vx_vocab *v, const c
     *out = NULL;
     *n_out = 0;
     char *text;
-    if (!vx_oai_chat_render(t, v, messages_json, tools_json, NULL, &text, err)) return false;
+    if (!render(t, v, messages_json, tools_json, NULL, true, &text, err)) return false;
     bool ok = vx_oai_chat_tokenize(v, text, suffix, out, n_out, err);
     free(text);
     return ok;
 }
 
 char *vx_oai_apply_template_json(const vx_chat_template *t, const vx_vocab *v, const char *server_kwargs,
-                                 const char *body, size_t len, vx_oai_error *err) {
+                                 int32_t n_ctx, const char *body, size_t len, vx_oai_error *err) {
     vx_oai_request r;
-    if (!vx_oai_parse_request(VX_OAI_CHAT, body, len, vx_vocab_n_tokens(v), 0, &r, err)) return NULL;
-    char *text = NULL, *res = NULL, *kw = vx_oai_kwargs_merge(server_kwargs, r.template_kwargs);
-    if (!kw) vx_oai_set_error(err, 500, NULL, "Out of memory.");
-    else if (vx_oai_chat_render(t, v, r.messages_json, r.tools_json, kw, &text, err)) {
+    if (!vx_oai_parse_request(VX_OAI_CHAT, body, len, vx_vocab_n_tokens(v), n_ctx, &r, err)) return NULL;
+    char *text = NULL, *res = NULL;
+    size_t cont;
+    if (vx_oai_request_render(t, v, &r, server_kwargs, &text, &cont, err)) {
         vx_sbuf b = {0};
         vx_sbuf_adds(&b, "{\"prompt\":");
         json_cstr(&b, text);
@@ -1341,7 +1438,6 @@ char *vx_oai_apply_template_json(const vx_chat_template *t, const vx_vocab *v, c
         if (!(res = vx_sbuf_take(&b))) vx_oai_set_error(err, 500, NULL, "Out of memory.");
     }
     free(text);
-    free(kw);
     vx_oai_request_free(&r);
     return res;
 }

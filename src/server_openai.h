@@ -87,12 +87,17 @@ typedef struct vx_oai_request {
     char *tool_name;
     bool parallel_tool_calls; /* default true */
     /* reasoning (reasoning.h): reasoning_format "none" keeps thoughts in
-     * the content, "deepseek" / "auto" splits them off into
-     * reasoning_content; not given: the server's default */
+     * the content, "deepseek" splits them off into reasoning_content;
+     * "auto" or not given: the server's default */
     int reasoning;
     /* chat_template_kwargs: extra template variables (a JSON object's
      * text as the client wrote it, e.g. {"enable_thinking": false}) */
     char *template_kwargs;
+    /* add_generation_prompt (default true) and continue_final_message:
+     * the reply continues the final message (vLLM's fields; a final
+     * assistant message with text, add_generation_prompt not given, is
+     * continued too: assistant prefill, as llama-server and ollama) */
+    bool add_generation_prompt, continue_final;
 } vx_oai_request;
 
 enum { VX_OAI_REASONING_DEFAULT = 0, VX_OAI_REASONING_NONE, VX_OAI_REASONING_SPLIT };
@@ -133,26 +138,30 @@ bool vx_oai_chat_prompt_ex(const vx_chat_template *t, const vx_vocab *v, const c
                            const char *tools_json, const char *suffix, vx_token **out, int32_t *n_out,
                            vx_oai_error *err);
 
-/* The two steps of vx_oai_chat_prompt_ex, for callers that look at the
- * text in between: the rendering (*text malloc'd), with the request's
- * tools (NULL: None) and chat_template_kwargs (NULL: none) as template
- * variables, and the tokenization of a rendered text followed by suffix
- * (NULL: none). */
-bool vx_oai_chat_render(const vx_chat_template *t, const vx_vocab *v, const char *messages_json,
-                        const char *tools_json, const char *kwargs_json, char **text, vx_oai_error *err);
+/* A chat request's prompt text (*text malloc'd): its messages rendered
+ * with its tools and chat_template_kwargs (over server_kwargs, the
+ * server's, NULL: none) as template variables, and the generation prompt;
+ * or, continuing the final message (r->continue_final), ending with that
+ * message's content as sent, where the template writes it (a template
+ * that drops thoughts from assistant messages keeps them there), *cont_off
+ * being where that content starts (else strlen(*text)). Template errors
+ * give a 400. */
+bool vx_oai_request_render(const vx_chat_template *t, const vx_vocab *v, const vx_oai_request *r,
+                           const char *server_kwargs, char **text, size_t *cont_off, vx_oai_error *err);
+/* A rendered text followed by suffix (NULL: none) into tokens, a leading
+ * BOS text dropped (the tokenizer adds BOS). */
 bool vx_oai_chat_tokenize(const vx_vocab *v, const char *text, const char *suffix, vx_token **out, int32_t *n_out,
                           vx_oai_error *err);
 /* POST /apply-template (llama-server's): a chat request's rendered prompt,
  * {"prompt": "..."}, with the server's chat_template_kwargs (NULL: none)
- * under the request's. NULL with err filled. */
+ * under the request's; n_ctx bounds the messages as for a chat request.
+ * NULL with err filled. */
 char *vx_oai_apply_template_json(const vx_chat_template *t, const vx_vocab *v, const char *server_kwargs,
-                                 const char *body, size_t len, vx_oai_error *err);
+                                 int32_t n_ctx, const char *body, size_t len, vx_oai_error *err);
 /* Template variables for every request (vx serve --chat-template-kwargs):
  * the rules of a request's chat_template_kwargs. */
 bool vx_oai_check_kwargs(const char *json, vx_oai_error *err);
-/* One object of the members of base's and then over's (either NULL),
- * malloc'd: the template's JSON reader keeps a key's last value. */
-char *vx_oai_kwargs_merge(const char *base, const char *over);
+
 
 /* ------------------------------------------------------------- text filter */
 

@@ -118,6 +118,9 @@ bool vx_json_member_span(const char *s, size_t a, size_t e, const char *key, siz
             *va = v0, *ve = v1;
             return true;
         }
+        /* a key written with escapes may be this one decoded, which a
+         * parser takes first: the span would be another value */
+        if (memchr(s + k0, '\\', k1 - 1 - k0)) return false;
         i = skip_blank(s, v1, e);
         if (i >= e || s[i] != ',') return false;
         i++;

@@ -106,7 +106,8 @@ vx_status vx_tool_force(vx_tool_format f, const char *tools_json, const char *na
 /* The text s[*va..*ve) of member key's value in the JSON object text at
  * s[a..e), which must be valid JSON (parsed already): the first member of
  * that name, as cJSON and the server's request parser take it; a key
- * written with escapes is not found. For passing values on as written
+ * written with escapes is not found, and after one (it may be the same
+ * key, which a parser takes first) nothing is. For passing values on as written
  * (cJSON prints 1.0 as 1, big integers as doubles). */
 bool vx_json_member_span(const char *s, size_t a, size_t e, const char *key, size_t *va, size_t *ve);
 

@@ -79,6 +79,18 @@ static void test_templates(void) {
     CHECK(!vx_reasoning_open_at_end("<think></think>\n", 16));
     CHECK(!vx_reasoning_open_at_end("think>", 6));
     CHECK(!vx_reasoning_open_at_end("", 0));
+    /* a continued assistant message */
+    static const struct {
+        const char *c;
+        vx_prefill_thought want;
+    } pre[] = {
+        {"Sure", VX_PREFILL_NONE},           {"<think>\nLet me", VX_PREFILL_OPEN},
+        {"<think>a</think>\n\nThe", VX_PREFILL_CLOSED}, {"<think>a</think><think>b", VX_PREFILL_OPEN},
+        {"x </think> y", VX_PREFILL_CLOSED}, {"<think", VX_PREFILL_NONE}, {"", VX_PREFILL_NONE},
+        {"<think></think><think></think>", VX_PREFILL_CLOSED},
+    };
+    for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++)
+        CHECKF(vx_reasoning_prefill(pre[i].c, strlen(pre[i].c)) == pre[i].want, "prefill '%s'", pre[i].c);
     CHECK(!vx_reasoning_detect("{{ '<think>' }}")); /* opens but never closes one */
     CHECK(!vx_reasoning_detect(NULL));
 }

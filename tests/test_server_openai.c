@@ -1016,7 +1016,7 @@ static void test_reasoning_fields(const vx_vocab *v) {
     static const struct {
         const char *v;
         int want;
-    } fmts[] = {{"none", VX_OAI_REASONING_NONE}, {"deepseek", VX_OAI_REASONING_SPLIT}, {"auto", VX_OAI_REASONING_SPLIT}};
+    } fmts[] = {{"none", VX_OAI_REASONING_NONE}, {"deepseek", VX_OAI_REASONING_SPLIT}, {"auto", VX_OAI_REASONING_DEFAULT}};
     for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
         char body[160];
         snprintf(body, sizeof body, "{" MSG ",\"reasoning_format\":\"%s\"}", fmts[i].v);
@@ -1030,6 +1030,18 @@ static void test_reasoning_fields(const vx_vocab *v) {
     REJECT_CHAT("{" MSG ",\"chat_template_kwargs\":{\"messages\":[]}}", "chat_template_kwargs");
     REJECT_CHAT("{" MSG ",\"chat_template_kwargs\":{\"a\":1,\"tools\":[]}}", "chat_template_kwargs");
     REJECT_CHAT("{" MSG ",\"chat_template_kwargs\":{\"add_generation_prompt\":false}}", "chat_template_kwargs");
+    REJECT_CHAT("{" MSG ",\"chat_template_kwargs\":{\"x\":1,\"y\":2,\"x\":3}}", "chat_template_kwargs");
+    REJECT_CHAT("{" MSG ",\"chat_template_kwargs\":{\"m\\u0065ssages\":[]}}", "chat_template_kwargs");
+    /* a key spelled with escapes ahead of the plain one: the object that
+     * was checked is the one passed on (the first, as cJSON reads it) */
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"chat_template_kwarg\\u0073\":{\"a\":1},\"chat_template_kwargs\":"
+                "{\"messages\":[]}}", &r, &e));
+    CHECKF(r.template_kwargs && !strcmp(r.template_kwargs, "{\"a\":1}"), "%s", r.template_kwargs ? r.template_kwargs : "");
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"tool\\u0073\":[" TOOL("a") "],\"tools\":[{\"function\":7}]}", &r, &e));
+    CHECKF(r.tools_json && strstr(r.tools_json, "\"name\":\"a\"") && !strstr(r.tools_json, "7"), "%s",
+           r.tools_json ? r.tools_json : "");
+    vx_oai_request_free(&r);
     /* kept as written (1.0 stays), null is absent */
     CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"chat_template_kwargs\" : { \"enable_thinking\": false, \"x\": 1.0 }}", &r, &e));
     CHECKF(r.template_kwargs && !strcmp(r.template_kwargs, "{ \"enable_thinking\": false, \"x\": 1.0 }"), "%s",
@@ -1043,36 +1055,82 @@ static void test_reasoning_fields(const vx_vocab *v) {
     CHECK(!vx_oai_check_kwargs("[1]", &e) && e.status == 400);
     CHECK(!vx_oai_check_kwargs("{\"a\":", &e) && e.status == 400);
 
-    /* merged: the server's members, then the request's */
-    char *mg = vx_oai_kwargs_merge("{\"a\":1, \"b\":2}", " { \"b\":3 } ");
-    CHECKF(mg && !strcmp(mg, "{\"a\":1, \"b\":2,\"b\":3}"), "%s", mg ? mg : "(null)");
-    free(mg);
-    mg = vx_oai_kwargs_merge(NULL, "{}");
-    CHECK(mg && !strcmp(mg, "{}"));
-    free(mg);
-
-    /* the variables reach the template, the request's over the server's,
-     * tools beside them */
+    /* the variables reach the template, the request's over the server's
+     * (merged: the server's members, then the request's), tools beside them */
     vx_chat_template *t = NULL;
     char err[256], *text = NULL;
+    size_t cont = 0;
     CHECK(vx_chat_template_parse("{{ messages[0].content }}|{{ enable_thinking }}|{{ x }}|{{ tools | length if tools "
                                  "else 'none' }}", &t, err, sizeof err) == VX_OK);
-    const char *msgs = "[{\"role\":\"user\",\"content\":\"U\"}]";
-    mg = vx_oai_kwargs_merge("{\"enable_thinking\":true,\"x\":7}", "{\"enable_thinking\":false}");
-    CHECK(vx_oai_chat_render(t, v, msgs, "[" TOOL("a") "]", mg, &text, &e));
-    CHECKF(text && !strcmp(text, "U|False|7|1"), "%s", text ? text : e.message);
+    CHECK(parse(VX_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"U\"}],\"tools\":[" TOOL("a") "],"
+                "\"chat_template_kwargs\":{ \"enable_thinking\":false }}", &r, &e));
+    CHECK(vx_oai_request_render(t, v, &r, "{\"enable_thinking\":true,\"x\":7}", &text, &cont, &e));
+    CHECKF(text && !strcmp(text, "U|False|7|1") && cont == strlen(text), "%s", text ? text : e.message);
     free(text);
-    free(mg);
-    CHECK(vx_oai_chat_render(t, v, msgs, NULL, "{\"enable_thinking\":true,\"x\":\"s\"}", &text, &e));
+    CHECK(vx_oai_request_render(t, v, &r, NULL, &text, &cont, &e));
+    CHECKF(text && !strcmp(text, "U|False||1"), "%s", text ? text : e.message);
+    free(text);
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"U\"}]}", &r, &e));
+    CHECK(vx_oai_request_render(t, v, &r, "{\"enable_thinking\":true,\"x\":\"s\"}", &text, &cont, &e));
     CHECKF(text && !strcmp(text, "U|True|s|none"), "%s", text ? text : e.message);
     free(text);
-    char *aj = vx_oai_apply_template_json(t, v, "{\"x\":2}", "{" MSG ",\"chat_template_kwargs\":{\"enable_thinking\":0}}",
-                                          strlen("{" MSG ",\"chat_template_kwargs\":{\"enable_thinking\":0}}"), &e);
+    vx_oai_request_free(&r);
+    const char *ab = "{" MSG ",\"chat_template_kwargs\":{\"enable_thinking\":0}}";
+    char *aj = vx_oai_apply_template_json(t, v, "{\"x\":2}", 0, ab, strlen(ab), &e);
     CHECKF(aj && !strcmp(aj, "{\"prompt\":\"hi|0|2|none\"}"), "%s", aj ? aj : e.message);
     free(aj);
-    aj = vx_oai_apply_template_json(t, v, NULL, "{\"messages\":3}", 14, &e);
+    aj = vx_oai_apply_template_json(t, v, NULL, 0, "{\"messages\":3}", 14, &e);
     CHECK(!aj && e.status == 400 && !strcmp(e.param, "messages"));
+    /* more messages than the context holds: refused, as for a chat request */
+    const char two[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"\"},{\"role\":\"user\",\"content\":\"\"}]}";
+    aj = vx_oai_apply_template_json(t, v, NULL, 1, two, strlen(two), &e);
+    CHECK(!aj && e.status == 400 && e.code && !strcmp(e.code, "context_length_exceeded"));
     vx_chat_template_free(t);
+
+    /* a final assistant message: continued (prefill) unless the request
+     * asks for a generation prompt; vLLM's continue_final_message */
+#define PREFILL "\"messages\":[{\"role\":\"user\",\"content\":\"U\"},{\"role\":\"assistant\",\"content\":\"Sure, <b>\"}]"
+    CHECK(parse(VX_OAI_CHAT, "{" PREFILL "}", &r, &e) && r.continue_final && !r.add_generation_prompt);
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{" PREFILL ",\"add_generation_prompt\":true}", &r, &e) && !r.continue_final &&
+          r.add_generation_prompt);
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{" PREFILL ",\"add_generation_prompt\":false}", &r, &e) && !r.continue_final &&
+          !r.add_generation_prompt);
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"continue_final_message\":true}", &r, &e) && r.continue_final &&
+          !r.add_generation_prompt);
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{" MSG "}", &r, &e) && !r.continue_final && r.add_generation_prompt);
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"U\"},{\"role\":\"assistant\",\"content\":\"\"}]}",
+                &r, &e) && !r.continue_final); /* nothing to continue */
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"U\"},{\"role\":\"assistant\",\"content\":\"x\","
+                "\"tool_calls\":[]}]}", &r, &e) && !r.continue_final);
+    vx_oai_request_free(&r);
+    REJECT_CHAT("{" PREFILL ",\"continue_final_message\":true,\"add_generation_prompt\":true}", "continue_final_message");
+    REJECT_CHAT("{" PREFILL ",\"continue_final_message\":1}", "continue_final_message");
+    REJECT_CHAT("{" PREFILL ",\"add_generation_prompt\":\"no\"}", "add_generation_prompt");
+    t = NULL;
+    CHECK(vx_chat_template_parse(vx_chat_template_builtin("chatml"), &t, err, sizeof err) == VX_OK);
+    CHECK(parse(VX_OAI_CHAT, "{" PREFILL "}", &r, &e));
+    CHECK(vx_oai_request_render(t, v, &r, NULL, &text, &cont, &e));
+    CHECKF(text && !strcmp(text, "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nSure, <b>") &&
+               !strcmp(text + cont, "Sure, <b>"), "%s", text ? text : e.message);
+    free(text);
+    vx_oai_request_free(&r);
+    vx_chat_template_free(t);
+    /* a template that does not write the content as sent cannot continue it */
+    t = NULL;
+    CHECK(vx_chat_template_parse("{% for m in messages %}{{ m.content | upper }}{% endfor %}", &t, err, sizeof err) == VX_OK);
+    CHECK(parse(VX_OAI_CHAT, "{" PREFILL "}", &r, &e));
+    CHECK(!vx_oai_request_render(t, v, &r, NULL, &text, &cont, &e) && !text && e.status == 400 &&
+          !strcmp(e.param, "messages") && strstr(e.message, "continue"));
+    vx_oai_request_free(&r);
+    vx_chat_template_free(t);
+#undef PREFILL
 
     /* responses: reasoning_content beside the content when there is any */
     vx_oai_meta m = {.kind = VX_OAI_CHAT, .id = "chatcmpl-x", .created = 1700000000, .model = "m", .vocab = v};

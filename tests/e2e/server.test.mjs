@@ -773,6 +773,32 @@ describe('vx serve reasoning (thinking models)', () => {
     }
   });
 
+  test('assistant prefill: a final assistant message is continued; a thought it opened goes on', async () => {
+    const s = servers.r1;
+    const ai = client(s.base);
+    const prefill = [...user, { role: 'assistant', content: '<think>\nFirst, light' }];
+    const cont = await post(s.base, '/apply-template', JSON.stringify({ messages: prefill }));
+    assert.match(cont.json.prompt, /<｜Assistant｜><think>\nFirst, light$/);
+    const turn = await post(s.base, '/apply-template', JSON.stringify({ messages: prefill, add_generation_prompt: true }));
+    assert.match(turn.json.prompt, /First, light<｜end▁of▁sentence｜><｜Assistant｜><think>\n$/);
+    const bad = await post(s.base, '/apply-template', JSON.stringify({ messages: prefill, add_generation_prompt: true,
+      continue_final_message: true }));
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.param, 'continue_final_message');
+    const req = { messages: prefill, max_tokens: 16, temperature: 0 };
+    const raw = await ai.chat.completions.create({ ...req, reasoning_format: 'none' });
+    const r = await ai.chat.completions.create(req);
+    const want = splitThought(raw.choices[0].message.content, true);
+    assert.equal(r.choices[0].message.reasoning_content, want.reasoning || undefined);
+    assert.equal(r.choices[0].message.content, want.answer);
+    // a prefill whose thought is over: the reply is all answer
+    const done = [...user, { role: 'assistant', content: '<think>\nok\n</think>\n\nThe sky' }];
+    const d = await ai.chat.completions.create({ messages: done, max_tokens: 8, temperature: 0 });
+    const dr = await ai.chat.completions.create({ messages: done, max_tokens: 8, temperature: 0, reasoning_format: 'none' });
+    assert.equal(d.choices[0].message.reasoning_content, undefined);
+    assert.equal(d.choices[0].message.content, dr.choices[0].message.content);
+  });
+
   test('a reply held to JSON is not split; reasoning_format is checked', async () => {
     const ai = client(servers.r1.base);
     const r = await ai.chat.completions.create({ messages: user, response_format: { type: 'json_object' }, max_tokens: 16,

@@ -21,7 +21,8 @@
  *      Gemma 2 + llama-spm); bit 4: the payload is raw messages JSON,
  *      otherwise a chat request body that goes through vx_oai_parse_request
  *      first, as in the server (its tools rendered, a forced call's opening
- *      appended). Ids must be in range; errors 400 with param "messages".
+ *      appended; bit 5: with server chat_template_kwargs). Ids must be in
+ *      range; errors 400 with param "messages".
  *      An accepted request with tools (mode 0) must give every format a
  *      forced-call schema that compiles, and a response that parses.
  *   2  vx_text_filter. Byte 1: number of stop strings (% 5) and a chunking
@@ -391,8 +392,11 @@ static void mode_chat(uint8_t opt, const char *payload, size_t len) {
     /* as the server: the rendering with tools and chat_template_kwargs,
      * then whether it leaves a thought open, then the tokens */
     char *text = NULL;
-    if (vx_oai_chat_render(pr->t, pr->v, r.messages_json, r.tools_json, r.template_kwargs, &text, &e)) {
+    size_t cont = 0;
+    if (vx_oai_request_render(pr->t, pr->v, &r, (opt & 8) ? "{\"enable_thinking\":false}" : NULL, &text, &cont, &e)) {
+        check(cont <= strlen(text), "the continued content lies in the text");
         (void)vx_reasoning_open_at_end(text, strlen(text));
+        (void)vx_reasoning_prefill(text + cont, strlen(text) - cont);
         if (vx_oai_chat_tokenize(pr->v, text, r.tools_json ? "<tool_call>\n" : NULL, &t, &n, &e)) check_ids(t, n, pr->v);
         else check_error(&e);
     } else {
