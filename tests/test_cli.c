@@ -95,12 +95,13 @@ static void test_info_and_run(void) {
     /* llama.cpp habits: -ngl taken (and said to do nothing), top-k -1 is
      * off, and of -f and -p the last one given counts (here -p '') */
     snprintf(cmd, sizeof cmd,
-             "%s run -m %s -ngl 99 --top-k -1 -f /nonexistent -p '' -n 16 --temp 0 --no-display-prompt -t 1 "
-             "--kv-type f32",
+             "%s run -m %s -ngl 99 --jinja -fa on --mlock -cb --top-k -1 -f /nonexistent -p '' -n 16 --temp 0 "
+             "--no-display-prompt -t 1 -fa --kv-type f32",
              vx, vx_test_fixture_path("models/stories260K/stories260K.gguf"));
     rc = run(cmd, out, sizeof out);
-    CHECKF(rc == 0 && strstr(out, "-ngl ignored") && strstr(out, " story, story,henhenhen story,"),
-           "vx run -ngl 99 --top-k -1: %.300s", out);
+    CHECKF(rc == 0 && strstr(out, "-ngl ignored") && strstr(out, "--jinja ignored") && strstr(out, "-fa ignored") &&
+               strstr(out, "--mlock ignored") && strstr(out, " story, story,henhenhen story,"),
+           "vx run -ngl 99 --jinja -fa on --top-k -1: %.300s", out);
 }
 
 static void test_chat(void) {

@@ -185,6 +185,33 @@ bool cli_gpu_option(cli_args *a) {
     return true;
 }
 
+bool cli_llama_option(cli_args *a) {
+    static const struct {
+        const char *opt[3];
+        bool value; /* takes an optional value: on / off / auto / 0 / 1 */
+        const char *why;
+    } known[] = {
+        {{"--jinja"}, false, "chat templates are always Jinja here"},
+        {{"-fa", "--flash-attn"}, true, "attention is always tiled with an online softmax here"},
+        {{"-cb", "--cont-batching"}, false, "batching is always continuous here"},
+        {{"--metrics"}, false, "/metrics is always served"},
+        {{"--mlock", "--no-mmap"}, false, "vx holds the weights its own way (packed copies in memory, else the file mapped)"},
+        {{"--no-webui"}, false, "there is no web UI"},
+    };
+    const char *o = a->argv[a->i];
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+        for (int i = 0; i < 3 && known[k].opt[i]; i++) {
+            if (strcmp(o, known[k].opt[i])) continue;
+            const char *v = a->i + 1 < a->argc ? a->argv[a->i + 1] : NULL;
+            if (known[k].value && v &&
+                (!strcmp(v, "on") || !strcmp(v, "off") || !strcmp(v, "auto") || !strcmp(v, "0") || !strcmp(v, "1")))
+                a->i++;
+            fprintf(stderr, "note: %s ignored: %s\n", o, known[k].why);
+            return true;
+        }
+    return false;
+}
+
 char *cli_chat_template_source(const vx_model *m, const char *name) {
     if (name) {
         const char *builtin = vx_chat_template_builtin(name);

@@ -50,6 +50,11 @@ bool cli_sampling_option(cli_args *a, vx_sampler_params *sp);
  * a note that they do nothing here, so that the same command lines run;
  * false if argv[a->i] is not one of them. */
 bool cli_gpu_option(cli_args *a);
+/* llama.cpp options that name what vx always does or has no use for
+ * (--jinja, -fa/--flash-attn [on|off|auto], -cb, --metrics, --mlock,
+ * --no-mmap, --no-webui): taken with a note, so that command lines copied
+ * from llama-cli and llama-server run; false if argv[a->i] is none. */
+bool cli_llama_option(cli_args *a);
 /* The text of token t (special: control tokens by name) in *buf, grown as
  * needed (*buf may start NULL; free it); its length, or -1 out of memory. */
 int32_t cli_piece(const vx_vocab *v, vx_token t, bool special, char **buf, int32_t *cap);

@@ -251,7 +251,7 @@ int vx_cmd_bench(int argc, char **argv) {
         } else if (!strcmp(o, "--no-limits")) limits = false;
         else if (!strcmp(o, "--limits")) limits_only = true;
         else if (!strcmp(o, "--profile")) profile = true;
-        else if (cli_gpu_option(&a)) continue;
+        else if (cli_gpu_option(&a) || cli_llama_option(&a)) continue;
         else if (!strcmp(o, "--no-repack")) repack = false;
         else if (!strcmp(o, "--kv-type")) {
             if ((v = cli_value(&a)) && !cli_kv_type(v, &kvt)) return 2;

@@ -62,7 +62,7 @@ int vx_cmd_chat(int argc, char **argv) {
         else if (!strcmp(o, "-n") || !strcmp(o, "--n-predict")) cli_int(&a, -1, 1 << 24, &n_predict);
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) cli_int(&a, 0, 1 << 24, &n_ctx);
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) cli_int(&a, 0, 512, &threads);
-        else if (cli_sampling_option(&a, &sp) || cli_gpu_option(&a)) continue;
+        else if (cli_sampling_option(&a, &sp) || cli_gpu_option(&a) || cli_llama_option(&a)) continue;
         else {
             fprintf(stderr, "error: unknown option '%s' (see vx chat --help)\n", o);
             return 2;

@@ -80,7 +80,7 @@ int vx_cmd_run(int argc, char **argv) {
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) cli_int(&a, 0, 1 << 24, &n_ctx);
         else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size")) cli_int(&a, 1, 1 << 16, &n_batch);
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) cli_int(&a, 0, 512, &threads);
-        else if (cli_sampling_option(&a, &sp) || cli_gpu_option(&a)) continue;
+        else if (cli_sampling_option(&a, &sp) || cli_gpu_option(&a) || cli_llama_option(&a)) continue;
         else if (!strcmp(o, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(o, "--json")) json = true;
         else if (!strcmp(o, "-j") || !strcmp(o, "--json-schema")) schema_text = cli_value(&a), json = true;

