@@ -73,6 +73,13 @@ static void value_end(vx_jcheck *j) {
         j->expect = X_DONE;
         return;
     }
+    const vx_jnode *h = j->schema && j->stack[j->depth - 1] == 'o' ? &j->schema->nodes[j->node[j->depth - 1]] : NULL;
+    if (h && h->choice >= 0 && j->cnt[j->depth - 1] == 1) {
+        /* the first property of a union of objects: its value (text elo
+         * of the head's enum) picks the object the rest keeps to */
+        const vx_jnode *e = &j->schema->nodes[j->schema->props[h->a].node];
+        j->node[j->depth - 1] = j->schema->choice[h->choice + j->elo - e->a];
+    }
     if (j->stack[j->depth - 1] == 'a' && j->cnt[j->depth - 1] < UINT16_MAX) j->cnt[j->depth - 1]++;
     j->expect = X_COMMA_OR_CLOSE;
 }

@@ -30,6 +30,7 @@ typedef struct comp {
     int n_refs, nest;
     int32_t *ua; /* [n_ua][2]: (union node, alternative node), resolved after compiling */
     int32_t n_ua, cap_ua;
+    int32_t cap_choice;
     int32_t typed_calls; /* typed()'s budget */
     bool failed, oom;
     char *err;
@@ -76,6 +77,7 @@ static int32_t new_node(comp *c, int kind) {
     memset(n, 0, sizeof *n);
     n->kind = (uint8_t)kind;
     n->max_items = -1;
+    n->choice = -1;
     for (int k = 0; k < VX_JC_COUNT; k++) n->alt[k] = -1;
     return s->n_nodes++;
 }
@@ -220,17 +222,105 @@ static bool union_alt(comp *c, int32_t u, int32_t id) {
     return true;
 }
 
+static int32_t final(const comp *c, int32_t id);
+
+/* The objects a union's object alternative stands for: itself, or those
+ * of a head (vx_jnode.choice), appended to v (at most max). */
+static int objects_of(const vx_jschema *s, int32_t id, int32_t *v, int n, int max) {
+    const vx_jnode *h = &s->nodes[id];
+    if (h->choice < 0) {
+        if (n < max) v[n++] = id;
+        return n;
+    }
+    const vx_jnode *e = &s->nodes[s->props[h->a].node];
+    for (int32_t k = 0; k < e->n && n < max; k++) { /* an object of several values: once */
+        const int32_t o = s->choice[h->choice + k];
+        int i = 0;
+        while (i < n && v[i] != o) i++;
+        if (i == n) v[n++] = o;
+    }
+    return n;
+}
+
+#define MAX_CHOICE 128 /* objects in one union of objects */
+
+/* Two object alternatives of one union (a, an object or a head, and b):
+ * one head for all their objects, when each one's first property is
+ * required, named alike, and a const / enum of strings no other object
+ * has; its property's value then picks the object (json_check.c). */
+static int32_t union_objects(comp *c, int32_t a, int32_t b, const char *path) {
+    vx_jschema *s = c->s;
+    int32_t obj[MAX_CHOICE];
+    int n = objects_of(s, b, obj, objects_of(s, a, obj, 0, MAX_CHOICE), MAX_CHOICE);
+    if (n == MAX_CHOICE) return fail(c, path, "a union of more than %d objects", MAX_CHOICE - 1);
+    int32_t n_texts = 0, key = -1;
+    for (int i = 0; i < n; i++) {
+        const vx_jnode *o = &s->nodes[obj[i]];
+        const int32_t e = o->kind == VX_JN_OBJECT && o->n > 0 && s->props[o->a].required ? final(c, s->props[o->a].node)
+                                                                                          : -1;
+        const vx_jnode *en = e > 0 ? &s->nodes[e] : NULL;
+        bool ok = en && en->kind == VX_JN_ENUM && (key < 0 || text_cmp(s, key, s->props[o->a].key) == 0);
+        for (int32_t t = 0; ok && t < en->n; t++) ok = s->pool[s->text_off[en->a + t]] == '"';
+        if (!ok)
+            return fail(c, path, "anyOf / oneOf / type alternatives must be of different JSON types (two start "
+                                 "alike), or objects told apart by their first property (required in each, named "
+                                 "alike, a const or enum of strings)");
+        key = s->props[o->a].key;
+        n_texts += en->n;
+    }
+    /* the values of all, sorted as an enum's (a shared one: no telling apart) */
+    const int32_t e = new_node(c, VX_JN_ENUM), h = new_node(c, VX_JN_OBJECT);
+    if (e < 0 || h < 0) return -1;
+    if (!grow((void **)&s->choice, &c->cap_choice, s->n_choice + n_texts, sizeof *s->choice) ||
+        !grow((void **)&s->props, &c->cap_props, s->n_props + 1, sizeof *s->props))
+        return oom(c);
+    const int32_t t0 = s->n_texts, c0 = s->n_choice;
+    for (int i = 0; i < n; i++) {
+        const vx_jnode *en = &s->nodes[final(c, s->props[s->nodes[obj[i]].a].node)];
+        for (int32_t t = 0; t < en->n; t++) {
+            const int32_t at = en->a + t;
+            char *copy = strndup(s->pool + s->text_off[at], (size_t)s->text_len[at]);
+            const int32_t x = copy ? add_text(c, copy) : oom(c);
+            free(copy);
+            if (x < 0) return -1;
+            int32_t j = x - t0;
+            while (j > 0 && text_cmp(s, t0 + j - 1, x) > 0) j--;
+            if (j > 0 && text_cmp(s, t0 + j - 1, x) == 0)
+                return fail(c, path, "anyOf / oneOf objects whose first property can have the same value");
+            const int32_t off = s->text_off[x], len = s->text_len[x], m = x - t0 - j;
+            memmove(&s->text_off[t0 + j + 1], &s->text_off[t0 + j], (size_t)m * sizeof *s->text_off);
+            memmove(&s->text_len[t0 + j + 1], &s->text_len[t0 + j], (size_t)m * sizeof *s->text_len);
+            memmove(&s->choice[c0 + j + 1], &s->choice[c0 + j], (size_t)m * sizeof *s->choice);
+            s->text_off[t0 + j] = off, s->text_len[t0 + j] = len, s->choice[c0 + j] = obj[i];
+        }
+    }
+    s->n_choice += n_texts;
+    s->nodes[e].a = t0, s->nodes[e].n = n_texts;
+    s->props[s->n_props] = (vx_jprop){key, e, true};
+    s->nodes[h].a = s->n_props++, s->nodes[h].n = 1, s->nodes[h].choice = c0;
+    return h;
+}
+
 /* Adds alternative id (resolved: no REF, a union already filled) to union
- * u: its classes must be free. */
+ * u: its classes must be free, but for objects told apart by their first
+ * property (union_objects). */
 static bool union_add(comp *c, int32_t u, int32_t id, const char *path) {
-    const vx_jnode *n = &c->s->nodes[id];
+    const vx_jnode node = c->s->nodes[id], *n = &node; /* a copy: union_objects adds nodes (realloc) */
     if (n->kind == VX_JN_ANY) return fail(c, path, "an alternative that allows any value cannot be told apart") >= 0;
     const unsigned m = classes(c, id);
     for (int k = 0; k < VX_JC_COUNT; k++) {
         if (!(m >> k & 1)) continue;
-        if (c->s->nodes[u].alt[k] >= 0)
+        const int32_t alt = n->kind == VX_JN_UNION ? n->alt[k] : id, had = c->s->nodes[u].alt[k];
+        if (had >= 0 && k == VX_JC_OBJ && c->s->nodes[had].kind == VX_JN_OBJECT &&
+            c->s->nodes[alt].kind == VX_JN_OBJECT) {
+            const int32_t h = union_objects(c, had, alt, path);
+            if (h < 0) return false;
+            c->s->nodes[u].alt[k] = h;
+            continue;
+        }
+        if (had >= 0)
             return fail(c, path, "anyOf / oneOf / type alternatives must be of different JSON types (two start alike)") >= 0;
-        c->s->nodes[u].alt[k] = n->kind == VX_JN_UNION ? n->alt[k] : id;
+        c->s->nodes[u].alt[k] = alt;
     }
     return true;
 }
@@ -546,10 +636,10 @@ static bool resolve_union(comp *c, int32_t u, uint8_t *state, const int32_t *fir
     for (int32_t i = first[u]; i < first[u + 1]; i++) {
         const int32_t t = final(c, alts[i]);
         if (t < 0) return fail(c, NULL, "a cycle of '$ref's that never reaches a schema") >= 0;
-        const vx_jnode *n = &c->s->nodes[t];
-        if (n->kind == VX_JN_UNION && !resolve_union(c, t, state, first, alts)) return false;
+        const int kind = c->s->nodes[t].kind; /* (resolving adds nodes: no pointer into them kept) */
+        if (kind == VX_JN_UNION && !resolve_union(c, t, state, first, alts)) return false;
         /* nullable: a null its schema already allows is no clash */
-        if (c->s->nodes[u].n == -1 && n->kind == VX_JN_NULL && c->s->nodes[u].alt[VX_JC_NULL] >= 0) continue;
+        if (c->s->nodes[u].n == -1 && kind == VX_JN_NULL && c->s->nodes[u].alt[VX_JC_NULL] >= 0) continue;
         if (!union_add(c, u, t, NULL)) return false;
     }
     c->s->nodes[u].n = 0;
@@ -646,5 +736,6 @@ void vx_jschema_free(vx_jschema *s) {
     free(s->text_off);
     free(s->text_len);
     free(s->pool);
+    free(s->choice);
     free(s);
 }

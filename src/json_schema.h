@@ -14,7 +14,10 @@
  * additionalProperties (false, true, or a schema for objects without
  * properties), items, minItems, maxItems, enum, const, anyOf and oneOf
  * (alternatives of different JSON types: object, array, string, number
- * or integer, boolean, null), allOf of one schema, $ref to "#/$defs/..."
+ * or integer, boolean, null; several objects when their first property
+ * tells them apart: required in each, the same name, a const or enum of
+ * strings that no two share, as a tool call's name does), allOf of one
+ * schema, $ref to "#/$defs/..."
  * or "#/definitions/..." (recursion included), OpenAPI's nullable, and
  * the annotations (title, description, default, examples, format, ...),
  * which constrain nothing. Any other keyword that constrains values
@@ -80,6 +83,10 @@ typedef struct vx_jnode {
     int32_t child;  /* OBJECT without properties: its values' node; ARRAY: the items' */
     int32_t min_items, max_items; /* ARRAY (max -1: no bound) */
     int32_t alt[VX_JC_COUNT];     /* UNION: a node per class, -1 for none */
+    int32_t choice; /* OBJECT heading a union of objects (its one property is
+                       theirs, told apart by its value): the object text k of
+                       that property's enum picks is choice[this + k - enum a];
+                       -1 for any other node */
 } vx_jnode;
 
 typedef struct vx_jprop {
@@ -96,6 +103,8 @@ typedef struct vx_jschema {
     int32_t *text_off, *text_len; /* texts (property names, enum values) in pool */
     int32_t n_texts;
     char *pool;
+    int32_t *choice; /* the objects of the unions of objects (vx_jnode.choice) */
+    int32_t n_choice;
     int32_t root;
 } vx_jschema;
 

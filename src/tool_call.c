@@ -529,6 +529,97 @@ static char *force_schema(vx_tool_format f, const cJSON *tools, const cJSON *fn,
     return text;
 }
 
+/* Whether a schema text compiles (for the subset). */
+static bool compiles(const char *text) {
+    vx_jschema *js = NULL;
+    char msg[VX_ERRMSG_MAX];
+    const bool ok = text && vx_jschema_compile(text, strlen(text), &js, msg, sizeof msg) == VX_OK;
+    vx_jschema_free(js);
+    return ok;
+}
+
+/* One function's call object (its name a const), its parameters at the
+ * most exact level that compiles and whose $defs / definitions do not
+ * clash with those taken so far (defs: where they go). NULL: out of
+ * memory. */
+static cJSON *union_call(const cJSON *fn, const char *key, cJSON *defs[2]) {
+    static const char *const def_keys[2] = {"$defs", "definitions"};
+    for (int exact = 2; exact >= 0; exact--) {
+        bool oom;
+        cJSON *params = params_for(fn, exact, &oom), *d[2] = {NULL, NULL};
+        if (!params) {
+            if (oom) return NULL;
+            continue;
+        }
+        bool clash = false;
+        for (int k = 0; k < 2; k++) {
+            d[k] = cJSON_DetachItemFromObjectCaseSensitive(params, def_keys[k]);
+            for (const cJSON *m = d[k] ? d[k]->child : NULL; m; m = m->next)
+                if (cJSON_GetObjectItemCaseSensitive(defs[k], m->string)) clash = true;
+        }
+        cJSON *names = cJSON_CreateObject();
+        if (names) cJSON_AddStringToObject(names, "const", cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring);
+        cJSON *call = names ? call_schema(names, key, params) : (cJSON_Delete(params), NULL);
+        if (!call) {
+            cJSON_Delete(d[0]), cJSON_Delete(d[1]);
+            return NULL;
+        }
+        /* alone, with its own definitions, it must compile */
+        for (int k = 0; k < 2; k++)
+            if (d[k]) cJSON_AddItemToObject(call, def_keys[k], d[k]);
+        char *text = cJSON_PrintUnformatted(call);
+        const bool ok = !clash && compiles(text);
+        free(text);
+        for (int k = 0; k < 2; k++) d[k] = cJSON_DetachItemFromObjectCaseSensitive(call, def_keys[k]);
+        if (!ok) {
+            cJSON_Delete(call), cJSON_Delete(d[0]), cJSON_Delete(d[1]);
+            continue;
+        }
+        for (int k = 0; k < 2; k++) {
+            while (d[k] && d[k]->child) {
+                cJSON *m = cJSON_DetachItemViaPointer(d[k], d[k]->child);
+                cJSON_AddItemToObject(defs[k], m->string, m);
+            }
+            cJSON_Delete(d[k]);
+        }
+        return call;
+    }
+    return NULL; /* exact 0 always compiles: not reached but out of memory */
+}
+
+/* "required" among several functions: one call of any of them, whose
+ * arguments keep to that function's parameters (an anyOf of call objects
+ * told apart by their name, json_schema.h). NULL: out of memory, or a
+ * union the subset refused (then the name alone is constrained). */
+static char *force_union(vx_tool_format f, const cJSON *tools, bool parallel) {
+    const char *key = f == VX_TOOL_FMT_LLAMA3 ? "parameters" : "arguments";
+    cJSON *alts = cJSON_CreateArray(), *defs[2] = {cJSON_CreateObject(), cJSON_CreateObject()};
+    cJSON *root = cJSON_CreateObject();
+    bool ok = alts && defs[0] && defs[1] && root;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        cJSON *call = ok ? union_call(cJSON_GetObjectItemCaseSensitive(t, "function"), key, defs) : NULL;
+        if (!call || !cJSON_AddItemToArray(alts, call)) ok = false;
+    }
+    cJSON *calls = root;
+    if (ok && f == VX_TOOL_FMT_MISTRAL) {
+        cJSON_AddStringToObject(root, "type", "array");
+        cJSON_AddNumberToObject(root, "minItems", 1);
+        if (!parallel) cJSON_AddNumberToObject(root, "maxItems", 1);
+        if (!(calls = cJSON_AddObjectToObject(root, "items"))) ok = false;
+    }
+    if (ok) {
+        cJSON_AddItemToObject(calls, "anyOf", alts);
+        alts = NULL;
+        if (defs[0]->child) cJSON_AddItemToObject(root, "$defs", defs[0]), defs[0] = NULL;
+        if (defs[1]->child) cJSON_AddItemToObject(root, "definitions", defs[1]), defs[1] = NULL;
+    }
+    char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(alts), cJSON_Delete(defs[0]), cJSON_Delete(defs[1]), cJSON_Delete(root);
+    if (text && !compiles(text)) free(text), text = NULL;
+    return text;
+}
+
 vx_status vx_tool_force(vx_tool_format f, const char *tools_json, const char *name, bool parallel, char **prefix,
                         char **schema) {
     *prefix = *schema = NULL;
@@ -550,8 +641,8 @@ vx_status vx_tool_force(vx_tool_format f, const char *tools_json, const char *na
     /* the function's own parameters when the schema subset can enforce
      * them (exact 2), else without the keywords it cannot (1), else any
      * object (0) */
-    char *text = NULL;
-    vx_status st = VX_EINVAL;
+    char *text = fn ? NULL : force_union(f, tools, parallel);
+    vx_status st = text ? VX_OK : VX_EINVAL;
     for (int exact = fn ? 2 : 0; exact >= 0 && st == VX_EINVAL; exact--) {
         bool oom;
         cJSON *params = params_for(fn, exact, &oom);

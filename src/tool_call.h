@@ -96,7 +96,11 @@ const char *vx_tool_stream_held(const vx_tool_stream *s, size_t *len);
  * function's `parameters` that json_schema.h does not take (pattern,
  * minimum, minLength, ...) are dropped: names, types, required properties
  * and enums are kept, those bounds go unchecked. Parameters it refuses
- * even so become {"type":"object"} (any object of arguments). One call
+ * even so become {"type":"object"} (any object of arguments). Without a
+ * name among several functions, the call is any of them with that one's
+ * arguments (an anyOf of call objects told apart by their name; a
+ * function whose $defs share a name with an earlier one's gets any
+ * object). One call
  * in the hermes and llama3 formats; mistral's array takes parallel calls
  * unless parallel is false. Both malloc'd. VX_ENOMEM, VX_EINVAL (no such
  * function, bad tools_json). */

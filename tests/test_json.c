@@ -491,6 +491,14 @@ static const char *const SCHEMAS[] = {
     "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"},\"b\":{\"type\":\"null\"},\"c\":{\"type\":"
     "\"object\",\"properties\":{},\"additionalProperties\":false},\"d\":{\"allOf\":[{\"type\":\"array\"}]},"
     "\"e\\\"q\":{\"type\":\"integer\"},\"f\":{}}}",
+    /* a union of objects told apart by their first property (tool calls) */
+    "{\"type\":\"array\",\"items\":{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"name\":{\"const\":"
+    "\"get_weather\"},\"arguments\":{\"type\":\"object\",\"properties\":{\"city\":{\"enum\":[\"Paris\",\"Rome\"]}},"
+    "\"required\":[\"city\"],\"additionalProperties\":false}},\"required\":[\"name\",\"arguments\"]},{\"type\":"
+    "\"object\",\"properties\":{\"name\":{\"enum\":[\"get_time\",\"time\"]},\"arguments\":{\"type\":\"object\","
+    "\"properties\":{\"zone\":{\"type\":\"string\"}},\"required\":[\"zone\"]}},\"required\":[\"name\","
+    "\"arguments\"]},{\"$ref\":\"#/$defs/nop\"},{\"type\":\"string\"}]},\"$defs\":{\"nop\":{\"type\":\"object\","
+    "\"properties\":{\"name\":{\"const\":\"nop\"}},\"required\":[\"name\"]}}}",
 };
 
 static void test_schema_compile(void) {
@@ -503,6 +511,20 @@ static void test_schema_compile(void) {
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"pattern\":\"x\"}}}", "'pattern'"},
         {"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":0}}}", "/properties/n"},
         {"{\"type\":\"array\",\"items\":{\"anyOf\":[{\"type\":\"object\"},{\"properties\":{}}]}}", "different JSON types"},
+        /* objects told apart: the first property required, named alike, its
+         * strings not shared */
+#define OBJ(k, v, req) "{\"type\":\"object\",\"properties\":{\"" k "\":" v "}" req "}"
+        {"{\"anyOf\":[" OBJ("n", "{\"const\":\"a\"}", ",\"required\":[\"n\"]") "," OBJ("m", "{\"const\":\"b\"}",
+         ",\"required\":[\"m\"]") "]}", "told apart"},
+        {"{\"anyOf\":[" OBJ("n", "{\"const\":\"a\"}", ",\"required\":[\"n\"]") "," OBJ("n", "{\"const\":\"b\"}",
+         "") "]}", "told apart"},
+        {"{\"anyOf\":[" OBJ("n", "{\"const\":\"a\"}", ",\"required\":[\"n\"]") "," OBJ("n", "{\"const\":1}",
+         ",\"required\":[\"n\"]") "]}", "told apart"},
+        {"{\"anyOf\":[" OBJ("n", "{\"enum\":[\"a\",\"b\"]}", ",\"required\":[\"n\"]") "," OBJ("n",
+         "{\"const\":\"b\"}", ",\"required\":[\"n\"]") "]}", "the same value"},
+        {"{\"anyOf\":[" OBJ("n", "{\"type\":\"string\"}", ",\"required\":[\"n\"]") "," OBJ("n",
+         "{\"const\":\"b\"}", ",\"required\":[\"n\"]") "]}", "told apart"},
+#undef OBJ
         {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "'b'"},
         {"{\"$ref\":\"#/$defs/nope\"}", "does not name"},
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"wat\"}}}", "unknown type"},
@@ -631,6 +653,17 @@ static void test_schema_cases(void) {
         {3, false, "{\"d\":{}}"},
         {3, true, "{\"d\":[1,{\"a\":2}],\"e\\\"q\":5,\"f\":[null]}"},
         {3, false, "{\"e\\\"q\":5,\"d\":[]}"},
+        {4, true, "[{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}]"},
+        {4, false, "[{\"name\":\"get_weather\",\"arguments\":{\"zone\":\"x\"}}]"}, /* another's arguments */
+        {4, true, "[{\"name\":\"time\",\"arguments\":{\"zone\":\"UTC\"}},{\"name\":\"get_time\",\"arguments\":"
+                  "{\"zone\":\"CET\"}}]"},
+        {4, false, "[{\"name\":\"get_time\",\"arguments\":{\"city\":\"Paris\"}}]"},
+        {4, true, "[{\"name\":\"nop\"}, \"s\"]"},
+        {4, false, "[{\"name\":\"nop\",\"arguments\":{}}]"},
+        {4, false, "[{\"name\":\"other\"}]"},
+        {4, false, "[{\"name\":\"get_weathe\"}]"},
+        {4, false, "[{\"arguments\":{},\"name\":\"nop\"}]"}, /* the telling property first */
+        {4, false, "[{}]"},
     };
     /* and schemas of their own (found in review) */
     static const struct {
@@ -657,6 +690,10 @@ static void test_schema_cases(void) {
          "{\"type\":\"null\"}]}}}},\"$ref\":\"#/$defs/n\"}", "{\"next\":{\"next\":1}}", false},
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":[\"string\",\"null\"],\"nullable\":true}}}",
          "{\"a\":null}", true},
+        /* nested unions of objects (found by fuzzing: nodes added while a
+         * union resolved were read through a stale pointer) */
+        {"{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"a\"},\"x\":{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"b\"}},\"required\":[\"k\"]},{\"nullable\":true,\"properties\":{\"k\":{\"const\":\"c\"},\"y\":{\"$ref\":\"#\"}},\"required\":[\"k\"]}]}},\"required\":[\"k\"]},{\"type\":\"object\",\"properties\":{\"k\":{\"enum\":[\"d\",\"e\"]}},\"required\":[\"k\"]}]}", "{\"k\":\"a\",\"x\":{\"k\":\"c\",\"y\":{\"k\":\"d\"}}}", true},
+        {"{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"a\"},\"x\":{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"b\"}},\"required\":[\"k\"]},{\"nullable\":true,\"properties\":{\"k\":{\"const\":\"c\"},\"y\":{\"$ref\":\"#\"}},\"required\":[\"k\"]}]}},\"required\":[\"k\"]},{\"type\":\"object\",\"properties\":{\"k\":{\"enum\":[\"d\",\"e\"]}},\"required\":[\"k\"]}]}", "{\"k\":\"a\",\"x\":{\"k\":\"b\",\"y\":{}}}", false},
     };
     for (size_t i = 0; i < sizeof own / sizeof *own; i++) {
         char err[VX_ERRMSG_MAX];

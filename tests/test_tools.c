@@ -240,17 +240,45 @@ static void test_force(void) {
     /* the $defs of a function's parameters still resolve */
     force_case(__LINE__, VX_TOOL_FMT_HERMES, "get_time", true, "{\"name\":\"get_time\",\"arguments\":{\"zone\":\"CET\"}}",
                "{\"name\":\"get_time\",\"arguments\":{\"zone\":\"PST\"}}", "get_time", 1);
-    /* required, two functions: any of them, any object of arguments */
-    force_case(__LINE__, VX_TOOL_FMT_HERMES, NULL, true, "{\"name\":\"get_time\",\"arguments\":{\"x\":1}}",
+    /* required, two functions: any of them, with that one's arguments
+     * (its $defs lifted to the root still resolve) */
+    force_case(__LINE__, VX_TOOL_FMT_HERMES, NULL, true, "{\"name\":\"get_time\",\"arguments\":{\"zone\":\"UTC\"}}",
                "{\"name\":\"other\",\"arguments\":{}}", "get_time", 1);
+    force_case(__LINE__, VX_TOOL_FMT_HERMES, NULL, true, w, "{\"name\":\"get_time\",\"arguments\":{\"x\":1}}",
+               "get_weather", 1);
+    force_case(__LINE__, VX_TOOL_FMT_HERMES, NULL, true, w,
+               "{\"name\":\"get_weather\",\"arguments\":{\"zone\":\"UTC\"}}", "get_weather", 1);
+    force_case(__LINE__, VX_TOOL_FMT_HERMES, NULL, true, w,
+               "{\"name\":\"get_time\",\"arguments\":{\"location\":\"Paris\",\"unit\":\"celsius\"}}", "get_weather", 1);
+    force_case(__LINE__, VX_TOOL_FMT_LLAMA3, NULL, true, "{\"name\":\"get_time\",\"parameters\":{\"zone\":\"CET\"}}",
+               "{\"name\":\"get_time\",\"parameters\":{\"zone\":\"PST\"}}", "get_time", 1);
     force_case(__LINE__, VX_TOOL_FMT_LLAMA3, "get_time", true, "{\"name\":\"get_time\",\"parameters\":{\"zone\":\"UTC\"}}",
                "{\"name\":\"get_time\",\"arguments\":{\"zone\":\"UTC\"}}", "get_time", 1);
     force_case(__LINE__, VX_TOOL_FMT_MISTRAL, NULL, true,
-               "[{\"name\":\"get_time\",\"arguments\":{}},{\"name\":\"get_weather\",\"arguments\":{}}]", "[]", "get_time", 2);
+               "[{\"name\":\"get_time\",\"arguments\":{\"zone\":\"CET\"}},{\"name\":\"get_weather\",\"arguments\":"
+               "{\"location\":\"x\",\"unit\":\"fahrenheit\"}}]", "[{\"name\":\"get_time\",\"arguments\":{}}]", "get_time", 2);
+    force_case(__LINE__, VX_TOOL_FMT_MISTRAL, NULL, false, "[{\"name\":\"get_time\",\"arguments\":{\"zone\":\"CET\"}}]",
+               "[{\"name\":\"get_time\",\"arguments\":{\"zone\":\"CET\"}},{\"name\":\"get_time\",\"arguments\":"
+               "{\"zone\":\"CET\"}}]", "get_time", 1);
     force_case(__LINE__, VX_TOOL_FMT_MISTRAL, "get_time", false, "[{\"name\":\"get_time\",\"arguments\":{\"zone\":\"UTC\"}}]",
                "[{\"name\":\"get_time\",\"arguments\":{\"zone\":\"UTC\"}},{\"name\":\"get_time\",\"arguments\":"
                "{\"zone\":\"UTC\"}}]",
                "get_time", 1);
+    /* required, two functions whose $defs share a name: the first keeps
+     * its definitions, the second's arguments become any object */
+    {
+        const char *clash = "[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":{\"type\":\"object\","
+                            "\"properties\":{\"z\":{\"$ref\":\"#/$defs/z\"}},\"$defs\":{\"z\":{\"enum\":[1,2]}}}}},"
+                            "{\"type\":\"function\",\"function\":{\"name\":\"b\",\"parameters\":{\"type\":\"object\","
+                            "\"properties\":{\"z\":{\"$ref\":\"#/$defs/z\"}},\"$defs\":{\"z\":{\"type\":\"string\"}}}}}]";
+        char *pf = NULL, *sc = NULL;
+        CHECK(vx_tool_force(VX_TOOL_FMT_HERMES, clash, NULL, true, &pf, &sc) == VX_OK);
+        CHECKF(sc && schema_takes(sc, "{\"name\":\"a\",\"arguments\":{\"z\":2}}") &&
+                   !schema_takes(sc, "{\"name\":\"a\",\"arguments\":{\"z\":\"s\"}}") &&
+                   schema_takes(sc, "{\"name\":\"b\",\"arguments\":{\"q\":[1]}}"),
+               "%s", sc ? sc : "(null)");
+        free(pf), free(sc);
+    }
     /* parameters the schema subset cannot enforce: any object */
     const char *tools2 = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
                          "\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"^a\"}}}}}]";
