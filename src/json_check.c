@@ -263,6 +263,7 @@ static bool value_start(vx_jcheck *j, uint8_t c) {
 
 /* A byte of a string's content (lex L_STR). */
 static bool str_byte(vx_jcheck *j, uint8_t c) {
+    if (j->low_next && c != '\\') return false; /* only the low surrogate's \u may come */
     if (c == '"') {
         j->lex = L_NONE;
         if (j->key) j->key = false, j->expect = X_COLON, j->vnode = child_of(container(j));
@@ -310,14 +311,31 @@ static bool step(vx_jcheck *j, uint8_t c) {
     case L_NONE: break;
     case L_STR: return str_byte(j, c);
     case L_ESC:
-        if (c == 'u') j->lex = L_HEX, j->aux = 4;
+        if (c == 'u') j->lex = L_HEX, j->aux = 4, j->hex = 0;
+        else if (j->low_next) return false;
         else if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't') j->lex = L_STR;
         else return false;
         return true;
-    case L_HEX:
+    case L_HEX: {
+        /* surrogates come in pairs (a high one, then a low one), as a
+         * text's UTF-16 has them: a lone one is no character, and many
+         * parsers (cJSON, Python's UTF-8 encoder) refuse it. Checked as
+         * the digits come, so that no accepted prefix is a dead end. */
         if (!is_digit(c) && !((c | 0x20) >= 'a' && (c | 0x20) <= 'f')) return false;
-        if (--j->aux == 0) j->lex = L_STR;
+        j->hex = (uint16_t)(j->hex * 16 + (is_digit(c) ? c - '0' : (c | 0x20) - 'a' + 10));
+        const int k = 4 - --j->aux; /* digits read */
+        if (j->low_next && k == 1 && j->hex != 0xd) return false;
+        if (k == 2 && j->hex >= 0xdc && j->hex <= 0xdf) {
+            if (!j->low_next) return false; /* a low surrogate alone */
+        } else if (k == 2 && j->low_next) {
+            return false;
+        }
+        if (j->aux == 0) {
+            j->lex = L_STR;
+            j->low_next = !j->low_next && j->hex >= 0xd800 && j->hex <= 0xdbff;
+        }
         return true;
+    }
     case L_UTF8:
         if (c < j->lo || c > j->hi) return false;
         j->lo = 0x80, j->hi = 0xbf;

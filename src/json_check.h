@@ -52,6 +52,8 @@ typedef struct vx_jcheck {
     uint8_t aux;      /* \u digits or UTF-8 continuation bytes left; literal index */
     uint8_t lo, hi;   /* the next UTF-8 continuation byte's range */
     uint8_t lit;      /* which literal (true, false, null) */
+    uint16_t hex;     /* the \u escape's digits read so far */
+    bool low_next;    /* a high surrogate was escaped: a low one must follow */
     uint8_t ws;       /* whitespace bytes in a row */
     bool key;         /* the string being read is an object key */
     uint8_t flags;    /* VX_JCHECK_* */

@@ -242,7 +242,7 @@ static int objects_of(const vx_jschema *s, int32_t id, int32_t *v, int n, int ma
     return n;
 }
 
-#define MAX_CHOICE 128 /* objects in one union of objects */
+#define MAX_CHOICE 256 /* objects in one union of objects */
 
 /* Two object alternatives of one union (a, an object or a head, and b):
  * one head for all their objects, when each one's first property is
@@ -268,6 +268,9 @@ static int32_t union_objects(comp *c, int32_t a, int32_t b, const char *path) {
         key = s->props[o->a].key;
         n_texts += en->n;
     }
+    /* (each merge copies the values: bounded, as one enum is) */
+    if (n_texts > VX_JSCHEMA_MAX_ENUM)
+        return fail(c, path, "a union of objects whose first properties take more than %d values", VX_JSCHEMA_MAX_ENUM);
     /* the values of all, sorted as an enum's (a shared one: no telling apart) */
     const int32_t e = new_node(c, VX_JN_ENUM), h = new_node(c, VX_JN_OBJECT);
     if (e < 0 || h < 0) return -1;

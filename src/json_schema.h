@@ -16,7 +16,8 @@
  * (alternatives of different JSON types: object, array, string, number
  * or integer, boolean, null; several objects when their first property
  * tells them apart: required in each, the same name, a const or enum of
- * strings that no two share, as a tool call's name does), allOf of one
+ * strings that no two share, as a tool call's name does: at most 255
+ * objects and 1,024 such values in one union), allOf of one
  * schema, $ref to "#/$defs/..."
  * or "#/definitions/..." (recursion included), OpenAPI's nullable, and
  * the annotations (title, description, default, examples, format, ...),

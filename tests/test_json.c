@@ -46,6 +46,7 @@ static void test_cases(void) {
         "0", "-0", "12", "-1.5e+10", "0.25E-3", "1E5", "\"\"", "\"a\\\"b\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\uD83D\\uDE00\"",
         "true", "false", "null", "[]", "[ 1 , [2,[3]] ,{}]", " {\"a\" : {\"b\" : [true, null]}} ",
         "\"h\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \x7f\"", "{\"\":\"\"}", "[\"\\u0000\"]",
+        "\"\\udbff\\udfff\\ud800\\udc00\\ud7ff\\ue000\"", "{\"\\ud83d\\ude00\":1}",
     };
     for (size_t i = 0; i < sizeof ok_any / sizeof *ok_any; i++)
         CHECKF(check_doc(ok_any[i], strlen(ok_any[i]), false), "valid: %s", ok_any[i]);
@@ -54,6 +55,9 @@ static void test_cases(void) {
         "[1,]", "[,1]", "{\"a\":1,}", "{\"a\"}", "{\"a\" 1}", "{a:1}", "{'a':1}", "{\"a\":1 \"b\":2}", "[1 2]",
         "\"abc", "\"\\x\"", "\"\\u12g4\"", "\"\x01\"", "\"\xc0\x80\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"",
         "\"\xe2\x82\"", "\"\x80\"", "\"\xf5\x80\x80\x80\"", "[1]]", "{}}", "[] []", "", "   ", "/*c*/1", "[1]x",
+        /* lone surrogates (found by fuzz_schema: cJSON refuses them) */
+        "\"\\ud83d\"", "\"\\ude00\"", "\"\\ud83dx\"", "\"\\ud83d\\n\"", "\"\\ud83d\\ud83d\"", "\"\\ud83d\\u0041\"",
+        "\"a\\uDC00\"", "{\"\\ud800\":1}",
         "{\"a\":1}\x00",
     };
     for (size_t i = 0; i < sizeof bad_any / sizeof *bad_any; i++)
