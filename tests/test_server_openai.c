@@ -852,6 +852,20 @@ static void test_responses(const vx_vocab *v) {
 
 /* A message with tool calls: content null when empty, OpenAI's shapes;
  * the streaming delta carries each call's index. */
+/* The response of two chat choices, parsed (the caller deletes it), and
+ * their messages. */
+static cJSON *two_messages(const vx_oai_meta *m, const vx_oai_choice *c, cJSON **m0, cJSON **m1) {
+    vx_oai_usage u = {0};
+    char *j = vx_oai_response_json(m, c, 2, &u);
+    cJSON *root = j ? cJSON_Parse(j) : NULL;
+    CHECKF(root, "%s", j ? j : "(null)");
+    free(j);
+    cJSON *ch = cJSON_GetObjectItemCaseSensitive(root, "choices");
+    *m0 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ch, 0), "message");
+    *m1 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ch, 1), "message");
+    return root;
+}
+
 static void test_tool_responses(const vx_vocab *v) {
     vx_oai_meta m = {.kind = VX_OAI_CHAT, .id = "chatcmpl-x", .created = 1700000000, .model = "m", .vocab = v};
     vx_tool_call calls[2] = {{.name = "get_weather", .arguments = "{\"location\":\"Z\u00fcrich\"}", .id = "call_1"},
@@ -860,13 +874,8 @@ static void test_tool_responses(const vx_vocab *v) {
         {.index = 0, .text = "", .text_len = 0, .finish_reason = "tool_calls", .calls = calls, .n_calls = 2},
         {.index = 1, .text = "Let me see.", .text_len = 11, .finish_reason = "tool_calls", .calls = calls + 1, .n_calls = 1},
     };
-    vx_oai_usage u = {0};
-    char *j = vx_oai_response_json(&m, c, 2, &u);
-    cJSON *root = j ? cJSON_Parse(j) : NULL;
-    CHECKF(root, "%s", j ? j : "(null)");
+    cJSON *m0, *m1, *root = two_messages(&m, c, &m0, &m1);
     cJSON *ch = cJSON_GetObjectItemCaseSensitive(root, "choices");
-    cJSON *m0 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ch, 0), "message");
-    cJSON *m1 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ch, 1), "message");
     CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(m0, "content")));
     CHECK(!strcmp(cJSON_GetObjectItemCaseSensitive(m1, "content")->valuestring, "Let me see."));
     cJSON *tc = cJSON_GetObjectItemCaseSensitive(m0, "tool_calls");
@@ -879,7 +888,6 @@ static void test_tool_responses(const vx_vocab *v) {
           !strcmp(cJSON_GetObjectItemCaseSensitive(f0, "arguments")->valuestring, "{\"location\":\"Z\u00fcrich\"}"));
     CHECK(!strcmp(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ch, 0), "finish_reason")->valuestring, "tool_calls"));
     cJSON_Delete(root);
-    free(j);
     vx_sbuf out = {0};
     vx_oai_tool_calls_chunk(&out, &m, 3, calls, 2, true);
     CHECK(out.p && !strncmp(out.p, "data: ", 6) && out.len > 8 && !strcmp(out.p + out.len - 2, "\n\n"));
@@ -1023,15 +1031,19 @@ static void test_reasoning_fields(const vx_vocab *v) {
         CHECK(parse(VX_OAI_CHAT, body, &r, &e) && r.reasoning == fmts[i].want);
         vx_oai_request_free(&r);
     }
-    REJECT_CHAT("{" MSG ",\"reasoning_format\":\"hidden\"}", "reasoning_format");
-    REJECT_CHAT("{" MSG ",\"reasoning_format\":1}", "reasoning_format");
-    REJECT_CHAT("{" MSG ",\"chat_template_kwargs\":[]}", "chat_template_kwargs");
-    REJECT_CHAT("{" MSG ",\"chat_template_kwargs\":\"x\"}", "chat_template_kwargs");
-    REJECT_CHAT("{" MSG ",\"chat_template_kwargs\":{\"messages\":[]}}", "chat_template_kwargs");
-    REJECT_CHAT("{" MSG ",\"chat_template_kwargs\":{\"a\":1,\"tools\":[]}}", "chat_template_kwargs");
-    REJECT_CHAT("{" MSG ",\"chat_template_kwargs\":{\"add_generation_prompt\":false}}", "chat_template_kwargs");
-    REJECT_CHAT("{" MSG ",\"chat_template_kwargs\":{\"x\":1,\"y\":2,\"x\":3}}", "chat_template_kwargs");
-    REJECT_CHAT("{" MSG ",\"chat_template_kwargs\":{\"m\\u0065ssages\":[]}}", "chat_template_kwargs");
+    static const char *const refused[][2] = { /* body, param */
+        {"{" MSG ",\"reasoning_format\":\"hidden\"}", "reasoning_format"},
+        {"{" MSG ",\"reasoning_format\":1}", "reasoning_format"},
+        {"{" MSG ",\"chat_template_kwargs\":[]}", "chat_template_kwargs"},
+        {"{" MSG ",\"chat_template_kwargs\":\"x\"}", "chat_template_kwargs"},
+        {"{" MSG ",\"chat_template_kwargs\":{\"messages\":[]}}", "chat_template_kwargs"},
+        {"{" MSG ",\"chat_template_kwargs\":{\"a\":1,\"tools\":[]}}", "chat_template_kwargs"},
+        {"{" MSG ",\"chat_template_kwargs\":{\"add_generation_prompt\":false}}", "chat_template_kwargs"},
+        {"{" MSG ",\"chat_template_kwargs\":{\"x\":1,\"y\":2,\"x\":3}}", "chat_template_kwargs"},
+        {"{" MSG ",\"chat_template_kwargs\":{\"m\\u0065ssages\":[]}}", "chat_template_kwargs"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        expect_reject_at(__LINE__, VX_OAI_CHAT, refused[i][0], refused[i][1]);
     /* a key spelled with escapes ahead of the plain one: the object that
      * was checked is the one passed on (the first, as cJSON reads it) */
     CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"chat_template_kwarg\\u0073\":{\"a\":1},\"chat_template_kwargs\":"
@@ -1139,20 +1151,13 @@ static void test_reasoning_fields(const vx_vocab *v) {
          .finish_reason = "stop"},
         {.index = 1, .text = "", .text_len = 0, .reasoning = "", .reasoning_len = 0, .finish_reason = "length"},
     };
-    vx_oai_usage u = {0};
-    char *j = vx_oai_response_json(&m, c, 2, &u);
-    cJSON *root = j ? cJSON_Parse(j) : NULL;
-    CHECKF(root, "%s", j ? j : "(null)");
-    cJSON *ch = cJSON_GetObjectItemCaseSensitive(root, "choices");
-    cJSON *m0 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ch, 0), "message");
-    cJSON *m1 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ch, 1), "message");
+    cJSON *m0, *m1, *root = two_messages(&m, c, &m0, &m1);
     cJSON *rc = cJSON_GetObjectItemCaseSensitive(m0, "reasoning_content");
     CHECK(cJSON_IsString(rc) && !strcmp(rc->valuestring, "I think \"so\"") &&
           !strcmp(cJSON_GetObjectItemCaseSensitive(m0, "content")->valuestring, "Hello"));
     CHECK(!cJSON_GetObjectItemCaseSensitive(m1, "reasoning_content") &&
           cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m1, "content")));
     cJSON_Delete(root);
-    free(j);
     /* chunks: a reasoning delta, a reasoning + content delta, a content delta */
     static const struct {
         const char *r, *t;
