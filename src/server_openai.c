@@ -1303,27 +1303,18 @@ static bool render(const vx_chat_template *t, const vx_vocab *v, const char *mes
     p.eos_token = eos_s ? eos_s : "";
     p.messages_json = messages_json;
     /* one object of extra variables: the kwargs' members, then tools */
-    vx_sbuf extra = {0};
-    size_t kn = 0;
-    const char *km = kwargs_json ? object_members(kwargs_json, &kn) : NULL;
-    if (kn || tools_json) {
-        vx_sbuf_adds(&extra, "{");
-        vx_sbuf_add(&extra, km, kn);
-        if (tools_json) {
-            vx_sbuf_adds(&extra, kn ? ",\"tools\":" : "\"tools\":");
-            vx_sbuf_adds(&extra, tools_json);
-        }
-        vx_sbuf_adds(&extra, "}");
-        if (extra.oom) {
-            vx_sbuf_free(&extra);
-            vx_oai_set_error(err, 500, NULL, "Out of memory while rendering the chat template.");
-            return false;
-        }
-        p.extra_vars_json = extra.p;
+    vx_sbuf tools = {0};
+    if (tools_json) vx_sbuf_adds(&tools, "{\"tools\":"), vx_sbuf_adds(&tools, tools_json), vx_sbuf_adds(&tools, "}");
+    char *extra = tools.oom ? NULL : kwargs_merge(kwargs_json, tools.p);
+    vx_sbuf_free(&tools);
+    if (!extra) {
+        vx_oai_set_error(err, 500, NULL, "Out of memory while rendering the chat template.");
+        return false;
     }
+    p.extra_vars_json = extra;
     char msg[VX_ERRMSG_MAX];
     vx_status st = vx_chat_template_render_ex(t, NULL, 0, &p, text, msg, sizeof msg);
-    vx_sbuf_free(&extra);
+    free(extra);
     if (st == VX_OK) return true;
     if (st == VX_ENOMEM) vx_oai_set_error(err, 500, NULL, "Out of memory while rendering the chat template.");
     else vx_oai_set_error(err, 400, "messages", "The chat template cannot render these messages: %s", msg);

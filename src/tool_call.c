@@ -482,53 +482,6 @@ static cJSON *params_for(const cJSON *fn, int exact, bool *oom) {
     return p;
 }
 
-/* The whole schema: the call object (in an array for mistral) with params
- * (taken over) as its arguments, and their $defs / definitions lifted to
- * the root so that their "#/$defs/" pointers still reach them. fn NULL:
- * the name is any of the tools'. NULL: out of memory. */
-static char *force_schema(vx_tool_format f, const cJSON *tools, const cJSON *fn, bool parallel, cJSON *params) {
-    cJSON *names = cJSON_CreateObject();
-    if (fn && names) {
-        cJSON_AddStringToObject(names, "const", cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring);
-    } else if (names) {
-        cJSON *list = cJSON_CreateArray();
-        const cJSON *t;
-        cJSON_ArrayForEach(t, tools) {
-            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
-            if (list && cJSON_IsString(nm)) cJSON_AddItemToArray(list, cJSON_CreateString(nm->valuestring));
-        }
-        if (list) {
-            cJSON_AddStringToObject(names, "type", "string");
-            cJSON_AddItemToObject(names, "enum", list);
-        }
-    }
-    cJSON *defs[2] = {NULL, NULL};
-    static const char *const def_keys[2] = {"$defs", "definitions"};
-    for (int k = 0; k < 2; k++) defs[k] = cJSON_DetachItemFromObjectCaseSensitive(params, def_keys[k]);
-    cJSON *root = names ? call_schema(names, f == VX_TOOL_FMT_LLAMA3 ? "parameters" : "arguments", params) : NULL;
-    if (!names) cJSON_Delete(params);
-    if (root && f == VX_TOOL_FMT_MISTRAL) {
-        cJSON *arr = cJSON_CreateObject();
-        if (arr) {
-            cJSON_AddStringToObject(arr, "type", "array");
-            cJSON_AddItemToObject(arr, "items", root);
-            cJSON_AddNumberToObject(arr, "minItems", 1);
-            if (!parallel) cJSON_AddNumberToObject(arr, "maxItems", 1);
-        } else {
-            cJSON_Delete(root);
-        }
-        root = arr;
-    }
-    for (int k = 0; k < 2; k++) {
-        if (!defs[k]) continue;
-        if (root) cJSON_AddItemToObject(root, def_keys[k], defs[k]);
-        else cJSON_Delete(defs[k]);
-    }
-    char *text = root ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    return text;
-}
-
 /* Whether a schema text compiles (for the subset). */
 static bool compiles(const char *text) {
     vx_jschema *js = NULL;
@@ -587,18 +540,22 @@ static cJSON *union_call(const cJSON *fn, const char *key, cJSON *defs[2]) {
     return NULL; /* exact 0 always compiles: not reached but out of memory */
 }
 
-/* "required" among several functions: one call of any of them, whose
- * arguments keep to that function's parameters (an anyOf of call objects
- * told apart by their name, json_schema.h). NULL: out of memory, or a
- * union the subset refused (then the name alone is constrained). */
-static char *force_union(vx_tool_format f, const cJSON *tools, bool parallel) {
+/* The schema of a forced call: of function fn, or (fn NULL) of any of
+ * the tools, whose arguments keep to that function's parameters (an anyOf
+ * of call objects told apart by their name, json_schema.h), their $defs /
+ * definitions lifted to the root so that "#/$defs/" pointers still reach
+ * them; mistral's array of calls around it. NULL with *st VX_ENOMEM, or
+ * VX_EINVAL for a union the subset refused. */
+static char *force_union(vx_tool_format f, const cJSON *tools, const cJSON *fn, bool parallel, vx_status *st) {
     const char *key = f == VX_TOOL_FMT_LLAMA3 ? "parameters" : "arguments";
     cJSON *alts = cJSON_CreateArray(), *defs[2] = {cJSON_CreateObject(), cJSON_CreateObject()};
     cJSON *root = cJSON_CreateObject();
     bool ok = alts && defs[0] && defs[1] && root;
     const cJSON *t;
     cJSON_ArrayForEach(t, tools) {
-        cJSON *call = ok ? union_call(cJSON_GetObjectItemCaseSensitive(t, "function"), key, defs) : NULL;
+        const cJSON *tf = cJSON_GetObjectItemCaseSensitive(t, "function");
+        if (fn && tf != fn) continue;
+        cJSON *call = ok ? union_call(tf, key, defs) : NULL;
         if (!call || !cJSON_AddItemToArray(alts, call)) ok = false;
     }
     cJSON *calls = root;
@@ -616,7 +573,8 @@ static char *force_union(vx_tool_format f, const cJSON *tools, bool parallel) {
     }
     char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(alts), cJSON_Delete(defs[0]), cJSON_Delete(defs[1]), cJSON_Delete(root);
-    if (text && !compiles(text)) free(text), text = NULL;
+    *st = text ? VX_OK : VX_ENOMEM;
+    if (text && !compiles(text)) free(text), text = NULL, *st = VX_EINVAL;
     return text;
 }
 
@@ -638,27 +596,8 @@ vx_status vx_tool_force(vx_tool_format f, const char *tools_json, const char *na
         cJSON_Delete(tools);
         return VX_EINVAL;
     }
-    /* the function's own parameters when the schema subset can enforce
-     * them (exact 2), else without the keywords it cannot (1), else any
-     * object (0) */
-    char *text = fn ? NULL : force_union(f, tools, parallel);
-    vx_status st = text ? VX_OK : VX_EINVAL;
-    for (int exact = fn ? 2 : 0; exact >= 0 && st == VX_EINVAL; exact--) {
-        bool oom;
-        cJSON *params = params_for(fn, exact, &oom);
-        if (oom) st = VX_ENOMEM;
-        if (!params) continue;
-        if (!(text = force_schema(f, tools, fn, parallel, params))) {
-            st = VX_ENOMEM;
-            break;
-        }
-        vx_jschema *js = NULL;
-        char msg[VX_ERRMSG_MAX];
-        st = vx_jschema_compile(text, strlen(text), &js, msg, sizeof msg);
-        vx_jschema_free(js);
-        if (st != VX_OK) free(text), text = NULL;
-        if (st != VX_OK && st != VX_ENOMEM) st = VX_EINVAL;
-    }
+    vx_status st;
+    char *text = force_union(f, tools, fn, parallel, &st);
     cJSON_Delete(tools);
     const char *pre = f == VX_TOOL_FMT_HERMES ? "<tool_call>\n" : f == VX_TOOL_FMT_MISTRAL ? MISTRAL_OPEN : "";
     if (st == VX_OK && !(*prefix = strdup(pre))) st = VX_ENOMEM;
