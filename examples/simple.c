@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
     vx_pos pos[512];
     vx_seq_id seq[512] = {0};
     for (int i = 0; i < n; i++) pos[i] = i;
-    vx_batch batch = {n, toks, pos, seq, NULL}; /* logits of the last token only */
+    vx_batch batch = {n, toks, pos, seq, NULL, NULL}; /* logits of the last token only */
 
     vx_sampler_params sp = vx_sampler_default_params();
     sp.temperature = 0; /* greedy */
@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
         toks[n] = t; /* the next batch: one token at the next position */
         pos[n] = n;
-        batch = (vx_batch){1, &toks[n], &pos[n], seq, NULL};
+        batch = (vx_batch){1, &toks[n], &pos[n], seq, NULL, NULL};
         last = 0;
         n++;
     }

@@ -89,6 +89,28 @@ int32_t vx_model_n_layer(const vx_model *model);
 int32_t vx_model_n_ctx_train(const vx_model *model);
 uint64_t vx_model_n_params(const vx_model *model);
 uint64_t vx_model_size(const vx_model *model);
+
+/* How a sequence's token embeddings become one vector (GGUF's
+ * {arch}.pooling_type values): their mean, the first token's (CLS) or the
+ * last token's. */
+typedef enum vx_pooling {
+    VX_POOLING_UNSPECIFIED = -1,
+    VX_POOLING_NONE = 0,
+    VX_POOLING_MEAN = 1,
+    VX_POOLING_CLS = 2,
+    VX_POOLING_LAST = 3
+} vx_pooling;
+/* The file's {arch}.pooling_type, or VX_POOLING_UNSPECIFIED without one
+ * (or with a value this engine does not compute, such as rank). */
+vx_pooling vx_model_pooling(const vx_model *model);
+/* "none", "mean", "cls", "last"; NULL for others. */
+const char *vx_pooling_name(vx_pooling pooling);
+/* The pooling named s, or VX_POOLING_UNSPECIFIED. */
+vx_pooling vx_pooling_from_name(const char *s);
+/* Normalizes v[0, n) in place as llama.cpp's --embd-normalize: -1 none, 0
+ * max-absolute scaled to int16 range (32760), 1 taxicab, 2 Euclidean (the
+ * default of the OpenAI API), p > 2 the p-norm. A zero vector stays zero. */
+void vx_embd_normalize(float *v, int32_t n, int32_t norm);
 /* Weights repacked at load (vx_model_params.repack) and their bytes. */
 int32_t vx_model_n_repacked(const vx_model *model, uint64_t *bytes); /* bytes of tensor data */
 
@@ -178,15 +200,21 @@ const char *vx_context_errmsg(const vx_context *ctx); /* reason of the last fail
 uint32_t vx_context_n_ctx(const vx_context *ctx);
 int32_t vx_context_n_threads(const vx_context *ctx);
 int32_t vx_context_n_vocab(const vx_context *ctx);
+int32_t vx_context_n_embd(const vx_context *ctx);
+uint32_t vx_context_n_batch(const vx_context *ctx);
 
 /* A batch of tokens: parallel arrays of n_tokens entries owned by the caller.
- * logits[i] != 0 asks for the logits of token i (NULL: only the last token). */
+ * logits[i] != 0 asks for the logits of token i (NULL: only the last token,
+ * unless embd is given). embd[i] != 0 asks for its embedding: the output
+ * norm of its final hidden state, the vector the logits are computed from
+ * (NULL: none). A token may ask for both, or neither. */
 typedef struct vx_batch {
     int32_t n_tokens;
     const vx_token *token;
     const vx_pos *pos;
     const vx_seq_id *seq_id;
     const int8_t *logits;
+    const int8_t *embd;
 } vx_batch;
 
 /* Runs the model on a batch. Each token attends to the cached positions of
@@ -197,6 +225,16 @@ vx_status vx_decode(vx_context *ctx, const vx_batch *batch);
 /* Logits of the i-th batch token of the last vx_decode ([n_vocab] floats),
  * or NULL if that token did not ask for logits. */
 const float *vx_get_logits_ith(const vx_context *ctx, int32_t i);
+/* Embedding of the i-th batch token of the last vx_decode ([n_embd]
+ * floats, not normalized), or NULL if that token did not ask for it. */
+const float *vx_get_embeddings_ith(const vx_context *ctx, int32_t i);
+
+/* The embedding of a text: evaluates tokens[0, n) as empty sequence seq
+ * (in batches of the context's n_batch), pools their embeddings as pooling
+ * says (mean, cls or last) into out[n_embd] (not normalized), and removes
+ * the sequence again. VX_ERANGE if n exceeds the context. */
+vx_status vx_embed_tokens(vx_context *ctx, vx_seq_id seq, const vx_token *tokens, int32_t n, vx_pooling pooling,
+                          float *out);
 
 /* Removes positions [p0, p1) of a sequence from the cache (p1 < 0: to the end).
  * Only removing a suffix is supported by the contiguous cache. */

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "embed.h"
 #include "json_check.h"
 #include "json_schema.h"
 #include "kv_cache.h"
@@ -41,6 +42,9 @@ typedef struct req {
     vx_jfilter jf;      /* json_object / json_schema (jf.jv set): it checks the generated text */
     vx_jschema *schema; /* json_schema's, compiled */
     vx_sampler *smp;
+    bool embed;         /* an embedding request (vx_request_params.embed) */
+    vx_pooling pooling;
+    float *embd;        /* its pooled vector [n_embd], summed / copied as the prompt runs */
     vx_event_fn cb;
     void *ud;
     atomic_bool cancel;
@@ -54,7 +58,7 @@ struct vx_engine {
     const vx_vocab *vocab;
     vx_engine_params p;
     vx_context *ctx;
-    int32_t n_vocab;
+    int32_t n_vocab, n_embd;
     char *piece;        /* a token's text for its event (piece_size bytes) */
     vx_jvocab *jv;      /* the tokens' bytes, built for the first JSON-constrained request */
     int32_t piece_size; /* the vocabulary's longest piece, + 1 */
@@ -76,6 +80,7 @@ struct vx_engine {
     vx_pos *b_pos;
     vx_seq_id *b_seq;
     int8_t *b_logits;
+    int8_t *b_embd;
     req **b_req; /* owner of each batch entry */
     req **done;  /* [n_parallel + queue_max] requests finishing this step */
     vx_finish *done_why;
@@ -97,6 +102,7 @@ static void req_free(req *r) {
     if (!r) return;
     vx_sampler_free(r->smp);
     vx_jschema_free(r->schema);
+    free(r->embd);
     free(r->tokens);
     free(r);
 }
@@ -168,6 +174,7 @@ static bool preempt_one(vx_engine *e, const req *keep) {
     if (!victim) return false;
     release_slot(e, victim);
     victim->n_past = 0;
+    if (victim->embed) memset(victim->embd, 0, (size_t)e->n_embd * sizeof *victim->embd); /* a mean restarts */
     victim->next = e->qhead;
     e->qhead = victim;
     if (!e->qtail) e->qtail = victim;
@@ -208,6 +215,18 @@ static vx_finish emit(vx_engine *e, req *r, const float *logits) {
     bool go_on = r->cb(&ev, r->ud);
     if (ev.finish != VX_FINISH_NONE) return ev.finish;
     return go_on ? VX_FINISH_NONE : VX_FINISH_CANCELED;
+}
+
+/* Sends embedding request r's vector (its prompt all evaluated) in its
+ * final event. Lock not held. */
+static vx_finish send_embd(vx_engine *e, req *r) {
+    vx_pool_end(r->pooling, r->embd, e->n_embd, r->n_tokens);
+    vx_token_event ev = base_event(r);
+    ev.finish = VX_FINISH_STOP;
+    ev.embd = r->embd;
+    ev.n_embd = e->n_embd;
+    r->cb(&ev, r->ud);
+    return VX_FINISH_STOP;
 }
 
 /* Reports prompt token i's logprob under logits (those of position i - 1)
@@ -260,7 +279,7 @@ static bool step(vx_engine *e) {
     for (int32_t s = 0; s < e->p.n_parallel && e->qhead; s++) {
         if (e->running[s]) continue;
         req *r = e->qhead;
-        const int32_t need = (r->n_tokens + 1 + bs - 1) / bs;
+        const int32_t need = (r->n_tokens + !r->embed + bs - 1) / bs; /* and the next token's */
         if (need > blk_total) {
             /* can never fit: fail it instead of blocking the queue */
             e->qhead = r->next;
@@ -283,8 +302,8 @@ static bool step(vx_engine *e) {
         r->admitted = ++e->admissions;
         /* reuse cached blocks of the longest matching prefix; keep the last
          * token to evaluate, its logits start the generation */
-        r->n_past = r->prompt_lp && r->lp_next < r->n_prompt
-                        ? 0 /* the prompt's logits are wanted: compute it all */
+        r->n_past = (r->prompt_lp && r->lp_next < r->n_prompt) || (r->embed && r->pooling != VX_POOLING_LAST)
+                        ? 0 /* the prompt's logits or embeddings are wanted: compute it all */
                         : vx_kv_seq_reuse_prefix(e->ctx, s, r->tokens, r->n_tokens - 1);
         if (!r->was_admitted) {
             r->n_cached = VX_MIN(r->n_past, r->n_prompt);
@@ -316,7 +335,9 @@ static bool step(vx_engine *e) {
                 e->b_pos[n] = r->n_past + j;
                 e->b_seq[n] = s;
                 const int32_t p = r->n_past + j;
-                e->b_logits[n] = p == r->n_tokens - 1 || (r->prompt_lp && p + 1 >= r->lp_next && p + 1 < r->n_prompt);
+                e->b_logits[n] = !r->embed && (p == r->n_tokens - 1 ||
+                                               (r->prompt_lp && p + 1 >= r->lp_next && p + 1 < r->n_prompt));
+                e->b_embd[n] = r->embed && vx_pool_wants(r->pooling, p, r->n_tokens);
                 e->b_req[n] = r;
                 n++;
             }
@@ -326,7 +347,7 @@ static bool step(vx_engine *e) {
     pthread_mutex_unlock(&e->mu);
     if (n == 0) return e->n_running > 0 || e->n_queued > 0 ? true : false;
 
-    vx_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
+    vx_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits, e->b_embd};
     int64_t t0 = vx_time_us();
     vx_status st = vx_decode(e->ctx, &b);
     const double dt = (double)(vx_time_us() - t0) * 1e-6;
@@ -369,10 +390,15 @@ static bool step(vx_engine *e) {
         r->n_past++;
         if (r->n_past <= r->n_prompt) n_prompt_tok++;
         /* (a request of several entries may have finished at an earlier one) */
-        if (!e->b_logits[i] || r->slot < 0) continue;
+        if (r->slot < 0) continue;
         const int32_t gen0 = r->n_gen, p = e->b_pos[i];
         vx_finish why;
-        if (atomic_load(&r->cancel)) why = VX_FINISH_CANCELED;
+        if (r->embed) {
+            if (e->b_embd[i]) vx_pool_add(r->pooling, r->embd, vx_get_embeddings_ith(e->ctx, i), e->n_embd);
+            if (r->n_past < r->n_tokens) continue;
+            why = atomic_load(&r->cancel) ? VX_FINISH_CANCELED : send_embd(e, r);
+        } else if (!e->b_logits[i]) continue;
+        else if (atomic_load(&r->cancel)) why = VX_FINISH_CANCELED;
         else if (p + 1 < r->n_tokens) /* a prompt position's, for prompt_logprobs */
             why = emit_prompt(e, r, p + 1, vx_get_logits_ith(e->ctx, i)) ? VX_FINISH_NONE : VX_FINISH_CANCELED;
         else if (r->max_tokens == 0) /* the prompt's logprobs were all it asked */
@@ -463,6 +489,7 @@ vx_status vx_engine_init(const vx_model *model, const vx_engine_params *params, 
         return st;
     }
     e->n_vocab = vx_context_n_vocab(e->ctx);
+    e->n_embd = vx_model_n_embd(model);
     e->piece_size = vx_vocab_max_piece(e->vocab) + 1;
     e->piece = malloc((size_t)e->piece_size);
     const size_t nb = (size_t)e->p.n_batch;
@@ -471,11 +498,12 @@ vx_status vx_engine_init(const vx_model *model, const vx_engine_params *params, 
     e->b_pos = malloc(nb * sizeof *e->b_pos);
     e->b_seq = malloc(nb * sizeof *e->b_seq);
     e->b_logits = malloc(nb);
+    e->b_embd = malloc(nb);
     e->b_req = malloc(nb * sizeof *e->b_req);
     const size_t nd = 2 * (size_t)e->p.n_parallel + (size_t)e->p.queue_max + 1;
     e->done = malloc(nd * sizeof *e->done);
     e->done_why = malloc(nd * sizeof *e->done_why);
-    if (!e->running || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->b_req ||
+    if (!e->running || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->b_embd || !e->b_req ||
         !e->done || !e->done_why || !e->piece) {
         vx_engine_free(e);
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
@@ -515,6 +543,7 @@ void vx_engine_free(vx_engine *e) {
     free(e->b_pos);
     free(e->b_seq);
     free(e->b_logits);
+    free(e->b_embd);
     free(e->b_req);
     free(e->done);
     free(e->done_why);
@@ -549,11 +578,17 @@ vx_status vx_engine_submit(vx_engine *e, const vx_request_params *rp, uint64_t *
                            size_t err_size) {
     if (!rp || !rp->on_event || !rp->prompt || rp->n_prompt <= 0)
         return vx_seterr(err, err_size, VX_EINVAL, "a request needs a non-empty prompt and a callback");
-    if (rp->n_prompt >= e->p.n_ctx)
+    if (rp->embed && rp->n_prompt > e->p.n_ctx)
+        return vx_seterr(err, err_size, VX_ERANGE, "the input has %d tokens; the context holds %d", rp->n_prompt,
+                         e->p.n_ctx);
+    if (!rp->embed && rp->n_prompt >= e->p.n_ctx)
         return vx_seterr(err, err_size, VX_ERANGE,
                          "the prompt has %d tokens; the context holds %d (prompt and at least one "
                          "generated token)",
                          rp->n_prompt, e->p.n_ctx);
+    if (rp->embed && rp->pooling != VX_POOLING_MEAN && rp->pooling != VX_POOLING_CLS &&
+        rp->pooling != VX_POOLING_LAST)
+        return vx_seterr(err, err_size, VX_EINVAL, "an embedding request pools by mean, cls or last");
     if (rp->n_logprobs < 0 || rp->n_logprobs > MAX_TOP)
         return vx_seterr(err, err_size, VX_EINVAL, "logprobs must be in [0, %d]", MAX_TOP);
     for (int32_t i = 0; i < rp->n_prompt; i++)
@@ -568,25 +603,33 @@ vx_status vx_engine_submit(vx_engine *e, const vx_request_params *rp, uint64_t *
         req_free(r);
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     }
-    if (vx_sampler_init(&rp->sampling, e->n_vocab, &r->smp) != VX_OK) {
+    if (rp->embed) {
+        r->embed = true;
+        r->pooling = rp->pooling;
+        r->embd = calloc((size_t)e->n_embd, sizeof *r->embd);
+        if (!r->embd) {
+            req_free(r);
+            return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+        }
+    } else if (vx_sampler_init(&rp->sampling, e->n_vocab, &r->smp) != VX_OK) {
         req_free(r);
         return vx_seterr(err, err_size, VX_EINVAL, "invalid sampling parameters");
     }
     vx_jschema *schema = NULL;
-    if (rp->json_schema) {
+    if (rp->json_schema && !rp->embed) {
         const vx_status st = vx_jschema_compile(rp->json_schema, rp->json_schema_len, &schema, err, err_size);
         if (st != VX_OK) {
             req_free(r);
             return st;
         }
     }
-    if ((rp->json_object || schema) && !json_setup(e, r, schema)) {
+    if (!rp->embed && (rp->json_object || schema) && !json_setup(e, r, schema)) {
         req_free(r); /* the schema with it */
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     }
     memcpy(r->tokens, rp->prompt, (size_t)rp->n_prompt * sizeof *r->tokens);
     r->n_tokens = r->n_prompt = rp->n_prompt;
-    for (int32_t i = 0; i < rp->n_prompt; i++) vx_sampler_accept(r->smp, rp->prompt[i]);
+    for (int32_t i = 0; i < rp->n_prompt && r->smp; i++) vx_sampler_accept(r->smp, rp->prompt[i]);
     r->max_tokens = rp->max_tokens;
     r->logprobs = rp->logprobs || rp->n_logprobs > 0;
     r->n_logprobs = rp->n_logprobs;

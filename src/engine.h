@@ -66,6 +66,9 @@ typedef struct vx_token_event {
                                distribution given prompt[0..i); no text is
                                generated. These come first, in order */
     const char *error;      /* message when finish == VX_FINISH_ERROR */
+    const float *embd;      /* an embedding request's vector (pooled, not
+                               normalized), in its final event (STOP) */
+    int32_t n_embd;
 } vx_token_event;
 
 /* Runs on the engine thread: must return quickly (queue the data, do not
@@ -92,6 +95,12 @@ typedef struct vx_request_params {
                                (json_schema.h; json_schema_len bytes, compiled
                                at submit: VX_EINVAL says what it cannot take) */
     size_t json_schema_len;
+    bool embed;             /* an embedding request: the prompt is evaluated
+                               (all of it, up to n_ctx tokens), nothing is
+                               generated, and the final event carries the
+                               prompt's embeddings pooled as this says (mean,
+                               cls or last; the other fields are ignored) */
+    vx_pooling pooling;
     vx_event_fn on_event;
     void *user_data;
 } vx_request_params;

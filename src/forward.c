@@ -14,6 +14,7 @@
 
 #include "attention.h"
 #include "common.h"
+#include "embed.h"
 #include "kv_cache.h"
 #include "matmul.h"
 #include "model.h"
@@ -82,6 +83,10 @@ struct vx_context {
     int32_t *out_tok; /* [nb] batch index of each logits row */
     int32_t *seq_next; /* [n_seq_max] next position per sequence, during vx_decode */
     int32_t n_out;
+    float *embd;      /* [nb][E] output norms of the tokens that asked for embeddings */
+    int32_t *emb_row; /* [nb] embd row of each batch token, -1 if none */
+    int32_t *emb_tok; /* [nb] batch index of each embd row */
+    int32_t n_emb;
 
     /* MoE routing, [nb][n_expert_used] and per-expert token lists */
     float *router;       /* [nb][X] */
@@ -172,7 +177,7 @@ void vx_context_free(vx_context *c) {
     vx_pool_free(c->pool);
     vx_kv_free(c->kv);
     void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->qkv, c->att, c->gate, c->up, c->rope,
-                    c->logits, c->out_row, c->out_tok, c->seq_next, c->router, c->sel, c->sel_w, c->exp_tok,
+                    c->logits, c->out_row, c->out_tok, c->embd, c->emb_row, c->emb_tok, c->seq_next, c->router, c->sel, c->sel_w, c->exp_tok,
                     c->exp_w, c->exp_n, c->moe_in, c->moe_out, c->scratch, (void *)c->mm_next,
                     c->mm_seq, c->act_bf16, c->act_bf16_lo, c->glu_bf16, c->glu_bf16_lo, c->amx_scratch,
                     c->gemm_scratch, c->att_seg_buf, (void *)c->att_seg_done};
@@ -252,6 +257,9 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
     c->logits = xalloc(nb * V * F, &ok);
     c->out_row = xalloc(nb * sizeof(int32_t), &ok);
     c->out_tok = xalloc(nb * sizeof(int32_t), &ok);
+    c->embd = xalloc(nb * E * F, &ok);
+    c->emb_row = xalloc(nb * sizeof(int32_t), &ok);
+    c->emb_tok = xalloc(nb * sizeof(int32_t), &ok);
     c->seq_next = xalloc((size_t)p->n_seq_max * sizeof(int32_t), &ok);
     if (X) {
         c->router = xalloc(nb * X * F, &ok);
@@ -333,6 +341,8 @@ const char *vx_context_errmsg(const vx_context *c) { return c->errmsg; }
 uint32_t vx_context_n_ctx(const vx_context *c) { return c->params.n_ctx; }
 int32_t vx_context_n_threads(const vx_context *c) { return c->params.n_threads; }
 int32_t vx_context_n_vocab(const vx_context *c) { return c->model->hp.n_vocab; }
+int32_t vx_context_n_embd(const vx_context *c) { return c->model->hp.n_embd; }
+uint32_t vx_context_n_batch(const vx_context *c) { return c->params.n_batch; }
 
 /* ------------------------------------------------------------ profile */
 
@@ -1059,6 +1069,16 @@ static void forward_worker(void *arg, int ith, int nth) {
         block_out(c, ith, nth, &L->ffn_down, xd, n, F, &L->ffn_post_norm, VX_PERF_FFN_DOWN);
     }
 
+    /* embeddings: the final norm of the tokens that asked, in their order
+     * (the rows the logits below are computed from, with the same kernel) */
+    if (c->n_emb > 0) {
+        int64_t e0, e1;
+        vx_split(c->n_emb, ith, nth, 1, &e0, &e1);
+        for (int64_t o = e0; o < e1; o++)
+            c->kern.rmsnorm(c->embd + o * E, c->x + (size_t)c->emb_tok[o] * E, M->output_norm.data, E,
+                            hp->rms_eps);
+    }
+    if (c->n_out == 0) return;
     /* final norm of the tokens that want logits, gathered in output order */
     if (solo && c->n_out == 1) {
         c->kern.rmsnorm(xs, c->x, M->output_norm.data, E, hp->rms_eps);
@@ -1111,7 +1131,7 @@ vx_status vx_decode(vx_context *c, const vx_batch *b) {
     const int64_t t0 = vx_time_ns();
     const vx_hparams *hp = &c->model->hp;
     const int32_t n = b->n_tokens;
-    c->n_out = 0;
+    c->n_out = c->n_emb = 0;
     if (n <= 0 || (uint32_t)n > c->params.n_batch)
         return fail(c, VX_EINVAL, "batch of %d tokens (allowed 1..%u)", n, c->params.n_batch);
     const int32_t n_seq = (int32_t)c->params.n_seq_max;
@@ -1148,11 +1168,14 @@ vx_status vx_decode(vx_context *c, const vx_batch *b) {
     }
     if (st) return st;
     for (int32_t i = 0; i < n; i++) vx_kv_set_token(c->kv, b->seq_id[i], b->pos[i], b->token[i]);
-    /* logits rows */
+    /* logits and embedding rows */
     for (int32_t i = 0; i < n; i++) {
-        const bool want = b->logits ? b->logits[i] != 0 : i == n - 1;
+        const bool want = b->logits ? b->logits[i] != 0 : !b->embd && i == n - 1;
         c->out_row[i] = want ? c->n_out : -1;
         if (want) c->out_tok[c->n_out++] = i;
+        const bool we = b->embd && b->embd[i];
+        c->emb_row[i] = we ? c->n_emb : -1;
+        if (we) c->emb_tok[c->n_emb++] = i;
     }
     c->batch = b;
     c->n_tok = n;
@@ -1174,6 +1197,46 @@ vx_status vx_decode(vx_context *c, const vx_batch *b) {
 const float *vx_get_logits_ith(const vx_context *c, int32_t i) {
     if (i < 0 || i >= c->n_tok || c->out_row[i] < 0) return NULL;
     return c->logits + (size_t)c->out_row[i] * (size_t)c->model->hp.n_vocab;
+}
+
+const float *vx_get_embeddings_ith(const vx_context *c, int32_t i) {
+    if (i < 0 || i >= c->n_tok || c->n_emb == 0 || c->emb_row[i] < 0) return NULL;
+    return c->embd + (size_t)c->emb_row[i] * (size_t)c->model->hp.n_embd;
+}
+
+vx_status vx_embed_tokens(vx_context *ctx, vx_seq_id seq, const vx_token *tokens, int32_t n, vx_pooling pooling,
+                          float *out) {
+    if (!ctx || !tokens || !out || n <= 0 ||
+        (pooling != VX_POOLING_MEAN && pooling != VX_POOLING_CLS && pooling != VX_POOLING_LAST))
+        return VX_EINVAL;
+    if ((uint32_t)n > vx_context_n_ctx(ctx)) return VX_ERANGE;
+    if (vx_kv_seq_len(ctx, seq) != 0) return VX_EINVAL;
+    const int32_t E = vx_context_n_embd(ctx), nb = (int32_t)vx_context_n_batch(ctx);
+    vx_pos *pos = malloc((size_t)nb * sizeof *pos);
+    vx_seq_id *sq = malloc((size_t)nb * sizeof *sq);
+    int8_t *want = malloc((size_t)nb), *none = calloc((size_t)nb, 1);
+    vx_status st = pos && sq && want && none ? VX_OK : VX_ENOMEM;
+    memset(out, 0, (size_t)E * sizeof *out);
+    for (int32_t i0 = 0; i0 < n && st == VX_OK; i0 += nb) {
+        const int32_t m = n - i0 < nb ? n - i0 : nb;
+        for (int32_t j = 0; j < m; j++) {
+            const int32_t p = i0 + j;
+            pos[j] = p;
+            sq[j] = seq;
+            want[j] = vx_pool_wants(pooling, p, n);
+        }
+        const vx_batch b = {m, tokens + i0, pos, sq, none, want};
+        st = vx_decode(ctx, &b);
+        for (int32_t j = 0; j < m && st == VX_OK; j++)
+            if (want[j]) vx_pool_add(pooling, out, vx_get_embeddings_ith(ctx, j), E);
+    }
+    if (st == VX_OK) vx_pool_end(pooling, out, E, n);
+    vx_kv_seq_rm(ctx, seq, 0, -1);
+    free(pos);
+    free(sq);
+    free(want);
+    free(none);
+    return st;
 }
 
 vx_status vx_kv_seq_rm(vx_context *c, vx_seq_id seq, vx_pos p0, vx_pos p1) {

@@ -152,6 +152,9 @@ static vx_status load_hparams(loader *L) {
     if ((st = hp_int(L, "attention.head_count_kv", false, hp->n_head, 1, 4096, &hp->n_head_kv)))
         return st;
     if ((st = hp_int(L, "context_length", false, 2048, 1, 1 << 24, &hp->n_ctx_train))) return st;
+    /* embedding models say how to pool; other values (rank: 4) are not computed here */
+    if ((st = hp_int(L, "pooling_type", false, VX_POOLING_UNSPECIFIED, -1, 1 << 16, &hp->pooling))) return st;
+    if (hp->pooling > VX_POOLING_LAST) hp->pooling = VX_POOLING_UNSPECIFIED;
     int32_t hd_def = hp->n_embd / hp->n_head;
     if ((st = hp_int(L, "attention.key_length", false, hd_def, 1, 1 << 16, &hp->head_dim)))
         return st;
@@ -554,6 +557,7 @@ const char *vx_model_arch(const vx_model *m) { return m->arch ? m->arch->name : 
 int32_t vx_model_n_embd(const vx_model *m) { return m->hp.n_embd; }
 int32_t vx_model_n_layer(const vx_model *m) { return m->hp.n_layer; }
 int32_t vx_model_n_ctx_train(const vx_model *m) { return m->hp.n_ctx_train; }
+vx_pooling vx_model_pooling(const vx_model *m) { return (vx_pooling)m->hp.pooling; }
 uint64_t vx_model_n_params(const vx_model *m) { return m->n_params; }
 uint64_t vx_model_size(const vx_model *m) { return m->n_bytes; }
 int32_t vx_model_n_repacked(const vx_model *m, uint64_t *bytes) {

@@ -76,6 +76,7 @@ typedef struct vx_hparams {
     float attn_scale; /* scores q.k times this (1/sqrt(head_dim); Gemma 2 27B: 1/sqrt(n_embd / n_head)) */
     float attn_softcap, final_softcap; /* Gemma 2: tanh caps of the scores and the logits (0: none) */
     int32_t n_swa;                     /* Gemma 2: sliding window of its even layers (0: none) */
+    int32_t pooling;                   /* {arch}.pooling_type (vx_pooling), -1 without one */
     bool fused_qkv, fused_gate_up, tied_output;
 } vx_hparams;
 

@@ -36,6 +36,7 @@
 
 #include "common.h"
 #include "reasoning.h"
+#include "server_embed.h"
 #include "server_openai.h"
 
 #define MAX_STATUS 600
@@ -194,6 +195,8 @@ vx_server_params vx_server_default_params(void) {
     p.header_timeout_s = 30;
     p.max_connections = 256;
     p.log_requests = true;
+    p.pooling = VX_POOLING_LAST;
+    p.n_parallel = 4;
     return p;
 }
 
@@ -359,13 +362,15 @@ static bool on_event(const vx_token_event *ev, void *user_data) {
 
 /* ------------------------------------------------------ job: consumer side */
 
-static bool client_gone(const job *j) {
-    if (j->fd < 0) return false;
-    struct pollfd p = {.fd = j->fd, .events = POLLIN | POLLRDHUP};
+static bool fd_gone(int fd) {
+    if (fd < 0) return false;
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
     if (poll(&p, 1, 0) <= 0) return false;
     /* POLLIN alone is a pipelined request, not a hang-up */
     return (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) != 0;
 }
+
+static bool client_gone(const job *j) { return fd_gone(j->fd); }
 
 static void lp_push(choice *c, const ev_item *it) {
     if (c->n_lp == c->cap_lp) {
@@ -1039,6 +1044,52 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
     return respond_json(conn, r, 200, job_response(j));
 }
 
+/* ---------------------------------------------------------- embeddings */
+
+static bool conn_gone(void *ud) { return fd_gone(*(const int *)ud); }
+
+/* POST /v1/embeddings: every input an engine embedding request (a window
+ * of --parallel at a time), the vectors pooled as the server's pooling
+ * says; this thread waits for them all, as for a non-streaming request. */
+static enum MHD_Result handle_embeddings(vx_server *s, struct MHD_Connection *conn, conn_req *r) {
+    vx_oai_error err;
+    vx_oai_embed_request q;
+    const int32_t n_embd = vx_model_n_embd(s->model);
+    if (!vx_oai_parse_embeddings(r->body.p ? r->body.p : "", r->body.len, s->vocab, s->p.n_ctx, n_embd, &q, &err))
+        return respond_error(conn, r, &err);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int fd = ci ? ci->connect_fd : -1;
+    float *vecs = NULL;
+    char msg[VX_ERRMSG_MAX] = "";
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    const vx_status st = vx_embed_run(s->engine, &q, s->p.pooling, s->p.n_parallel, n_embd, conn_gone, &fd, &vecs, msg,
+                                      sizeof msg);
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, s->p.timeout_s);
+    enum MHD_Result ret;
+    if (st == VX_OK) {
+        pthread_mutex_lock(&s->mu);
+        s->tokens_prompt += (uint64_t)q.n_tokens_total;
+        pthread_mutex_unlock(&s->mu);
+        char *body = vx_oai_embeddings_json(&q, q.model ? q.model : s->model_name, vecs, n_embd);
+        ret = body ? respond_json(conn, r, 200, body) : respond_errorf(conn, r, 500, NULL, "Out of memory.");
+    } else if (st == VX_ECANCELED && fd_gone(fd)) {
+        ret = MHD_NO; /* nobody to answer: close the connection */
+    } else if (st == VX_ECANCELED) {
+        ret = respond_errorf(conn, r, server_stopping(s) ? 503 : 500, NULL,
+                             server_stopping(s) ? "The server is shutting down." : "The request was canceled.");
+    } else {
+        int status;
+        const char *code = engine_error_code(st, &status);
+        if (st == VX_EINTERNAL) status = 500, code = NULL;
+        char full[VX_ERRMSG_MAX + 32];
+        snprintf(full, sizeof full, "%s%s", st == VX_EINTERNAL ? "Embedding failed: " : "", msg[0] ? msg : vx_status_str(st));
+        ret = respond_errorf(conn, r, status, code, full);
+    }
+    free(vecs);
+    vx_oai_embed_request_free(&q);
+    return ret;
+}
+
 /* ------------------------------------------------------------------ metrics */
 
 static char *metrics_text(vx_server *s) {
@@ -1154,7 +1205,7 @@ static bool authorized(vx_server *s, struct MHD_Connection *conn) {
     return diff == 0;
 }
 
-enum route { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_APPLY };
+enum route { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_APPLY, R_EMBED };
 
 static enum route find_route(const char *path, bool *post) {
     static const struct {
@@ -1168,6 +1219,7 @@ static enum route find_route(const char *path, bool *post) {
         {"/v1/completions", R_COMPLETIONS, true}, {"/completions", R_COMPLETIONS, true},
         {"/tokenize", R_TOKENIZE, true},        {"/detokenize", R_DETOKENIZE, true},
         {"/apply-template", R_APPLY, true},
+        {"/v1/embeddings", R_EMBED, true},      {"/embeddings", R_EMBED, true},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (!strcmp(path, table[i].path)) {
@@ -1229,6 +1281,7 @@ static enum MHD_Result route(vx_server *s, struct MHD_Connection *conn, conn_req
         return respond_json(conn, r, 200, vx_oai_models_json(s->model_name, s->created, s->p.n_ctx, s->n_vocab));
     case R_CHAT: return handle_generate(s, conn, r, VX_OAI_CHAT);
     case R_COMPLETIONS: return handle_generate(s, conn, r, VX_OAI_COMPLETION);
+    case R_EMBED: return handle_embeddings(s, conn, r);
     case R_TOKENIZE:
         out = vx_oai_tokenize_json(s->vocab, body, r->body.len, &err);
         return out ? respond_json(conn, r, 200, out) : respond_error(conn, r, &err);
@@ -1543,6 +1596,7 @@ vx_status vx_server_start(const vx_server_params *params, const vx_model *model,
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     }
     if (s->p.max_connections == 0) s->p.max_connections = 256;
+    if (s->p.pooling != VX_POOLING_MEAN && s->p.pooling != VX_POOLING_CLS) s->p.pooling = VX_POOLING_LAST;
     const unsigned conn_limit = s->p.max_connections + s->p.max_connections / 4 + 4;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG;

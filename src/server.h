@@ -45,6 +45,10 @@ typedef struct vx_server_params {
     const char *template_kwargs; /* chat template variables for every request (a JSON
                                     object, vx_oai_check_kwargs), under the request's
                                     chat_template_kwargs; NULL: none */
+    vx_pooling pooling;      /* /v1/embeddings: how token vectors become one (mean,
+                                cls, last; anything else: last) */
+    int32_t n_parallel;      /* /v1/embeddings: inputs of one request in the engine at
+                                once (the engine's --parallel; < 1: 1) */
 } vx_server_params;
 
 vx_server_params vx_server_default_params(void);

@@ -965,6 +965,17 @@ static bool parse_ids(const cJSON *arr, const char *param, int32_t n_vocab, vx_t
     return true;
 }
 
+bool vx_oai_parse_ids(const void *arr, const char *param, int32_t n_vocab, vx_token **out, int32_t *n_out,
+                      vx_oai_error *err) {
+    return parse_ids(arr, param, n_vocab, out, n_out, err);
+}
+
+bool vx_oai_type_error(vx_oai_error *err, const char *param, const char *want, const void *got) {
+    return type_error(err, param, want, got);
+}
+
+void vx_oai_json_cstr(vx_sbuf *b, const char *s) { json_cstr(b, s); }
+
 static bool all_numbers(const cJSON *arr) {
     const cJSON *x;
     cJSON_ArrayForEach(x, arr) if (!cJSON_IsNumber(x)) return false;

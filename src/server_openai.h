@@ -123,6 +123,15 @@ void vx_oai_request_free(vx_oai_request *r);
  * header, or NULL with err filled. */
 void *vx_oai_parse_json_object(const char *body, size_t len, vx_oai_error *err);
 
+/* Helpers of the request parsers, for server_embed.c: an array of token
+ * ids in [0, n_vocab) (a cJSON array) into a malloc'd array; a 400 for
+ * member param of the wrong JSON type (a cJSON value; returns false); s as
+ * a JSON string (NULL: null). */
+bool vx_oai_parse_ids(const void *arr, const char *param, int32_t n_vocab, vx_token **out, int32_t *n_out,
+                      vx_oai_error *err);
+bool vx_oai_type_error(vx_oai_error *err, const char *param, const char *want, const void *got);
+void vx_oai_json_cstr(vx_sbuf *b, const char *s);
+
 /* Tokenizes text (len bytes) into a malloc'd array. */
 bool vx_oai_tokenize_text(const vx_vocab *v, const char *text, size_t len, bool add_special,
                           bool parse_special, vx_token **out, int32_t *n_out, vx_oai_error *err);

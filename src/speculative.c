@@ -34,7 +34,7 @@ vx_token vx_argmax(const float *logits, int32_t n) {
 static vx_status decode_one(vx_context *c, vx_token t, vx_pos pos, bool logits) {
     const vx_seq_id seq = 0;
     const int8_t want = logits ? 1 : 0;
-    const vx_batch b = {1, &t, &pos, &seq, &want};
+    const vx_batch b = {1, &t, &pos, &seq, &want, NULL};
     return vx_decode(c, &b);
 }
 
@@ -59,7 +59,7 @@ vx_status vx_spec_step(vx_context *tgt, vx_context *dft, vx_token cur, vx_pos n_
     vx_seq_id seq[MAX_DRAFT + 1];
     int8_t want[MAX_DRAFT + 1];
     for (int32_t i = 0; i <= n_draft; i++) pos[i] = n_past + i, seq[i] = 0, want[i] = 1;
-    const vx_batch b = {n_draft + 1, tok, pos, seq, want};
+    const vx_batch b = {n_draft + 1, tok, pos, seq, want, NULL};
     if ((st = vx_decode(tgt, &b))) return st;
     int32_t a = 0;
     for (;;) {

@@ -47,7 +47,7 @@ static float *logits_of(vx_model *m, int decode, vx_kv_type kv) {
     for (int i = 0; i < N_IDS; i++) tok[i] = k_ids[i], pos[i] = i, seq[i] = 0, want[i] = 1;
     for (int i0 = 0; out && i0 < N_IDS; i0 += decode ? 1 : N_IDS) {
         const int n = decode ? 1 : N_IDS;
-        vx_batch b = {n, tok + i0, pos + i0, seq + i0, want + i0};
+        vx_batch b = {n, tok + i0, pos + i0, seq + i0, want + i0, NULL};
         if (vx_decode(ctx, &b) != VX_OK) {
             free(out);
             out = NULL;

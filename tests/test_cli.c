@@ -104,6 +104,41 @@ static void test_info_and_run(void) {
            "vx run -ngl 99 --jinja -fa on --top-k -1: %.300s", out);
 }
 
+/* vx embed: texts split at newlines, unit vectors of n_embd values, one
+ * text twice gives the same vector (cosine 1.00), JSON as OpenAI's list;
+ * bad options are refused */
+static void test_embed(void) {
+    char cmd[4096], out[65536];
+    const char *m = vx_test_fixture_path("models/qwen3/qwen3-Q8_0.gguf");
+    char mp[1024];
+    snprintf(mp, sizeof mp, "%s", m);
+    snprintf(cmd, sizeof cmd, "%s embed -m %s -p \"$(printf 'the cat\\nsat on\\nthe cat')\" -t 1", vx, mp);
+    int rc = run(cmd, out, sizeof out);
+    CHECKF(rc == 0 && strstr(out, "pooling: last") && strstr(out, "embedding 2: ") && strstr(out, "cosine similarity"),
+           "vx embed: %.300s", out);
+    const char *mat = strstr(out, "cosine similarity matrix:");
+    float c[9] = {0};
+    CHECK(mat && sscanf(mat + 26, "%f %f %f %f %f %f %f %f %f", &c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6], &c[7],
+                        &c[8]) == 9);
+    CHECKF(c[0] == 1.0f && c[2] == 1.0f && c[4] == 1.0f && c[1] < 0.99f, "matrix %.2f %.2f %.2f %.2f", c[0], c[1], c[2],
+           c[4]);
+    snprintf(cmd, sizeof cmd, "%s embed -m %s -p 'the cat' --pooling mean --embd-output-format json -t 1 2>/dev/null", vx,
+             mp);
+    rc = run(cmd, out, sizeof out);
+    cJSON *root = rc == 0 ? cJSON_Parse(strchr(out, '{')) : NULL;
+    const cJSON *e = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "data"), 0), "embedding");
+    double n2 = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, e) n2 += x->valuedouble * x->valuedouble;
+    CHECKF(cJSON_GetArraySize(e) == 256 && fabs(n2 - 1.0) < 1e-5, "vx embed json: %d values, norm^2 %.7f: %.200s",
+           cJSON_GetArraySize(e), n2, out);
+    cJSON_Delete(root);
+    snprintf(cmd, sizeof cmd, "%s embed -m %s -p x --pooling rank", vx, mp);
+    CHECK(run(cmd, out, sizeof out) == 2 && strstr(out, "--pooling takes mean, cls or last"));
+    snprintf(cmd, sizeof cmd, "%s embed -m %s -p \"$(printf 'w%%.0s ' $(seq 300))\" -c 64", vx, mp);
+    CHECKF(run(cmd, out, sizeof out) == 1 && strstr(out, "the context holds 64"), "vx embed -c 64: %.300s", out);
+}
+
 static void test_chat(void) {
     char cmd[4096], out[65536];
     /* two turns through the chatml fallback; the second reuses the cache */
@@ -278,6 +313,7 @@ int main(void) {
     test_info_and_run();
     test_bench();
     test_chat();
+    test_embed();
     test_errors();
     return vx_test_finish("test_cli");
 }

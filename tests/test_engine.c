@@ -277,7 +277,7 @@ static void test_prompt_logprobs(vx_model *m) {
     vx_seq_id seq[N];
     int8_t want[N];
     for (int j = 0; j < N; j++) pos[j] = j, seq[j] = 0, want[j] = 1;
-    vx_batch b = {N, p, pos, seq, want};
+    vx_batch b = {N, p, pos, seq, want, NULL};
     CHECK(vx_decode(c, &b) == VX_OK);
     const int32_t nv = vx_context_n_vocab(c);
     float ref_lp[N];
@@ -527,12 +527,12 @@ int main(void) {
         vx_seq_id s0[28] = {0}, s1[28];
         for (int i = 0; i < 28; i++) { pos[i] = i; s1[i] = 1; }
         for (int i = 0; i < 24; i++) base[i] = i == 0 ? 1 : 5 + i * 9;
-        vx_batch bb = {20, base, pos, s0, NULL}; /* 20 = one full block + 4 */
+        vx_batch bb = {20, base, pos, s0, NULL, NULL}; /* 20 = one full block + 4 */
         CHECK(c && vx_decode(c, &bb) == VX_OK);
         CHECK(c && vx_kv_seq_fork(c, 0, 1) == VX_OK);
         float got[2][512];
         for (int k = 0; c && k < 2; k++) {
-            vx_batch eb = {4, ext[k], pos + 20, k ? s1 : s0, NULL};
+            vx_batch eb = {4, ext[k], pos + 20, k ? s1 : s0, NULL, NULL};
             CHECK(vx_decode(c, &eb) == VX_OK);
             memcpy(got[k], vx_get_logits_ith(c, 3), sizeof got[k]);
         }
@@ -541,7 +541,7 @@ int main(void) {
             memcpy(full, base, 20 * sizeof *full);
             memcpy(full + 20, ext[k], 4 * sizeof *full);
             vx_kv_seq_rm(f, 0, 0, -1);
-            vx_batch fb = {24, full, pos, s0, NULL};
+            vx_batch fb = {24, full, pos, s0, NULL, NULL};
             CHECK(vx_decode(f, &fb) == VX_OK);
             CHECKF(memcmp(vx_get_logits_ith(f, 23), got[k], sizeof got[k]) == 0,
                    "forked sequence %d differs from a fresh evaluation", k);
@@ -574,7 +574,7 @@ int main(void) {
         vx_perf pf[2][2];
         memset(pf, 0, sizeof pf);
         for (int k = 0; k < 2 && c[0] && c[1]; k++) {
-            vx_batch pb = {20, toks, pos, seq, NULL}, tb = {1, toks + 20, pos + 20, seq, NULL};
+            vx_batch pb = {20, toks, pos, seq, NULL, NULL}, tb = {1, toks + 20, pos + 20, seq, NULL, NULL};
             CHECK(vx_decode(c[k], &pb) == VX_OK);
             vx_context_perf(c[k], &pf[k][0]);
             lg[k][0] = vx_get_logits_ith(c[k], 19);

@@ -859,7 +859,7 @@ static float *prompt_logits_ex(vx_model *m, bool f32_matmul, int *n_out, int *nv
     cp.f32_matmul = f32_matmul;
     vx_context *ctx = NULL;
     if (n <= 0 || n > 64 || vx_context_init(m, &cp, &ctx, NULL, 0) != VX_OK) return NULL;
-    vx_batch b = {n, tok, pos, seq, want};
+    vx_batch b = {n, tok, pos, seq, want, NULL};
     float *out = NULL;
     const int nv = vx_context_n_vocab(ctx);
     if (vx_decode(ctx, &b) == VX_OK && (out = malloc((size_t)n * (size_t)nv * sizeof *out)))

@@ -112,7 +112,7 @@ static bool eval(vx_context *c, const vx_token *ids, int n, int step, float *out
     for (int i = 0; i < n; i++) { pos[i] = i; want[i] = 1; }
     for (int i0 = 0; i0 < n; i0 += step) {
         int nb = n - i0 < step ? n - i0 : step;
-        vx_batch b = {nb, ids + i0, pos + i0, seq + i0, want + i0};
+        vx_batch b = {nb, ids + i0, pos + i0, seq + i0, want + i0, NULL};
         if (vx_decode(c, &b) != VX_OK) {
             fprintf(stderr, "decode: %s\n", vx_context_errmsg(c));
             return false;
@@ -131,23 +131,13 @@ static bool greedy(vx_context *c, const float *last, int n_prompt, int n, int nv
         out[i] = t;
         vx_pos p = n_prompt + i;
         vx_seq_id s = 0;
-        vx_batch b = {1, &t, &p, &s, NULL};
+        vx_batch b = {1, &t, &p, &s, NULL, NULL};
         if (i + 1 < n) {
             if (vx_decode(c, &b) != VX_OK) return false;
             lg = vx_get_logits_ith(c, 0);
         }
     }
     return true;
-}
-
-static float *read_f32(const char *rel, size_t n) {
-    size_t sz = 0;
-    char *buf = vx_test_read_file(vx_test_fixture_path(rel), &sz);
-    if (!buf || sz != n * sizeof(float)) {
-        free(buf);
-        return NULL;
-    }
-    return (float *)(void *)buf;
 }
 
 static int n_repacked_models; /* fixtures whose repacked run had packed weights */
@@ -190,9 +180,9 @@ static void test_model(const cJSON *e, const vx_token *prompt, int mi) {
     }
     const int nv = vx_vocab_n_tokens(vx_model_get_vocab(m));
     const size_t nlog = (size_t)NPOS * nv;
-    float *ref = read_f32(cJSON_GetObjectItem(cJSON_GetObjectItem(e, "refs"), "ref64")->valuestring, nlog);
+    float *ref = vx_test_read_f32(cJSON_GetObjectItem(cJSON_GetObjectItem(e, "refs"), "ref64")->valuestring, nlog);
     float *batched = malloc(nlog * sizeof(float)), *single = malloc(nlog * sizeof(float));
-    float *lcl = read_f32(cJSON_GetObjectItem(cJSON_GetObjectItem(e, "refs"), "llamacpp")->valuestring, nlog);
+    float *lcl = vx_test_read_f32(cJSON_GetObjectItem(cJSON_GetObjectItem(e, "refs"), "llamacpp")->valuestring, nlog);
     CHECKF(ref != NULL && lcl != NULL, "%s: reference logits missing", rel);
     vx_context *c = new_ctx(m, 256, NPOS);
     CHECK(c != NULL);
@@ -317,7 +307,7 @@ static void test_stories(void) {
     for (int i = 0; c && i < n; i++) {
         vx_pos p = i;
         vx_seq_id s = 0;
-        vx_batch b = {1, &t, &p, &s, NULL};
+        vx_batch b = {1, &t, &p, &s, NULL, NULL};
         if (vx_decode(c, &b) != VX_OK) break;
         t = argmax(vx_get_logits_ith(c, 0), nv);
         if (t != cJSON_GetArrayItem(ids, i)->valueint) break;
@@ -398,7 +388,7 @@ static void test_kv_types(const vx_token *prompt) {
     vx_model *m = NULL;
     vx_model_params mp = vx_model_default_params();
     CHECK(vx_model_load(vx_test_fixture_path(rel), &mp, &m, err, sizeof err) == VX_OK);
-    float *ref = read_f32("models/qwen3/qwen3-F16.ref64.f32", NPOS * 512);
+    float *ref = vx_test_read_f32("models/qwen3/qwen3-F16.ref64.f32", NPOS * 512);
     float *lg = malloc(NPOS * 512 * sizeof(float));
     const vx_kv_type types[2] = {VX_KV_F16, VX_KV_Q8_0};
     const double bounds[2] = {1.25 * 1.61e-3, 5e-2};
@@ -462,14 +452,14 @@ static void test_long_invariant(void) {
         CHECKF(vx_context_init(m, &cp, &c, err, sizeof err) == VX_OK, "%s", err);
         if (!c) break;
         if (nth == 1) { /* the reference: all 600 at once, on one thread */
-            vx_batch b = {NL, ids, pos, seq, want};
+            vx_batch b = {NL, ids, pos, seq, want, NULL};
             CHECK(vx_decode(c, &b) == VX_OK);
             for (int j = 0; j < NL - NP; j++) memcpy(full + (size_t)j * nv, vx_get_logits_ith(c, NP + j), sizeof(float) * nv);
         } else {
-            vx_batch b = {NP, ids, pos, seq, want};
+            vx_batch b = {NP, ids, pos, seq, want, NULL};
             CHECK(vx_decode(c, &b) == VX_OK);
             for (int i = NP; i < NL; i++) {
-                vx_batch one = {1, ids + i, pos + i, seq + i, NULL};
+                vx_batch one = {1, ids + i, pos + i, seq + i, NULL, NULL};
                 CHECK(vx_decode(c, &one) == VX_OK);
                 CHECKF(memcmp(vx_get_logits_ith(c, 0), full + (size_t)(i - NP) * nv, sizeof(float) * nv) == 0,
                        "%s, %d threads: position %d alone differs from the prefill's", rel, nth, i);

@@ -32,7 +32,7 @@ static bool decode_prompt(vx_context *c, const vx_token *ids, int n) {
     vx_pos pos[MAX_PROMPT];
     vx_seq_id seq[MAX_PROMPT] = {0};
     for (int i = 0; i < n; i++) pos[i] = i;
-    const vx_batch b = {n, ids, pos, seq, NULL};
+    const vx_batch b = {n, ids, pos, seq, NULL, NULL};
     return vx_decode(c, &b) == VX_OK;
 }
 
@@ -44,7 +44,7 @@ static void plain_greedy(vx_model *m, const vx_token *ids, int n, vx_token *out)
         out[i] = vx_argmax(vx_get_logits_ith(c, -1 + (i == 0 ? n : 1)), vx_context_n_vocab(c));
         vx_pos p = n + i;
         const vx_seq_id s = 0;
-        const vx_batch b = {1, &out[i], &p, &s, NULL};
+        const vx_batch b = {1, &out[i], &p, &s, NULL, NULL};
         CHECK(vx_decode(c, &b) == VX_OK);
     }
     vx_context_free(c);

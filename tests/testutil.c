@@ -85,12 +85,24 @@ bool vx_test_on_text(const vx_token_event *ev, void *ud) {
     return true;
 }
 
-void vx_test_text_wait(vx_test_text *r) {
+void vx_test_wait_done(pthread_mutex_t *mu, const bool *done) {
     for (int spins = 0; spins < 60000; spins++) {
-        pthread_mutex_lock(&r->mu);
-        const bool d = r->done;
-        pthread_mutex_unlock(&r->mu);
+        pthread_mutex_lock(mu);
+        const bool d = *done;
+        pthread_mutex_unlock(mu);
         if (d) return;
         usleep(1000);
     }
+}
+
+void vx_test_text_wait(vx_test_text *r) { vx_test_wait_done(&r->mu, &r->done); }
+
+float *vx_test_read_f32(const char *rel, size_t n) {
+    size_t sz = 0;
+    char *buf = vx_test_read_file(vx_test_fixture_path(rel), &sz);
+    if (!buf || sz != n * sizeof(float)) {
+        free(buf);
+        return NULL;
+    }
+    return (float *)(void *)buf;
 }

@@ -69,6 +69,11 @@ void vx_test_text_init(vx_test_text *r);
 bool vx_test_on_text(const vx_token_event *ev, void *ud);
 /* Waits (up to a minute) for the request's final event. */
 void vx_test_text_wait(vx_test_text *r);
+/* Waits (up to a minute) for *done, read under mu. */
+void vx_test_wait_done(pthread_mutex_t *mu, const bool *done);
+/* A fixture file (path relative to the fixtures) of exactly n floats,
+ * malloc'd; NULL if it is missing or of another size. */
+float *vx_test_read_f32(const char *rel, size_t n);
 
 /* Deterministic test data: xorshift64 on *state, a float uniform in
  * [-1, 1) with 53 random bits before rounding. */

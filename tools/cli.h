@@ -18,6 +18,7 @@ int vx_cmd_bench(int argc, char **argv);
 int vx_cmd_synth(int argc, char **argv);
 int vx_cmd_quantize(int argc, char **argv);
 int vx_cmd_serve(int argc, char **argv);
+int vx_cmd_embed(int argc, char **argv);
 
 /* Argument cursor: argv[*i] is the option; its value is argv[*i + 1]. */
 typedef struct cli_args {

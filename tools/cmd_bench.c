@@ -106,7 +106,7 @@ static bool feed(vx_context *c, const vx_token *toks, int n, int p0, int n_batch
     for (int i0 = 0; i0 < n; i0 += n_batch) {
         int nb = n - i0 < n_batch ? n - i0 : n_batch;
         for (int j = 0; j < nb; j++) pos[j] = p0 + i0 + j;
-        vx_batch b = {nb, toks + i0, pos, seq, NULL};
+        vx_batch b = {nb, toks + i0, pos, seq, NULL, NULL};
         if (vx_decode(c, &b) != VX_OK) return false;
     }
     return true;
@@ -152,7 +152,7 @@ static double run_once(vx_context *c, int depth, int n_prompt, int n_gen, int n_
         }
         for (int i = 0; i < n_gen; i++) {
             for (int s = 0; s < n_par; s++) pos[s] = depth + i;
-            vx_batch b = {n_par, toks + depth + (size_t)i * n_par, pos, seq, want};
+            vx_batch b = {n_par, toks + depth + (size_t)i * n_par, pos, seq, want, NULL};
             if (vx_decode(c, &b) != VX_OK) return -1;
         }
     }

@@ -183,7 +183,7 @@ int vx_cmd_chat(int argc, char **argv) {
         for (int32_t i0 = keep; i0 < nt && !interrupted; i0 += (int32_t)cp.n_batch) {
             int32_t nb = nt - i0 < (int32_t)cp.n_batch ? nt - i0 : (int32_t)cp.n_batch;
             for (int32_t j = 0; j < nb; j++) pos[j] = i0 + j;
-            vx_batch b = {nb, toks + i0, pos, seq, NULL};
+            vx_batch b = {nb, toks + i0, pos, seq, NULL, NULL};
             if (vx_decode(c, &b) != VX_OK) {
                 fprintf(stderr, "error: %s\n", vx_context_errmsg(c));
                 goto done;
@@ -230,7 +230,7 @@ int vx_cmd_chat(int argc, char **argv) {
                 break;
             }
             vx_pos p = n_cached;
-            vx_batch b = {1, &t, &p, seq, NULL};
+            vx_batch b = {1, &t, &p, seq, NULL, NULL};
             if (vx_decode(c, &b) != VX_OK) {
                 fprintf(stderr, "\nerror: %s\n", vx_context_errmsg(c));
                 goto done;

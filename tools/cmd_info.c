@@ -227,7 +227,7 @@ int vx_cmd_logits(int argc, char **argv) {
     const int32_t nv = vx_context_n_vocab(c);
     int32_t step = decode ? 1 : n;
     for (int32_t i0 = 0; i0 < n; i0 += step) {
-        vx_batch b = {step, ids + i0, pos + i0, seq + i0, want + i0};
+        vx_batch b = {step, ids + i0, pos + i0, seq + i0, want + i0, NULL};
         if (vx_decode(c, &b) != VX_OK) {
             fprintf(stderr, "error: decode failed: %s\n", vx_context_errmsg(c));
             goto done;

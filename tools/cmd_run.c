@@ -201,7 +201,7 @@ int vx_cmd_run(int argc, char **argv) {
     for (int32_t i0 = 0; i0 < n_prompt; i0 += (int32_t)cp.n_batch) {
         int32_t nb = n_prompt - i0 < (int32_t)cp.n_batch ? n_prompt - i0 : (int32_t)cp.n_batch;
         for (int32_t j = 0; j < nb; j++) pos[j] = i0 + j;
-        vx_batch b = {nb, toks + i0, pos, seq, NULL};
+        vx_batch b = {nb, toks + i0, pos, seq, NULL, NULL};
         if (vx_decode(c, &b) != VX_OK) {
             fprintf(stderr, "\nerror: %s\n", vx_context_errmsg(c));
             goto done;
@@ -270,7 +270,7 @@ int vx_cmd_run(int argc, char **argv) {
         if (n_predict >= 0 && n_gen >= n_predict) break;
         if (dc) continue; /* the next step decodes it */
         vx_pos p = cur++;
-        vx_batch b = {1, &t, &p, seq, NULL};
+        vx_batch b = {1, &t, &p, seq, NULL, NULL};
         if (vx_decode(c, &b) != VX_OK) {
             fprintf(stderr, "\nerror: %s\n", vx_context_errmsg(c));
             goto done;

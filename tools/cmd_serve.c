@@ -58,6 +58,11 @@ static void serve_usage(void) {
            "                          reasoning_content when its template writes thoughts;\n"
            "                          deepseek: always; none: left in the content (default auto;\n"
            "                          a request's reasoning_format overrides it)\n"
+           "  --pooling mean|cls|last /v1/embeddings: how the tokens' vectors become one (default:\n"
+           "                          the file's {arch}.pooling_type, else last: the one token of\n"
+           "                          a causal model that has seen the whole text)\n"
+           "  --embedding(s)          accepted for llama-server's command lines: /v1/embeddings\n"
+           "                          is always served, beside the completions endpoints\n"
            "  --max-body BYTES        request body limit (default 8388608)\n"
            "  --timeout SECONDS       idle connection timeout (default 600)\n"
            "  --header-timeout SECONDS  a request's headers must be complete this long after the\n"
@@ -88,6 +93,7 @@ static void sleep_ms(long ms) {
 int vx_cmd_serve(int argc, char **argv) {
     const char *path = getenv("VX_MODEL"), *tmpl_name = NULL, *alias = NULL, *reasoning = "auto";
     vx_server_params sp = vx_server_default_params();
+    sp.pooling = VX_POOLING_UNSPECIFIED; /* --pooling, else the file's (below) */
     vx_engine_params ep = vx_engine_default_params();
     sp.api_key = getenv("VX_API_KEY");
     bool repack = true;
@@ -126,6 +132,16 @@ int vx_cmd_serve(int argc, char **argv) {
                 return 2;
             }
         }
+        else if (!strcmp(o, "--pooling")) {
+            const char *v = cli_value(&a);
+            sp.pooling = vx_pooling_from_name(v);
+            if (v && sp.pooling != VX_POOLING_MEAN && sp.pooling != VX_POOLING_CLS && sp.pooling != VX_POOLING_LAST) {
+                fprintf(stderr, "error: --pooling takes mean, cls or last, not '%s'\n", v);
+                return 2;
+            }
+        } else if (!strcmp(o, "--embedding") || !strcmp(o, "--embeddings")) {
+            fprintf(stderr, "note: %s: /v1/embeddings is always served\n", o);
+        }
         else if (!strcmp(o, "--max-body")) cli_int(&a, 1024, 1L << 30, &max_body);
         else if (!strcmp(o, "--timeout")) cli_int(&a, 1, 86400, &timeout);
         else if (!strcmp(o, "--header-timeout")) cli_int(&a, 0, 86400, &header_timeout);
@@ -156,6 +172,8 @@ int vx_cmd_serve(int argc, char **argv) {
         goto done;
     }
     sp.tool_format = vx_tool_format_detect(src);
+    if (sp.pooling == VX_POOLING_UNSPECIFIED) sp.pooling = vx_model_pooling(m);
+    if (sp.pooling != VX_POOLING_MEAN && sp.pooling != VX_POOLING_CLS) sp.pooling = VX_POOLING_LAST;
     sp.reasoning = !strcmp(reasoning, "deepseek") || (!strcmp(reasoning, "auto") && vx_reasoning_detect(src));
     ep.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : vx_model_n_ctx_train(m));
     ep.n_parallel = (int32_t)parallel;
@@ -177,6 +195,7 @@ int vx_cmd_serve(int argc, char **argv) {
     sp.header_timeout_s = (unsigned)header_timeout;
     sp.max_buffered = (size_t)max_buffer;
     sp.max_connections = (unsigned)max_conns;
+    sp.n_parallel = (int32_t)parallel;
 
     /* a client closing its socket must not kill the process */
     signal(SIGPIPE, SIG_IGN);
@@ -195,10 +214,10 @@ int vx_cmd_serve(int argc, char **argv) {
     const bool v6 = strchr(host, ':') != NULL;
     fprintf(stderr,
             "vx serve: listening on http://%s%s%s:%d (model %s, context %ld per sequence, %ld parallel, tool calls: "
-            "%s, reasoning: %s%s)\n",
+            "%s, reasoning: %s, embeddings: %s pooling%s)\n",
             v6 ? "[" : "", host, v6 ? "]" : "", vx_server_port(server), sp.model_name, n_ctx, parallel,
             vx_tool_format_name(sp.tool_format), sp.reasoning ? "reasoning_content" : "in content",
-            sp.api_key && sp.api_key[0] ? ", API key required" : "");
+            vx_pooling_name(sp.pooling), sp.api_key && sp.api_key[0] ? ", API key required" : "");
 
     while (g_signals == 0) sleep_ms(100);
     vx_server_shutdown(server);

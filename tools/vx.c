@@ -17,6 +17,7 @@ static void usage(FILE *f) {
             "  info      show a model's architecture, hyperparameters and tensor types\n"
             "  tokenize  print the tokens of a text\n"
             "  logits    evaluate token ids and write the logits of every position\n"
+            "  embed     print the embedding vector of texts (like llama-embedding)\n"
             "  bench     measure prompt and generation speed (like llama-bench)\n"
             "  quantize  convert a GGUF model or HF directory to a GGUF type or mix (like llama-quantize)\n"
             "  synth     write a GGUF file with a real model's shapes and random weights\n"
@@ -48,6 +49,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "info")) return vx_cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return vx_cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "logits")) return vx_cmd_logits(argc - 1, argv + 1);
+    if (!strcmp(cmd, "embed")) return vx_cmd_embed(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return vx_cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "quantize")) return vx_cmd_quantize(argc - 1, argv + 1);
     if (!strcmp(cmd, "synth")) return vx_cmd_synth(argc - 1, argv + 1);

@@ -498,7 +498,8 @@ function rawBodyCases() {
 
 function httpCases() {
   const cases = [];
-  const postRoutes = ['/v1/chat/completions', '/chat/completions', '/v1/completions', '/completions', '/tokenize', '/detokenize'];
+  const postRoutes = ['/v1/chat/completions', '/chat/completions', '/v1/completions', '/completions', '/tokenize', '/detokenize',
+    '/v1/embeddings', '/embeddings'];
   const getRoutes = ['/health', '/metrics', '/v1/models', '/models'];
   for (const p of postRoutes) for (const m of ['GET', 'PUT', 'DELETE', 'PATCH'])
     cases.push({ name: `${m} ${p}`, method: m, path: p, body: m === 'GET' ? null : '{}', expect: { status: 405 } });
@@ -506,8 +507,13 @@ function httpCases() {
     cases.push({ name: `${m} ${p}`, method: m, path: p, body: '{}', expect: { status: 405 } });
   for (const p of ['/', '/v1', '/v1/', '/v2/chat/completions', '/v1/chat/completions/', '/V1/COMPLETIONS', '/v1/completions%20',
     '/%00', '/../../etc/passwd', '/v1/chat/completions/../completions/x', `/${'a'.repeat(4000)}`, '/v1/engines/x/completions',
-    '/v1/embeddings', '/v1/models/x'])
+    '/v1/embedding', '/v1/models/x'])
     cases.push({ name: `POST ${p.slice(0, 40)}`, method: 'POST', path: p, body: '{}', expect: { status: 404, code: 'unknown_url' } });
+  cases.push({ name: 'embeddings without input', method: 'POST', path: '/v1/embeddings', body: '{}', expect: { status: 400 } });
+  cases.push({ name: 'embeddings of 2049 inputs', method: 'POST', path: '/v1/embeddings',
+    body: JSON.stringify({ input: Array(2049).fill('x') }), expect: { status: 400 } });
+  cases.push({ name: 'embeddings of 64 inputs', method: 'POST', path: '/embeddings',
+    body: JSON.stringify({ input: Array(64).fill('x y') }), expect: { status: 200 } });
   cases.push({ name: 'query string on a route', method: 'POST', path: '/v1/completions?x=1&y', body: '{"prompt":"x","max_tokens":1}', expect: { status: 200 } });
   cases.push({ name: 'HEAD /health', method: 'HEAD', path: '/health', expect: { any: [200] } });
   cases.push({ name: 'OPTIONS preflight', method: 'OPTIONS', path: '/v1/completions', expect: { any: [204] } });

@@ -407,6 +407,62 @@ describe('vx serve', () => {
     assert.ok(m.get('vortex_engine_prompt_tokens_cached_total') >= b.usage.prompt_tokens_details.cached_tokens);
   });
 
+  test('embeddings: the openai client (base64), floats, batches, dimensions, token ids, errors', async () => {
+    const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+    const texts = ['the cat sat on the mat', 'an unrelated sentence about rivers', 'the cat sat on the mat'];
+    // the client asks for base64 and decodes it
+    const batch = await ai.embeddings.create({ model: 'qwen2-Q8_0', input: texts });
+    assert.equal(batch.object, 'list');
+    assert.equal(batch.data.length, 3);
+    assert.deepEqual(batch.data.map((d) => d.index), [0, 1, 2]);
+    const dim = batch.data[0].embedding.length;
+    assert.equal(dim, 256); // the fixture's n_embd
+    for (const d of batch.data) assert.ok(Math.abs(norm(d.embedding) - 1) < 1e-5, 'unit length');
+    assert.deepEqual(batch.data[2].embedding, batch.data[0].embedding); // same text, same vector (batch-invariant)
+    assert.notDeepEqual(batch.data[1].embedding, batch.data[0].embedding);
+    // one input alone, as floats: the same values as the batch's base64
+    const one = await ai.embeddings.create({ model: 'x', input: texts[0], encoding_format: 'float' });
+    assert.equal(one.model, 'x');
+    assert.deepEqual(one.data[0].embedding.map(Math.fround), batch.data[0].embedding);
+    const tokenize = async (content) => (await (await fetch(`${srv.base}/tokenize`, {
+      method: 'POST', body: JSON.stringify({ content, add_special: true }),
+    })).json()).tokens;
+    const tok = { tokens: await tokenize(texts[0]) }, n1 = (await tokenize(texts[1])).length;
+    assert.equal(one.usage.prompt_tokens, tok.tokens.length);
+    assert.equal(one.usage.total_tokens, tok.tokens.length);
+    assert.equal(batch.usage.prompt_tokens, 2 * tok.tokens.length + n1);
+    // token ids in: the same as the text
+    const ids = await ai.embeddings.create({ model: 'x', input: [tok.tokens], encoding_format: 'float' });
+    assert.deepEqual(ids.data[0].embedding, one.data[0].embedding);
+    // dimensions: the first values of the raw vector, normalized again
+    const raw = await (await fetch(`${srv.base}/v1/embeddings`, {
+      method: 'POST', body: JSON.stringify({ input: texts[0], embd_normalize: -1 }),
+    })).json();
+    const cut = await ai.embeddings.create({ model: 'x', input: texts[0], dimensions: 32, encoding_format: 'float' });
+    assert.equal(cut.data[0].embedding.length, 32);
+    const head = raw.data[0].embedding.slice(0, 32), n = norm(head);
+    cut.data[0].embedding.forEach((x, i) => assert.ok(Math.abs(x - head[i] / n) < 1e-6));
+    // errors
+    const bad = async (body, status, param) => {
+      const r = await fetch(`${srv.base}/v1/embeddings`, { method: 'POST', body: JSON.stringify(body) });
+      assert.equal(r.status, status, JSON.stringify(body));
+      const e = (await r.json()).error;
+      assert.equal(e.param, param);
+      return e;
+    };
+    await bad({ input: '' }, 400, 'input');
+    await bad({ input: [] }, 400, 'input');
+    await bad({ input: ['ok', 7] }, 400, 'input[1]');
+    await bad({ input: 'x', dimensions: 257 }, 400, 'dimensions');
+    await bad({ input: 'x', encoding_format: 'hex' }, 400, 'encoding_format');
+    await bad({ model: 'x' }, 400, 'input');
+    const long = await bad({ input: 'word '.repeat(3 * N_CTX) }, 400, 'input');
+    assert.equal(long.code, 'context_length_exceeded');
+    // the server keeps serving
+    const again = await ai.embeddings.create({ model: 'x', input: texts[0], encoding_format: 'float' });
+    assert.deepEqual(again.data[0].embedding, one.data[0].embedding);
+  });
+
   test('4xx: bad JSON, wrong types, huge numbers, invalid UTF-8, body size, context, routes', async () => {
     const bad = await post(srv.base, '/v1/chat/completions', '{"messages": [');
     assert.equal(bad.status, 400);

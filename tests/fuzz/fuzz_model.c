@@ -686,7 +686,7 @@ static void run_model(vx_model *m, uint8_t flags, reader *r) {
         seq[i] = 0;
         want[i] = 1;
     }
-    vx_batch b = {n, tok, pos, seq, want};
+    vx_batch b = {n, tok, pos, seq, want, NULL};
     st = vx_decode(c, &b);
     if (bad) check(st == VX_EINVAL, "out-of-range token rejected");
     if (st != VX_OK) {

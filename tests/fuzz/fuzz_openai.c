@@ -9,7 +9,8 @@
  *   0  request bodies. Bits 2-3: vx_oai_parse_request as chat or
  *      completion, or POST /tokenize, /detokenize (vx_oai_tokenize_json,
  *      vx_oai_detokenize_json); bits 4-5: n_vocab 1, 7, 512 or the loaded
- *      vocabulary's size. An accepted request has its fields checked
+ *      vocabulary's size; bit 7: POST /v1/embeddings instead
+ *      (vx_oai_parse_embeddings, vx_oai_embeddings_json). An accepted request has its fields checked
  *      (sampling ranges, n, max_tokens, stop strings, logit_bias ids,
  *      prompt ids, messages_json shape), is handed to vx_sampler_init (which
  *      must accept it, as the engine will), rendered into a response and an
@@ -46,7 +47,7 @@
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
  *       -std=c11 -D_GNU_SOURCE -Iinclude -Isrc tests/fuzz/fuzz_openai.c \
- *       src/server_openai.c src/reasoning.c src/tool_call.c src/json_check.c src/json_schema.c src/sampling.c \
+ *       src/server_openai.c src/server_embed.c src/embed.c src/reasoning.c src/tool_call.c src/json_check.c src/json_schema.c src/sampling.c \
  *       src/chat.c src/jinja*.c src/vocab.c \
  *       src/tok_*.c src/gguf.c src/name_index.c src/quant*.c src/common.c \
  *       -lcjson -lpcre2-8 -lm -o /tmp/fuzz_openai
@@ -82,6 +83,7 @@
 #include "chat.h"
 #include "gguf.h"
 #include "json_schema.h"
+#include "server_embed.h"
 #include "server_openai.h"
 #include "../reasoning_stream_check.h"
 #include "../tool_stream_check.h"
@@ -337,8 +339,55 @@ static bool zeroed(const vx_oai_request *r) {
 
 /* ----------------------------------------------------------------- modes */
 
+static void check_ids(const vx_token *t, int32_t n, const vx_vocab *v);
+
+/* server_embed.c's run needs an engine, which this target does not
+ * build: its two calls resolve here and are never made */
+vx_status vx_engine_submit(vx_engine *e, const vx_request_params *rp, uint64_t *id, char *err, size_t err_size) {
+    (void)e, (void)rp, (void)id, (void)err, (void)err_size;
+    die("vx_engine_submit", "not in this target");
+    return VX_EINTERNAL;
+}
+void vx_engine_cancel(vx_engine *e, uint64_t id) { (void)e, (void)id; }
+
+/* POST /v1/embeddings' parser (n_ctx 64, n_embd 32): accepted inputs are
+ * non-empty, within the context and the vocabulary, and render to JSON
+ * (floats or base64) with random vectors; rejected ones leave nothing. */
+static void embed_request(const vx_vocab *v, const char *body, size_t len) {
+    vx_oai_embed_request q;
+    vx_oai_error e;
+    memset(&e, 0x5a, sizeof e);
+    if (!vx_oai_parse_embeddings(body, len, v, 64, 32, &q, &e)) {
+        check_error(&e);
+        check(q.inputs == NULL && q.n_inputs == 0 && q.model == NULL, "rejected embeddings request holds nothing");
+        return;
+    }
+    check(q.n_inputs >= 1 && q.n_inputs <= VX_OAI_MAX_INPUTS, "inputs counted");
+    check(q.dimensions >= 0 && q.dimensions <= 32 && q.normalize >= -1, "dimensions, normalize");
+    int64_t total = 0;
+    for (int32_t i = 0; i < q.n_inputs; i++) {
+        check(q.n_tokens[i] >= 1 && q.n_tokens[i] <= 64, "input within the context");
+        check_ids(q.inputs[i], q.n_tokens[i], v);
+        total += q.n_tokens[i];
+    }
+    check(total == q.n_tokens_total, "token total");
+    float *vecs = malloc((size_t)q.n_inputs * 32 * sizeof *vecs);
+    if (vecs) {
+        for (size_t i = 0; i < (size_t)q.n_inputs * 32; i++) vecs[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+        char *j = vx_oai_embeddings_json(&q, q.model ? q.model : "m", vecs, 32);
+        check(j && is_json(j), "embeddings JSON parses");
+        free(j);
+        free(vecs);
+    }
+    vx_oai_embed_request_free(&q);
+}
+
 static void mode_request(uint8_t opt, const char *body, size_t len) {
     const vx_vocab *v = g_pair[0].v;
+    if (opt & 32) {
+        embed_request(v, body, len);
+        return;
+    }
     static const int32_t vocabs[3] = {1, 7, 512};
     int32_t n_vocab = ((opt >> 2) & 3) == 3 ? vx_vocab_n_tokens(v) : vocabs[(opt >> 2) & 3];
     vx_oai_error e;
