@@ -229,12 +229,16 @@ const float *vx_get_logits_ith(const vx_context *ctx, int32_t i);
  * floats, not normalized), or NULL if that token did not ask for it. */
 const float *vx_get_embeddings_ith(const vx_context *ctx, int32_t i);
 
-/* The embedding of a text: evaluates tokens[0, n) as empty sequence seq
- * (in batches of the context's n_batch), pools their embeddings as pooling
- * says (mean, cls or last) into out[n_embd] (not normalized), and removes
- * the sequence again. VX_ERANGE if n exceeds the context. */
-vx_status vx_embed_tokens(vx_context *ctx, vx_seq_id seq, const vx_token *tokens, int32_t n, vx_pooling pooling,
-                          float *out);
+/* The embeddings of texts (texts[t]: n_tokens[t] tokens): each evaluated
+ * as its own sequence, several in one batch as n_batch and n_seq_max allow
+ * (sequence ids [0, min(n_seq_max, n_texts)), which must be empty, and are
+ * empty again after), its token embeddings pooled as pooling says (mean,
+ * cls or last) into out[t][n_embd] (not normalized). VX_ERANGE if a text
+ * exceeds the context. The KV cache must hold the texts under way at once
+ * (kv_size of n_seq_max x the longest text, each rounded up to the cache's
+ * block of positions (vx_kv_usage), always does). */
+vx_status vx_embed_texts(vx_context *ctx, const vx_token *const *texts, const int32_t *n_tokens, int32_t n_texts,
+                         vx_pooling pooling, float *out);
 
 /* Removes positions [p0, p1) of a sequence from the cache (p1 < 0: to the end).
  * Only removing a suffix is supported by the contiguous cache. */

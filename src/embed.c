@@ -1,7 +1,7 @@
 /*
  * embed.c - pooling names and the normalizations of llama.cpp's
  * --embd-normalize (the vectors themselves come from vx_decode,
- * vx_get_embeddings_ith, and vx_embed_tokens in forward.c).
+ * vx_get_embeddings_ith, and vx_embed_texts in forward.c).
  */
 #include <math.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* embed.h - pooling steps shared by vx_embed_tokens and the engine's
+/* embed.h - pooling steps shared by vx_embed_texts and the engine's
  * embedding requests. */
 #ifndef VX_EMBED_H
 #define VX_EMBED_H

@@ -1204,38 +1204,64 @@ const float *vx_get_embeddings_ith(const vx_context *c, int32_t i) {
     return c->embd + (size_t)c->emb_row[i] * (size_t)c->model->hp.n_embd;
 }
 
-vx_status vx_embed_tokens(vx_context *ctx, vx_seq_id seq, const vx_token *tokens, int32_t n, vx_pooling pooling,
-                          float *out) {
-    if (!ctx || !tokens || !out || n <= 0 ||
+vx_status vx_embed_texts(vx_context *ctx, const vx_token *const *texts, const int32_t *n_tokens, int32_t n_texts,
+                         vx_pooling pooling, float *out) {
+    if (!ctx || !texts || !n_tokens || !out || n_texts <= 0 ||
         (pooling != VX_POOLING_MEAN && pooling != VX_POOLING_CLS && pooling != VX_POOLING_LAST))
         return VX_EINVAL;
-    if ((uint32_t)n > vx_context_n_ctx(ctx)) return VX_ERANGE;
-    if (vx_kv_seq_len(ctx, seq) != 0) return VX_EINVAL;
-    const int32_t E = vx_context_n_embd(ctx), nb = (int32_t)vx_context_n_batch(ctx);
+    const int32_t ns = VX_MIN((int32_t)ctx->params.n_seq_max, n_texts), nb = (int32_t)ctx->params.n_batch;
+    const int32_t E = ctx->model->hp.n_embd;
+    for (int32_t t = 0; t < n_texts; t++) {
+        if (!texts[t] || n_tokens[t] <= 0) return VX_EINVAL;
+        if ((uint32_t)n_tokens[t] > ctx->params.n_ctx) return VX_ERANGE;
+    }
+    for (int32_t s = 0; s < ns; s++)
+        if (vx_kv_len(ctx->kv, s) != 0) return VX_EINVAL;
+    /* per batch entry: token, position, sequence, flags; per sequence: its
+     * text (-1: free) and how many of its tokens went in */
+    vx_token *tok = malloc((size_t)nb * sizeof *tok);
     vx_pos *pos = malloc((size_t)nb * sizeof *pos);
     vx_seq_id *sq = malloc((size_t)nb * sizeof *sq);
     int8_t *want = malloc((size_t)nb), *none = calloc((size_t)nb, 1);
-    vx_status st = pos && sq && want && none ? VX_OK : VX_ENOMEM;
-    memset(out, 0, (size_t)E * sizeof *out);
-    for (int32_t i0 = 0; i0 < n && st == VX_OK; i0 += nb) {
-        const int32_t m = n - i0 < nb ? n - i0 : nb;
-        for (int32_t j = 0; j < m; j++) {
-            const int32_t p = i0 + j;
-            pos[j] = p;
-            sq[j] = seq;
-            want[j] = vx_pool_wants(pooling, p, n);
+    int32_t *text_of = malloc((size_t)ns * sizeof *text_of), *fed = calloc((size_t)ns, sizeof *fed);
+    vx_status st = tok && pos && sq && want && none && text_of && fed ? VX_OK : VX_ENOMEM;
+    memset(out, 0, (size_t)n_texts * (size_t)E * sizeof *out);
+    for (int32_t s = 0; s < ns && text_of; s++) text_of[s] = -1;
+    int32_t next = 0, active = 0;
+    while (st == VX_OK && (next < n_texts || active > 0)) {
+        /* the texts under way first, then new ones in the free sequences */
+        int32_t m = 0;
+        for (int32_t s = 0; s < ns && m < nb; s++) {
+            if (text_of[s] < 0 && next < n_texts) text_of[s] = next++, fed[s] = 0, active++;
+            const int32_t t = text_of[s];
+            for (; t >= 0 && fed[s] < n_tokens[t] && m < nb; fed[s]++, m++) {
+                tok[m] = texts[t][fed[s]];
+                pos[m] = fed[s];
+                sq[m] = s;
+                want[m] = vx_pool_wants(pooling, fed[s], n_tokens[t]);
+            }
         }
-        const vx_batch b = {m, tokens + i0, pos, sq, none, want};
+        const vx_batch b = {m, tok, pos, sq, none, want};
         st = vx_decode(ctx, &b);
         for (int32_t j = 0; j < m && st == VX_OK; j++)
-            if (want[j]) vx_pool_add(pooling, out, vx_get_embeddings_ith(ctx, j), E);
+            if (want[j]) vx_pool_add(pooling, out + (size_t)text_of[sq[j]] * E, vx_get_embeddings_ith(ctx, j), E);
+        for (int32_t s = 0; s < ns && st == VX_OK; s++) {
+            const int32_t t = text_of[s];
+            if (t < 0 || fed[s] < n_tokens[t]) continue;
+            vx_pool_end(pooling, out + (size_t)t * E, E, n_tokens[t]);
+            vx_kv_truncate(ctx->kv, s, 0);
+            text_of[s] = -1;
+            active--;
+        }
     }
-    if (st == VX_OK) vx_pool_end(pooling, out, E, n);
-    vx_kv_seq_rm(ctx, seq, 0, -1);
+    for (int32_t s = 0; s < ns; s++) vx_kv_truncate(ctx->kv, s, 0);
+    free(tok);
     free(pos);
     free(sq);
     free(want);
     free(none);
+    free(text_of);
+    free(fed);
     return st;
 }
 

@@ -153,6 +153,7 @@ typedef struct conn_req {
     bool too_large;
     int64_t t_start;
     int status;
+    int32_t n_prompt; /* an embeddings request's input tokens (a job counts its own) */
     job *job;
 } conn_req;
 
@@ -1067,9 +1068,7 @@ static enum MHD_Result handle_embeddings(vx_server *s, struct MHD_Connection *co
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, s->p.timeout_s);
     enum MHD_Result ret;
     if (st == VX_OK) {
-        pthread_mutex_lock(&s->mu);
-        s->tokens_prompt += (uint64_t)q.n_tokens_total;
-        pthread_mutex_unlock(&s->mu);
+        r->n_prompt = (int32_t)VX_MIN(q.n_tokens_total, (int64_t)INT32_MAX); /* logged, counted */
         char *body = vx_oai_embeddings_json(&q, q.model ? q.model : s->model_name, vecs, n_embd);
         ret = body ? respond_json(conn, r, 200, body) : respond_errorf(conn, r, 500, NULL, "Out of memory.");
     } else if (st == VX_ECANCELED && fd_gone(fd)) {
@@ -1426,7 +1425,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     conn_req *r = *con_cls;
     if (!r) return;
     *con_cls = NULL;
-    int32_t n_prompt = 0, n_gen = 0;
+    int32_t n_prompt = r->n_prompt, n_gen = 0;
     const bool ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
     if (r->job) {
         job *j = r->job;

@@ -1,5 +1,5 @@
 /*
- * test_embed.c - embeddings (vx_batch.embd, vx_embed_tokens, the engine's
+ * test_embed.c - embeddings (vx_batch.embd, vx_embed_texts, the engine's
  * embedding requests) against the model fixtures:
  *  - a token's embedding is the vector its logits come from: the
  *    embeddings of the 48 prompt positions times the file's output matrix
@@ -9,11 +9,11 @@
  *    to the final matmul's rounding;
  *  - asking for embeddings alone, or for some tokens only, gives the same
  *    bits (the rows map to their tokens);
- *  - vx_embed_tokens' mean / cls / last over batches of 16 equals the
+ *  - vx_embed_texts' mean / cls / last over batches of 16 equals the
  *    pooling of the one-batch embeddings (batch-invariant contexts: same
  *    bits), and refuses what it cannot do;
  *  - the engine's embedding requests, mixed with a generation, give
- *    vx_embed_tokens' vectors bit for bit;
+ *    vx_embed_texts' vectors bit for bit;
  *  - vx_embd_normalize's norms, the pooling names.
  */
 #include <cjson/cJSON.h>
@@ -105,8 +105,14 @@ static const cJSON *manifest_entry(const cJSON *man, const char *rel) {
     return NULL;
 }
 
-/* vx_embed_tokens in batches of 16 on a batch-invariant context against
- * the one-batch embeddings of the same (batch-invariant) pass. */
+/* One text's embedding (vx_embed_texts of one). */
+static vx_status embed1(vx_context *c, const vx_token *t, int32_t n, vx_pooling p, float *out) {
+    return vx_embed_texts(c, &t, &n, 1, p, out);
+}
+
+/* vx_embed_texts in batches of 16 on a batch-invariant context against
+ * the one-batch embeddings of the same (batch-invariant) pass; several
+ * texts in three sequences at once against each alone. */
 static void check_pooling(vx_model *m, const vx_token *ids, const float *embd) {
     const int E = vx_model_n_embd(m);
     vx_context *c = new_ctx(m, NPOS, 16, true);
@@ -116,7 +122,7 @@ static void check_pooling(vx_model *m, const vx_token *ids, const float *embd) {
     const vx_pooling pools[] = {VX_POOLING_MEAN, VX_POOLING_CLS, VX_POOLING_LAST};
     for (int k = 0; k < 3; k++) {
         const vx_pooling p = pools[k];
-        CHECK(vx_embed_tokens(c, 0, ids, NPOS, p, out) == VX_OK);
+        CHECK(embed1(c, ids, NPOS, p, out) == VX_OK);
         CHECK(vx_kv_seq_len(c, 0) == 0); /* the sequence is gone again */
         memset(want, 0, (size_t)E * sizeof *want);
         for (int i = 0; i < NPOS; i++)
@@ -129,7 +135,7 @@ static void check_pooling(vx_model *m, const vx_token *ids, const float *embd) {
         CHECKF(!memcmp(out, want, (size_t)E * sizeof *out), "pooling %s", vx_pooling_name(p));
     }
     /* a prefix of 5 tokens: its last is position 4 */
-    CHECK(vx_embed_tokens(c, 0, ids, 5, VX_POOLING_LAST, out) == VX_OK);
+    CHECK(embed1(c, ids, 5, VX_POOLING_LAST, out) == VX_OK);
     vx_embd_normalize(out, E, 2);
     double dot = 0, n4 = 0;
     for (int d = 0; d < E; d++) dot += (double)out[d] * embd[4 * (size_t)E + d], n4 += (double)embd[4 * (size_t)E + d] * embd[4 * (size_t)E + d];
@@ -137,14 +143,48 @@ static void check_pooling(vx_model *m, const vx_token *ids, const float *embd) {
     /* refused: too long, no pooling, a sequence in use */
     vx_token many[NPOS + 1];
     for (int i = 0; i <= NPOS; i++) many[i] = ids[i % NPOS];
-    CHECK(vx_embed_tokens(c, 0, many, NPOS + 1, VX_POOLING_MEAN, out) == VX_ERANGE);
-    CHECK(vx_embed_tokens(c, 0, ids, NPOS, VX_POOLING_NONE, out) == VX_EINVAL);
-    CHECK(vx_embed_tokens(c, 0, ids, 0, VX_POOLING_MEAN, out) == VX_EINVAL);
+    CHECK(embed1(c, many, NPOS + 1, VX_POOLING_MEAN, out) == VX_ERANGE);
+    CHECK(embed1(c, ids, NPOS, VX_POOLING_NONE, out) == VX_EINVAL);
+    CHECK(embed1(c, ids, 0, VX_POOLING_MEAN, out) == VX_EINVAL);
     vx_pos p0 = 0;
     vx_seq_id s0 = 0;
     const vx_batch one = {1, ids, &p0, &s0, NULL, NULL};
     CHECK(vx_decode(c, &one) == VX_OK);
-    CHECK(vx_embed_tokens(c, 0, ids, NPOS, VX_POOLING_MEAN, out) == VX_EINVAL);
+    CHECK(embed1(c, ids, NPOS, VX_POOLING_MEAN, out) == VX_EINVAL);
+    vx_context_free(c);
+
+    vx_context_params cp = vx_context_default_params();
+    cp.n_ctx = NPOS;
+    cp.n_batch = 16;
+    cp.n_seq_max = 3;
+    cp.kv_size = 3 * NPOS;
+    cp.n_threads = 2;
+    cp.kv_type = VX_KV_F32;
+    cp.batch_invariant = true;
+    char err[VX_ERRMSG_MAX];
+    c = NULL;
+    CHECK(vx_context_init(m, &cp, &c, err, sizeof err) == VX_OK);
+    enum { NT = 6 };
+    const int32_t lens[NT] = {NPOS, 5, 20, 33, 1, 17};
+    const vx_token *texts[NT];
+    for (int t = 0; t < NT; t++) texts[t] = ids + (t * 7) % 11;
+    float *all = malloc((size_t)NT * E * sizeof *all);
+    for (int k = 0; c && all && k < 3; k++) {
+        const vx_pooling p = pools[k];
+        const int32_t l0 = lens[0] - 10; /* the texts start at offsets up to 10 */
+        int32_t l[NT];
+        memcpy(l, lens, sizeof l);
+        l[0] = l0;
+        CHECK(vx_embed_texts(c, texts, l, NT, p, all) == VX_OK);
+        bool same = true;
+        for (int t = 0; t < NT; t++) {
+            CHECK(vx_embed_texts(c, &texts[t], &l[t], 1, p, out) == VX_OK);
+            same &= !memcmp(out, all + (size_t)t * E, (size_t)E * sizeof *out);
+        }
+        CHECKF(same, "several texts at once, pooling %s", vx_pooling_name(p));
+        for (int s = 0; s < 3; s++) CHECK(vx_kv_seq_len(c, s) == 0);
+    }
+    free(all);
     free(out);
     free(want);
     vx_context_free(c);
@@ -186,7 +226,7 @@ static bool on_embd(const vx_token_event *ev, void *ud) {
 }
 
 /* Embedding requests of every pooling, and one of the whole context, in
- * a batch-invariant engine beside a generation: vx_embed_tokens' bits. */
+ * a batch-invariant engine beside a generation: vx_embed_texts' bits. */
 static void check_engine(vx_model *m, const vx_token *ids) {
     const int E = vx_model_n_embd(m);
     if (E > 1024) return;
@@ -226,7 +266,7 @@ static void check_engine(vx_model *m, const vx_token *ids) {
     for (int k = 0; k < 3; k++) {
         vx_test_wait_done(&rs[k].mu, &rs[k].done);
         CHECK(rs[k].finish == VX_FINISH_STOP && rs[k].n == E);
-        CHECK(c && vx_embed_tokens(c, 0, ids, NPOS, pools[k], want) == VX_OK);
+        CHECK(c && embed1(c, ids, NPOS, pools[k], want) == VX_OK);
         CHECKF(!memcmp(rs[k].v, want, (size_t)E * sizeof *want), "engine pooling %s", vx_pooling_name(pools[k]));
     }
     vx_test_text_wait(&gen);
@@ -261,7 +301,7 @@ static int b64(char c) {
     return p ? (int)(p - tab) : -1;
 }
 
-/* /v1/embeddings' parts: the parser, the windowed run (vx_embed_tokens'
+/* /v1/embeddings' parts: the parser, the windowed run (vx_embed_texts'
  * bits on a batch-invariant engine; a client that left), the response. */
 static void check_server_embed(vx_model *m, const vx_token *ids) {
     const vx_vocab *v = vx_model_get_vocab(m);
@@ -317,7 +357,7 @@ static void check_server_embed(vx_model *m, const vx_token *ids) {
     if (e && c && want && q.n_inputs == 5) {
         CHECK(vx_embed_run(e, &q, VX_POOLING_MEAN, 2, E, never_gone, NULL, &vecs, msg, sizeof msg) == VX_OK);
         for (int k = 0; vecs && k < 5; k++) {
-            CHECK(vx_embed_tokens(c, 0, q.inputs[k], q.n_tokens[k], VX_POOLING_MEAN, want) == VX_OK);
+            CHECK(embed1(c, q.inputs[k], q.n_tokens[k], VX_POOLING_MEAN, want) == VX_OK);
             CHECKF(!memcmp(vecs + (size_t)k * E, want, (size_t)E * sizeof *want), "input %d", k);
         }
         /* the response: base64 of the first 8 values, normalized */
@@ -349,7 +389,7 @@ static void check_server_embed(vx_model *m, const vx_token *ids) {
         CHECK(vx_embed_run(e, &q, VX_POOLING_LAST, 2, E, gone_now, NULL, &vecs, msg, sizeof msg) == VX_ECANCELED);
         CHECK(vecs == NULL);
         CHECK(vx_embed_run(e, &q, VX_POOLING_LAST, 5, E, never_gone, NULL, &vecs, msg, sizeof msg) == VX_OK);
-        CHECK(vx_embed_tokens(c, 0, q.inputs[1], q.n_tokens[1], VX_POOLING_LAST, want) == VX_OK);
+        CHECK(embed1(c, q.inputs[1], q.n_tokens[1], VX_POOLING_LAST, want) == VX_OK);
         CHECK(vecs && !memcmp(vecs + (size_t)E, want, (size_t)E * sizeof *want));
         free(vecs);
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "kv_cache.h" /* VX_KV_BLOCK */
 
 static void embed_usage(void) {
     printf("usage: vx embed -m MODEL.gguf -p TEXT [options]\n"
@@ -169,7 +170,8 @@ int vx_cmd_embed(int argc, char **argv) {
     cp.n_ctx = (uint32_t)(n_ctx ? n_ctx : longest);
     if (cp.n_ctx > (uint32_t)vx_model_n_ctx_train(m)) cp.n_ctx = (uint32_t)vx_model_n_ctx_train(m);
     cp.n_batch = (uint32_t)n_batch;
-    cp.n_seq_max = 1;
+    cp.n_seq_max = (uint32_t)(n < 8 ? n : 8); /* short texts share a batch, as llama-embedding's */
+    cp.kv_size = cp.n_seq_max * ((cp.n_ctx + VX_KV_BLOCK - 1) / VX_KV_BLOCK * VX_KV_BLOCK); /* whole blocks each */
     cp.n_threads = (int32_t)threads;
     char err[VX_ERRMSG_MAX];
     if (vx_context_init(m, &cp, &c, err, sizeof err) != VX_OK) {
@@ -181,20 +183,17 @@ int vx_cmd_embed(int argc, char **argv) {
     if (!out) goto done;
     fprintf(stderr, "pooling: %s, normalization: %ld, %d text%s\n", vx_pooling_name(pooling), norm, n,
             n == 1 ? "" : "s");
-    for (int32_t i = 0; i < n; i++) {
-        float *e = out + (size_t)i * (size_t)E;
-        const vx_status st = vx_embed_tokens(c, 0, toks[i], nt[i], pooling, e);
-        if (st == VX_ERANGE) {
+    for (int32_t i = 0; i < n; i++)
+        if ((uint32_t)nt[i] > vx_context_n_ctx(c)) {
             fprintf(stderr, "error: text %d has %d tokens; the context holds %u (-c)\n", i, nt[i],
                     vx_context_n_ctx(c));
             goto done;
         }
-        if (st != VX_OK) {
-            fprintf(stderr, "error: text %d: %s\n", i, vx_context_errmsg(c));
-            goto done;
-        }
-        vx_embd_normalize(e, E, (int32_t)norm);
+    if (vx_embed_texts(c, (const vx_token *const *)toks, nt, n, pooling, out) != VX_OK) {
+        fprintf(stderr, "error: %s\n", vx_context_errmsg(c));
+        goto done;
     }
+    for (int32_t i = 0; i < n; i++) vx_embd_normalize(out + (size_t)i * (size_t)E, E, (int32_t)norm);
     print_vectors(out, n, E, fmt ? fmt : "");
     rc = 0;
 done:
