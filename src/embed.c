@@ -31,9 +31,11 @@ void vx_embd_normalize(float *v, int32_t n, int32_t norm) {
     } else if (norm == 2) {
         for (int32_t i = 0; i < n; i++) sum += (double)v[i] * (double)v[i];
         sum = sqrt(sum);
-    } else {
-        for (int32_t i = 0; i < n; i++) sum += pow(fabs((double)v[i]), (double)norm);
-        sum = pow(sum, 1.0 / (double)norm);
+    } else { /* in units of the largest value, so that no power overflows */
+        double mx = 0.0;
+        for (int32_t i = 0; i < n; i++) mx = fmax(mx, fabs((double)v[i]));
+        for (int32_t i = 0; mx > 0.0 && i < n; i++) sum += pow(fabs((double)v[i]) / mx, (double)norm);
+        sum = mx * pow(sum, 1.0 / (double)norm);
     }
     if (!(sum > 0.0)) return; /* a zero vector (or NaN) stays as it is */
     const double inv = 1.0 / sum;

@@ -152,9 +152,16 @@ static vx_status load_hparams(loader *L) {
     if ((st = hp_int(L, "attention.head_count_kv", false, hp->n_head, 1, 4096, &hp->n_head_kv)))
         return st;
     if ((st = hp_int(L, "context_length", false, 2048, 1, 1 << 24, &hp->n_ctx_train))) return st;
-    /* embedding models say how to pool; other values (rank: 4) are not computed here */
-    if ((st = hp_int(L, "pooling_type", false, VX_POOLING_UNSPECIFIED, -1, 1 << 16, &hp->pooling))) return st;
-    if (hp->pooling > VX_POOLING_LAST) hp->pooling = VX_POOLING_UNSPECIFIED;
+    /* embedding models say how to pool; an optional key: a value of another
+     * type or that is not computed here (rank: 4) only goes unused */
+    {
+        char key[160];
+        int64_t pt = VX_POOLING_UNSPECIFIED;
+        snprintf(key, sizeof key, "%s.pooling_type", L->arch);
+        hp->pooling = vx_gguf_get_i64(L->m->gguf, key, &pt) == 1 && pt >= VX_POOLING_NONE && pt <= VX_POOLING_LAST
+                          ? (int32_t)pt
+                          : VX_POOLING_UNSPECIFIED;
+    }
     int32_t hd_def = hp->n_embd / hp->n_head;
     if ((st = hp_int(L, "attention.key_length", false, hd_def, 1, 1 << 16, &hp->head_dim)))
         return st;

@@ -154,6 +154,7 @@ typedef struct conn_req {
     int64_t t_start;
     int status;
     int32_t n_prompt; /* an embeddings request's input tokens (a job counts its own) */
+    bool embed;       /* an embeddings request: in s->n_embed until it completes */
     job *job;
 } conn_req;
 
@@ -172,6 +173,8 @@ struct vx_server {
     pthread_mutex_t mu;
     job *jobs;      /* in flight */
     int n_jobs;
+    int n_embed;    /* embeddings requests in flight (they have no job) */
+    bool canceling; /* vx_server_cancel_all: embeddings runs stop too */
     int refs;       /* 1 (the owner) + one per job */
     bool stopping;
     int n_conns;    /* open connections (beyond max_connections: 503) */
@@ -1047,23 +1050,45 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
 
 /* ---------------------------------------------------------- embeddings */
 
-static bool conn_gone(void *ud) { return fd_gone(*(const int *)ud); }
+typedef struct embed_watch {
+    vx_server *s;
+    int fd;
+} embed_watch;
+
+/* The run of an embeddings request stops when its client left or the
+ * server cancels everything (vx_server_cancel_all, after the grace
+ * period of a shutdown). */
+static bool embed_stop(void *ud) {
+    const embed_watch *w = ud;
+    pthread_mutex_lock(&w->s->mu);
+    const bool canceling = w->s->canceling;
+    pthread_mutex_unlock(&w->s->mu);
+    return canceling || fd_gone(w->fd);
+}
 
 /* POST /v1/embeddings: every input an engine embedding request (a window
  * of --parallel at a time), the vectors pooled as the server's pooling
  * says; this thread waits for them all, as for a non-streaming request. */
-static enum MHD_Result handle_embeddings(vx_server *s, struct MHD_Connection *conn, conn_req *r) {
+static enum MHD_Result handle_embeddings(vx_server *s, struct MHD_Connection *conn, conn_req *r, bool legacy) {
     vx_oai_error err;
     vx_oai_embed_request q;
     const int32_t n_embd = vx_model_n_embd(s->model);
-    if (!vx_oai_parse_embeddings(r->body.p ? r->body.p : "", r->body.len, s->vocab, s->p.n_ctx, n_embd, &q, &err))
+    /* in flight from here (tokenizing 2048 inputs takes a while) until its
+     * response is sent (on_completed): a shutdown waits for it */
+    pthread_mutex_lock(&s->mu);
+    s->n_embed++;
+    pthread_mutex_unlock(&s->mu);
+    r->embed = true;
+    if (!vx_oai_parse_embeddings(r->body.p ? r->body.p : "", r->body.len, s->vocab, s->p.n_ctx, n_embd, legacy, &q,
+                                 &err))
         return respond_error(conn, r, &err);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    int fd = ci ? ci->connect_fd : -1;
+    embed_watch w = {s, ci ? ci->connect_fd : -1};
+    const int fd = w.fd;
     float *vecs = NULL;
     char msg[VX_ERRMSG_MAX] = "";
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
-    const vx_status st = vx_embed_run(s->engine, &q, s->p.pooling, s->p.n_parallel, n_embd, conn_gone, &fd, &vecs, msg,
+    const vx_status st = vx_embed_run(s->engine, &q, s->p.pooling, s->p.n_parallel, n_embd, embed_stop, &w, &vecs, msg,
                                       sizeof msg);
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, s->p.timeout_s);
     enum MHD_Result ret;
@@ -1122,7 +1147,7 @@ static char *metrics_text(vx_server *s) {
                  "# TYPE vortex_http_body_timeouts_total counter\n"
                  "vortex_http_body_timeouts_total %llu\n",
                  (unsigned long long)s->aborted, (unsigned long long)s->tokens_prompt,
-                 (unsigned long long)s->tokens_generated, s->n_jobs, (unsigned long long)s->header_timeouts,
+                 (unsigned long long)s->tokens_generated, s->n_jobs + s->n_embed, (unsigned long long)s->header_timeouts,
                  (unsigned long long)s->body_timeouts);
     pthread_mutex_unlock(&s->mu);
     const double hit = st.prefix_lookups ? (double)st.prefix_hits / (double)st.prefix_lookups : 0.0;
@@ -1204,7 +1229,9 @@ static bool authorized(vx_server *s, struct MHD_Connection *conn) {
     return diff == 0;
 }
 
-enum route { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_APPLY, R_EMBED };
+enum route {
+    R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_APPLY, R_EMBED, R_EMBED_LEGACY
+};
 
 static enum route find_route(const char *path, bool *post) {
     static const struct {
@@ -1218,7 +1245,8 @@ static enum route find_route(const char *path, bool *post) {
         {"/v1/completions", R_COMPLETIONS, true}, {"/completions", R_COMPLETIONS, true},
         {"/tokenize", R_TOKENIZE, true},        {"/detokenize", R_DETOKENIZE, true},
         {"/apply-template", R_APPLY, true},
-        {"/v1/embeddings", R_EMBED, true},      {"/embeddings", R_EMBED, true},
+        {"/v1/embeddings", R_EMBED, true},      {"/embeddings", R_EMBED_LEGACY, true},
+        {"/embedding", R_EMBED_LEGACY, true}, /* llama-server's: its own format */
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (!strcmp(path, table[i].path)) {
@@ -1280,7 +1308,8 @@ static enum MHD_Result route(vx_server *s, struct MHD_Connection *conn, conn_req
         return respond_json(conn, r, 200, vx_oai_models_json(s->model_name, s->created, s->p.n_ctx, s->n_vocab));
     case R_CHAT: return handle_generate(s, conn, r, VX_OAI_CHAT);
     case R_COMPLETIONS: return handle_generate(s, conn, r, VX_OAI_COMPLETION);
-    case R_EMBED: return handle_embeddings(s, conn, r);
+    case R_EMBED: return handle_embeddings(s, conn, r, false);
+    case R_EMBED_LEGACY: return handle_embeddings(s, conn, r, true);
     case R_TOKENIZE:
         out = vx_oai_tokenize_json(s->vocab, body, r->body.len, &err);
         return out ? respond_json(conn, r, 200, out) : respond_error(conn, r, &err);
@@ -1445,6 +1474,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     else if (r->status > 0 && r->status < MAX_STATUS) s->status_count[r->status]++;
     s->tokens_prompt += (uint64_t)n_prompt;
     s->tokens_generated += (uint64_t)n_gen;
+    s->n_embed -= r->embed;
     pthread_mutex_unlock(&s->mu);
     if (s->p.log_requests) {
         char st[16];
@@ -1646,7 +1676,7 @@ void vx_server_shutdown(vx_server *s) {
 
 int vx_server_active(vx_server *s) {
     pthread_mutex_lock(&s->mu);
-    int n = s->n_jobs;
+    int n = s->n_jobs + s->n_embed;
     pthread_mutex_unlock(&s->mu);
     return n;
 }
@@ -1657,7 +1687,7 @@ void vx_server_cancel_all(vx_server *s) {
     for (;;) {
         int n = 0;
         pthread_mutex_lock(&s->mu);
-        s->stopping = true;
+        s->stopping = s->canceling = true;
         for (job *j = s->jobs; j && n < (int)(sizeof ids / sizeof ids[0]); j = j->next) {
             pthread_mutex_lock(&j->mu);
             for (int32_t i = 0; i < j->n_choices && n < (int)(sizeof ids / sizeof ids[0]); i++) {

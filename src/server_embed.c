@@ -91,7 +91,10 @@ static bool parse_inputs(const cJSON *in, const vx_vocab *v, int32_t n_ctx, vx_o
     for (int32_t i = 0; i < n; i++) {
         if (!parse_input(one ? in : cJSON_GetArrayItem(in, i), i, one, v, r, err)) return false;
         if (r->n_tokens[i] > n_ctx) {
-            vx_oai_set_error(err, 400, one ? "input" : "input[]",
+            char param[48];
+            if (one) snprintf(param, sizeof param, "input");
+            else snprintf(param, sizeof param, "input[%d]", (int)i);
+            vx_oai_set_error(err, 400, param,
                              "This model's maximum context length is %d tokens, however you requested %d tokens "
                              "in input %d. Please reduce the length of the input.",
                              (int)n_ctx, (int)r->n_tokens[i], (int)i);
@@ -108,9 +111,9 @@ static bool int_member(const cJSON *root, const char *key, int32_t lo, int32_t h
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(root, key);
     *out = def;
     if (!x || cJSON_IsNull(x)) return true;
-    if (!cJSON_IsNumber(x) || x->valuedouble != (double)(int64_t)x->valuedouble)
+    if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble != floor(x->valuedouble))
         return vx_oai_type_error(err, key, "an integer", x);
-    if (x->valuedouble < lo || x->valuedouble > hi) {
+    if (x->valuedouble < lo || x->valuedouble > hi) { /* before any conversion: 1e19 is no int64 */
         vx_oai_set_error(err, 400, key, "Invalid '%s': %.17g is outside [%d, %d].", key, x->valuedouble, (int)lo,
                          (int)hi);
         return false;
@@ -120,7 +123,7 @@ static bool int_member(const cJSON *root, const char *key, int32_t lo, int32_t h
 }
 
 bool vx_oai_parse_embeddings(const char *body, size_t len, const vx_vocab *v, int32_t n_ctx, int32_t n_embd,
-                             vx_oai_embed_request *out, vx_oai_error *err) {
+                             bool legacy, vx_oai_embed_request *out, vx_oai_error *err) {
     memset(out, 0, sizeof *out);
     cJSON *root = vx_oai_parse_json_object(body, len, err);
     if (!root) return false;
@@ -153,7 +156,13 @@ bool vx_oai_parse_embeddings(const char *body, size_t len, const vx_vocab *v, in
     if (!int_member(root, "dimensions", 1, n_embd, 0, &out->dimensions, err) ||
         !int_member(root, "embd_normalize", -1, 1 << 16, 2, &out->normalize, err))
         goto done;
-    ok = parse_inputs(cJSON_GetObjectItemCaseSensitive(root, "input"), v, n_ctx, out, err);
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(root, "input");
+    if (!in || cJSON_IsNull(in)) { /* llama-server's name, and its format */
+        in = cJSON_GetObjectItemCaseSensitive(root, "content");
+        legacy |= in && !cJSON_IsNull(in);
+    }
+    out->legacy = legacy;
+    ok = parse_inputs(in && !cJSON_IsNull(in) ? in : NULL, v, n_ctx, out, err);
 done:
     cJSON_Delete(root);
     if (!ok) vx_oai_embed_request_free(out);
@@ -280,7 +289,9 @@ vx_status vx_embed_run(vx_engine *e, const vx_oai_embed_request *q, vx_pooling p
                 pthread_mutex_lock(&r->mu);
                 r->refs--; /* no event will come */
                 pthread_mutex_unlock(&r->mu);
-                if (st == VX_EFULL && in_flight > 0) break; /* retry when one of ours finishes */
+                /* the queue is full: retry when one of ours finishes, or
+                 * (none in flight) in a while, unless nothing started yet */
+                if (st == VX_EFULL && n_sub > 0) break;
                 return abandon(e, r, n_sub, st);
             }
             n_sub++;
@@ -289,7 +300,7 @@ vx_status vx_embed_run(vx_engine *e, const vx_oai_embed_request *q, vx_pooling p
         if (gone && gone(ud)) return abandon(e, r, n_sub, VX_ECANCELED);
         /* wait for an event (or 100 ms, to ask about the client again) */
         pthread_mutex_lock(&r->mu);
-        if (r->n_done == seen && seen < n_sub) {
+        if (r->n_done == seen) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += 100 * 1000000L;
@@ -320,12 +331,13 @@ static void base64(vx_sbuf *b, const unsigned char *p, size_t n) {
 char *vx_oai_embeddings_json(const vx_oai_embed_request *r, const char *model, float *vecs, int32_t n_embd) {
     const int32_t dims = r->dimensions > 0 && r->dimensions < n_embd ? r->dimensions : n_embd;
     vx_sbuf b = {0};
-    vx_sbuf_adds(&b, "{\"object\":\"list\",\"data\":[");
+    vx_sbuf_adds(&b, r->legacy ? "[" : "{\"object\":\"list\",\"data\":[");
     for (int32_t i = 0; i < r->n_inputs; i++) {
         float *v = vecs + (size_t)i * (size_t)n_embd;
         vx_embd_normalize(v, dims, r->normalize);
-        vx_sbuf_addf(&b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", (int)i);
-        if (r->base64) { /* the bytes of little-endian float32 values (x86) */
+        if (r->legacy) vx_sbuf_addf(&b, "%s{\"index\":%d,\"embedding\":[", i ? "," : "", (int)i);
+        else vx_sbuf_addf(&b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", (int)i);
+        if (r->base64 && !r->legacy) { /* the bytes of little-endian float32 values (x86) */
             vx_sbuf_adds(&b, "\"");
             base64(&b, (const unsigned char *)v, (size_t)dims * sizeof *v);
             vx_sbuf_adds(&b, "\"}");
@@ -334,7 +346,11 @@ char *vx_oai_embeddings_json(const vx_oai_embed_request *r, const char *model, f
         vx_sbuf_adds(&b, "[");
         for (int32_t k = 0; k < dims; k++) /* NaN and infinities have no JSON spelling */
             vx_sbuf_addf(&b, isfinite(v[k]) ? "%s%.9g" : "%snull", k ? "," : "", (double)v[k]);
-        vx_sbuf_adds(&b, "]}");
+        vx_sbuf_adds(&b, r->legacy ? "]]}" : "]}");
+    }
+    if (r->legacy) {
+        vx_sbuf_adds(&b, "]");
+        return b.oom ? (vx_sbuf_free(&b), NULL) : vx_sbuf_take(&b);
     }
     vx_sbuf_adds(&b, "],\"model\":");
     vx_oai_json_cstr(&b, model);

@@ -21,16 +21,21 @@ typedef struct vx_oai_embed_request {
     int32_t n_inputs;
     int64_t n_tokens_total;
     bool base64;          /* encoding_format "base64": little-endian float32 bytes */
+    bool legacy;          /* llama-server's own format (/embedding, /embeddings, or
+                             "content" instead of "input"): [{"index", "embedding":
+                             [[...]]}], floats */
     int32_t dimensions;   /* keep the first this many values (0: all), then normalize */
     int32_t normalize;    /* vx_embd_normalize's norm: 2 unless embd_normalize says */
 } vx_oai_embed_request;
 
 /* Parses and tokenizes a request: input (a string, an array of strings,
  * of token ids, or of arrays of ids; at most VX_OAI_MAX_INPUTS, none
- * empty, none over n_ctx tokens), model, encoding_format (float, base64),
- * dimensions (1..n_embd), embd_normalize (-1 and up), user. */
+ * empty, none over n_ctx tokens; llama-server's "content" in its place
+ * makes the request legacy), model, encoding_format (float, base64),
+ * dimensions (1..n_embd), embd_normalize (-1 and up), user. legacy: the
+ * answer in llama-server's own format whatever the body says. */
 bool vx_oai_parse_embeddings(const char *body, size_t len, const vx_vocab *v, int32_t n_ctx, int32_t n_embd,
-                             vx_oai_embed_request *out, vx_oai_error *err);
+                             bool legacy, vx_oai_embed_request *out, vx_oai_error *err);
 void vx_oai_embed_request_free(vx_oai_embed_request *r);
 
 /* Runs the request's inputs as engine embedding requests, at most window
@@ -44,7 +49,8 @@ vx_status vx_embed_run(vx_engine *e, const vx_oai_embed_request *r, vx_pooling p
                        int32_t n_embd, bool (*gone)(void *ud), void *ud, float **out, char *err, size_t err_size);
 
 /* The response (malloc'd): each vector cut to r->dimensions and
- * normalized (in place in vecs), as floats or base64. */
+ * normalized (in place in vecs), as floats or base64; or, legacy, the
+ * array llama-server's /embedding answers. */
 char *vx_oai_embeddings_json(const vx_oai_embed_request *r, const char *model, float *vecs, int32_t n_embd);
 
 #endif

@@ -134,7 +134,9 @@ static void test_embed(void) {
            cJSON_GetArraySize(e), n2, out);
     cJSON_Delete(root);
     snprintf(cmd, sizeof cmd, "%s embed -m %s -p x --pooling rank", vx, mp);
-    CHECK(run(cmd, out, sizeof out) == 2 && strstr(out, "--pooling takes mean, cls or last"));
+    CHECK(run(cmd, out, sizeof out) == 2 && strstr(out, "--pooling takes mean or last"));
+    snprintf(cmd, sizeof cmd, "%s embed -m %s -p x --pooling cls", vx, mp);
+    CHECK(run(cmd, out, sizeof out) == 2 && strstr(out, "every text would get the same vector"));
     snprintf(cmd, sizeof cmd, "%s embed -m %s -p \"$(printf 'w%%.0s ' $(seq 300))\" -c 64", vx, mp);
     CHECKF(run(cmd, out, sizeof out) == 1 && strstr(out, "the context holds 64"), "vx embed -c 64: %.300s", out);
 }

@@ -208,7 +208,7 @@ static vx_engine *new_engine(vx_model *m, int n_parallel, int n_batch) {
 typedef struct embd_result {
     pthread_mutex_t mu;
     float v[1024];
-    int n;
+    int n, n_cached;
     vx_finish finish;
     bool done;
 } embd_result;
@@ -220,7 +220,7 @@ static bool on_embd(const vx_token_event *ev, void *ud) {
         memcpy(r->v, ev->embd, (size_t)ev->n_embd * sizeof *r->v);
         r->n = ev->n_embd;
     }
-    if (ev->finish != VX_FINISH_NONE) r->finish = ev->finish, r->done = true;
+    if (ev->finish != VX_FINISH_NONE) r->finish = ev->finish, r->done = true, r->n_cached = ev->n_cached;
     pthread_mutex_unlock(&r->mu);
     return true;
 }
@@ -271,6 +271,29 @@ static void check_engine(vx_model *m, const vx_token *ids) {
     }
     vx_test_text_wait(&gen);
     CHECK(gen.finish == VX_FINISH_LENGTH && gen.n_gen == 8);
+    /* the prompt again, pooled by its last token: its KV blocks come from
+     * the prefix cache (all but the last token's), the same bits */
+    for (int k = 0; k < 3; k++) {
+        embd_result *again = &rs[k];
+        pthread_mutex_lock(&again->mu);
+        again->done = false, again->n = 0, again->n_cached = 0;
+        pthread_mutex_unlock(&again->mu);
+        vx_request_params lp;
+        memset(&lp, 0, sizeof lp);
+        lp.prompt = ids;
+        lp.n_prompt = NPOS;
+        lp.embed = true;
+        lp.pooling = pools[k];
+        lp.on_event = on_embd;
+        lp.user_data = again;
+        CHECK(vx_engine_submit(e, &lp, NULL, err, sizeof err) == VX_OK);
+        vx_test_wait_done(&again->mu, &again->done);
+        CHECK(c && embed1(c, ids, NPOS, pools[k], want) == VX_OK);
+        CHECKF(!memcmp(again->v, want, (size_t)E * sizeof *want), "again, pooling %s", vx_pooling_name(pools[k]));
+        /* last reuses the cached prefix; mean and cls compute it all */
+        CHECKF(pools[k] == VX_POOLING_LAST ? again->n_cached >= 32 : again->n_cached == 0, "%s: %d cached",
+               vx_pooling_name(pools[k]), again->n_cached);
+    }
     /* refused at submit */
     vx_request_params rp;
     memset(&rp, 0, sizeof rp);
@@ -317,20 +340,20 @@ static void check_server_embed(vx_model *m, const vx_token *ids) {
         {"{\"input\":\"a\",\"user\":1}", "user"}, {"[1]", ""},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        const bool ok = vx_oai_parse_embeddings(bad[i][0], strlen(bad[i][0]), v, NPOS, E, &q, &err);
+        const bool ok = vx_oai_parse_embeddings(bad[i][0], strlen(bad[i][0]), v, NPOS, E, false, &q, &err);
         CHECKF(!ok && err.status == 400 && !strcmp(err.param, bad[i][1]), "%s: %s", bad[i][0], err.message);
         CHECK(q.inputs == NULL && q.n_inputs == 0); /* freed */
     }
     char big[4 * NPOS + 64];
     snprintf(big, sizeof big, "{\"input\":\"%.*s\"}", 2 * NPOS, "a b c d e f g h i j k l m n o p q r s t u v w x y z a b c d e f g h i j k l m n o p q r s t u v w x y z ");
-    CHECK(!vx_oai_parse_embeddings(big, strlen(big), v, NPOS, E, &q, &err) && err.code &&
+    CHECK(!vx_oai_parse_embeddings(big, strlen(big), v, NPOS, E, false, &q, &err) && err.code &&
           !strcmp(err.code, "context_length_exceeded"));
     /* 2049 inputs */
     vx_sbuf many = {0};
     vx_sbuf_adds(&many, "{\"input\":[");
     for (int i = 0; i <= VX_OAI_MAX_INPUTS; i++) vx_sbuf_adds(&many, i ? ",\"a\"" : "\"a\"");
     vx_sbuf_adds(&many, "]}");
-    CHECK(!vx_oai_parse_embeddings(many.p, many.len, v, NPOS, E, &q, &err) && !strcmp(err.param, "input"));
+    CHECK(!vx_oai_parse_embeddings(many.p, many.len, v, NPOS, E, false, &q, &err) && !strcmp(err.param, "input"));
     vx_sbuf_free(&many);
 
     /* five inputs: the prompt's prefixes of 48, 8, 20 tokens as ids, a text twice */
@@ -343,7 +366,7 @@ static void check_server_embed(vx_model *m, const vx_token *ids) {
         vx_sbuf_adds(&body, "],");
     }
     vx_sbuf_adds(&body, "\"the cat\",\"the cat\"]}");
-    CHECKF(vx_oai_parse_embeddings(body.p, body.len, v, NPOS, E, &q, &err), "%s", err.message);
+    CHECKF(vx_oai_parse_embeddings(body.p, body.len, v, NPOS, E, false, &q, &err), "%s", err.message);
     vx_sbuf_free(&body);
     CHECK(q.n_inputs == 5 && q.base64 && q.dimensions == 8 && q.normalize == 2 && q.model && !strcmp(q.model, "m"));
     CHECK(q.n_tokens[0] == NPOS && q.n_tokens[1] == 8 && q.n_tokens[2] == 20 && q.n_tokens[3] == q.n_tokens[4]);
@@ -383,6 +406,25 @@ static void check_server_embed(vx_model *m, const vx_token *ids) {
         CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(root, "model")), "m"));
         cJSON_Delete(root);
         free(json);
+        /* llama-server's own format: "content", or a legacy route */
+        vx_oai_embed_request ql;
+        const char *lb[2] = {"{\"content\":[\"x y\",[1,2]]}", "{\"input\":[\"x y\",[1,2]],\"encoding_format\":\"base64\"}"};
+        for (int k = 0; k < 2; k++) {
+            CHECK(vx_oai_parse_embeddings(lb[k], strlen(lb[k]), v, NPOS, E, k == 1, &ql, &err) && ql.legacy);
+            char *lj = ql.n_inputs == 2 ? vx_oai_embeddings_json(&ql, "m", vecs, E) : NULL;
+            cJSON *arr = lj ? cJSON_Parse(lj) : NULL;
+            const cJSON *e1 = cJSON_GetObjectItem(cJSON_GetArrayItem(arr, 1), "embedding");
+            double n2 = 0;
+            const cJSON *x;
+            cJSON_ArrayForEach(x, cJSON_GetArrayItem(e1, 0)) n2 += x->valuedouble * x->valuedouble;
+            CHECKF(cJSON_IsArray(arr) && cJSON_GetArraySize(arr) == 2 && cJSON_GetArraySize(e1) == 1 &&
+                       cJSON_GetArraySize(cJSON_GetArrayItem(e1, 0)) == E && fabs(n2 - 1) < 1e-5 &&
+                       cJSON_GetObjectItem(cJSON_GetArrayItem(arr, 1), "index")->valueint == 1,
+                   "legacy: %.200s", lj ? lj : "(null)");
+            cJSON_Delete(arr);
+            free(lj);
+            vx_oai_embed_request_free(&ql);
+        }
         free(vecs);
         vecs = NULL;
         /* a client that left: canceled, nothing returned; the engine serves on */
@@ -480,6 +522,9 @@ static void check_normalize(void) {
     float p[2] = {1, 1};
     vx_embd_normalize(p, 2, 3);
     CHECK(fabsf(p[0] - powf(0.5f, 1.0f / 3.0f)) < 1e-6f);
+    float big[3] = {1e-3f, -2e-3f, 5e-4f}; /* a p-norm whose powers underflow / overflow without scaling */
+    vx_embd_normalize(big, 3, 65536);
+    CHECK(fabsf(big[1] + 1.0f) < 1e-4f && fabsf(big[0] - 0.5f) < 1e-4f);
     float u[2] = {7, 9};
     vx_embd_normalize(u, 2, -1);
     CHECK(u[0] == 7 && u[1] == 9);

@@ -251,3 +251,21 @@ int32_t cli_tokenize(const vx_vocab *v, const char *text, int32_t len, bool add_
     *out = NULL;
     return -1;
 }
+
+bool cli_pooling_ok(const char *v, vx_pooling p) {
+    if (p == VX_POOLING_MEAN || p == VX_POOLING_LAST) return true;
+    if (p == VX_POOLING_CLS)
+        fprintf(stderr, "error: --pooling cls pools the first token, which in the causal models vx runs has seen "
+                        "nothing after it: every text would get the same vector; use last or mean\n");
+    else fprintf(stderr, "error: --pooling takes mean or last, not '%s'\n", v);
+    return false;
+}
+
+vx_pooling cli_model_pooling(const vx_model *m) {
+    const vx_pooling p = vx_model_pooling(m);
+    if (p == VX_POOLING_MEAN || p == VX_POOLING_LAST) return p;
+    if (p == VX_POOLING_CLS)
+        fprintf(stderr, "note: the file pools by cls, which a causal model cannot use (its first token sees "
+                        "nothing else); pooling by last\n");
+    return VX_POOLING_LAST;
+}

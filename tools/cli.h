@@ -68,6 +68,13 @@ char *cli_chat_template_source(const vx_model *m, const char *name);
  * tokens per character). Returns the token count, or -1 with a message. */
 int32_t cli_tokenize(const vx_vocab *v, const char *text, int32_t len, bool add_special, bool parse_special,
                      int32_t min_cap, vx_token **out);
+/* --pooling's value (name v, parsed as p): mean or last, else false with
+ * a message (cls: the first token of a causal model has seen nothing
+ * else). */
+bool cli_pooling_ok(const char *v, vx_pooling p);
+/* Embeddings' pooling by default: the file's pooling_type when it is mean
+ * or last, else last (with a note for a file's cls). */
+vx_pooling cli_model_pooling(const vx_model *m);
 /* Parses "kv type" names: f16, f32. */
 bool cli_kv_type(const char *s, vx_kv_type *out);
 

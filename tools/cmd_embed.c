@@ -19,7 +19,7 @@ static void embed_usage(void) {
            "  -m, --model PATH            GGUF file or Hugging Face model directory (default: $VX_MODEL)\n"
            "  -p, --prompt TEXT           the texts\n"
            "  -f, --file FILE             read them from a file\n"
-           "  --pooling mean|cls|last     how token vectors become one (default: the file's\n"
+           "  --pooling mean|last         how token vectors become one (default: the file's\n"
            "                              {arch}.pooling_type, else last: the one token of a\n"
            "                              causal model that has seen the whole text)\n"
            "  --embd-normalize N          -1 none, 0 max-abs to int16 range, 1 taxicab,\n"
@@ -125,10 +125,7 @@ int vx_cmd_embed(int argc, char **argv) {
         } else if (!strcmp(o, "--pooling")) {
             const char *v = cli_value(&a);
             pooling = vx_pooling_from_name(v);
-            if (v && pooling != VX_POOLING_MEAN && pooling != VX_POOLING_CLS && pooling != VX_POOLING_LAST) {
-                fprintf(stderr, "error: --pooling takes mean, cls or last, not '%s'\n", v);
-                return 2;
-            }
+            if (v && !cli_pooling_ok(v, pooling)) return 2;
         } else if (cli_gpu_option(&a) || cli_llama_option(&a)) {
         } else {
             fprintf(stderr, "error: unknown option '%s'\n", o);
@@ -164,8 +161,7 @@ int vx_cmd_embed(int argc, char **argv) {
         if ((nt[i] = cli_tokenize(v, texts[i], (int32_t)strlen(texts[i]), true, true, 0, &toks[i])) < 0) goto done;
         if (nt[i] > longest) longest = nt[i];
     }
-    if (pooling == VX_POOLING_UNSPECIFIED) pooling = vx_model_pooling(m);
-    if (pooling != VX_POOLING_MEAN && pooling != VX_POOLING_CLS) pooling = VX_POOLING_LAST;
+    if (pooling == VX_POOLING_UNSPECIFIED) pooling = cli_model_pooling(m);
     vx_context_params cp = vx_context_default_params();
     cp.n_ctx = (uint32_t)(n_ctx ? n_ctx : longest);
     if (cp.n_ctx > (uint32_t)vx_model_n_ctx_train(m)) cp.n_ctx = (uint32_t)vx_model_n_ctx_train(m);
@@ -189,8 +185,10 @@ int vx_cmd_embed(int argc, char **argv) {
                     vx_context_n_ctx(c));
             goto done;
         }
-    if (vx_embed_texts(c, (const vx_token *const *)toks, nt, n, pooling, out) != VX_OK) {
-        fprintf(stderr, "error: %s\n", vx_context_errmsg(c));
+    const vx_status st = vx_embed_texts(c, (const vx_token *const *)toks, nt, n, pooling, out);
+    if (st != VX_OK) {
+        fprintf(stderr, "error: %s%s%s\n", vx_status_str(st), vx_context_errmsg(c)[0] ? ": " : "",
+                vx_context_errmsg(c));
         goto done;
     }
     for (int32_t i = 0; i < n; i++) vx_embd_normalize(out + (size_t)i * (size_t)E, E, (int32_t)norm);

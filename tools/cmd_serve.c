@@ -58,7 +58,7 @@ static void serve_usage(void) {
            "                          reasoning_content when its template writes thoughts;\n"
            "                          deepseek: always; none: left in the content (default auto;\n"
            "                          a request's reasoning_format overrides it)\n"
-           "  --pooling mean|cls|last /v1/embeddings: how the tokens' vectors become one (default:\n"
+           "  --pooling mean|last     /v1/embeddings: how the tokens' vectors become one (default:\n"
            "                          the file's {arch}.pooling_type, else last: the one token of\n"
            "                          a causal model that has seen the whole text)\n"
            "  --embedding(s)          accepted for llama-server's command lines: /v1/embeddings\n"
@@ -135,10 +135,7 @@ int vx_cmd_serve(int argc, char **argv) {
         else if (!strcmp(o, "--pooling")) {
             const char *v = cli_value(&a);
             sp.pooling = vx_pooling_from_name(v);
-            if (v && sp.pooling != VX_POOLING_MEAN && sp.pooling != VX_POOLING_CLS && sp.pooling != VX_POOLING_LAST) {
-                fprintf(stderr, "error: --pooling takes mean, cls or last, not '%s'\n", v);
-                return 2;
-            }
+            if (v && !cli_pooling_ok(v, sp.pooling)) return 2;
         } else if (!strcmp(o, "--embedding") || !strcmp(o, "--embeddings")) {
             fprintf(stderr, "note: %s: /v1/embeddings is always served\n", o);
         }
@@ -172,8 +169,7 @@ int vx_cmd_serve(int argc, char **argv) {
         goto done;
     }
     sp.tool_format = vx_tool_format_detect(src);
-    if (sp.pooling == VX_POOLING_UNSPECIFIED) sp.pooling = vx_model_pooling(m);
-    if (sp.pooling != VX_POOLING_MEAN && sp.pooling != VX_POOLING_CLS) sp.pooling = VX_POOLING_LAST;
+    if (sp.pooling == VX_POOLING_UNSPECIFIED) sp.pooling = cli_model_pooling(m);
     sp.reasoning = !strcmp(reasoning, "deepseek") || (!strcmp(reasoning, "auto") && vx_reasoning_detect(src));
     ep.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : vx_model_n_ctx_train(m));
     ep.n_parallel = (int32_t)parallel;

@@ -595,6 +595,38 @@ describe('vx serve --api-key', () => {
   });
 });
 
+describe('vx serve: embeddings at shutdown, llama-server\'s /embedding', () => {
+  let srv;
+  before(async () => { srv = await startServer(); });
+  after(async () => { if (srv.proc.exitCode === null) await srv.stop('SIGTERM'); });
+
+  test('/embedding and /embeddings answer in llama-server\'s format, with content or input', async () => {
+    for (const [route, body] of [['/embedding', { content: ['a b', 'c'] }], ['/embeddings', { input: ['a b', 'c'] }]]) {
+      const r = await fetch(`${srv.base}${route}`, { method: 'POST', body: JSON.stringify(body) });
+      assert.equal(r.status, 200);
+      const j = await r.json();
+      assert.ok(Array.isArray(j) && j.length === 2, route);
+      assert.equal(j[1].index, 1);
+      assert.equal(j[1].embedding.length, 1);
+      assert.equal(j[1].embedding[0].length, 256);
+    }
+  });
+
+  test('SIGINT lets an embeddings request in flight finish', async () => {
+    const input = Array.from({ length: 2048 }, (_, i) => `text ${i} `.repeat(20));
+    const pending = fetch(`${srv.base}/v1/embeddings`, { method: 'POST', body: JSON.stringify({ input }) });
+    // signal once the request is in flight (it counts as one from its parsing on)
+    for (let i = 0; i < 200 && (await metrics(srv.base)).get('vortex_requests_in_flight') < 1; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    srv.proc.kill('SIGINT');
+    const r = await pending;
+    assert.equal(r.status, 200);
+    assert.equal((await r.json()).data.length, 2048);
+    assert.equal(await srv.stop('SIGINT'), 0);
+    assert.match(srv.log(), /finishing 1 request/);
+  });
+});
+
 // Tool calling: the chat template renders `tools`; the model's calls come
 // back as tool_calls. The fixture model's weights are random, so calls are
 // forced (tool_choice "required" or a function: the reply is constrained to

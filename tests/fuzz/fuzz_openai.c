@@ -10,7 +10,8 @@
  *      completion, or POST /tokenize, /detokenize (vx_oai_tokenize_json,
  *      vx_oai_detokenize_json); bits 4-5: n_vocab 1, 7, 512 or the loaded
  *      vocabulary's size; bit 7: POST /v1/embeddings instead
- *      (vx_oai_parse_embeddings, vx_oai_embeddings_json). An accepted request has its fields checked
+ *      (vx_oai_parse_embeddings, vx_oai_embeddings_json; bit 2: as the
+ *      legacy /embedding). An accepted request has its fields checked
  *      (sampling ranges, n, max_tokens, stop strings, logit_bias ids,
  *      prompt ids, messages_json shape), is handed to vx_sampler_init (which
  *      must accept it, as the engine will), rendered into a response and an
@@ -353,11 +354,11 @@ void vx_engine_cancel(vx_engine *e, uint64_t id) { (void)e, (void)id; }
 /* POST /v1/embeddings' parser (n_ctx 64, n_embd 32): accepted inputs are
  * non-empty, within the context and the vocabulary, and render to JSON
  * (floats or base64) with random vectors; rejected ones leave nothing. */
-static void embed_request(const vx_vocab *v, const char *body, size_t len) {
+static void embed_request(const vx_vocab *v, const char *body, size_t len, bool legacy) {
     vx_oai_embed_request q;
     vx_oai_error e;
     memset(&e, 0x5a, sizeof e);
-    if (!vx_oai_parse_embeddings(body, len, v, 64, 32, &q, &e)) {
+    if (!vx_oai_parse_embeddings(body, len, v, 64, 32, legacy, &q, &e)) {
         check_error(&e);
         check(q.inputs == NULL && q.n_inputs == 0 && q.model == NULL, "rejected embeddings request holds nothing");
         return;
@@ -385,7 +386,7 @@ static void embed_request(const vx_vocab *v, const char *body, size_t len) {
 static void mode_request(uint8_t opt, const char *body, size_t len) {
     const vx_vocab *v = g_pair[0].v;
     if (opt & 32) {
-        embed_request(v, body, len);
+        embed_request(v, body, len, opt & 1);
         return;
     }
     static const int32_t vocabs[3] = {1, 7, 512};
