@@ -225,6 +225,19 @@ static bool on_embd(const vx_token_event *ev, void *ud) {
     return true;
 }
 
+/* An engine embedding request of prompt[0, n) into r. */
+static vx_request_params embed_req(const vx_token *prompt, int32_t n, vx_pooling pooling, embd_result *r) {
+    vx_request_params rp;
+    memset(&rp, 0, sizeof rp);
+    rp.prompt = prompt;
+    rp.n_prompt = n;
+    rp.embed = true;
+    rp.pooling = pooling;
+    rp.on_event = on_embd;
+    rp.user_data = r;
+    return rp;
+}
+
 /* Embedding requests of every pooling, and one of the whole context, in
  * a batch-invariant engine beside a generation: vx_embed_texts' bits. */
 static void check_engine(vx_model *m, const vx_token *ids) {
@@ -252,14 +265,8 @@ static void check_engine(vx_model *m, const vx_token *ids) {
     for (int k = 0; k < 3; k++) {
         memset(&rs[k], 0, sizeof rs[k]);
         pthread_mutex_init(&rs[k].mu, NULL);
-        vx_request_params rp;
-        memset(&rp, 0, sizeof rp);
-        rp.prompt = ids;
-        rp.n_prompt = NPOS; /* the whole context: no room is kept for a generated token */
-        rp.embed = true;
-        rp.pooling = pools[k];
-        rp.on_event = on_embd;
-        rp.user_data = &rs[k];
+        /* the whole context: no room is kept for a generated token */
+        const vx_request_params rp = embed_req(ids, NPOS, pools[k], &rs[k]);
         CHECK(vx_engine_submit(e, &rp, NULL, err, sizeof err) == VX_OK);
     }
     float want[1024];
@@ -278,14 +285,7 @@ static void check_engine(vx_model *m, const vx_token *ids) {
         pthread_mutex_lock(&again->mu);
         again->done = false, again->n = 0, again->n_cached = 0;
         pthread_mutex_unlock(&again->mu);
-        vx_request_params lp;
-        memset(&lp, 0, sizeof lp);
-        lp.prompt = ids;
-        lp.n_prompt = NPOS;
-        lp.embed = true;
-        lp.pooling = pools[k];
-        lp.on_event = on_embd;
-        lp.user_data = again;
+        const vx_request_params lp = embed_req(ids, NPOS, pools[k], again);
         CHECK(vx_engine_submit(e, &lp, NULL, err, sizeof err) == VX_OK);
         vx_test_wait_done(&again->mu, &again->done);
         CHECK(c && embed1(c, ids, NPOS, pools[k], want) == VX_OK);
@@ -295,14 +295,7 @@ static void check_engine(vx_model *m, const vx_token *ids) {
                vx_pooling_name(pools[k]), again->n_cached);
     }
     /* refused at submit */
-    vx_request_params rp;
-    memset(&rp, 0, sizeof rp);
-    rp.prompt = ids;
-    rp.n_prompt = NPOS;
-    rp.embed = true;
-    rp.pooling = VX_POOLING_NONE;
-    rp.on_event = on_embd;
-    rp.user_data = &rs[0];
+    vx_request_params rp = embed_req(ids, NPOS, VX_POOLING_NONE, &rs[0]);
     CHECK(vx_engine_submit(e, &rp, NULL, err, sizeof err) == VX_EINVAL);
     vx_token many[NPOS + 1];
     for (int i = 0; i <= NPOS; i++) many[i] = ids[i % NPOS];
@@ -509,6 +502,51 @@ done:
     vx_model_free(m);
 }
 
+/* The qwen3 fixture rewritten as an "embedding model": its pooling_type
+ * (set by kind: an integer, or a string when str) and add_eos_token. */
+static bool write_pooled(const char *out, int64_t pooling, bool str) {
+    char err[VX_ERRMSG_MAX];
+    vx_gguf *g = NULL;
+    if (vx_gguf_open(vx_test_fixture_path("models/qwen3/qwen3-Q8_0.gguf"), &g, err, sizeof err) != VX_OK) return false;
+    vx_gguf_writer *w = vx_gguf_writer_init();
+    bool ok = w && vx_gguf_copy_kv(w, g) == VX_OK && vx_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", true) == VX_OK &&
+              (str ? vx_gguf_set_str(w, "qwen3.pooling_type", "last") : vx_gguf_set_u32(w, "qwen3.pooling_type", (uint32_t)pooling)) ==
+                  VX_OK;
+    for (int64_t i = 0; ok && i < vx_gguf_n_tensors(g); i++) {
+        const vx_gguf_tensor *t = vx_gguf_tensor_at(g, i);
+        ok = vx_gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->size, true) == VX_OK;
+    }
+    ok = ok && vx_gguf_write_file(w, out, err, sizeof err) == VX_OK;
+    vx_gguf_writer_free(w);
+    vx_gguf_close(g);
+    return ok;
+}
+
+/* A file's pooling_type is read (mean, cls, last), a value of another
+ * type or one not computed here (rank) goes unused without failing the
+ * load; with add_eos_token the texts end in EOS, the token pooled. */
+static void check_file_pooling(void) {
+    const char *out = "/tmp/vx_test_embed_pooled.gguf";
+    const struct { int64_t v; bool str; vx_pooling want; } cases[] = {
+        {1, false, VX_POOLING_MEAN}, {2, false, VX_POOLING_CLS}, {3, false, VX_POOLING_LAST},
+        {4, false, VX_POOLING_UNSPECIFIED}, {0, true, VX_POOLING_UNSPECIFIED}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        CHECK(write_pooled(out, cases[k].v, cases[k].str));
+        vx_model_params mp = vx_model_default_params();
+        vx_model *m = NULL;
+        char err[VX_ERRMSG_MAX];
+        CHECKF(vx_model_load(out, &mp, &m, err, sizeof err) == VX_OK, "pooling_type case %zu: %s", k, err);
+        if (!m) continue;
+        CHECKF(vx_model_pooling(m) == cases[k].want, "pooling_type case %zu: %d", k, (int)vx_model_pooling(m));
+        const vx_vocab *v = vx_model_get_vocab(m);
+        vx_token t[16];
+        const int32_t n = vx_tokenize(v, "the cat", 7, t, 16, true, false);
+        CHECK(n >= 3 && vx_vocab_add_eos(v) && t[n - 1] == vx_vocab_eos(v));
+        vx_model_free(m);
+    }
+    unlink(out);
+}
+
 static void check_normalize(void) {
     float v[4] = {3, -4, 0, 0}, z[3] = {0, 0, 0};
     vx_embd_normalize(v, 4, 2);
@@ -537,6 +575,7 @@ static void check_normalize(void) {
 
 int main(void) {
     check_normalize();
+    check_file_pooling();
     size_t sz = 0;
     char *mtext = vx_test_read_file(vx_test_fixture_path("models/manifest.json"), &sz);
     cJSON *man = mtext ? cJSON_ParseWithLength(mtext, sz) : NULL;
