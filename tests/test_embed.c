@@ -238,6 +238,8 @@ static vx_request_params embed_req(const vx_token *prompt, int32_t n, vx_pooling
     return rp;
 }
 
+static void check_preempted(vx_model *m, const vx_token *ids, const float *want);
+
 /* Embedding requests of every pooling, and one of the whole context, in
  * a batch-invariant engine beside a generation: vx_embed_texts' bits. */
 static void check_engine(vx_model *m, const vx_token *ids) {
@@ -278,6 +280,8 @@ static void check_engine(vx_model *m, const vx_token *ids) {
     }
     vx_test_text_wait(&gen);
     CHECK(gen.finish == VX_FINISH_LENGTH && gen.n_gen == 8);
+    CHECK(c && embed1(c, ids, 16, VX_POOLING_MEAN, want) == VX_OK);
+    check_preempted(m, ids, want);
     /* the prompt again, pooled by its last token: its KV blocks come from
      * the prefix cache (all but the last token's), the same bits */
     for (int k = 0; k < 3; k++) {
@@ -315,6 +319,91 @@ static int b64(char c) {
     const char *tab = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     const char *p = c ? strchr(tab, c) : NULL;
     return p ? (int)(p - tab) : -1;
+}
+
+/* Holds the engine thread in a request's events until released. */
+typedef struct hold {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool held, released;
+} hold;
+
+static bool on_hold(const vx_token_event *ev, void *ud) {
+    hold *h = ud;
+    (void)ev;
+    pthread_mutex_lock(&h->mu);
+    h->held = true;
+    while (!h->released) pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+    return true;
+}
+
+/* A mean-pooled embedding request preempted halfway (its KV dropped, its
+ * sum restarted) and run again gives the bits of one never preempted: two
+ * generations outgrow a pool of 5 blocks while it prefills one token a step
+ * (n_batch 3), and the newest running request, it, is preempted first. */
+static void check_preempted(vx_model *m, const vx_token *ids, const float *want) {
+    const int E = vx_model_n_embd(m);
+    vx_engine_params ep = vx_engine_default_params();
+    ep.n_ctx = 80;
+    ep.kv_size = 80;
+    ep.n_parallel = 3;
+    ep.n_batch = 3;
+    ep.n_threads = 2;
+    ep.kv_type = VX_KV_F32;
+    ep.batch_invariant = true;
+    vx_engine *e = NULL;
+    char err[VX_ERRMSG_MAX];
+    CHECK(vx_engine_init(m, &ep, &e, err, sizeof err) == VX_OK);
+    if (!e) return;
+    /* a first request holds the engine until the others are all queued,
+     * so that they are admitted together */
+    hold h = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+    vx_request_params hp;
+    memset(&hp, 0, sizeof hp);
+    hp.prompt = ids;
+    hp.n_prompt = 1;
+    hp.max_tokens = 1;
+    hp.sampling = vx_sampler_default_params();
+    hp.on_event = on_hold;
+    hp.user_data = &h;
+    CHECK(vx_engine_submit(e, &hp, NULL, err, sizeof err) == VX_OK);
+    vx_test_wait_done(&h.mu, &h.held);
+    vx_test_text g[2];
+    for (int k = 0; k < 2; k++) {
+        vx_test_text_init(&g[k]);
+        vx_request_params gp;
+        memset(&gp, 0, sizeof gp);
+        gp.prompt = ids + 1 + k;
+        gp.n_prompt = 15;
+        gp.max_tokens = 40;
+        gp.ignore_eos = true;
+        gp.sampling = vx_sampler_default_params();
+        gp.sampling.temperature = 0;
+        gp.on_event = vx_test_on_text;
+        gp.user_data = &g[k];
+        CHECK(vx_engine_submit(e, &gp, NULL, err, sizeof err) == VX_OK);
+    }
+    embd_result r;
+    memset(&r, 0, sizeof r);
+    pthread_mutex_init(&r.mu, NULL);
+    const vx_request_params rp = embed_req(ids, 16, VX_POOLING_MEAN, &r);
+    CHECK(vx_engine_submit(e, &rp, NULL, err, sizeof err) == VX_OK);
+    pthread_mutex_lock(&h.mu);
+    h.released = true;
+    pthread_cond_broadcast(&h.cv);
+    pthread_mutex_unlock(&h.mu);
+    vx_test_wait_done(&r.mu, &r.done);
+    for (int k = 0; k < 2; k++) vx_test_text_wait(&g[k]);
+    vx_engine_stats st;
+    vx_engine_get_stats(e, &st);
+    CHECKF(st.preemptions >= 1, "%llu preemptions", (unsigned long long)st.preemptions);
+    CHECK(r.finish == VX_FINISH_STOP && r.n == E);
+    CHECKF(!memcmp(r.v, want, (size_t)E * sizeof *want), "preempted mean (%llu preemptions)",
+           (unsigned long long)st.preemptions);
+    CHECK(g[0].n_gen == 40 && g[1].n_gen == 40);
+    vx_engine_free(e);
+    pthread_mutex_destroy(&r.mu);
 }
 
 /* /v1/embeddings' parts: the parser, the windowed run (vx_embed_texts'

@@ -613,7 +613,9 @@ describe('vx serve: embeddings at shutdown, llama-server\'s /embedding', () => {
   });
 
   test('SIGINT lets an embeddings request in flight finish', async () => {
-    const input = Array.from({ length: 2048 }, (_, i) => `text ${i} `.repeat(20));
+    // enough to be in flight at the signal, little enough to end within the
+    // 30 s grace period with the generic kernels (CI's second pass) or ASan
+    const input = Array.from({ length: 128 }, (_, i) => `text ${i} `.repeat(20));
     const pending = fetch(`${srv.base}/v1/embeddings`, { method: 'POST', body: JSON.stringify({ input }) });
     // signal once the request is in flight (it counts as one from its parsing on)
     for (let i = 0; i < 200 && (await metrics(srv.base)).get('vortex_requests_in_flight') < 1; i++)
@@ -621,7 +623,7 @@ describe('vx serve: embeddings at shutdown, llama-server\'s /embedding', () => {
     srv.proc.kill('SIGINT');
     const r = await pending;
     assert.equal(r.status, 200);
-    assert.equal((await r.json()).data.length, 2048);
+    assert.equal((await r.json()).data.length, 128);
     assert.equal(await srv.stop('SIGINT'), 0);
     assert.match(srv.log(), /finishing 1 request/);
   });
