@@ -200,8 +200,6 @@ const char *vx_context_errmsg(const vx_context *ctx); /* reason of the last fail
 uint32_t vx_context_n_ctx(const vx_context *ctx);
 int32_t vx_context_n_threads(const vx_context *ctx);
 int32_t vx_context_n_vocab(const vx_context *ctx);
-int32_t vx_context_n_embd(const vx_context *ctx);
-uint32_t vx_context_n_batch(const vx_context *ctx);
 
 /* A batch of tokens: parallel arrays of n_tokens entries owned by the caller.
  * logits[i] != 0 asks for the logits of token i (NULL: only the last token,

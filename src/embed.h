@@ -7,6 +7,11 @@
 
 #include "vortex.h"
 
+/* Whether an embedding can be pooled this way (none is per token). */
+static inline bool vx_pool_valid(vx_pooling pooling) {
+    return pooling == VX_POOLING_MEAN || pooling == VX_POOLING_CLS || pooling == VX_POOLING_LAST;
+}
+
 /* Whether position p of an n-token text goes into its pooled vector. */
 static inline bool vx_pool_wants(vx_pooling pooling, int32_t p, int32_t n) {
     return pooling == VX_POOLING_MEAN || (pooling == VX_POOLING_CLS && p == 0) ||

@@ -586,8 +586,7 @@ vx_status vx_engine_submit(vx_engine *e, const vx_request_params *rp, uint64_t *
                          "the prompt has %d tokens; the context holds %d (prompt and at least one "
                          "generated token)",
                          rp->n_prompt, e->p.n_ctx);
-    if (rp->embed && rp->pooling != VX_POOLING_MEAN && rp->pooling != VX_POOLING_CLS &&
-        rp->pooling != VX_POOLING_LAST)
+    if (rp->embed && !vx_pool_valid(rp->pooling))
         return vx_seterr(err, err_size, VX_EINVAL, "an embedding request pools by mean, cls or last");
     if (rp->n_logprobs < 0 || rp->n_logprobs > MAX_TOP)
         return vx_seterr(err, err_size, VX_EINVAL, "logprobs must be in [0, %d]", MAX_TOP);

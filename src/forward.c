@@ -341,8 +341,6 @@ const char *vx_context_errmsg(const vx_context *c) { return c->errmsg; }
 uint32_t vx_context_n_ctx(const vx_context *c) { return c->params.n_ctx; }
 int32_t vx_context_n_threads(const vx_context *c) { return c->params.n_threads; }
 int32_t vx_context_n_vocab(const vx_context *c) { return c->model->hp.n_vocab; }
-int32_t vx_context_n_embd(const vx_context *c) { return c->model->hp.n_embd; }
-uint32_t vx_context_n_batch(const vx_context *c) { return c->params.n_batch; }
 
 /* ------------------------------------------------------------ profile */
 
@@ -1206,9 +1204,7 @@ const float *vx_get_embeddings_ith(const vx_context *c, int32_t i) {
 
 vx_status vx_embed_texts(vx_context *ctx, const vx_token *const *texts, const int32_t *n_tokens, int32_t n_texts,
                          vx_pooling pooling, float *out) {
-    if (!ctx || !texts || !n_tokens || !out || n_texts <= 0 ||
-        (pooling != VX_POOLING_MEAN && pooling != VX_POOLING_CLS && pooling != VX_POOLING_LAST))
-        return VX_EINVAL;
+    if (!ctx || !texts || !n_tokens || !out || n_texts <= 0 || !vx_pool_valid(pooling)) return VX_EINVAL;
     const int32_t ns = VX_MIN((int32_t)ctx->params.n_seq_max, n_texts), nb = (int32_t)ctx->params.n_batch;
     const int32_t E = ctx->model->hp.n_embd;
     for (int32_t t = 0; t < n_texts; t++) {
@@ -1222,9 +1218,9 @@ vx_status vx_embed_texts(vx_context *ctx, const vx_token *const *texts, const in
     vx_token *tok = malloc((size_t)nb * sizeof *tok);
     vx_pos *pos = malloc((size_t)nb * sizeof *pos);
     vx_seq_id *sq = malloc((size_t)nb * sizeof *sq);
-    int8_t *want = malloc((size_t)nb), *none = calloc((size_t)nb, 1);
+    int8_t *want = malloc((size_t)nb);
     int32_t *text_of = malloc((size_t)ns * sizeof *text_of), *fed = calloc((size_t)ns, sizeof *fed);
-    vx_status st = tok && pos && sq && want && none && text_of && fed ? VX_OK : VX_ENOMEM;
+    vx_status st = tok && pos && sq && want && text_of && fed ? VX_OK : VX_ENOMEM;
     memset(out, 0, (size_t)n_texts * (size_t)E * sizeof *out);
     for (int32_t s = 0; s < ns && text_of; s++) text_of[s] = -1;
     int32_t next = 0, active = 0;
@@ -1241,7 +1237,7 @@ vx_status vx_embed_texts(vx_context *ctx, const vx_token *const *texts, const in
                 want[m] = vx_pool_wants(pooling, fed[s], n_tokens[t]);
             }
         }
-        const vx_batch b = {m, tok, pos, sq, none, want};
+        const vx_batch b = {m, tok, pos, sq, NULL, want}; /* embeddings only, no logits */
         st = vx_decode(ctx, &b);
         for (int32_t j = 0; j < m && st == VX_OK; j++)
             if (want[j]) vx_pool_add(pooling, out + (size_t)text_of[sq[j]] * E, vx_get_embeddings_ith(ctx, j), E);
@@ -1259,7 +1255,6 @@ vx_status vx_embed_texts(vx_context *ctx, const vx_token *const *texts, const in
     free(pos);
     free(sq);
     free(want);
-    free(none);
     free(text_of);
     free(fed);
     return st;

@@ -1104,7 +1104,6 @@ static enum MHD_Result handle_embeddings(vx_server *s, struct MHD_Connection *co
     } else {
         int status;
         const char *code = engine_error_code(st, &status);
-        if (st == VX_EINTERNAL) status = 500, code = NULL;
         char full[VX_ERRMSG_MAX + 32];
         snprintf(full, sizeof full, "%s%s", st == VX_EINTERNAL ? "Embedding failed: " : "", msg[0] ? msg : vx_status_str(st));
         ret = respond_errorf(conn, r, status, code, full);

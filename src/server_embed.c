@@ -105,23 +105,6 @@ static bool parse_inputs(const cJSON *in, const vx_vocab *v, int32_t n_ctx, vx_o
     return true;
 }
 
-/* An integer member in [lo, hi], or def when absent. */
-static bool int_member(const cJSON *root, const char *key, int32_t lo, int32_t hi, int32_t def, int32_t *out,
-                       vx_oai_error *err) {
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(root, key);
-    *out = def;
-    if (!x || cJSON_IsNull(x)) return true;
-    if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble != floor(x->valuedouble))
-        return vx_oai_type_error(err, key, "an integer", x);
-    if (x->valuedouble < lo || x->valuedouble > hi) { /* before any conversion: 1e19 is no int64 */
-        vx_oai_set_error(err, 400, key, "Invalid '%s': %.17g is outside [%d, %d].", key, x->valuedouble, (int)lo,
-                         (int)hi);
-        return false;
-    }
-    *out = (int32_t)x->valuedouble;
-    return true;
-}
-
 bool vx_oai_parse_embeddings(const char *body, size_t len, const vx_vocab *v, int32_t n_ctx, int32_t n_embd,
                              bool legacy, vx_oai_embed_request *out, vx_oai_error *err) {
     memset(out, 0, sizeof *out);
@@ -153,9 +136,12 @@ bool vx_oai_parse_embeddings(const char *body, size_t len, const vx_vocab *v, in
         vx_oai_type_error(err, "user", "a string", user);
         goto done;
     }
-    if (!int_member(root, "dimensions", 1, n_embd, 0, &out->dimensions, err) ||
-        !int_member(root, "embd_normalize", -1, 1 << 16, 2, &out->normalize, err))
+    int64_t dims = 0, norm = 2; /* absent: all values, Euclidean */
+    if (!vx_oai_opt_int(root, "dimensions", 1, n_embd, &dims, NULL, err) ||
+        !vx_oai_opt_int(root, "embd_normalize", -1, 1 << 16, &norm, NULL, err))
         goto done;
+    out->dimensions = (int32_t)dims;
+    out->normalize = (int32_t)norm;
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(root, "input");
     if (!in || cJSON_IsNull(in)) { /* llama-server's name, and its format */
         in = cJSON_GetObjectItemCaseSensitive(root, "content");

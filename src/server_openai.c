@@ -970,6 +970,11 @@ bool vx_oai_parse_ids(const void *arr, const char *param, int32_t n_vocab, vx_to
     return parse_ids(arr, param, n_vocab, out, n_out, err);
 }
 
+bool vx_oai_opt_int(const void *obj, const char *key, double lo, double hi, int64_t *out, bool *present,
+                    vx_oai_error *err) {
+    return opt_int(obj, key, lo, hi, out, present, err);
+}
+
 bool vx_oai_type_error(vx_oai_error *err, const char *param, const char *want, const void *got) {
     return type_error(err, param, want, got);
 }

@@ -130,6 +130,10 @@ void *vx_oai_parse_json_object(const char *body, size_t len, vx_oai_error *err);
 bool vx_oai_parse_ids(const void *arr, const char *param, int32_t n_vocab, vx_token **out, int32_t *n_out,
                       vx_oai_error *err);
 bool vx_oai_type_error(vx_oai_error *err, const char *param, const char *want, const void *got);
+/* An optional integer member key of a cJSON object in [lo, hi] into *out
+ * (left as it is when absent or null; present says which), else a 400. */
+bool vx_oai_opt_int(const void *obj, const char *key, double lo, double hi, int64_t *out, bool *present,
+                    vx_oai_error *err);
 void vx_oai_json_cstr(vx_sbuf *b, const char *s);
 
 /* Tokenizes text (len bytes) into a malloc'd array. */

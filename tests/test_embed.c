@@ -190,10 +190,11 @@ static void check_pooling(vx_model *m, const vx_token *ids, const float *embd) {
     vx_context_free(c);
 }
 
-/* A batch-invariant engine over a context of the prompt's length. */
-static vx_engine *new_engine(vx_model *m, int n_parallel, int n_batch) {
+/* A batch-invariant engine (kv_size 0: every slot its whole context). */
+static vx_engine *new_engine(vx_model *m, int n_ctx, int kv_size, int n_parallel, int n_batch) {
     vx_engine_params ep = vx_engine_default_params();
-    ep.n_ctx = NPOS;
+    ep.n_ctx = n_ctx;
+    ep.kv_size = kv_size;
     ep.n_parallel = n_parallel;
     ep.n_batch = n_batch;
     ep.n_threads = 2;
@@ -245,7 +246,7 @@ static void check_preempted(vx_model *m, const vx_token *ids, const float *want)
 static void check_engine(vx_model *m, const vx_token *ids) {
     const int E = vx_model_n_embd(m);
     if (E > 1024) return;
-    vx_engine *e = new_engine(m, 4, 20); /* the 48-token prompts go in chunks */
+    vx_engine *e = new_engine(m, NPOS, 0, 4, 20); /* the 48-token prompts go in chunks */
     char err[VX_ERRMSG_MAX];
     CHECK(e != NULL);
     if (!e) return;
@@ -344,17 +345,9 @@ static bool on_hold(const vx_token_event *ev, void *ud) {
  * (n_batch 3), and the newest running request, it, is preempted first. */
 static void check_preempted(vx_model *m, const vx_token *ids, const float *want) {
     const int E = vx_model_n_embd(m);
-    vx_engine_params ep = vx_engine_default_params();
-    ep.n_ctx = 80;
-    ep.kv_size = 80;
-    ep.n_parallel = 3;
-    ep.n_batch = 3;
-    ep.n_threads = 2;
-    ep.kv_type = VX_KV_F32;
-    ep.batch_invariant = true;
-    vx_engine *e = NULL;
+    vx_engine *e = new_engine(m, 80, 80, 3, 3);
     char err[VX_ERRMSG_MAX];
-    CHECK(vx_engine_init(m, &ep, &e, err, sizeof err) == VX_OK);
+    CHECK(e != NULL);
     if (!e) return;
     /* a first request holds the engine until the others are all queued,
      * so that they are admitted together */
@@ -454,7 +447,7 @@ static void check_server_embed(vx_model *m, const vx_token *ids) {
     CHECK(q.n_tokens[0] == NPOS && q.n_tokens[1] == 8 && q.n_tokens[2] == 20 && q.n_tokens[3] == q.n_tokens[4]);
     CHECK(q.n_tokens_total == NPOS + 28 + 2 * q.n_tokens[3]);
 
-    vx_engine *e = new_engine(m, 2, 24);
+    vx_engine *e = new_engine(m, NPOS, 0, 2, 24);
     char msg[VX_ERRMSG_MAX];
     CHECK(e != NULL);
     vx_context *c = new_ctx(m, NPOS, 16, true);
