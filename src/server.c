@@ -31,12 +31,15 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common.h"
+#include "model_quantize.h"
 #include "reasoning.h"
 #include "server_embed.h"
+#include "server_ollama.h"
 #include "server_openai.h"
 
 #define MAX_STATUS 600
@@ -51,6 +54,7 @@ typedef struct ev_item {
     vx_finish finish;
     float logprob;
     int32_t n_prompt, n_cached;
+    int64_t t_ns; /* when the engine reported it */
     int32_t n_top;
     vx_token top_id[VX_OAI_MAX_TOP];
     float top_lp[VX_OAI_MAX_TOP];
@@ -111,6 +115,10 @@ typedef struct job {
     bool think;         /* the reply's thoughts go to reasoning_content (reasoning.h) */
     bool think_open;    /* and the prompt left one open */
     bool prompt_lp; /* echo with logprobs: the prompt's tokens lead the logprobs */
+    vx_ollama_kind ollama; /* 0: OpenAI's API; else ollama's /api/chat or /api/generate */
+    int64_t t_start, t_first; /* ns: the request's start, its first generated token's event */
+    vx_token *ctx;      /* ollama /api/generate: the prompt's tokens and the generated ones */
+    int32_t n_ctx, cap_ctx; /* (its final "context") */
     /* connection thread only */
     int32_t n_cached;
     int32_t n_done;
@@ -155,12 +163,15 @@ typedef struct conn_req {
     int status;
     int32_t n_prompt; /* an embeddings request's input tokens (a job counts its own) */
     bool embed;       /* an embeddings request: in s->n_embed until it completes */
+    bool ollama;      /* an ollama route: errors as {"error": "..."} */
     job *job;
 } conn_req;
 
 struct vx_server {
     vx_server_params p;
-    char *host, *api_key, *model_name, *template_kwargs;
+    char *host, *api_key, *model_name, *template_kwargs, *template_src;
+    vx_ollama_model om; /* the model as ollama's /api/tags, /api/ps, /api/show describe it */
+    char om_arch[64], om_quant[32];
     const vx_model *model;
     const vx_vocab *vocab;
     int32_t n_vocab;
@@ -222,6 +233,7 @@ static void server_unref(vx_server *s) {
     free(s->api_key);
     free(s->model_name);
     free(s->template_kwargs);
+    free(s->template_src);
     free(s);
 }
 
@@ -251,6 +263,7 @@ static void job_free(job *j) {
     }
     vx_oai_request_free(&j->req);
     free(j->echo);
+    free(j->ctx);
     free(j->tool_prefix);
     free(j->tool_schema);
     vx_sbuf_free(&j->out);
@@ -338,6 +351,7 @@ static bool on_event(const vx_token_event *ev, void *user_data) {
             it->logprob = ev->logprob;
             it->n_prompt = ev->n_prompt;
             it->n_cached = ev->n_cached;
+            it->t_ns = vx_time_ns();
             it->n_top = ev->n_top > 0 && ev->top_ids && ev->top_logprobs ? VX_MIN(ev->n_top, VX_OAI_MAX_TOP) : 0;
             for (int32_t k = 0; k < it->n_top; k++) {
                 it->top_id[k] = ev->top_ids[k];
@@ -394,10 +408,44 @@ static void lp_push(choice *c, const ev_item *it) {
     }
 }
 
+/* An ollama reply object into out: a streaming chunk (done NULL) or the
+ * final object with the request's counts and durations (prompt: until
+ * the first generated token; eval: from it on). */
+static void ollama_reply(job *j, vx_sbuf *out, const choice *c, const char *reasoning, size_t rlen, const char *text,
+                         size_t len, const vx_tool_call *calls, int32_t n_calls, const char *done) {
+    vx_ollama_reply r = {.kind = j->ollama, .model = j->meta.model, .text = text, .text_len = len,
+                         .thinking = reasoning, .thinking_len = rlen, .calls = calls, .n_calls = n_calls,
+                         .vocab = j->srv->vocab, .done_reason = done};
+    if (j->req.logprobs && c->n_lp > 0) {
+        r.lp = c->lp;
+        r.n_lp = c->n_lp;
+    }
+    if (done) {
+        const int64_t now = vx_time_ns(), first = j->t_first ? j->t_first : now;
+        r.total_ns = now - j->t_start;
+        r.prompt_ns = first - j->t_start;
+        r.eval_ns = now - first;
+        r.prompt_count = j->n_prompt;
+        r.eval_count = c->n_gen;
+        /* a tool call is a stop of its own kind in OpenAI's API only */
+        if (!strcmp(done, "tool_calls")) r.done_reason = "stop";
+        if (j->ollama == VX_OLLAMA_GENERATE) {
+            r.context = j->ctx;
+            r.n_context = j->n_ctx;
+        }
+    }
+    vx_ollama_reply_json(out, &r);
+}
+
 /* Streaming: one chunk with new reasoning (rlen bytes; 0: none) and text,
  * and the logprobs gathered so far. */
 static void emit_chunk_r(job *j, choice *c, const char *reasoning, size_t rlen, const char *text, size_t len,
                          const char *finish) {
+    if (j->ollama) {
+        if (!finish) ollama_reply(j, &j->out, c, reasoning, rlen, text, len, NULL, 0, NULL);
+        c->n_lp = 0;
+        return;
+    }
     vx_oai_choice oc = {.index = c->index, .text = text, .text_len = len, .reasoning = reasoning,
                         .reasoning_len = rlen, .finish_reason = finish};
     if (j->req.logprobs) {
@@ -496,7 +544,8 @@ static const char *reply_finish(job *j, choice *c, const char *reason) {
         if (len > pl) emit_chunk(j, c, text + pl, len - pl, NULL);
     } else {
         if (c->calls.content_len) emit_chunk(j, c, c->calls.content, c->calls.content_len, NULL);
-        vx_oai_tool_calls_chunk(&j->out, &j->meta, c->index, c->calls.v, c->calls.n, q->include_usage);
+        if (j->ollama) ollama_reply(j, &j->out, c, NULL, 0, "", 0, c->calls.v, c->calls.n, NULL);
+        else vx_oai_tool_calls_chunk(&j->out, &j->meta, c->index, c->calls.v, c->calls.n, q->include_usage);
     }
     return c->calls.n > 0 ? "tool_calls" : reason;
 }
@@ -509,6 +558,15 @@ static void usage_of(const job *j, vx_oai_usage *u) {
 }
 
 static void finish_stream(job *j) {
+    if (j->ollama) { /* no end marker: the last object says done (or error) */
+        if (j->failed) {
+            char *e = vx_ollama_error_json(&j->error);
+            if (!e || !vx_sbuf_adds(&j->out, e) || !vx_sbuf_adds(&j->out, "\n")) j->out.oom = true;
+            free(e);
+        }
+        j->out_finished = true;
+        return;
+    }
     if (j->failed) {
         vx_oai_error_chunk(&j->out, &j->error);
     } else {
@@ -527,7 +585,8 @@ static void choice_done(job *j, choice *c, const char *reason) {
     c->done = true;
     c->finish_reason = reason;
     j->n_done++;
-    if (j->req.stream && !j->failed) emit_chunk(j, c, "", 0, reason);
+    if (j->req.stream && !j->failed && j->ollama) ollama_reply(j, &j->out, c, NULL, 0, "", 0, NULL, 0, reason);
+    else if (j->req.stream && !j->failed) emit_chunk(j, c, "", 0, reason);
     if (j->n_done == j->n_choices && j->req.stream) finish_stream(j);
 }
 
@@ -552,6 +611,17 @@ static void handle_event(job *j, const ev_item *it) {
     }
     if (it->token >= 0) {
         c->n_gen++;
+        if (!j->t_first) j->t_first = it->t_ns;
+        if (j->ollama == VX_OLLAMA_GENERATE && j->ctx) {
+            if (j->n_ctx == j->cap_ctx) {
+                vx_token *p = realloc(j->ctx, (size_t)(j->cap_ctx * 2) * sizeof *p);
+                if (p) {
+                    j->ctx = p;
+                    j->cap_ctx *= 2;
+                }
+            }
+            if (j->n_ctx < j->cap_ctx) j->ctx[j->n_ctx++] = it->token;
+        }
         if (j->req.logprobs) lp_push(c, it);
         const char *text = it->text;
         size_t len = (size_t)it->text_len;
@@ -668,8 +738,11 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         job_pump(j, PUMP_WAIT_MS);
+        /* NDJSON has no comments: a space, which the next object's line
+         * starts with (JSON allows it; a blank line would break clients
+         * that parse every line) */
         if (j->out.len == 0 && !j->out_finished && vx_time_us() - t0 >= keepalive_us(j->srv))
-            vx_sbuf_adds(&j->out, ": keep-alive\n\n");
+            vx_sbuf_adds(&j->out, j->ollama ? " " : ": keep-alive\n\n");
     }
 }
 
@@ -734,7 +807,7 @@ static enum MHD_Result respond_json(struct MHD_Connection *conn, conn_req *r, in
 }
 
 static enum MHD_Result respond_error(struct MHD_Connection *conn, conn_req *r, const vx_oai_error *e) {
-    return respond_json(conn, r, e->status, vx_oai_error_json(e));
+    return respond_json(conn, r, e->status, r->ollama ? vx_ollama_error_json(e) : vx_oai_error_json(e));
 }
 
 static enum MHD_Result respond_errorf(struct MHD_Connection *conn, conn_req *r, int status, const char *code,
@@ -759,6 +832,14 @@ static const char *engine_error_code(vx_status st, int *status) {
 
 /* Builds the non-streaming response of a finished job. */
 static char *job_response(job *j) {
+    if (j->ollama) {
+        const choice *c = &j->choices[0];
+        vx_sbuf b = {0};
+        ollama_reply(j, &b, c, c->reasoning.p, c->reasoning.len, c->text.p ? c->text.p : "", c->text.len, c->calls.v,
+                     c->calls.n, c->finish_reason ? c->finish_reason : "stop");
+        if (b.len && b.p[b.len - 1] == '\n') b.p[--b.len] = 0; /* one JSON object */
+        return b.oom ? (vx_sbuf_free(&b), NULL) : vx_sbuf_take(&b);
+    }
     vx_oai_choice oc[VX_OAI_MAX_N];
     vx_sbuf texts[VX_OAI_MAX_N];
     memset(texts, 0, sizeof texts);
@@ -843,14 +924,74 @@ static bool chat_prompt(vx_server *s, job *j, vx_token **prompt, int32_t *n_prom
     return ok;
 }
 
-static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn, conn_req *r, vx_oai_kind kind) {
+/* An ollama request with nothing to generate: the model is loaded (it
+ * always is), as ollama answers it. */
+static enum MHD_Result respond_loaded(vx_server *s, struct MHD_Connection *conn, conn_req *r,
+                                      const vx_ollama_request *o) {
+    const vx_ollama_reply lr = {.kind = o->kind, .model = o->model ? o->model : s->model_name, .text = "",
+                                .done_reason = "load"};
+    vx_sbuf b = {0};
+    vx_ollama_reply_json(&b, &lr);
+    if (b.len) b.p[--b.len] = 0; /* one JSON object */
+    return respond_json(conn, r, 200, b.oom ? (vx_sbuf_free(&b), NULL) : vx_sbuf_take(&b));
+}
+
+/* The prompt after ollama's context: the context's tokens, then the new
+ * text's without the BOS the tokenizer put first (the context has it). */
+static bool prepend_context(const vx_vocab *v, const vx_ollama_request *o, vx_token **prompt, int32_t *n,
+                            vx_oai_error *err) {
+    if (o->n_context == 0) return true;
+    const bool bos = *n > 0 && (*prompt)[0] == vx_vocab_bos(v) && vx_vocab_add_bos(v);
+    const int32_t keep = *n - (bos ? 1 : 0);
+    vx_token *t = malloc(((size_t)o->n_context + (size_t)keep + 1) * sizeof *t);
+    if (!t) {
+        vx_oai_set_error(err, 500, NULL, "Out of memory.");
+        return false;
+    }
+    memcpy(t, o->context, (size_t)o->n_context * sizeof *t);
+    if (keep > 0) memcpy(t + o->n_context, *prompt + (bos ? 1 : 0), (size_t)keep * sizeof *t);
+    free(*prompt);
+    *prompt = t;
+    *n = o->n_context + keep;
+    return true;
+}
+
+/* POST /v1/chat/completions and /v1/completions (okind 0), or ollama's
+ * /api/chat and /api/generate (okind), translated into the OpenAI request
+ * that means the same. */
+static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn, conn_req *r, vx_oai_kind kind,
+                                       vx_ollama_kind okind) {
     vx_oai_error err;
+    const int64_t t_start = vx_time_ns();
     job *j = job_new(s);
     if (!j) return respond_errorf(conn, r, 500, NULL, "Out of memory.");
     r->job = j; /* the request's reference, released when the request completes */
-    if (!vx_oai_parse_request(kind, r->body.p ? r->body.p : "", r->body.len, s->n_vocab, s->p.n_ctx, &j->req, &err))
-        return respond_error(conn, r, &err);
+    const char *body = r->body.p ? r->body.p : "";
+    size_t blen = r->body.len;
+    vx_ollama_request oll;
+    memset(&oll, 0, sizeof oll);
+    if (okind) {
+        if (!vx_ollama_translate(okind, body, blen, s->n_vocab, &oll, &err)) return respond_error(conn, r, &err);
+        if (oll.load_only) {
+            const enum MHD_Result ret = respond_loaded(s, conn, r, &oll);
+            vx_ollama_request_free(&oll);
+            return ret;
+        }
+        kind = oll.oai_kind;
+        body = oll.oai_body;
+        blen = oll.oai_len;
+    }
+    const bool parsed = vx_oai_parse_request(kind, body, blen, s->n_vocab, s->p.n_ctx, &j->req, &err);
     vx_oai_request *q = &j->req;
+    if (parsed && okind) q->max_tokens = oll.max_tokens;
+    j->ollama = okind;
+    j->t_start = t_start;
+    free(oll.oai_body);
+    oll.oai_body = NULL;
+    if (!parsed) {
+        vx_ollama_request_free(&oll);
+        return respond_error(conn, r, &err);
+    }
     /* a sequence never holds more than n_ctx tokens: a larger penalty window
      * means the same, and would only make the sampler allocate its size */
     if (q->sampling.penalty_last_n > s->p.n_ctx) q->sampling.penalty_last_n = s->p.n_ctx;
@@ -881,6 +1022,8 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         q->prompt_ids = NULL;
         ok = true;
     }
+    ok = ok && prepend_context(s->vocab, &oll, &prompt, &n_prompt, &err);
+    vx_ollama_request_free(&oll);
     if (!ok) return respond_error(conn, r, &err);
     if (n_prompt == 0) {
         free(prompt);
@@ -904,6 +1047,11 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
 
     /* the job's fixed part */
     j->n_prompt = n_prompt;
+    if (okind == VX_OLLAMA_GENERATE && (j->ctx = malloc(((size_t)n_prompt + 64) * sizeof *j->ctx))) {
+        memcpy(j->ctx, prompt, (size_t)n_prompt * sizeof *j->ctx);
+        j->n_ctx = n_prompt;
+        j->cap_ctx = n_prompt + 64;
+    }
     j->n_choices = q->n;
     j->conn = conn;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -954,7 +1102,7 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         c->lp_offset = 0;
         lp_push(c, &first);
     }
-    if (q->stream) {
+    if (q->stream && !okind) {
         for (int32_t i = 0; i < j->n_choices; i++) {
             if (kind == VX_OAI_CHAT) {
                 vx_oai_choice oc = {.index = i};
@@ -1025,7 +1173,7 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         pthread_mutex_lock(&j->mu);
         j->refs++; /* the response's, released by sse_free */
         pthread_mutex_unlock(&j->mu);
-        add_common_headers(resp, "text/event-stream");
+        add_common_headers(resp, okind ? "application/x-ndjson" : "text/event-stream");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
         enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
@@ -1069,8 +1217,10 @@ static bool embed_stop(void *ud) {
 /* POST /v1/embeddings: every input an engine embedding request (a window
  * of --parallel at a time), the vectors pooled as the server's pooling
  * says; this thread waits for them all, as for a non-streaming request. */
-static enum MHD_Result handle_embeddings(vx_server *s, struct MHD_Connection *conn, conn_req *r, bool legacy) {
+static enum MHD_Result handle_embeddings(vx_server *s, struct MHD_Connection *conn, conn_req *r, const char *body,
+                                         size_t blen, int legacy) {
     vx_oai_error err;
+    const int64_t t_start = vx_time_ns();
     vx_oai_embed_request q;
     const int32_t n_embd = vx_model_n_embd(s->model);
     /* in flight from here (tokenizing 2048 inputs takes a while) until its
@@ -1079,9 +1229,10 @@ static enum MHD_Result handle_embeddings(vx_server *s, struct MHD_Connection *co
     s->n_embed++;
     pthread_mutex_unlock(&s->mu);
     r->embed = true;
-    if (!vx_oai_parse_embeddings(r->body.p ? r->body.p : "", r->body.len, s->vocab, s->p.n_ctx, n_embd, legacy, &q,
-                                 &err))
+    /* legacy: 1 llama-server's format, 2 ollama's /api/embed, 3 its /api/embeddings */
+    if (!vx_oai_parse_embeddings(body, blen, s->vocab, s->p.n_ctx, n_embd, legacy == 1, &q, &err))
         return respond_error(conn, r, &err);
+    q.ollama = legacy >= 2 ? legacy - 1 : 0;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     embed_watch w = {s, ci ? ci->connect_fd : -1};
     const int fd = w.fd;
@@ -1094,8 +1245,9 @@ static enum MHD_Result handle_embeddings(vx_server *s, struct MHD_Connection *co
     enum MHD_Result ret;
     if (st == VX_OK) {
         r->n_prompt = (int32_t)VX_MIN(q.n_tokens_total, (int64_t)INT32_MAX); /* logged, counted */
-        char *body = vx_oai_embeddings_json(&q, q.model ? q.model : s->model_name, vecs, n_embd);
-        ret = body ? respond_json(conn, r, 200, body) : respond_errorf(conn, r, 500, NULL, "Out of memory.");
+        q.elapsed_ns = vx_time_ns() - t_start;
+        char *json = vx_oai_embeddings_json(&q, q.model ? q.model : s->model_name, vecs, n_embd);
+        ret = json ? respond_json(conn, r, 200, json) : respond_errorf(conn, r, 500, NULL, "Out of memory.");
     } else if (st == VX_ECANCELED && fd_gone(fd)) {
         ret = MHD_NO; /* nobody to answer: close the connection */
     } else if (st == VX_ECANCELED) {
@@ -1110,6 +1262,43 @@ static enum MHD_Result handle_embeddings(vx_server *s, struct MHD_Connection *co
     }
     free(vecs);
     vx_oai_embed_request_free(&q);
+    return ret;
+}
+
+/* ---------------------------------------------------------------- ollama */
+
+/* The served model as ollama describes one (server start). */
+static void ollama_model_init(vx_server *s) {
+    vx_ollama_model *m = &s->om;
+    struct stat st;
+    const bool have = s->p.model_path && stat(s->p.model_path, &st) == 0;
+    snprintf(s->om_arch, sizeof s->om_arch, "%s", vx_model_arch(s->model));
+    snprintf(s->om_quant, sizeof s->om_quant, "unknown");
+    char ft[32];
+    if (vx_model_meta_str(s->model, "general.file_type", ft, sizeof ft) > 0) {
+        const vx_quant_mix *mix;
+        for (int i = 0; (mix = vx_quant_mix_at(i)); i++)
+            if (mix->ftype == atoi(ft)) snprintf(s->om_quant, sizeof s->om_quant, "%s", mix->name);
+    }
+    *m = (vx_ollama_model){.name = s->model_name, .arch = s->om_arch, .n_params = vx_model_n_params(s->model),
+                           .quant = s->om_quant, .size = have ? (uint64_t)st.st_size : vx_model_size(s->model),
+                           .mtime = have ? (int64_t)st.st_mtime : s->created,
+                           .n_ctx_train = vx_model_n_ctx_train(s->model), .n_ctx = s->p.n_ctx,
+                           .n_embd = vx_model_n_embd(s->model), .n_layer = vx_model_n_layer(s->model),
+                           .template_src = s->template_src, .tools = s->p.tool_format != VX_TOOL_FMT_NONE,
+                           .thinking = vx_reasoning_detect(s->template_src),
+                           .embedding = vx_model_pooling(s->model) != VX_POOLING_UNSPECIFIED};
+}
+
+/* POST /api/embed and /api/embeddings: the body as an OpenAI one, run as
+ * /v1/embeddings runs it, answered in ollama's shape. */
+static enum MHD_Result handle_ollama_embed(vx_server *s, struct MHD_Connection *conn, conn_req *r, bool legacy) {
+    vx_oai_error err;
+    char *oai = NULL;
+    if (!vx_ollama_embed_body(r->body.p ? r->body.p : "", r->body.len, legacy, &oai, &err))
+        return respond_error(conn, r, &err);
+    const enum MHD_Result ret = handle_embeddings(s, conn, r, oai, strlen(oai), legacy ? 3 : 2);
+    free(oai);
     return ret;
 }
 
@@ -1229,7 +1418,9 @@ static bool authorized(vx_server *s, struct MHD_Connection *conn) {
 }
 
 enum route {
-    R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_APPLY, R_EMBED, R_EMBED_LEGACY
+    R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_APPLY, R_EMBED, R_EMBED_LEGACY,
+    R_ROOT, R_OLL_VERSION, R_OLL_TAGS, R_OLL_PS, R_OLL_SHOW, R_OLL_CHAT, R_OLL_GENERATE, R_OLL_EMBED, R_OLL_EMBEDDINGS,
+    R_OLL_MANAGE
 };
 
 static enum route find_route(const char *path, bool *post) {
@@ -1246,6 +1437,15 @@ static enum route find_route(const char *path, bool *post) {
         {"/apply-template", R_APPLY, true},
         {"/v1/embeddings", R_EMBED, true},      {"/embeddings", R_EMBED_LEGACY, true},
         {"/embedding", R_EMBED_LEGACY, true}, /* llama-server's: its own format */
+        /* ollama's native API */
+        {"/", R_ROOT, false},                   {"/api/version", R_OLL_VERSION, false},
+        {"/api/tags", R_OLL_TAGS, false},       {"/api/ps", R_OLL_PS, false},
+        {"/api/show", R_OLL_SHOW, true},        {"/api/chat", R_OLL_CHAT, true},
+        {"/api/generate", R_OLL_GENERATE, true}, {"/api/embed", R_OLL_EMBED, true},
+        {"/api/embeddings", R_OLL_EMBEDDINGS, true},
+        {"/api/pull", R_OLL_MANAGE, true},      {"/api/push", R_OLL_MANAGE, true},
+        {"/api/create", R_OLL_MANAGE, true},    {"/api/copy", R_OLL_MANAGE, true},
+        {"/api/delete", R_OLL_MANAGE, true},    {"/api/blobs", R_OLL_MANAGE, true},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (!strcmp(path, table[i].path)) {
@@ -1277,13 +1477,22 @@ static enum MHD_Result route(vx_server *s, struct MHD_Connection *conn, conn_req
         snprintf(msg, sizeof msg, "Invalid URL (%s %.160s).", m, r->path);
         return respond_errorf(conn, r, 404, "unknown_url", msg);
     }
+    r->ollama = rt >= R_ROOT;
+    if (rt == R_OLL_MANAGE) { /* any method: ollama's delete is a DELETE */
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "%.40s is not supported: vx serve runs the one model it was started with (%.200s); models are GGUF "
+                 "files given with -m.",
+                 r->path, s->model_name);
+        return respond_errorf(conn, r, 501, NULL, msg);
+    }
     const bool is_get = !strcmp(m, "GET") || !strcmp(m, "HEAD");
     if (post ? strcmp(m, "POST") != 0 : !is_get) {
         char msg[256];
         snprintf(msg, sizeof msg, "Method %s is not allowed on %.160s.", m, r->path);
         vx_oai_error e;
         vx_oai_set_error(&e, 405, NULL, "%s", msg);
-        return respond(conn, r, 405, vx_oai_error_json(&e), "application/json",
+        return respond(conn, r, 405, r->ollama ? vx_ollama_error_json(&e) : vx_oai_error_json(&e), "application/json",
                        post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
     }
     if (r->too_large) {
@@ -1292,6 +1501,11 @@ static enum MHD_Result route(vx_server *s, struct MHD_Connection *conn, conn_req
         return respond_errorf(conn, r, 413, NULL, msg);
     }
     const bool stopping = server_stopping(s);
+    if (rt == R_ROOT) /* ollama's clients look for this */
+        return respond(conn, r, stopping ? 503 : 200, strdup(stopping ? "Shutting down" : "Ollama is running"),
+                       "text/plain; charset=utf-8", NULL);
+    if (rt == R_OLL_VERSION)
+        return respond_json(conn, r, 200, strdup("{\"version\":\"" VX_OLLAMA_API_VERSION "\"}"));
     if (rt == R_HEALTH)
         return respond_json(conn, r, stopping ? 503 : 200,
                             strdup(stopping ? "{\"status\":\"shutting down\"}" : "{\"status\":\"ok\"}"));
@@ -1305,10 +1519,19 @@ static enum MHD_Result route(vx_server *s, struct MHD_Connection *conn, conn_req
     switch (rt) {
     case R_MODELS:
         return respond_json(conn, r, 200, vx_oai_models_json(s->model_name, s->created, s->p.n_ctx, s->n_vocab));
-    case R_CHAT: return handle_generate(s, conn, r, VX_OAI_CHAT);
-    case R_COMPLETIONS: return handle_generate(s, conn, r, VX_OAI_COMPLETION);
-    case R_EMBED: return handle_embeddings(s, conn, r, false);
-    case R_EMBED_LEGACY: return handle_embeddings(s, conn, r, true);
+    case R_CHAT: return handle_generate(s, conn, r, VX_OAI_CHAT, 0);
+    case R_COMPLETIONS: return handle_generate(s, conn, r, VX_OAI_COMPLETION, 0);
+    case R_EMBED: return handle_embeddings(s, conn, r, body, r->body.len, 0);
+    case R_EMBED_LEGACY: return handle_embeddings(s, conn, r, body, r->body.len, 1);
+    case R_OLL_CHAT: return handle_generate(s, conn, r, VX_OAI_CHAT, VX_OLLAMA_CHAT);
+    case R_OLL_GENERATE: return handle_generate(s, conn, r, VX_OAI_CHAT, VX_OLLAMA_GENERATE);
+    case R_OLL_EMBED: return handle_ollama_embed(s, conn, r, false);
+    case R_OLL_EMBEDDINGS: return handle_ollama_embed(s, conn, r, true);
+    case R_OLL_TAGS: return respond_json(conn, r, 200, vx_ollama_tags_json(&s->om, false));
+    case R_OLL_PS: return respond_json(conn, r, 200, vx_ollama_tags_json(&s->om, true));
+    case R_OLL_SHOW: /* one model: any name shows it, but the body must be a JSON object */
+        if (!vx_ollama_show_body(body, r->body.len, &err)) return respond_error(conn, r, &err);
+        return respond_json(conn, r, 200, vx_ollama_show_json(&s->om));
     case R_TOKENIZE:
         out = vx_oai_tokenize_json(s->vocab, body, r->body.len, &err);
         return out ? respond_json(conn, r, 200, out) : respond_error(conn, r, &err);
@@ -1609,6 +1832,8 @@ vx_status vx_server_start(const vx_server_params *params, const vx_model *model,
     s->model_name = strdup(p.model_name ? p.model_name : "model");
     s->template_kwargs = p.template_kwargs ? strdup(p.template_kwargs) : NULL;
     s->p.template_kwargs = s->template_kwargs;
+    s->template_src = strdup(p.template_src ? p.template_src : "");
+    s->p.template_src = s->template_src;
     s->p.host = s->host;
     s->p.api_key = s->api_key;
     s->p.model_name = s->model_name;
@@ -1618,7 +1843,8 @@ vx_status vx_server_start(const vx_server_params *params, const vx_model *model,
     s->engine = engine;
     s->tmpl = tmpl;
     s->created = (int64_t)time(NULL);
-    if (!s->host || !s->model_name || (p.api_key && p.api_key[0] && !s->api_key) ||
+    ollama_model_init(s);
+    if (!s->host || !s->model_name || !s->template_src || (p.api_key && p.api_key[0] && !s->api_key) ||
         (p.template_kwargs && !s->template_kwargs)) {
         server_unref(s);
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");

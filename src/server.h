@@ -1,7 +1,8 @@
 /*
  * server.h - the HTTP server of `vx serve`: an OpenAI-compatible API over a
- * running vx_engine (libmicrohttpd, one thread per connection). Request
- * and response shapes live in server_openai.h; this module owns routing,
+ * running vx_engine (libmicrohttpd, one thread per connection), and
+ * ollama's native API beside it. Request and response shapes live in
+ * server_openai.h and server_ollama.h; this module owns routing,
  * authentication, body limits, the hand-off of token events from the engine
  * thread to the connection threads, SSE streaming, metrics and logging.
  */
@@ -49,6 +50,9 @@ typedef struct vx_server_params {
                                 cls, last; anything else: last) */
     int32_t n_parallel;      /* /v1/embeddings: inputs of one request in the engine at
                                 once (the engine's --parallel; < 1: 1) */
+    const char *model_path;  /* the model's file, whose size and time ollama's /api/tags
+                                reports (NULL: none) */
+    const char *template_src; /* the chat template's text, for /api/show (NULL: "") */
 } vx_server_params;
 
 vx_server_params vx_server_default_params(void);

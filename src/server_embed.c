@@ -90,6 +90,10 @@ static bool parse_inputs(const cJSON *in, const vx_vocab *v, int32_t n_ctx, vx_o
     r->n_inputs = n;
     for (int32_t i = 0; i < n; i++) {
         if (!parse_input(one ? in : cJSON_GetArrayItem(in, i), i, one, v, r, err)) return false;
+        if (r->n_tokens[i] > n_ctx && r->truncate) { /* its start kept */
+            r->n_tokens_total -= r->n_tokens[i] - n_ctx;
+            r->n_tokens[i] = n_ctx;
+        }
         if (r->n_tokens[i] > n_ctx) {
             char param[48];
             if (one) snprintf(param, sizeof param, "input");
@@ -148,6 +152,12 @@ bool vx_oai_parse_embeddings(const char *body, size_t len, const vx_vocab *v, in
         legacy |= in && !cJSON_IsNull(in);
     }
     out->legacy = legacy;
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(root, "truncate");
+    if (tr && !cJSON_IsNull(tr) && !cJSON_IsBool(tr)) {
+        vx_oai_type_error(err, "truncate", "a boolean", tr);
+        goto done;
+    }
+    out->truncate = cJSON_IsTrue(tr);
     ok = parse_inputs(in && !cJSON_IsNull(in) ? in : NULL, v, n_ctx, out, err);
 done:
     cJSON_Delete(root);
@@ -314,8 +324,39 @@ static void base64(vx_sbuf *b, const unsigned char *p, size_t n) {
     }
 }
 
+/* A vector's first dims values as a JSON array (NaN and infinities have
+ * no JSON spelling: null). */
+static void json_floats(vx_sbuf *b, const float *v, int32_t dims) {
+    vx_sbuf_adds(b, "[");
+    for (int32_t k = 0; k < dims; k++) vx_sbuf_addf(b, isfinite(v[k]) ? "%s%.9g" : "%snull", k ? "," : "", (double)v[k]);
+    vx_sbuf_adds(b, "]");
+}
+
+/* ollama's /api/embed and /api/embeddings answers. */
+static char *ollama_json(const vx_oai_embed_request *r, const char *model, float *vecs, int32_t n_embd, int32_t dims) {
+    vx_sbuf b = {0};
+    vx_sbuf_adds(&b, r->ollama == 2 ? "{\"embedding\":" : "{\"model\":");
+    if (r->ollama == 1) {
+        vx_oai_json_cstr(&b, model);
+        vx_sbuf_adds(&b, ",\"embeddings\":[");
+    }
+    for (int32_t i = 0; i < r->n_inputs; i++) {
+        float *v = vecs + (size_t)i * (size_t)n_embd;
+        vx_embd_normalize(v, dims, r->normalize);
+        if (i) vx_sbuf_adds(&b, ",");
+        json_floats(&b, v, dims);
+        if (r->ollama == 2) break; /* one prompt */
+    }
+    if (r->ollama == 2) vx_sbuf_adds(&b, "}");
+    else
+        vx_sbuf_addf(&b, "],\"total_duration\":%lld,\"load_duration\":0,\"prompt_eval_count\":%lld}",
+                     (long long)r->elapsed_ns, (long long)r->n_tokens_total);
+    return b.oom ? (vx_sbuf_free(&b), NULL) : vx_sbuf_take(&b);
+}
+
 char *vx_oai_embeddings_json(const vx_oai_embed_request *r, const char *model, float *vecs, int32_t n_embd) {
     const int32_t dims = r->dimensions > 0 && r->dimensions < n_embd ? r->dimensions : n_embd;
+    if (r->ollama) return ollama_json(r, model, vecs, n_embd, dims);
     vx_sbuf b = {0};
     vx_sbuf_adds(&b, r->legacy ? "[" : "{\"object\":\"list\",\"data\":[");
     for (int32_t i = 0; i < r->n_inputs; i++) {
@@ -329,10 +370,8 @@ char *vx_oai_embeddings_json(const vx_oai_embed_request *r, const char *model, f
             vx_sbuf_adds(&b, "\"}");
             continue;
         }
-        vx_sbuf_adds(&b, "[");
-        for (int32_t k = 0; k < dims; k++) /* NaN and infinities have no JSON spelling */
-            vx_sbuf_addf(&b, isfinite(v[k]) ? "%s%.9g" : "%snull", k ? "," : "", (double)v[k]);
-        vx_sbuf_adds(&b, r->legacy ? "]]}" : "]}");
+        json_floats(&b, v, dims);
+        vx_sbuf_adds(&b, r->legacy ? "]}" : "}");
     }
     if (r->legacy) {
         vx_sbuf_adds(&b, "]");

@@ -26,13 +26,18 @@ typedef struct vx_oai_embed_request {
                              [[...]]}], floats */
     int32_t dimensions;   /* keep the first this many values (0: all), then normalize */
     int32_t normalize;    /* vx_embd_normalize's norm: 2 unless embd_normalize says */
+    bool truncate;        /* "truncate": true (ollama's field): inputs over the context are
+                             cut to it (their start kept) instead of refused */
+    int ollama;           /* set by the caller: the answer in ollama's shape, 1: /api/embed
+                             ({"embeddings": [[...]], ...}), 2: /api/embeddings ({"embedding"}) */
+    int64_t elapsed_ns;   /* set by the caller: ollama's total_duration */
 } vx_oai_embed_request;
 
 /* Parses and tokenizes a request: input (a string, an array of strings,
  * of token ids, or of arrays of ids; at most VX_OAI_MAX_INPUTS, none
  * empty, none over n_ctx tokens; llama-server's "content" in its place
  * makes the request legacy), model, encoding_format (float, base64),
- * dimensions (1..n_embd), embd_normalize (-1 and up), user. legacy: the
+ * dimensions (1..n_embd), embd_normalize (-1 and up), truncate, user. legacy: the
  * answer in llama-server's own format whatever the body says. */
 bool vx_oai_parse_embeddings(const char *body, size_t len, const vx_vocab *v, int32_t n_ctx, int32_t n_embd,
                              bool legacy, vx_oai_embed_request *out, vx_oai_error *err);

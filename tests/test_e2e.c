@@ -5,11 +5,12 @@
  * the server exits 0 with no sanitizer report, which LSan turns into a leak
  * check):
  *   server.test.mjs   the API through the official `openai` client
+ *   ollama.test.mjs   ollama's native API through the official `ollama` client
  *   hostile.test.mjs  malformed and hostile requests over raw sockets
- * Installs the pinned client with `npm ci` when tests/e2e/node_modules is
- * missing. The hostile suite needs no packages and runs regardless. Skips,
+ * Installs the pinned clients with `npm ci` when tests/e2e/node_modules
+ * lacks them. The hostile suite needs no packages and runs regardless. Skips,
  * saying so on its last line, when node is not installed; without the
- * client (offline) only the hostile suite runs. In the VX_FORCE_GENERIC pass
+ * clients (offline) only the hostile suite runs. In the VX_FORCE_GENERIC pass
  * of `make check` the hostile suite is left out: it tests the HTTP layer,
  * which the kernels do not change, and the other two passes run it.
  */
@@ -55,14 +56,16 @@ int main(void) {
     }
     if (run("node --version > /dev/null 2>&1") != 0) return skip("node is not installed");
     struct stat sb;
-    bool have_client = stat("tests/e2e/node_modules/openai/package.json", &sb) == 0 ||
+    /* the pinned clients: openai, ollama */
+    bool have_client = (stat("tests/e2e/node_modules/openai/package.json", &sb) == 0 &&
+                        stat("tests/e2e/node_modules/ollama/package.json", &sb) == 0) ||
                        run("cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error > /dev/null 2>&1") == 0;
     const char *generic = getenv("VX_FORCE_GENERIC");
     bool hostile = !(generic && *generic && strcmp(generic, "0") != 0);
     if (!have_client && !hostile) return skip("npm ci failed: no network? run it in tests/e2e");
     snprintf(cmd, sizeof cmd,
              "cd tests/e2e && VX_BIN='%s' VX_FIXTURES='%s' node --test --test-concurrency=1%s%s 2>&1", vx,
-             fixtures, have_client ? " server.test.mjs" : "", hostile ? " hostile.test.mjs" : "");
+             fixtures, have_client ? " server.test.mjs ollama.test.mjs" : "", hostile ? " hostile.test.mjs" : "");
     FILE *p = popen(cmd, "r");
     CHECK(p != NULL);
     if (!p) return vx_test_finish("test_e2e");

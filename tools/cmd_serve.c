@@ -192,6 +192,8 @@ int vx_cmd_serve(int argc, char **argv) {
     sp.max_buffered = (size_t)max_buffer;
     sp.max_connections = (unsigned)max_conns;
     sp.n_parallel = (int32_t)parallel;
+    sp.model_path = path;
+    sp.template_src = src;
 
     /* a client closing its socket must not kill the process */
     signal(SIGPIPE, SIG_IGN);

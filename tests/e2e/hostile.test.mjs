@@ -29,18 +29,13 @@
 //
 // Run: cd tests/e2e && node --test hostile.test.mjs
 // Env: VX_BIN (default <repo>/build/vx), VX_FIXTURES (default <repo>/../shared/fixtures).
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { FIXTURES, spawnServer } from './serve.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, '../..');
-const VX = process.env.VX_BIN || path.join(repo, 'build/vx');
-const FIXTURES = process.env.VX_FIXTURES || path.resolve(repo, '../shared/fixtures');
 const MODEL = path.join(FIXTURES, 'models/stories260K/stories260K.gguf');
 const N_CTX = 256;
 const N_VOCAB = 512;
@@ -52,31 +47,19 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // ------------------------------------------------------------------ server
 
 async function startServer(extra = []) {
-  const args = ['serve', '-m', MODEL, '--port', '0', '--chat-template', 'chatml', '-t', '1', '--batch-invariant',
-    '-c', String(N_CTX), '--max-body', String(MAX_BODY), '--quiet', ...extra];
   const env = { ...process.env };
   env.ASAN_OPTIONS = [env.ASAN_OPTIONS, 'detect_leaks=1'].filter(Boolean).join(':');
   env.UBSAN_OPTIONS = [env.UBSAN_OPTIONS, 'print_stacktrace=1'].filter(Boolean).join(':');
-  const proc = spawn(VX, args, { stdio: ['ignore', 'ignore', 'pipe'], env });
-  const exited = once(proc, 'exit');
-  let log = '';
-  proc.stderr.on('data', (d) => { log += d.toString(); });
-  const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${log}`)), 20000);
-    const check = () => {
-      const m = log.match(/listening on http:\/\/[^\s]*:(\d+)/);
-      if (m) { clearTimeout(timer); proc.stderr.off('data', check); resolve(Number(m[1])); }
-    };
-    proc.stderr.on('data', check);
-    proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited (${code}):\n${log}`)); });
-  });
+  const srv = await spawnServer(['-m', MODEL, '--chat-template', 'chatml', '-t', '1', '--batch-invariant',
+    '-c', String(N_CTX), '--max-body', String(MAX_BODY), '--quiet', ...extra], env);
+  const { proc } = srv;
   return {
-    proc, port, log: () => log,
+    proc, port: srv.port, log: srv.log,
     alive: () => proc.exitCode === null && proc.signalCode === null,
     async stop(signal) {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
       const timer = setTimeout(() => proc.kill('SIGKILL'), 30000);
-      const [code, sig] = await exited;
+      const [code, sig] = await srv.exited;
       clearTimeout(timer);
       return { code, sig };
     },
@@ -505,8 +488,39 @@ function httpCases() {
     cases.push({ name: `${m} ${p}`, method: m, path: p, body: m === 'GET' ? null : '{}', expect: { status: 405 } });
   for (const p of getRoutes) for (const m of ['POST', 'PUT', 'DELETE'])
     cases.push({ name: `${m} ${p}`, method: m, path: p, body: '{}', expect: { status: 405 } });
-  for (const p of ['/', '/v1', '/v1/', '/v2/chat/completions', '/v1/chat/completions/', '/V1/COMPLETIONS', '/v1/completions%20',
-    '/%00', '/../../etc/passwd', '/v1/chat/completions/../completions/x', `/${'a'.repeat(4000)}`, '/v1/engines/x/completions',
+  // ollama's API: its routes' methods, and bodies its translation must refuse, all in its {"error"} shape
+  const ollama = { ollama: true };
+  for (const p of ['/api/chat', '/api/generate', '/api/show', '/api/embed', '/api/embeddings'])
+    for (const m of ['GET', 'PUT', 'DELETE'])
+      cases.push({ name: `${m} ${p}`, method: m, path: p, body: m === 'GET' ? null : '{}', expect: { status: 405, ...ollama } });
+  for (const p of ['/', '/%00', '/api/version', '/api/tags', '/api/ps'])
+    for (const m of ['POST', 'PUT'])
+      cases.push({ name: `${m} ${p}`, method: m, path: p, body: '{}', expect: { status: 405, ...ollama } });
+  for (const p of ['/api/pull', '/api/push', '/api/create', '/api/copy', '/api/delete', '/api/blobs'])
+    cases.push({ name: `POST ${p}`, method: 'POST', path: p, body: '{"model":"x"}', expect: { status: 501, ...ollama } });
+  const hi = '"messages":[{"role":"user","content":"Hi"}]';
+  for (const [p, body] of [
+    ['/api/chat', '{"messages": ['], ['/api/chat', '[]'], ['/api/chat', '{"messages":"x"}'], ['/api/chat', '{"messages":[1]}'],
+    ['/api/chat', `{${hi},"options":[]}`], ['/api/chat', `{${hi},"options":{"num_predict":1.5}}`],
+    ['/api/chat', `{${hi},"options":{"num_predict":"9"}}`], ['/api/chat', `{${hi},"options":{"temperature":1e309}}`],
+    ['/api/chat', `{${hi},"options":{"top_k":-5}}`], ['/api/chat', `{${hi},"options":{"stop":[1]}}`],
+    ['/api/chat', `{${hi},"format":"yaml"}`], ['/api/chat', `{${hi},"format":[]}`], ['/api/chat', `{${hi},"think":"max"}`],
+    ['/api/chat', `{${hi},"stream":1}`], ['/api/chat', `{${hi},"tools":{}}`], ['/api/chat', `{${hi},"logprobs":"yes"}`],
+    ['/api/chat', '{"messages":[{"role":"user","content":"x","images":["aGk="]}]}'],
+    ['/api/generate', '{"prompt":["x"]}'], ['/api/generate', '{"prompt":"x","context":[1,99999]}'],
+    ['/api/generate', '{"prompt":"x","context":"1"}'], ['/api/generate', '{"prompt":"x","suffix":"y"}'],
+    ['/api/generate', '{"prompt":"x","template":"{{.Prompt}}"}'], ['/api/generate', '{"prompt":"x","raw":"yes"}'],
+    ['/api/generate', `{"prompt":"${'x '.repeat(400)}"}`], ['/api/generate', '{"prompt":"\u0000"}'],
+    ['/api/embed', '{}'], ['/api/embed', '{"input":[1,2]}'], ['/api/embed', '{"input":"x","truncate":"no"}'],
+    ['/api/embed', '{"input":"x","dimensions":0}'], ['/api/embeddings', '{"prompt":5}'], ['/api/show', '{"model":'],
+  ]) cases.push({ name: `POST ${p} ${body.slice(0, 40)}`, method: 'POST', path: p, body,
+    expect: { status: 400, ...ollama } });
+  for (const [p, body] of [['/api/chat', `{${hi},"stream":false,"options":{"num_predict":2,"num_ctx":99,"mirostat":2}}`],
+    ['/api/generate', '{"prompt":"Hi","stream":false,"options":{"num_predict":2}}'], ['/api/generate', '{}'],
+    ['/api/chat', '{"messages":[]}'], ['/api/embed', '{"input":["a","b"]}'], ['/api/embeddings', '{"prompt":"a"}'], ['/api/show', '{"model":"x"}'], ['/api/show', '{}']])
+    cases.push({ name: `POST ${p} ${body.slice(0, 40)}`, method: 'POST', path: p, body, expect: { status: 200 } });
+  for (const p of ['/v1', '/v1/', '/v2/chat/completions', '/v1/chat/completions/', '/V1/COMPLETIONS', '/v1/completions%20',
+    '/../../etc/passwd', '/api', '/api/', '/api/chat/', '/API/CHAT', '/v1/chat/completions/../completions/x', `/${'a'.repeat(4000)}`, '/v1/engines/x/completions',
     '/v1/embedding', '/v1/models/x'])
     cases.push({ name: `POST ${p.slice(0, 40)}`, method: 'POST', path: p, body: '{}', expect: { status: 404, code: 'unknown_url' } });
   cases.push({ name: 'embeddings without input', method: 'POST', path: '/v1/embeddings', body: '{}', expect: { status: 400 } });
@@ -572,6 +586,12 @@ async function runCase(port, c) {
     if (r.status === 0) assert.ok(e.close, `${ctx}: no response, no clean close allowed`);
     else assert.ok(e.any.includes(r.status), ctx);
     if (r.res && r.status >= 400 && r.res.json) assertOaiError(r, r.status, {}, c.name);
+    return r;
+  }
+  if (e.ollama) { /* ollama's shape: {"error": "..."} and nothing else */
+    assert.equal(r.status, e.status, ctx);
+    assert.ok(r.res.json && typeof r.res.json.error === 'string' && r.res.json.error.length > 0, ctx);
+    assert.deepEqual(Object.keys(r.res.json), ['error'], ctx);
     return r;
   }
   if (e.status === 200) {

@@ -5,44 +5,25 @@
 //
 // Run: cd tests/e2e && npm ci && node --test server.test.mjs
 // Env: VX_BIN (default <repo>/build/vx), VX_FIXTURES (default <repo>/../shared/fixtures).
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import net from 'node:net';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { FIXTURES, spawnServer } from './serve.mjs';
 import OpenAI from 'openai';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, '../..');
-const VX = process.env.VX_BIN || path.join(repo, 'build/vx');
-const FIXTURES = process.env.VX_FIXTURES || path.resolve(repo, '../shared/fixtures');
 const MODEL = path.join(FIXTURES, 'models/qwen2/qwen2-Q8_0.gguf');
 const N_CTX = 2048;
 
-// Starts `vx serve` on a free port (--port 0; the port is read from its log).
+// Starts `vx serve` with the fixture model and the tests' settings.
 async function startServer(extra = []) {
-  const args = ['serve', '-m', MODEL, '--port', '0', '--chat-template', 'chatml', '-t', '1', '--batch-invariant',
-    '-c', String(N_CTX), '--parallel', '4', ...extra];
-  const proc = spawn(VX, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  const exited = once(proc, 'exit');
-  let log = '';
-  const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${log}`)), 20000);
-    proc.stderr.on('data', (d) => {
-      log += d.toString();
-      const m = log.match(/listening on http:\/\/[^\s]*:(\d+)/);
-      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
-    });
-    proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited (${code}):\n${log}`)); });
-  });
-  const base = `http://127.0.0.1:${port}`;
+  const srv = await spawnServer(['-m', MODEL, '--chat-template', 'chatml', '-t', '1', '--batch-invariant',
+    '-c', String(N_CTX), '--parallel', '4', ...extra]);
   return {
-    proc, port, base, log: () => log,
+    ...srv,
     async stop(signal = 'SIGTERM') {
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
-      const [code] = await exited;
+      if (srv.proc.exitCode === null && srv.proc.signalCode === null) srv.proc.kill(signal);
+      const [code] = await srv.exited;
       return code;
     },
   };

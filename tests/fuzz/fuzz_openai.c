@@ -11,7 +11,11 @@
  *      vx_oai_detokenize_json); bits 4-5: n_vocab 1, 7, 512 or the loaded
  *      vocabulary's size; bit 7: POST /v1/embeddings instead
  *      (vx_oai_parse_embeddings, vx_oai_embeddings_json; bit 2: as the
- *      legacy /embedding). An accepted request has its fields checked
+ *      legacy /embedding); bit 6: ollama's API instead (bits 2-3: /api/chat,
+ *      /api/generate, /api/embed, /api/embeddings through vx_ollama_translate
+ *      or vx_ollama_embed_body, then the OpenAI parser as the server does;
+ *      replies, errors and embeddings in ollama's shapes must parse). An
+ *      accepted request has its fields checked
  *      (sampling ranges, n, max_tokens, stop strings, logit_bias ids,
  *      prompt ids, messages_json shape), is handed to vx_sampler_init (which
  *      must accept it, as the engine will), rendered into a response and an
@@ -48,7 +52,7 @@
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
  *       -std=c11 -D_GNU_SOURCE -Iinclude -Isrc tests/fuzz/fuzz_openai.c \
- *       src/server_openai.c src/server_embed.c src/embed.c src/reasoning.c src/tool_call.c src/json_check.c src/json_schema.c src/sampling.c \
+ *       src/server_openai.c src/server_ollama.c src/server_embed.c src/embed.c src/reasoning.c src/tool_call.c src/json_check.c src/json_schema.c src/sampling.c \
  *       src/chat.c src/jinja*.c src/vocab.c \
  *       src/tok_*.c src/gguf.c src/name_index.c src/quant*.c src/common.c \
  *       -lcjson -lpcre2-8 -lm -o /tmp/fuzz_openai
@@ -85,6 +89,7 @@
 #include "gguf.h"
 #include "json_schema.h"
 #include "server_embed.h"
+#include "server_ollama.h"
 #include "server_openai.h"
 #include "../reasoning_stream_check.h"
 #include "../tool_stream_check.h"
@@ -354,7 +359,7 @@ void vx_engine_cancel(vx_engine *e, uint64_t id) { (void)e, (void)id; }
 /* POST /v1/embeddings' parser (n_ctx 64, n_embd 32): accepted inputs are
  * non-empty, within the context and the vocabulary, and render to JSON
  * (floats or base64) with random vectors; rejected ones leave nothing. */
-static void embed_request(const vx_vocab *v, const char *body, size_t len, bool legacy) {
+static void embed_request(const vx_vocab *v, const char *body, size_t len, bool legacy, int ollama) {
     vx_oai_embed_request q;
     vx_oai_error e;
     memset(&e, 0x5a, sizeof e);
@@ -375,6 +380,7 @@ static void embed_request(const vx_vocab *v, const char *body, size_t len, bool 
     float *vecs = malloc((size_t)q.n_inputs * 32 * sizeof *vecs);
     if (vecs) {
         for (size_t i = 0; i < (size_t)q.n_inputs * 32; i++) vecs[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+        q.ollama = ollama;
         char *j = vx_oai_embeddings_json(&q, q.model ? q.model : "m", vecs, 32);
         check(j && is_json(j), "embeddings JSON parses");
         free(j);
@@ -383,10 +389,68 @@ static void embed_request(const vx_vocab *v, const char *body, size_t len, bool 
     vx_oai_embed_request_free(&q);
 }
 
+/* ollama's API (kind: chat, generate, embed, embeddings): a translated
+ * request goes through the OpenAI parser as in the server; what either
+ * refuses carries an error that also renders as ollama's {"error"}; an
+ * accepted one renders to ollama's reply objects. */
+static void ollama_request(const vx_vocab *v, int kind, const char *body, size_t len) {
+    vx_oai_error e;
+    memset(&e, 0x5a, sizeof e);
+    if (kind >= 2) {
+        char *oai = NULL;
+        if (vx_ollama_embed_body(body, len, kind == 3, &oai, &e)) {
+            embed_request(v, oai, strlen(oai), false, kind - 1);
+        } else {
+            check_error(&e);
+            check(!oai, "rejected embed body holds nothing");
+        }
+        free(oai);
+        return;
+    }
+    vx_ollama_request o;
+    if (!vx_ollama_translate(kind ? VX_OLLAMA_GENERATE : VX_OLLAMA_CHAT, body, len, vx_vocab_n_tokens(v), &o, &e)) {
+        check_error(&e);
+        char *j = vx_ollama_error_json(&e);
+        check(j && is_json(j), "ollama error JSON parses");
+        free(j);
+        check(!o.oai_body && !o.context && !o.model, "rejected ollama request holds nothing");
+        return;
+    }
+    check(o.load_only || (o.oai_body && is_json(o.oai_body)), "translated body is JSON");
+    check(o.max_tokens >= -1, "num_predict");
+    check_ids(o.context, o.n_context, v);
+    vx_oai_request r;
+    memset(&r, 0x5a, sizeof r);
+    if (!o.load_only && vx_oai_parse_request(o.oai_kind, o.oai_body, o.oai_len, vx_vocab_n_tokens(v), 0, &r, &e)) {
+        check_request(&r, o.oai_kind, vx_vocab_n_tokens(v), v);
+        vx_oai_logprob lp = {.token = 1, .logprob = -0.5f, .n_top = 1, .top_id = {2}, .top_logprob = {-1.0f}};
+        const vx_tool_call call = {.name = r.model ? r.model : (char *)"f", .arguments = r.prompt ? r.prompt : (char *)"{}"};
+        const vx_token ctx[2] = {1, 2};
+        vx_ollama_reply rep = {.kind = o.kind, .model = r.model, .text = r.prompt, .text_len = r.prompt ? r.prompt_len : 0,
+                               .thinking = r.model, .thinking_len = r.model ? strlen(r.model) : 0, .calls = &call,
+                               .n_calls = 1, .lp = &lp, .n_lp = 1, .vocab = v, .done_reason = "stop",
+                               .context = ctx, .n_context = 2};
+        vx_sbuf b = {0};
+        vx_ollama_reply_json(&b, &rep);
+        check(!b.oom && b.len && b.p[b.len - 1] == '\n', "ollama reply ends its line");
+        if (b.p) b.p[b.len - 1] = 0;
+        check(b.p && is_json(b.p), "ollama reply parses");
+        vx_sbuf_free(&b);
+        vx_oai_request_free(&r);
+    } else if (!o.load_only) {
+        check_error(&e);
+    }
+    vx_ollama_request_free(&o);
+}
+
 static void mode_request(uint8_t opt, const char *body, size_t len) {
     const vx_vocab *v = g_pair[0].v;
+    if (opt & 16) {
+        ollama_request(v, opt & 3, body, len);
+        return;
+    }
     if (opt & 32) {
-        embed_request(v, body, len, opt & 1);
+        embed_request(v, body, len, opt & 1, 0);
         return;
     }
     static const int32_t vocabs[3] = {1, 7, 512};
