@@ -929,7 +929,7 @@ static bool chat_prompt(vx_server *s, job *j, vx_token **prompt, int32_t *n_prom
 static enum MHD_Result respond_loaded(vx_server *s, struct MHD_Connection *conn, conn_req *r,
                                       const vx_ollama_request *o) {
     const vx_ollama_reply lr = {.kind = o->kind, .model = o->model ? o->model : s->model_name, .text = "",
-                                .done_reason = "load"};
+                                .done_reason = o->unload ? "unload" : "load"};
     vx_sbuf b = {0};
     vx_ollama_reply_json(&b, &lr);
     if (b.len) b.p[--b.len] = 0; /* one JSON object */

@@ -269,6 +269,10 @@ bool vx_ollama_translate(vx_ollama_kind kind, const char *body, size_t len, int3
     } else if (!map_generate(root, o, n_vocab, out, err)) {
         goto done;
     }
+    const cJSON *ka = member(root, "keep_alive");
+    out->unload = out->load_only && ka && ((cJSON_IsNumber(ka) && ka->valuedouble == 0) ||
+                                           (cJSON_IsString(ka) && (!strcmp(ka->valuestring, "0") ||
+                                                                   !strcmp(ka->valuestring, "0s"))));
     if (!map_options(root, o, out, err) || !map_format(root, o, err)) goto done;
     if (out->oai_kind == VX_OAI_CHAT && !map_think(root, o, err)) goto done;
     /* logprobs: a boolean and top_logprobs, as OpenAI's chat; a completion

@@ -45,7 +45,9 @@ typedef struct vx_ollama_request {
     vx_oai_kind oai_kind; /* chat; a raw /api/generate is a completion */
     int32_t max_tokens; /* options.num_predict (-1: until the end) */
     bool load_only;     /* nothing to generate (no prompt, no messages): ollama loads the
-                           model and answers done_reason "load" */
+                           model and answers done_reason "load", or "unload" when
+                           keep_alive is 0: vx keeps its one model loaded either way */
+    bool unload;
     vx_token *context;  /* /api/generate's context: the tokens of the exchange before */
     int32_t n_context;
 } vx_ollama_request;

@@ -191,6 +191,14 @@ static void test_generate(void) {
     CHECK(translate(VX_OLLAMA_GENERATE, "{\"prompt\":\"\",\"raw\":true,\"context\":[5]}", &o, &q, &e) && !o.load_only);
     done(&o, &q);
     CHECK(translate(VX_OLLAMA_GENERATE, "{\"model\":\"m\",\"keep_alive\":\"5m\"}", &o, &q, &e) && o.load_only);
+    CHECK(!o.unload);
+    done(&o, &q);
+    const char *unloads[] = {"{\"keep_alive\":0}", "{\"keep_alive\":\"0\"}", "{\"keep_alive\":\"0s\"}"};
+    for (size_t i = 0; i < 3; i++) {
+        CHECKF(translate(VX_OLLAMA_GENERATE, unloads[i], &o, &q, &e) && o.load_only && o.unload, "%s", unloads[i]);
+        done(&o, &q);
+    }
+    CHECK(translate(VX_OLLAMA_GENERATE, "{\"prompt\":\"x\",\"keep_alive\":0}", &o, &q, &e) && !o.unload);
     done(&o, &q);
     REFUSED(VX_OLLAMA_GENERATE, "{\"prompt\":\"x\",\"context\":[1,512]}", 400, "context");
     REFUSED(VX_OLLAMA_GENERATE, "{\"prompt\":\"x\",\"context\":\"1,2\"}", 400, "context");

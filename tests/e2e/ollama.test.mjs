@@ -159,6 +159,8 @@ describe('ollama API', () => {
     assert.equal(load.done_reason, 'load');
     const loadChat = await srv.ollama.chat({ model: 'm', messages: [] });
     assert.equal(loadChat.done_reason, 'load');
+    const unload = await srv.ollama.generate({ model: 'm', prompt: '', keep_alive: 0 });
+    assert.equal(unload.done_reason, 'unload');
   });
 
   test('format: JSON mode and a JSON Schema hold the reply to them', async () => {
