@@ -116,6 +116,7 @@ typedef struct job {
     bool think_open;    /* and the prompt left one open */
     bool prompt_lp; /* echo with logprobs: the prompt's tokens lead the logprobs */
     vx_ollama_kind ollama; /* 0: OpenAI's API; else ollama's /api/chat or /api/generate */
+    vx_ollama_request oll; /* and its translation (owned: freed with the job) */
     int64_t t_start, t_first; /* ns: the request's start, its first generated token's event */
     vx_token *ctx;      /* ollama /api/generate: the prompt's tokens and the generated ones */
     int32_t n_ctx, cap_ctx; /* (its final "context") */
@@ -264,6 +265,7 @@ static void job_free(job *j) {
     vx_oai_request_free(&j->req);
     free(j->echo);
     free(j->ctx);
+    vx_ollama_request_free(&j->oll);
     free(j->tool_prefix);
     free(j->tool_schema);
     vx_sbuf_free(&j->out);
@@ -544,8 +546,11 @@ static const char *reply_finish(job *j, choice *c, const char *reason) {
         if (len > pl) emit_chunk(j, c, text + pl, len - pl, NULL);
     } else {
         if (c->calls.content_len) emit_chunk(j, c, c->calls.content, c->calls.content_len, NULL);
-        if (j->ollama) ollama_reply(j, &j->out, c, NULL, 0, "", 0, c->calls.v, c->calls.n, NULL);
-        else vx_oai_tool_calls_chunk(&j->out, &j->meta, c->index, c->calls.v, c->calls.n, q->include_usage);
+        if (j->ollama) {
+            ollama_reply(j, &j->out, c, NULL, 0, "", 0, c->calls.v, c->calls.n, NULL);
+            c->n_lp = 0; /* sent with the calls */
+        } else
+            vx_oai_tool_calls_chunk(&j->out, &j->meta, c->index, c->calls.v, c->calls.n, q->include_usage);
     }
     return c->calls.n > 0 ? "tool_calls" : reason;
 }
@@ -807,7 +812,9 @@ static enum MHD_Result respond_json(struct MHD_Connection *conn, conn_req *r, in
 }
 
 static enum MHD_Result respond_error(struct MHD_Connection *conn, conn_req *r, const vx_oai_error *e) {
-    return respond_json(conn, r, e->status, r->ollama ? vx_ollama_error_json(e) : vx_oai_error_json(e));
+    /* ollama says 503 when its queue is full */
+    if (r->ollama) return respond_json(conn, r, e->status == 429 ? 503 : e->status, vx_ollama_error_json(e));
+    return respond_json(conn, r, e->status, vx_oai_error_json(e));
 }
 
 static enum MHD_Result respond_errorf(struct MHD_Connection *conn, conn_req *r, int status, const char *code,
@@ -968,30 +975,20 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
     r->job = j; /* the request's reference, released when the request completes */
     const char *body = r->body.p ? r->body.p : "";
     size_t blen = r->body.len;
-    vx_ollama_request oll;
-    memset(&oll, 0, sizeof oll);
+    vx_ollama_request *oll = &j->oll; /* freed with the job, whatever happens from here */
     if (okind) {
-        if (!vx_ollama_translate(okind, body, blen, s->n_vocab, &oll, &err)) return respond_error(conn, r, &err);
-        if (oll.load_only) {
-            const enum MHD_Result ret = respond_loaded(s, conn, r, &oll);
-            vx_ollama_request_free(&oll);
-            return ret;
-        }
-        kind = oll.oai_kind;
-        body = oll.oai_body;
-        blen = oll.oai_len;
+        if (!vx_ollama_translate(okind, body, blen, s->n_vocab, oll, &err)) return respond_error(conn, r, &err);
+        if (oll->load_only) return respond_loaded(s, conn, r, oll);
+        kind = oll->oai_kind;
+        body = oll->oai_body;
+        blen = oll->oai_len;
     }
     const bool parsed = vx_oai_parse_request(kind, body, blen, s->n_vocab, s->p.n_ctx, &j->req, &err);
     vx_oai_request *q = &j->req;
-    if (parsed && okind) q->max_tokens = oll.max_tokens;
+    if (parsed && okind) q->max_tokens = oll->max_tokens;
     j->ollama = okind;
     j->t_start = t_start;
-    free(oll.oai_body);
-    oll.oai_body = NULL;
-    if (!parsed) {
-        vx_ollama_request_free(&oll);
-        return respond_error(conn, r, &err);
-    }
+    if (!parsed) return respond_error(conn, r, &err);
     /* a sequence never holds more than n_ctx tokens: a larger penalty window
      * means the same, and would only make the sampler allocate its size */
     if (q->sampling.penalty_last_n > s->p.n_ctx) q->sampling.penalty_last_n = s->p.n_ctx;
@@ -1022,8 +1019,7 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         q->prompt_ids = NULL;
         ok = true;
     }
-    ok = ok && prepend_context(s->vocab, &oll, &prompt, &n_prompt, &err);
-    vx_ollama_request_free(&oll);
+    ok = ok && prepend_context(s->vocab, oll, &prompt, &n_prompt, &err);
     if (!ok) return respond_error(conn, r, &err);
     if (n_prompt == 0) {
         free(prompt);
@@ -1295,8 +1291,18 @@ static void ollama_model_init(vx_server *s) {
 static enum MHD_Result handle_ollama_embed(vx_server *s, struct MHD_Connection *conn, conn_req *r, bool legacy) {
     vx_oai_error err;
     char *oai = NULL;
-    if (!vx_ollama_embed_body(r->body.p ? r->body.p : "", r->body.len, legacy, &oai, &err))
+    bool empty;
+    if (!vx_ollama_embed_body(r->body.p ? r->body.p : "", r->body.len, legacy, &oai, &empty, &err))
         return respond_error(conn, r, &err);
+    if (empty) { /* nothing to embed: ollama's empty answer */
+        free(oai);
+        if (legacy) return respond_json(conn, r, 200, strdup("{\"embedding\":[]}"));
+        vx_sbuf b = {0};
+        vx_sbuf_adds(&b, "{\"model\":");
+        vx_oai_json_cstr(&b, s->model_name);
+        vx_sbuf_adds(&b, ",\"embeddings\":[],\"total_duration\":0,\"load_duration\":0,\"prompt_eval_count\":0}");
+        return respond_json(conn, r, 200, b.oom ? (vx_sbuf_free(&b), NULL) : vx_sbuf_take(&b));
+    }
     const enum MHD_Result ret = handle_embeddings(s, conn, r, oai, strlen(oai), legacy ? 3 : 2);
     free(oai);
     return ret;
@@ -1445,7 +1451,7 @@ static enum route find_route(const char *path, bool *post) {
         {"/api/embeddings", R_OLL_EMBEDDINGS, true},
         {"/api/pull", R_OLL_MANAGE, true},      {"/api/push", R_OLL_MANAGE, true},
         {"/api/create", R_OLL_MANAGE, true},    {"/api/copy", R_OLL_MANAGE, true},
-        {"/api/delete", R_OLL_MANAGE, true},    {"/api/blobs", R_OLL_MANAGE, true},
+        {"/api/delete", R_OLL_MANAGE, true},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (!strcmp(path, table[i].path)) {
@@ -1472,12 +1478,13 @@ static enum MHD_Result route(vx_server *s, struct MHD_Connection *conn, conn_req
     }
     bool post = false;
     enum route rt = find_route(r->path, &post);
+    r->ollama = rt >= R_ROOT || !strncmp(r->path, "/api/", 5);
+    if (!strncmp(r->path, "/api/blobs/", 11)) rt = R_OLL_MANAGE; /* /api/blobs/sha256:... */
     if (rt == R_NONE) {
         char msg[256];
         snprintf(msg, sizeof msg, "Invalid URL (%s %.160s).", m, r->path);
         return respond_errorf(conn, r, 404, "unknown_url", msg);
     }
-    r->ollama = rt >= R_ROOT;
     if (rt == R_OLL_MANAGE) { /* any method: ollama's delete is a DELETE */
         char msg[400];
         snprintf(msg, sizeof msg,

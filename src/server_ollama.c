@@ -58,8 +58,9 @@ static bool map_options(const cJSON *root, cJSON *o, vx_ollama_request *out, vx_
         if (!cJSON_IsNumber(np) || np->valuedouble != floor(np->valuedouble))
             return vx_oai_type_error(err, "options.num_predict", "an integer", np);
         /* -1: no limit; -2 (fill the context): the same here, a sequence
-         * ends when its context is full */
-        out->max_tokens = np->valuedouble >= 0 ? (int32_t)fmin(np->valuedouble, INT32_MAX) : -1;
+         * ends when its context is full; 0 too, as ollama's runner limits
+         * only from 1 on */
+        out->max_tokens = np->valuedouble > 0 ? (int32_t)fmin(np->valuedouble, INT32_MAX) : -1;
     }
     return true;
 }
@@ -89,7 +90,7 @@ static bool map_format(const cJSON *root, cJSON *o, vx_oai_error *err) {
  * templates read it); absent: the server's default. */
 static bool map_think(const cJSON *root, cJSON *o, vx_oai_error *err) {
     const cJSON *t = member(root, "think");
-    if (!t) return true;
+    if (!t) return true; /* o NULL: only checked (a raw completion has no template) */
     bool on;
     if (cJSON_IsBool(t)) on = cJSON_IsTrue(t);
     else if (cJSON_IsString(t) && (!strcmp(t->valuestring, "high") || !strcmp(t->valuestring, "medium") ||
@@ -97,6 +98,7 @@ static bool map_think(const cJSON *root, cJSON *o, vx_oai_error *err) {
         on = true;
     else
         return vx_oai_type_error(err, "think", "a boolean or \"high\", \"medium\", \"low\"", t);
+    if (!o) return true;
     cJSON *kw = cJSON_AddObjectToObject(o, "chat_template_kwargs");
     if (!kw || !cJSON_AddBoolToObject(kw, "enable_thinking", on) ||
         !cJSON_AddStringToObject(o, "reasoning_format", on ? "deepseek" : "none"))
@@ -165,13 +167,14 @@ static bool map_generate(const cJSON *root, cJSON *o, int32_t n_vocab, vx_ollama
     if (raw && !cJSON_IsBool(raw)) return vx_oai_type_error(err, "raw", "a boolean", raw);
     if (ctx && !cJSON_IsArray(ctx)) return vx_oai_type_error(err, "context", "an array of token ids", ctx);
     if (ctx && !vx_oai_parse_ids(ctx, "context", n_vocab, &out->context, &out->n_context, err)) return false;
-    if (!prompt[0] && out->n_context == 0) {
+    /* no prompt and no system text: ollama's load answer (a context alone
+     * too: ollama checks the texts only) */
+    if (!prompt[0] && !system[0]) {
         out->load_only = true;
         return true;
     }
     if (cJSON_IsTrue(raw)) {
         out->oai_kind = VX_OAI_COMPLETION;
-        /* an empty prompt after a context: the context alone is continued */
         return cJSON_AddStringToObject(o, "prompt", prompt) ? true : oom(err);
     }
     cJSON *arr = cJSON_AddArrayToObject(o, "messages");
@@ -274,7 +277,7 @@ bool vx_ollama_translate(vx_ollama_kind kind, const char *body, size_t len, int3
                                            (cJSON_IsString(ka) && (!strcmp(ka->valuestring, "0") ||
                                                                    !strcmp(ka->valuestring, "0s"))));
     if (!map_options(root, o, out, err) || !map_format(root, o, err)) goto done;
-    if (out->oai_kind == VX_OAI_CHAT && !map_think(root, o, err)) goto done;
+    if (!map_think(root, out->oai_kind == VX_OAI_CHAT ? o : NULL, err)) goto done;
     /* logprobs: a boolean and top_logprobs, as OpenAI's chat; a completion
      * (raw) counts the alternatives in logprobs itself */
     const cJSON *lp = member(root, "logprobs"), *top = member(root, "top_logprobs");
@@ -344,19 +347,6 @@ void vx_ollama_time(char *buf, size_t size) {
     time_rfc3339(buf, size, ts.tv_sec, ts.tv_nsec);
 }
 
-/* s[0..n) as a JSON string. */
-static void json_str(vx_sbuf *b, const char *s, size_t n) {
-    char *z = malloc(n + 1);
-    if (!z) {
-        b->oom = true;
-        return;
-    }
-    memcpy(z, s, n);
-    z[n] = 0;
-    vx_oai_json_cstr(b, z);
-    free(z);
-}
-
 /* A tool call's arguments as a JSON object (ollama's shape); text that is
  * no JSON value goes as a string. */
 static void json_arguments(vx_sbuf *b, const char *args) {
@@ -374,10 +364,7 @@ static void json_token(vx_sbuf *b, const vx_vocab *v, vx_token t, float lp) {
     int32_t n = v ? vx_token_to_piece(v, t, piece, sizeof piece, false) : 0;
     if (n < 0) n = 0;
     vx_sbuf_adds(b, "{\"token\":");
-    vx_sbuf sane = {0};
-    vx_utf8_sanitize(&sane, piece, (size_t)n);
-    json_str(b, sane.p ? sane.p : "", sane.len);
-    vx_sbuf_free(&sane);
+    vx_oai_json_str(b, piece, (size_t)n);
     vx_sbuf_addf(b, isfinite(lp) ? ",\"logprob\":%.9g,\"bytes\":[" : ",\"logprob\":null,\"bytes\":[", (double)lp);
     for (int32_t i = 0; i < n; i++) vx_sbuf_addf(b, "%s%u", i ? "," : "", (unsigned)(unsigned char)piece[i]);
     vx_sbuf_adds(b, "]");
@@ -408,10 +395,10 @@ void vx_ollama_reply_json(vx_sbuf *out, const vx_ollama_reply *r) {
     vx_sbuf_addf(out, ",\"created_at\":\"%s\"", when);
     const bool chat = r->kind == VX_OLLAMA_CHAT;
     vx_sbuf_adds(out, chat ? ",\"message\":{\"role\":\"assistant\",\"content\":" : ",\"response\":");
-    json_str(out, r->text ? r->text : "", r->text ? r->text_len : 0);
+    vx_oai_json_str(out, r->text ? r->text : "", r->text ? r->text_len : 0);
     if (r->thinking_len) {
         vx_sbuf_adds(out, ",\"thinking\":");
-        json_str(out, r->thinking, r->thinking_len);
+        vx_oai_json_str(out, r->thinking, r->thinking_len);
     }
     if (chat && r->n_calls > 0) {
         vx_sbuf_adds(out, ",\"tool_calls\":[");
@@ -524,7 +511,7 @@ char *vx_ollama_show_json(const vx_ollama_model *m) {
     vx_sbuf_adds(&b, "{\"license\":\"\",\"modelfile\":");
     vx_sbuf mf = {0};
     vx_sbuf_addf(&mf, "# served by vx serve\nFROM %s\n", m->name ? m->name : "");
-    json_str(&b, mf.p ? mf.p : "", mf.len);
+    vx_oai_json_str(&b, mf.p ? mf.p : "", mf.len);
     vx_sbuf_free(&mf);
     /* the defaults this API applies (server_ollama.h) */
     vx_sbuf_adds(&b, ",\"parameters\":\"temperature 0.8\\ntop_k 40\\ntop_p 0.9\\nmin_p 0\\nrepeat_penalty "
@@ -543,7 +530,7 @@ char *vx_ollama_show_json(const vx_ollama_model *m) {
         vx_sbuf_adds(&b, ",");
         vx_sbuf key = {0};
         vx_sbuf_addf(&key, "%s.%s", m->arch ? m->arch : "", info[i].key);
-        json_str(&b, key.p ? key.p : "", key.len);
+        vx_oai_json_str(&b, key.p ? key.p : "", key.len);
         vx_sbuf_free(&key);
         vx_sbuf_addf(&b, ":%d", (int)info[i].v);
     }
@@ -557,8 +544,9 @@ char *vx_ollama_show_json(const vx_ollama_model *m) {
 
 /* -------------------------------------------------------------- embeddings */
 
-bool vx_ollama_embed_body(const char *body, size_t len, bool legacy, char **oai, vx_oai_error *err) {
+bool vx_ollama_embed_body(const char *body, size_t len, bool legacy, char **oai, bool *empty, vx_oai_error *err) {
     *oai = NULL;
+    *empty = false;
     cJSON *root, *o;
     const cJSON *model;
     if (!open_request(body, len, &root, &o, &model, err)) return false;
@@ -569,6 +557,7 @@ bool vx_ollama_embed_body(const char *body, size_t len, bool legacy, char **oai,
             vx_oai_type_error(err, "prompt", "a string", p);
             goto done;
         }
+        *empty = !p || !p->valuestring[0];
         if (!copy_member(o, "input", p) || !cJSON_AddNumberToObject(o, "embd_normalize", -1) || !cJSON_AddBoolToObject(o, "truncate", true)) {
             oom(err);
             goto done;
@@ -589,6 +578,7 @@ bool vx_ollama_embed_body(const char *body, size_t len, bool legacy, char **oai,
             vx_oai_type_error(err, "truncate", "a boolean", tr);
             goto done;
         }
+        *empty = !in || (cJSON_IsArray(in) && cJSON_GetArraySize(in) == 0);
         if (!copy_member(o, "input", in) || !copy_member(o, "dimensions", member(root, "dimensions")) ||
             !cJSON_AddBoolToObject(o, "truncate", !tr || cJSON_IsTrue(tr))) {
             oom(err);

@@ -109,8 +109,10 @@ char *vx_ollama_show_json(const vx_ollama_model *m);
  * true: inputs cut to the context), dimensions} and the older
  * /api/embeddings {model, prompt} as an OpenAI embeddings body (*oai,
  * malloc'd); the server answers them with vx_oai_embeddings_json in
- * ollama's shapes (vx_oai_embed_request.ollama). */
-bool vx_ollama_embed_body(const char *body, size_t len, bool legacy, char **oai, vx_oai_error *err);
+ * ollama's shapes (vx_oai_embed_request.ollama). *empty: no input at
+ * all (no input, [], an empty prompt), which ollama answers with no
+ * vectors (clients send it to load the model). */
+bool vx_ollama_embed_body(const char *body, size_t len, bool legacy, char **oai, bool *empty, vx_oai_error *err);
 /* "2026-11-30T17:20:01.123456789Z" (now, UTC) into buf (>= 40 bytes). */
 void vx_ollama_time(char *buf, size_t size);
 

@@ -980,6 +980,7 @@ bool vx_oai_type_error(vx_oai_error *err, const char *param, const char *want, c
 }
 
 void vx_oai_json_cstr(vx_sbuf *b, const char *s) { json_cstr(b, s); }
+void vx_oai_json_str(vx_sbuf *b, const char *s, size_t n) { json_str(b, s, n); }
 
 static bool all_numbers(const cJSON *arr) {
     const cJSON *x;

@@ -135,6 +135,8 @@ bool vx_oai_type_error(vx_oai_error *err, const char *param, const char *want, c
 bool vx_oai_opt_int(const void *obj, const char *key, double lo, double hi, int64_t *out, bool *present,
                     vx_oai_error *err);
 void vx_oai_json_cstr(vx_sbuf *b, const char *s);
+/* s[0..n) as a JSON string (NUL bytes as \u0000, invalid UTF-8 replaced). */
+void vx_oai_json_str(vx_sbuf *b, const char *s, size_t n);
 
 /* Tokenizes text (len bytes) into a malloc'd array. */
 bool vx_oai_tokenize_text(const vx_vocab *v, const char *text, size_t len, bool add_special,

@@ -83,8 +83,8 @@ static void test_chat(void) {
     CHECK(q.sampling.frequency_penalty == 0.25f && q.sampling.seed == 42);
     CHECK(q.n_stop == 2 && !strcmp(q.stop[0], "a") && !strcmp(q.stop[1], "bc"));
     done(&o, &q);
-    /* num_predict -1 and -2: no limit */
-    for (int i = 1; i <= 2; i++) {
+    /* num_predict -1, -2 and 0: no limit (ollama's runner limits from 1 on) */
+    for (int i = 0; i <= 2; i++) {
         char body[160];
         snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"options\":{\"num_predict\":-%d}}",
                  i);
@@ -187,9 +187,13 @@ static void test_generate(void) {
     CHECK(translate(VX_OLLAMA_GENERATE, "{\"prompt\":\"x\",\"context\":[1,2,511]}", &o, &q, &e));
     CHECK(o.n_context == 3 && o.context[0] == 1 && o.context[2] == 511);
     done(&o, &q);
-    /* an empty prompt continues a context; without one it is a load */
-    CHECK(translate(VX_OLLAMA_GENERATE, "{\"prompt\":\"\",\"raw\":true,\"context\":[5]}", &o, &q, &e) && !o.load_only);
+    /* no prompt and no system text is a load, with a context too (ollama
+     * looks at the texts); a system text alone is a turn */
+    CHECK(translate(VX_OLLAMA_GENERATE, "{\"prompt\":\"\",\"raw\":true,\"context\":[5]}", &o, &q, &e) && o.load_only);
     done(&o, &q);
+    CHECK(translate(VX_OLLAMA_GENERATE, "{\"system\":\"s\"}", &o, &q, &e) && !o.load_only && q.n_messages == 2);
+    done(&o, &q);
+    REFUSED(VX_OLLAMA_GENERATE, "{\"prompt\":\"x\",\"raw\":true,\"think\":\"garbage\"}", 400, "think");
     CHECK(translate(VX_OLLAMA_GENERATE, "{\"model\":\"m\",\"keep_alive\":\"5m\"}", &o, &q, &e) && o.load_only);
     CHECK(!o.unload);
     done(&o, &q);
@@ -217,21 +221,22 @@ static void test_generate(void) {
 static void test_embed_bodies(void) {
     vx_oai_error e;
     char *b = NULL;
+    bool empty = true;
     const char *body = "{\"model\":\"m\",\"input\":[\"a\",\"b\"],\"dimensions\":8}";
-    CHECK(vx_ollama_embed_body(body, strlen(body), false, &b, &e));
+    CHECK(vx_ollama_embed_body(body, strlen(body), false, &b, &empty, &e));
     cJSON *j = b ? cJSON_Parse(b) : NULL;
     CHECK(j && cJSON_GetArraySize(cJSON_GetObjectItem(j, "input")) == 2);
     CHECK(j && cJSON_GetObjectItem(j, "dimensions")->valueint == 8);
     CHECK(j && cJSON_IsTrue(cJSON_GetObjectItem(j, "truncate"))); /* ollama's default */
     cJSON_Delete(j);
     free(b);
-    CHECK(vx_ollama_embed_body("{\"input\":\"a\",\"truncate\":false}", 30, false, &b, &e));
+    CHECK(vx_ollama_embed_body("{\"input\":\"a\",\"truncate\":false}", 30, false, &b, &empty, &e) && !empty);
     j = b ? cJSON_Parse(b) : NULL;
     CHECK(j && cJSON_IsFalse(cJSON_GetObjectItem(j, "truncate")));
     cJSON_Delete(j);
     free(b);
     /* the older /api/embeddings: one prompt, not normalized */
-    CHECK(vx_ollama_embed_body("{\"prompt\":\"hello\"}", 18, true, &b, &e));
+    CHECK(vx_ollama_embed_body("{\"prompt\":\"hello\"}", 18, true, &b, &empty, &e));
     j = b ? cJSON_Parse(b) : NULL;
     CHECK(j && !strcmp(cJSON_GetObjectItem(j, "input")->valuestring, "hello"));
     CHECK(j && cJSON_GetObjectItem(j, "embd_normalize")->valueint == -1);
@@ -241,10 +246,20 @@ static void test_embed_bodies(void) {
                          "{\"input\":\"a\",\"model\":[]}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         b = NULL;
-        CHECKF(!vx_ollama_embed_body(bad[i], strlen(bad[i]), false, &b, &e) && e.status == 400 && !b, "%s", bad[i]);
+        CHECKF(!vx_ollama_embed_body(bad[i], strlen(bad[i]), false, &b, &empty, &e) && e.status == 400 && !b, "%s", bad[i]);
     }
+    /* nothing to embed: no input, [], an empty prompt */
+    const char *none[] = {"{}", "{\"input\":[]}", "{\"input\":null}"};
+    for (size_t i = 0; i < 3; i++) {
+        empty = false;
+        CHECKF(vx_ollama_embed_body(none[i], strlen(none[i]), false, &b, &empty, &e) && empty, "%s", none[i]);
+        free(b);
+    }
+    empty = false;
+    CHECK(vx_ollama_embed_body("{\"prompt\":\"\"}", 13, true, &b, &empty, &e) && empty);
+    free(b);
     b = NULL;
-    CHECK(!vx_ollama_embed_body("{\"prompt\":[\"a\"]}", 16, true, &b, &e) && e.status == 400 && !b);
+    CHECK(!vx_ollama_embed_body("{\"prompt\":[\"a\"]}", 16, true, &b, &empty, &e) && e.status == 400 && !b);
 }
 
 /* The reply object of r, parsed (its one line). */
@@ -306,6 +321,14 @@ static void test_replies(void) {
     CHECK(cJSON_GetArraySize(c) == 3 && cJSON_GetArrayItem(c, 1)->valueint == 7);
     CHECK(!strcmp(str(j, "done_reason"), "length"));
     cJSON_Delete(j);
+    /* a NUL byte in the text is text (\u0000), not its end */
+    r = (vx_ollama_reply){.kind = VX_OLLAMA_GENERATE, .model = "m", .text = "a\0b", .text_len = 3, .thinking = "\0",
+                          .thinking_len = 1};
+    vx_sbuf raw = {0};
+    vx_ollama_reply_json(&raw, &r);
+    CHECKF(raw.p && strstr(raw.p, "\"response\":\"a\\u0000b\"") && strstr(raw.p, "\"thinking\":\"\\u0000\""), "%s",
+           raw.p);
+    vx_sbuf_free(&raw);
     /* errors */
     vx_oai_error e;
     vx_oai_set_error(&e, 400, "x", "Bad \"thing\".");

@@ -496,8 +496,10 @@ function httpCases() {
   for (const p of ['/', '/%00', '/api/version', '/api/tags', '/api/ps'])
     for (const m of ['POST', 'PUT'])
       cases.push({ name: `${m} ${p}`, method: m, path: p, body: '{}', expect: { status: 405, ...ollama } });
-  for (const p of ['/api/pull', '/api/push', '/api/create', '/api/copy', '/api/delete', '/api/blobs'])
+  for (const p of ['/api/pull', '/api/push', '/api/create', '/api/copy', '/api/delete', '/api/blobs/sha256:00'])
     cases.push({ name: `POST ${p}`, method: 'POST', path: p, body: '{"model":"x"}', expect: { status: 501, ...ollama } });
+  for (const p of ['/api/', '/api/chat/', '/api/blobs', '/api/nothing'])
+    cases.push({ name: `POST ${p}`, method: 'POST', path: p, body: '{}', expect: { status: 404, ...ollama } });
   const hi = '"messages":[{"role":"user","content":"Hi"}]';
   for (const [p, body] of [
     ['/api/chat', '{"messages": ['], ['/api/chat', '[]'], ['/api/chat', '{"messages":"x"}'], ['/api/chat', '{"messages":[1]}'],
@@ -511,16 +513,16 @@ function httpCases() {
     ['/api/generate', '{"prompt":"x","context":"1"}'], ['/api/generate', '{"prompt":"x","suffix":"y"}'],
     ['/api/generate', '{"prompt":"x","template":"{{.Prompt}}"}'], ['/api/generate', '{"prompt":"x","raw":"yes"}'],
     ['/api/generate', `{"prompt":"${'x '.repeat(400)}"}`], ['/api/generate', '{"prompt":"\u0000"}'],
-    ['/api/embed', '{}'], ['/api/embed', '{"input":[1,2]}'], ['/api/embed', '{"input":"x","truncate":"no"}'],
+    ['/api/embed', '{"input":[1,2]}'], ['/api/embed', '{"input":"x","truncate":"no"}'],
     ['/api/embed', '{"input":"x","dimensions":0}'], ['/api/embeddings', '{"prompt":5}'], ['/api/show', '{"model":'],
   ]) cases.push({ name: `POST ${p} ${body.slice(0, 40)}`, method: 'POST', path: p, body,
     expect: { status: 400, ...ollama } });
   for (const [p, body] of [['/api/chat', `{${hi},"stream":false,"options":{"num_predict":2,"num_ctx":99,"mirostat":2}}`],
     ['/api/generate', '{"prompt":"Hi","stream":false,"options":{"num_predict":2}}'], ['/api/generate', '{}'],
-    ['/api/chat', '{"messages":[]}'], ['/api/embed', '{"input":["a","b"]}'], ['/api/embeddings', '{"prompt":"a"}'], ['/api/show', '{"model":"x"}'], ['/api/show', '{}']])
+    ['/api/chat', '{"messages":[]}'], ['/api/embed', '{"input":["a","b"]}'], ['/api/embeddings', '{"prompt":"a"}'], ['/api/show', '{"model":"x"}'], ['/api/show', '{}'], ['/api/embed', '{}']])
     cases.push({ name: `POST ${p} ${body.slice(0, 40)}`, method: 'POST', path: p, body, expect: { status: 200 } });
   for (const p of ['/v1', '/v1/', '/v2/chat/completions', '/v1/chat/completions/', '/V1/COMPLETIONS', '/v1/completions%20',
-    '/../../etc/passwd', '/api', '/api/', '/api/chat/', '/API/CHAT', '/v1/chat/completions/../completions/x', `/${'a'.repeat(4000)}`, '/v1/engines/x/completions',
+    '/../../etc/passwd', '/api', '/API/CHAT', '/v1/chat/completions/../completions/x', `/${'a'.repeat(4000)}`, '/v1/engines/x/completions',
     '/v1/embedding', '/v1/models/x'])
     cases.push({ name: `POST ${p.slice(0, 40)}`, method: 'POST', path: p, body: '{}', expect: { status: 404, code: 'unknown_url' } });
   cases.push({ name: 'embeddings without input', method: 'POST', path: '/v1/embeddings', body: '{}', expect: { status: 400 } });

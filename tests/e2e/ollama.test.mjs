@@ -191,6 +191,20 @@ describe('ollama API', () => {
     assert.equal(r.prompt_eval_count, tok.length);
   });
 
+  test('a NUL byte the model writes is text on both APIs', async () => {
+    // the fixture's token 3 is "\u0000"; this seed draws it within 60 tokens
+    const sampling = { seed: 25, temperature: 2, top_k: 0, top_p: 1, min_p: 0, repeat_penalty: 1 };
+    const oai = JSON.parse((await post(srv.base, '/v1/completions',
+      { prompt: 'hi', max_tokens: 60, repeat_last_n: 64, ...sampling })).text).choices[0].text;
+    assert.ok(oai.includes('\u0000'));
+    const g = await srv.ollama.generate({ model: 'm', prompt: 'hi', raw: true, options: { num_predict: 60, ...sampling } });
+    assert.equal(g.response, oai);
+    let streamed = '';
+    for await (const part of await srv.ollama.generate({ model: 'm', prompt: 'hi', raw: true, stream: true,
+      options: { num_predict: 60, ...sampling } })) streamed += part.response;
+    assert.equal(streamed, oai);
+  });
+
   test('logprobs in ollama\'s shape', async () => {
     const r = await srv.ollama.chat({ model: 'm', messages: [{ role: 'user', content: 'Hi' }], logprobs: true,
       top_logprobs: 3, options: { temperature: 0, num_predict: 4 } });
@@ -221,6 +235,9 @@ describe('ollama API', () => {
     const raw = JSON.parse((await post(srv.base, '/v1/embeddings', { input: 'hello world', embd_normalize: -1 })).text);
     assert.deepEqual(old.embedding, raw.data[0].embedding);
     // truncate (default true) cuts an input over the context; false refuses it
+    // nothing to embed: ollama's empty answers (clients send them to load the model)
+    assert.deepEqual((await srv.ollama.embed({ model: 'm', input: [] })).embeddings, []);
+    assert.deepEqual((await srv.ollama.embeddings({ model: 'm', prompt: '' })).embedding, []);
     const long = 'word '.repeat(1500);
     const t = await srv.ollama.embed({ model: 'm', input: long });
     assert.equal(t.prompt_eval_count, 1024);
@@ -242,6 +259,11 @@ describe('ollama API', () => {
     await bad(srv.ollama.generate({ model: 'm', prompt: 'a', context: [1, -5] }), /context/, 400);
     await bad(srv.ollama.pull({ model: 'llama3.2' }), /not supported/, 501);
     await bad(srv.ollama.delete({ model: 'llama3.2' }), /not supported/, 501);
+    const unknown = await fetch(`${srv.base}/api/nothing`);
+    assert.equal(unknown.status, 404);
+    assert.deepEqual(Object.keys(await unknown.json()), ['error']);
+    const blob = await fetch(`${srv.base}/api/blobs/sha256:00`, { method: 'HEAD' });
+    assert.equal(blob.status, 501);
     await bad(srv.ollama.generate({ model: 'm', prompt: 'x '.repeat(3000) }), /maximum context length/, 400);
     const r = await post(srv.base, '/api/chat', '{"messages": [');
     assert.equal(r.status, 400);
@@ -300,5 +322,44 @@ describe('ollama API: think', () => {
     const g = await srv.ollama.generate({ model: 'm', prompt: 'Why?', think: true, options });
     assert.equal(g.thinking, on.message.thinking);
     assert.equal(g.response, '');
+  });
+});
+
+describe('ollama API: tool calls', () => {
+  let srv;
+  before(async () => {
+    const sv = await spawnServer(['-m', path.join(FIXTURES, 'models/llama3/llama3-Q8_0.gguf'), '-t', '1',
+      '--batch-invariant', '-c', '1024', '--chat-template', template('meta-llama-Llama-3.1-8B-Instruct')]);
+    srv = { ...sv, ollama: new Ollama({ host: sv.base }) };
+  });
+  after(async () => { srv.proc.kill('SIGTERM'); assert.equal((await srv.exited)[0], 0); });
+
+  test('a call comes back with object arguments, streamed or not, its logprobs once', async () => {
+    // format holds the fixture's random model to Llama 3's call shape (the JSON object is the call)
+    const req = {
+      model: 'm', messages: [{ role: 'user', content: 'Weather in Paris?' }],
+      tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object',
+        properties: { city: { type: 'string' } }, required: ['city'] } } }],
+      format: { type: 'object', properties: { name: { const: 'get_weather' }, parameters: { type: 'object',
+        properties: { city: { enum: ['Paris', 'Rome'] } }, required: ['city'], additionalProperties: false } },
+      required: ['name', 'parameters'], additionalProperties: false },
+      logprobs: true, options: { temperature: 0, repeat_penalty: 3, num_predict: 300 },
+    };
+    const whole = await srv.ollama.chat(req);
+    assert.equal(whole.done_reason, 'stop');
+    assert.equal(whole.message.tool_calls.length, 1);
+    const f = whole.message.tool_calls[0].function;
+    assert.equal(f.name, 'get_weather');
+    assert.ok(['Paris', 'Rome'].includes(f.arguments.city), JSON.stringify(f));
+    assert.equal(whole.logprobs.length, whole.eval_count);
+    let calls = [], lps = 0, last;
+    for await (const part of await srv.ollama.chat({ ...req, stream: true })) {
+      calls = calls.concat(part.message.tool_calls ?? []);
+      lps += part.logprobs?.length ?? 0;
+      last = part;
+    }
+    assert.deepEqual(calls, whole.message.tool_calls);
+    assert.equal(last.eval_count, whole.eval_count);
+    assert.equal(lps, whole.eval_count);
   });
 });

@@ -398,8 +398,9 @@ static void ollama_request(const vx_vocab *v, int kind, const char *body, size_t
     memset(&e, 0x5a, sizeof e);
     if (kind >= 2) {
         char *oai = NULL;
-        if (vx_ollama_embed_body(body, len, kind == 3, &oai, &e)) {
-            embed_request(v, oai, strlen(oai), false, kind - 1);
+        bool empty;
+        if (vx_ollama_embed_body(body, len, kind == 3, &oai, &empty, &e)) {
+            if (!empty) embed_request(v, oai, strlen(oai), false, kind - 1);
         } else {
             check_error(&e);
             check(!oai, "rejected embed body holds nothing");
