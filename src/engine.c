@@ -33,6 +33,7 @@ typedef struct req {
     int32_t n_prompt, n_gen, n_past;
     int32_t n_cached; /* prompt positions reused from the prefix cache */
     bool was_admitted;
+    int64_t t_admitted; /* vx_time_ns of the first admission */
     int32_t max_tokens;
     bool logprobs;
     int32_t n_logprobs;
@@ -117,6 +118,7 @@ static vx_token_event base_event(const req *r) {
     ev.n_prompt = r->n_prompt;
     ev.n_cached = r->n_cached;
     ev.n_gen = r->n_gen;
+    ev.t_admitted_ns = r->t_admitted;
     return ev;
 }
 
@@ -306,6 +308,7 @@ static bool step(vx_engine *e) {
                         ? 0 /* the prompt's logits or embeddings are wanted: compute it all */
                         : vx_kv_seq_reuse_prefix(e->ctx, s, r->tokens, r->n_tokens - 1);
         if (!r->was_admitted) {
+            r->t_admitted = vx_time_ns();
             r->n_cached = VX_MIN(r->n_past, r->n_prompt);
             e->stats.tokens_prompt_cached += (uint64_t)r->n_cached;
             r->was_admitted = true;

@@ -61,6 +61,8 @@ typedef struct vx_token_event {
     int32_t n_prompt;       /* prompt tokens */
     int32_t n_cached;       /* prompt tokens whose KV came from the prefix cache */
     int32_t n_gen;          /* generated so far, this token included */
+    int64_t t_admitted_ns;  /* when the request first entered the running batch
+                               (vx_time_ns; 0 while it waits): queue time ends there */
     bool prompt;            /* a prompt token's logprob (prompt_logprobs): token
                                is prompt[i] (i >= 1), logprob and top its
                                distribution given prompt[0..i); no text is

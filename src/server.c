@@ -55,6 +55,7 @@ typedef struct ev_item {
     float logprob;
     int32_t n_prompt, n_cached;
     int64_t t_ns; /* when the engine reported it */
+    int64_t t_admitted_ns; /* when its request left the queue (0: not yet) */
     int32_t n_top;
     vx_token top_id[VX_OAI_MAX_TOP];
     float top_lp[VX_OAI_MAX_TOP];
@@ -118,6 +119,7 @@ typedef struct job {
     vx_ollama_kind ollama; /* 0: OpenAI's API; else ollama's /api/chat or /api/generate */
     vx_ollama_request oll; /* and its translation (owned: freed with the job) */
     int64_t t_start, t_first; /* ns: the request's start, its first generated token's event */
+    int64_t t_admitted; /* ns: when the engine took it from its queue (0: not known) */
     vx_token *ctx;      /* ollama /api/generate: the prompt's tokens and the generated ones */
     int32_t n_ctx, cap_ctx; /* (its final "context") */
     /* connection thread only */
@@ -354,6 +356,7 @@ static bool on_event(const vx_token_event *ev, void *user_data) {
             it->n_prompt = ev->n_prompt;
             it->n_cached = ev->n_cached;
             it->t_ns = vx_time_ns();
+            it->t_admitted_ns = ev->t_admitted_ns;
             it->n_top = ev->n_top > 0 && ev->top_ids && ev->top_logprobs ? VX_MIN(ev->n_top, VX_OAI_MAX_TOP) : 0;
             for (int32_t k = 0; k < it->n_top; k++) {
                 it->top_id[k] = ev->top_ids[k];
@@ -424,8 +427,11 @@ static void ollama_reply(job *j, vx_sbuf *out, const choice *c, const char *reas
     }
     if (done) {
         const int64_t now = vx_time_ns(), first = j->t_first ? j->t_first : now;
+        /* the prompt's evaluation: from the engine's admission (the wait in
+         * its queue is not prompt time, as in ollama) to the first token */
+        const int64_t admitted = j->t_admitted && j->t_admitted <= first ? j->t_admitted : j->t_start;
         r.total_ns = now - j->t_start;
-        r.prompt_ns = first - j->t_start;
+        r.prompt_ns = first - admitted;
         r.eval_ns = now - first;
         r.prompt_count = j->n_prompt;
         r.eval_count = c->n_gen;
@@ -617,6 +623,7 @@ static void handle_event(job *j, const ev_item *it) {
     if (it->token >= 0) {
         c->n_gen++;
         if (!j->t_first) j->t_first = it->t_ns;
+        if (!j->t_admitted) j->t_admitted = it->t_admitted_ns;
         if (j->ollama == VX_OLLAMA_GENERATE && j->ctx) {
             if (j->n_ctx == j->cap_ctx) {
                 vx_token *p = realloc(j->ctx, (size_t)(j->cap_ctx * 2) * sizeof *p);

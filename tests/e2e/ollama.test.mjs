@@ -363,3 +363,21 @@ describe('ollama API: tool calls', () => {
     assert.equal(lps, whole.eval_count);
   });
 });
+
+describe('ollama API: durations with one slot', () => {
+  let srv;
+  before(async () => { srv = await startServer(['--parallel', '1']); });
+  after(async () => { assert.equal(await srv.stop(), 0); });
+
+  test('time waiting in the queue is in total_duration, not prompt_eval_duration', async () => {
+    const options = { temperature: 0, num_predict: 1000 };
+    const a = srv.ollama.generate({ model: 'm', prompt: 'a', raw: true, options });
+    await new Promise((res) => setTimeout(res, 30)); // b arrives while a generates
+    const b = await srv.ollama.generate({ model: 'm', prompt: 'b', raw: true, options: { temperature: 0, num_predict: 5 } });
+    const first = await a;
+    assert.ok(first.eval_count > 100, `${first.eval_count}`);
+    const waited = b.total_duration - b.prompt_eval_duration - b.eval_duration;
+    assert.ok(waited > first.eval_duration / 2, JSON.stringify({ first, b }));
+    assert.ok(b.prompt_eval_duration < first.eval_duration / 4, JSON.stringify({ first, b }));
+  });
+});
