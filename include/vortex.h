@@ -138,6 +138,10 @@ vx_token vx_vocab_eos(const vx_vocab *vocab);
 vx_token vx_vocab_eot(const vx_vocab *vocab);
 bool vx_vocab_add_bos(const vx_vocab *vocab);
 bool vx_vocab_add_eos(const vx_vocab *vocab);
+/* The fill-in-the-middle tokens (prefix, suffix, middle: the file's
+ * tokenizer.ggml.fim_*_token_id, or found by their text, e.g. Qwen2.5-Coder's
+ * <|fim_prefix|>, CodeLlama's <PRE>); false when any of the three is missing. */
+bool vx_vocab_fim(const vx_vocab *vocab, vx_token *pre, vx_token *suf, vx_token *mid);
 bool vx_vocab_is_eog(const vx_vocab *vocab, vx_token token); /* end of generation */
 /* The longest text vx_token_to_piece writes for any token (special ones
  * included): a buffer of this size holds every piece. */

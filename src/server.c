@@ -414,8 +414,8 @@ static void lp_push(choice *c, const ev_item *it) {
 }
 
 /* An ollama reply object into out: a streaming chunk (done NULL) or the
- * final object with the request's counts and durations (prompt: until
- * the first generated token; eval: from it on). */
+ * final object with the request's counts and durations (prompt: from the
+ * engine's admission to the first generated token; eval: from it on). */
 static void ollama_reply(job *j, vx_sbuf *out, const choice *c, const char *reasoning, size_t rlen, const char *text,
                          size_t len, const vx_tool_call *calls, int32_t n_calls, const char *done) {
     vx_ollama_reply r = {.kind = j->ollama, .model = j->meta.model, .text = text, .text_len = len,
@@ -844,6 +844,17 @@ static const char *engine_error_code(vx_status st, int *status) {
     }
 }
 
+/* An ollama reply line as a response body: the object without its
+ * newline (NULL when memory ran out). */
+static char *one_object(vx_sbuf *b) {
+    if (b->oom) {
+        vx_sbuf_free(b);
+        return NULL;
+    }
+    if (b->len && b->p[b->len - 1] == '\n') b->p[--b->len] = 0;
+    return vx_sbuf_take(b);
+}
+
 /* Builds the non-streaming response of a finished job. */
 static char *job_response(job *j) {
     if (j->ollama) {
@@ -851,8 +862,7 @@ static char *job_response(job *j) {
         vx_sbuf b = {0};
         ollama_reply(j, &b, c, c->reasoning.p, c->reasoning.len, c->text.p ? c->text.p : "", c->text.len, c->calls.v,
                      c->calls.n, c->finish_reason ? c->finish_reason : "stop");
-        if (b.len && b.p[b.len - 1] == '\n') b.p[--b.len] = 0; /* one JSON object */
-        return b.oom ? (vx_sbuf_free(&b), NULL) : vx_sbuf_take(&b);
+        return one_object(&b);
     }
     vx_oai_choice oc[VX_OAI_MAX_N];
     vx_sbuf texts[VX_OAI_MAX_N];
@@ -946,8 +956,7 @@ static enum MHD_Result respond_loaded(vx_server *s, struct MHD_Connection *conn,
                                 .done_reason = o->unload ? "unload" : "load"};
     vx_sbuf b = {0};
     vx_ollama_reply_json(&b, &lr);
-    if (b.len) b.p[--b.len] = 0; /* one JSON object */
-    return respond_json(conn, r, 200, b.oom ? (vx_sbuf_free(&b), NULL) : vx_sbuf_take(&b));
+    return respond_json(conn, r, 200, one_object(&b));
 }
 
 /* The prompt after ollama's context: the context's tokens, then the new
@@ -1018,6 +1027,8 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
     bool ok;
     if (kind == VX_OAI_CHAT) {
         ok = chat_prompt(s, j, &prompt, &n_prompt, &err);
+    } else if (q->suffix) {
+        ok = vx_oai_fim_prompt(s->vocab, q, &prompt, &n_prompt, &err);
     } else if (q->prompt) {
         ok = vx_oai_tokenize_text(s->vocab, q->prompt, q->prompt_len, true, true, &prompt, &n_prompt, &err);
     } else {

@@ -143,20 +143,17 @@ static bool opt_string(const cJSON *root, const char *key, const char **out, vx_
     return true;
 }
 
-/* /api/generate: raw, a completion of the prompt as it is; otherwise a
- * chat of the system text and the prompt through the model's template.
- * suffix (fill in the middle) and template (a Go template) have no
- * counterpart here and are refused rather than ignored. */
+/* /api/generate: with a suffix, fill in the middle (a completion with the
+ * OpenAI suffix: the model's FIM tokens around prompt and suffix); raw, a
+ * completion of the prompt as it is; otherwise a chat of the system text
+ * and the prompt through the model's template. template (a Go template)
+ * has no counterpart here and is refused rather than ignored. */
 static bool map_generate(const cJSON *root, cJSON *o, int32_t n_vocab, vx_ollama_request *out, vx_oai_error *err) {
     const char *prompt, *system, *suffix, *tmpl;
     if (!opt_string(root, "prompt", &prompt, err) || !opt_string(root, "system", &system, err) ||
         !opt_string(root, "suffix", &suffix, err) || !opt_string(root, "template", &tmpl, err) ||
         !no_images(root, "images", err))
         return false;
-    if (suffix[0]) {
-        vx_oai_set_error(err, 400, "suffix", "'suffix' (fill in the middle) is not supported.");
-        return false;
-    }
     if (tmpl[0]) {
         vx_oai_set_error(err, 400, "template",
                          "'template' is not supported: vx renders the model's own chat template (Jinja); send "
@@ -172,6 +169,11 @@ static bool map_generate(const cJSON *root, cJSON *o, int32_t n_vocab, vx_ollama
     if (!prompt[0] && !system[0]) {
         out->load_only = true;
         return true;
+    }
+    if (suffix[0]) { /* fill in the middle: the model's FIM tokens around the two texts */
+        out->oai_kind = VX_OAI_COMPLETION;
+        return cJSON_AddStringToObject(o, "prompt", prompt) && cJSON_AddStringToObject(o, "suffix", suffix) ? true
+                                                                                                           : oom(err);
     }
     if (cJSON_IsTrue(raw)) {
         out->oai_kind = VX_OAI_COMPLETION;

@@ -639,6 +639,7 @@ void vx_oai_request_free(vx_oai_request *r) {
     free(r->messages_json);
     free(r->prompt);
     free(r->prompt_ids);
+    free(r->suffix);
     free(r->logit_bias);
     free(r->json_schema);
     free(r->tools_json);
@@ -1236,6 +1237,16 @@ bool vx_oai_parse_request(vx_oai_kind kind, const char *body, size_t len, int32_
             r->top_logprobs = (int32_t)iv;
         }
         if (!opt_bool(root, "echo", &r->echo, err)) goto done;
+        /* suffix: fill in the middle (OpenAI's legacy insert mode, ollama's suffix) */
+        const cJSON *sfx = member(root, "suffix");
+        if (sfx && !cJSON_IsString(sfx)) {
+            type_error(err, "suffix", "a string", sfx);
+            goto done;
+        }
+        if (sfx && sfx->valuestring[0] && !(r->suffix = strdup(sfx->valuestring))) {
+            vx_oai_set_error(err, 500, NULL, "Out of memory.");
+            goto done;
+        }
     }
     ok = true;
 done:
@@ -1270,6 +1281,49 @@ bool vx_oai_tokenize_text(const vx_vocab *v, const char *text, size_t len, bool 
     }
     vx_oai_set_error(err, 500, NULL, "Out of memory while tokenizing the prompt.");
     return false;
+}
+
+bool vx_oai_fim_prompt(const vx_vocab *v, const vx_oai_request *r, vx_token **out, int32_t *n_out, vx_oai_error *err) {
+    *out = NULL;
+    *n_out = 0;
+    vx_token pre, suf, mid;
+    if (!vx_vocab_fim(v, &pre, &suf, &mid)) {
+        vx_oai_set_error(err, 400, "suffix",
+                         "This model has no fill-in-the-middle tokens (such as <|fim_prefix|>, <|fim_suffix|>, "
+                         "<|fim_middle|>), so 'suffix' cannot be used with it.");
+        return false;
+    }
+    vx_token *a = NULL, *b = NULL;
+    int32_t na = 0, nb = 0;
+    if (r->prompt && !vx_oai_tokenize_text(v, r->prompt, r->prompt_len, false, false, &a, &na, err)) return false;
+    if (!vx_oai_tokenize_text(v, r->suffix ? r->suffix : "", r->suffix ? strlen(r->suffix) : 0, false, false, &b, &nb,
+                              err)) {
+        free(a);
+        return false;
+    }
+    const vx_token *head = r->prompt ? a : r->prompt_ids;
+    const int32_t nh = r->prompt ? na : r->n_prompt_ids, bos = vx_vocab_add_bos(v) ? 1 : 0;
+    vx_token *t = malloc(((size_t)bos + 3 + (size_t)nh + (size_t)nb) * sizeof *t);
+    if (!t) {
+        free(a);
+        free(b);
+        vx_oai_set_error(err, 500, NULL, "Out of memory.");
+        return false;
+    }
+    int32_t n = 0;
+    if (bos) t[n++] = vx_vocab_bos(v);
+    t[n++] = pre;
+    if (nh) memcpy(t + n, head, (size_t)nh * sizeof *t);
+    n += nh;
+    t[n++] = suf;
+    if (nb) memcpy(t + n, b, (size_t)nb * sizeof *t);
+    n += nb;
+    t[n++] = mid;
+    free(a);
+    free(b);
+    *out = t;
+    *n_out = n;
+    return true;
 }
 
 bool vx_oai_chat_prompt(const vx_chat_template *t, const vx_vocab *v, const char *messages_json, vx_token **out,

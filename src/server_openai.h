@@ -74,6 +74,8 @@ typedef struct vx_oai_request {
     bool logprobs;        /* per-token logprobs wanted */
     int32_t top_logprobs; /* alternatives per token, 0..VX_OAI_MAX_TOP */
     bool echo;            /* completion: prepend the prompt to the text */
+    char *suffix;         /* completion: the text after the insertion (fill in the middle,
+                             vx_oai_fim_prompt); NULL or "": none */
     bool ignore_eos;      /* llama.cpp extension: generate past end-of-generation */
     bool json_object;     /* response_format {"type": "json_object"}: constrained to one JSON object */
     char *json_schema;    /* response_format json_schema's schema (JSON text), compiled and checked */
@@ -137,6 +139,14 @@ bool vx_oai_opt_int(const void *obj, const char *key, double lo, double hi, int6
 void vx_oai_json_cstr(vx_sbuf *b, const char *s);
 /* s[0..n) as a JSON string (NUL bytes as \u0000, invalid UTF-8 replaced). */
 void vx_oai_json_str(vx_sbuf *b, const char *s, size_t n);
+
+/* A completion with a suffix as the model's fill-in-the-middle prompt:
+ * [BOS] PRE prompt SUF suffix MID (the prefix-suffix-middle order of
+ * Qwen2.5-Coder, CodeLlama, StarCoder, DeepSeek-Coder; texts tokenized
+ * without special tokens: code may hold their spellings); a prompt of ids
+ * goes in as they are. A 400 on "suffix" when the vocabulary has no FIM
+ * tokens. */
+bool vx_oai_fim_prompt(const vx_vocab *v, const vx_oai_request *r, vx_token **out, int32_t *n_out, vx_oai_error *err);
 
 /* Tokenizes text (len bytes) into a malloc'd array. */
 bool vx_oai_tokenize_text(const vx_vocab *v, const char *text, size_t len, bool add_special,

@@ -645,6 +645,12 @@ vx_token vx_vocab_eos(const vx_vocab *v) { return v ? v->eos : -1; }
 vx_token vx_vocab_eot(const vx_vocab *v) { return v ? v->eot : -1; }
 bool vx_vocab_add_bos(const vx_vocab *v) { return v && v->add_bos && v->bos >= 0; }
 bool vx_vocab_add_eos(const vx_vocab *v) { return v && v->add_eos && v->eos >= 0; }
+bool vx_vocab_fim(const vx_vocab *v, vx_token *pre, vx_token *suf, vx_token *mid) {
+    *pre = v ? v->fim_pre : -1;
+    *suf = v ? v->fim_suf : -1;
+    *mid = v ? v->fim_mid : -1;
+    return *pre >= 0 && *suf >= 0 && *mid >= 0;
+}
 
 bool vx_vocab_is_eog(const vx_vocab *v, vx_token t) {
     return v && valid_id(v, t) && v->is_eog[t];

@@ -206,7 +206,13 @@ static void test_generate(void) {
     done(&o, &q);
     REFUSED(VX_OLLAMA_GENERATE, "{\"prompt\":\"x\",\"context\":[1,512]}", 400, "context");
     REFUSED(VX_OLLAMA_GENERATE, "{\"prompt\":\"x\",\"context\":\"1,2\"}", 400, "context");
-    REFUSED(VX_OLLAMA_GENERATE, "{\"prompt\":\"x\",\"suffix\":\"y\"}", 400, "suffix");
+    /* suffix: fill in the middle, as an OpenAI completion with a suffix */
+    CHECK(translate(VX_OLLAMA_GENERATE, "{\"prompt\":\"def f(\",\"suffix\":\"    return 1\",\"system\":\"s\"}", &o, &q,
+                    &e));
+    CHECK(o.oai_kind == VX_OAI_COMPLETION && q.prompt && !strcmp(q.prompt, "def f(") && q.suffix &&
+          !strcmp(q.suffix, "    return 1") && q.max_tokens == -1);
+    done(&o, &q);
+    REFUSED(VX_OLLAMA_GENERATE, "{\"prompt\":\"x\",\"suffix\":7}", 400, "suffix");
     REFUSED(VX_OLLAMA_GENERATE, "{\"prompt\":\"x\",\"template\":\"{{ .Prompt }}\"}", 400, "template");
     REFUSED(VX_OLLAMA_GENERATE, "{\"prompt\":\"x\",\"images\":[\"aGk=\"]}", 400, "images");
     REFUSED(VX_OLLAMA_GENERATE, "{\"prompt\":7}", 400, "prompt");
@@ -386,11 +392,68 @@ static void test_models(void) {
     CHECK(!vx_ollama_show_body("{\"name\":1}", 10, &e) && e.status == 400 && strstr(e.message, "name"));
 }
 
+/* vx_oai_fim_prompt on a real vocabulary with FIM tokens (Qwen2's) and on
+ * one without (Llama 2's SentencePiece). */
+static void test_fim(void) {
+    vx_model_params mp = vx_model_default_params();
+    mp.vocab_only = true;
+    vx_model *m = NULL;
+    char err[VX_ERRMSG_MAX];
+    CHECKF(vx_model_load(vx_test_fixture_path("tokenizer/ggml-vocab-qwen2.gguf"), &mp, &m, err, sizeof err) == VX_OK,
+           "%s", err);
+    if (!m) return;
+    const vx_vocab *v = vx_model_get_vocab(m);
+    vx_token pre, suf, mid;
+    CHECK(vx_vocab_fim(v, &pre, &suf, &mid) && pre == 151659 && suf == 151661 && mid == 151660);
+    vx_oai_request q;
+    vx_oai_error e;
+    memset(&e, 0, sizeof e);
+    const char *body = "{\"prompt\":\"def f(<|im_start|>\",\"suffix\":\"  return 1\",\"max_tokens\":4}";
+    CHECK(vx_oai_parse_request(VX_OAI_COMPLETION, body, strlen(body), vx_vocab_n_tokens(v), 0, &q, &e));
+    vx_token *t = NULL, want[64];
+    int32_t n = 0;
+    CHECK(vx_oai_fim_prompt(v, &q, &t, &n, &e));
+    /* PRE, the prefix's tokens (the control token's text as plain text), SUF, the suffix's, MID */
+    int32_t w = 0;
+    want[w++] = pre;
+    w += vx_tokenize(v, "def f(<|im_start|>", -1, want + w, 60 - w, false, false);
+    want[w++] = suf;
+    w += vx_tokenize(v, "  return 1", -1, want + w, 60 - w, false, false);
+    want[w++] = mid;
+    CHECK(t && n == w && !memcmp(t, want, (size_t)w * sizeof *t));
+    for (int32_t i = 1; t && i < n - 1; i++) CHECK(t[i] == suf || !vx_vocab_is_control(v, t[i]));
+    free(t);
+    vx_oai_request_free(&q);
+    /* token ids as the prefix go in as they are */
+    body = "{\"prompt\":[1,2,3],\"suffix\":\"x\"}";
+    CHECK(vx_oai_parse_request(VX_OAI_COMPLETION, body, strlen(body), vx_vocab_n_tokens(v), 0, &q, &e));
+    CHECK(vx_oai_fim_prompt(v, &q, &t, &n, &e) && n == 7 && t[0] == pre && t[1] == 1 && t[3] == 3 && t[4] == suf && t[6] == mid);
+    free(t);
+    vx_oai_request_free(&q);
+    /* "" is no suffix; the chat API has none */
+    body = "{\"prompt\":\"x\",\"suffix\":\"\"}";
+    CHECK(vx_oai_parse_request(VX_OAI_COMPLETION, body, strlen(body), vx_vocab_n_tokens(v), 0, &q, &e) && !q.suffix);
+    vx_oai_request_free(&q);
+    vx_model_free(m);
+    m = NULL;
+    CHECKF(vx_model_load(vx_test_fixture_path("tokenizer/ggml-vocab-llama-spm.gguf"), &mp, &m, err, sizeof err) == VX_OK,
+           "%s", err);
+    if (!m) return;
+    v = vx_model_get_vocab(m);
+    CHECK(!vx_vocab_fim(v, &pre, &suf, &mid));
+    body = "{\"prompt\":\"x\",\"suffix\":\"y\"}";
+    CHECK(vx_oai_parse_request(VX_OAI_COMPLETION, body, strlen(body), vx_vocab_n_tokens(v), 0, &q, &e));
+    CHECK(!vx_oai_fim_prompt(v, &q, &t, &n, &e) && e.status == 400 && !strcmp(e.param, "suffix") && !t);
+    vx_oai_request_free(&q);
+    vx_model_free(m);
+}
+
 int main(void) {
     test_chat();
     test_generate();
     test_embed_bodies();
     test_replies();
     test_models();
+    test_fim();
     return vx_test_finish("test_server_ollama");
 }

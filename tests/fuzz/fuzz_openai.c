@@ -262,6 +262,20 @@ static void check_tool_parse(const char *s, size_t n) {
 static void check_request(const vx_oai_request *r, vx_oai_kind kind, int32_t n_vocab, const vx_vocab *v) {
     check(r->kind == kind, "kind");
     check(!r->model || str_ok(r->model), "model is valid UTF-8");
+    check(!r->suffix || (kind == VX_OAI_COMPLETION && r->suffix[0] && str_ok(r->suffix)), "suffix: a completion's, non-empty");
+    if (r->suffix && v && (r->prompt || r->n_prompt_ids <= 0 || r->prompt_ids[0] < vx_vocab_n_tokens(v))) {
+        vx_token *t = NULL, pre, suf, mid;
+        int32_t n = 0;
+        vx_oai_error fe;
+        const bool fim = vx_vocab_fim(v, &pre, &suf, &mid);
+        if (vx_oai_fim_prompt(v, r, &t, &n, &fe)) {
+            check(fim && n >= 3 && t[n - 1] == mid, "FIM prompt ends with MID");
+        } else {
+            check(!fim ? fe.status == 400 && !strcmp(fe.param, "suffix") : fe.status == 500, "FIM refusal");
+            check(!t, "refused FIM prompt holds nothing");
+        }
+        free(t);
+    }
     if (kind == VX_OAI_CHAT) {
         check(r->messages_json && r->n_messages >= 1, "messages present");
         check(!r->prompt && !r->prompt_ids, "chat has no prompt");
