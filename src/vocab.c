@@ -248,26 +248,26 @@ static void force_control(vx_vocab *v, vx_token id) {
 
 static void detect_special(vx_vocab *v) {
     static const char *const eot_names[] = {
-        "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
+        "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "\xe2\x96\x81<EOT>",
         "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", /* DeepSeek */
         NULL};
     static const char *const eom_names[] = {"<|eom_id|>", NULL};
     static const char *const pre_names[] = {
         "<|fim_prefix|>", "<fim-prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
-        "<PRE>", NULL};
+        "<PRE>", "\xe2\x96\x81<PRE>", NULL}; /* CodeLlama's SentencePiece spelling: "\u2581<PRE>" */
     static const char *const suf_names[] = {
         "<|fim_suffix|>", "<fim-suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole\xef\xbd\x9c>",
-        "<SUF>", NULL};
+        "<SUF>", "\xe2\x96\x81<SUF>", NULL}; /* CodeLlama's SentencePiece spelling: "\u2581<SUF>" */
     static const char *const mid_names[] = {
         "<|fim_middle|>", "<fim-middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
-        "<MID>", NULL};
+        "<MID>", "\xe2\x96\x81<MID>", NULL}; /* CodeLlama's SentencePiece spelling: "\u2581<MID>" */
     static const char *const pad_names[] = {"<|fim_pad|>", "<fim-pad>", "<PAD>", NULL};
     static const char *const rep_names[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
                                             "<REPO>", NULL};
     static const char *const sep_names[] = {"<|file_sep|>", NULL};
     static const char *const eog_names[] = {"<|eot_id|>", "<|im_end|>", "<|end|>",
                                             "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-                                            "<EOT>", NULL};
+                                            "<EOT>", "\xe2\x96\x81<EOT>", NULL};
     struct {
         vx_token *id;
         const char *const *names;
