@@ -510,6 +510,42 @@ static void check_mem_vocab(const char *model, int n_tok, vx_status want) {
     vx_gguf_close(g);
 }
 
+/* Fill-in-the-middle tokens found by their spellings when the file has no
+ * fim token-id keys: CodeLlama's SentencePiece "\u2581<PRE>" family (its
+ * "\u2581<EOT>" ends generation), and DeepSeek-Coder's fixture vocabulary. */
+static void test_fim_spellings(void) {
+    static const char *const toks[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81<PRE>", "\xe2\x96\x81<SUF>",
+                                       "\xe2\x96\x81<MID>", "\xe2\x96\x81<EOT>", "a"};
+    const int n = (int)(sizeof toks / sizeof toks[0]);
+    img m = {.n = 0};
+    put(&m, "GGUF", 4);
+    put_u32(&m, 3);
+    put_u64(&m, 0);
+    put_u64(&m, 2);
+    put_str(&m, "tokenizer.ggml.model");
+    put_u32(&m, VX_GGUF_STRING);
+    put_str(&m, "llama");
+    put_str(&m, "tokenizer.ggml.tokens");
+    put_u32(&m, VX_GGUF_ARRAY);
+    put_u32(&m, VX_GGUF_STRING);
+    put_u64(&m, (uint64_t)n);
+    for (int i = 0; i < n; i++) put_str(&m, toks[i]);
+    char err[VX_ERRMSG_MAX] = "";
+    vx_gguf *g = NULL;
+    vx_vocab *v = NULL;
+    CHECKF(vx_gguf_open_mem(m.b, m.n, &g, err, sizeof err) == VX_OK && vx_vocab_load(g, &v, err, sizeof err) == VX_OK,
+           "%s", err);
+    vx_token pre, suf, mid;
+    CHECK(v && vx_vocab_fim(v, &pre, &suf, &mid) && pre == 3 && suf == 4 && mid == 5 && vx_vocab_is_eog(v, 6));
+    vx_vocab_free(v);
+    vx_gguf_close(g);
+    v = load_vocab("deepseek-coder", NULL);
+    CHECK(v && vx_vocab_fim(v, &pre, &suf, &mid));
+    CHECK(v && !strcmp(vx_vocab_text(v, pre), "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>"));
+    CHECK(v && !strcmp(vx_vocab_text(v, mid), "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>"));
+    vx_vocab_free(v);
+}
+
 int main(void) {
     static const char *const fixtures[] = {
         "llama-spm", "phi-3",   "llama-bpe", "qwen2",  "gpt-2", "deepseek-llm",
@@ -531,5 +567,6 @@ int main(void) {
     test_long("llama-spm", 10000);
     test_long("bert-bge", 10000);
     test_loaders();
+    test_fim_spellings();
     return vx_test_finish("test_tokenizer");
 }
