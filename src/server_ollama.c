@@ -170,7 +170,8 @@ static bool map_generate(const cJSON *root, cJSON *o, int32_t n_vocab, vx_ollama
         out->load_only = true;
         return true;
     }
-    if (suffix[0]) { /* fill in the middle: the model's FIM tokens around the two texts */
+    if (suffix[0] && !cJSON_IsTrue(raw)) { /* fill in the middle: the model's FIM tokens around the two texts
+                                             (raw: the prompt as it is, as ollama) */
         out->oai_kind = VX_OAI_COMPLETION;
         return cJSON_AddStringToObject(o, "prompt", prompt) && cJSON_AddStringToObject(o, "suffix", suffix) ? true
                                                                                                            : oom(err);
@@ -239,6 +240,19 @@ static bool open_request(const char *body, size_t len, cJSON **root, cJSON **o, 
     return false;
 }
 
+/* keep_alive 0: a number, or a Go duration such as "0", "0s", "0m", "0.0h" */
+static bool zero_duration(const cJSON *ka) {
+    if (cJSON_IsNumber(ka)) return ka->valuedouble == 0;
+    if (!cJSON_IsString(ka)) return false;
+    char *end;
+    const double d = strtod(ka->valuestring, &end);
+    static const char *const units[] = {"", "ns", "us", "\xc2\xb5s", "ms", "s", "m", "h"};
+    if (end == ka->valuestring || d != 0) return false;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!strcmp(end, units[i])) return true;
+    return false;
+}
+
 bool vx_ollama_translate(vx_ollama_kind kind, const char *body, size_t len, int32_t n_vocab,
                          vx_ollama_request *out, vx_oai_error *err) {
     memset(out, 0, sizeof *out);
@@ -274,10 +288,7 @@ bool vx_ollama_translate(vx_ollama_kind kind, const char *body, size_t len, int3
     } else if (!map_generate(root, o, n_vocab, out, err)) {
         goto done;
     }
-    const cJSON *ka = member(root, "keep_alive");
-    out->unload = out->load_only && ka && ((cJSON_IsNumber(ka) && ka->valuedouble == 0) ||
-                                           (cJSON_IsString(ka) && (!strcmp(ka->valuestring, "0") ||
-                                                                   !strcmp(ka->valuestring, "0s"))));
+    out->unload = out->load_only && zero_duration(member(root, "keep_alive"));
     if (!map_options(root, o, out, err) || !map_format(root, o, err)) goto done;
     if (!map_think(root, out->oai_kind == VX_OAI_CHAT ? o : NULL, err)) goto done;
     /* logprobs: a boolean and top_logprobs, as OpenAI's chat; a completion

@@ -1247,6 +1247,10 @@ bool vx_oai_parse_request(vx_oai_kind kind, const char *body, size_t len, int32_
             vx_oai_set_error(err, 500, NULL, "Out of memory.");
             goto done;
         }
+        if (r->suffix && r->echo) { /* the prompt is no longer the text before the reply */
+            vx_oai_set_error(err, 400, "echo", "'echo' cannot be used with 'suffix'.");
+            goto done;
+        }
     }
     ok = true;
 done:
@@ -1301,8 +1305,13 @@ bool vx_oai_fim_prompt(const vx_vocab *v, const vx_oai_request *r, vx_token **ou
         free(a);
         return false;
     }
+    const int32_t bos = vx_vocab_add_bos(v) ? 1 : 0;
     const vx_token *head = r->prompt ? a : r->prompt_ids;
-    const int32_t nh = r->prompt ? na : r->n_prompt_ids, bos = vx_vocab_add_bos(v) ? 1 : 0;
+    int32_t nh = r->prompt ? na : r->n_prompt_ids;
+    if (bos && nh > 0 && head[0] == vx_vocab_bos(v)) { /* ids that start with BOS: it goes before PRE, once */
+        head++;
+        nh--;
+    }
     vx_token *t = malloc(((size_t)bos + 3 + (size_t)nh + (size_t)nb) * sizeof *t);
     if (!t) {
         free(a);

@@ -253,15 +253,15 @@ static void detect_special(vx_vocab *v) {
         NULL};
     static const char *const eom_names[] = {"<|eom_id|>", NULL};
     static const char *const pre_names[] = {
-        "<|fim_prefix|>", "<fim-prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
+        "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
         "<PRE>", "\xe2\x96\x81<PRE>", NULL}; /* CodeLlama's SentencePiece spelling: "\u2581<PRE>" */
     static const char *const suf_names[] = {
-        "<|fim_suffix|>", "<fim-suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole\xef\xbd\x9c>",
+        "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole\xef\xbd\x9c>",
         "<SUF>", "\xe2\x96\x81<SUF>", NULL}; /* CodeLlama's SentencePiece spelling: "\u2581<SUF>" */
     static const char *const mid_names[] = {
-        "<|fim_middle|>", "<fim-middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
+        "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
         "<MID>", "\xe2\x96\x81<MID>", NULL}; /* CodeLlama's SentencePiece spelling: "\u2581<MID>" */
-    static const char *const pad_names[] = {"<|fim_pad|>", "<fim-pad>", "<PAD>", NULL};
+    static const char *const pad_names[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", NULL};
     static const char *const rep_names[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
                                             "<REPO>", NULL};
     static const char *const sep_names[] = {"<|file_sep|>", NULL};

@@ -197,8 +197,9 @@ static void test_generate(void) {
     CHECK(translate(VX_OLLAMA_GENERATE, "{\"model\":\"m\",\"keep_alive\":\"5m\"}", &o, &q, &e) && o.load_only);
     CHECK(!o.unload);
     done(&o, &q);
-    const char *unloads[] = {"{\"keep_alive\":0}", "{\"keep_alive\":\"0\"}", "{\"keep_alive\":\"0s\"}"};
-    for (size_t i = 0; i < 3; i++) {
+    const char *unloads[] = {"{\"keep_alive\":0}", "{\"keep_alive\":\"0\"}", "{\"keep_alive\":\"0s\"}",
+                             "{\"keep_alive\":\"0m\"}", "{\"keep_alive\":\"0.0h\"}", "{\"keep_alive\":\"0ms\"}"};
+    for (size_t i = 0; i < 6; i++) {
         CHECKF(translate(VX_OLLAMA_GENERATE, unloads[i], &o, &q, &e) && o.load_only && o.unload, "%s", unloads[i]);
         done(&o, &q);
     }
@@ -213,6 +214,16 @@ static void test_generate(void) {
           !strcmp(q.suffix, "    return 1") && q.max_tokens == -1);
     done(&o, &q);
     REFUSED(VX_OLLAMA_GENERATE, "{\"prompt\":\"x\",\"suffix\":7}", 400, "suffix");
+    /* raw: the prompt as it is, the suffix unused (as ollama) */
+    CHECK(translate(VX_OLLAMA_GENERATE, "{\"prompt\":\"x\",\"suffix\":\"y\",\"raw\":true}", &o, &q, &e));
+    CHECK(o.oai_kind == VX_OAI_COMPLETION && !q.suffix && !strcmp(q.prompt, "x"));
+    done(&o, &q);
+    const char *loads2[] = {"{\"keep_alive\":\"5m\"}", "{\"keep_alive\":\"0x\"}", "{\"keep_alive\":-1}",
+                            "{\"keep_alive\":\"\"}"};
+    for (size_t i = 0; i < 4; i++) {
+        CHECKF(translate(VX_OLLAMA_GENERATE, loads2[i], &o, &q, &e) && o.load_only && !o.unload, "%s", loads2[i]);
+        done(&o, &q);
+    }
     REFUSED(VX_OLLAMA_GENERATE, "{\"prompt\":\"x\",\"template\":\"{{ .Prompt }}\"}", 400, "template");
     REFUSED(VX_OLLAMA_GENERATE, "{\"prompt\":\"x\",\"images\":[\"aGk=\"]}", 400, "images");
     REFUSED(VX_OLLAMA_GENERATE, "{\"prompt\":7}", 400, "prompt");
@@ -392,6 +403,36 @@ static void test_models(void) {
     CHECK(!vx_ollama_show_body("{\"name\":1}", 10, &e) && e.status == 400 && strstr(e.message, "name"));
 }
 
+/* A vocabulary that adds BOS (DeepSeek-Coder's): BOS before PRE, once,
+ * also when a prompt of ids starts with it. */
+static void test_fim_bos(void) {
+    vx_model_params mp = vx_model_default_params();
+    mp.vocab_only = true;
+    vx_model *m = NULL;
+    char err[VX_ERRMSG_MAX];
+    CHECKF(vx_model_load(vx_test_fixture_path("tokenizer/ggml-vocab-deepseek-coder.gguf"), &mp, &m, err, sizeof err) ==
+               VX_OK,
+           "%s", err);
+    if (!m) return;
+    const vx_vocab *v = vx_model_get_vocab(m);
+    vx_token pre, suf, mid, *t = NULL;
+    int32_t n = 0;
+    vx_oai_request q;
+    vx_oai_error e;
+    CHECK(vx_vocab_fim(v, &pre, &suf, &mid) && vx_vocab_add_bos(v));
+    const char *bodies[] = {"{\"prompt\":[32013,5,6],\"suffix\":\"x\"}", "{\"prompt\":[5,6],\"suffix\":\"x\"}"};
+    for (int i = 0; i < 2; i++) {
+        CHECK(vx_oai_parse_request(VX_OAI_COMPLETION, bodies[i], strlen(bodies[i]), vx_vocab_n_tokens(v), 0, &q, &e));
+        CHECKF(vx_oai_fim_prompt(v, &q, &t, &n, &e) && n >= 6 && t[0] == vx_vocab_bos(v) && t[1] == pre && t[2] == 5 &&
+                   t[3] == 6 && t[4] == suf && t[n - 1] == mid,
+               "%s", bodies[i]);
+        free(t);
+        t = NULL;
+        vx_oai_request_free(&q);
+    }
+    vx_model_free(m);
+}
+
 /* vx_oai_fim_prompt on a real vocabulary with FIM tokens (Qwen2's) and on
  * one without (Llama 2's SentencePiece). */
 static void test_fim(void) {
@@ -430,6 +471,10 @@ static void test_fim(void) {
     CHECK(vx_oai_fim_prompt(v, &q, &t, &n, &e) && n == 7 && t[0] == pre && t[1] == 1 && t[3] == 3 && t[4] == suf && t[6] == mid);
     free(t);
     vx_oai_request_free(&q);
+    /* echo with a suffix: refused (the prompt is not the text before the reply) */
+    body = "{\"prompt\":\"x\",\"suffix\":\"y\",\"echo\":true}";
+    CHECK(!vx_oai_parse_request(VX_OAI_COMPLETION, body, strlen(body), vx_vocab_n_tokens(v), 0, &q, &e) && e.status == 400 &&
+          !strcmp(e.param, "echo"));
     /* "" is no suffix; the chat API has none */
     body = "{\"prompt\":\"x\",\"suffix\":\"\"}";
     CHECK(vx_oai_parse_request(VX_OAI_COMPLETION, body, strlen(body), vx_vocab_n_tokens(v), 0, &q, &e) && !q.suffix);
@@ -441,6 +486,7 @@ static void test_fim(void) {
     if (!m) return;
     v = vx_model_get_vocab(m);
     CHECK(!vx_vocab_fim(v, &pre, &suf, &mid));
+    test_fim_bos();
     body = "{\"prompt\":\"x\",\"suffix\":\"y\"}";
     CHECK(vx_oai_parse_request(VX_OAI_COMPLETION, body, strlen(body), vx_vocab_n_tokens(v), 0, &q, &e));
     CHECK(!vx_oai_fim_prompt(v, &q, &t, &n, &e) && e.status == 400 && !strcmp(e.param, "suffix") && !t);

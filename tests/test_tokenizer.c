@@ -539,6 +539,15 @@ static void test_fim_spellings(void) {
     CHECK(v && vx_vocab_fim(v, &pre, &suf, &mid) && pre == 3 && suf == 4 && mid == 5 && vx_vocab_is_eog(v, 6));
     vx_vocab_free(v);
     vx_gguf_close(g);
+    /* StarCoder's (and Refact's, Granite's) underscore spellings */
+    static const char *const under[] = {"starcoder", "refact"};
+    for (int i = 0; i < 2; i++) {
+        v = load_vocab(under[i], NULL);
+        CHECKF(v && vx_vocab_fim(v, &pre, &suf, &mid) && !strcmp(vx_vocab_text(v, pre), "<fim_prefix>") &&
+                   !strcmp(vx_vocab_text(v, suf), "<fim_suffix>") && !strcmp(vx_vocab_text(v, mid), "<fim_middle>"),
+               "%s", under[i]);
+        vx_vocab_free(v);
+    }
     v = load_vocab("deepseek-coder", NULL);
     CHECK(v && vx_vocab_fim(v, &pre, &suf, &mid));
     CHECK(v && !strcmp(vx_vocab_text(v, pre), "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>"));
