@@ -116,8 +116,8 @@ typedef struct job {
     bool think;         /* the reply's thoughts go to reasoning_content (reasoning.h) */
     bool think_open;    /* and the prompt left one open */
     bool prompt_lp; /* echo with logprobs: the prompt's tokens lead the logprobs */
-    vx_ollama_kind ollama; /* 0: OpenAI's API; else ollama's /api/chat or /api/generate */
-    vx_ollama_request oll; /* and its translation (owned: freed with the job) */
+    vx_ollama_request oll; /* ollama's /api/chat or /api/generate: its translation (owned,
+                              freed with the job); oll.kind 0: OpenAI's API */
     int64_t t_start, t_first; /* ns: the request's start, its first generated token's event */
     int64_t t_admitted; /* ns: when the engine took it from its queue (0: not known) */
     vx_token *ctx;      /* ollama /api/generate: the prompt's tokens and the generated ones */
@@ -418,7 +418,7 @@ static void lp_push(choice *c, const ev_item *it) {
  * engine's admission to the first generated token; eval: from it on). */
 static void ollama_reply(job *j, vx_sbuf *out, const choice *c, const char *reasoning, size_t rlen, const char *text,
                          size_t len, const vx_tool_call *calls, int32_t n_calls, const char *done) {
-    vx_ollama_reply r = {.kind = j->ollama, .model = j->meta.model, .text = text, .text_len = len,
+    vx_ollama_reply r = {.kind = j->oll.kind, .model = j->meta.model, .text = text, .text_len = len,
                          .thinking = reasoning, .thinking_len = rlen, .calls = calls, .n_calls = n_calls,
                          .vocab = j->srv->vocab, .done_reason = done};
     if (j->req.logprobs && c->n_lp > 0) {
@@ -437,7 +437,7 @@ static void ollama_reply(job *j, vx_sbuf *out, const choice *c, const char *reas
         r.eval_count = c->n_gen;
         /* a tool call is a stop of its own kind in OpenAI's API only */
         if (!strcmp(done, "tool_calls")) r.done_reason = "stop";
-        if (j->ollama == VX_OLLAMA_GENERATE) {
+        if (j->oll.kind == VX_OLLAMA_GENERATE) {
             r.context = j->ctx;
             r.n_context = j->n_ctx;
         }
@@ -449,7 +449,7 @@ static void ollama_reply(job *j, vx_sbuf *out, const choice *c, const char *reas
  * and the logprobs gathered so far. */
 static void emit_chunk_r(job *j, choice *c, const char *reasoning, size_t rlen, const char *text, size_t len,
                          const char *finish) {
-    if (j->ollama) {
+    if (j->oll.kind) {
         if (!finish) ollama_reply(j, &j->out, c, reasoning, rlen, text, len, NULL, 0, NULL);
         c->n_lp = 0;
         return;
@@ -552,7 +552,7 @@ static const char *reply_finish(job *j, choice *c, const char *reason) {
         if (len > pl) emit_chunk(j, c, text + pl, len - pl, NULL);
     } else {
         if (c->calls.content_len) emit_chunk(j, c, c->calls.content, c->calls.content_len, NULL);
-        if (j->ollama) {
+        if (j->oll.kind) {
             ollama_reply(j, &j->out, c, NULL, 0, "", 0, c->calls.v, c->calls.n, NULL);
             c->n_lp = 0; /* sent with the calls */
         } else
@@ -569,7 +569,7 @@ static void usage_of(const job *j, vx_oai_usage *u) {
 }
 
 static void finish_stream(job *j) {
-    if (j->ollama) { /* no end marker: the last object says done (or error) */
+    if (j->oll.kind) { /* no end marker: the last object says done (or error) */
         if (j->failed) {
             char *e = vx_ollama_error_json(&j->error);
             if (!e || !vx_sbuf_adds(&j->out, e) || !vx_sbuf_adds(&j->out, "\n")) j->out.oom = true;
@@ -596,7 +596,7 @@ static void choice_done(job *j, choice *c, const char *reason) {
     c->done = true;
     c->finish_reason = reason;
     j->n_done++;
-    if (j->req.stream && !j->failed && j->ollama) ollama_reply(j, &j->out, c, NULL, 0, "", 0, NULL, 0, reason);
+    if (j->req.stream && !j->failed && j->oll.kind) ollama_reply(j, &j->out, c, NULL, 0, "", 0, NULL, 0, reason);
     else if (j->req.stream && !j->failed) emit_chunk(j, c, "", 0, reason);
     if (j->n_done == j->n_choices && j->req.stream) finish_stream(j);
 }
@@ -624,7 +624,7 @@ static void handle_event(job *j, const ev_item *it) {
         c->n_gen++;
         if (!j->t_first) j->t_first = it->t_ns;
         if (!j->t_admitted) j->t_admitted = it->t_admitted_ns;
-        if (j->ollama == VX_OLLAMA_GENERATE && j->ctx) {
+        if (j->oll.kind == VX_OLLAMA_GENERATE && j->ctx) {
             if (j->n_ctx == j->cap_ctx) {
                 vx_token *p = realloc(j->ctx, (size_t)(j->cap_ctx * 2) * sizeof *p);
                 if (p) {
@@ -754,7 +754,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
          * starts with (JSON allows it; a blank line would break clients
          * that parse every line) */
         if (j->out.len == 0 && !j->out_finished && vx_time_us() - t0 >= keepalive_us(j->srv))
-            vx_sbuf_adds(&j->out, j->ollama ? " " : ": keep-alive\n\n");
+            vx_sbuf_adds(&j->out, j->oll.kind ? " " : ": keep-alive\n\n");
     }
 }
 
@@ -857,7 +857,7 @@ static char *one_object(vx_sbuf *b) {
 
 /* Builds the non-streaming response of a finished job. */
 static char *job_response(job *j) {
-    if (j->ollama) {
+    if (j->oll.kind) {
         const choice *c = &j->choices[0];
         vx_sbuf b = {0};
         ollama_reply(j, &b, c, c->reasoning.p, c->reasoning.len, c->text.p ? c->text.p : "", c->text.len, c->calls.v,
@@ -1002,7 +1002,6 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
     const bool parsed = vx_oai_parse_request(kind, body, blen, s->n_vocab, s->p.n_ctx, &j->req, &err);
     vx_oai_request *q = &j->req;
     if (parsed && okind) q->max_tokens = oll->max_tokens;
-    j->ollama = okind;
     j->t_start = t_start;
     if (!parsed) return respond_error(conn, r, &err);
     /* a sequence never holds more than n_ctx tokens: a larger penalty window
@@ -1232,7 +1231,7 @@ static bool embed_stop(void *ud) {
  * of --parallel at a time), the vectors pooled as the server's pooling
  * says; this thread waits for them all, as for a non-streaming request. */
 static enum MHD_Result handle_embeddings(vx_server *s, struct MHD_Connection *conn, conn_req *r, const char *body,
-                                         size_t blen, int legacy) {
+                                         size_t blen, bool legacy, int ollama) {
     vx_oai_error err;
     const int64_t t_start = vx_time_ns();
     vx_oai_embed_request q;
@@ -1243,10 +1242,10 @@ static enum MHD_Result handle_embeddings(vx_server *s, struct MHD_Connection *co
     s->n_embed++;
     pthread_mutex_unlock(&s->mu);
     r->embed = true;
-    /* legacy: 1 llama-server's format, 2 ollama's /api/embed, 3 its /api/embeddings */
-    if (!vx_oai_parse_embeddings(body, blen, s->vocab, s->p.n_ctx, n_embd, legacy == 1, &q, &err))
+    /* legacy: llama-server's format; ollama: its shapes (vx_oai_embed_request.ollama) */
+    if (!vx_oai_parse_embeddings(body, blen, s->vocab, s->p.n_ctx, n_embd, legacy, &q, &err))
         return respond_error(conn, r, &err);
-    q.ollama = legacy >= 2 ? legacy - 1 : 0;
+    q.ollama = ollama;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     embed_watch w = {s, ci ? ci->connect_fd : -1};
     const int fd = w.fd;
@@ -1321,7 +1320,7 @@ static enum MHD_Result handle_ollama_embed(vx_server *s, struct MHD_Connection *
         vx_sbuf_adds(&b, ",\"embeddings\":[],\"total_duration\":0,\"load_duration\":0,\"prompt_eval_count\":0}");
         return respond_json(conn, r, 200, b.oom ? (vx_sbuf_free(&b), NULL) : vx_sbuf_take(&b));
     }
-    const enum MHD_Result ret = handle_embeddings(s, conn, r, oai, strlen(oai), legacy ? 3 : 2);
+    const enum MHD_Result ret = handle_embeddings(s, conn, r, oai, strlen(oai), false, legacy ? 2 : 1);
     free(oai);
     return ret;
 }
@@ -1546,8 +1545,8 @@ static enum MHD_Result route(vx_server *s, struct MHD_Connection *conn, conn_req
         return respond_json(conn, r, 200, vx_oai_models_json(s->model_name, s->created, s->p.n_ctx, s->n_vocab));
     case R_CHAT: return handle_generate(s, conn, r, VX_OAI_CHAT, 0);
     case R_COMPLETIONS: return handle_generate(s, conn, r, VX_OAI_COMPLETION, 0);
-    case R_EMBED: return handle_embeddings(s, conn, r, body, r->body.len, 0);
-    case R_EMBED_LEGACY: return handle_embeddings(s, conn, r, body, r->body.len, 1);
+    case R_EMBED: return handle_embeddings(s, conn, r, body, r->body.len, false, 0);
+    case R_EMBED_LEGACY: return handle_embeddings(s, conn, r, body, r->body.len, true, 0);
     case R_OLL_CHAT: return handle_generate(s, conn, r, VX_OAI_CHAT, VX_OLLAMA_CHAT);
     case R_OLL_GENERATE: return handle_generate(s, conn, r, VX_OAI_CHAT, VX_OLLAMA_GENERATE);
     case R_OLL_EMBED: return handle_ollama_embed(s, conn, r, false);

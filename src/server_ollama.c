@@ -52,7 +52,6 @@ static bool map_options(const cJSON *root, cJSON *o, vx_ollama_request *out, vx_
     for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
         if (!member(o, defaults[i].key) && !cJSON_AddNumberToObject(o, defaults[i].key, defaults[i].value))
             return oom(err);
-    out->max_tokens = -1;
     const cJSON *np = opt ? member(opt, "num_predict") : NULL;
     if (np) {
         if (!cJSON_IsNumber(np) || np->valuedouble != floor(np->valuedouble))
@@ -170,15 +169,15 @@ static bool map_generate(const cJSON *root, cJSON *o, int32_t n_vocab, vx_ollama
         out->load_only = true;
         return true;
     }
-    if (suffix[0] && !cJSON_IsTrue(raw)) { /* fill in the middle: the model's FIM tokens around the two texts
-                                             (raw: the prompt as it is, as ollama) */
+    if (cJSON_IsTrue(raw) || suffix[0]) {
+        /* a completion: with a suffix, filling in the middle (the model's
+         * FIM tokens around the two texts); raw, the prompt as it is, any
+         * suffix unused, as ollama */
+        const bool fim = suffix[0] && !cJSON_IsTrue(raw);
         out->oai_kind = VX_OAI_COMPLETION;
-        return cJSON_AddStringToObject(o, "prompt", prompt) && cJSON_AddStringToObject(o, "suffix", suffix) ? true
-                                                                                                           : oom(err);
-    }
-    if (cJSON_IsTrue(raw)) {
-        out->oai_kind = VX_OAI_COMPLETION;
-        return cJSON_AddStringToObject(o, "prompt", prompt) ? true : oom(err);
+        return cJSON_AddStringToObject(o, "prompt", prompt) && (!fim || cJSON_AddStringToObject(o, "suffix", suffix))
+                   ? true
+                   : oom(err);
     }
     cJSON *arr = cJSON_AddArrayToObject(o, "messages");
     cJSON *sys = system[0] ? cJSON_CreateObject() : NULL, *user = cJSON_CreateObject();
