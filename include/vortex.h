@@ -89,6 +89,12 @@ int32_t vx_model_n_layer(const vx_model *model);
 int32_t vx_model_n_ctx_train(const vx_model *model);
 uint64_t vx_model_n_params(const vx_model *model);
 uint64_t vx_model_size(const vx_model *model);
+/* Whether the model is a BERT-style encoder (bert, nomic-bert: embedding
+ * models such as bge, all-MiniLM, mxbai-embed, nomic-embed-text): its
+ * attention sees the whole sequence, so each sequence must come whole in
+ * one batch, starting at position 0 of an empty sequence; it has no
+ * output head, so it gives embeddings (vx_batch.embd) and no logits. */
+bool vx_model_is_encoder(const vx_model *model);
 
 /* How a sequence's token embeddings become one vector (GGUF's
  * {arch}.pooling_type values): their mean, the first token's (CLS) or the
@@ -236,7 +242,7 @@ const float *vx_get_embeddings_ith(const vx_context *ctx, int32_t i);
  * (sequence ids [0, min(n_seq_max, n_texts)), which must be empty, and are
  * empty again after), its token embeddings pooled as pooling says (mean,
  * cls or last) into out[t][n_embd] (not normalized). VX_ERANGE if a text
- * exceeds the context. The KV cache must hold the texts under way at once
+ * exceeds the context (an encoder's: n_batch, as it goes in one batch). The KV cache must hold the texts under way at once
  * (kv_size of n_seq_max x the longest text, each rounded up to the cache's
  * block of positions (vx_kv_usage), always does). */
 vx_status vx_embed_texts(vx_context *ctx, const vx_token *const *texts, const int32_t *n_tokens, int32_t n_texts,

@@ -164,13 +164,19 @@ static int32_t contiguous_run(const vx_attn_args *a, const int32_t *blocks, int3
 /* Whether this call may use the tile attention, and whether a unit of nt
  * tokens does: 16 rows and more (the tiles' height). */
 static bool tiles_ok(const vx_kernels *k, const vx_attn_args *a) {
-    return a->tiles && k->attn_tiles_step && vx_kv_type_of(a->kv) == VX_KV_F16 && a->head_dim % 32 == 0 &&
+    return a->tiles && !a->seq_len && k->attn_tiles_step && vx_kv_type_of(a->kv) == VX_KV_F16 && a->head_dim % 32 == 0 &&
            a->head_dim <= 256;
 }
 
 static bool use_tiles(const vx_kernels *k, const vx_attn_args *a, int32_t nt) {
     const int32_t g = a->n_head / a->n_head_kv;
     return tiles_ok(k, a) && nt * g >= 16 && nt * g <= VX_ATTN_TILES_MAX_ROWS;
+}
+
+/* The end of the positions a unit's tokens [t0, t0 + nt) see: the last
+ * one's, or (not causal) their sequence's whole length. */
+static int32_t keys_end(const vx_attn_args *a, int32_t t0, int32_t nt) {
+    return a->seq_len ? a->seq_len[a->seq_id[t0]] : a->pos[t0] + nt;
 }
 
 /* The first position of the step (of `step` positions) holding a token at
@@ -239,12 +245,13 @@ static void chunk_steps(const vx_kernels *k, const vx_attn_args *a, const attn_s
     const size_t ho = head_off(type, h0, hd);
     const int32_t *blocks = vx_kv_blocks(a->kv, a->seq_id[t0]);
     const int32_t Mh = nt * g; /* rows per head */
-    const int32_t p_first = a->pos[t0], n_pos = p_first + nt;
+    const int32_t p_first = a->pos[t0], n_pos = keys_end(a, t0, nt);
     for (int32_t c0 = c_from; c0 < c_to; c0 += CHUNK) {
         const int nj = (int)VX_MIN(CHUNK, c_to - c0);
-        /* causal mask: rows of token i see positions <= pos[t0 + i] */
+        /* causal mask: rows of token i see positions <= pos[t0 + i] (not
+         * causal: all of the sequence's) */
         for (int32_t i = 0; i < nt; i++) {
-            const int32_t vis = p_first + i + 1 - c0;
+            const int32_t vis = (a->seq_len ? n_pos : p_first + i + 1) - c0;
             const int32_t n = vis < 0 ? 0 : vis > nj ? nj : vis;
             for (int32_t h = 0; h < g; h++) sc.nv[i * g + h] = n;
         }
@@ -265,7 +272,7 @@ static void chunk_steps(const vx_kernels *k, const vx_attn_args *a, const attn_s
         }
         /* tokens before i_vis see none of this chunk: their rows (a prefix
          * of each head's rows) would get P = 0 and corr = 1, i.e. no change */
-        const int32_t i_vis = VX_MAX(0, c0 - p_first), Mv = Mh - i_vis * g;
+        const int32_t i_vis = a->seq_len ? 0 : VX_MAX(0, c0 - p_first), Mv = Mh - i_vis * g;
         for (int32_t hh = 0; hh < nh; hh++) {
             const uint8_t *kr = kc + (size_t)hh * hbytes, *vr = vc + (size_t)hh * hbytes;
             /* S = Q K^T, P = softmax numerators, O = corr O + P V */
@@ -333,7 +340,7 @@ static void unit_chunks(const vx_kernels *k, const vx_attn_args *a, const attn_s
     const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv;
     const size_t rb = vx_kv_row_bytes(a->kv), ho = head_off(type, h0, hd);
     const int32_t *blocks = vx_kv_blocks(a->kv, a->seq_id[t0]);
-    const int32_t p_first = a->pos[t0], n_pos = p_first + nt;
+    const int32_t p_first = a->pos[t0], n_pos = keys_end(a, t0, nt);
 
     int32_t c_first = s0;
     if (nt == 1 && g <= 8 && (type == VX_KV_F16 || (type == VX_KV_Q8_0 && k->attn_dec_q8_0))) {
@@ -399,7 +406,7 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
     }
     const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv, QD = a->n_head * hd;
     const int32_t Mh = nt * g, M = nh * Mh; /* rows per head, rows */
-    const int32_t p_first = a->pos[t0], n_pos = p_first + nt;
+    const int32_t p_first = a->pos[t0], n_pos = keys_end(a, t0, nt);
     attn_scratch sc;
     scratch_layout(g, hd, scratch, &sc);
     VX_ASSERT(M <= max_rows(g) && (!seg_out || M == g));
@@ -413,7 +420,7 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
     const int32_t c_end = VX_MIN(n_pos, c_hi);
     float *so = seg_out;
     for (int32_t s0 = VX_MAX(window_start(a, p_first, CHUNK), c_lo), s1; s0 < c_end; s0 = s1) {
-        s1 = a->seg > 0 ? (int32_t)VX_MIN((int64_t)c_end, ((int64_t)s0 / a->seg + 1) * a->seg) : c_end;
+        s1 = a->seg > 0 && !a->seq_len ? (int32_t)VX_MIN((int64_t)c_end, ((int64_t)s0 / a->seg + 1) * a->seg) : c_end;
         memset(sc.o, 0, (size_t)M * hd * sizeof(float));
         for (int32_t r = 0; r < M; r++) {
             sc.m[r] = -INFINITY;
@@ -466,7 +473,7 @@ static int32_t seg_count(const vx_attn_args *a, int32_t t0) { return a->pos[t0] 
  * token on the block kernels whose kv head ranges are fewer than the
  * parts wanted, given the buffers. */
 static int32_t seg_parts(const vx_kernels *k, const vx_attn_args *a, const unit_cursor *c) {
-    if (!a->seg_buf || a->seg <= 0 || c->nt != 1 || c->hu >= c->parts || c->hp != 1 || use_tiles(k, a, 1) ||
+    if (!a->seg_buf || a->seg <= 0 || a->seq_len || c->nt != 1 || c->hu >= c->parts || c->hp != 1 || use_tiles(k, a, 1) ||
         (c->ti + 1) * c->hu > a->seg_groups)
         return 1;
     const int32_t ns = seg_count(a, c->t0);

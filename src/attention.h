@@ -64,6 +64,11 @@ typedef struct vx_attn_args {
     float *seg_buf;
     atomic_int *seg_done;
     int32_t seg_groups, seg_max; /* groups; segments a group holds */
+    /* Not causal (encoders): a token of sequence s sees every position
+     * [0, seq_len[s]) of its sequence, all of them already in the cache;
+     * NULL: causal. Such calls take neither the tiles nor segments (tiles
+     * and seg are ignored). */
+    const int32_t *seq_len;
 } vx_attn_args;
 
 /* The segment length for a context of n_ctx positions: 256 positions, or

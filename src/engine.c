@@ -60,6 +60,7 @@ struct vx_engine {
     vx_engine_params p;
     vx_context *ctx;
     int32_t n_vocab, n_embd;
+    bool encoder; /* vx_model_is_encoder: embeddings only, each prompt whole in one batch */
     char *piece;        /* a token's text for its event (piece_size bytes) */
     vx_jvocab *jv;      /* the tokens' bytes, built for the first JSON-constrained request */
     int32_t piece_size; /* the vocabulary's longest piece, + 1 */
@@ -304,7 +305,8 @@ static bool step(vx_engine *e) {
         r->admitted = ++e->admissions;
         /* reuse cached blocks of the longest matching prefix; keep the last
          * token to evaluate, its logits start the generation */
-        r->n_past = (r->prompt_lp && r->lp_next < r->n_prompt) || (r->embed && r->pooling != VX_POOLING_LAST)
+        r->n_past = (r->prompt_lp && r->lp_next < r->n_prompt) || (r->embed && r->pooling != VX_POOLING_LAST) ||
+                            e->encoder
                         ? 0 /* the prompt's logits or embeddings are wanted: compute it all */
                         : vx_kv_seq_reuse_prefix(e->ctx, s, r->tokens, r->n_tokens - 1);
         if (!r->was_admitted) {
@@ -332,6 +334,7 @@ static bool step(vx_engine *e) {
             const int32_t pending = r->n_tokens - r->n_past;
             const bool decoding = pending == 1;
             if ((pass == 0) != decoding || pending <= 0) continue;
+            if (e->encoder && pending > budget) continue; /* whole, in a later step */
             const int32_t take = VX_MIN(pending, budget);
             for (int32_t j = 0; j < take; j++) {
                 e->b_tok[n] = r->tokens[r->n_past + j];
@@ -493,6 +496,7 @@ vx_status vx_engine_init(const vx_model *model, const vx_engine_params *params, 
     }
     e->n_vocab = vx_context_n_vocab(e->ctx);
     e->n_embd = vx_model_n_embd(model);
+    e->encoder = vx_model_is_encoder(model);
     e->piece_size = vx_vocab_max_piece(e->vocab) + 1;
     e->piece = malloc((size_t)e->piece_size);
     const size_t nb = (size_t)e->p.n_batch;
@@ -589,6 +593,15 @@ vx_status vx_engine_submit(vx_engine *e, const vx_request_params *rp, uint64_t *
                          "the prompt has %d tokens; the context holds %d (prompt and at least one "
                          "generated token)",
                          rp->n_prompt, e->p.n_ctx);
+    if (e->encoder && !rp->embed)
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                         "this model is an embedding model (an encoder without an output head): it computes "
+                         "embeddings, not text");
+    if (e->encoder && rp->n_prompt > e->p.n_batch)
+        return vx_seterr(err, err_size, VX_ERANGE,
+                         "the input has %d tokens; this embedding model takes at most %d (the batch size: its "
+                         "attention sees the whole input at once)",
+                         rp->n_prompt, e->p.n_batch);
     if (rp->embed && !vx_pool_valid(rp->pooling))
         return vx_seterr(err, err_size, VX_EINVAL, "an embedding request pools by mean, cls or last");
     if (rp->n_logprobs < 0 || rp->n_logprobs > MAX_TOP)

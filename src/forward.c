@@ -84,6 +84,7 @@ struct vx_context {
     int32_t *seq_next; /* [n_seq_max] next position per sequence, during vx_decode */
     int32_t n_out;
     float *embd;      /* [nb][E] output norms of the tokens that asked for embeddings */
+    float *ones;      /* encoders without a gate: [n_ff] ones, GELU as GeGLU */
     int32_t *emb_row; /* [nb] embd row of each batch token, -1 if none */
     int32_t *emb_tok; /* [nb] batch index of each embd row */
     int32_t n_emb;
@@ -177,7 +178,7 @@ void vx_context_free(vx_context *c) {
     vx_pool_free(c->pool);
     vx_kv_free(c->kv);
     void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->qkv, c->att, c->gate, c->up, c->rope,
-                    c->logits, c->out_row, c->out_tok, c->embd, c->emb_row, c->emb_tok, c->seq_next, c->router, c->sel, c->sel_w, c->exp_tok,
+                    c->logits, c->out_row, c->out_tok, c->embd, c->emb_row, c->emb_tok, c->ones, c->seq_next, c->router, c->sel, c->sel_w, c->exp_tok,
                     c->exp_w, c->exp_n, c->moe_in, c->moe_out, c->scratch, (void *)c->mm_next,
                     c->mm_seq, c->act_bf16, c->act_bf16_lo, c->glu_bf16, c->glu_bf16_lo, c->amx_scratch,
                     c->gemm_scratch, c->att_seg_buf, (void *)c->att_seg_done};
@@ -207,6 +208,12 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
     if (p->n_ctx > (1u << 24) || p->n_batch > (1u << 16) || p->n_seq_max > 4096) {
         vx_context_free(c);
         return vx_seterr(err, err_size, VX_EINVAL, "n_ctx/n_batch/n_seq_max out of range");
+    }
+    if (model->pos_embd.data && p->n_ctx > (uint64_t)model->pos_embd.ne[1]) {
+        const int64_t np = model->pos_embd.ne[1];
+        vx_context_free(c);
+        return vx_seterr(err, err_size, VX_EINVAL, "n_ctx %u exceeds the model's %lld learned positions",
+                         p->n_ctx, (long long)np);
     }
     vx_kernels_init_best(&c->kern);
     c->glu = model->arch->gelu ? c->kern.geglu : c->kern.swiglu;
@@ -261,6 +268,10 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
     c->emb_row = xalloc(nb * sizeof(int32_t), &ok);
     c->emb_tok = xalloc(nb * sizeof(int32_t), &ok);
     c->seq_next = xalloc((size_t)p->n_seq_max * sizeof(int32_t), &ok);
+    if (model->arch->encoder) {
+        c->ones = xalloc((size_t)hp->n_ff * F, &ok);
+        for (int64_t i = 0; c->ones && i < hp->n_ff; i++) c->ones[i] = 1.0f;
+    }
     if (X) {
         c->router = xalloc(nb * X * F, &ok);
         c->sel = xalloc(nb * K * sizeof(int32_t), &ok);
@@ -752,13 +763,13 @@ static void qkv_unit(vx_context *c, const vx_layer *L, int il, int64_t t, int64_
     if (isq) {
         if (L->bq.data) for (int64_t i = 0; i < hd; i++) q[i] += ((const float *)L->bq.data)[hh * hd + i];
         if (L->q_norm.data) c->kern.rmsnorm(q, q, L->q_norm.data, hd, hp->rms_eps);
-        c->kern.rope(q, cs, hp->n_rot, M->arch->rope);
+        if (!M->arch->abs_pos) c->kern.rope(q, cs, hp->n_rot, M->arch->rope);
         return;
     }
     if (L->bk.data) for (int64_t i = 0; i < hd; i++) k[i] += ((const float *)L->bk.data)[hh * hd + i];
     if (L->bv.data) for (int64_t i = 0; i < hd; i++) v[i] += ((const float *)L->bv.data)[hh * hd + i];
     if (L->k_norm.data) c->kern.rmsnorm(k, k, L->k_norm.data, hd, hp->rms_eps);
-    c->kern.rope(k, cs, hp->n_rot, M->arch->rope);
+    if (!M->arch->abs_pos) c->kern.rope(k, cs, hp->n_rot, M->arch->rope);
     const size_t o = kv_off(c, hh * hd);
     kv_store(c, (uint8_t *)vx_kv_k_row(c->kv, il, b->seq_id[t], b->pos[t]) + o, k, hd);
     kv_store(c, (uint8_t *)vx_kv_v_row(c->kv, il, b->seq_id[t], b->pos[t]) + o, v, hd);
@@ -810,7 +821,7 @@ static void attn_heads(vx_context *c, const vx_layer *L, int il, int ith, const 
     perf_step(c, ith, VX_PERF_ROPE);
     const vx_attn_args aa = {c->kv, il, hp->n_head, hp->n_head_kv, hp->head_dim, hp->attn_scale,
                              c->q, c->att, c->batch->pos, c->batch->seq_id, 1, false, NULL,
-                             hp->attn_softcap, swa_of(hp, il), c->att_seg, NULL, NULL, 0, 0};
+                             hp->attn_softcap, swa_of(hp, il), c->att_seg, NULL, NULL, 0, 0, NULL};
     vx_attention_heads(&c->kern, &aa, h0, h1, scr);
 }
 
@@ -927,15 +938,145 @@ static void final_softcap(vx_context *c, int ith, int nth, int64_t n_out) {
     c->kern.softcap(c->logits + i0, i1 - i0, in, cap); /* the tier's tanh: 2.6 ms a token as tanhf (Gemma 2) */
 }
 
+/* Batch token t's rotary table: n_rot / 2 (cos, sin) pairs. */
+static void rope_table(vx_context *c, int64_t t) {
+    const vx_hparams *hp = &c->model->hp;
+    float *cs = c->rope + t * hp->n_rot;
+    const float *ff = c->model->rope_freqs.data;
+    const double p = (double)c->batch->pos[t] / hp->rope_scale;
+    for (int32_t i = 0; i < hp->n_rot / 2; i++) {
+        double theta = p * pow((double)hp->rope_base, -2.0 * i / hp->n_rot);
+        if (ff) theta /= ff[i];
+        cs[2 * i] = (float)cos(theta);
+        cs[2 * i + 1] = (float)sin(theta);
+    }
+}
+
+/* ------------------------------------------------------------ encoders */
+
+/* Rows [t0, t1): x = LayerNorm(y + b + x) with w, wb (y, b may be NULL:
+ * none), and their activation rows for the next matmuls' weights w0..w2. */
+static void enc_norm_rows(vx_context *c, int64_t t0, int64_t t1, const float *y, const vx_weight *bias,
+                          const vx_weight *w, const vx_weight *wb, const vx_weight *const next[3]) {
+    const int64_t E = c->model->hp.n_embd;
+    for (int64_t t = t0; t < t1; t++) {
+        float *x = c->x + t * E;
+        if (y)
+            for (int64_t e = 0; e < E; e++) x[e] += y[t * E + e];
+        if (bias) add_bias(x, bias, E);
+        vx_layernorm(x, x, w->data, wb->data, E, c->model->hp.rms_eps);
+    }
+    if (next) prep(c, t0, t1, c->n_tok, c->x, E, E, next[0], next[1], next[2]);
+}
+
+/* The attention's matmul weights of layer L (q, k, v or the fused one). */
+static void enc_qkv(const vx_layer *L, const vx_weight *out[3]) {
+    out[0] = L->wqkv.data ? &L->wqkv : &L->wq;
+    out[1] = L->wqkv.data ? NULL : &L->wk;
+    out[2] = L->wqkv.data ? NULL : &L->wv;
+}
+
+/* A BERT-style encoder's forward (arch->encoder): embeddings (token, type
+ * 0, absolute position or none) through a LayerNorm; per layer the
+ * attention over whole sequences, x = LN(x + out-proj), the FFN (GELU
+ * with biases, or SwiGLU), x = LN(x + FFN); the last layer's x are the
+ * embeddings. No final norm, no logits (vx_decode refuses to ask). */
+static void encoder_worker(vx_context *c, int ith, int nth) {
+    const vx_model *M = c->model;
+    const vx_hparams *hp = &M->hp;
+    const vx_batch *b = c->batch;
+    const int64_t n = c->n_tok, E = hp->n_embd, F = hp->n_ff;
+    const int64_t QD = (int64_t)hp->n_head * hp->head_dim, KD = (int64_t)hp->n_head_kv * hp->head_dim;
+    const bool gated = M->layers[0].ffn_gate.data != NULL;
+    int64_t t0, t1;
+    vx_split(n, ith, nth, 1, &t0, &t1);
+    if (ith == 0 && c->params.profile) c->perf_t = vx_time_ns();
+    float *scr = c->scratch + (size_t)ith * (size_t)c->scratch_per + (size_t)c->att_scratch_off;
+    float *row = c->scratch + (size_t)ith * (size_t)c->scratch_per;
+    for (int64_t t = t0; t < t1; t++) {
+        float *x = c->x + t * E;
+        vx_weight_row_f32(&M->tok_embd, b->token[t], x);
+        vx_weight_row_f32(&M->type_embd, 0, row); /* token type 0, as llama.cpp */
+        for (int64_t e = 0; e < E; e++) x[e] += row[e];
+        if (M->pos_embd.data) {
+            vx_weight_row_f32(&M->pos_embd, b->pos[t], row);
+            for (int64_t e = 0; e < E; e++) x[e] += row[e];
+        } else {
+            rope_table(c, t);
+        }
+    }
+    const vx_weight *next[3];
+    enc_qkv(&M->layers[0], next);
+    enc_norm_rows(c, t0, t1, NULL, NULL, &M->tok_norm, &M->tok_norm_b, next);
+    sync_after(c, ith, VX_PERF_EMBED);
+    for (int il = 0; il < hp->n_layer; il++) {
+        const vx_layer *L = &M->layers[il];
+        if (hp->fused_qkv) {
+            mm(c, ith, nth, &L->wqkv, 0, c->x, n, E, c->qkv, QD + 2 * KD, false);
+        } else {
+            mm(c, ith, nth, &L->wq, 0, c->x, n, E, c->q, QD, false);
+            mm(c, ith, nth, &L->wk, 0, c->x, n, E, c->k, KD, false);
+            mm(c, ith, nth, &L->wv, 0, c->x, n, E, c->v, KD, false);
+        }
+        sync_after(c, ith, VX_PERF_QKV);
+        qkv_post(c, L, il, ith, nth);
+        sync_after(c, ith, VX_PERF_ROPE);
+        const int32_t seq = c->mm_seq[16 * ith]++;
+        const vx_attn_args aa = {.kv = c->kv, .layer = il, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
+                                 .head_dim = hp->head_dim, .scale = hp->attn_scale, .q = c->q, .out = c->att,
+                                 .pos = b->pos, .seq_id = b->seq_id, .n_tok = (int32_t)n,
+                                 .next = nth > 1 && seq < c->n_mm ? &c->mm_next[seq] : NULL,
+                                 .seq_len = c->seq_next};
+        vx_attention(&c->kern, &aa, ith, nth, scr);
+        sync_after(c, ith, VX_PERF_ATTN);
+        /* the attention's rows come from every thread's units */
+        prep(c, t0, t1, n, c->att, QD, QD, &L->wo, NULL, NULL);
+        sync_after(c, ith, VX_PERF_NORM);
+        mm(c, ith, nth, &L->wo, 0, c->att, n, QD, c->xn, E, false);
+        sync_after(c, ith, VX_PERF_OUT_PROJ);
+        const vx_weight *ffn[3] = {gated ? &L->ffn_gate : &L->ffn_up, gated ? &L->ffn_up : NULL, NULL};
+        enc_norm_rows(c, t0, t1, c->xn, &L->bo, &L->attn_norm, &L->attn_norm_b, ffn);
+        sync_after(c, ith, VX_PERF_NORM);
+        if (gated) {
+            mm(c, ith, nth, &L->ffn_gate, 0, c->x, n, E, c->gate, F, false);
+            mm(c, ith, nth, &L->ffn_up, 0, c->x, n, E, c->up, F, false);
+            sync_after(c, ith, VX_PERF_FFN_UP);
+            glu_prep(c, ith, nth, n, c->gate, c->up, F, c->gate, F, &L->ffn_down);
+        } else {
+            mm(c, ith, nth, &L->ffn_up, 0, c->x, n, E, c->gate, F, false);
+            sync_after(c, ith, VX_PERF_FFN_UP);
+            for (int64_t t = t0; t < t1; t++) { /* gelu(h + b): GeGLU over a row of ones */
+                add_bias(c->gate + t * F, &L->ffn_up_b, F);
+                c->kern.geglu(c->gate + t * F, c->ones, F);
+            }
+            prep(c, t0, t1, n, c->gate, F, F, &L->ffn_down, NULL, NULL);
+        }
+        sync_after(c, ith, VX_PERF_FFN_ACT);
+        mm(c, ith, nth, &L->ffn_down, 0, c->gate, n, F, c->xn, E, false);
+        sync_after(c, ith, VX_PERF_FFN_DOWN);
+        if (il + 1 < hp->n_layer) enc_qkv(&M->layers[il + 1], next);
+        enc_norm_rows(c, t0, t1, c->xn, &L->ffn_down_b, &L->ffn_norm, &L->ffn_norm_b,
+                      il + 1 < hp->n_layer ? next : NULL);
+        sync_after(c, ith, VX_PERF_NORM);
+    }
+    int64_t e0, e1;
+    vx_split(c->n_emb, ith, nth, 1, &e0, &e1);
+    for (int64_t o = e0; o < e1; o++)
+        memcpy(c->embd + o * E, c->x + (size_t)c->emb_tok[o] * E, (size_t)E * sizeof(float));
+}
+
 static void forward_worker(void *arg, int ith, int nth) {
     vx_context *c = arg;
     const vx_model *M = c->model;
+    if (M->arch->encoder) {
+        encoder_worker(c, ith, nth);
+        return;
+    }
     const vx_hparams *hp = &M->hp;
     const vx_batch *b = c->batch;
     const int64_t n = c->n_tok, E = hp->n_embd, hd = hp->head_dim;
     const int64_t QD = (int64_t)hp->n_head * hd, KD = (int64_t)hp->n_head_kv * hd;
     const int64_t F = hp->n_ff;
-    const int32_t half = hp->n_rot / 2;
     int64_t t0, t1;
     vx_split(n, ith, nth, 1, &t0, &t1);
     /* a single token: the row-wise steps run in every thread (solo_row) */
@@ -952,15 +1093,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         vx_weight_row_f32(&M->tok_embd, b->token[t], c->x + t * E);
         if (c->embed_scale != 1.0f)
             for (int64_t e = 0; e < E; e++) c->x[t * E + e] *= c->embed_scale;
-        float *cs = c->rope + t * hp->n_rot;
-        const float *ff = M->rope_freqs.data;
-        const double p = (double)b->pos[t] / hp->rope_scale;
-        for (int32_t i = 0; i < half; i++) {
-            double theta = p * pow((double)hp->rope_base, -2.0 * i / hp->n_rot);
-            if (ff) theta /= ff[i];
-            cs[2 * i] = (float)cos(theta);
-            cs[2 * i + 1] = (float)sin(theta);
-        }
+        rope_table(c, t);
     }
     sync_after(c, ith, VX_PERF_EMBED);
 
@@ -1001,7 +1134,7 @@ static void forward_worker(void *arg, int ith, int nth) {
                                      hp->attn_scale, c->q, c->att, b->pos, b->seq_id,
                                      (int32_t)n, tiles_attn(c), nth > 1 && seq < c->n_mm ? &c->mm_next[seq] : NULL,
                                      hp->attn_softcap, swa_of(hp, il), c->att_seg, c->att_seg_buf,
-                                     c->att_seg_done, c->att_seg_groups, c->att_seg_max};
+                                     c->att_seg_done, c->att_seg_groups, c->att_seg_max, NULL};
             vx_attention(&c->kern, &aa, ith, nth, scr);
         }
         sync_after(c, ith, VX_PERF_ATTN);
@@ -1133,6 +1266,11 @@ vx_status vx_decode(vx_context *c, const vx_batch *b) {
     if (n <= 0 || (uint32_t)n > c->params.n_batch)
         return fail(c, VX_EINVAL, "batch of %d tokens (allowed 1..%u)", n, c->params.n_batch);
     const int32_t n_seq = (int32_t)c->params.n_seq_max;
+    const bool enc = c->model->arch->encoder; /* no output head */
+    for (int32_t i = 0; i < n && enc; i++)
+        if (b->logits ? b->logits[i] != 0 : !b->embd) /* without flags: the last token's logits */
+            return fail(c, VX_EUNSUPPORTED, "%s is an embedding model (an encoder without an output head): "
+                        "it computes embeddings, not logits", c->model->arch->name);
     /* validate: ids in range, each sequence's positions continue its cache */
     int32_t *next = c->seq_next;
     for (int32_t s = 0; s < n_seq; s++) next[s] = vx_kv_len(c->kv, s);
@@ -1145,6 +1283,11 @@ vx_status vx_decode(vx_context *c, const vx_batch *b) {
         else if (s < 0 || s >= n_seq)
             st = fail(c, VX_EINVAL, "sequence id %d at batch index %d is outside [0, %d)", s, i,
                       n_seq);
+        else if (c->model->arch->encoder && b->pos[i] == next[s] && next[s] > 0 && next[s] == vx_kv_len(c->kv, s))
+            st = fail(c, VX_EINVAL,
+                      "sequence %d already holds %d positions: an encoder's attention sees the whole "
+                      "sequence, which must come in one batch",
+                      s, next[s]);
         else if (b->pos[i] != next[s])
             st = fail(c, VX_EINVAL,
                       "position %d of sequence %d at batch index %d: expected %d (positions "
@@ -1168,7 +1311,7 @@ vx_status vx_decode(vx_context *c, const vx_batch *b) {
     for (int32_t i = 0; i < n; i++) vx_kv_set_token(c->kv, b->seq_id[i], b->pos[i], b->token[i]);
     /* logits and embedding rows */
     for (int32_t i = 0; i < n; i++) {
-        const bool want = b->logits ? b->logits[i] != 0 : !b->embd && i == n - 1;
+        const bool want = b->logits ? b->logits[i] != 0 : !enc && !b->embd && i == n - 1;
         c->out_row[i] = want ? c->n_out : -1;
         if (want) c->out_tok[c->n_out++] = i;
         const bool we = b->embd && b->embd[i];
@@ -1207,9 +1350,10 @@ vx_status vx_embed_texts(vx_context *ctx, const vx_token *const *texts, const in
     if (!ctx || !texts || !n_tokens || !out || n_texts <= 0 || !vx_pool_valid(pooling)) return VX_EINVAL;
     const int32_t ns = VX_MIN((int32_t)ctx->params.n_seq_max, n_texts), nb = (int32_t)ctx->params.n_batch;
     const int32_t E = ctx->model->hp.n_embd;
+    const bool whole = ctx->model->arch->encoder; /* a text goes in one batch */
     for (int32_t t = 0; t < n_texts; t++) {
         if (!texts[t] || n_tokens[t] <= 0) return VX_EINVAL;
-        if ((uint32_t)n_tokens[t] > ctx->params.n_ctx) return VX_ERANGE;
+        if ((uint32_t)n_tokens[t] > ctx->params.n_ctx || (whole && n_tokens[t] > nb)) return VX_ERANGE;
     }
     for (int32_t s = 0; s < ns; s++)
         if (vx_kv_len(ctx->kv, s) != 0) return VX_EINVAL;
@@ -1228,7 +1372,8 @@ vx_status vx_embed_texts(vx_context *ctx, const vx_token *const *texts, const in
         /* the texts under way first, then new ones in the free sequences */
         int32_t m = 0;
         for (int32_t s = 0; s < ns && m < nb; s++) {
-            if (text_of[s] < 0 && next < n_texts) text_of[s] = next++, fed[s] = 0, active++;
+            if (text_of[s] < 0 && next < n_texts && (!whole || m + n_tokens[next] <= nb))
+                text_of[s] = next++, fed[s] = 0, active++;
             const int32_t t = text_of[s];
             for (; t >= 0 && fed[s] < n_tokens[t] && m < nb; fed[s]++, m++) {
                 tok[m] = texts[t][fed[s]];

@@ -20,14 +20,19 @@
 #include "vocab.h"
 
 static const vx_arch vx_archs[] = {
-    {"llama", VX_ROPE_NORM, false, false, false, false, false},
-    {"mistral", VX_ROPE_NORM, false, false, false, false, false},
-    {"qwen2", VX_ROPE_NEOX, false, false, false, false, false},
-    {"qwen3", VX_ROPE_NEOX, false, false, false, false, false},
-    {"phi3", VX_ROPE_NEOX, true, true, false, false, false},
+    /* name, rope, fused qkv, fused gate/up, gelu, embed scale, gemma2, encoder, abs_pos */
+    {"llama", VX_ROPE_NORM, false, false, false, false, false, false, false},
+    {"mistral", VX_ROPE_NORM, false, false, false, false, false, false, false},
+    {"qwen2", VX_ROPE_NEOX, false, false, false, false, false, false, false},
+    {"qwen3", VX_ROPE_NEOX, false, false, false, false, false, false, false},
+    {"phi3", VX_ROPE_NEOX, true, true, false, false, false, false, false},
     /* GGUF's Gemma norms hold 1 + w already (the converter adds the 1) */
-    {"gemma", VX_ROPE_NEOX, false, false, true, true, false},
-    {"gemma2", VX_ROPE_NEOX, false, false, true, true, true},
+    {"gemma", VX_ROPE_NEOX, false, false, true, true, false, false, false},
+    {"gemma2", VX_ROPE_NEOX, false, false, true, true, true, false, false},
+    /* BERT (bge, MiniLM, mxbai-embed, ...): a GELU FFN with biases; nomic-bert
+     * (nomic-embed-text): fused qkv, RoPE (NeoX pairs), SwiGLU */
+    {"bert", VX_ROPE_NEOX, false, false, true, false, false, true, true},
+    {"nomic-bert", VX_ROPE_NEOX, true, false, false, false, false, true, false},
 };
 
 static const vx_arch *arch_find(const char *name) {
@@ -186,10 +191,24 @@ static vx_status load_hparams(loader *L) {
     if (hp->n_expert > 0 && hp->n_expert_used == 0)
         return vx_seterr(L->err, L->err_size, VX_EFORMAT, "expert_count %d but no expert_used_count",
                          hp->n_expert);
-    if ((st = hp_float(L, "attention.layer_norm_rms_epsilon", 1e-5, &hp->rms_eps))) return st;
+    /* encoders' LayerNorms take their own key, which llama.cpp requires */
+    const char *eps_key = m->arch->encoder ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
+    if (m->arch->encoder) {
+        char k[160];
+        snprintf(k, sizeof k, "%s.%s", L->arch, eps_key);
+        if (!vx_gguf_find(m->gguf, k))
+            return vx_seterr(L->err, L->err_size, VX_EFORMAT, "missing key '%s'", k);
+        bool causal = false;
+        snprintf(k, sizeof k, "%s.attention.causal", L->arch);
+        if (vx_gguf_get_bool(m->gguf, k, &causal) < 0)
+            return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s is not a bool", k);
+        if (causal)
+            return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED, "%s = true: a causal %s is not supported", k,
+                             L->arch);
+    }
+    if ((st = hp_float(L, eps_key, 1e-5, &hp->rms_eps))) return st;
     if (hp->rms_eps < 0) /* 1/sqrt(mean + eps) would be NaN for small rows */
-        return vx_seterr(L->err, L->err_size, VX_EFORMAT,
-                         "%s.attention.layer_norm_rms_epsilon = %g is negative", L->arch,
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s.%s = %g is negative", L->arch, eps_key,
                          hp->rms_eps);
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->attn_softcap = hp->final_softcap = 0;
@@ -248,8 +267,101 @@ static vx_status need_matmul(loader *L, const vx_weight *w) {
     return VX_OK;
 }
 
+/* Tensors of layers past block_count: the file's layer count disagrees
+ * with its tensors (llama.cpp refuses files with unused tensors). */
+static vx_status check_layer_names(loader *L) {
+    const vx_model *m = L->m;
+    for (int64_t i = 0; i < vx_gguf_n_tensors(m->gguf); i++) {
+        const char *tn = vx_gguf_tensor_at(m->gguf, i)->name;
+        long il;
+        char *end;
+        if (strncmp(tn, "blk.", 4) != 0) continue;
+        errno = 0;
+        il = strtol(tn + 4, &end, 10);
+        if (end != tn + 4 && *end == '.' && !errno && il >= m->hp.n_layer)
+            return vx_seterr(L->err, L->err_size, VX_EFORMAT,
+                             "tensor '%s' belongs to layer %ld, but %s.block_count is %d", tn, il, L->arch,
+                             m->hp.n_layer);
+    }
+    return VX_OK;
+}
+
+/* A BERT-style encoder's tensors (llama.cpp's names): bert has q/k/v, the
+ * output projection and the FFN with biases and absolute positions,
+ * nomic-bert a fused qkv and a gated FFN without biases. */
+static vx_status load_encoder_weights(loader *L) {
+    vx_model *m = L->m;
+    vx_hparams *hp = &m->hp;
+    vx_status st;
+    const int64_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff;
+    const int64_t QD = (int64_t)hp->n_head * hp->head_dim, KD = (int64_t)hp->n_head_kv * hp->head_dim;
+    const bool bert = m->arch->abs_pos;
+    if ((st = bind(L, &m->tok_embd, "token_embd.weight", true, E, V, 0)) ||
+        (st = bind(L, &m->type_embd, "token_types.weight", true, E, 0, 0)) ||
+        (st = bind(L, &m->pos_embd, "position_embd.weight", bert, E, 0, 0)) ||
+        (st = bind(L, &m->tok_norm, "token_embd_norm.weight", true, E, 1, 0)) ||
+        (st = bind(L, &m->tok_norm_b, "token_embd_norm.bias", true, E, 1, 0)) ||
+        (st = bind(L, &m->cls, "cls.weight", false, E, E, 0)) ||
+        (st = bind(L, &m->cls_b, "cls.bias", false, E, 1, 0)) ||
+        (st = bind(L, &m->cls_out, "cls.output.weight", false, E, 0, 0)) ||
+        (st = bind(L, &m->cls_out_b, "cls.output.bias", false, 0, 1, 0)))
+        return st;
+    if (m->pos_embd.data && m->pos_embd.ne[1] < hp->n_ctx_train)
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT,
+                         "position_embd.weight has %lld positions, context_length is %d",
+                         (long long)m->pos_embd.ne[1], hp->n_ctx_train);
+    const vx_weight *f32s[] = {&m->tok_norm, &m->tok_norm_b, &m->cls_b, &m->cls_out_b};
+    for (size_t i = 0; i < sizeof f32s / sizeof f32s[0]; i++)
+        if ((st = need_f32(L, f32s[i]))) return st;
+    if ((st = need_matmul(L, &m->cls)) || (st = need_matmul(L, &m->cls_out))) return st;
+    if ((st = check_layer_names(L))) return st;
+    hp->tied_output = false;
+    hp->fused_qkv = !bert;
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers) return vx_seterr(L->err, L->err_size, VX_ENOMEM, "out of memory");
+    char nm[128];
+#define NAME(s) (snprintf(nm, sizeof nm, "blk.%d.%s", il, s), nm)
+    for (int il = 0; il < hp->n_layer; il++) {
+        vx_layer *l = &m->layers[il];
+        if (bert) {
+            if ((st = bind(L, &l->wq, NAME("attn_q.weight"), true, E, QD, 0)) ||
+                (st = bind(L, &l->wk, NAME("attn_k.weight"), true, E, KD, 0)) ||
+                (st = bind(L, &l->wv, NAME("attn_v.weight"), true, E, KD, 0)) ||
+                (st = bind(L, &l->bq, NAME("attn_q.bias"), true, QD, 1, 0)) ||
+                (st = bind(L, &l->bk, NAME("attn_k.bias"), true, KD, 1, 0)) ||
+                (st = bind(L, &l->bv, NAME("attn_v.bias"), true, KD, 1, 0)) ||
+                (st = bind(L, &l->bo, NAME("attn_output.bias"), true, E, 1, 0)) ||
+                (st = bind(L, &l->ffn_up_b, NAME("ffn_up.bias"), true, F, 1, 0)) ||
+                (st = bind(L, &l->ffn_down_b, NAME("ffn_down.bias"), true, E, 1, 0)))
+                return st;
+        } else {
+            if ((st = bind(L, &l->wqkv, NAME("attn_qkv.weight"), true, E, QD + 2 * KD, 0)) ||
+                (st = bind(L, &l->ffn_gate, NAME("ffn_gate.weight"), true, E, F, 0)))
+                return st;
+        }
+        if ((st = bind(L, &l->wo, NAME("attn_output.weight"), true, QD, E, 0)) ||
+            (st = bind(L, &l->attn_norm, NAME("attn_output_norm.weight"), true, E, 1, 0)) ||
+            (st = bind(L, &l->attn_norm_b, NAME("attn_output_norm.bias"), true, E, 1, 0)) ||
+            (st = bind(L, &l->ffn_up, NAME("ffn_up.weight"), true, E, F, 0)) ||
+            (st = bind(L, &l->ffn_down, NAME("ffn_down.weight"), true, F, E, 0)) ||
+            (st = bind(L, &l->ffn_norm, NAME("layer_output_norm.weight"), true, E, 1, 0)) ||
+            (st = bind(L, &l->ffn_norm_b, NAME("layer_output_norm.bias"), true, E, 1, 0)))
+            return st;
+        const vx_weight *vecs[] = {&l->bq,        &l->bk,         &l->bv,       &l->bo,      &l->attn_norm,
+                                   &l->attn_norm_b, &l->ffn_up_b, &l->ffn_down_b, &l->ffn_norm, &l->ffn_norm_b};
+        for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++)
+            if ((st = need_f32(L, vecs[i]))) return st;
+        const vx_weight *mats[] = {&l->wq, &l->wk, &l->wv, &l->wqkv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            if ((st = need_matmul(L, mats[i]))) return st;
+    }
+#undef NAME
+    return VX_OK;
+}
+
 static vx_status load_weights(loader *L) {
     vx_model *m = L->m;
+    if (m->arch->encoder) return load_encoder_weights(L);
     vx_hparams *hp = &m->hp;
     vx_status st;
     const int64_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff;
@@ -280,20 +392,7 @@ static vx_status load_weights(loader *L) {
                              "tensor 'rope_freqs.weight': factor %lld is %g; RoPE factors must be positive and finite",
                              (long long)i, (double)f);
     }
-    /* layers past block_count: the file's layer count disagrees with its
-     * tensors (llama.cpp refuses files with unused tensors) */
-    for (int64_t i = 0; i < vx_gguf_n_tensors(m->gguf); i++) {
-        const char *tn = vx_gguf_tensor_at(m->gguf, i)->name;
-        long il;
-        char *end;
-        if (strncmp(tn, "blk.", 4) != 0) continue;
-        errno = 0;
-        il = strtol(tn + 4, &end, 10);
-        if (end != tn + 4 && *end == '.' && !errno && il >= hp->n_layer)
-            return vx_seterr(L->err, L->err_size, VX_EFORMAT,
-                             "tensor '%s' belongs to layer %ld, but %s.block_count is %d", tn, il, L->arch,
-                             hp->n_layer);
-    }
+    if ((st = check_layer_names(L))) return st;
 
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return vx_seterr(L->err, L->err_size, VX_ENOMEM, "out of memory");
@@ -515,7 +614,7 @@ vx_status vx_model_load(const char *path, const vx_model_params *params, vx_mode
     if (!m->arch) {
         st = vx_seterr(err, err_size, VX_EUNSUPPORTED,
                        "%s: architecture '%s' is not supported (supported: llama, mistral, "
-                       "qwen2, qwen3, phi3, gemma, gemma2)",
+                       "qwen2, qwen3, phi3, gemma, gemma2, bert, nomic-bert)",
                        path, arch);
         goto fail;
     }
@@ -567,6 +666,7 @@ int32_t vx_model_n_ctx_train(const vx_model *m) { return m->hp.n_ctx_train; }
 vx_pooling vx_model_pooling(const vx_model *m) { return (vx_pooling)m->hp.pooling; }
 uint64_t vx_model_n_params(const vx_model *m) { return m->n_params; }
 uint64_t vx_model_size(const vx_model *m) { return m->n_bytes; }
+bool vx_model_is_encoder(const vx_model *m) { return m->arch && m->arch->encoder; }
 int32_t vx_model_n_repacked(const vx_model *m, uint64_t *bytes) {
     if (bytes) *bytes = m->pack_size;
     return m->n_packed;
@@ -675,15 +775,24 @@ int32_t vx_model_describe(const vx_model *m, char *buf, size_t size) {
         if (hp->n_expert)
             sb_printf(&b, "experts         %d, %d used per token\n", hp->n_expert, hp->n_expert_used);
         sb_printf(&b, "n_ctx_train     %d\n", hp->n_ctx_train);
-        sb_printf(&b, "rope            %s, base %g, n_rot %d%s%s\n",
-                  m->arch->rope == VX_ROPE_NEOX ? "neox" : "norm", hp->rope_base, hp->n_rot,
-                  m->rope_freqs.data ? ", rope_freqs factors" : "",
-                  hp->rope_scale != 1.0f ? ", linear scaling" : "");
-        sb_printf(&b, "rms_norm_eps    %g\n", hp->rms_eps);
+        if (m->arch->abs_pos)
+            sb_printf(&b, "positions       learned (position_embd)\n");
+        else
+            sb_printf(&b, "rope            %s, base %g, n_rot %d%s%s\n",
+                      m->arch->rope == VX_ROPE_NEOX ? "neox" : "norm", hp->rope_base, hp->n_rot,
+                      m->rope_freqs.data ? ", rope_freqs factors" : "",
+                      hp->rope_scale != 1.0f ? ", linear scaling" : "");
+        sb_printf(&b, "%s  %g\n", m->arch->encoder ? "layer_norm_eps" : "rms_norm_eps  ", hp->rms_eps);
         sb_printf(&b, "attention       %s%s%s\n", hp->fused_qkv ? "fused qkv" : "separate q/k/v",
                   m->layers[0].bq.data || m->layers[0].bqkv.data ? ", biases" : "",
                   m->layers[0].q_norm.data ? ", q/k norm" : "");
-        sb_printf(&b, "output          %s\n", hp->tied_output ? "tied to token_embd" : "output.weight");
+        if (m->arch->encoder)
+            sb_printf(&b, "output          none: an encoder (embeddings only, attention over the whole text), "
+                          "pooling %s%s\n",
+                      hp->pooling >= 0 ? vx_pooling_name((vx_pooling)hp->pooling) : "unspecified",
+                      m->cls.data ? ", ranking head (cls)" : "");
+        else
+            sb_printf(&b, "output          %s\n", hp->tied_output ? "tied to token_embd" : "output.weight");
     }
     /* tensor type histogram */
     int64_t count[VX_TYPE_COUNT] = {0};

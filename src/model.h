@@ -28,6 +28,12 @@ typedef struct vx_arch {
     bool gelu;             /* GeGLU feed-forward (GELU's tanh form) instead of SwiGLU */
     bool embed_scale;      /* embeddings times sqrt(n_embd) (Gemma) */
     bool gemma2;           /* post-attention / post-FFN norms, soft caps, sliding window on even layers */
+    /* BERT-style encoder (bert, nomic-bert): embeddings plus token type 0
+     * through a LayerNorm, attention over the whole sequence (not causal),
+     * LayerNorms (with biases) after each block's residual add, no output
+     * head: embeddings only, and a sequence comes whole in one batch */
+    bool encoder;
+    bool abs_pos; /* learned absolute positions (position_embd) instead of RoPE */
 } vx_arch;
 
 /* A 2-D (or 3-D, for stacked experts) weight matrix: ne0 elements per row,
@@ -55,6 +61,10 @@ typedef struct vx_layer {
     vx_weight attn_post_norm, ffn_post_norm; /* Gemma 2: RMSNorm of the block outputs before the residual add */
     vx_weight ffn_gate, ffn_up, ffn_down; /* dense FFN */
     vx_weight ffn_gate_inp;               /* MoE router [n_embd -> n_expert] */
+    /* encoders: attn_norm and ffn_norm are the LayerNorms after the
+     * attention's and the FFN's residual adds (attn_output_norm,
+     * layer_output_norm), with these biases; the FFN's biases */
+    vx_weight attn_norm_b, ffn_norm_b, ffn_up_b, ffn_down_b;
     vx_weight ffn_gate_exps, ffn_up_exps, ffn_down_exps;
 } vx_layer;
 
@@ -70,7 +80,7 @@ typedef struct vx_hparams {
     int32_t n_rot; /* rotary dimensions (<= head_dim) */
     int32_t n_expert;
     int32_t n_expert_used;
-    float rms_eps;
+    float rms_eps; /* the norms' epsilon (encoders: their LayerNorms') */
     float rope_base;
     float rope_scale; /* linear scaling: positions are divided by this (1 = none) */
     float attn_scale; /* scores q.k times this (1/sqrt(head_dim); Gemma 2 27B: 1/sqrt(n_embd / n_head)) */
@@ -96,6 +106,9 @@ struct vx_model {
     vx_hparams hp;
     char name[128];
     vx_weight tok_embd, output_norm, output, rope_freqs;
+    /* encoders: token type and position embeddings, the embeddings'
+     * LayerNorm, and the ranking head of rerankers (cls, cls.output) */
+    vx_weight type_embd, pos_embd, tok_norm, tok_norm_b, cls, cls_b, cls_out, cls_out_b;
     vx_layer *layers; /* [n_layer] */
     uint64_t n_params, n_bytes;
     void *pack_buf; /* the packed copies (model_repack.c) */

@@ -202,6 +202,22 @@ void vx_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps
         for (i = 0; i < n; i++) out[i] = x[i] * scale;
 }
 
+void vx_layernorm(float *out, const float *x, const float *w, const float *b, int64_t n, float eps) {
+    /* double sums, two passes (mean, then the centred squares): BERT's
+     * residual streams carry offsets in the tens, where E[x^2] - E[x]^2
+     * would cancel */
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += x[i];
+    const double mean = s / (double)n;
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += ((double)x[i] - mean) * ((double)x[i] - mean);
+    const float scale = (float)(1.0 / sqrt(ss / (double)n + eps)), mf = (float)mean;
+    for (int64_t i = 0; i < n; i++) {
+        const float y = (x[i] - mf) * scale;
+        out[i] = (w ? y * w[i] : y) + (b ? b[i] : 0.0f);
+    }
+}
+
 void vx_rope_apply(float *v, const float *cs, int32_t n_rot, vx_rope_kind kind) {
     const int32_t half = n_rot / 2;
     for (int32_t i = 0; i < half; i++) {

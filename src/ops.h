@@ -197,6 +197,9 @@ int vx_attn_dec_q8_0_ref(int64_t nh, int64_t g, int64_t hd, const float *q, cons
 
 /* out = x / rms(x) * w (w may be NULL: no scale). out may alias x. */
 void vx_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
+/* LayerNorm: out = (x - mean(x)) / sqrt(var(x) + eps) * w + b (w, b may
+ * be NULL: none). out may alias x. */
+void vx_layernorm(float *out, const float *x, const float *w, const float *b, int64_t n, float eps);
 /* Rotates one head vector in place; cs holds n_rot/2 (cos, sin) pairs. */
 void vx_rope_apply(float *v, const float *cs, int32_t n_rot, vx_rope_kind kind);
 /* the same as the kernel table's reference entry */

@@ -1004,6 +1004,13 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
     if (parsed && okind) q->max_tokens = oll->max_tokens;
     j->t_start = t_start;
     if (!parsed) return respond_error(conn, r, &err);
+    if (vx_model_is_encoder(s->model)) { /* as OpenAI's answer to a chat request for an embedding model */
+        char msg[256];
+        snprintf(msg, sizeof msg, "model '%s' is an embedding model (%s, an encoder): it does not support %s; use %s",
+                 s->model_name, vx_model_arch(s->model), okind ? "generate or chat" : "completions",
+                 okind ? "/api/embed" : "/v1/embeddings");
+        return respond_errorf(conn, r, 400, "model_not_supported", msg);
+    }
     /* a sequence never holds more than n_ctx tokens: a larger penalty window
      * means the same, and would only make the sampler allocate its size */
     if (q->sampling.penalty_last_n > s->p.n_ctx) q->sampling.penalty_last_n = s->p.n_ctx;

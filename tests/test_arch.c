@@ -13,7 +13,18 @@
  * llama.cpp with that table off and F32 KV caches, within 1e-5 (float
  * rounding: the engines sum in other orders). Q8_0 must be as close to the
  * F32 truth as llama.cpp's Q8_0 is (within 1.25x, the fixtures' bar).
- * Each as one batch and token by token. The binary that writes the models
+ * Each as one batch and token by token.
+ *
+ * Encoders (embedding models): `bert-tiny` (BERT: absolute positions,
+ * biased q/k/v, GELU FFN, post-LayerNorms, CLS pooling) in F32 and Q8_0,
+ * and `nomic-tiny` (nomic-bert: fused qkv, RoPE, SwiGLU, mean pooling) in
+ * F32, against llama-embedding's pooled vectors for three texts (12, 46
+ * and 318 tokens of a WordPiece vocabulary, whose ids must be llama.cpp's
+ * too): F32 within 1e-4 of llama.cpp as released (its GELU table; BERT's
+ * only) with F16 KV caches, within 1e-5 of llama.cpp with the table off
+ * with F32 ones (llama.cpp's BERT graph keeps K and V in F32); all three
+ * texts in one batch and each in its own. Q8_0 as close to the F32 truth
+ * as llama.cpp's Q8_0 is (within 1.25x). The binary that writes the models
  * is $BUILD/vx (default build/vx).
  */
 #include <math.h>
@@ -152,8 +163,190 @@ static void test_gemma2(void) {
     remove(p);
 }
 
+/* ------------------------------------------------------------ encoders */
+
+static const char *const k_texts[] = {
+    "hello world",
+    "The quick brown fox jumps over the lazy dog, 42 times!",
+    "Vortex is an LLM inference engine written in C. It loads GGUF models and Hugging Face safetensors, runs them on "
+    "the CPU with AVX-512 and AMX kernels, and serves many users at once through an OpenAI-compatible HTTP API, with "
+    "continuous batching, prefix caching and structured outputs. Embedding models such as bge, all-MiniLM and "
+    "nomic-embed-text run through the same engine."};
+enum { N_TEXTS = 3, N_EMBD = 128, MAX_TOK = 512 };
+
+/* The texts' tokens (checked once against llama.cpp's ids, in order) */
+static int32_t tokens_of(vx_model *m, vx_token toks[N_TEXTS][MAX_TOK], int32_t nt[N_TEXTS]) {
+    int32_t total = 0;
+    for (int t = 0; t < N_TEXTS; t++) {
+        nt[t] = vx_tokenize(vx_model_get_vocab(m), k_texts[t], -1, toks[t], MAX_TOK, true, false);
+        CHECKF(nt[t] > 0, "text %d: %d tokens", t, nt[t]);
+        total += nt[t] > 0 ? nt[t] : 0;
+    }
+    return total;
+}
+
+/* The pooled (file's pooling), unnormalized embeddings of the texts: n_seq
+ * sequences at once, batches of n_batch tokens, a KV cache of type kv. */
+static float *embed_of(vx_model *m, vx_kv_type kv, int n_seq, int n_batch) {
+    static vx_token toks[N_TEXTS][MAX_TOK];
+    int32_t nt[N_TEXTS];
+    tokens_of(m, toks, nt);
+    vx_context_params cp = vx_context_default_params();
+    cp.n_ctx = MAX_TOK;
+    cp.n_batch = (uint32_t)n_batch;
+    cp.n_seq_max = (uint32_t)n_seq;
+    cp.n_threads = 2;
+    cp.kv_type = kv;
+    vx_context *ctx = NULL;
+    char err[256];
+    if (vx_context_init(m, &cp, &ctx, err, sizeof err) != VX_OK) {
+        fprintf(stderr, "context: %s\n", err);
+        return NULL;
+    }
+    float *out = malloc((size_t)N_TEXTS * N_EMBD * sizeof *out);
+    const vx_token *tp[N_TEXTS] = {toks[0], toks[1], toks[2]};
+    const vx_status st = out ? vx_embed_texts(ctx, tp, nt, N_TEXTS, vx_model_pooling(m), out) : VX_ENOMEM;
+    CHECKF(st == VX_OK, "vx_embed_texts: %s %s", vx_status_str(st), vx_context_errmsg(ctx));
+    vx_context_free(ctx);
+    if (st != VX_OK) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* The largest of the texts' relative RMS errors */
+static double emb_err(const float *a, const float *ref) {
+    double worst = 0;
+    for (int t = 0; t < N_TEXTS; t++) {
+        double se = 0, sr = 0;
+        for (int i = 0; i < N_EMBD; i++) {
+            const double d = (double)a[t * N_EMBD + i] - ref[t * N_EMBD + i];
+            se += d * d, sr += (double)ref[t * N_EMBD + i] * ref[t * N_EMBD + i];
+        }
+        worst = fmax(worst, sr > 0 ? sqrt(se / sr) : 1);
+    }
+    return worst;
+}
+
+static float *read_emb(const char *path) {
+    size_t sz = 0;
+    float *r = (float *)(void *)vx_test_read_file(path, &sz);
+    CHECKF(r && sz == (size_t)N_TEXTS * N_EMBD * sizeof(float), "%s: %zu bytes", path, sz);
+    if (r && sz != (size_t)N_TEXTS * N_EMBD * sizeof(float)) {
+        free(r);
+        r = NULL;
+    }
+    return r;
+}
+
+/* The tokens of the texts are llama.cpp's (tests/data/encoder-texts.ids) */
+static void check_tokens(vx_model *m) {
+    static vx_token toks[N_TEXTS][MAX_TOK];
+    int32_t nt[N_TEXTS];
+    tokens_of(m, toks, nt);
+    char *ids = vx_test_read_file("tests/data/encoder-texts.ids", NULL);
+    CHECK(ids != NULL);
+    const char *p = ids;
+    int bad = 0, n = 0;
+    for (int t = 0; ids && t < N_TEXTS; t++)
+        for (int i = 0; i < nt[t]; i++, n++) {
+            char *end;
+            const long v = strtol(p, &end, 10);
+            bad += end == p || v != toks[t][i];
+            p = end;
+        }
+    CHECKF(bad == 0 && n == 376, "%d of %d token ids differ from llama.cpp's", bad, n);
+    free(ids);
+}
+
+/* What an encoder refuses: logits, a sequence continued in a second batch,
+ * a text longer than a batch (vx_embed_texts) */
+static void check_encoder_refusals(vx_model *m) {
+    vx_context_params cp = vx_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_batch = 16;
+    cp.n_threads = 2;
+    vx_context *ctx = NULL;
+    char err[256];
+    CHECK(vx_model_is_encoder(m) && vx_context_init(m, &cp, &ctx, err, sizeof err) == VX_OK);
+    if (!ctx) return;
+    vx_token tok[4] = {101, 300, 301, 102};
+    vx_pos pos[4] = {0, 1, 2, 3};
+    vx_seq_id seq[4] = {0, 0, 0, 0};
+    int8_t yes[4] = {1, 1, 1, 1};
+    vx_batch b = {4, tok, pos, seq, yes, NULL};
+    CHECK(vx_decode(ctx, &b) == VX_EUNSUPPORTED && strstr(vx_context_errmsg(ctx), "embedding model"));
+    vx_batch d = {4, tok, pos, seq, NULL, NULL}; /* flags absent: the last token's logits */
+    CHECK(vx_decode(ctx, &d) == VX_EUNSUPPORTED);
+    vx_batch e = {2, tok, pos, seq, NULL, yes};
+    CHECK(vx_decode(ctx, &e) == VX_OK && vx_get_embeddings_ith(ctx, 1) != NULL);
+    vx_batch more = {2, tok + 2, pos + 2, seq, NULL, yes};
+    CHECK(vx_decode(ctx, &more) == VX_EINVAL && strstr(vx_context_errmsg(ctx), "one batch"));
+    vx_kv_seq_rm(ctx, 0, 0, -1);
+    static vx_token longer[20];
+    for (int i = 0; i < 20; i++) longer[i] = 300 + i;
+    const vx_token *tp[1] = {longer};
+    const int32_t n[1] = {20};
+    float out[N_EMBD];
+    CHECK(vx_embed_texts(ctx, tp, n, 1, VX_POOLING_MEAN, out) == VX_ERANGE);
+    vx_context_free(ctx);
+}
+
+static void test_encoders(void) {
+    const char *pb = "/tmp/vx_test_arch_bert_f32.gguf", *pb8 = "/tmp/vx_test_arch_bert_q8_0.gguf",
+               *pn = "/tmp/vx_test_arch_nomic_f32.gguf";
+    vx_model *mb = synth("bert-tiny", "F32", pb), *mb8 = synth("bert-tiny", "Q8_0", pb8),
+             *mn = synth("nomic-tiny", "F32", pn);
+    float *rb = read_emb("tests/data/bert-tiny-F32.llamacpp.emb.f32"),
+          *rbx = read_emb("tests/data/bert-tiny-F32.llamacpp-exact.emb.f32"),
+          *rb8 = read_emb("tests/data/bert-tiny-Q8_0.llamacpp.emb.f32"),
+          *rn = read_emb("tests/data/nomic-tiny-F32.llamacpp.emb.f32");
+    if (mb) check_tokens(mb);
+    if (mb) check_encoder_refusals(mb);
+    struct {
+        const char *name;
+        vx_model *m;
+        const float *stock, *exact;
+    } f32[] = {{"bert-tiny", mb, rb, rbx}, {"nomic-tiny", mn, rn, rn}};
+    for (int i = 0; i < 2; i++)
+        for (int one = 0; one < 2 && f32[i].m && f32[i].stock && f32[i].exact; one++) {
+            /* all texts in one batch, or each in its own (n_seq_max 1) */
+            float *a = embed_of(f32[i].m, VX_KV_F16, one ? 1 : 3, 512), *b = embed_of(f32[i].m, VX_KV_F32, one ? 1 : 3, 512);
+            if (a && b) {
+                const double es = emb_err(a, f32[i].stock), ex = emb_err(b, f32[i].exact);
+                CHECKF(es < 1e-4 && ex < 1e-5, "%s F32 %s: rel_rmse %.3g vs llama.cpp, %.3g vs its exact GELU",
+                       f32[i].name, one ? "one text a batch" : "one batch", es, ex);
+                printf("%-11s %-6s F32 embeddings rel_rmse %.2e vs llama.cpp, %.2e vs its exact GELU (F32 KV)\n",
+                       f32[i].name, one ? "single" : "batch", es, ex);
+            }
+            free(a);
+            free(b);
+        }
+    float *q = mb8 ? embed_of(mb8, VX_KV_F16, 3, 512) : NULL;
+    if (q && rb8 && rbx) {
+        const double e8 = emb_err(q, rb8), e8t = emb_err(q, rbx), lc8 = emb_err(rb8, rbx);
+        CHECKF(e8 < 2e-2 && e8t <= 1.25 * lc8, "bert-tiny Q8_0: rel_rmse %.3g vs llama.cpp Q8_0, %.3g vs F32 "
+               "(llama.cpp's %.3g)", e8, e8t, lc8);
+        printf("bert-tiny   batch  Q8_0 embeddings rel_rmse %.2e vs llama.cpp's Q8_0, %.2e vs F32 (llama.cpp's %.2e)\n",
+               e8, e8t, lc8);
+    }
+    free(q);
+    free(rb);
+    free(rbx);
+    free(rb8);
+    free(rn);
+    vx_model_free(mb);
+    vx_model_free(mb8);
+    vx_model_free(mn);
+    remove(pb);
+    remove(pb8);
+    remove(pn);
+}
+
 int main(void) {
     test_gemma();
     test_gemma2();
+    test_encoders();
     return vx_test_finish("test_arch");
 }

@@ -176,7 +176,7 @@ static void run_case_seg(const vx_kernels *kset, int nk, vx_kv_type type, int n_
     const size_t nsf = vx_attn_scratch_floats(n_head, n_head_kv, hd);
     float *scr = aligned_alloc(64, (nsf * 4 + 63) / 64 * 64);
     vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, q, out, pos, seq, n_tok, tiles != 0, NULL, g_softcap, g_window,
-                      0, NULL, NULL, 0, 0};
+                      0, NULL, NULL, 0, 0, NULL};
     atomic_int done[16];
     float *seg_buf = set_segments(&a, seg, n_ctx, done, 16);
     for (int ki = 0; ki < nk; ki++) {
@@ -571,7 +571,7 @@ static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, 
     for (int i = 0; i < nb; i++) pos[i] = n_pos - nb + i;
     /* decode */
     vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, qd, out, &pos[nb - 1], seq, 1, false, NULL, 0, 0,
-                      0, NULL, NULL, 0, 0};
+                      0, NULL, NULL, 0, 0, NULL};
     vx_attention(k, &a, 0, 1, scr);
     /* the old path: per chunk, the blocks on fp16 rows read in place */
     const int64_t ld = (int64_t)(vx_kv_row_bytes(kv) / 2);
@@ -601,7 +601,7 @@ static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, 
            "%s decode g %d hd %d n_pos %d frag %d: not the per-chunk bits", k->name, g, hd, n_pos, frag);
     /* batched: the last token's row */
     vx_attn_args b = {kv, 0, n_head, n_head_kv, hd, scale, q, outb, pos, seq, nb, false, NULL, 0, 0,
-                      0, NULL, NULL, 0, 0};
+                      0, NULL, NULL, 0, 0, NULL};
     vx_attention(k, &b, 0, 1, scr);
     CHECKF(memcmp(out, outb + (size_t)(nb - 1) * QD, (size_t)QD * 4) == 0,
            "%s decode g %d hd %d n_pos %d frag %d: batched and decode differ", k->name, g, hd, n_pos,

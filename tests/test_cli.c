@@ -134,11 +134,22 @@ static void test_embed(void) {
            cJSON_GetArraySize(e), n2, out);
     cJSON_Delete(root);
     snprintf(cmd, sizeof cmd, "%s embed -m %s -p x --pooling rank", vx, mp);
-    CHECK(run(cmd, out, sizeof out) == 2 && strstr(out, "--pooling takes mean or last"));
+    CHECK(run(cmd, out, sizeof out) == 2 && strstr(out, "--pooling takes mean, cls or last"));
     snprintf(cmd, sizeof cmd, "%s embed -m %s -p x --pooling cls", vx, mp);
     CHECK(run(cmd, out, sizeof out) == 2 && strstr(out, "every text would get the same vector"));
     snprintf(cmd, sizeof cmd, "%s embed -m %s -p \"$(printf 'w%%.0s ' $(seq 300))\" -c 64", vx, mp);
     CHECKF(run(cmd, out, sizeof out) == 1 && strstr(out, "the context holds 64"), "vx embed -c 64: %.300s", out);
+    /* an embedding model (encoder): embed pools by cls as asked, run and chat refuse */
+    const char *enc = "/tmp/vx_test_cli_bert.gguf";
+    CHECK(vx_test_synth("bert-tiny", "F32", enc));
+    snprintf(cmd, sizeof cmd, "%s embed -m %s -p 'the cat' --pooling cls --embd-output-format array -t 1 2>&1", vx, enc);
+    CHECKF(run(cmd, out, sizeof out) == 0 && strstr(out, "pooling: cls") && strstr(out, "[["), "vx embed on bert: %.300s",
+           out);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p hi -n 4 2>&1", vx, enc);
+    CHECKF(run(cmd, out, sizeof out) == 1 && strstr(out, "embedding model"), "vx run on bert: %.300s", out);
+    snprintf(cmd, sizeof cmd, "%s chat -m %s < /dev/null 2>&1", vx, enc);
+    CHECKF(run(cmd, out, sizeof out) == 1 && strstr(out, "embedding model"), "vx chat on bert: %.300s", out);
+    remove(enc);
 }
 
 static void test_chat(void) {

@@ -74,6 +74,14 @@ static bool progress_cb(float p, void *ud) {
     return true;
 }
 
+bool cli_generative(const vx_model *m) {
+    if (!vx_model_is_encoder(m)) return true;
+    fprintf(stderr, "error: this is an embedding model (%s, an encoder without an output head): it does not "
+                    "generate text; use vx embed, or vx serve's /v1/embeddings\n",
+            vx_model_arch(m));
+    return false;
+}
+
 vx_model *cli_load_model(const char *path, bool vocab_only) {
     vx_model_params mp = vx_model_default_params();
     mp.vocab_only = vocab_only;
@@ -227,7 +235,7 @@ char *cli_chat_template_source(const vx_model *m, const char *name) {
         if (src) vx_model_meta_str(m, "tokenizer.chat_template", src, (size_t)n + 1);
         return src;
     }
-    fprintf(stderr, "note: the model has no chat template; using chatml\n");
+    if (!vx_model_is_encoder(m)) fprintf(stderr, "note: the model has no chat template; using chatml\n");
     return strdup(vx_chat_template_builtin("chatml"));
 }
 
@@ -253,17 +261,21 @@ int32_t cli_tokenize(const vx_vocab *v, const char *text, int32_t len, bool add_
 }
 
 bool cli_pooling_ok(const char *v, vx_pooling p) {
-    if (p == VX_POOLING_MEAN || p == VX_POOLING_LAST) return true;
-    if (p == VX_POOLING_CLS)
-        fprintf(stderr, "error: --pooling cls pools the first token, which in the causal models vx runs has seen "
-                        "nothing after it: every text would get the same vector; use last or mean\n");
-    else fprintf(stderr, "error: --pooling takes mean or last, not '%s'\n", v);
+    if (p == VX_POOLING_MEAN || p == VX_POOLING_LAST || p == VX_POOLING_CLS) return true;
+    fprintf(stderr, "error: --pooling takes mean, cls or last, not '%s'\n", v);
     return false;
 }
 
-vx_pooling cli_model_pooling(const vx_model *m) {
-    const vx_pooling p = vx_model_pooling(m);
+vx_pooling cli_model_pooling(const vx_model *m, vx_pooling asked) {
+    const vx_pooling p = asked != VX_POOLING_UNSPECIFIED ? asked : vx_model_pooling(m);
+    if (vx_model_is_encoder(m)) /* its every token sees the whole text: any pooling, mean by default */
+        return p == VX_POOLING_CLS || p == VX_POOLING_LAST ? p : VX_POOLING_MEAN;
     if (p == VX_POOLING_MEAN || p == VX_POOLING_LAST) return p;
+    if (asked == VX_POOLING_CLS) {
+        fprintf(stderr, "error: --pooling cls pools the first token, which in a causal model has seen nothing after "
+                        "it: every text would get the same vector; use last or mean\n");
+        return VX_POOLING_UNSPECIFIED;
+    }
     if (p == VX_POOLING_CLS)
         fprintf(stderr, "note: the file pools by cls, which a causal model cannot use (its first token sees "
                         "nothing else); pooling by last\n");

@@ -68,13 +68,18 @@ char *cli_chat_template_source(const vx_model *m, const char *name);
  * tokens per character). Returns the token count, or -1 with a message. */
 int32_t cli_tokenize(const vx_vocab *v, const char *text, int32_t len, bool add_special, bool parse_special,
                      int32_t min_cap, vx_token **out);
-/* --pooling's value (name v, parsed as p): mean or last, else false with
- * a message (cls: the first token of a causal model has seen nothing
- * else). */
+/* Whether m generates text; false with a message for an encoder
+ * (embeddings only). */
+bool cli_generative(const vx_model *m);
+/* --pooling's value (name v, parsed as p): mean, cls or last, else false
+ * with a message. */
 bool cli_pooling_ok(const char *v, vx_pooling p);
-/* Embeddings' pooling by default: the file's pooling_type when it is mean
- * or last, else last (with a note for a file's cls). */
-vx_pooling cli_model_pooling(const vx_model *m);
+/* Embeddings' pooling: the one asked (--pooling, or UNSPECIFIED), else the
+ * file's pooling_type. An encoder takes any (mean by default); a causal
+ * model mean or last, else last (with a note for a file's cls: its first
+ * token has seen nothing else), and UNSPECIFIED with a message when cls
+ * was asked. */
+vx_pooling cli_model_pooling(const vx_model *m, vx_pooling asked);
 /* Parses "kv type" names: f16, f32. */
 bool cli_kv_type(const char *s, vx_kv_type *out);
 

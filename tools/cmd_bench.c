@@ -100,13 +100,16 @@ static uint64_t rng_next(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-/* Evaluates toks[0, n) at positions [p0, p0 + n) in batches of n_batch. */
+/* Evaluates toks[0, n) at positions [p0, p0 + n) in batches of n_batch,
+ * each with the last token's logits; with emb (n_batch flags: an encoder,
+ * which has no logits), its embedding instead. */
 static bool feed(vx_context *c, const vx_token *toks, int n, int p0, int n_batch, vx_pos *pos,
-                 vx_seq_id *seq) {
+                 vx_seq_id *seq, int8_t *emb) {
     for (int i0 = 0; i0 < n; i0 += n_batch) {
         int nb = n - i0 < n_batch ? n - i0 : n_batch;
         for (int j = 0; j < nb; j++) pos[j] = p0 + i0 + j;
-        vx_batch b = {nb, toks + i0, pos, seq, NULL, NULL};
+        for (int j = 0; emb && j < nb; j++) emb[j] = j == nb - 1;
+        vx_batch b = {nb, toks + i0, pos, seq, NULL, emb};
         if (vx_decode(c, &b) != VX_OK) return false;
     }
     return true;
@@ -124,26 +127,26 @@ static void perf_add_diff(vx_perf *timed, const vx_perf *before, const vx_perf *
  * returns seconds or a negative value on error. With timed, adds the
  * context's perf counters of the timed part to it: the forwards that
  * fill the depth are not the test's (they made a tg64 @ d4096 profile
- * read 146 ms per forward against the 36 ms the t/s gave). */
+ * read 146 ms per forward against the 36 ms the t/s gave). emb: feed's. */
 static double run_once(vx_context *c, int depth, int n_prompt, int n_gen, int n_par, int n_batch,
-                       int n_vocab, vx_token *toks, vx_pos *pos, vx_seq_id *seq, uint64_t *rng,
+                       int n_vocab, vx_token *toks, vx_pos *pos, vx_seq_id *seq, int8_t *emb, uint64_t *rng,
                        vx_perf *timed) {
     for (int s = 0; s < n_par; s++) vx_kv_seq_rm(c, s, 0, -1);
     int n = depth + (n_prompt > 0 ? n_prompt : n_gen * n_par);
     for (int i = 0; i < n; i++) toks[i] = (vx_token)(rng_next(rng) % (uint64_t)n_vocab);
     for (int s = 0; s < n_par && depth > 0; s++) { /* every sequence gets the same context */
         for (int j = 0; j < n_batch; j++) seq[j] = s;
-        if (!feed(c, toks, depth, 0, n_batch, pos, seq)) return -1;
+        if (!feed(c, toks, depth, 0, n_batch, pos, seq, emb)) return -1;
     }
     for (int j = 0; j < n_batch; j++) seq[j] = 0;
     vx_perf before;
     if (timed) vx_context_perf(c, &before);
     double t0 = now_s();
     if (n_prompt > 0) {
-        if (!feed(c, toks + depth, n_prompt, depth, n_batch, pos, seq)) return -1;
+        if (!feed(c, toks + depth, n_prompt, depth, n_batch, pos, seq, emb)) return -1;
     } else if (n_par == 1) {
         for (int i = 0; i < n_gen; i++)
-            if (!feed(c, toks + depth + i, 1, depth + i, 1, pos, seq)) return -1;
+            if (!feed(c, toks + depth + i, 1, depth + i, 1, pos, seq, emb)) return -1;
     } else {
         int8_t want[VX_BENCH_MAX_PAR];
         for (int s = 0; s < n_par; s++) {
@@ -318,6 +321,7 @@ int vx_cmd_bench(int argc, char **argv) {
         base = base ? base + 1 : models[mi];
         snprintf(mname, sizeof mname, "%.63s", base);
         const double size_mib = (double)vx_model_size(m) / (1 << 20);
+        bool enc_noted = false;
         const double params_b = (double)vx_model_n_params(m) / 1e9;
         for (int ti = 0; ti < nt.n && rc == 0; ti++) {
           for (int di = 0; di < nd.n && rc == 0; di++) {
@@ -328,6 +332,14 @@ int vx_cmd_bench(int argc, char **argv) {
                     const int n = (int)lens->v[kind == 0 ? li : li / npl.n];
                     const int n_par = kind == 0 ? 1 : (int)npl.v[li % npl.n];
                     if (n == 0) continue;
+                    if (vx_model_is_encoder(m) && (kind == 1 || depth > 0)) {
+                        /* an embedding model reads whole texts: no generation, no depth */
+                        if (!enc_noted)
+                            fprintf(stderr, "note: %s is an embedding model (an encoder): only pp tests at depth 0 "
+                                            "run\n", vx_model_arch(m));
+                        enc_noted = true;
+                        continue;
+                    }
                     const int n_prompt = kind == 0 ? n : 0, n_gen = kind == 1 ? n : 0;
                     vx_context_params cp = vx_context_default_params();
                     cp.n_ctx = (uint32_t)(depth + n);
@@ -350,13 +362,14 @@ int vx_cmd_bench(int argc, char **argv) {
                     vx_token *toks = malloc(((size_t)depth + (size_t)n * n_par) * sizeof *toks);
                     vx_pos *pos = malloc((size_t)cp.n_batch * sizeof *pos);
                     vx_seq_id *seq = calloc((size_t)cp.n_batch, sizeof *seq);
+                    int8_t *emb = vx_model_is_encoder(m) ? calloc((size_t)cp.n_batch, 1) : NULL; /* feed's */
                     double *ts = malloc((size_t)reps * sizeof *ts);
                     uint64_t rng = 42;
                     const int nv = vx_context_n_vocab(c);
-                    if (!toks || !pos || !seq || !ts ||
+                    if (!toks || !pos || !seq || !ts || (vx_model_is_encoder(m) && !emb) ||
                         run_once(c, 0, n_prompt > 0 ? (n_prompt < 32 ? n_prompt : 32) : 0,
                                  n_gen > 0 ? (n_gen < 16 ? n_gen : 16) : 0, n_par, (int)cp.n_batch, nv,
-                                 toks, pos, seq, &rng, NULL) < 0) {
+                                 toks, pos, seq, emb, &rng, NULL) < 0) {
                         fprintf(stderr, "error: warm-up failed: %s\n", vx_context_errmsg(c));
                         rc = 1;
                     }
@@ -365,7 +378,7 @@ int vx_cmd_bench(int argc, char **argv) {
                     memset(&timed, 0, sizeof timed);
                     for (long r = 0; r < reps && rc == 0; r++) {
                         double s = run_once(c, depth, n_prompt, n_gen, n_par, (int)cp.n_batch, nv, toks, pos, seq,
-                                            &rng, &timed);
+                                            emb, &rng, &timed);
                         if (s <= 0) {
                             fprintf(stderr, "error: %s\n", vx_context_errmsg(c));
                             rc = 1;
@@ -455,7 +468,7 @@ int vx_cmd_bench(int argc, char **argv) {
                         }
                         fflush(stdout);
                     }
-                    free(toks); free(pos); free(seq); free(ts);
+                    free(toks); free(pos); free(seq); free(ts); free(emb);
                     vx_context_free(c);
                 }
             }

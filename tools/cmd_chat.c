@@ -87,7 +87,7 @@ int vx_cmd_chat(int argc, char **argv) {
     char **owned = calloc(MAX_MSGS, sizeof *owned);
     size_t n_msgs = 0;
     char err[VX_ERRMSG_MAX];
-    if (!m || !msgs || !owned) goto done;
+    if (!m || !msgs || !owned || !cli_generative(m)) goto done;
     const vx_vocab *v = vx_model_get_vocab(m);
     if (!(src = cli_chat_template_source(m, tmpl_name))) goto done;
     if (vx_chat_template_parse(src, &tmpl, err, sizeof err) != VX_OK) {

@@ -19,9 +19,10 @@ static void embed_usage(void) {
            "  -m, --model PATH            GGUF file or Hugging Face model directory (default: $VX_MODEL)\n"
            "  -p, --prompt TEXT           the texts\n"
            "  -f, --file FILE             read them from a file\n"
-           "  --pooling mean|last         how token vectors become one (default: the file's\n"
-           "                              {arch}.pooling_type, else last: the one token of a\n"
-           "                              causal model that has seen the whole text)\n"
+           "  --pooling mean|cls|last     how token vectors become one (default: the file's\n"
+           "                              {arch}.pooling_type, else an encoder's mean, a causal\n"
+           "                              model's last token, the one that has seen the whole\n"
+           "                              text; cls: encoders only)\n"
            "  --embd-normalize N          -1 none, 0 max-abs to int16 range, 1 taxicab,\n"
            "                              2 Euclidean (default), >2 p-norm\n"
            "  --embd-separator SEP        text separator (default \"\\n\")\n"
@@ -161,11 +162,15 @@ int vx_cmd_embed(int argc, char **argv) {
         if ((nt[i] = cli_tokenize(v, texts[i], (int32_t)strlen(texts[i]), true, true, 0, &toks[i])) < 0) goto done;
         if (nt[i] > longest) longest = nt[i];
     }
-    if (pooling == VX_POOLING_UNSPECIFIED) pooling = cli_model_pooling(m);
+    if ((pooling = cli_model_pooling(m, pooling)) == VX_POOLING_UNSPECIFIED) {
+        rc = 2;
+        goto done;
+    }
     vx_context_params cp = vx_context_default_params();
     cp.n_ctx = (uint32_t)(n_ctx ? n_ctx : longest);
     if (cp.n_ctx > (uint32_t)vx_model_n_ctx_train(m)) cp.n_ctx = (uint32_t)vx_model_n_ctx_train(m);
     cp.n_batch = (uint32_t)n_batch;
+    if (vx_model_is_encoder(m) && cp.n_batch < (uint32_t)longest) cp.n_batch = (uint32_t)longest; /* whole texts */
     cp.n_seq_max = (uint32_t)(n < 8 ? n : 8); /* short texts share a batch, as llama-embedding's */
     cp.kv_size = cp.n_seq_max * ((cp.n_ctx + VX_KV_BLOCK - 1) / VX_KV_BLOCK * VX_KV_BLOCK); /* whole blocks each */
     cp.n_threads = (int32_t)threads;

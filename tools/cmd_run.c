@@ -125,7 +125,7 @@ int vx_cmd_run(int argc, char **argv) {
     vx_token *toks = NULL;
     vx_pos *pos = NULL;
     vx_seq_id *seq = NULL;
-    if (!m) goto done;
+    if (!m || !cli_generative(m)) goto done;
     const vx_vocab *v = vx_model_get_vocab(m);
     vx_context_params cp = vx_context_default_params();
     if (n_ctx == 0 || n_ctx > vx_model_n_ctx_train(m)) n_ctx = vx_model_n_ctx_train(m);
@@ -140,7 +140,7 @@ int vx_cmd_run(int argc, char **argv) {
         goto done;
     }
     if (draft_path) {
-        if (!(dm = cli_load_model_ex(draft_path, &mp))) goto done;
+        if (!(dm = cli_load_model_ex(draft_path, &mp)) || !cli_generative(dm)) goto done;
         if (vx_context_init(dm, &cp, &dc, err, sizeof err) != VX_OK) {
             fprintf(stderr, "error: draft model: %s\n", err);
             goto done;

@@ -60,9 +60,10 @@ static void serve_usage(void) {
            "                          reasoning_content when its template writes thoughts;\n"
            "                          deepseek: always; none: left in the content (default auto;\n"
            "                          a request's reasoning_format overrides it)\n"
-           "  --pooling mean|last     /v1/embeddings: how the tokens' vectors become one (default:\n"
-           "                          the file's {arch}.pooling_type, else last: the one token of\n"
-           "                          a causal model that has seen the whole text)\n"
+           "  --pooling mean|cls|last /v1/embeddings: how the tokens' vectors become one (default:\n"
+           "                          the file's {arch}.pooling_type, else an encoder's mean, a\n"
+           "                          causal model's last token, the one that has seen the whole\n"
+           "                          text; cls: encoders only)\n"
            "  --embedding(s)          accepted for llama-server's command lines: /v1/embeddings\n"
            "                          is always served, beside the completions endpoints\n"
            "  --max-body BYTES        request body limit (default 8388608)\n"
@@ -171,11 +172,19 @@ int vx_cmd_serve(int argc, char **argv) {
         goto done;
     }
     sp.tool_format = vx_tool_format_detect(src);
-    if (sp.pooling == VX_POOLING_UNSPECIFIED) sp.pooling = cli_model_pooling(m);
+    if ((sp.pooling = cli_model_pooling(m, sp.pooling)) == VX_POOLING_UNSPECIFIED) {
+        rc = 2;
+        goto done;
+    }
     sp.reasoning = !strcmp(reasoning, "deepseek") || (!strcmp(reasoning, "auto") && vx_reasoning_detect(src));
     ep.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : vx_model_n_ctx_train(m));
     ep.n_parallel = (int32_t)parallel;
     ep.n_batch = (int32_t)batch;
+    /* an encoder's input goes whole in one batch: let it hold a context */
+    if (vx_model_is_encoder(m)) {
+        const int32_t most = ep.n_ctx < vx_model_n_ctx_train(m) ? ep.n_ctx : vx_model_n_ctx_train(m);
+        if (ep.n_batch < most) ep.n_batch = most;
+    }
     ep.n_threads = (int32_t)threads;
     ep.queue_max = (int32_t)queue;
     ep.kv_size = (int32_t)kv_size;

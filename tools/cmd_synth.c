@@ -47,7 +47,20 @@ static const preset presets[] = {
     /* 26 layers: llama.cpp takes Gemma 2 models of 26, 42 or 46 layers only */
     {"gemma2-tiny", "gemma2", "tiny Gemma 2 shape (random weights, for tests: 26 layers, caps 0.5 / 1, window 6)", 128,
      26, 4, 2, 256, 1024, 2048, 10000.0, 1e-6, true, false, 64, 0.5, 1.0, 6},
+    /* encoders (embedding models): a WordPiece vocabulary of the same
+     * layout as BERT's ([PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102) */
+    {"bge-small", "bert", "bge-small-en-v1.5 shape (random weights)", 384, 12, 12, 12, 1536, 30522, 512, 10000.0,
+     1e-12, false, true, 0, 0, 0, 0},
+    {"bert-tiny", "bert", "tiny BERT shape (random weights, for tests)", 128, 2, 4, 4, 512, 2048, 512, 10000.0, 1e-12,
+     false, true, 0, 0, 0, 0},
+    {"nomic-embed", "nomic-bert", "nomic-embed-text-v1.5 shape (random weights)", 768, 12, 12, 12, 3072, 30522, 2048,
+     1000.0, 1e-12, false, false, 0, 0, 0, 0},
+    {"nomic-tiny", "nomic-bert", "tiny nomic-bert shape (random weights, for tests)", 128, 2, 4, 4, 512, 2048, 2048,
+     1000.0, 1e-12, false, false, 0, 0, 0, 0},
 };
+
+/* The encoder presets (bert, nomic-bert) */
+static bool is_encoder(const preset *p) { return !strcmp(p->arch, "bert") || !strcmp(p->arch, "nomic-bert"); }
 
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 #define POOL_ROWS 64
@@ -73,18 +86,58 @@ typedef struct tensor_spec {
     bool vector; /* norms and biases: F32, filled with ~1 or ~0 */
 } tensor_spec;
 
-static int build_specs(const preset *p, tensor_spec *ts) {
-    int n = 0;
-    const int64_t E = p->n_embd, hd = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
-    const int64_t QD = p->n_head * hd, KD = p->n_head_kv * hd;
 #define MAT(nm, a, b) (snprintf(ts[n].name, 64, "%s", nm), ts[n].n_dims = 2, ts[n].ne[0] = a, \
                        ts[n].ne[1] = b, ts[n].ne[2] = ts[n].ne[3] = 1, ts[n].vector = false, n++)
 #define VEC(nm, a) (snprintf(ts[n].name, 64, "%s", nm), ts[n].n_dims = 1, ts[n].ne[0] = a, \
                     ts[n].ne[1] = ts[n].ne[2] = ts[n].ne[3] = 1, ts[n].vector = true, n++)
+#define L(s) (snprintf(nm, sizeof nm, "blk.%lld.%s", (long long)il, s), nm)
+
+/* An encoder's tensors after token_embd (llama.cpp's names): BERT's
+ * biased q/k/v and GELU FFN with absolute positions, or nomic-bert's fused
+ * qkv and SwiGLU without biases. */
+static int build_encoder_specs(const preset *p, tensor_spec *ts) {
+    int n = 0;
+    const int64_t E = p->n_embd, F = p->n_ff;
+    const bool bert = !strcmp(p->arch, "bert");
+    char nm[64];
+    MAT("token_types.weight", E, 2);
+    if (bert) MAT("position_embd.weight", E, p->n_ctx);
+    VEC("token_embd_norm.weight", E);
+    VEC("token_embd_norm.bias", E);
+    for (int64_t il = 0; il < p->n_layer; il++) {
+        if (bert) {
+            MAT(L("attn_q.weight"), E, E);
+            VEC(L("attn_q.bias"), E);
+            MAT(L("attn_k.weight"), E, E);
+            VEC(L("attn_k.bias"), E);
+            MAT(L("attn_v.weight"), E, E);
+            VEC(L("attn_v.bias"), E);
+        } else {
+            MAT(L("attn_qkv.weight"), E, 3 * E);
+        }
+        MAT(L("attn_output.weight"), E, E);
+        if (bert) VEC(L("attn_output.bias"), E);
+        VEC(L("attn_output_norm.weight"), E);
+        VEC(L("attn_output_norm.bias"), E);
+        if (!bert) MAT(L("ffn_gate.weight"), E, F);
+        MAT(L("ffn_up.weight"), E, F);
+        if (bert) VEC(L("ffn_up.bias"), F);
+        MAT(L("ffn_down.weight"), F, E);
+        if (bert) VEC(L("ffn_down.bias"), E);
+        VEC(L("layer_output_norm.weight"), E);
+        VEC(L("layer_output_norm.bias"), E);
+    }
+    return n;
+}
+
+static int build_specs(const preset *p, tensor_spec *ts) {
+    int n = 0;
+    const int64_t E = p->n_embd, hd = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
+    const int64_t QD = p->n_head * hd, KD = p->n_head_kv * hd;
     char nm[64];
     MAT("token_embd.weight", E, p->n_vocab);
+    if (is_encoder(p)) return n + build_encoder_specs(p, ts + n);
     for (int64_t il = 0; il < p->n_layer; il++) {
-#define L(s) (snprintf(nm, sizeof nm, "blk.%lld.%s", (long long)il, s), nm)
         VEC(L("attn_norm.weight"), E);
         MAT(L("attn_q.weight"), E, QD);
         MAT(L("attn_k.weight"), E, KD);
@@ -103,13 +156,30 @@ static int build_specs(const preset *p, tensor_spec *ts) {
             VEC(L("post_attention_norm.weight"), E);
             VEC(L("post_ffw_norm.weight"), E);
         }
-#undef L
     }
     VEC("output_norm.weight", E);
     if (!p->tied) MAT("output.weight", E, p->n_vocab);
+    return n;
+}
+
 #undef MAT
 #undef VEC
-    return n;
+#undef L
+
+/* Token i of the WordPiece vocabulary (BERT's layout, llama.cpp's spelling:
+ * word starts with U+2581, continuations bare): [PAD] 0, [unused*] 1-99,
+ * [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103, then each printable ASCII
+ * character as a word start and as a continuation, then words "t<i>". */
+static void wpm_entry(int64_t i, char *buf, int32_t *type) {
+    static const char *const special[] = {"[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+    const int64_t nc = 126 - 33 + 1; /* '!' .. '~' */
+    *type = 1; /* normal */
+    if (i == 0) snprintf(buf, 24, "[PAD]"), *type = 3;
+    else if (i < 100) snprintf(buf, 24, "[unused%lld]", (long long)(i - 1)), *type = 5;
+    else if (i < 104) snprintf(buf, 24, "%s", special[i - 100]), *type = 3;
+    else if (i < 104 + nc) snprintf(buf, 24, "\xe2\x96\x81%c", (char)(33 + i - 104));
+    else if (i < 104 + 2 * nc) snprintf(buf, 24, "%c", (char)(33 + i - 104 - nc));
+    else snprintf(buf, 24, "\xe2\x96\x81t%lld", (long long)i);
 }
 
 static void synth_usage(void) {
@@ -180,6 +250,7 @@ int vx_cmd_synth(int argc, char **argv) {
     }
 
     /* metadata */
+    const bool enc = is_encoder(p);
     char key[128];
 #define K(s) (snprintf(key, sizeof key, "%s.%s", p->arch, s), key)
     vx_gguf_set_str(w, "general.architecture", p->arch);
@@ -204,10 +275,18 @@ int vx_cmd_synth(int argc, char **argv) {
         vx_gguf_set_u32(w, K("attention.value_length"), (uint32_t)hd);
     }
     vx_gguf_set_f32(w, K("rope.freq_base"), (float)p->rope_base);
-    vx_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), (float)p->eps);
+    if (enc) { /* bge pools by CLS, nomic-embed-text by the mean */
+        vx_gguf_set_f32(w, K("attention.layer_norm_epsilon"), (float)p->eps);
+        vx_gguf_set_bool(w, K("attention.causal"), false);
+        vx_gguf_set_u32(w, K("pooling_type"), strcmp(p->arch, "bert") ? 1 : 2);
+        vx_gguf_set_u32(w, "tokenizer.ggml.token_type_count", 2);
+    } else {
+        vx_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), (float)p->eps);
+    }
     vx_gguf_set_u32(w, K("vocab_size"), (uint32_t)p->n_vocab);
 #undef K
-    /* a SentencePiece-style vocabulary: <unk> <s> </s>, 256 byte tokens, pieces */
+    /* a SentencePiece-style vocabulary: <unk> <s> </s>, 256 byte tokens,
+     * pieces; or (encoders) a WordPiece one */
     {
         const int64_t V = p->n_vocab;
         char **toks = calloc((size_t)V, sizeof *toks);
@@ -220,6 +299,10 @@ int vx_cmd_synth(int argc, char **argv) {
         }
         for (int64_t i = 0; i < V; i++) {
             toks[i] = pool + i * 24;
+            if (enc) {
+                wpm_entry(i, toks[i], &ttype[i]);
+                continue;
+            }
             if (i == 0) snprintf(toks[i], 24, "<unk>");
             else if (i == 1) snprintf(toks[i], 24, "<s>");
             else if (i == 2) snprintf(toks[i], 24, "</s>");
@@ -228,13 +311,19 @@ int vx_cmd_synth(int argc, char **argv) {
             ttype[i] = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1;
             scores[i] = i < 259 ? 0.0f : -(float)i;
         }
-        vx_gguf_set_str(w, "tokenizer.ggml.model", "llama");
+        vx_gguf_set_str(w, "tokenizer.ggml.model", enc ? "bert" : "llama");
         vx_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)toks, (uint64_t)V);
         vx_gguf_set_arr(w, "tokenizer.ggml.scores", VX_GGUF_FLOAT32, scores, (uint64_t)V);
         vx_gguf_set_arr(w, "tokenizer.ggml.token_type", VX_GGUF_INT32, ttype, (uint64_t)V);
-        vx_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
-        vx_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
-        vx_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+        vx_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", enc ? 101 : 1);
+        if (enc) {
+            vx_gguf_set_u32(w, "tokenizer.ggml.seperator_token_id", 102);
+            vx_gguf_set_u32(w, "tokenizer.ggml.padding_token_id", 0);
+            vx_gguf_set_u32(w, "tokenizer.ggml.mask_token_id", 103);
+        } else {
+            vx_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+        }
+        vx_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", enc ? 100 : 0);
         free(toks); free(scores); free(ttype); free(pool);
     }
 
@@ -258,7 +347,7 @@ int vx_cmd_synth(int argc, char **argv) {
         }
         for (int64_t r = 0; r < npool; r++) {
             for (int64_t j = 0; j < ne0; j++)
-                row[j] = t->vector ? (strstr(t->name, "norm") ? 1.0f : 0.0f) + 0.02f * rng_normal(&rng)
+                row[j] = t->vector ? (strstr(t->name, "norm.weight") ? 1.0f : 0.0f) + 0.02f * rng_normal(&rng)
                                    : 0.02f * rng_normal(&rng);
             tr->from_float(row, pool + (size_t)r * rs, ne0);
         }
