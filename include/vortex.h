@@ -148,6 +148,10 @@ bool vx_vocab_add_eos(const vx_vocab *vocab);
  * tokenizer.ggml.fim_*_token_id, or found by their text, e.g. Qwen2.5-Coder's
  * <|fim_prefix|>, CodeLlama's <PRE>); false when any of the three is missing. */
 bool vx_vocab_fim(const vx_vocab *vocab, vx_token *pre, vx_token *suf, vx_token *mid);
+/* Repository-level FIM tokens (Qwen2.5-Coder's <|repo_name|> and
+ * <|file_sep|>, StarCoder's <reponame> and <file_sep>, ...): -1 where the
+ * vocabulary has none; true when it has either. */
+bool vx_vocab_fim_repo(const vx_vocab *vocab, vx_token *rep, vx_token *sep);
 bool vx_vocab_is_eog(const vx_vocab *vocab, vx_token token); /* end of generation */
 /* The longest text vx_token_to_piece writes for any token (special ones
  * included): a buffer of this size holds every piece. */

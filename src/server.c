@@ -39,6 +39,7 @@
 #include "model_quantize.h"
 #include "reasoning.h"
 #include "server_embed.h"
+#include "server_llamacpp.h"
 #include "server_ollama.h"
 #include "server_openai.h"
 
@@ -120,7 +121,9 @@ typedef struct job {
                               freed with the job); oll.kind 0: OpenAI's API */
     int64_t t_start, t_first; /* ns: the request's start, its first generated token's event */
     int64_t t_admitted; /* ns: when the engine took it from its queue (0: not known) */
-    vx_token *ctx;      /* ollama /api/generate: the prompt's tokens and the generated ones */
+    vx_lcpp_request lcpp; /* llama-server's /completion or /infill: its translation (owned); lcpp.kind 0: none */
+    vx_token *ctx;      /* ollama /api/generate: the prompt's tokens and the generated ones;
+                           llama-server's return_tokens: the generated ones */
     int32_t n_ctx, cap_ctx; /* (its final "context") */
     /* connection thread only */
     int32_t n_cached;
@@ -268,6 +271,7 @@ static void job_free(job *j) {
     free(j->echo);
     free(j->ctx);
     vx_ollama_request_free(&j->oll);
+    vx_lcpp_request_free(&j->lcpp);
     free(j->tool_prefix);
     free(j->tool_schema);
     vx_sbuf_free(&j->out);
@@ -445,6 +449,27 @@ static void ollama_reply(job *j, vx_sbuf *out, const choice *c, const char *reas
     vx_ollama_reply_json(out, &r);
 }
 
+/* A llama-server reply object: a streaming piece (final false) or the
+ * final object (the choice done: its stop type, counts and timings). */
+static void lcpp_reply(job *j, vx_sbuf *out, const choice *c, const char *text, size_t len, bool final) {
+    const vx_oai_request *q = &j->req;
+    vx_lcpp_reply r = {.lreq = &j->lcpp, .req = q, .model = j->meta.model, .text = text, .text_len = len,
+                       .tokens = j->ctx, .n_tokens = j->n_ctx, .lp = c->lp, .n_lp = c->n_lp, .vocab = j->srv->vocab,
+                       .final = final, .n_predicted = c->n_gen, .n_evaluated = j->n_prompt, .n_cached = j->n_cached,
+                       .prompt = q->prompt, .prompt_len = q->prompt ? q->prompt_len : 0};
+    if (final) {
+        const bool word = c->filter.stopped && c->filter.stop_index >= 0 && c->filter.stop_index < q->n_stop;
+        const char *fr = c->finish_reason ? c->finish_reason : "stop";
+        r.stop_type = !strcmp(fr, "length") ? "limit" : word ? "word" : "eos";
+        r.stopping_word = word ? q->stop[c->filter.stop_index] : "";
+        const int64_t now = vx_time_ns(), first = j->t_first ? j->t_first : now;
+        const int64_t admitted = j->t_admitted && j->t_admitted <= first ? j->t_admitted : j->t_start;
+        r.prompt_ms = (double)(first - admitted) / 1e6;
+        r.predicted_ms = (double)(now - first) / 1e6;
+    }
+    vx_lcpp_reply_json(out, &r);
+}
+
 /* Streaming: one chunk with new reasoning (rlen bytes; 0: none) and text,
  * and the logprobs gathered so far. */
 static void emit_chunk_r(job *j, choice *c, const char *reasoning, size_t rlen, const char *text, size_t len,
@@ -452,6 +477,16 @@ static void emit_chunk_r(job *j, choice *c, const char *reasoning, size_t rlen, 
     if (j->oll.kind) {
         if (!finish) ollama_reply(j, &j->out, c, reasoning, rlen, text, len, NULL, 0, NULL);
         c->n_lp = 0;
+        return;
+    }
+    if (j->lcpp.kind) { /* server-sent events, the last one (choice_done) with stop true */
+        if (!finish) {
+            vx_sbuf_adds(&j->out, "data: ");
+            lcpp_reply(j, &j->out, c, text, len, false);
+            vx_sbuf_adds(&j->out, "\n\n");
+        }
+        c->n_lp = 0;
+        if (j->ctx) j->n_ctx = 0; /* return_tokens: each piece its own */
         return;
     }
     vx_oai_choice oc = {.index = c->index, .text = text, .text_len = len, .reasoning = reasoning,
@@ -569,6 +604,16 @@ static void usage_of(const job *j, vx_oai_usage *u) {
 }
 
 static void finish_stream(job *j) {
+    if (j->lcpp.kind) { /* llama-server: no [DONE]; an error as its own event */
+        if (j->failed) {
+            char *e = vx_oai_error_json(&j->error);
+            if (!e || !vx_sbuf_adds(&j->out, "error: ") || !vx_sbuf_adds(&j->out, e) || !vx_sbuf_adds(&j->out, "\n\n"))
+                j->out.oom = true;
+            free(e);
+        }
+        j->out_finished = true;
+        return;
+    }
     if (j->oll.kind) { /* no end marker: the last object says done (or error) */
         if (j->failed) {
             char *e = vx_ollama_error_json(&j->error);
@@ -597,7 +642,11 @@ static void choice_done(job *j, choice *c, const char *reason) {
     c->finish_reason = reason;
     j->n_done++;
     if (j->req.stream && !j->failed && j->oll.kind) ollama_reply(j, &j->out, c, NULL, 0, "", 0, NULL, 0, reason);
-    else if (j->req.stream && !j->failed) emit_chunk(j, c, "", 0, reason);
+    else if (j->req.stream && !j->failed && j->lcpp.kind) {
+        vx_sbuf_adds(&j->out, "data: ");
+        lcpp_reply(j, &j->out, c, "", 0, true);
+        vx_sbuf_adds(&j->out, "\n\n");
+    } else if (j->req.stream && !j->failed) emit_chunk(j, c, "", 0, reason);
     if (j->n_done == j->n_choices && j->req.stream) finish_stream(j);
 }
 
@@ -624,7 +673,7 @@ static void handle_event(job *j, const ev_item *it) {
         c->n_gen++;
         if (!j->t_first) j->t_first = it->t_ns;
         if (!j->t_admitted) j->t_admitted = it->t_admitted_ns;
-        if (j->oll.kind == VX_OLLAMA_GENERATE && j->ctx) {
+        if (j->ctx) { /* ollama's context, llama-server's return_tokens */
             if (j->n_ctx == j->cap_ctx) {
                 vx_token *p = realloc(j->ctx, (size_t)(j->cap_ctx * 2) * sizeof *p);
                 if (p) {
@@ -857,6 +906,12 @@ static char *one_object(vx_sbuf *b) {
 
 /* Builds the non-streaming response of a finished job. */
 static char *job_response(job *j) {
+    if (j->lcpp.kind) {
+        const choice *c = &j->choices[0];
+        vx_sbuf b = {0};
+        lcpp_reply(j, &b, c, c->text.p ? c->text.p : "", c->text.len, true);
+        return one_object(&b);
+    }
     if (j->oll.kind) {
         const choice *c = &j->choices[0];
         vx_sbuf b = {0};
@@ -983,7 +1038,7 @@ static bool prepend_context(const vx_vocab *v, const vx_ollama_request *o, vx_to
  * /api/chat and /api/generate (okind), translated into the OpenAI request
  * that means the same. */
 static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn, conn_req *r, vx_oai_kind kind,
-                                       vx_ollama_kind okind) {
+                                       vx_ollama_kind okind, vx_lcpp_kind lkind) {
     vx_oai_error err;
     const int64_t t_start = vx_time_ns();
     job *j = job_new(s);
@@ -999,9 +1054,18 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         body = oll->oai_body;
         blen = oll->oai_len;
     }
+    if (lkind) { /* llama-server's /completion and /infill: an OpenAI completion */
+        if (!vx_lcpp_translate(lkind, body, blen, s->vocab, s->p.n_ctx, s->p.n_batch > 0 ? s->p.n_batch : 512,
+                               &j->lcpp, &err))
+            return respond_error(conn, r, &err);
+        kind = VX_OAI_COMPLETION;
+        body = j->lcpp.oai_body;
+        blen = j->lcpp.oai_len;
+    }
     const bool parsed = vx_oai_parse_request(kind, body, blen, s->n_vocab, s->p.n_ctx, &j->req, &err);
     vx_oai_request *q = &j->req;
     if (parsed && okind) q->max_tokens = oll->max_tokens;
+    if (parsed && lkind) q->max_tokens = j->lcpp.max_tokens;
     j->t_start = t_start;
     if (!parsed) return respond_error(conn, r, &err);
     if (vx_model_is_encoder(s->model)) { /* as OpenAI's answer to a chat request for an embedding model */
@@ -1072,6 +1136,7 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         j->n_ctx = n_prompt;
         j->cap_ctx = n_prompt + 64;
     }
+    if (j->lcpp.return_tokens && (j->ctx = malloc(64 * sizeof *j->ctx))) j->cap_ctx = 64;
     j->n_choices = q->n;
     j->conn = conn;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -1287,6 +1352,21 @@ static enum MHD_Result handle_embeddings(vx_server *s, struct MHD_Connection *co
 
 /* ---------------------------------------------------------------- ollama */
 
+/* GET /props (llama-server's): the context, slots, file, chat template
+ * and the vocabulary's BOS / EOS text. */
+static char *props_json(const vx_server *s) {
+    char bos[128] = "", eos[128] = "";
+    const vx_token ids[2] = {vx_vocab_bos(s->vocab), vx_vocab_eos(s->vocab)};
+    char *txt[2] = {bos, eos};
+    for (int i = 0; i < 2; i++) {
+        const int32_t n = ids[i] >= 0 ? vx_token_to_piece(s->vocab, ids[i], txt[i], 127, true) : 0;
+        txt[i][n > 0 ? n : 0] = 0;
+    }
+    const vx_lcpp_props p = {.model_path = s->p.model_path, .chat_template = s->p.template_src, .bos_token = bos,
+                             .eos_token = eos, .n_ctx = s->p.n_ctx, .total_slots = VX_MAX(1, s->p.n_parallel)};
+    return vx_lcpp_props_json(&p);
+}
+
 /* The served model as ollama describes one (server start). */
 static void ollama_model_init(vx_server *s) {
     vx_ollama_model *m = &s->om;
@@ -1449,6 +1529,7 @@ static bool authorized(vx_server *s, struct MHD_Connection *conn) {
 
 enum route {
     R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_APPLY, R_EMBED, R_EMBED_LEGACY,
+    R_LCPP_COMPLETION, R_LCPP_INFILL, R_PROPS,
     R_ROOT, R_OLL_VERSION, R_OLL_TAGS, R_OLL_PS, R_OLL_SHOW, R_OLL_CHAT, R_OLL_GENERATE, R_OLL_EMBED, R_OLL_EMBEDDINGS,
     R_OLL_MANAGE
 };
@@ -1467,6 +1548,8 @@ static enum route find_route(const char *path, bool *post) {
         {"/apply-template", R_APPLY, true},
         {"/v1/embeddings", R_EMBED, true},      {"/embeddings", R_EMBED_LEGACY, true},
         {"/embedding", R_EMBED_LEGACY, true}, /* llama-server's: its own format */
+        {"/completion", R_LCPP_COMPLETION, true}, {"/infill", R_LCPP_INFILL, true}, /* llama-server's own */
+        {"/props", R_PROPS, false},
         /* ollama's native API */
         {"/", R_ROOT, false},                   {"/api/version", R_OLL_VERSION, false},
         {"/api/tags", R_OLL_TAGS, false},       {"/api/ps", R_OLL_PS, false},
@@ -1550,12 +1633,15 @@ static enum MHD_Result route(vx_server *s, struct MHD_Connection *conn, conn_req
     switch (rt) {
     case R_MODELS:
         return respond_json(conn, r, 200, vx_oai_models_json(s->model_name, s->created, s->p.n_ctx, s->n_vocab));
-    case R_CHAT: return handle_generate(s, conn, r, VX_OAI_CHAT, 0);
-    case R_COMPLETIONS: return handle_generate(s, conn, r, VX_OAI_COMPLETION, 0);
+    case R_CHAT: return handle_generate(s, conn, r, VX_OAI_CHAT, 0, 0);
+    case R_COMPLETIONS: return handle_generate(s, conn, r, VX_OAI_COMPLETION, 0, 0);
+    case R_LCPP_COMPLETION: return handle_generate(s, conn, r, VX_OAI_COMPLETION, 0, VX_LCPP_COMPLETION);
+    case R_LCPP_INFILL: return handle_generate(s, conn, r, VX_OAI_COMPLETION, 0, VX_LCPP_INFILL);
+    case R_PROPS: return respond_json(conn, r, 200, props_json(s));
     case R_EMBED: return handle_embeddings(s, conn, r, body, r->body.len, false, 0);
     case R_EMBED_LEGACY: return handle_embeddings(s, conn, r, body, r->body.len, true, 0);
-    case R_OLL_CHAT: return handle_generate(s, conn, r, VX_OAI_CHAT, VX_OLLAMA_CHAT);
-    case R_OLL_GENERATE: return handle_generate(s, conn, r, VX_OAI_CHAT, VX_OLLAMA_GENERATE);
+    case R_OLL_CHAT: return handle_generate(s, conn, r, VX_OAI_CHAT, VX_OLLAMA_CHAT, 0);
+    case R_OLL_GENERATE: return handle_generate(s, conn, r, VX_OAI_CHAT, VX_OLLAMA_GENERATE, 0);
     case R_OLL_EMBED: return handle_ollama_embed(s, conn, r, false);
     case R_OLL_EMBEDDINGS: return handle_ollama_embed(s, conn, r, true);
     case R_OLL_TAGS: return respond_json(conn, r, 200, vx_ollama_tags_json(&s->om, false));

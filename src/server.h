@@ -52,7 +52,8 @@ typedef struct vx_server_params {
                                 once (the engine's --parallel; < 1: 1) */
     const char *model_path;  /* the model's file, whose size and time ollama's /api/tags
                                 reports (NULL: none) */
-    const char *template_src; /* the chat template's text, for /api/show (NULL: "") */
+    const char *template_src; /* the chat template's text, for /api/show and /props (NULL: "") */
+    int32_t n_batch;         /* the engine's batch: /infill's prefix and suffix budget (< 1: 512) */
 } vx_server_params;
 
 vx_server_params vx_server_default_params(void);

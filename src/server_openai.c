@@ -1565,6 +1565,7 @@ static void filter_bytes(vx_text_filter *f, const unsigned char *u, size_t n) {
 static bool filter_release(vx_text_filter *f, vx_sbuf *out, bool final) {
     const char *h = f->held.p;
     size_t n = f->held.len, first = SIZE_MAX, first_end = SIZE_MAX;
+    int32_t which = -1;
     if (n == 0) return false;
     for (int32_t i = 0; i < f->n_stop; i++) {
         size_t sl = strlen(f->stop[i]);
@@ -1574,12 +1575,14 @@ static bool filter_release(vx_text_filter *f, vx_sbuf *out, bool final) {
         if (at + sl < first_end || (at + sl == first_end && at < first)) {
             first = at;
             first_end = at + sl;
+            which = i;
         }
     }
     if (first != SIZE_MAX) {
         vx_sbuf_add(out, h, first);
         f->held.len = 0;
         f->stopped = true;
+        f->stop_index = which;
         return true;
     }
     size_t keep = 0;

@@ -202,6 +202,7 @@ typedef struct vx_text_filter {
     int32_t n_part, need;
     vx_sbuf held;          /* complete text not yet released */
     bool stopped;
+    int32_t stop_index; /* once stopped: the stop string that matched */
 } vx_text_filter;
 
 /* stop (n_stop strings) must outlive the filter. They should be valid UTF-8

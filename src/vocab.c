@@ -652,6 +652,12 @@ bool vx_vocab_fim(const vx_vocab *v, vx_token *pre, vx_token *suf, vx_token *mid
     return *pre >= 0 && *suf >= 0 && *mid >= 0;
 }
 
+bool vx_vocab_fim_repo(const vx_vocab *v, vx_token *rep, vx_token *sep) {
+    *rep = v ? v->fim_rep : -1;
+    *sep = v ? v->fim_sep : -1;
+    return *rep >= 0 || *sep >= 0;
+}
+
 bool vx_vocab_is_eog(const vx_vocab *v, vx_token t) {
     return v && valid_id(v, t) && v->is_eog[t];
 }

@@ -7,6 +7,7 @@
  *   server.test.mjs   the API through the official `openai` client
  *   ollama.test.mjs   ollama's native API through the official `ollama` client
  *   encoder.test.mjs  embedding models (encoders) through both clients
+ *   llamacpp.test.mjs llama-server's /completion, /infill and /props (fetch)
  *   hostile.test.mjs  malformed and hostile requests over raw sockets
  * Installs the pinned clients with `npm ci` when tests/e2e/node_modules
  * lacks them. The hostile suite needs no packages and runs regardless. Skips,
@@ -66,7 +67,7 @@ int main(void) {
     if (!have_client && !hostile) return skip("npm ci failed: no network? run it in tests/e2e");
     snprintf(cmd, sizeof cmd,
              "cd tests/e2e && VX_BIN='%s' VX_FIXTURES='%s' node --test --test-concurrency=1%s%s 2>&1", vx,
-             fixtures, have_client ? " server.test.mjs ollama.test.mjs encoder.test.mjs" : "", hostile ? " hostile.test.mjs" : "");
+             fixtures, have_client ? " server.test.mjs ollama.test.mjs encoder.test.mjs" : "", hostile ? " llamacpp.test.mjs hostile.test.mjs" : "");
     FILE *p = popen(cmd, "r");
     CHECK(p != NULL);
     if (!p) return vx_test_finish("test_e2e");

@@ -205,6 +205,7 @@ int vx_cmd_serve(int argc, char **argv) {
     sp.n_parallel = (int32_t)parallel;
     sp.model_path = path;
     sp.template_src = src;
+    sp.n_batch = ep.n_batch;
 
     /* a client closing its socket must not kill the process */
     signal(SIGPIPE, SIG_IGN);

@@ -482,8 +482,8 @@ function rawBodyCases() {
 function httpCases() {
   const cases = [];
   const postRoutes = ['/v1/chat/completions', '/chat/completions', '/v1/completions', '/completions', '/tokenize', '/detokenize',
-    '/v1/embeddings', '/embeddings'];
-  const getRoutes = ['/health', '/metrics', '/v1/models', '/models'];
+    '/v1/embeddings', '/embeddings', '/completion', '/infill'];
+  const getRoutes = ['/health', '/metrics', '/v1/models', '/models', '/props'];
   for (const p of postRoutes) for (const m of ['GET', 'PUT', 'DELETE', 'PATCH'])
     cases.push({ name: `${m} ${p}`, method: m, path: p, body: m === 'GET' ? null : '{}', expect: { status: 405 } });
   for (const p of getRoutes) for (const m of ['POST', 'PUT', 'DELETE'])
@@ -525,6 +525,18 @@ function httpCases() {
     '/../../etc/passwd', '/api', '/API/CHAT', '/v1/chat/completions/../completions/x', `/${'a'.repeat(4000)}`, '/v1/engines/x/completions',
     '/v1/embedding', '/v1/models/x'])
     cases.push({ name: `POST ${p.slice(0, 40)}`, method: 'POST', path: p, body: '{}', expect: { status: 404, code: 'unknown_url' } });
+  // llama-server's own endpoints: bodies the translation or the parser must refuse
+  for (const body of ['{"prompt": [', '[]', '{"prompt":5}', '{"prompt":"x","n_predict":"9"}', '{"prompt":"x","n_probs":-1}',
+    '{"prompt":"x","grammar":"root ::= x"}', '{"prompt":"x","logit_bias":[[1]]}', '{"prompt":"x","logit_bias":[["x",{}]]}',
+    '{"prompt":"x","json_schema":[]}', '{"prompt":"x","response_fields":[1]}', '{"prompt":"x","temperature":1e309}',
+    '{"prompt":[99999999]}', '{"prompt":[["a"],["b"]]}', '{"prompt":"x","mirostat":"2"}', '{"prompt":"x","lora":{}}',
+    '{"prompt":"x","seed":"1"}', '{"prompt":"x","stop":[5]}', '{"prompt":"x","return_tokens":1}', '{}'])
+    cases.push({ name: `POST /completion ${body.slice(0, 40)}`, method: 'POST', path: '/completion', body, expect: { status: 400 } });
+  for (const body of ['{"input_prefix":"a","input_suffix":"b"}', '{"input_prefix":1}', '{}', '[1]'])
+    cases.push({ name: `POST /infill ${body.slice(0, 40)}`, method: 'POST', path: '/infill', body, expect: { status: 400 } });
+  for (const body of ['{"prompt":"Hi","n_predict":2}', '{"prompt":[1,2],"n_predict":1,"n_probs":2,"return_tokens":true}',
+    '{"prompt":"Hi","n_predict":2,"response_fields":["content","nope/x"]}', '{"prompt":"Hi","n_predict":0}'])
+    cases.push({ name: `POST /completion ${body.slice(0, 40)}`, method: 'POST', path: '/completion', body, expect: { status: 200 } });
   cases.push({ name: 'embeddings without input', method: 'POST', path: '/v1/embeddings', body: '{}', expect: { status: 400 } });
   cases.push({ name: 'embeddings of 2049 inputs', method: 'POST', path: '/v1/embeddings',
     body: JSON.stringify({ input: Array(2049).fill('x') }), expect: { status: 400 } });

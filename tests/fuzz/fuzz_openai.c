@@ -14,7 +14,11 @@
  *      legacy /embedding); bit 6: ollama's API instead (bits 2-3: /api/chat,
  *      /api/generate, /api/embed, /api/embeddings through vx_ollama_translate
  *      or vx_ollama_embed_body, then the OpenAI parser as the server does;
- *      replies, errors and embeddings in ollama's shapes must parse). An
+ *      replies, errors and embeddings in ollama's shapes must parse); bits
+ *      6 and 7 both: llama-server's /completion (bit 2 clear) or /infill
+ *      (set; the Qwen2 vocabulary's FIM tokens; bits 3-4 pick n_ctx, bit 5
+ *      n_batch) through vx_lcpp_translate, then the OpenAI parser; its
+ *      final and streaming replies (response_fields applied) must parse. An
  *      accepted request has its fields checked
  *      (sampling ranges, n, max_tokens, stop strings, logit_bias ids,
  *      prompt ids, messages_json shape), is handed to vx_sampler_init (which
@@ -52,7 +56,7 @@
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
  *       -std=c11 -D_GNU_SOURCE -Iinclude -Isrc tests/fuzz/fuzz_openai.c \
- *       src/server_openai.c src/server_ollama.c src/server_embed.c src/embed.c src/reasoning.c src/tool_call.c src/json_check.c src/json_schema.c src/sampling.c \
+ *       src/server_openai.c src/server_ollama.c src/server_llamacpp.c src/server_embed.c src/embed.c src/reasoning.c src/tool_call.c src/json_check.c src/json_schema.c src/sampling.c \
  *       src/chat.c src/jinja*.c src/vocab.c \
  *       src/tok_*.c src/gguf.c src/name_index.c src/quant*.c src/common.c \
  *       -lcjson -lpcre2-8 -lm -o /tmp/fuzz_openai
@@ -89,6 +93,7 @@
 #include "gguf.h"
 #include "json_schema.h"
 #include "server_embed.h"
+#include "server_llamacpp.h"
 #include "server_ollama.h"
 #include "server_openai.h"
 #include "../reasoning_stream_check.h"
@@ -458,8 +463,55 @@ static void ollama_request(const vx_vocab *v, int kind, const char *body, size_t
     vx_ollama_request_free(&o);
 }
 
+/* llama-server's /completion (infill false) or /infill: the translation,
+ * the OpenAI parser as in the server, the replies' JSON. */
+static void lcpp_request(const vx_vocab *v, bool infill, int sizes, const char *body, size_t len) {
+    static const int32_t ctx[4] = {8, 64, 512, 4096}, batch[2] = {16, 512};
+    vx_oai_error e;
+    memset(&e, 0x5a, sizeof e);
+    vx_lcpp_request l;
+    memset(&l, 0x5a, sizeof l);
+    if (!vx_lcpp_translate(infill ? VX_LCPP_INFILL : VX_LCPP_COMPLETION, body, len, v, ctx[sizes & 3],
+                           batch[(sizes >> 2) & 1], &l, &e)) {
+        check_error(&e);
+        check(!l.oai_body && l.n_fields == 0, "rejected llama-server request holds nothing");
+        return;
+    }
+    check(l.oai_body && is_json(l.oai_body), "translated body is JSON");
+    check(l.max_tokens >= -1 && l.n_probs >= 0 && l.n_probs <= VX_OAI_MAX_TOP && l.n_fields <= VX_LCPP_MAX_FIELDS,
+          "n_predict, n_probs, response_fields");
+    vx_oai_request r;
+    memset(&r, 0x5a, sizeof r);
+    if (vx_oai_parse_request(VX_OAI_COMPLETION, l.oai_body, l.oai_len, vx_vocab_n_tokens(v), 0, &r, &e)) {
+        check_request(&r, VX_OAI_COMPLETION, vx_vocab_n_tokens(v), v);
+        r.max_tokens = l.max_tokens;
+        vx_oai_logprob lp = {.token = 1, .logprob = -0.5f, .n_top = 1, .top_id = {2}, .top_logprob = {-1.0f}};
+        const vx_token toks[2] = {1, 2};
+        vx_lcpp_reply rep = {.lreq = &l, .req = &r, .model = r.model, .text = r.prompt,
+                             .text_len = r.prompt ? r.prompt_len : 0, .tokens = toks, .n_tokens = 2, .lp = &lp,
+                             .n_lp = 1, .vocab = v, .stop_type = "word", .stopping_word = r.n_stop ? r.stop[0] : "",
+                             .prompt = r.prompt, .prompt_len = r.prompt ? r.prompt_len : 0, .n_predicted = 2,
+                             .n_evaluated = 3, .prompt_ms = 1, .predicted_ms = 2};
+        for (int final = 0; final < 2; final++) {
+            vx_sbuf b = {0};
+            rep.final = final;
+            vx_lcpp_reply_json(&b, &rep);
+            check(!b.oom && b.p && is_json(b.p), "llama-server reply parses");
+            vx_sbuf_free(&b);
+        }
+        vx_oai_request_free(&r);
+    } else {
+        check_error(&e);
+    }
+    vx_lcpp_request_free(&l);
+}
+
 static void mode_request(uint8_t opt, const char *body, size_t len) {
     const vx_vocab *v = g_pair[0].v;
+    if ((opt & 48) == 48) {
+        lcpp_request(v, opt & 1, (opt >> 1) & 7, body, len);
+        return;
+    }
     if (opt & 16) {
         ollama_request(v, opt & 3, body, len);
         return;

@@ -1,0 +1,115 @@
+// llamacpp.test.mjs - llama-server's own endpoints on `vx serve`:
+// /completion (one object or server-sent events, llama-server's fields),
+// /infill and /props. /completion is a translation of /v1/completions, so
+// at temperature 0 its text must be that endpoint's, token for token.
+//
+// Run: cd tests/e2e && node --test llamacpp.test.mjs
+import path from 'node:path';
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { FIXTURES, spawnServer } from './serve.mjs';
+
+const MODEL = path.join(FIXTURES, 'models/stories260K/stories260K.gguf');
+
+async function post(base, route, body) {
+  const r = await fetch(`${base}${route}`, { method: 'POST', body: JSON.stringify(body) });
+  const text = await r.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* a stream */ }
+  return { status: r.status, type: r.headers.get('content-type'), text, json };
+}
+
+// The events of a server-sent stream: [{event, data}]
+function events(text) {
+  return text.split('\n\n').filter((b) => b.trim() && !b.startsWith(':')).map((b) => {
+    const i = b.indexOf(': ');
+    return { event: b.slice(0, i), data: JSON.parse(b.slice(i + 2)) };
+  });
+}
+
+describe('llama-server API', () => {
+  let srv;
+  before(async () => { srv = await spawnServer(['-m', MODEL, '-t', '1', '--batch-invariant', '-c', '256', '--parallel', '2']); });
+  after(async () => {
+    if (srv.proc.exitCode === null) srv.proc.kill('SIGTERM');
+    await srv.exited;
+  });
+
+  const PROMPT = 'Once upon a time, there was a little girl';
+
+  test('/completion gives /v1/completions\' text, with llama-server\'s fields', async () => {
+    const a = await post(srv.base, '/completion', { prompt: PROMPT, n_predict: 24, temperature: 0 });
+    const b = await post(srv.base, '/v1/completions', { prompt: PROMPT, max_tokens: 24, temperature: 0 });
+    assert.equal(a.status, 200, a.text);
+    assert.equal(a.json.content, b.json.choices[0].text);
+    assert.equal(a.json.stop, true);
+    assert.equal(a.json.stop_type, 'limit');
+    assert.equal(a.json.tokens_predicted, 24);
+    assert.equal(a.json.tokens_predicted, b.json.usage.completion_tokens);
+    assert.equal(a.json.tokens_evaluated, b.json.usage.prompt_tokens);
+    assert.equal(a.json.prompt, PROMPT);
+    assert.equal(a.json.generation_settings.n_predict, 24);
+    assert.equal(a.json.timings.predicted_n, 24);
+    assert.ok(a.json.timings.predicted_per_second > 0);
+  });
+
+  test('streaming: data events whose pieces make the whole text, the last with stop and timings, no [DONE]', async () => {
+    const whole = await post(srv.base, '/completion', { prompt: PROMPT, n_predict: 20, temperature: 0 });
+    const s = await post(srv.base, '/completion', { prompt: PROMPT, n_predict: 20, temperature: 0, stream: true });
+    assert.match(s.type, /text\/event-stream/);
+    assert.ok(!s.text.includes('[DONE]'));
+    const ev = events(s.text);
+    assert.ok(ev.length >= 2 && ev.every((e) => e.event === 'data'));
+    const last = ev[ev.length - 1].data;
+    assert.equal(last.stop, true);
+    assert.equal(last.stop_type, 'limit');
+    assert.equal(last.tokens_predicted, 20);
+    assert.ok(last.timings.predicted_n === 20);
+    assert.ok(ev.slice(0, -1).every((e) => e.data.stop === false));
+    assert.equal(ev.map((e) => e.data.content).join(''), whole.json.content);
+  });
+
+  test('a stop word: stop_type word, stopping_word, the text before it', async () => {
+    const whole = await post(srv.base, '/completion', { prompt: PROMPT, n_predict: 32, temperature: 0 });
+    const words = whole.json.content.trim().split(/\s+/);
+    const word = words[Math.min(3, words.length - 1)];
+    const r = await post(srv.base, '/completion', { prompt: PROMPT, n_predict: 32, temperature: 0, stop: [word] });
+    assert.equal(r.json.stop_type, 'word');
+    assert.equal(r.json.stopping_word, word);
+    assert.equal(r.json.content, whole.json.content.slice(0, whole.json.content.indexOf(word)));
+  });
+
+  test('n_probs, return_tokens and response_fields', async () => {
+    const r = await post(srv.base, '/completion', { prompt: PROMPT, n_predict: 6, temperature: 0, n_probs: 3,
+      return_tokens: true });
+    assert.equal(r.json.completion_probabilities.length, 6);
+    for (const p of r.json.completion_probabilities) {
+      assert.equal(p.top_logprobs.length, 3);
+      assert.equal(p.id, p.top_logprobs[0].id); // greedy: the most likely one
+      assert.ok(p.logprob <= 0 && Array.isArray(p.bytes));
+    }
+    assert.deepEqual(r.json.tokens, r.json.completion_probabilities.map((p) => p.id));
+    const d = await post(srv.base, '/detokenize', { tokens: r.json.tokens });
+    assert.equal(d.json.content.trim(), r.json.content.trim()); // (detokenize drops a leading space)
+    const f = await post(srv.base, '/completion', { prompt: PROMPT, n_predict: 6, temperature: 0,
+      response_fields: ['content', 'timings/predicted_n'] });
+    assert.deepEqual(Object.keys(f.json).sort(), ['content', 'timings/predicted_n']);
+    assert.equal(f.json.content, r.json.content);
+    assert.equal(f.json['timings/predicted_n'], 6);
+  });
+
+  test('/props, /infill without FIM tokens, samplers vx does not have', async () => {
+    const p = await fetch(`${srv.base}/props`).then((x) => x.json());
+    assert.equal(p.total_slots, 2);
+    assert.equal(p.default_generation_settings.n_ctx, 256);
+    assert.ok(p.model_path.endsWith('stories260K.gguf'));
+    const i = await post(srv.base, '/infill', { input_prefix: 'a', input_suffix: 'b' });
+    assert.equal(i.status, 400);
+    assert.match(i.json.error.message, /Infill is not supported/);
+    const m = await post(srv.base, '/completion', { prompt: 'x', mirostat: 2 });
+    assert.equal(m.status, 400);
+    assert.equal(m.json.error.param, 'mirostat');
+    const ok = await post(srv.base, '/completion', { prompt: 'x', mirostat: 0, typical_p: 1, n_predict: 2 });
+    assert.equal(ok.status, 200);
+  });
+});
