@@ -267,10 +267,11 @@ static vx_status need_matmul(loader *L, const vx_weight *w) {
     return VX_OK;
 }
 
-/* Tensors of layers past block_count: the file's layer count disagrees
- * with its tensors (llama.cpp refuses files with unused tensors). */
-static vx_status check_layer_names(loader *L) {
-    const vx_model *m = L->m;
+/* Checks that no tensor belongs to a layer past block_count (the file's
+ * layer count would disagree with its tensors: llama.cpp refuses files
+ * with unused tensors), then allocates the layers. */
+static vx_status start_layers(loader *L) {
+    vx_model *m = L->m;
     for (int64_t i = 0; i < vx_gguf_n_tensors(m->gguf); i++) {
         const char *tn = vx_gguf_tensor_at(m->gguf, i)->name;
         long il;
@@ -283,7 +284,8 @@ static vx_status check_layer_names(loader *L) {
                              "tensor '%s' belongs to layer %ld, but %s.block_count is %d", tn, il, L->arch,
                              m->hp.n_layer);
     }
-    return VX_OK;
+    m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
+    return m->layers ? VX_OK : vx_seterr(L->err, L->err_size, VX_ENOMEM, "out of memory");
 }
 
 /* A BERT-style encoder's tensors (llama.cpp's names): bert has q/k/v, the
@@ -314,11 +316,9 @@ static vx_status load_encoder_weights(loader *L) {
     for (size_t i = 0; i < sizeof f32s / sizeof f32s[0]; i++)
         if ((st = need_f32(L, f32s[i]))) return st;
     if ((st = need_matmul(L, &m->cls)) || (st = need_matmul(L, &m->cls_out))) return st;
-    if ((st = check_layer_names(L))) return st;
+    if ((st = start_layers(L))) return st;
     hp->tied_output = false;
     hp->fused_qkv = !bert;
-    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
-    if (!m->layers) return vx_seterr(L->err, L->err_size, VX_ENOMEM, "out of memory");
     char nm[128];
 #define NAME(s) (snprintf(nm, sizeof nm, "blk.%d.%s", il, s), nm)
     for (int il = 0; il < hp->n_layer; il++) {
@@ -392,10 +392,7 @@ static vx_status load_weights(loader *L) {
                              "tensor 'rope_freqs.weight': factor %lld is %g; RoPE factors must be positive and finite",
                              (long long)i, (double)f);
     }
-    if ((st = check_layer_names(L))) return st;
-
-    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
-    if (!m->layers) return vx_seterr(L->err, L->err_size, VX_ENOMEM, "out of memory");
+    if ((st = start_layers(L))) return st;
     char nm[128];
 #define NAME(s) (snprintf(nm, sizeof nm, "blk.%d.%s", il, s), nm)
     for (int il = 0; il < hp->n_layer; il++) {

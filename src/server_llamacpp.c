@@ -11,23 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A member, JSON null as absent. */
-static const cJSON *member(const cJSON *o, const char *key) {
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
-    return x && !cJSON_IsNull(x) ? x : NULL;
-}
-
-static bool oom(vx_oai_error *err) {
-    vx_oai_set_error(err, 500, NULL, "Out of memory.");
-    return false;
-}
-
-static bool copy_member(cJSON *dst, const char *key, const cJSON *src) {
-    if (!src) return true;
-    cJSON *c = cJSON_Duplicate(src, true);
-    return c && cJSON_AddItemToObject(dst, key, c);
-}
-
 /* Fields that mean the same in the OpenAI request (vx reads llama.cpp's
  * top_k, min_p, repeat_penalty, repeat_last_n and ignore_eos there too) */
 static const char *const same_name[] = {"model",          "temperature",   "top_k",      "top_p",
@@ -50,7 +33,7 @@ static const struct {
 
 static bool refuse_active(const cJSON *root, vx_oai_error *err) {
     for (size_t i = 0; i < sizeof inactive / sizeof inactive[0]; i++) {
-        const cJSON *x = member(root, inactive[i].key);
+        const cJSON *x = vx_oai_member(root, inactive[i].key);
         if (!x) continue;
         if (!cJSON_IsNumber(x)) return vx_oai_type_error(err, inactive[i].key, "a number", x);
         if (x->valuedouble != inactive[i].off && !(inactive[i].off == 1 && x->valuedouble >= 1)) {
@@ -61,7 +44,7 @@ static bool refuse_active(const cJSON *root, vx_oai_error *err) {
             return false;
         }
     }
-    const cJSON *g = member(root, "grammar");
+    const cJSON *g = vx_oai_member(root, "grammar");
     if (g && !cJSON_IsString(g)) return vx_oai_type_error(err, "grammar", "a string", g);
     if (g && g->valuestring[0]) {
         vx_oai_set_error(err, 400, "grammar",
@@ -69,7 +52,7 @@ static bool refuse_active(const cJSON *root, vx_oai_error *err) {
                          "instead.");
         return false;
     }
-    const cJSON *lora = member(root, "lora");
+    const cJSON *lora = vx_oai_member(root, "lora");
     if (lora && (!cJSON_IsArray(lora) || cJSON_GetArraySize(lora) > 0)) {
         vx_oai_set_error(err, 400, "lora", "LoRA adapters are not supported.");
         return false;
@@ -81,12 +64,12 @@ static bool refuse_active(const cJSON *root, vx_oai_error *err) {
  * never; a token may be a string: each of its tokens) or OpenAI's object,
  * into OpenAI's object. */
 static bool map_logit_bias(const cJSON *root, cJSON *o, const vx_vocab *v, vx_oai_error *err) {
-    const cJSON *lb = member(root, "logit_bias");
+    const cJSON *lb = vx_oai_member(root, "logit_bias");
     if (!lb) return true;
-    if (cJSON_IsObject(lb)) return copy_member(o, "logit_bias", lb) || oom(err);
+    if (cJSON_IsObject(lb)) return vx_oai_copy_member(o, "logit_bias", lb) || vx_oai_oom(err);
     if (!cJSON_IsArray(lb)) return vx_oai_type_error(err, "logit_bias", "an array of [token, bias] pairs", lb);
     cJSON *m = cJSON_AddObjectToObject(o, "logit_bias");
-    if (!m) return oom(err);
+    if (!m) return vx_oai_oom(err);
     const cJSON *pair;
     cJSON_ArrayForEach(pair, lb) {
         const cJSON *t = cJSON_GetArrayItem(pair, 0), *b = cJSON_GetArrayItem(pair, 1);
@@ -118,7 +101,7 @@ static bool map_logit_bias(const cJSON *root, cJSON *o, const vx_vocab *v, vx_oa
             ok = cJSON_AddNumberToObject(m, key, bias) != NULL;
         }
         if (ids != &one) free(ids);
-        if (!ok) return oom(err);
+        if (!ok) return vx_oai_oom(err);
     }
     return true;
 }
@@ -128,28 +111,28 @@ static bool map_logit_bias(const cJSON *root, cJSON *o, const vx_vocab *v, vx_oa
 static bool map_common(const cJSON *root, cJSON *o, const vx_vocab *v, vx_lcpp_request *out, vx_oai_error *err) {
     if (!refuse_active(root, err)) return false;
     for (size_t i = 0; i < sizeof same_name / sizeof same_name[0]; i++) {
-        const cJSON *x = member(root, same_name[i]);
+        const cJSON *x = vx_oai_member(root, same_name[i]);
         if (cJSON_IsNumber(x) && !isfinite(x->valuedouble)) { /* 1e309: JSON's text, but no number (cJSON prints null) */
             vx_oai_set_error(err, 400, same_name[i], "Invalid value for '%s': %s is out of range.", same_name[i],
                              x->valuedouble > 0 ? "+inf" : "-inf");
             return false;
         }
-        if (!copy_member(o, same_name[i], x)) return oom(err);
+        if (!vx_oai_copy_member(o, same_name[i], x)) return vx_oai_oom(err);
     }
     for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
-        if (!member(o, defaults[i].key) && !cJSON_AddNumberToObject(o, defaults[i].key, defaults[i].value))
-            return oom(err);
-    if (!member(o, "repeat_last_n") && !cJSON_AddNumberToObject(o, "repeat_last_n", 64)) return oom(err);
+        if (!vx_oai_member(o, defaults[i].key) && !cJSON_AddNumberToObject(o, defaults[i].key, defaults[i].value))
+            return vx_oai_oom(err);
+    if (!vx_oai_member(o, "repeat_last_n") && !cJSON_AddNumberToObject(o, "repeat_last_n", 64)) return vx_oai_oom(err);
     /* seed: -1 (and llama.cpp's default 0xFFFFFFFF) is a random one */
-    const cJSON *seed = member(root, "seed");
+    const cJSON *seed = vx_oai_member(root, "seed");
     if (cJSON_IsNumber(seed) && !isfinite(seed->valuedouble)) {
         vx_oai_set_error(err, 400, "seed", "Invalid value for 'seed': it is out of range.");
         return false;
     }
     if (seed && !(cJSON_IsNumber(seed) && (seed->valuedouble == -1 || seed->valuedouble == 4294967295.0)) &&
-        !copy_member(o, "seed", seed))
-        return oom(err);
-    const cJSON *js = member(root, "json_schema");
+        !vx_oai_copy_member(o, "seed", seed))
+        return vx_oai_oom(err);
+    const cJSON *js = vx_oai_member(root, "json_schema");
     if (js) { /* llama-server's json_schema: the schema itself */
         if (!cJSON_IsObject(js)) return vx_oai_type_error(err, "json_schema", "an object", js);
         cJSON *rf = cJSON_CreateObject(), *in = cJSON_AddObjectToObject(rf, "json_schema");
@@ -158,22 +141,22 @@ static bool map_common(const cJSON *root, cJSON *o, const vx_vocab *v, vx_lcpp_r
             !cJSON_AddItemToObject(in, "schema", cJSON_Duplicate(js, true)) ||
             !cJSON_AddItemToObject(o, "response_format", rf)) {
             cJSON_Delete(rf);
-            return oom(err);
+            return vx_oai_oom(err);
         }
     }
     if (!map_logit_bias(root, o, v, err)) return false;
     /* n_predict (or max_tokens): any negative value is no limit */
     out->max_tokens = -1;
-    const char *npk = member(root, "n_predict") ? "n_predict" : "max_tokens";
-    const cJSON *np = member(root, npk);
+    const char *npk = vx_oai_member(root, "n_predict") ? "n_predict" : "max_tokens";
+    const cJSON *np = vx_oai_member(root, npk);
     if (np) {
         if (!cJSON_IsNumber(np) || np->valuedouble != floor(np->valuedouble))
             return vx_oai_type_error(err, npk, "an integer", np);
         out->max_tokens = np->valuedouble < 0 ? -1 : np->valuedouble > INT32_MAX ? INT32_MAX : (int32_t)np->valuedouble;
     }
     /* n_probs (or an OpenAI logprobs count): completion_probabilities */
-    const char *pk = member(root, "n_probs") ? "n_probs" : "logprobs";
-    const cJSON *npr = member(root, pk);
+    const char *pk = vx_oai_member(root, "n_probs") ? "n_probs" : "logprobs";
+    const cJSON *npr = vx_oai_member(root, pk);
     if (npr) {
         if (!cJSON_IsNumber(npr) || npr->valuedouble != floor(npr->valuedouble) || npr->valuedouble < 0 ||
             npr->valuedouble > VX_OAI_MAX_TOP) {
@@ -181,23 +164,23 @@ static bool map_common(const cJSON *root, cJSON *o, const vx_vocab *v, vx_lcpp_r
             return false;
         }
         out->n_probs = (int32_t)npr->valuedouble;
-        if (out->n_probs > 0 && !cJSON_AddNumberToObject(o, "logprobs", out->n_probs)) return oom(err);
+        if (out->n_probs > 0 && !cJSON_AddNumberToObject(o, "logprobs", out->n_probs)) return vx_oai_oom(err);
     }
     const char *bools[] = {"return_tokens", "post_sampling_probs"};
     bool *dst[] = {&out->return_tokens, &out->post_sampling_probs};
     for (int i = 0; i < 2; i++) {
-        const cJSON *b = member(root, bools[i]);
+        const cJSON *b = vx_oai_member(root, bools[i]);
         if (b && !cJSON_IsBool(b)) return vx_oai_type_error(err, bools[i], "a boolean", b);
         *dst[i] = cJSON_IsTrue(b);
     }
-    const cJSON *rf = member(root, "response_fields");
+    const cJSON *rf = vx_oai_member(root, "response_fields");
     if (rf) {
         if (!cJSON_IsArray(rf) || cJSON_GetArraySize(rf) > VX_LCPP_MAX_FIELDS)
             return vx_oai_type_error(err, "response_fields", "an array of at most 32 strings", rf);
         const cJSON *f;
         cJSON_ArrayForEach(f, rf) {
             if (!cJSON_IsString(f)) return vx_oai_type_error(err, "response_fields", "an array of strings", f);
-            if (!(out->fields[out->n_fields++] = strdup(f->valuestring))) return oom(err);
+            if (!(out->fields[out->n_fields++] = strdup(f->valuestring))) return vx_oai_oom(err);
         }
     }
     return true;
@@ -224,14 +207,14 @@ static bool add_text(cJSON *a, const vx_vocab *v, const char *text, size_t len, 
     if (len && !vx_oai_tokenize_text(v, text, len, false, false, &ids, &n, err)) return false;
     const bool ok = add_ids(a, ids, n);
     free(ids);
-    return ok || oom(err);
+    return ok || vx_oai_oom(err);
 }
 
 /* /completion's prompt: a string or ids as OpenAI takes them; a mixed
  * array of strings and ids (llama-server's) as ids, the first string with
  * the vocabulary's BOS, special tokens parsed. */
 static bool map_prompt(const cJSON *root, cJSON *o, const vx_vocab *v, vx_oai_error *err) {
-    const cJSON *p = member(root, "prompt");
+    const cJSON *p = vx_oai_member(root, "prompt");
     if (!p) {
         vx_oai_set_error(err, 400, "prompt", "'prompt' is required.");
         return false;
@@ -253,13 +236,13 @@ static bool map_prompt(const cJSON *root, cJSON *o, const vx_vocab *v, vx_oai_er
         }
     }
     if (cJSON_IsString(p) || ints || cJSON_GetArraySize(p) == 0 || !mixed)
-        return copy_member(o, "prompt", p) || oom(err);
+        return vx_oai_copy_member(o, "prompt", p) || vx_oai_oom(err);
     cJSON *ids = cJSON_AddArrayToObject(o, "prompt");
-    if (!ids) return oom(err);
+    if (!ids) return vx_oai_oom(err);
     bool first = true;
     cJSON_ArrayForEach(x, p) {
         if (cJSON_IsNumber(x)) {
-            if (!cJSON_AddItemToArray(ids, cJSON_CreateNumber(x->valuedouble))) return oom(err);
+            if (!cJSON_AddItemToArray(ids, cJSON_CreateNumber(x->valuedouble))) return vx_oai_oom(err);
         } else {
             vx_token *t = NULL;
             int32_t n = 0;
@@ -267,7 +250,7 @@ static bool map_prompt(const cJSON *root, cJSON *o, const vx_vocab *v, vx_oai_er
                 return false;
             const bool ok = add_ids(ids, t, n);
             free(t);
-            if (!ok) return oom(err);
+            if (!ok) return vx_oai_oom(err);
         }
         first = false;
     }
@@ -276,7 +259,7 @@ static bool map_prompt(const cJSON *root, cJSON *o, const vx_vocab *v, vx_oai_er
 
 /* A string member (required or not) as bytes. */
 static bool str_member(const cJSON *root, const char *key, bool required, const char **s, vx_oai_error *err) {
-    const cJSON *x = member(root, key);
+    const cJSON *x = vx_oai_member(root, key);
     *s = "";
     if (!x && required) {
         vx_oai_set_error(err, 400, key, "\"%s\" is required.", key);
@@ -301,18 +284,18 @@ static bool map_infill(const cJSON *root, cJSON *o, const vx_vocab *v, int32_t n
     if (!str_member(root, "input_prefix", true, &prefix, err) || !str_member(root, "input_suffix", true, &suffix, err) ||
         !str_member(root, "prompt", false, &prompt, err))
         return false;
-    const cJSON *extra = member(root, "input_extra");
+    const cJSON *extra = vx_oai_member(root, "input_extra");
     if (extra && !cJSON_IsArray(extra))
         return vx_oai_type_error(err, "input_extra", "an array of {\"filename\": string, \"text\": string}", extra);
     cJSON *ex = cJSON_CreateArray(), *pa = cJSON_CreateArray(), *sa = cJSON_CreateArray(), *ma = cJSON_CreateArray();
     cJSON *ids = cJSON_AddArrayToObject(o, "prompt");
     bool ok = ex && pa && sa && ma && ids;
-    if (!ok) oom(err);
+    if (!ok) vx_oai_oom(err);
     if (ok && rep >= 0)
         ok = add_ids(ex, &rep, 1) && add_text(ex, v, "myproject\n", 10, err);
     const cJSON *chunk;
     cJSON_ArrayForEach(chunk, (ok ? extra : NULL)) {
-        const cJSON *t = member(chunk, "text"), *f = member(chunk, "filename");
+        const cJSON *t = vx_oai_member(chunk, "text"), *f = vx_oai_member(chunk, "filename");
         if (!cJSON_IsObject(chunk) || !cJSON_IsString(t) || (f && !cJSON_IsString(f))) {
             ok = vx_oai_type_error(err, "input_extra", "an array of {\"filename\": string, \"text\": string}", chunk);
             break;
@@ -344,7 +327,7 @@ static bool map_infill(const cJSON *root, cJSON *o, const vx_vocab *v, int32_t n
         if (ok && vx_vocab_add_bos(v) && bos >= 0) ok = add_ids(ids, &bos, 1);
         ok = ok && add_ids(ids, &pre, 1) && add_range(ids, pa, np - take_p, np) && add_range(ids, ma, 0, nm) &&
              add_ids(ids, &suf, 1) && add_range(ids, sa, 0, take_s) && add_ids(ids, &mid, 1);
-        if (!ok) oom(err);
+        if (!ok) vx_oai_oom(err);
     }
     cJSON_Delete(ex);
     cJSON_Delete(pa);
@@ -367,9 +350,9 @@ bool vx_lcpp_translate(vx_lcpp_kind kind, const char *body, size_t len, const vx
     bool ok = o && map_common(root, o, v, out, err);
     if (ok) ok = kind == VX_LCPP_INFILL ? map_infill(root, o, v, n_ctx, n_batch, out->max_tokens, err)
                                        : map_prompt(root, o, v, err);
-    if (ok && !(out->oai_body = cJSON_PrintUnformatted(o))) ok = oom(err);
+    if (ok && !(out->oai_body = cJSON_PrintUnformatted(o))) ok = vx_oai_oom(err);
     if (ok) out->oai_len = strlen(out->oai_body);
-    if (!o && !ok) oom(err);
+    if (!o && !ok) vx_oai_oom(err);
     cJSON_Delete(o);
     cJSON_Delete(root);
     if (!ok) vx_lcpp_request_free(out);

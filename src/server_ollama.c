@@ -12,24 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-/* A member, JSON null as absent (ollama's clients send null for unset). */
-static const cJSON *member(const cJSON *o, const char *key) {
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
-    return x && !cJSON_IsNull(x) ? x : NULL;
-}
-
-static bool oom(vx_oai_error *err) {
-    vx_oai_set_error(err, 500, NULL, "Out of memory.");
-    return false;
-}
-
-/* dst[key] = a copy of src's value (when present). */
-static bool copy_member(cJSON *dst, const char *key, const cJSON *src) {
-    if (!src) return true;
-    cJSON *c = cJSON_Duplicate(src, true);
-    return c && cJSON_AddItemToObject(dst, key, c);
-}
-
 /* options: the sampling fields that have an OpenAI (or llama.cpp) name
  * take it, num_predict becomes max_tokens; the rest (num_ctx, num_thread,
  * mirostat, ...) configure what vx sets at start or does not have, and
@@ -45,14 +27,14 @@ static const struct {
                 {"min_p", 0.0},       {"repeat_penalty", 1.1}, {"repeat_last_n", 64}};
 
 static bool map_options(const cJSON *root, cJSON *o, vx_ollama_request *out, vx_oai_error *err) {
-    const cJSON *opt = member(root, "options");
+    const cJSON *opt = vx_oai_member(root, "options");
     if (opt && !cJSON_IsObject(opt)) return vx_oai_type_error(err, "options", "an object", opt);
     for (size_t i = 0; i < sizeof same_name / sizeof same_name[0]; i++)
-        if (!copy_member(o, same_name[i], opt ? member(opt, same_name[i]) : NULL)) return oom(err);
+        if (!vx_oai_copy_member(o, same_name[i], opt ? vx_oai_member(opt, same_name[i]) : NULL)) return vx_oai_oom(err);
     for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
-        if (!member(o, defaults[i].key) && !cJSON_AddNumberToObject(o, defaults[i].key, defaults[i].value))
-            return oom(err);
-    const cJSON *np = opt ? member(opt, "num_predict") : NULL;
+        if (!vx_oai_member(o, defaults[i].key) && !cJSON_AddNumberToObject(o, defaults[i].key, defaults[i].value))
+            return vx_oai_oom(err);
+    const cJSON *np = opt ? vx_oai_member(opt, "num_predict") : NULL;
     if (np) {
         if (!cJSON_IsNumber(np) || np->valuedouble != floor(np->valuedouble))
             return vx_oai_type_error(err, "options.num_predict", "an integer", np);
@@ -66,20 +48,20 @@ static bool map_options(const cJSON *root, cJSON *o, vx_ollama_request *out, vx_
 
 /* format: "json" (JSON mode) or a JSON Schema (structured outputs). */
 static bool map_format(const cJSON *root, cJSON *o, vx_oai_error *err) {
-    const cJSON *f = member(root, "format");
+    const cJSON *f = vx_oai_member(root, "format");
     if (!f || (cJSON_IsString(f) && !f->valuestring[0])) return true;
     cJSON *rf = cJSON_AddObjectToObject(o, "response_format");
-    if (!rf) return oom(err);
+    if (!rf) return vx_oai_oom(err);
     if (cJSON_IsString(f) && !strcmp(f->valuestring, "json"))
-        return cJSON_AddStringToObject(rf, "type", "json_object") ? true : oom(err);
+        return cJSON_AddStringToObject(rf, "type", "json_object") ? true : vx_oai_oom(err);
     if (!cJSON_IsObject(f)) {
         vx_oai_set_error(err, 400, "format", "Invalid 'format': expected \"json\" or a JSON Schema object.");
         return false;
     }
     cJSON *js = cJSON_CreateObject();
     if (!js || !cJSON_AddItemToObject(rf, "json_schema", js) || !cJSON_AddStringToObject(rf, "type", "json_schema") ||
-        !cJSON_AddStringToObject(js, "name", "format") || !copy_member(js, "schema", f))
-        return oom(err);
+        !cJSON_AddStringToObject(js, "name", "format") || !vx_oai_copy_member(js, "schema", f))
+        return vx_oai_oom(err);
     return true;
 }
 
@@ -88,7 +70,7 @@ static bool map_format(const cJSON *root, cJSON *o, vx_oai_error *err) {
  * false keeps them out of the template too (enable_thinking, as Qwen3's
  * templates read it); absent: the server's default. */
 static bool map_think(const cJSON *root, cJSON *o, vx_oai_error *err) {
-    const cJSON *t = member(root, "think");
+    const cJSON *t = vx_oai_member(root, "think");
     if (!t) return true; /* o NULL: only checked (a raw completion has no template) */
     bool on;
     if (cJSON_IsBool(t)) on = cJSON_IsTrue(t);
@@ -101,12 +83,12 @@ static bool map_think(const cJSON *root, cJSON *o, vx_oai_error *err) {
     cJSON *kw = cJSON_AddObjectToObject(o, "chat_template_kwargs");
     if (!kw || !cJSON_AddBoolToObject(kw, "enable_thinking", on) ||
         !cJSON_AddStringToObject(o, "reasoning_format", on ? "deepseek" : "none"))
-        return oom(err);
+        return vx_oai_oom(err);
     return true;
 }
 
 static bool no_images(const cJSON *x, const char *param, vx_oai_error *err) {
-    const cJSON *im = member(x, "images");
+    const cJSON *im = vx_oai_member(x, "images");
     if (!im || (cJSON_IsArray(im) && cJSON_GetArraySize(im) == 0)) return true;
     vx_oai_set_error(err, 400, param, "'%s': images are not supported (vx serves text models).", param);
     return false;
@@ -117,7 +99,7 @@ static bool no_images(const cJSON *x, const char *param, vx_oai_error *err) {
 static bool map_messages(const cJSON *msgs, cJSON *o, vx_oai_error *err) {
     if (!cJSON_IsArray(msgs)) return vx_oai_type_error(err, "messages", "an array", msgs);
     cJSON *arr = cJSON_AddArrayToObject(o, "messages");
-    if (!arr) return oom(err);
+    if (!arr) return vx_oai_oom(err);
     int i = 0;
     const cJSON *m;
     cJSON_ArrayForEach(m, msgs) {
@@ -125,7 +107,7 @@ static bool map_messages(const cJSON *msgs, cJSON *o, vx_oai_error *err) {
         snprintf(param, sizeof param, "messages[%d].images", i++);
         if (cJSON_IsObject(m) && !no_images(m, param, err)) return false;
         cJSON *c = cJSON_Duplicate(m, true);
-        if (!c || !cJSON_AddItemToArray(arr, c)) return oom(err);
+        if (!c || !cJSON_AddItemToArray(arr, c)) return vx_oai_oom(err);
         cJSON *th = cJSON_GetObjectItemCaseSensitive(c, "thinking");
         if (th && !cJSON_GetObjectItemCaseSensitive(c, "reasoning_content"))
             cJSON_AddItemToObject(c, "reasoning_content", cJSON_DetachItemViaPointer(c, th));
@@ -134,7 +116,7 @@ static bool map_messages(const cJSON *msgs, cJSON *o, vx_oai_error *err) {
 }
 
 static bool opt_string(const cJSON *root, const char *key, const char **out, vx_oai_error *err) {
-    const cJSON *x = member(root, key);
+    const cJSON *x = vx_oai_member(root, key);
     *out = "";
     if (!x) return true;
     if (!cJSON_IsString(x)) return vx_oai_type_error(err, key, "a string", x);
@@ -159,7 +141,7 @@ static bool map_generate(const cJSON *root, cJSON *o, int32_t n_vocab, vx_ollama
                          "raw: true with a formatted prompt instead.");
         return false;
     }
-    const cJSON *raw = member(root, "raw"), *ctx = member(root, "context");
+    const cJSON *raw = vx_oai_member(root, "raw"), *ctx = vx_oai_member(root, "context");
     if (raw && !cJSON_IsBool(raw)) return vx_oai_type_error(err, "raw", "a boolean", raw);
     if (ctx && !cJSON_IsArray(ctx)) return vx_oai_type_error(err, "context", "an array of token ids", ctx);
     if (ctx && !vx_oai_parse_ids(ctx, "context", n_vocab, &out->context, &out->n_context, err)) return false;
@@ -177,23 +159,23 @@ static bool map_generate(const cJSON *root, cJSON *o, int32_t n_vocab, vx_ollama
         out->oai_kind = VX_OAI_COMPLETION;
         return cJSON_AddStringToObject(o, "prompt", prompt) && (!fim || cJSON_AddStringToObject(o, "suffix", suffix))
                    ? true
-                   : oom(err);
+                   : vx_oai_oom(err);
     }
     cJSON *arr = cJSON_AddArrayToObject(o, "messages");
     cJSON *sys = system[0] ? cJSON_CreateObject() : NULL, *user = cJSON_CreateObject();
     if (!arr || (system[0] && !sys) || !user) {
         cJSON_Delete(sys);
         cJSON_Delete(user);
-        return oom(err);
+        return vx_oai_oom(err);
     }
     if (sys) {
         cJSON_AddItemToArray(arr, sys);
         if (!cJSON_AddStringToObject(sys, "role", "system") || !cJSON_AddStringToObject(sys, "content", system))
-            return oom(err);
+            return vx_oai_oom(err);
     }
     cJSON_AddItemToArray(arr, user);
     if (!cJSON_AddStringToObject(user, "role", "user") || !cJSON_AddStringToObject(user, "content", prompt))
-        return oom(err);
+        return vx_oai_oom(err);
     return true;
 }
 
@@ -227,11 +209,11 @@ static bool open_request(const char *body, size_t len, cJSON **root, cJSON **o, 
                          vx_oai_error *err) {
     *o = NULL;
     if (!(*root = vx_oai_parse_json_object(body, len, err))) return false;
-    *model = member(*root, "model");
+    *model = vx_oai_member(*root, "model");
     if (finite_numbers(*root, err) && (!*model || cJSON_IsString(*model) ||
                                        vx_oai_type_error(err, "model", "a string", *model))) {
-        if ((*o = cJSON_CreateObject()) && copy_member(*o, "model", *model)) return true;
-        oom(err);
+        if ((*o = cJSON_CreateObject()) && vx_oai_copy_member(*o, "model", *model)) return true;
+        vx_oai_oom(err);
     }
     cJSON_Delete(*o);
     cJSON_Delete(*root);
@@ -262,9 +244,9 @@ bool vx_ollama_translate(vx_ollama_kind kind, const char *body, size_t len, int3
     const cJSON *model;
     if (!open_request(body, len, &root, &o, &model, err)) return false;
     bool ok = false;
-    const cJSON *stream = member(root, "stream");
+    const cJSON *stream = vx_oai_member(root, "stream");
     if (model && !(out->model = strdup(model->valuestring))) {
-        oom(err);
+        vx_oai_oom(err);
         goto done;
     }
     if (stream && !cJSON_IsBool(stream)) {
@@ -273,33 +255,33 @@ bool vx_ollama_translate(vx_ollama_kind kind, const char *body, size_t len, int3
     }
     /* ollama streams unless told not to */
     if (!cJSON_AddBoolToObject(o, "stream", !stream || cJSON_IsTrue(stream))) {
-        oom(err);
+        vx_oai_oom(err);
         goto done;
     }
     if (kind == VX_OLLAMA_CHAT) {
-        const cJSON *msgs = member(root, "messages");
+        const cJSON *msgs = vx_oai_member(root, "messages");
         if (!msgs || (cJSON_IsArray(msgs) && cJSON_GetArraySize(msgs) == 0)) out->load_only = true;
         else if (!map_messages(msgs, o, err)) goto done;
-        if (!copy_member(o, "tools", member(root, "tools"))) {
-            oom(err);
+        if (!vx_oai_copy_member(o, "tools", vx_oai_member(root, "tools"))) {
+            vx_oai_oom(err);
             goto done;
         }
     } else if (!map_generate(root, o, n_vocab, out, err)) {
         goto done;
     }
-    out->unload = out->load_only && zero_duration(member(root, "keep_alive"));
+    out->unload = out->load_only && zero_duration(vx_oai_member(root, "keep_alive"));
     if (!map_options(root, o, out, err) || !map_format(root, o, err)) goto done;
     if (!map_think(root, out->oai_kind == VX_OAI_CHAT ? o : NULL, err)) goto done;
     /* logprobs: a boolean and top_logprobs, as OpenAI's chat; a completion
      * (raw) counts the alternatives in logprobs itself */
-    const cJSON *lp = member(root, "logprobs"), *top = member(root, "top_logprobs");
+    const cJSON *lp = vx_oai_member(root, "logprobs"), *top = vx_oai_member(root, "top_logprobs");
     if (lp && !cJSON_IsBool(lp)) {
         vx_oai_type_error(err, "logprobs", "a boolean", lp);
         goto done;
     }
     if (out->oai_kind == VX_OAI_CHAT) {
-        if (!copy_member(o, "logprobs", lp) || !copy_member(o, "top_logprobs", top)) {
-            oom(err);
+        if (!vx_oai_copy_member(o, "logprobs", lp) || !vx_oai_copy_member(o, "top_logprobs", top)) {
+            vx_oai_oom(err);
             goto done;
         }
     } else if (cJSON_IsTrue(lp)) {
@@ -308,13 +290,13 @@ bool vx_ollama_translate(vx_ollama_kind kind, const char *body, size_t len, int3
             goto done;
         }
         if (!cJSON_AddNumberToObject(o, "logprobs", top ? top->valuedouble : 0)) {
-            oom(err);
+            vx_oai_oom(err);
             goto done;
         }
     }
     char *text = cJSON_PrintUnformatted(o);
     if (!text) {
-        oom(err);
+        vx_oai_oom(err);
         goto done;
     }
     out->oai_body = text;
@@ -509,7 +491,7 @@ bool vx_ollama_show_body(const char *body, size_t len, vx_oai_error *err) {
     bool ok = true;
     const char *keys[2] = {"model", "name"}; /* "name": older clients' */
     for (int i = 0; i < 2 && ok; i++) {
-        const cJSON *x = member(root, keys[i]);
+        const cJSON *x = vx_oai_member(root, keys[i]);
         if (x && !cJSON_IsString(x)) ok = vx_oai_type_error(err, keys[i], "a string", x);
     }
     cJSON_Delete(root);
@@ -564,18 +546,18 @@ bool vx_ollama_embed_body(const char *body, size_t len, bool legacy, char **oai,
     if (!open_request(body, len, &root, &o, &model, err)) return false;
     bool ok = false;
     if (legacy) { /* one prompt, its vector as the model gives it */
-        const cJSON *p = member(root, "prompt");
+        const cJSON *p = vx_oai_member(root, "prompt");
         if (p && !cJSON_IsString(p)) {
             vx_oai_type_error(err, "prompt", "a string", p);
             goto done;
         }
         *empty = !p || !p->valuestring[0];
-        if (!copy_member(o, "input", p) || !cJSON_AddNumberToObject(o, "embd_normalize", -1) || !cJSON_AddBoolToObject(o, "truncate", true)) {
-            oom(err);
+        if (!vx_oai_copy_member(o, "input", p) || !cJSON_AddNumberToObject(o, "embd_normalize", -1) || !cJSON_AddBoolToObject(o, "truncate", true)) {
+            vx_oai_oom(err);
             goto done;
         }
     } else {
-        const cJSON *in = member(root, "input"), *tr = member(root, "truncate");
+        const cJSON *in = vx_oai_member(root, "input"), *tr = vx_oai_member(root, "truncate");
         if (in && cJSON_IsArray(in)) { /* strings only (OpenAI's token-id inputs are not ollama's) */
             const cJSON *x;
             cJSON_ArrayForEach(x, in) if (!cJSON_IsString(x)) {
@@ -591,14 +573,14 @@ bool vx_ollama_embed_body(const char *body, size_t len, bool legacy, char **oai,
             goto done;
         }
         *empty = !in || (cJSON_IsArray(in) && cJSON_GetArraySize(in) == 0);
-        if (!copy_member(o, "input", in) || !copy_member(o, "dimensions", member(root, "dimensions")) ||
+        if (!vx_oai_copy_member(o, "input", in) || !vx_oai_copy_member(o, "dimensions", vx_oai_member(root, "dimensions")) ||
             !cJSON_AddBoolToObject(o, "truncate", !tr || cJSON_IsTrue(tr))) {
-            oom(err);
+            vx_oai_oom(err);
             goto done;
         }
     }
     if (!(*oai = cJSON_PrintUnformatted(o))) {
-        oom(err);
+        vx_oai_oom(err);
         goto done;
     }
     ok = true;

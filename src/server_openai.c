@@ -381,10 +381,25 @@ void *vx_oai_parse_json_object(const char *body, size_t len, vx_oai_error *err) 
 }
 
 /* A member, with JSON null treated as absent (clients send null for "unset"). */
-static const cJSON *member(const cJSON *o, const char *key) {
+const cJSON *vx_oai_member(const cJSON *o, const char *key) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
     return x && !cJSON_IsNull(x) ? x : NULL;
 }
+
+bool vx_oai_copy_member(cJSON *dst, const char *key, const cJSON *src) {
+    if (!src) return true;
+    cJSON *c = cJSON_Duplicate(src, true);
+    if (c && cJSON_AddItemToObject(dst, key, c)) return true;
+    cJSON_Delete(c);
+    return false;
+}
+
+bool vx_oai_oom(vx_oai_error *err) {
+    vx_oai_set_error(err, 500, NULL, "Out of memory.");
+    return false;
+}
+
+static const cJSON *member(const cJSON *o, const char *key) { return vx_oai_member(o, key); }
 
 static const char *json_type_name(const cJSON *x) {
     if (cJSON_IsBool(x)) return "a boolean";

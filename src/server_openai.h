@@ -139,6 +139,14 @@ bool vx_oai_opt_int(const void *obj, const char *key, double lo, double hi, int6
 void vx_oai_json_cstr(vx_sbuf *b, const char *s);
 /* s[0..n) as a JSON string (NUL bytes as \u0000, invalid UTF-8 replaced). */
 void vx_oai_json_str(vx_sbuf *b, const char *s, size_t n);
+/* JSON helpers of the API translations (cJSON objects): a member, JSON
+ * null as absent; dst[key] = a copy of src's value (when present; false
+ * when memory runs out); err set to the 500 of a failed allocation
+ * (returns false). */
+struct cJSON;
+const struct cJSON *vx_oai_member(const struct cJSON *o, const char *key);
+bool vx_oai_copy_member(struct cJSON *dst, const char *key, const struct cJSON *src);
+bool vx_oai_oom(vx_oai_error *err);
 
 /* A completion with a suffix as the model's fill-in-the-middle prompt:
  * [BOS] PRE prompt SUF suffix MID (the prefix-suffix-middle order of

@@ -84,16 +84,20 @@ static int top1_agree(const float *a, const float *b) {
     return agree;
 }
 
-static float *read_ref(const char *path) {
+/* n little-endian floats of a file of tests/data (NULL, a failed check,
+ * if it holds another number of bytes) */
+static float *read_floats(const char *path, size_t n) {
     size_t sz = 0;
     float *r = (float *)(void *)vx_test_read_file(path, &sz);
-    CHECKF(r && sz == (size_t)N_IDS * N_VOCAB * sizeof(float), "%s: %zu bytes", path, sz);
-    if (r && sz != (size_t)N_IDS * N_VOCAB * sizeof(float)) {
+    CHECKF(r && sz == n * sizeof(float), "%s: %zu bytes", path, sz);
+    if (r && sz != n * sizeof(float)) {
         free(r);
         r = NULL;
     }
     return r;
 }
+
+static float *read_ref(const char *path) { return read_floats(path, (size_t)N_IDS * N_VOCAB); }
 
 /* vx synth --preset preset --type type, loaded */
 static vx_model *synth(const char *preset, const char *type, const char *path) {
@@ -229,16 +233,7 @@ static double emb_err(const float *a, const float *ref) {
     return worst;
 }
 
-static float *read_emb(const char *path) {
-    size_t sz = 0;
-    float *r = (float *)(void *)vx_test_read_file(path, &sz);
-    CHECKF(r && sz == (size_t)N_TEXTS * N_EMBD * sizeof(float), "%s: %zu bytes", path, sz);
-    if (r && sz != (size_t)N_TEXTS * N_EMBD * sizeof(float)) {
-        free(r);
-        r = NULL;
-    }
-    return r;
-}
+static float *read_emb(const char *path) { return read_floats(path, (size_t)N_TEXTS * N_EMBD); }
 
 /* The tokens of the texts are llama.cpp's (tests/data/encoder-texts.ids) */
 static void check_tokens(vx_model *m) {
