@@ -211,9 +211,10 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
     }
     if (model->pos_embd.data && p->n_ctx > (uint64_t)model->pos_embd.ne[1]) {
         const int64_t np = model->pos_embd.ne[1];
+        const uint32_t n_ctx = p->n_ctx; /* p is inside c */
         vx_context_free(c);
-        return vx_seterr(err, err_size, VX_EINVAL, "n_ctx %u exceeds the model's %lld learned positions",
-                         p->n_ctx, (long long)np);
+        return vx_seterr(err, err_size, VX_EINVAL, "n_ctx %u exceeds the model's %lld learned positions", n_ctx,
+                         (long long)np);
     }
     vx_kernels_init_best(&c->kern);
     c->glu = model->arch->gelu ? c->kern.geglu : c->kern.swiglu;
@@ -261,7 +262,7 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
     c->gate = xalloc(nb * FF * F, &ok);
     c->up = xalloc(nb * FF * F, &ok);
     c->rope = xalloc(nb * (size_t)hp->n_rot * F, &ok);
-    c->logits = xalloc(nb * V * F, &ok);
+    c->logits = xalloc(model->arch->encoder ? 0 : nb * V * F, &ok); /* an encoder has no logits */
     c->out_row = xalloc(nb * sizeof(int32_t), &ok);
     c->out_tok = xalloc(nb * sizeof(int32_t), &ok);
     c->embd = xalloc(nb * E * F, &ok);
@@ -998,7 +999,7 @@ static void encoder_worker(vx_context *c, int ith, int nth) {
         vx_weight_row_f32(&M->tok_embd, b->token[t], x);
         vx_weight_row_f32(&M->type_embd, 0, row); /* token type 0, as llama.cpp */
         for (int64_t e = 0; e < E; e++) x[e] += row[e];
-        if (M->pos_embd.data) {
+        if (M->arch->abs_pos) {
             vx_weight_row_f32(&M->pos_embd, b->pos[t], row);
             for (int64_t e = 0; e < E; e++) x[e] += row[e];
         } else {

@@ -166,6 +166,11 @@ static vx_status load_hparams(loader *L) {
         hp->pooling = vx_gguf_get_i64(L->m->gguf, key, &pt) == 1 && pt >= VX_POOLING_NONE && pt <= VX_POOLING_LAST
                           ? (int32_t)pt
                           : VX_POOLING_UNSPECIFIED;
+        if (m->arch->encoder && pt == 4) /* llama.cpp's LLAMA_POOLING_TYPE_RANK */
+            return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
+                             "%s = 4: reranking models (a classification head scoring query/document pairs) are "
+                             "not supported yet; embedding models are",
+                             key);
     }
     int32_t hd_def = hp->n_embd / hp->n_head;
     if ((st = hp_int(L, "attention.key_length", false, hd_def, 1, 1 << 16, &hp->head_dim)))
@@ -288,6 +293,35 @@ static vx_status start_layers(loader *L) {
     return m->layers ? VX_OK : vx_seterr(L->err, L->err_size, VX_ENOMEM, "out of memory");
 }
 
+/* Whether weight w of the model is bound to the tensor data p. */
+static bool bound_to(const vx_weight *w, const void *p) { return w->data == p; }
+
+/* A tensor the encoder loader did not bind: refused, as llama.cpp refuses
+ * files with tensors it does not use (a position_embd in a nomic-bert file
+ * would be a model vx does not run, silently). */
+static vx_status unused_tensors(loader *L) {
+    const vx_model *m = L->m;
+    const vx_weight *top[] = {&m->tok_embd, &m->type_embd, &m->pos_embd, &m->tok_norm, &m->tok_norm_b,
+                              &m->cls,      &m->cls_b,     &m->cls_out, &m->cls_out_b};
+    for (int64_t i = 0; i < vx_gguf_n_tensors(m->gguf); i++) {
+        const vx_gguf_tensor *t = vx_gguf_tensor_at(m->gguf, i);
+        bool used = false;
+        for (size_t k = 0; k < sizeof top / sizeof top[0] && !used; k++) used = bound_to(top[k], t->data);
+        for (int il = 0; il < m->hp.n_layer && !used; il++) {
+            const vx_layer *l = &m->layers[il];
+            const vx_weight *ws[] = {&l->wq,     &l->wk,          &l->wv,         &l->wqkv,     &l->wo,
+                                     &l->bq,     &l->bk,          &l->bv,         &l->bo,       &l->attn_norm,
+                                     &l->attn_norm_b, &l->ffn_gate, &l->ffn_up,   &l->ffn_up_b, &l->ffn_down,
+                                     &l->ffn_down_b, &l->ffn_norm, &l->ffn_norm_b};
+            for (size_t k = 0; k < sizeof ws / sizeof ws[0] && !used; k++) used = bound_to(ws[k], t->data);
+        }
+        if (!used)
+            return vx_seterr(L->err, L->err_size, VX_EFORMAT, "tensor '%s' is not part of a %s model", t->name,
+                             L->arch);
+    }
+    return VX_OK;
+}
+
 /* A BERT-style encoder's tensors (llama.cpp's names): bert has q/k/v, the
  * output projection and the FFN with biases and absolute positions,
  * nomic-bert a fused qkv and a gated FFN without biases. */
@@ -300,7 +334,7 @@ static vx_status load_encoder_weights(loader *L) {
     const bool bert = m->arch->abs_pos;
     if ((st = bind(L, &m->tok_embd, "token_embd.weight", true, E, V, 0)) ||
         (st = bind(L, &m->type_embd, "token_types.weight", true, E, 0, 0)) ||
-        (st = bind(L, &m->pos_embd, "position_embd.weight", bert, E, 0, 0)) ||
+        (bert && (st = bind(L, &m->pos_embd, "position_embd.weight", true, E, 0, 0))) ||
         (st = bind(L, &m->tok_norm, "token_embd_norm.weight", true, E, 1, 0)) ||
         (st = bind(L, &m->tok_norm_b, "token_embd_norm.bias", true, E, 1, 0)) ||
         (st = bind(L, &m->cls, "cls.weight", false, E, E, 0)) ||
@@ -308,6 +342,8 @@ static vx_status load_encoder_weights(loader *L) {
         (st = bind(L, &m->cls_out, "cls.output.weight", false, E, 0, 0)) ||
         (st = bind(L, &m->cls_out_b, "cls.output.bias", false, 0, 1, 0)))
         return st;
+    if (m->type_embd.ne[1] < 1)
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT, "token_types.weight has no rows (token type 0 is added)");
     if (m->pos_embd.data && m->pos_embd.ne[1] < hp->n_ctx_train)
         return vx_seterr(L->err, L->err_size, VX_EFORMAT,
                          "position_embd.weight has %lld positions, context_length is %d",
@@ -356,7 +392,7 @@ static vx_status load_encoder_weights(loader *L) {
             if ((st = need_matmul(L, mats[i]))) return st;
     }
 #undef NAME
-    return VX_OK;
+    return unused_tensors(L);
 }
 
 static vx_status load_weights(loader *L) {

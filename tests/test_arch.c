@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "testutil.h"
 #include "vortex.h"
 
@@ -288,6 +289,64 @@ static void check_encoder_refusals(vx_model *m) {
     vx_context_free(ctx);
 }
 
+/* src copied to dst with one edit: extra (non-NULL) added as a zero F32
+ * [128, 16] tensor, token_types given 0 rows, or key set to u32 value */
+static bool edited_copy(const char *src, const char *dst, const char *extra, bool tt0, const char *key, uint32_t value) {
+    vx_gguf *g = NULL;
+    char err[256];
+    if (vx_gguf_open(src, &g, err, sizeof err) != VX_OK) return false;
+    vx_gguf_writer *w = vx_gguf_writer_init();
+    static float zeros[128 * 16];
+    bool ok = w && vx_gguf_copy_kv(w, g) == VX_OK && (!key || vx_gguf_set_u32(w, key, value) == VX_OK);
+    for (int64_t i = 0; ok && i < vx_gguf_n_tensors(g); i++) {
+        const vx_gguf_tensor *t = vx_gguf_tensor_at(g, i);
+        int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        const bool empty = tt0 && !strcmp(t->name, "token_types.weight");
+        if (empty) ne[1] = 0;
+        ok = vx_gguf_add_tensor(w, t->name, t->type, t->n_dims, ne, t->data, empty ? 0 : t->size, true) == VX_OK;
+    }
+    const int64_t ne[2] = {128, 16};
+    if (ok && extra) ok = vx_gguf_add_tensor(w, extra, 0 /* F32 */, 2, ne, zeros, sizeof zeros, true) == VX_OK;
+    ok = ok && vx_gguf_write_file(w, dst, err, sizeof err) == VX_OK;
+    vx_gguf_writer_free(w);
+    vx_gguf_close(g);
+    return ok;
+}
+
+/* Encoder files the loader must refuse (with the reason), and a context
+ * longer than BERT's learned positions (an ASan build caught a read of the
+ * freed context in that error path) */
+static void check_encoder_files(const char *bert, const char *nomic) {
+    const char *dst = "/tmp/vx_test_arch_edited.gguf";
+    struct {
+        const char *src, *extra;
+        bool tt0;
+        const char *key;
+        const char *why;
+    } bad[] = {{nomic, "position_embd.weight", false, NULL, "not part of a nomic-bert model"},
+               {bert, "blk.0.attn_qkv.bias", false, NULL, "not part of a bert model"},
+               {bert, NULL, true, NULL, "token_types.weight has no rows"},
+               {bert, NULL, false, "bert.pooling_type", "reranking models"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK(edited_copy(bad[i].src, dst, bad[i].extra, bad[i].tt0, bad[i].key, 4));
+        vx_model *m = NULL;
+        char err[256] = "";
+        const vx_status st = vx_model_load(dst, NULL, &m, err, sizeof err);
+        CHECKF(st != VX_OK && !m && strstr(err, bad[i].why), "edit %zu: status %d, '%s'", i, (int)st, err);
+        vx_model_free(m);
+    }
+    remove(dst);
+    vx_model *m = NULL;
+    CHECK(vx_model_load(bert, NULL, &m, NULL, 0) == VX_OK);
+    vx_context_params cp = vx_context_default_params();
+    cp.n_ctx = 1024; /* bert-tiny learned 512 positions */
+    vx_context *c = NULL;
+    char err[256] = "";
+    CHECKF(m && vx_context_init(m, &cp, &c, err, sizeof err) == VX_EINVAL && !c && strstr(err, "512 learned positions"),
+           "n_ctx 1024: %s", err);
+    vx_model_free(m);
+}
+
 static void test_encoders(void) {
     const char *pb = "/tmp/vx_test_arch_bert_f32.gguf", *pb8 = "/tmp/vx_test_arch_bert_q8_0.gguf",
                *pn = "/tmp/vx_test_arch_nomic_f32.gguf";
@@ -299,6 +358,7 @@ static void test_encoders(void) {
           *rn = read_emb("tests/data/nomic-tiny-F32.llamacpp.emb.f32");
     if (mb) check_tokens(mb);
     if (mb) check_encoder_refusals(mb);
+    if (mb && mn) check_encoder_files(pb, pn);
     struct {
         const char *name;
         vx_model *m;

@@ -347,6 +347,7 @@ int vx_cmd_bench(int argc, char **argv) {
                     /* each sequence's last KV block (16 positions) is its own */
                     cp.kv_size = (uint32_t)(depth + n + 15) / 16 * 16 * (uint32_t)n_par;
                     cp.n_batch = (uint32_t)(n_batch < depth + n ? n_batch : depth + n);
+                    if (vx_model_is_encoder(m)) cp.n_batch = (uint32_t)n; /* its prompt goes whole into one batch */
                     if (cp.n_batch < (uint32_t)n_par) cp.n_batch = (uint32_t)n_par;
                     cp.n_threads = (int32_t)nt.v[ti];
                     cp.kv_type = kvt;

@@ -170,7 +170,10 @@ int vx_cmd_embed(int argc, char **argv) {
     cp.n_ctx = (uint32_t)(n_ctx ? n_ctx : longest);
     if (cp.n_ctx > (uint32_t)vx_model_n_ctx_train(m)) cp.n_ctx = (uint32_t)vx_model_n_ctx_train(m);
     cp.n_batch = (uint32_t)n_batch;
-    if (vx_model_is_encoder(m) && cp.n_batch < (uint32_t)longest) cp.n_batch = (uint32_t)longest; /* whole texts */
+    /* an encoder's texts go whole into a batch (a longer one than the
+     * context is refused below, with its length) */
+    if (vx_model_is_encoder(m) && cp.n_batch < (uint32_t)longest)
+        cp.n_batch = (uint32_t)longest < cp.n_ctx ? (uint32_t)longest : cp.n_ctx;
     cp.n_seq_max = (uint32_t)(n < 8 ? n : 8); /* short texts share a batch, as llama-embedding's */
     cp.kv_size = cp.n_seq_max * ((cp.n_ctx + VX_KV_BLOCK - 1) / VX_KV_BLOCK * VX_KV_BLOCK); /* whole blocks each */
     cp.n_threads = (int32_t)threads;
