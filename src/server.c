@@ -122,6 +122,7 @@ typedef struct job {
     int64_t t_start, t_first; /* ns: the request's start, its first generated token's event */
     int64_t t_admitted; /* ns: when the engine took it from its queue (0: not known) */
     vx_lcpp_request lcpp; /* llama-server's /completion or /infill: its translation (owned); lcpp.kind 0: none */
+    bool lcpp_nl;         /* and a streamed piece had a newline (the final object's has_new_line) */
     vx_token *ctx;      /* ollama /api/generate: the prompt's tokens and the generated ones;
                            llama-server's return_tokens: the generated ones */
     int32_t n_ctx, cap_ctx; /* (its final "context") */
@@ -455,7 +456,9 @@ static void lcpp_reply(job *j, vx_sbuf *out, const choice *c, const char *text, 
     const vx_oai_request *q = &j->req;
     vx_lcpp_reply r = {.lreq = &j->lcpp, .req = q, .model = j->meta.model, .text = text, .text_len = len,
                        .tokens = j->ctx, .n_tokens = j->n_ctx, .lp = c->lp, .n_lp = c->n_lp, .vocab = j->srv->vocab,
-                       .final = final, .n_predicted = c->n_gen, .n_evaluated = j->n_prompt, .n_cached = j->n_cached,
+                       .final = final, .n_predicted = c->n_gen, .n_evaluated = j->n_prompt, .n_reused = j->n_cached,
+                       /* the sequence in the cache: the prompt and all generated tokens but the last */
+                       .n_cached = VX_MAX(0, j->n_prompt + c->n_gen - 1), .new_line = j->lcpp_nl,
                        .prompt = q->prompt, .prompt_len = q->prompt ? q->prompt_len : 0};
     if (final) {
         const bool word = c->filter.stopped && c->filter.stop_index >= 0 && c->filter.stop_index < q->n_stop;
@@ -481,12 +484,13 @@ static void emit_chunk_r(job *j, choice *c, const char *reasoning, size_t rlen, 
     }
     if (j->lcpp.kind) { /* server-sent events, the last one (choice_done) with stop true */
         if (!finish) {
+            j->lcpp_nl |= len && memchr(text, '\n', len);
             vx_sbuf_adds(&j->out, "data: ");
             lcpp_reply(j, &j->out, c, text, len, false);
             vx_sbuf_adds(&j->out, "\n\n");
         }
         c->n_lp = 0;
-        if (j->ctx) j->n_ctx = 0; /* return_tokens: each piece its own */
+        if (j->ctx) j->n_ctx = 0; /* each piece its own tokens */
         return;
     }
     vx_oai_choice oc = {.index = c->index, .text = text, .text_len = len, .reasoning = reasoning,
@@ -1136,7 +1140,8 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         j->n_ctx = n_prompt;
         j->cap_ctx = n_prompt + 64;
     }
-    if (j->lcpp.return_tokens && (j->ctx = malloc(64 * sizeof *j->ctx))) j->cap_ctx = 64;
+    /* llama-server's tokens: every streamed piece's, or with return_tokens all */
+    if (j->lcpp.kind && (j->lcpp.return_tokens || q->stream) && (j->ctx = malloc(64 * sizeof *j->ctx))) j->cap_ctx = 64;
     j->n_choices = q->n;
     j->conn = conn;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);

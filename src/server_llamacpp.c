@@ -68,6 +68,10 @@ static bool map_logit_bias(const cJSON *root, cJSON *o, const vx_vocab *v, vx_oa
     if (!lb) return true;
     if (cJSON_IsObject(lb)) return vx_oai_copy_member(o, "logit_bias", lb) || vx_oai_oom(err);
     if (!cJSON_IsArray(lb)) return vx_oai_type_error(err, "logit_bias", "an array of [token, bias] pairs", lb);
+    if (cJSON_GetArraySize(lb) > VX_OAI_MAX_BIAS) { /* before the per-pair work */
+        vx_oai_set_error(err, 400, "logit_bias", "'logit_bias' has more than %d entries.", VX_OAI_MAX_BIAS);
+        return false;
+    }
     cJSON *m = cJSON_AddObjectToObject(o, "logit_bias");
     if (!m) return vx_oai_oom(err);
     const cJSON *pair;
@@ -153,6 +157,9 @@ static bool map_common(const cJSON *root, cJSON *o, const vx_vocab *v, vx_lcpp_r
         if (!cJSON_IsNumber(np) || np->valuedouble != floor(np->valuedouble))
             return vx_oai_type_error(err, npk, "an integer", np);
         out->max_tokens = np->valuedouble < 0 ? -1 : np->valuedouble > INT32_MAX ? INT32_MAX : (int32_t)np->valuedouble;
+        /* 0: llama-server evaluates the prompt and samples one token
+         * (llama.vim warms the cache with it) */
+        if (out->max_tokens == 0) out->max_tokens = 1;
     }
     /* n_probs (or an OpenAI logprobs count): completion_probabilities */
     const char *pk = vx_oai_member(root, "n_probs") ? "n_probs" : "logprobs";
@@ -172,6 +179,12 @@ static bool map_common(const cJSON *root, cJSON *o, const vx_vocab *v, vx_lcpp_r
         const cJSON *b = vx_oai_member(root, bools[i]);
         if (b && !cJSON_IsBool(b)) return vx_oai_type_error(err, bools[i], "a boolean", b);
         *dst[i] = cJSON_IsTrue(b);
+    }
+    if (out->post_sampling_probs) { /* the sampler's filtered, renormalized candidates */
+        vx_oai_set_error(err, 400, "post_sampling_probs",
+                         "'post_sampling_probs' is not supported: completion_probabilities are the model's own "
+                         "log-probabilities (before sampling).");
+        return false;
     }
     const cJSON *rf = vx_oai_member(root, "response_fields");
     if (rf) {
@@ -193,19 +206,33 @@ static bool add_ids(cJSON *a, const vx_token *ids, int32_t n) {
     return true;
 }
 
-/* Ids [from, to) of the array src appended to dst. */
-static bool add_range(cJSON *dst, const cJSON *src, int32_t from, int32_t to) {
-    for (int32_t i = from; i < to; i++)
-        if (!cJSON_AddItemToArray(dst, cJSON_CreateNumber(cJSON_GetArrayItem(src, i)->valuedouble))) return false;
+/* A growing token array (for /infill's pieces). */
+typedef struct toks {
+    vx_token *v;
+    int32_t n, cap;
+} toks;
+
+static bool toks_add(toks *t, const vx_token *ids, int32_t n) {
+    if (t->n + n > t->cap) {
+        int32_t cap = VX_MAX(64, t->cap);
+        while (cap < t->n + n) cap *= 2;
+        vx_token *p = realloc(t->v, (size_t)cap * sizeof *p);
+        if (!p) return false;
+        t->v = p;
+        t->cap = cap;
+    }
+    if (n) memcpy(t->v + t->n, ids, (size_t)n * sizeof *ids);
+    t->n += n;
     return true;
 }
 
-/* Tokens of text appended to a (no BOS; special tokens as text). */
-static bool add_text(cJSON *a, const vx_vocab *v, const char *text, size_t len, vx_oai_error *err) {
+/* The tokens of text appended to t (no BOS; special tokens parsed when
+ * special). */
+static bool toks_text(toks *t, const vx_vocab *v, const char *text, size_t len, bool special, vx_oai_error *err) {
     vx_token *ids = NULL;
     int32_t n = 0;
-    if (len && !vx_oai_tokenize_text(v, text, len, false, false, &ids, &n, err)) return false;
-    const bool ok = add_ids(a, ids, n);
+    if (len && !vx_oai_tokenize_text(v, text, len, false, special, &ids, &n, err)) return false;
+    const bool ok = toks_add(t, ids, n);
     free(ids);
     return ok || vx_oai_oom(err);
 }
@@ -270,9 +297,11 @@ static bool str_member(const cJSON *root, const char *key, bool required, const 
     return true;
 }
 
-/* /infill's prompt, llama-server's repo-level FIM layout (see the header). */
+/* /infill's prompt, llama-server's repo-level FIM layout (see the header),
+ * its extra chunks' budget from the server's n_predict (-1) as llama-server
+ * computes it, then cut so that the prompt fits the context. */
 static bool map_infill(const cJSON *root, cJSON *o, const vx_vocab *v, int32_t n_ctx, int32_t n_batch,
-                       int32_t n_predict, vx_oai_error *err) {
+                       vx_oai_error *err) {
     vx_token pre, suf, mid, rep, sep;
     if (!vx_vocab_fim(v, &pre, &suf, &mid)) {
         vx_oai_set_error(err, 400, NULL, "Infill is not supported by this model: it has no fill-in-the-middle "
@@ -287,12 +316,9 @@ static bool map_infill(const cJSON *root, cJSON *o, const vx_vocab *v, int32_t n
     const cJSON *extra = vx_oai_member(root, "input_extra");
     if (extra && !cJSON_IsArray(extra))
         return vx_oai_type_error(err, "input_extra", "an array of {\"filename\": string, \"text\": string}", extra);
-    cJSON *ex = cJSON_CreateArray(), *pa = cJSON_CreateArray(), *sa = cJSON_CreateArray(), *ma = cJSON_CreateArray();
-    cJSON *ids = cJSON_AddArrayToObject(o, "prompt");
-    bool ok = ex && pa && sa && ma && ids;
-    if (!ok) vx_oai_oom(err);
-    if (ok && rep >= 0)
-        ok = add_ids(ex, &rep, 1) && add_text(ex, v, "myproject\n", 10, err);
+    toks ex = {0}, pa = {0}, sa = {0}, ma = {0}, all = {0};
+    bool ok = true;
+    if (rep >= 0) ok = toks_add(&ex, &rep, 1) && toks_text(&ex, v, "myproject\n", 10, false, err);
     const cJSON *chunk;
     cJSON_ArrayForEach(chunk, (ok ? extra : NULL)) {
         const cJSON *t = vx_oai_member(chunk, "text"), *f = vx_oai_member(chunk, "filename");
@@ -301,38 +327,42 @@ static bool map_infill(const cJSON *root, cJSON *o, const vx_vocab *v, int32_t n
             break;
         }
         if (sep >= 0) {
-            char name[512];
-            const int nl = snprintf(name, sizeof name, "%s\n", f ? f->valuestring : "tmp");
-            ok = add_ids(ex, &sep, 1) && add_text(ex, v, name, (size_t)VX_MIN(nl, (int)sizeof name - 1), err);
+            const char *name = f ? f->valuestring : "tmp";
+            ok = toks_add(&ex, &sep, 1) && toks_text(&ex, v, name, strlen(name), false, err) &&
+                 toks_text(&ex, v, "\n", 1, false, err);
         } else {
-            ok = add_text(ex, v, "\n\n--- snippet ---\n\n", 19, err);
+            ok = toks_text(&ex, v, "\n\n--- snippet ---\n\n", 19, false, err);
         }
-        ok = ok && add_text(ex, v, t->valuestring, strlen(t->valuestring), err);
+        ok = ok && toks_text(&ex, v, t->valuestring, strlen(t->valuestring), false, err);
         if (!ok) break;
     }
-    if (ok && sep >= 0) ok = add_ids(ex, &sep, 1) && add_text(ex, v, "filename\n", 9, err);
-    ok = ok && add_text(pa, v, prefix, strlen(prefix), err) && add_text(sa, v, suffix, strlen(suffix), err) &&
-         add_text(ma, v, prompt, strlen(prompt), err);
+    if (ok && sep >= 0) ok = toks_add(&ex, &sep, 1) && toks_text(&ex, v, "filename\n", 9, false, err);
+    ok = ok && toks_text(&pa, v, prefix, strlen(prefix), false, err) &&
+         toks_text(&sa, v, suffix, strlen(suffix), false, err) && toks_text(&ma, v, prompt, strlen(prompt), true, err);
     if (ok) {
         /* prefix : suffix = 3 : 1 of a batch; the extra chunks' last tokens
-         * fill what the context leaves (llama-server's budget) */
-        const int32_t np = cJSON_GetArraySize(pa), ns = cJSON_GetArraySize(sa), nm = cJSON_GetArraySize(ma);
-        const int32_t nx = cJSON_GetArraySize(ex);
-        const int32_t take_p = VX_MIN(np, 3 * (n_batch / 4));
-        const int32_t take_s = VX_MIN(ns, VX_MAX(0, n_batch / 4 - (2 + nm)));
-        const int64_t room = (int64_t)n_ctx - n_batch - 2 * (int64_t)n_predict;
-        const int32_t take_x = (int32_t)VX_MIN((int64_t)nx, VX_MAX(0, room));
+         * fill n_ctx - n_batch - 2 n_predict (llama-server's budget, with
+         * its server-wide n_predict -1), then what the context leaves */
         const vx_token bos = vx_vocab_bos(v);
-        ok = add_range(ids, ex, nx - take_x, nx);
-        if (ok && vx_vocab_add_bos(v) && bos >= 0) ok = add_ids(ids, &bos, 1);
-        ok = ok && add_ids(ids, &pre, 1) && add_range(ids, pa, np - take_p, np) && add_range(ids, ma, 0, nm) &&
-             add_ids(ids, &suf, 1) && add_range(ids, sa, 0, take_s) && add_ids(ids, &mid, 1);
-        if (!ok) vx_oai_oom(err);
+        const int32_t n_bos = vx_vocab_add_bos(v) && bos >= 0;
+        const int32_t take_p = VX_MIN(pa.n, 3 * (n_batch / 4));
+        const int32_t take_s = VX_MIN(sa.n, VX_MAX(0, n_batch / 4 - (2 + ma.n)));
+        const int64_t core = (int64_t)n_bos + take_p + ma.n + take_s + 3;
+        int64_t take_x = VX_MIN((int64_t)ex.n, VX_MAX(0, (int64_t)n_ctx - n_batch + 2));
+        take_x = VX_MAX(0, VX_MIN(take_x, (int64_t)n_ctx - 1 - core));
+        ok = toks_add(&all, ex.v + ex.n - take_x, (int32_t)take_x) && toks_add(&all, &bos, n_bos) &&
+             toks_add(&all, &pre, 1) && toks_add(&all, pa.v + pa.n - take_p, take_p) && toks_add(&all, ma.v, ma.n) &&
+             toks_add(&all, &suf, 1) && toks_add(&all, sa.v, take_s) && toks_add(&all, &mid, 1);
+        cJSON *ids = ok ? cJSON_AddArrayToObject(o, "prompt") : NULL;
+        for (int32_t i = 0; ids && i < all.n; i++)
+            if (!cJSON_AddItemToArray(ids, cJSON_CreateNumber(all.v[i]))) ids = NULL;
+        if (!ids) ok = vx_oai_oom(err);
     }
-    cJSON_Delete(ex);
-    cJSON_Delete(pa);
-    cJSON_Delete(sa);
-    cJSON_Delete(ma);
+    free(ex.v);
+    free(pa.v);
+    free(sa.v);
+    free(ma.v);
+    free(all.v);
     return ok;
 }
 
@@ -348,8 +378,7 @@ bool vx_lcpp_translate(vx_lcpp_kind kind, const char *body, size_t len, const vx
     }
     cJSON *o = cJSON_CreateObject();
     bool ok = o && map_common(root, o, v, out, err);
-    if (ok) ok = kind == VX_LCPP_INFILL ? map_infill(root, o, v, n_ctx, n_batch, out->max_tokens, err)
-                                       : map_prompt(root, o, v, err);
+    if (ok) ok = kind == VX_LCPP_INFILL ? map_infill(root, o, v, n_ctx, n_batch, err) : map_prompt(root, o, v, err);
     if (ok && !(out->oai_body = cJSON_PrintUnformatted(o))) ok = vx_oai_oom(err);
     if (ok) out->oai_len = strlen(out->oai_body);
     if (!o && !ok) vx_oai_oom(err);
@@ -368,29 +397,29 @@ void vx_lcpp_request_free(vx_lcpp_request *r) {
 
 /* ---------------------------------------------------------------- replies */
 
-/* {"id":..,"token":..,"bytes":[..],"logprob"|"prob":..} without its close */
-static void json_prob(vx_sbuf *b, const vx_vocab *v, vx_token t, float lp, bool prob) {
+/* {"id":..,"token":..,"bytes":[..],"logprob":..} without its close (the
+ * token's text without control tokens', as llama-server shows them) */
+static void json_prob(vx_sbuf *b, const vx_vocab *v, vx_token t, float lp) {
     char piece[256];
-    int32_t n = vx_token_to_piece(v, t, piece, sizeof piece, true);
+    int32_t n = vx_token_to_piece(v, t, piece, sizeof piece, false);
     if (n < 0) n = 0;
     vx_sbuf_addf(b, "{\"id\":%d,\"token\":", t);
     vx_oai_json_str(b, piece, (size_t)n);
     vx_sbuf_adds(b, ",\"bytes\":[");
     for (int32_t i = 0; i < n; i++) vx_sbuf_addf(b, i ? ",%u" : "%u", (unsigned char)piece[i]);
-    vx_sbuf_addf(b, "],\"%s\":%.9g", prob ? "prob" : "logprob", prob ? exp((double)lp) : (double)lp);
+    vx_sbuf_addf(b, "],\"logprob\":%.9g", (double)lp);
 }
 
 static void json_probs(vx_sbuf *b, const vx_lcpp_reply *r) {
-    const bool prob = r->lreq->post_sampling_probs;
     vx_sbuf_adds(b, ",\"completion_probabilities\":[");
     for (int32_t i = 0; i < r->n_lp; i++) {
         const vx_oai_logprob *l = &r->lp[i];
         if (i) vx_sbuf_adds(b, ",");
-        json_prob(b, r->vocab, l->token, l->logprob, prob);
-        vx_sbuf_addf(b, ",\"%s\":[", prob ? "top_probs" : "top_logprobs");
+        json_prob(b, r->vocab, l->token, l->logprob);
+        vx_sbuf_adds(b, ",\"top_logprobs\":[");
         for (int32_t k = 0; k < l->n_top; k++) {
             if (k) vx_sbuf_adds(b, ",");
-            json_prob(b, r->vocab, l->top_id[k], l->top_logprob[k], prob);
+            json_prob(b, r->vocab, l->top_id[k], l->top_logprob[k]);
             vx_sbuf_adds(b, "}");
         }
         vx_sbuf_adds(b, "]}");
@@ -428,7 +457,7 @@ static void json_settings(vx_sbuf *b, const vx_oai_request *q, const vx_lcpp_req
 }
 
 static void json_timings(vx_sbuf *b, const vx_lcpp_reply *r) {
-    const int32_t pn = VX_MAX(0, r->n_evaluated - r->n_cached), gn = r->n_predicted;
+    const int32_t pn = VX_MAX(0, r->n_evaluated - r->n_reused), gn = r->n_predicted;
     const double ppt = pn ? r->prompt_ms / pn : 0, gpt = gn ? r->predicted_ms / gn : 0;
     vx_sbuf_addf(b,
                  ",\"timings\":{\"prompt_n\":%d,\"prompt_ms\":%.3f,\"prompt_per_token_ms\":%.6f,"
@@ -456,7 +485,8 @@ static void final_json(vx_sbuf *out, const vx_lcpp_reply *r) {
     vx_sbuf_adds(&b, ",\"prompt\":");
     vx_oai_json_str(&b, r->prompt ? r->prompt : "", r->prompt ? r->prompt_len : 0);
     vx_sbuf_addf(&b, ",\"has_new_line\":%s,\"truncated\":false,\"stop_type\":\"%s\",\"stopping_word\":",
-                 tlen && memchr(text, '\n', tlen) ? "true" : "false", r->stop_type ? r->stop_type : "none");
+                 r->new_line || (tlen && memchr(text, '\n', tlen)) ? "true" : "false",
+                 r->stop_type ? r->stop_type : "none");
     vx_oai_json_cstr(&b, r->stopping_word ? r->stopping_word : "");
     vx_sbuf_addf(&b, ",\"tokens_cached\":%d", r->n_cached);
     json_timings(&b, r);
@@ -474,9 +504,14 @@ static void final_json(vx_sbuf *out, const vx_lcpp_reply *r) {
         const cJSON *cur = full;
         char path[256];
         snprintf(path, sizeof path, "%s", r->lreq->fields[i]);
-        for (char *save = NULL, *k = strtok_r(path, "/", &save); cur && k; k = strtok_r(NULL, "/", &save))
-            cur = cJSON_IsObject(cur) ? cJSON_GetObjectItemCaseSensitive(cur, k) : NULL;
-        if (cur && cur != full) cJSON_AddItemToObject(sel, r->lreq->fields[i], cJSON_Duplicate(cur, true));
+        /* keys split at '/', an empty one (a leading, doubled or trailing
+         * '/') naming nothing; a path named twice answered once */
+        for (char *k = path, *end; cur && k; k = end ? end + 1 : NULL) {
+            if ((end = strchr(k, '/'))) *end = 0;
+            cur = cJSON_IsObject(cur) && *k ? cJSON_GetObjectItemCaseSensitive(cur, k) : NULL;
+        }
+        if (cur && cur != full && !cJSON_GetObjectItemCaseSensitive(sel, r->lreq->fields[i]))
+            cJSON_AddItemToObject(sel, r->lreq->fields[i], cJSON_Duplicate(cur, true));
     }
     char *txt = sel ? cJSON_PrintUnformatted(sel) : NULL;
     if (!txt || !vx_sbuf_adds(out, txt)) out->oom = true;
@@ -493,7 +528,7 @@ void vx_lcpp_reply_json(vx_sbuf *out, const vx_lcpp_reply *r) {
     vx_sbuf_adds(out, "{\"index\":0,\"content\":");
     vx_oai_json_str(out, r->text ? r->text : "", r->text ? r->text_len : 0);
     vx_sbuf_adds(out, ",\"tokens\":");
-    json_ids(out, r->tokens, r->lreq->return_tokens ? r->n_tokens : 0);
+    json_ids(out, r->tokens, r->n_tokens); /* a piece's tokens, always (llama-server's) */
     vx_sbuf_addf(out, ",\"stop\":false,\"id_slot\":-1,\"tokens_predicted\":%d,\"tokens_evaluated\":%d", r->n_predicted,
                  r->n_evaluated);
     if (r->lreq->n_probs > 0 && r->n_lp > 0) json_probs(out, r);

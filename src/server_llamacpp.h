@@ -1,6 +1,6 @@
 /*
  * server_llamacpp.h - llama-server's own (non-OpenAI) endpoints on `vx
- * serve`: POST /completion (and /completions), POST /infill and GET /props,
+ * serve`: POST /completion (/completions stays OpenAI's), POST /infill and GET /props,
  * as pure functions beside server_openai.h and server_ollama.h, so that
  * the scripts and tools written for llama-server (llama.vim and
  * llama.vscode's fill in the middle, front-ends that speak /completion)
@@ -43,7 +43,7 @@ typedef struct vx_lcpp_request {
     size_t oai_len;
     int32_t max_tokens;       /* n_predict (-1: until the end) */
     int32_t n_probs;          /* completion_probabilities' alternatives (0: none) */
-    bool post_sampling_probs; /* probabilities ("prob") instead of logprobs */
+    bool post_sampling_probs; /* refused when true (the sampler's candidates are not kept) */
     bool return_tokens;       /* "tokens": the generated ids */
     char *fields[VX_LCPP_MAX_FIELDS]; /* response_fields ("timings/prompt_n": nested) */
     int32_t n_fields;
@@ -77,9 +77,12 @@ typedef struct vx_lcpp_reply {
     bool final;
     const char *stop_type;     /* "eos", "word", "limit", "none" */
     const char *stopping_word; /* the stop string that ended it, or "" */
+    bool new_line;             /* the text (streamed: all its pieces) has a newline */
     const char *prompt;        /* the prompt's text */
     size_t prompt_len;
-    int32_t n_predicted, n_evaluated, n_cached;
+    int32_t n_predicted, n_evaluated;
+    int32_t n_reused; /* prompt tokens taken from the prefix cache (not evaluated) */
+    int32_t n_cached; /* the sequence's tokens in the cache at the end (llama-server's n_past) */
     double prompt_ms, predicted_ms;
 } vx_lcpp_reply;
 

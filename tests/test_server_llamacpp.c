@@ -106,12 +106,17 @@ static void test_completion(void) {
     CHECKF(q.n_prompt_ids == w && !memcmp(q.prompt_ids, want, (size_t)w * sizeof *want) && want[0] == 151644,
            "mixed prompt: %d ids, want %d", q.n_prompt_ids, w);
     done(&l, &q);
+    /* n_predict 0: the prompt evaluated and one token, as llama-server */
+    CHECK(translate(VX_LCPP_COMPLETION, "{\"prompt\":\"Hi\",\"n_predict\":0}", 4096, 512, &l, &q, &e) &&
+          q.max_tokens == 1);
+    done(&l, &q);
     /* one prompt in an array is that prompt */
     CHECK(translate(VX_LCPP_COMPLETION, "{\"prompt\":[\"Hi\"],\"max_tokens\":3}", 4096, 512, &l, &q, &e) && q.prompt &&
           !strcmp(q.prompt, "Hi") && q.max_tokens == 3);
     done(&l, &q);
 
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"mirostat\":2}", "mirostat");
+    REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"post_sampling_probs\":true}", "post_sampling_probs");
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"typical_p\":0.9}", "typical_p");
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"xtc_probability\":0.5}", "xtc_probability");
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"dry_multiplier\":0.8}", "dry_multiplier");
@@ -124,6 +129,14 @@ static void test_completion(void) {
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"n_predict\":1.5}", "n_predict");
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"response_fields\":\"content\"}", "response_fields");
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":[[1]]}", "logit_bias");
+    {
+        vx_sbuf big = {0}; /* 4,097 pairs: refused before the per-pair work */
+        vx_sbuf_adds(&big, "{\"prompt\":\"x\",\"logit_bias\":[");
+        for (int i = 0; i <= VX_OAI_MAX_BIAS; i++) vx_sbuf_addf(&big, i ? ",[%d,1]" : "[%d,1]", i);
+        vx_sbuf_adds(&big, "]}");
+        if (big.p) REFUSED(VX_LCPP_COMPLETION, big.p, "more than 4096 entries");
+        vx_sbuf_free(&big);
+    }
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":[[1e20,1]]}", "not an id of the vocabulary");
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":[[-1,1]]}", "not an id of the vocabulary");
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":[[1,1e309]]}", "out of range");
@@ -171,8 +184,10 @@ static void test_infill(void) {
            "infill: %d ids, want %d", q.n_prompt_ids, w);
     done(&l, &q);
     /* budgets: a batch of 16 keeps the prefix's last 12 tokens and the
-     * suffix's first 16/4 - 2 - |prompt| = 2; a context of 32 leaves the
-     * extra chunks 32 - 16 - 2 * 4 = 8 tokens, their last ones */
+     * suffix's first 16/4 - 2 - |prompt| = 2; a context of 32 gives the
+     * extra chunks 32 - 16 + 2 = 18 tokens (llama-server's budget with its
+     * server-wide n_predict -1, whatever the request's), cut to the 14
+     * that leave the prompt within the context (31 of 32) */
     body = "{\"input_prefix\":\"a b c d e f g h i j k l m n o p q r s t\",\"input_suffix\":\"u v w x y z\","
            "\"input_extra\":[{\"filename\":\"f\",\"text\":\"one two three four five six seven eight nine ten\"}],"
            "\"n_predict\":4}";
@@ -188,8 +203,8 @@ static void test_infill(void) {
     ex[nx++] = sep;
     nx = tok("filename\n", ex, nx);
     w = 0;
-    memcpy(want, ex + nx - 8, 8 * sizeof *want);
-    w = 8;
+    memcpy(want, ex + nx - 14, 14 * sizeof *want);
+    w = 14;
     want[w++] = pre;
     memcpy(want + w, px + np - 12, 12 * sizeof *want);
     w += 12;
@@ -197,8 +212,14 @@ static void test_infill(void) {
     memcpy(want + w, sx, 2 * sizeof *want);
     w += 2;
     want[w++] = mid;
-    CHECKF(np > 12 && ns > 2 && nx > 8 && q.n_prompt_ids == w && !memcmp(q.prompt_ids, want, (size_t)w * sizeof *want),
+    CHECKF(np > 12 && ns > 2 && nx > 18 && w == 31 && q.n_prompt_ids == w && !memcmp(q.prompt_ids, want, (size_t)w * sizeof *want),
            "infill budgets: %d ids, want %d", q.n_prompt_ids, w);
+    done(&l, &q);
+    /* the prompt's special tokens are parsed (the prefix's and suffix's are text) */
+    CHECK(translate(VX_LCPP_INFILL, "{\"input_prefix\":\"<|im_start|>\",\"input_suffix\":\"\",\"prompt\":\"<|im_start|>\"}",
+                    4096, 512, &l, &q, &e));
+    CHECKF(q.n_prompt_ids > 4 && q.prompt_ids[q.n_prompt_ids - 3] == 151644 && q.prompt_ids[1] != 151644,
+           "infill prompt specials: %d ids", q.n_prompt_ids);
     done(&l, &q);
     REFUSED(VX_LCPP_INFILL, "{\"input_suffix\":\"x\"}", "input_prefix");
     REFUSED(VX_LCPP_INFILL, "{\"input_prefix\":\"x\"}", "input_suffix");
@@ -254,7 +275,7 @@ static void test_replies(void) {
     vx_lcpp_reply r = {.lreq = &l, .req = &q, .model = "m", .text = "a\nb", .text_len = 3, .tokens = toks,
                        .n_tokens = 2, .lp = &lp, .n_lp = 1, .vocab = g_vocab, .final = true, .stop_type = "word",
                        .stopping_word = "END", .prompt = "Hi", .prompt_len = 2, .n_predicted = 2, .n_evaluated = 5,
-                       .n_cached = 1, .prompt_ms = 8, .predicted_ms = 20};
+                       .n_reused = 1, .n_cached = 6, .prompt_ms = 8, .predicted_ms = 20};
     cJSON *j = reply(&r);
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "timings");
     const cJSON *cp = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "completion_probabilities"), 0);
@@ -262,7 +283,7 @@ static void test_replies(void) {
     CHECKF(!strcmp(str(j, "content"), "a\nb") && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "stop")) &&
                !strcmp(str(j, "stop_type"), "word") && !strcmp(str(j, "stopping_word"), "END") &&
                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "has_new_line")) && num(j, "tokens_predicted") == 2 &&
-               num(j, "tokens_evaluated") == 5 && num(j, "tokens_cached") == 1 && !strcmp(str(j, "prompt"), "Hi") &&
+               num(j, "tokens_evaluated") == 5 && num(j, "tokens_cached") == 6 && !strcmp(str(j, "prompt"), "Hi") &&
                cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "tokens")) == 2 && num(t, "prompt_n") == 4 &&
                num(t, "prompt_ms") == 8 && num(t, "predicted_per_second") == 100 && num(cp, "id") == 100 &&
                num(cp, "logprob") == -0.5 &&
@@ -277,17 +298,22 @@ static void test_replies(void) {
           !cJSON_GetObjectItemCaseSensitive(j, "timings") &&
           cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "completion_probabilities")) == 1);
     cJSON_Delete(j);
-    /* post_sampling_probs: probabilities */
-    l.post_sampling_probs = true;
+    /* a streamed final object: has_new_line from the pieces (new_line) */
     r.final = true;
+    r.text_len = 1; /* "a" */
+    r.new_line = true;
     j = reply(&r);
-    cp = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "completion_probabilities"), 0);
-    CHECK(fabs(num(cp, "prob") - exp(-0.5)) < 1e-6 && cJSON_GetObjectItemCaseSensitive(cp, "top_probs"));
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "has_new_line")));
     cJSON_Delete(j);
+    r.new_line = false;
+    j = reply(&r);
+    CHECK(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "has_new_line")));
+    cJSON_Delete(j);
+    r.text_len = 3;
     done(&l, &q);
     /* response_fields: only those, under their paths */
     CHECK(translate(VX_LCPP_COMPLETION, "{\"prompt\":\"Hi\",\"response_fields\":[\"content\",\"timings/predicted_n\","
-                                        "\"nope\",\"timings/nope\"]}",
+                                        "\"nope\",\"timings/nope\",\"//content\",\"content/\",\"content\"]}",
                     4096, 512, &l, &q, &e));
     r.lreq = &l;
     r.req = &q;

@@ -67,6 +67,16 @@ describe('llama-server API', () => {
     assert.ok(last.timings.predicted_n === 20);
     assert.ok(ev.slice(0, -1).every((e) => e.data.stop === false));
     assert.equal(ev.map((e) => e.data.content).join(''), whole.json.content);
+    // each piece carries its tokens: together the whole reply's
+    const ids = await post(srv.base, '/completion', { prompt: PROMPT, n_predict: 20, temperature: 0, return_tokens: true });
+    assert.deepEqual(ev.flatMap((e) => e.data.tokens), ids.json.tokens);
+    assert.equal(last.tokens_cached, last.tokens_evaluated + 20 - 1);
+  });
+
+  test('n_predict 0 evaluates the prompt and samples one token, as llama-server (cache warm-up)', async () => {
+    const r = await post(srv.base, '/completion', { prompt: PROMPT, n_predict: 0, temperature: 0 });
+    assert.equal(r.json.tokens_predicted, 1);
+    assert.equal(r.json.tokens_cached, r.json.tokens_evaluated);
   });
 
   test('a stop word: stop_type word, stopping_word, the text before it', async () => {
