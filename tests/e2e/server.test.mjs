@@ -523,11 +523,14 @@ describe('vx serve', () => {
       sock.on('error', reject);
       setTimeout(() => reject(new Error('no stream data')), 10000).unref();
     });
-    // a non-streaming request whose client gives up
+    // a non-streaming request whose client gives up once the engine runs it
+    // (a fixed 300 ms was racy: a fast host generated all 1900 tokens in less)
     const ac2 = new AbortController();
     const p = ai.completions.create({ prompt: 'Go', max_tokens: 1900, temperature: 0, ignore_eos: true },
       { signal: ac2.signal });
-    setTimeout(() => ac2.abort(), 300);
+    for (let i = 0; i < 2000 && (await metrics(srv.base)).get('vortex_requests_running') < 1; i++)
+      await new Promise((r) => setTimeout(r, 1));
+    ac2.abort();
     await assert.rejects(p);
     const waited = await waitIdle(srv.base, 5000);
     const generated = (await metrics(srv.base)).get('vortex_engine_generated_tokens_total') - before;
