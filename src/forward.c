@@ -1284,7 +1284,7 @@ vx_status vx_decode(vx_context *c, const vx_batch *b) {
         else if (s < 0 || s >= n_seq)
             st = fail(c, VX_EINVAL, "sequence id %d at batch index %d is outside [0, %d)", s, i,
                       n_seq);
-        else if (c->model->arch->encoder && b->pos[i] == next[s] && next[s] > 0 && next[s] == vx_kv_len(c->kv, s))
+        else if (enc && b->pos[i] == next[s] && next[s] > 0 && next[s] == vx_kv_len(c->kv, s))
             st = fail(c, VX_EINVAL,
                       "sequence %d already holds %d positions: an encoder's attention sees the whole "
                       "sequence, which must come in one batch",

@@ -40,6 +40,7 @@
 #include "reasoning.h"
 #include "server_embed.h"
 #include "server_llamacpp.h"
+#include "server_metrics.h"
 #include "server_ollama.h"
 #include "server_openai.h"
 
@@ -418,6 +419,13 @@ static void lp_push(choice *c, const ev_item *it) {
     }
 }
 
+/* When the prompt's evaluation started, for a first token at first: the
+ * engine's admission (the wait in its queue is not prompt time), else the
+ * request's start. */
+static int64_t prompt_start(const job *j, int64_t first) {
+    return j->t_admitted && j->t_admitted <= first ? j->t_admitted : j->t_start;
+}
+
 /* An ollama reply object into out: a streaming chunk (done NULL) or the
  * final object with the request's counts and durations (prompt: from the
  * engine's admission to the first generated token; eval: from it on). */
@@ -432,9 +440,7 @@ static void ollama_reply(job *j, vx_sbuf *out, const choice *c, const char *reas
     }
     if (done) {
         const int64_t now = vx_time_ns(), first = j->t_first ? j->t_first : now;
-        /* the prompt's evaluation: from the engine's admission (the wait in
-         * its queue is not prompt time, as in ollama) to the first token */
-        const int64_t admitted = j->t_admitted && j->t_admitted <= first ? j->t_admitted : j->t_start;
+        const int64_t admitted = prompt_start(j, first); /* as in ollama */
         r.total_ns = now - j->t_start;
         r.prompt_ns = first - admitted;
         r.eval_ns = now - first;
@@ -466,11 +472,17 @@ static void lcpp_reply(job *j, vx_sbuf *out, const choice *c, const char *text, 
         r.stop_type = !strcmp(fr, "length") ? "limit" : word ? "word" : "eos";
         r.stopping_word = word ? q->stop[c->filter.stop_index] : "";
         const int64_t now = vx_time_ns(), first = j->t_first ? j->t_first : now;
-        const int64_t admitted = j->t_admitted && j->t_admitted <= first ? j->t_admitted : j->t_start;
-        r.prompt_ms = (double)(first - admitted) / 1e6;
+        r.prompt_ms = (double)(first - prompt_start(j, first)) / 1e6;
         r.predicted_ms = (double)(now - first) / 1e6;
     }
     vx_lcpp_reply_json(out, &r);
+}
+
+/* A llama-server server-sent event into the job's output. */
+static void lcpp_event(job *j, const choice *c, const char *text, size_t len, bool final) {
+    vx_sbuf_adds(&j->out, "data: ");
+    lcpp_reply(j, &j->out, c, text, len, final);
+    vx_sbuf_adds(&j->out, "\n\n");
 }
 
 /* Streaming: one chunk with new reasoning (rlen bytes; 0: none) and text,
@@ -485,9 +497,7 @@ static void emit_chunk_r(job *j, choice *c, const char *reasoning, size_t rlen, 
     if (j->lcpp.kind) { /* server-sent events, the last one (choice_done) with stop true */
         if (!finish) {
             j->lcpp_nl |= len && memchr(text, '\n', len);
-            vx_sbuf_adds(&j->out, "data: ");
-            lcpp_reply(j, &j->out, c, text, len, false);
-            vx_sbuf_adds(&j->out, "\n\n");
+            lcpp_event(j, c, text, len, false);
         }
         c->n_lp = 0;
         if (j->ctx) j->n_ctx = 0; /* each piece its own tokens */
@@ -646,11 +656,8 @@ static void choice_done(job *j, choice *c, const char *reason) {
     c->finish_reason = reason;
     j->n_done++;
     if (j->req.stream && !j->failed && j->oll.kind) ollama_reply(j, &j->out, c, NULL, 0, "", 0, NULL, 0, reason);
-    else if (j->req.stream && !j->failed && j->lcpp.kind) {
-        vx_sbuf_adds(&j->out, "data: ");
-        lcpp_reply(j, &j->out, c, "", 0, true);
-        vx_sbuf_adds(&j->out, "\n\n");
-    } else if (j->req.stream && !j->failed) emit_chunk(j, c, "", 0, reason);
+    else if (j->req.stream && !j->failed && j->lcpp.kind) lcpp_event(j, c, "", 0, true);
+    else if (j->req.stream && !j->failed) emit_chunk(j, c, "", 0, reason);
     if (j->n_done == j->n_choices && j->req.stream) finish_stream(j);
 }
 
@@ -1410,7 +1417,7 @@ static enum MHD_Result handle_ollama_embed(vx_server *s, struct MHD_Connection *
         vx_sbuf_adds(&b, "{\"model\":");
         vx_oai_json_cstr(&b, s->model_name);
         vx_sbuf_adds(&b, ",\"embeddings\":[],\"total_duration\":0,\"load_duration\":0,\"prompt_eval_count\":0}");
-        return respond_json(conn, r, 200, b.oom ? (vx_sbuf_free(&b), NULL) : vx_sbuf_take(&b));
+        return respond_json(conn, r, 200, one_object(&b));
     }
     const enum MHD_Result ret = handle_embeddings(s, conn, r, oai, strlen(oai), false, legacy ? 2 : 1);
     free(oai);
@@ -1422,97 +1429,13 @@ static enum MHD_Result handle_ollama_embed(vx_server *s, struct MHD_Connection *
 static char *metrics_text(vx_server *s) {
     vx_engine_stats st;
     vx_engine_get_stats(s->engine, &st);
-    vx_sbuf b = {0};
     pthread_mutex_lock(&s->mu);
-    vx_sbuf_adds(&b, "# HELP vortex_http_requests_total HTTP requests answered, by status code.\n"
-                     "# TYPE vortex_http_requests_total counter\n");
-    for (int i = 0; i < MAX_STATUS; i++)
-        if (s->status_count[i])
-            vx_sbuf_addf(&b, "vortex_http_requests_total{status=\"%d\"} %llu\n", i,
-                         (unsigned long long)s->status_count[i]);
-    vx_sbuf_addf(&b,
-                 "# HELP vortex_http_requests_aborted_total Requests whose client went away before the answer.\n"
-                 "# TYPE vortex_http_requests_aborted_total counter\n"
-                 "vortex_http_requests_aborted_total %llu\n"
-                 "# HELP vortex_prompt_tokens_total Prompt tokens of answered requests.\n"
-                 "# TYPE vortex_prompt_tokens_total counter\n"
-                 "vortex_prompt_tokens_total %llu\n"
-                 "# HELP vortex_generated_tokens_total Tokens generated for answered requests.\n"
-                 "# TYPE vortex_generated_tokens_total counter\n"
-                 "vortex_generated_tokens_total %llu\n"
-                 "# HELP vortex_requests_in_flight Generation requests being served.\n"
-                 "# TYPE vortex_requests_in_flight gauge\n"
-                 "vortex_requests_in_flight %d\n"
-                 "# HELP vortex_http_header_timeouts_total Connections closed for sending no complete request headers in time.\n"
-                 "# TYPE vortex_http_header_timeouts_total counter\n"
-                 "vortex_http_header_timeouts_total %llu\n"
-                 "# HELP vortex_http_body_timeouts_total Connections closed for sending a request body too slowly.\n"
-                 "# TYPE vortex_http_body_timeouts_total counter\n"
-                 "vortex_http_body_timeouts_total %llu\n",
-                 (unsigned long long)s->aborted, (unsigned long long)s->tokens_prompt,
-                 (unsigned long long)s->tokens_generated, s->n_jobs + s->n_embed, (unsigned long long)s->header_timeouts,
-                 (unsigned long long)s->body_timeouts);
+    uint64_t status[MAX_STATUS];
+    memcpy(status, s->status_count, sizeof status);
+    const vx_http_counters h = {status, MAX_STATUS, s->aborted, s->tokens_prompt, s->tokens_generated,
+                                s->header_timeouts, s->body_timeouts, s->n_jobs + s->n_embed};
     pthread_mutex_unlock(&s->mu);
-    const double hit = st.prefix_lookups ? (double)st.prefix_hits / (double)st.prefix_lookups : 0.0;
-    const double tps = st.busy_seconds > 0 ? (double)st.tokens_generated / st.busy_seconds : 0.0;
-    vx_sbuf_addf(&b,
-                 "# HELP vortex_queue_depth Engine requests waiting to run.\n"
-                 "# TYPE vortex_queue_depth gauge\n"
-                 "vortex_queue_depth %d\n"
-                 "# HELP vortex_requests_running Engine requests running.\n"
-                 "# TYPE vortex_requests_running gauge\n"
-                 "vortex_requests_running %d\n"
-                 "# HELP vortex_kv_blocks_total KV cache blocks.\n"
-                 "# TYPE vortex_kv_blocks_total gauge\n"
-                 "vortex_kv_blocks_total %d\n"
-                 "# HELP vortex_kv_blocks_used KV cache blocks in use by running sequences.\n"
-                 "# TYPE vortex_kv_blocks_used gauge\n"
-                 "vortex_kv_blocks_used %d\n"
-                 "# HELP vortex_kv_blocks_cached KV cache blocks kept for prefix reuse.\n"
-                 "# TYPE vortex_kv_blocks_cached gauge\n"
-                 "vortex_kv_blocks_cached %d\n",
-                 st.queued, st.running, st.kv_blocks_total, st.kv_blocks_used, st.kv_blocks_cached);
-    vx_sbuf_addf(&b,
-                 "# HELP vortex_engine_requests_total Requests submitted to the engine.\n"
-                 "# TYPE vortex_engine_requests_total counter\n"
-                 "vortex_engine_requests_total %llu\n"
-                 "# HELP vortex_engine_prompt_tokens_total Prompt tokens evaluated (recomputed ones included, "
-                 "prefix-cache hits not).\n"
-                 "# TYPE vortex_engine_prompt_tokens_total counter\n"
-                 "vortex_engine_prompt_tokens_total %llu\n"
-                 "# HELP vortex_engine_prompt_tokens_cached_total Prompt tokens served from the prefix cache.\n"
-                 "# TYPE vortex_engine_prompt_tokens_cached_total counter\n"
-                 "vortex_engine_prompt_tokens_cached_total %llu\n"
-                 "# HELP vortex_engine_generated_tokens_total Tokens sampled by the engine.\n"
-                 "# TYPE vortex_engine_generated_tokens_total counter\n"
-                 "vortex_engine_generated_tokens_total %llu\n",
-                 (unsigned long long)st.requests_total, (unsigned long long)st.tokens_prompt,
-                 (unsigned long long)st.tokens_prompt_cached, (unsigned long long)st.tokens_generated);
-    vx_sbuf_addf(&b,
-                 "# HELP vortex_prefix_cache_hit_ratio Share of looked-up KV blocks found in the prefix cache.\n"
-                 "# TYPE vortex_prefix_cache_hit_ratio gauge\n"
-                 "vortex_prefix_cache_hit_ratio %.6f\n"
-                 "# HELP vortex_generation_tokens_per_second Generated tokens per second of engine busy time.\n"
-                 "# TYPE vortex_generation_tokens_per_second gauge\n"
-                 "vortex_generation_tokens_per_second %.3f\n"
-                 "# HELP vortex_prefix_cache_lookups_total KV blocks looked up in the prefix cache.\n"
-                 "# TYPE vortex_prefix_cache_lookups_total counter\n"
-                 "vortex_prefix_cache_lookups_total %llu\n"
-                 "# HELP vortex_prefix_cache_hits_total KV blocks reused from the prefix cache.\n"
-                 "# TYPE vortex_prefix_cache_hits_total counter\n"
-                 "vortex_prefix_cache_hits_total %llu\n"
-                 "# HELP vortex_preemptions_total Sequences preempted for lack of KV blocks.\n"
-                 "# TYPE vortex_preemptions_total counter\n"
-                 "vortex_preemptions_total %llu\n"
-                 "# HELP vortex_engine_steps_total Forward passes.\n"
-                 "# TYPE vortex_engine_steps_total counter\n"
-                 "vortex_engine_steps_total %llu\n"
-                 "# HELP vortex_engine_busy_seconds_total Time spent in forward passes.\n"
-                 "# TYPE vortex_engine_busy_seconds_total counter\n"
-                 "vortex_engine_busy_seconds_total %.6f\n",
-                 hit, tps, (unsigned long long)st.prefix_lookups, (unsigned long long)st.prefix_hits,
-                 (unsigned long long)st.preemptions, (unsigned long long)st.steps, st.busy_seconds);
-    return vx_sbuf_take(&b);
+    return vx_server_metrics_text(&h, &st);
 }
 
 /* ------------------------------------------------------------------ routing */

@@ -321,6 +321,7 @@ int vx_cmd_bench(int argc, char **argv) {
         base = base ? base + 1 : models[mi];
         snprintf(mname, sizeof mname, "%.63s", base);
         const double size_mib = (double)vx_model_size(m) / (1 << 20);
+        const bool enc = vx_model_is_encoder(m); /* embeddings only */
         bool enc_noted = false;
         const double params_b = (double)vx_model_n_params(m) / 1e9;
         for (int ti = 0; ti < nt.n && rc == 0; ti++) {
@@ -332,7 +333,7 @@ int vx_cmd_bench(int argc, char **argv) {
                     const int n = (int)lens->v[kind == 0 ? li : li / npl.n];
                     const int n_par = kind == 0 ? 1 : (int)npl.v[li % npl.n];
                     if (n == 0) continue;
-                    if (vx_model_is_encoder(m) && (kind == 1 || depth > 0)) {
+                    if (enc && (kind == 1 || depth > 0)) {
                         /* an embedding model reads whole texts: no generation, no depth */
                         if (!enc_noted)
                             fprintf(stderr, "note: %s is an embedding model (an encoder): only pp tests at depth 0 "
@@ -347,7 +348,7 @@ int vx_cmd_bench(int argc, char **argv) {
                     /* each sequence's last KV block (16 positions) is its own */
                     cp.kv_size = (uint32_t)(depth + n + 15) / 16 * 16 * (uint32_t)n_par;
                     cp.n_batch = (uint32_t)(n_batch < depth + n ? n_batch : depth + n);
-                    if (vx_model_is_encoder(m)) cp.n_batch = (uint32_t)n; /* its prompt goes whole into one batch */
+                    if (enc) cp.n_batch = (uint32_t)n; /* its prompt goes whole into one batch */
                     if (cp.n_batch < (uint32_t)n_par) cp.n_batch = (uint32_t)n_par;
                     cp.n_threads = (int32_t)nt.v[ti];
                     cp.kv_type = kvt;
@@ -363,11 +364,11 @@ int vx_cmd_bench(int argc, char **argv) {
                     vx_token *toks = malloc(((size_t)depth + (size_t)n * n_par) * sizeof *toks);
                     vx_pos *pos = malloc((size_t)cp.n_batch * sizeof *pos);
                     vx_seq_id *seq = calloc((size_t)cp.n_batch, sizeof *seq);
-                    int8_t *emb = vx_model_is_encoder(m) ? calloc((size_t)cp.n_batch, 1) : NULL; /* feed's */
+                    int8_t *emb = enc ? calloc((size_t)cp.n_batch, 1) : NULL; /* feed's */
                     double *ts = malloc((size_t)reps * sizeof *ts);
                     uint64_t rng = 42;
                     const int nv = vx_context_n_vocab(c);
-                    if (!toks || !pos || !seq || !ts || (vx_model_is_encoder(m) && !emb) ||
+                    if (!toks || !pos || !seq || !ts || (enc && !emb) ||
                         run_once(c, 0, n_prompt > 0 ? (n_prompt < 32 ? n_prompt : 32) : 0,
                                  n_gen > 0 ? (n_gen < 16 ? n_gen : 16) : 0, n_par, (int)cp.n_batch, nv,
                                  toks, pos, seq, emb, &rng, NULL) < 0) {
