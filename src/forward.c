@@ -78,6 +78,7 @@ struct vx_context {
     float *gate;   /* [nb][FF] (FF = 2 n_ff when fused gate/up) */
     float *up;     /* [nb][FF] */
     float *rope;   /* [nb][n_rot/2][2] cos, sin */
+    float *rope_local; /* the local layers' own table (hp.rope_dual), else rope */
     float *logits; /* [nb][V] rows of tokens that asked for logits */
     int32_t *out_row; /* [nb] logits row of each batch token, -1 if none */
     int32_t *out_tok; /* [nb] batch index of each logits row */
@@ -261,7 +262,8 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
     c->att = xalloc(nb * QD * F, &ok);
     c->gate = xalloc(nb * FF * F, &ok);
     c->up = xalloc(nb * FF * F, &ok);
-    c->rope = xalloc(nb * (size_t)hp->n_rot * F, &ok);
+    c->rope = xalloc(nb * (size_t)hp->n_rot * F * (hp->rope_dual ? 2 : 1), &ok);
+    c->rope_local = c->rope && hp->rope_dual ? c->rope + nb * (size_t)hp->n_rot : c->rope;
     c->logits = xalloc(model->arch->encoder ? 0 : nb * V * F, &ok); /* an encoder has no logits */
     c->out_row = xalloc(nb * sizeof(int32_t), &ok);
     c->out_tok = xalloc(nb * sizeof(int32_t), &ok);
@@ -364,8 +366,11 @@ static inline void perf_step(vx_context *c, int ith, vx_perf_step s) {
     c->perf_t = t;
 }
 
-/* Gemma 2's sliding window: its even layers (llama.cpp's rule) */
-static int32_t swa_of(const vx_hparams *hp, int32_t il) { return hp->n_swa > 0 && il % 2 == 0 ? hp->n_swa : 0; }
+/* The sliding window of layer il, 0 for a global layer (llama.cpp's rule:
+ * Gemma 2's even layers, all of Gemma 3's but every 6th) */
+static int32_t swa_of(const vx_hparams *hp, int32_t il) {
+    return hp->n_swa > 0 && hp->swa_period > 0 && il % hp->swa_period < hp->swa_period - 1 ? hp->n_swa : 0;
+}
 
 /* The barrier ending step s: thread 0's wait there counted apart. */
 static void sync_after(vx_context *c, int ith, vx_perf_step s) {
@@ -744,7 +749,7 @@ static void qkv_unit(vx_context *c, const vx_layer *L, int il, int64_t t, int64_
     const vx_batch *b = c->batch;
     const int64_t hd = hp->head_dim;
     const int64_t QD = (int64_t)hp->n_head * hd, KD = (int64_t)hp->n_head_kv * hd;
-    const float *cs = c->rope + t * hp->n_rot;
+    const float *cs = (swa_of(hp, il) ? c->rope_local : c->rope) + t * hp->n_rot;
     const bool isq = h < hp->n_head;
     const int64_t hh = isq ? h : h - hp->n_head; /* head index within q, or within k and v */
     float *q = c->q + t * QD + hh * hd, *k = c->k + t * KD + hh * hd, *v = c->v + t * KD + hh * hd;
@@ -939,18 +944,24 @@ static void final_softcap(vx_context *c, int ith, int nth, int64_t n_out) {
     c->kern.softcap(c->logits + i0, i1 - i0, in, cap); /* the tier's tanh: 2.6 ms a token as tanhf (Gemma 2) */
 }
 
-/* Batch token t's rotary table: n_rot / 2 (cos, sin) pairs. */
-static void rope_table(vx_context *c, int64_t t) {
-    const vx_hparams *hp = &c->model->hp;
-    float *cs = c->rope + t * hp->n_rot;
-    const float *ff = c->model->rope_freqs.data;
-    const double p = (double)c->batch->pos[t] / hp->rope_scale;
-    for (int32_t i = 0; i < hp->n_rot / 2; i++) {
-        double theta = p * pow((double)hp->rope_base, -2.0 * i / hp->n_rot);
+/* n_rot / 2 (cos, sin) pairs of position p / scale, base's frequencies
+ * (divided by the file's rope_freqs factors ff, when it has them) */
+static void rope_fill(float *cs, int32_t n_rot, double p, float base, const float *ff) {
+    for (int32_t i = 0; i < n_rot / 2; i++) {
+        double theta = p * pow((double)base, -2.0 * i / n_rot);
         if (ff) theta /= ff[i];
         cs[2 * i] = (float)cos(theta);
         cs[2 * i + 1] = (float)sin(theta);
     }
+}
+
+/* Batch token t's rotary tables: the global one, and the local layers'
+ * (base rope_base_swa, no scaling) when they have their own. */
+static void rope_table(vx_context *c, int64_t t) {
+    const vx_hparams *hp = &c->model->hp;
+    const double pos = (double)c->batch->pos[t];
+    rope_fill(c->rope + t * hp->n_rot, hp->n_rot, pos / hp->rope_scale, hp->rope_base, c->model->rope_freqs.data);
+    if (hp->rope_dual) rope_fill(c->rope_local + t * hp->n_rot, hp->n_rot, pos, hp->rope_base_swa, NULL);
 }
 
 /* ------------------------------------------------------------ encoders */

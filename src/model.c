@@ -20,19 +20,22 @@
 #include "vocab.h"
 
 static const vx_arch vx_archs[] = {
-    /* name, rope, fused qkv, fused gate/up, gelu, embed scale, gemma2, encoder, abs_pos */
-    {"llama", VX_ROPE_NORM, false, false, false, false, false, false, false},
-    {"mistral", VX_ROPE_NORM, false, false, false, false, false, false, false},
-    {"qwen2", VX_ROPE_NEOX, false, false, false, false, false, false, false},
-    {"qwen3", VX_ROPE_NEOX, false, false, false, false, false, false, false},
-    {"phi3", VX_ROPE_NEOX, true, true, false, false, false, false, false},
+    /* name, rope, fused qkv, fused gate/up, gelu, embed scale, gemma2, encoder, abs_pos, gemma3 */
+    {"llama", VX_ROPE_NORM, false, false, false, false, false, false, false, false},
+    {"mistral", VX_ROPE_NORM, false, false, false, false, false, false, false, false},
+    {"qwen2", VX_ROPE_NEOX, false, false, false, false, false, false, false, false},
+    {"qwen3", VX_ROPE_NEOX, false, false, false, false, false, false, false, false},
+    /* Qwen3's attention, Mixtral's routing (softmax, top-k, renormalized) */
+    {"qwen3moe", VX_ROPE_NEOX, false, false, false, false, false, false, false, false},
+    {"phi3", VX_ROPE_NEOX, true, true, false, false, false, false, false, false},
     /* GGUF's Gemma norms hold 1 + w already (the converter adds the 1) */
-    {"gemma", VX_ROPE_NEOX, false, false, true, true, false, false, false},
-    {"gemma2", VX_ROPE_NEOX, false, false, true, true, true, false, false},
+    {"gemma", VX_ROPE_NEOX, false, false, true, true, false, false, false, false},
+    {"gemma2", VX_ROPE_NEOX, false, false, true, true, true, false, false, false},
+    {"gemma3", VX_ROPE_NEOX, false, false, true, true, true, false, false, true},
     /* BERT (bge, MiniLM, mxbai-embed, ...): a GELU FFN with biases; nomic-bert
      * (nomic-embed-text): fused qkv, RoPE (NeoX pairs), SwiGLU */
-    {"bert", VX_ROPE_NEOX, false, false, true, false, false, true, true},
-    {"nomic-bert", VX_ROPE_NEOX, true, false, false, false, false, true, false},
+    {"bert", VX_ROPE_NEOX, false, false, true, false, false, true, true, false},
+    {"nomic-bert", VX_ROPE_NEOX, true, false, false, false, false, true, false, false},
 };
 
 static const vx_arch *arch_find(const char *name) {
@@ -196,6 +199,16 @@ static vx_status load_hparams(loader *L) {
     if (hp->n_expert > 0 && hp->n_expert_used == 0)
         return vx_seterr(L->err, L->err_size, VX_EFORMAT, "expert_count %d but no expert_used_count",
                          hp->n_expert);
+    const bool qwen3moe = !strcmp(m->arch->name, "qwen3moe");
+    if (qwen3moe && hp->n_expert == 0)
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s.expert_count: qwen3moe needs experts", L->arch);
+    /* an expert's FFN length: its own key (Qwen3-MoE), else llama.cpp's
+     * defaults, feed_forward_length (Mixtral) or it over the experts used
+     * (qwen3moe); an MoE model has no other FFN, so it is n_ff from here */
+    if (hp->n_expert > 0 &&
+        (st = hp_int(L, "expert_feed_forward_length", false, qwen3moe ? hp->n_ff / hp->n_expert_used : hp->n_ff, 1,
+                     1 << 22, &hp->n_ff)))
+        return st;
     /* encoders' LayerNorms take their own key, which llama.cpp requires */
     const char *eps_key = m->arch->encoder ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
     if (m->arch->encoder) {
@@ -218,7 +231,25 @@ static vx_status load_hparams(loader *L) {
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->attn_softcap = hp->final_softcap = 0;
     hp->n_swa = 0;
-    if (m->arch->gemma2) {
+    hp->swa_period = 0;
+    if (m->arch->gemma3) {
+        /* llama.cpp's: no score cap (Gemma 3 dropped it, a file's key goes
+         * unused), the logits' cap from the file, a window only when the
+         * file gives one, every 6th layer global unless the file says, and
+         * queries scaled by 1/sqrt(head_dim) but for the 27B model (62
+         * layers): 1/sqrt(n_embd / n_head) */
+        if ((st = hp_float(L, "final_logit_softcapping", 0.0, &hp->final_softcap)) ||
+            (st = hp_int(L, "attention.sliding_window", false, 0, 0, 1 << 30, &hp->n_swa)) ||
+            (st = hp_int(L, "attention.sliding_window_pattern", false, 6, 1, 1 << 16, &hp->swa_period)) ||
+            (st = hp_float(L, "rope.freq_base_swa", 10000.0, &hp->rope_base_swa)))
+            return st;
+        if (!(hp->final_softcap >= 0))
+            return vx_seterr(L->err, L->err_size, VX_EFORMAT, "gemma3: a negative logit soft cap");
+        if (!(hp->rope_base_swa > 0))
+            return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s.rope.freq_base_swa must be positive", L->arch);
+        hp->rope_dual = hp->n_swa > 0;
+        hp->attn_scale = 1.0f / sqrtf(hp->n_layer == 62 ? (float)hp->n_embd / (float)hp->n_head : (float)hp->head_dim);
+    } else if (m->arch->gemma2) {
         /* llama.cpp's defaults and rule: the caps and the window from the
          * file, a 4096 window when it has none, and the 27B model (46
          * layers) scaling queries by 1/sqrt(n_embd / n_head) */
@@ -228,6 +259,7 @@ static vx_status load_hparams(loader *L) {
             return st;
         if (!(hp->attn_softcap >= 0) || !(hp->final_softcap >= 0))
             return vx_seterr(L->err, L->err_size, VX_EFORMAT, "gemma2: a negative logit soft cap");
+        hp->swa_period = 2;
         hp->attn_scale = 1.0f / sqrtf((float)vx_gemma2_query_scalar(hp->n_layer, hp->n_embd, hp->n_head, hp->head_dim));
     }
     if ((st = hp_float(L, "rope.freq_base", 10000.0, &hp->rope_base))) return st;
@@ -455,9 +487,9 @@ static vx_status load_weights(loader *L) {
         }
         if ((st = bind(L, &l->wo, NAME("attn_output.weight"), true, QD, E, 0))) return st;
         if ((st = bind(L, &l->bo, NAME("attn_output.bias"), false, E, 1, 0))) return st;
-        if ((st = bind(L, &l->q_norm, NAME("attn_q_norm.weight"), false, hp->head_dim, 1, 0)))
+        if ((st = bind(L, &l->q_norm, NAME("attn_q_norm.weight"), m->arch->gemma3, hp->head_dim, 1, 0)))
             return st;
-        if ((st = bind(L, &l->k_norm, NAME("attn_k_norm.weight"), false, hp->head_dim, 1, 0)))
+        if ((st = bind(L, &l->k_norm, NAME("attn_k_norm.weight"), m->arch->gemma3, hp->head_dim, 1, 0)))
             return st;
         if ((st = bind(L, &l->ffn_norm, NAME("ffn_norm.weight"), true, E, 1, 0))) return st;
         const bool g2 = m->arch->gemma2;
@@ -647,7 +679,7 @@ vx_status vx_model_load(const char *path, const vx_model_params *params, vx_mode
     if (!m->arch) {
         st = vx_seterr(err, err_size, VX_EUNSUPPORTED,
                        "%s: architecture '%s' is not supported (supported: llama, mistral, "
-                       "qwen2, qwen3, phi3, gemma, gemma2, bert, nomic-bert)",
+                       "qwen2, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, bert, nomic-bert)",
                        path, arch);
         goto fail;
     }
@@ -815,6 +847,12 @@ int32_t vx_model_describe(const vx_model *m, char *buf, size_t size) {
                       m->arch->rope == VX_ROPE_NEOX ? "neox" : "norm", hp->rope_base, hp->n_rot,
                       m->rope_freqs.data ? ", rope_freqs factors" : "",
                       hp->rope_scale != 1.0f ? ", linear scaling" : "");
+        if (hp->n_swa > 0 && hp->swa_period > 1) {
+            sb_printf(&b, "sliding window  %d tokens on %d of every %d layers", hp->n_swa, hp->swa_period - 1,
+                      hp->swa_period);
+            if (hp->rope_dual) sb_printf(&b, " (their rope: base %g, unscaled)", hp->rope_base_swa);
+            sb_printf(&b, "\n");
+        }
         sb_printf(&b, "%s  %g\n", m->arch->encoder ? "layer_norm_eps" : "rms_norm_eps  ", hp->rms_eps);
         sb_printf(&b, "attention       %s%s%s\n", hp->fused_qkv ? "fused qkv" : "separate q/k/v",
                   m->layers[0].bq.data || m->layers[0].bqkv.data ? ", biases" : "",

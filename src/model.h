@@ -34,6 +34,10 @@ typedef struct vx_arch {
      * head: embeddings only, and a sequence comes whole in one batch */
     bool encoder;
     bool abs_pos; /* learned absolute positions (position_embd) instead of RoPE */
+    /* Gemma 3 (with gemma2 set): q/k norms, no score cap, a sliding window
+     * on all layers but every sliding_window_pattern-th (6), whose RoPE has
+     * its own base (rope.freq_base_swa, 10000) and no scaling */
+    bool gemma3;
 } vx_arch;
 
 /* A 2-D (or 3-D, for stacked experts) weight matrix: ne0 elements per row,
@@ -85,7 +89,12 @@ typedef struct vx_hparams {
     float rope_scale; /* linear scaling: positions are divided by this (1 = none) */
     float attn_scale; /* scores q.k times this (1/sqrt(head_dim); Gemma 2 27B: 1/sqrt(n_embd / n_head)) */
     float attn_softcap, final_softcap; /* Gemma 2: tanh caps of the scores and the logits (0: none) */
-    int32_t n_swa;                     /* Gemma 2: sliding window of its even layers (0: none) */
+    int32_t n_swa;                     /* Gemma 2/3: sliding window of the local layers (0: none) */
+    /* layer il is local (windowed) when il % swa_period < swa_period - 1
+     * (llama.cpp's rule: Gemma 2's period 2 makes its even layers local) */
+    int32_t swa_period;
+    float rope_base_swa; /* the local layers' RoPE base, unscaled (rope_dual) */
+    bool rope_dual;      /* local layers rotate by their own table (Gemma 3) */
     int32_t pooling;                   /* {arch}.pooling_type (vx_pooling), -1 without one */
     bool fused_qkv, fused_gate_up, tied_output;
 } vx_hparams;

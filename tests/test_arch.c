@@ -15,6 +15,18 @@
  * F32 truth as llama.cpp's Q8_0 is (within 1.25x, the fixtures' bar).
  * Each as one batch and token by token.
  *
+ * Gemma 3: `gemma3-tiny` (8 layers, q/k norms, a 5-token window on all
+ * layers but layer 5, whose RoPE has base 1e6 and linear scaling x8 while
+ * the windowed layers' has base 10000 unscaled) in F32 (3e-3 of llama.cpp
+ * as released, 1e-5 of its exact run) and Q8_0. Qwen3-MoE:
+ * `qwen3moe-tiny` (8 experts of 64 rows, expert_feed_forward_length, not
+ * feed_forward_length's 256; 2 used per token) in F32 (1e-3; no GELU: the
+ * exact run is llama.cpp as released with F32 KV caches) and Q8_0. Their
+ * references come from a newer llama.cpp than 4748 (which predates both
+ * architectures; tests/data/README.md). Edited files the loader refuses
+ * with the reason: Gemma 3 without a k norm, a window pattern of 0, more
+ * experts used than there are, experts of another length.
+ *
  * Encoders (embedding models): `bert-tiny` (BERT: absolute positions,
  * biased q/k/v, GELU FFN, post-LayerNorms, CLS pooling) in F32 and Q8_0,
  * and `nomic-tiny` (nomic-bert: fused qkv, RoPE, SwiGLU, mean pooling) in
@@ -122,7 +134,7 @@ static void check_f32(const char *name, vx_model *m, const char *stock, const ch
             CHECKF(es < bound && ts == N_IDS && ex < 1e-5,
                    "%s F32 %s: rel_rmse %.3g vs llama.cpp (bound %.3g), top-1 %d/%d; %.3g vs its exact GELU", name,
                    decode ? "decode" : "batch", es, bound, ts, N_IDS, ex);
-            printf("%-11s %-6s F32 rel_rmse %.2e vs llama.cpp (top-1 %d/%d), %.2e vs llama.cpp's exact GELU\n", name,
+            printf("%-13s %-6s F32 rel_rmse %.2e vs llama.cpp (top-1 %d/%d), %.2e vs its exact run\n", name,
                    decode ? "decode" : "batch", es, ts, N_IDS, ex);
         }
         free(a);
@@ -132,41 +144,60 @@ static void check_f32(const char *name, vx_model *m, const char *stock, const ch
     free(rx);
 }
 
-static void test_gemma(void) {
-    const char *p32 = "/tmp/vx_test_arch_gemma_f32.gguf", *p8 = "/tmp/vx_test_arch_gemma_q8_0.gguf";
-    vx_model *m32 = synth("gemma-tiny", "F32", p32), *m8 = synth("gemma-tiny", "Q8_0", p8);
-    check_f32("gemma-tiny", m32, "tests/data/gemma-tiny-F32.llamacpp.f32", "tests/data/gemma-tiny-F32.llamacpp-exact.f32",
-              2e-4);
-    float *r32 = read_ref("tests/data/gemma-tiny-F32.llamacpp.f32"), *r8 = read_ref("tests/data/gemma-tiny-Q8_0.llamacpp.f32");
+/* A Q8_0 model m8 against llama.cpp's Q8_0 logits (within bound) and the
+ * F32 truth (within 1.25x of llama.cpp's own Q8_0 distance to it). */
+static void check_q8(const char *name, vx_model *m8, const char *ref32, const char *ref8, double bound) {
+    float *r32 = read_ref(ref32), *r8 = read_ref(ref8);
     const double lc8 = r32 && r8 ? rel_rmse(r8, r32) : 1; /* llama.cpp's Q8_0 against its F32 */
     for (int decode = 0; decode < 2 && m8 && r32 && r8; decode++) {
         float *b = logits_of(m8, decode, VX_KV_F16);
         CHECK(b != NULL);
         if (b) {
             const double e8 = rel_rmse(b, r8), e8t = rel_rmse(b, r32);
-            CHECKF(e8 < 1e-2 && e8t <= 1.25 * lc8, "gemma Q8_0 %s: rel_rmse %.3g vs llama.cpp Q8_0, %.3g vs F32 "
-                   "(llama.cpp's %.3g)", decode ? "decode" : "batch", e8, e8t, lc8);
-            printf("gemma-tiny  %-6s Q8_0 rel_rmse %.2e vs llama.cpp's Q8_0, %.2e vs F32 (llama.cpp's %.2e)\n",
+            CHECKF(e8 < bound && e8t <= 1.25 * lc8, "%s Q8_0 %s: rel_rmse %.3g vs llama.cpp Q8_0, %.3g vs F32 "
+                   "(llama.cpp's %.3g)", name, decode ? "decode" : "batch", e8, e8t, lc8);
+            printf("%-13s %-6s Q8_0 rel_rmse %.2e vs llama.cpp's Q8_0, %.2e vs F32 (llama.cpp's %.2e)\n", name,
                    decode ? "decode" : "batch", e8, e8t, lc8);
         }
         free(b);
     }
     free(r32);
     free(r8);
-    vx_model_free(m32);
-    vx_model_free(m8);
-    remove(p32);
-    remove(p8);
 }
 
-static void test_gemma2(void) {
-    const char *p = "/tmp/vx_test_arch_gemma2_f32.gguf";
-    vx_model *m = synth("gemma2-tiny", "F32", p);
-    check_f32("gemma2-tiny", m, "tests/data/gemma2-tiny-F32.llamacpp.f32",
-              "tests/data/gemma2-tiny-F32.llamacpp-exact.f32", 3e-3);
-    vx_model_free(m);
-    remove(p);
+/* A preset's F32 model (check_f32 with bound) and, if ref8 is given, its
+ * Q8_0 one (check_q8 with bound8), against tests/data/<preset>-*.f32 */
+static void check_preset(const char *preset, double bound, double bound8) {
+    char p32[128], p8[128], stock[128], exact[128], r8[128];
+    snprintf(p32, sizeof p32, "/tmp/vx_test_arch_%s_f32.gguf", preset);
+    snprintf(p8, sizeof p8, "/tmp/vx_test_arch_%s_q8_0.gguf", preset);
+    snprintf(stock, sizeof stock, "tests/data/%s-F32.llamacpp.f32", preset);
+    snprintf(exact, sizeof exact, "tests/data/%s-F32.llamacpp-exact.f32", preset);
+    snprintf(r8, sizeof r8, "tests/data/%s-Q8_0.llamacpp.f32", preset);
+    vx_model *m32 = synth(preset, "F32", p32);
+    check_f32(preset, m32, stock, exact, bound);
+    vx_model_free(m32);
+    remove(p32);
+    if (bound8 > 0) {
+        vx_model *m8 = synth(preset, "Q8_0", p8);
+        check_q8(preset, m8, stock, r8, bound8);
+        vx_model_free(m8);
+        remove(p8);
+    }
 }
+
+static void test_gemma(void) {
+    check_preset("gemma-tiny", 2e-4, 1e-2);
+    check_preset("gemma2-tiny", 3e-3, 0);
+    /* 8 layers, a 5-token window on all but layer 5, whose RoPE (base 1e6,
+     * linear x8) is not the local layers' (base 10000, unscaled) */
+    check_preset("gemma3-tiny", 3e-3, 3e-2);
+}
+
+/* Qwen3-MoE: Qwen3's q/k norms, 8 experts of 64 (expert_feed_forward_length,
+ * not feed_forward_length's 256), 2 used; no GELU, so "exact" is llama.cpp
+ * as released with F32 KV caches */
+static void test_qwen3moe(void) { check_preset("qwen3moe-tiny", 1e-3, 1e-2); }
 
 /* ------------------------------------------------------------ encoders */
 
@@ -290,8 +321,10 @@ static void check_encoder_refusals(vx_model *m) {
 }
 
 /* src copied to dst with one edit: extra (non-NULL) added as a zero F32
- * [128, 16] tensor, token_types given 0 rows, or key set to u32 value */
-static bool edited_copy(const char *src, const char *dst, const char *extra, bool tt0, const char *key, uint32_t value) {
+ * [128, 16] tensor, or (tt0) token_types given 0 rows, or the tensor
+ * named drop left out, or key set to u32 value */
+static bool edited_copy(const char *src, const char *dst, const char *extra, bool tt0, const char *drop,
+                        const char *key, uint32_t value) {
     vx_gguf *g = NULL;
     char err[256];
     if (vx_gguf_open(src, &g, err, sizeof err) != VX_OK) return false;
@@ -303,6 +336,7 @@ static bool edited_copy(const char *src, const char *dst, const char *extra, boo
         int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
         const bool empty = tt0 && !strcmp(t->name, "token_types.weight");
         if (empty) ne[1] = 0;
+        if (drop && !strcmp(t->name, drop)) continue;
         ok = vx_gguf_add_tensor(w, t->name, t->type, t->n_dims, ne, t->data, empty ? 0 : t->size, true) == VX_OK;
     }
     const int64_t ne[2] = {128, 16};
@@ -328,7 +362,7 @@ static void check_encoder_files(const char *bert, const char *nomic) {
                {bert, NULL, true, NULL, "token_types.weight has no rows"},
                {bert, NULL, false, "bert.pooling_type", "reranking models"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        CHECK(edited_copy(bad[i].src, dst, bad[i].extra, bad[i].tt0, bad[i].key, 4));
+        CHECK(edited_copy(bad[i].src, dst, bad[i].extra, bad[i].tt0, NULL, bad[i].key, 4));
         vx_model *m = NULL;
         char err[256] = "";
         const vx_status st = vx_model_load(dst, NULL, &m, err, sizeof err);
@@ -399,9 +433,38 @@ static void test_encoders(void) {
     remove(pn);
 }
 
+/* Gemma 3 and Qwen3-MoE files the loader must refuse, with the reason:
+ * Gemma 3 without a layer's k norm (llama.cpp requires them), a window
+ * pattern of 0 layers; Qwen3-MoE using more experts than it has */
+static void test_decoder_files(void) {
+    const char *g3 = "/tmp/vx_test_arch_g3.gguf", *q3 = "/tmp/vx_test_arch_q3moe.gguf";
+    const char *dst = "/tmp/vx_test_arch_edited.gguf";
+    CHECK(vx_test_synth("gemma3-tiny", "F32", g3) && vx_test_synth("qwen3moe-tiny", "F32", q3));
+    struct {
+        const char *src, *drop, *key;
+        uint32_t value;
+        const char *why;
+    } bad[] = {{g3, "blk.3.attn_k_norm.weight", NULL, 0, "missing tensor 'blk.3.attn_k_norm.weight'"},
+               {g3, NULL, "gemma3.attention.sliding_window_pattern", 0, "sliding_window_pattern = 0 is out of range"},
+               {q3, NULL, "qwen3moe.expert_used_count", 9, "expert_used_count = 9 is out of range"},
+               {q3, NULL, "qwen3moe.expert_feed_forward_length", 128, "ffn_gate_exps.weight' has shape"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK(edited_copy(bad[i].src, dst, NULL, false, bad[i].drop, bad[i].key, bad[i].value));
+        vx_model *m = NULL;
+        char err[256] = "";
+        const vx_status st = vx_model_load(dst, NULL, &m, err, sizeof err);
+        CHECKF(st != VX_OK && !m && strstr(err, bad[i].why), "edit %zu: status %d, '%s'", i, (int)st, err);
+        vx_model_free(m);
+    }
+    remove(dst);
+    remove(g3);
+    remove(q3);
+}
+
 int main(void) {
     test_gemma();
-    test_gemma2();
+    test_qwen3moe();
+    test_decoder_files();
     test_encoders();
     return vx_test_finish("test_arch");
 }

@@ -26,37 +26,52 @@ typedef struct preset {
     bool tied, qkv_bias;
     int64_t head_dim; /* 0: n_embd / n_head */
     double attn_cap, final_cap; /* Gemma 2's logit soft caps */
-    int64_t swa;                /* Gemma 2's sliding window */
+    int64_t swa;                /* Gemma 2/3's sliding window */
+    double rope_linear;         /* linear RoPE scaling factor (0: none; Gemma 3: its global layers') */
+    bool qk_norm;               /* per-head q/k RMSNorms (Qwen3, Gemma 3) */
+    int64_t n_expert, n_expert_used, n_ff_exp; /* Qwen3-MoE's experts (0: dense) */
 } preset;
 
 static const preset presets[] = {
     {"llama-1b", "llama", "Llama-3.2-1B shape (random weights)", 2048, 16, 32, 8, 8192, 128256,
-     131072, 500000.0, 1e-5, true, false, 0, 0, 0, 0},
+     131072, 500000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0},
     {"llama-8b", "llama", "Llama-3-8B shape (random weights)", 4096, 32, 32, 8, 14336, 128256,
-     8192, 500000.0, 1e-5, false, false, 0, 0, 0, 0},
+     8192, 500000.0, 1e-5, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0},
     {"qwen-0.5b", "qwen2", "Qwen2.5-0.5B shape (random weights)", 896, 24, 14, 2, 4864, 151936,
-     32768, 1000000.0, 1e-6, true, true, 0, 0, 0, 0},
+     32768, 1000000.0, 1e-6, true, true, 0, 0, 0, 0, 0, false, 0, 0, 0},
     {"tiny", "llama", "tiny llama shape (random weights, for tests)", 256, 2, 4, 2, 512, 1024,
-     2048, 10000.0, 1e-5, false, false, 0, 0, 0, 0},
+     2048, 10000.0, 1e-5, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0},
     {"gemma-2b", "gemma", "Gemma-2B shape (random weights)", 2048, 18, 8, 1, 16384, 256000, 8192, 10000.0, 1e-6,
-     true, false, 256, 0, 0, 0},
+     true, false, 256, 0, 0, 0, 0, false, 0, 0, 0},
     {"gemma-tiny", "gemma", "tiny Gemma shape (random weights, for tests: head_dim 128 x 4 heads over 256)", 256, 2,
-     4, 1, 512, 1024, 2048, 10000.0, 1e-6, true, false, 128, 0, 0, 0},
+     4, 1, 512, 1024, 2048, 10000.0, 1e-6, true, false, 128, 0, 0, 0, 0, false, 0, 0, 0},
     {"gemma2-2b", "gemma2", "Gemma-2-2B shape (random weights)", 2304, 26, 8, 4, 9216, 256000, 8192, 10000.0, 1e-6,
-     true, false, 256, 50.0, 30.0, 4096},
+     true, false, 256, 50.0, 30.0, 4096, 0, false, 0, 0, 0},
     /* 26 layers: llama.cpp takes Gemma 2 models of 26, 42 or 46 layers only */
     {"gemma2-tiny", "gemma2", "tiny Gemma 2 shape (random weights, for tests: 26 layers, caps 0.5 / 1, window 6)", 128,
-     26, 4, 2, 256, 1024, 2048, 10000.0, 1e-6, true, false, 64, 0.5, 1.0, 6},
+     26, 4, 2, 256, 1024, 2048, 10000.0, 1e-6, true, false, 64, 0.5, 1.0, 6, 0, false, 0, 0, 0},
+    /* Gemma 3: a 512 window on 5 of every 6 layers, q/k norms; the tiny
+     * one has a window of 5 tokens, and linear RoPE scaling on its global
+     * layer (as the 4B and larger models) */
+    {"gemma3-1b", "gemma3", "Gemma-3-1B shape (random weights)", 1152, 26, 4, 1, 6912, 262144, 32768, 1000000.0,
+     1e-6, true, false, 256, 0, 0, 512, 0, true, 0, 0, 0},
+    {"gemma3-tiny", "gemma3", "tiny Gemma 3 shape (random weights, for tests: 8 layers, window 5, RoPE x8 global)",
+     128, 8, 4, 2, 256, 1024, 2048, 1000000.0, 1e-6, true, false, 64, 0, 0, 5, 8.0, true, 0, 0, 0},
+    /* Qwen3-MoE: 128 experts of 768, 8 used; the tiny one 8 of 64, 2 used */
+    {"qwen3-30b-a3b", "qwen3moe", "Qwen3-30B-A3B shape (random weights)", 2048, 48, 32, 4, 6144, 151936, 40960,
+     1000000.0, 1e-6, false, false, 128, 0, 0, 0, 0, true, 128, 8, 768},
+    {"qwen3moe-tiny", "qwen3moe", "tiny Qwen3-MoE shape (random weights, for tests: 8 experts, 2 used)", 128, 2, 4,
+     2, 256, 1024, 2048, 1000000.0, 1e-6, false, false, 0, 0, 0, 0, 0, true, 8, 2, 64},
     /* encoders (embedding models): a WordPiece vocabulary of the same
      * layout as BERT's ([PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102) */
     {"bge-small", "bert", "bge-small-en-v1.5 shape (random weights)", 384, 12, 12, 12, 1536, 30522, 512, 10000.0,
-     1e-12, false, true, 0, 0, 0, 0},
+     1e-12, false, true, 0, 0, 0, 0, 0, false, 0, 0, 0},
     {"bert-tiny", "bert", "tiny BERT shape (random weights, for tests)", 128, 2, 4, 4, 512, 2048, 512, 10000.0, 1e-12,
-     false, true, 0, 0, 0, 0},
+     false, true, 0, 0, 0, 0, 0, false, 0, 0, 0},
     {"nomic-embed", "nomic-bert", "nomic-embed-text-v1.5 shape (random weights)", 768, 12, 12, 12, 3072, 30522, 2048,
-     1000.0, 1e-12, false, false, 0, 0, 0, 0},
+     1000.0, 1e-12, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0},
     {"nomic-tiny", "nomic-bert", "tiny nomic-bert shape (random weights, for tests)", 128, 2, 4, 4, 512, 2048, 2048,
-     1000.0, 1e-12, false, false, 0, 0, 0, 0},
+     1000.0, 1e-12, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0},
 };
 
 /* The encoder presets (bert, nomic-bert) */
@@ -88,6 +103,7 @@ typedef struct tensor_spec {
 
 #define MAT(nm, a, b) (snprintf(ts[n].name, 64, "%s", nm), ts[n].n_dims = 2, ts[n].ne[0] = a, \
                        ts[n].ne[1] = b, ts[n].ne[2] = ts[n].ne[3] = 1, ts[n].vector = false, n++)
+#define MAT3(nm, a, b, c) (MAT(nm, a, b), ts[n - 1].n_dims = 3, ts[n - 1].ne[2] = c)
 #define VEC(nm, a) (snprintf(ts[n].name, 64, "%s", nm), ts[n].n_dims = 1, ts[n].ne[0] = a, \
                     ts[n].ne[1] = ts[n].ne[2] = ts[n].ne[3] = 1, ts[n].vector = true, n++)
 #define L(s) (snprintf(nm, sizeof nm, "blk.%lld.%s", (long long)il, s), nm)
@@ -148,11 +164,22 @@ static int build_specs(const preset *p, tensor_spec *ts) {
             VEC(L("attn_v.bias"), KD);
         }
         MAT(L("attn_output.weight"), QD, E);
+        if (p->qk_norm) {
+            VEC(L("attn_q_norm.weight"), hd);
+            VEC(L("attn_k_norm.weight"), hd);
+        }
         VEC(L("ffn_norm.weight"), E);
-        MAT(L("ffn_gate.weight"), E, p->n_ff);
-        MAT(L("ffn_up.weight"), E, p->n_ff);
-        MAT(L("ffn_down.weight"), p->n_ff, E);
-        if (!strcmp(p->arch, "gemma2")) {
+        if (p->n_expert) {
+            MAT(L("ffn_gate_inp.weight"), E, p->n_expert);
+            MAT3(L("ffn_gate_exps.weight"), E, p->n_ff_exp, p->n_expert);
+            MAT3(L("ffn_up_exps.weight"), E, p->n_ff_exp, p->n_expert);
+            MAT3(L("ffn_down_exps.weight"), p->n_ff_exp, E, p->n_expert);
+        } else {
+            MAT(L("ffn_gate.weight"), E, p->n_ff);
+            MAT(L("ffn_up.weight"), E, p->n_ff);
+            MAT(L("ffn_down.weight"), p->n_ff, E);
+        }
+        if (!strncmp(p->arch, "gemma", 5) && strcmp(p->arch, "gemma")) { /* gemma2, gemma3 */
             VEC(L("post_attention_norm.weight"), E);
             VEC(L("post_ffw_norm.weight"), E);
         }
@@ -163,6 +190,7 @@ static int build_specs(const preset *p, tensor_spec *ts) {
 }
 
 #undef MAT
+#undef MAT3
 #undef VEC
 #undef L
 
@@ -265,10 +293,17 @@ int vx_cmd_synth(int argc, char **argv) {
     vx_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)p->n_head_kv);
     const int64_t hd = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
     vx_gguf_set_u32(w, K("rope.dimension_count"), (uint32_t)hd);
-    if (p->swa) {
-        vx_gguf_set_f32(w, K("attn_logit_softcapping"), (float)p->attn_cap);
-        vx_gguf_set_f32(w, K("final_logit_softcapping"), (float)p->final_cap);
-        vx_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)p->swa);
+    if (p->attn_cap > 0) vx_gguf_set_f32(w, K("attn_logit_softcapping"), (float)p->attn_cap);
+    if (p->final_cap > 0) vx_gguf_set_f32(w, K("final_logit_softcapping"), (float)p->final_cap);
+    if (p->swa) vx_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)p->swa);
+    if (p->rope_linear > 0) {
+        vx_gguf_set_str(w, K("rope.scaling.type"), "linear");
+        vx_gguf_set_f32(w, K("rope.scaling.factor"), (float)p->rope_linear);
+    }
+    if (p->n_expert) {
+        vx_gguf_set_u32(w, K("expert_count"), (uint32_t)p->n_expert);
+        vx_gguf_set_u32(w, K("expert_used_count"), (uint32_t)p->n_expert_used);
+        vx_gguf_set_u32(w, K("expert_feed_forward_length"), (uint32_t)p->n_ff_exp);
     }
     if (p->head_dim) {
         vx_gguf_set_u32(w, K("attention.key_length"), (uint32_t)hd);
