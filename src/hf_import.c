@@ -46,12 +46,13 @@ static const struct {
     bool permute_qk; /* GGUF "llama" rotates adjacent pairs: HF's halves are permuted */
     bool spm_first;  /* tokenizer.model before tokenizer.json, as the converter reads them */
     int gemma;       /* 1: Gemma (norms stored as 1 + w, tied by default, GELU FFN); 2: Gemma 2 (also caps,
-                      * window, post norms) */
+                      * window, post norms); 3: Gemma 3 (Gemma 2's norms, q/k norms, a window pattern) */
 } k_archs[] = {
     {"LlamaForCausalLM", "llama", true, true, 0},         {"MistralForCausalLM", "llama", true, true, 0},
     {"Qwen2ForCausalLM", "qwen2", false, false, 0},       {"Qwen3ForCausalLM", "qwen3", false, false, 0},
     {"Phi3ForCausalLM", "phi3", false, true, 0},          {"MixtralForCausalLM", "llama", true, true, 0},
     {"GemmaForCausalLM", "gemma", false, true, 1},        {"Gemma2ForCausalLM", "gemma2", false, true, 2},
+    {"Gemma3ForCausalLM", "gemma3", false, true, 3},      {"Qwen3MoeForCausalLM", "qwen3moe", false, false, 0},
 };
 
 typedef struct hf_ctx {
@@ -150,13 +151,15 @@ typedef struct hf_hparams {
     bool permute_qk;
     int64_t n_embd, n_layer, n_ff, n_head, n_head_kv, head_dim, n_ctx;
     int64_t n_expert, n_expert_used;
+    int64_t n_ff_exp;     /* Qwen3-MoE: an expert's FFN length (moe_intermediate_size; 0: n_ff) */
     int64_t fp8_block[2]; /* quantization_config.weight_block_size (rows, columns) */
     int64_t gptq_group;   /* GPTQ / AWQ int4: group size (0: neither) */
     bool gptq_v2;         /* zeros stored as they are (v1 stores zero - 1) */
     bool awq;             /* AWQ's layout (codes packed along the output) */
     bool spm_first;       /* k_archs' */
     bool norm_plus_one;   /* Gemma: RMSNorm scales by 1 + w; GGUF stores 1 + w */
-    bool gemma2;          /* k_archs' */
+    bool gemma2;          /* k_archs': Gemma 2's four norms per layer (Gemma 2 and 3) */
+    bool gemma3;
     bool tie;
 } hf_hparams;
 
@@ -253,6 +256,94 @@ static vx_status llama3_factors(hf_ctx *c, const cJSON *rs, double base, int64_t
                       err_size);
 }
 
+/* Qwen3MoeConfig: num_experts of moe_intermediate_size rows, every layer
+ * sparse (decoder_sparse_step 1, no mlp_only_layers), the top-k weights
+ * renormalized (norm_topk_prob: what vx, as llama.cpp, computes) */
+static vx_status qwen3moe_keys(const cJSON *cfg, hf_hparams *hp, char *err, size_t err_size) {
+    vx_status st = VX_OK;
+    int64_t step = 1;
+    if (cfg_int(cfg, "num_experts", 1, 1024, &hp->n_expert, &st, err, err_size) < 0 ||
+        cfg_int(cfg, "decoder_sparse_step", 0, 1 << 20, &step, &st, err, err_size) < 0 ||
+        (st = need_int(cfg, "moe_intermediate_size", 1, 1 << 22, &hp->n_ff_exp, err, err_size)))
+        return st;
+    const cJSON *only = cJSON_GetObjectItemCaseSensitive(cfg, "mlp_only_layers");
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(cfg, "norm_topk_prob");
+    if (step != 1 || (only && !cJSON_IsNull(only) && (!cJSON_IsArray(only) || cJSON_GetArraySize(only) > 0)))
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                         "config.json: Qwen3-MoE with dense layers (decoder_sparse_step %lld, mlp_only_layers) is not "
+                         "supported",
+                         (long long)step);
+    if (!cJSON_IsTrue(norm))
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                         "config.json: Qwen3-MoE without norm_topk_prob is not supported (vx renormalizes the chosen "
+                         "experts' weights, as llama.cpp does)");
+    return VX_OK;
+}
+
+/* Gemma3TextConfig's window: every layer sliding but every
+ * sliding_window_pattern-th, or layer_types (newer transformers) spelling
+ * the same; vx takes only such a period. *period: 0 for no window. */
+static vx_status gemma3_pattern(const cJSON *cfg, const hf_hparams *hp, int64_t *period, char *err, size_t err_size) {
+    vx_status st = VX_OK;
+    *period = 6;
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types");
+    if (!lt || cJSON_IsNull(lt))
+        return cfg_int(cfg, "sliding_window_pattern", 1, 1 << 16, period, &st, err, err_size) < 0 ? st : VX_OK;
+    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != hp->n_layer)
+        return vx_seterr(err, err_size, VX_EFORMAT, "config.json: layer_types must list the %lld layers",
+                         (long long)hp->n_layer);
+    int64_t first_full = -1, il = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, lt) {
+        const bool full = cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention");
+        if (!full && !(cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention")))
+            return vx_seterr(err, err_size, VX_EFORMAT, "config.json: layer_types[%lld] is not a layer type vx knows",
+                             (long long)il);
+        if (full && first_full < 0) first_full = il;
+        il++;
+    }
+    *period = first_full < 0 ? hp->n_layer + 1 : first_full + 1;
+    il = 0;
+    cJSON_ArrayForEach(e, lt) {
+        if ((il % *period < *period - 1) != !strcmp(e->valuestring, "sliding_attention"))
+            return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                             "config.json: layer_types without a period (a full-attention layer every %lld) is not "
+                             "supported",
+                             (long long)*period);
+        il++;
+    }
+    return VX_OK;
+}
+
+/* Gemma 3's keys: the window and its pattern, the local layers' RoPE
+ * base, the final cap; no score cap, and the query scale vx computes */
+static vx_status gemma3_keys(vx_gguf_writer *w, const cJSON *cfg, const hf_hparams *hp, char *err, size_t err_size) {
+    double acap, fcap, qpas, local_base;
+    int64_t swa = 4096, period;
+    vx_status st = VX_OK;
+    if ((st = cfg_real(cfg, "attn_logit_softcapping", 0.0, &acap, err, err_size)) ||
+        (st = cfg_real(cfg, "final_logit_softcapping", 0.0, &fcap, err, err_size)) ||
+        (st = cfg_real(cfg, "query_pre_attn_scalar", 256.0, &qpas, err, err_size)) ||
+        (st = cfg_real(cfg, "rope_local_base_freq", 10000.0, &local_base, err, err_size)) ||
+        cfg_int(cfg, "sliding_window", 1, 1 << 30, &swa, &st, err, err_size) < 0 ||
+        (st = gemma3_pattern(cfg, hp, &period, err, err_size)))
+        return st;
+    const double want = hp->n_layer == 62 ? (double)hp->n_embd / (double)hp->n_head : (double)hp->head_dim;
+    if (acap != 0 || !(fcap >= 0) || qpas != want || !(local_base > 0))
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                         "config.json: Gemma 3 with attn_logit_softcapping %g, final_logit_softcapping %g, "
+                         "query_pre_attn_scalar %g and rope_local_base_freq %g is not supported (no score cap, a "
+                         "non-negative final cap, %g for this shape, a positive base)",
+                         acap, fcap, qpas, local_base, want);
+    const char *A = hp->arch;
+    if ((fcap > 0 && (st = set_f32(w, A, "final_logit_softcapping", fcap))) ||
+        (st = set_u32(w, A, "attention.sliding_window", swa)) ||
+        (st = set_u32(w, A, "attention.sliding_window_pattern", period)) ||
+        (st = set_f32(w, A, "rope.freq_base_swa", local_base)))
+        return st;
+    return VX_OK;
+}
+
 static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hparams *hp, char *err,
                              size_t err_size) {
     const cJSON *archs = cJSON_GetObjectItemCaseSensitive(cfg, "architectures");
@@ -265,13 +356,14 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
             hp->permute_qk = k_archs[i].permute_qk;
             hp->spm_first = k_archs[i].spm_first;
             hp->norm_plus_one = k_archs[i].gemma > 0;
-            hp->gemma2 = k_archs[i].gemma == 2;
+            hp->gemma2 = k_archs[i].gemma >= 2;
+            hp->gemma3 = k_archs[i].gemma == 3;
         }
     if (!hp->arch)
         return vx_seterr(err, err_size, VX_EUNSUPPORTED,
                          "config.json: model class %s is not supported (LlamaForCausalLM, MistralForCausalLM, "
-                         "Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, "
-                         "GemmaForCausalLM and Gemma2ForCausalLM are)",
+                         "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, "
+                         "GemmaForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM are)",
                          a0->valuestring);
     vx_status st;
     if ((st = need_int(cfg, "hidden_size", 1, 1 << 20, &hp->n_embd, err, err_size)) ||
@@ -290,11 +382,13 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
         cfg_int(cfg, "num_experts_per_tok", 1, 256, &hp->n_expert_used, &st, err, err_size) < 0)
         return st;
     const bool mixtral = !strcmp(a0->valuestring, "MixtralForCausalLM"), phi3 = !strcmp(hp->arch, "phi3");
-    if (mixtral &&
+    const bool qwen3moe = !strcmp(hp->arch, "qwen3moe");
+    if (qwen3moe && (st = qwen3moe_keys(cfg, hp, err, err_size))) return st;
+    if ((mixtral || qwen3moe) &&
         (hp->n_expert < 1 || hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert))
-        return vx_seterr(err, err_size, VX_EFORMAT,
-                         "config.json: a Mixtral model needs num_local_experts >= num_experts_per_tok >= 1");
-    if (!mixtral) hp->n_expert = hp->n_expert_used = 0;
+        return vx_seterr(err, err_size, VX_EFORMAT, "config.json: a %s model needs %s >= num_experts_per_tok >= 1",
+                         a0->valuestring, qwen3moe ? "num_experts" : "num_local_experts");
+    if (!mixtral && !qwen3moe) hp->n_expert = hp->n_expert_used = 0;
     /* RoPE turns pairs, and the Q/K permutation halves heads */
     if (hp->head_dim < 2 || hp->head_dim % 2)
         return vx_seterr(err, err_size, VX_EFORMAT, "config.json: the head dimension %lld is not a positive even number",
@@ -388,11 +482,12 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
     if (hp->n_expert && ((st = set_u32(w, A, "expert_count", hp->n_expert)) ||
                          (st = set_u32(w, A, "expert_used_count", hp->n_expert_used))))
         return st;
+    if (hp->n_ff_exp && (st = set_u32(w, A, "expert_feed_forward_length", hp->n_ff_exp))) return st;
     /* transformers' defaults where a key is absent: 1e-6 (Llama, Mistral,
      * Qwen) or 1e-5 (Phi-3, Mixtral); rope_theta 1e4 (Mixtral 1e6) */
     double eps, theta, prf;
     if ((st = cfg_real(cfg, "rms_norm_eps", phi3 || mixtral ? 1e-5 : 1e-6, &eps, err, err_size)) ||
-        (st = cfg_real(cfg, "rope_theta", mixtral ? 1e6 : 1e4, &theta, err, err_size)) ||
+        (st = cfg_real(cfg, "rope_theta", mixtral || hp->gemma3 ? 1e6 : 1e4, &theta, err, err_size)) ||
         (st = cfg_real(cfg, "partial_rotary_factor", 1.0, &prf, err, err_size)))
         return st;
     if (!(eps >= 0) || eps > 1) return vx_seterr(err, err_size, VX_EFORMAT, "config.json: rms_norm_eps %g is invalid", eps);
@@ -410,7 +505,8 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
                              "config.json: partial_rotary_factor on a %s model is not supported", a0->valuestring);
     }
     if ((st = set_u32(w, A, "rope.dimension_count", n_rot))) return st;
-    if (hp->gemma2) {
+    if (hp->gemma3 && (st = gemma3_keys(w, cfg, hp, err, err_size))) return st;
+    if (hp->gemma2 && !hp->gemma3) {
         /* Gemma2Config's defaults; a null cap is none. Queries are scaled by
          * 1/sqrt(query_pre_attn_scalar): vx (as llama.cpp) takes head_dim,
          * or n_embd / n_head for the 46-layer 27B model */
@@ -499,6 +595,7 @@ static const char *map_name(const hf_hparams *hp, const char *hf, char *buf, siz
                  {"mlp.down_proj.weight", "ffn_down.weight", 'w'},
                  {"mlp.gate_up_proj.weight", "ffn_up.weight", 'w'},
                  {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight", 'w'},
+                 {"mlp.gate.weight", "ffn_gate_inp.weight", 'w'},
                  {"pre_feedforward_layernorm.weight", "ffn_norm.weight", 'n'},
                  {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", 'n'},
                  {"self_attn.rotary_emb.inv_freq", NULL, 0}};
@@ -576,12 +673,24 @@ static vx_status permute_qk(hf_ctx *c, const hf_hparams *hp, char kind, const ch
     return VX_OK;
 }
 
-/* model.layers.<il>.block_sparse_moe.experts.<x>.w<wi>.weight */
+/* model.layers.<il>.block_sparse_moe.experts.<x>.w<wi>.weight (Mixtral),
+ * or model.layers.<il>.mlp.experts.<x>.{gate,down,up}_proj.weight (Qwen3-MoE;
+ * wi 1, 2, 3 as Mixtral's w1, w2, w3) */
 static bool is_expert(const char *name, unsigned *il, unsigned *x, unsigned *wi) {
-    static const char k_mid[] = ".block_sparse_moe.experts.";
+    static const char k_mid[] = ".block_sparse_moe.experts.", k_mlp[] = ".mlp.experts.";
+    static const char *const k_proj[3] = {".gate_proj.weight", ".down_proj.weight", ".up_proj.weight"};
     const char *p;
-    return !strncmp(name, "model.layers.", 13) && parse_index(name + 13, 1u << 20, il, &p) &&
-           !strncmp(p, k_mid, sizeof k_mid - 1) && parse_index(p + sizeof k_mid - 1, 1u << 20, x, &p) &&
+    if (strncmp(name, "model.layers.", 13) != 0 || !parse_index(name + 13, 1u << 20, il, &p)) return false;
+    if (!strncmp(p, k_mlp, sizeof k_mlp - 1)) {
+        if (!parse_index(p + sizeof k_mlp - 1, 1u << 20, x, &p)) return false;
+        for (unsigned i = 0; i < 3; i++)
+            if (!strcmp(p, k_proj[i])) {
+                *wi = i + 1;
+                return true;
+            }
+        return false;
+    }
+    return !strncmp(p, k_mid, sizeof k_mid - 1) && parse_index(p + sizeof k_mid - 1, 1u << 20, x, &p) &&
            p[0] == '.' && p[1] == 'w' && parse_index(p + 2, 9, wi, &p) && !strcmp(p, ".weight");
 }
 
@@ -593,7 +702,8 @@ static vx_status add_expert(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor 
         return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' does not fit the config (%lld layers, %lld experts)",
                          t->name, (long long)hp->n_layer, (long long)hp->n_expert);
     const int type = vx_type_of(t->dtype);
-    const int64_t ne0 = wi == 2 ? hp->n_ff : hp->n_embd, ne1 = wi == 2 ? hp->n_embd : hp->n_ff;
+    const int64_t F = hp->n_ff_exp ? hp->n_ff_exp : hp->n_ff;
+    const int64_t ne0 = wi == 2 ? F : hp->n_embd, ne1 = wi == 2 ? hp->n_embd : F;
     if (type < 0 || t->n_dims != 2 || t->shape[1] != ne0 || t->shape[0] != ne1)
         return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' must be F32/F16/BF16 [%lld, %lld]", t->name,
                          (long long)ne1, (long long)ne0);

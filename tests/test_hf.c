@@ -14,7 +14,10 @@
  *    rows in HF's order, a tokenizer.json) must load and give the same
  *    logits, bit for bit, as the GGUF files they came from: the import
  *    rebuilds the same tensors. Also sharded checkpoints, BF16, tied and
- *    untied embeddings, and the errors for what is not supported.
+ *    untied embeddings, and the errors for what is not supported. vx
+ *    synth's tiny Gemma, Gemma 2, Gemma 3 (window pattern, local RoPE base,
+ *    linear scaling) and Qwen3-MoE (experts under mlp.experts) the same way,
+ *    and their configs vx cannot run refused with the reason.
  */
 #include <dirent.h>
 #include <math.h>
@@ -541,6 +544,8 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
                       : !strcmp(arch, "qwen3") ? "Qwen3ForCausalLM"
                       : !strcmp(arch, "gemma") ? "GemmaForCausalLM"
                       : !strcmp(arch, "gemma2") ? "Gemma2ForCausalLM"
+                      : !strcmp(arch, "gemma3") ? "Gemma3ForCausalLM"
+                      : !strcmp(arch, "qwen3moe") ? "Qwen3MoeForCausalLM"
                                                : "Phi3ForCausalLM";
     cJSON_AddItemToArray(archs, cJSON_CreateString(cls));
     cJSON_AddNumberToObject(cfg, "hidden_size", (double)E);
@@ -569,6 +574,37 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
         cJSON_AddNumberToObject(cfg, "query_pre_attn_scalar", (double)HD);
         cJSON_AddStringToObject(cfg, "hidden_activation", "gelu_pytorch_tanh");
     }
+    if (!strcmp(arch, "gemma3")) { /* the window, its pattern and base, linear scaling as the 4B+ models */
+        int64_t swa = 0;
+        double factor = 0;
+        snprintf(key, sizeof key, "gemma3.attention.sliding_window");
+        vx_gguf_get_i64(g, key, &swa);
+        snprintf(key, sizeof key, "gemma3.rope.scaling.factor");
+        vx_gguf_get_f64(g, key, &factor);
+        cJSON_AddNumberToObject(cfg, "sliding_window", (double)swa);
+        cJSON_AddNumberToObject(cfg, "sliding_window_pattern", 6);
+        cJSON_AddNumberToObject(cfg, "rope_local_base_freq", 10000);
+        cJSON_AddNumberToObject(cfg, "query_pre_attn_scalar", (double)HD);
+        cJSON_AddNullToObject(cfg, "attn_logit_softcapping");
+        cJSON_AddNullToObject(cfg, "final_logit_softcapping");
+        cJSON_AddStringToObject(cfg, "hidden_activation", "gelu_pytorch_tanh");
+        if (factor > 0) {
+            cJSON_DeleteItemFromObject(cfg, "rope_scaling");
+            cJSON *rs = cJSON_AddObjectToObject(cfg, "rope_scaling");
+            cJSON_AddStringToObject(rs, "rope_type", "linear");
+            cJSON_AddNumberToObject(rs, "factor", factor);
+        }
+    }
+    if (!strcmp(arch, "qwen3moe")) { /* experts of their own length */
+        int64_t FX = 0;
+        snprintf(key, sizeof key, "qwen3moe.expert_feed_forward_length");
+        vx_gguf_get_i64(g, key, &FX);
+        cJSON_AddNumberToObject(cfg, "moe_intermediate_size", (double)FX);
+        cJSON_AddNumberToObject(cfg, "num_experts", (double)X);
+        cJSON_AddBoolToObject(cfg, "norm_topk_prob", true);
+        cJSON_AddNumberToObject(cfg, "decoder_sparse_step", 1);
+        cJSON_AddArrayToObject(cfg, "mlp_only_layers");
+    }
     if (o->gptq == 3) {
         cJSON *qc = cJSON_AddObjectToObject(cfg, "quantization_config");
         cJSON_AddStringToObject(qc, "quant_method", "awq");
@@ -592,7 +628,7 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
         cJSON_AddItemToArray(bs, cJSON_CreateNumber(40));
     }
     if (X > 0) {
-        cJSON_AddNumberToObject(cfg, "num_local_experts", (double)X);
+        if (strcmp(arch, "qwen3moe")) cJSON_AddNumberToObject(cfg, "num_local_experts", (double)X);
         cJSON_AddNumberToObject(cfg, "num_experts_per_tok", (double)XU);
     }
     char *cfg_txt = cJSON_Print(cfg);
@@ -639,6 +675,8 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
         const vx_gguf_tensor *t = vx_gguf_tensor_at(g, i);
         char b[128];
         static const char *const exps[3][2] = {{"ffn_gate_exps", "w1"}, {"ffn_down_exps", "w2"}, {"ffn_up_exps", "w3"}};
+        static const char *const qexps[3] = {"gate_proj", "down_proj", "up_proj"}; /* Qwen3-MoE's names */
+        const bool q3 = !strcmp(arch, "qwen3moe");
         bool expert = false;
         for (int k = 0; k < 3; k++) {
             unsigned il;
@@ -649,8 +687,8 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
             /* one HF tensor per expert: slices of the stacked one */
             const size_t one = (size_t)t->size / (size_t)t->ne[2];
             for (int64_t x = 0; x < t->ne[2]; x++, n++) {
-                snprintf(e[n].name, sizeof e[n].name, "model.layers.%u.block_sparse_moe.experts.%lld.%s.weight", il,
-                         (long long)x, exps[k][1]);
+                snprintf(e[n].name, sizeof e[n].name, "model.layers.%u.%s.experts.%lld.%s.weight", il,
+                         q3 ? "mlp" : "block_sparse_moe", (long long)x, q3 ? qexps[k] : exps[k][1]);
                 e[n].dtype = t->type == VX_TYPE_F32 ? "F32" : t->type == VX_TYPE_F16 ? "F16" : "BF16";
                 e[n].nd = 2;
                 e[n].shape[0] = t->ne[1];
@@ -664,10 +702,10 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
         if (strstr(t->name, ".ffn_gate_inp.weight")) {
             unsigned il;
             sscanf(t->name, "blk.%u.", &il);
-            snprintf(b, sizeof b, "model.layers.%u.block_sparse_moe.gate.weight", il);
+            snprintf(b, sizeof b, "model.layers.%u.%s.gate.weight", il, q3 ? "mlp" : "block_sparse_moe");
         }
         const char *hn =
-            strstr(t->name, ".ffn_gate_inp.weight") ? b : hf_name(t->name, b, sizeof b, !strcmp(arch, "gemma2"));
+            strstr(t->name, ".ffn_gate_inp.weight") ? b : hf_name(t->name, b, sizeof b, !strncmp(arch, "gemma", 5) && arch[5]);
         const char *suffix = strchr(t->name, '.') ? strchr(strchr(t->name, '.') + 1, '.') : NULL;
         if (!hn && suffix && !strcmp(suffix, ".ffn_up.weight")) {
             unsigned il;
@@ -1160,6 +1198,29 @@ static void test_patched(void) {
     printf("  %zu edited directories and a FIFO refused with their messages\n", sizeof cases / sizeof cases[0]);
 }
 
+typedef struct bad_cfg {
+    const char *key, *value, *what;
+} bad_cfg;
+
+/* The model at gm as HF directories with one config.json key patched
+ * each: all refused as unsupported, with the reason */
+static void refused_configs(const char *gm, const hf_opts *o, const bad_cfg *bad, size_t n) {
+    char gd[400], err[512];
+    snprintf(gd, sizeof gd, "%s/bad", g_tmp);
+    for (size_t i = 0; i < n; i++) {
+        mkdir(gd, 0700);
+        CHECK(export_hf(gm, gd, o));
+        patch_json(gd, "config.json", bad[i].key, bad[i].value);
+        vx_model *m = NULL;
+        err[0] = 0;
+        const vx_status st = vx_model_load(gd, NULL, &m, err, sizeof err);
+        CHECKF(st == VX_EUNSUPPORTED && !m && strstr(err, bad[i].what), "%s: %s = %s: %s '%s'", gm, bad[i].key,
+               bad[i].value, vx_status_str(st), err);
+        vx_model_free(m);
+        rm_dir(gd);
+    }
+}
+
 int main(void) {
     printf("tokenizer.json as GGUF keys:\n");
     test_tokenizer("llama3", "llama-bpe", 128256, NULL);
@@ -1188,29 +1249,48 @@ int main(void) {
         CHECK(vx_test_synth("gemma-tiny", "F32", gm));
         test_model(gm, &spm);
         remove(gm);
+        /* Gemma 3: Gemma 2's norms, q/k norms, the window's pattern and
+         * base, linear RoPE scaling; Qwen3-MoE: experts under mlp.experts */
+        static const char *const more[] = {"gemma3-tiny", "qwen3moe-tiny"};
+        static const bad_cfg g3bad[] = {
+            {"query_pre_attn_scalar", "128", "query_pre_attn_scalar 128"},
+            {"attn_logit_softcapping", "50", "attn_logit_softcapping 50"},
+            {"layer_types", "[\"sliding_attention\", \"full_attention\", \"full_attention\", \"sliding_attention\", "
+                            "\"sliding_attention\", \"sliding_attention\", \"sliding_attention\", \"sliding_attention\"]",
+             "without a period"}};
+        static const bad_cfg q3bad[] = {{"norm_topk_prob", "false", "without norm_topk_prob"},
+                                        {"mlp_only_layers", "[1]", "with dense layers"},
+                                        {"decoder_sparse_step", "2", "decoder_sparse_step 2"}};
+        for (size_t i = 0; i < 2; i++) {
+            snprintf(gm, sizeof gm, "%s/%s.gguf", g_tmp, more[i]);
+            CHECK(vx_test_synth(more[i], "F32", gm));
+            test_model(gm, i == 0 ? &spm : &one);
+            refused_configs(gm, i == 0 ? &spm : &one, i == 0 ? g3bad : q3bad, 3);
+            if (i == 0) { /* newer transformers spell the pattern as layer_types: a period of 3 here */
+                char gd[400], err[512] = "", info[4096] = "";
+                snprintf(gd, sizeof gd, "%s/lt", g_tmp);
+                mkdir(gd, 0700);
+                CHECK(export_hf(gm, gd, &spm));
+                patch_json(gd, "config.json", "layer_types",
+                           "[\"sliding_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", "
+                           "\"sliding_attention\", \"full_attention\", \"sliding_attention\", \"sliding_attention\"]");
+                vx_model *m = NULL;
+                CHECKF(vx_model_load(gd, NULL, &m, err, sizeof err) == VX_OK, "layer_types: %s", err);
+                if (m) vx_model_describe(m, info, sizeof info);
+                CHECKF(strstr(info, "on 2 of every 3 layers"), "layer_types: %s", info);
+                vx_model_free(m);
+                rm_dir(gd);
+            }
+            remove(gm);
+        }
         snprintf(gm, sizeof gm, "%s/gemma2-tiny.gguf", g_tmp);
         CHECK(vx_test_synth("gemma2-tiny", "F32", gm));
         test_model(gm, &spm);
         /* what vx does not do is refused, not run wrong */
-        static const struct {
-            const char *key, *value, *what;
-        } g2bad[] = {{"query_pre_attn_scalar", "144", "query_pre_attn_scalar 144"},
-                     {"hidden_activation", "\"silu\"", "hidden_activation 'silu'"},
-                     {"attn_logit_softcapping", "-1", "soft caps -1"}};
-        char gd[400], err[512];
-        snprintf(gd, sizeof gd, "%s/g2", g_tmp);
-        for (size_t i = 0; i < sizeof g2bad / sizeof g2bad[0]; i++) {
-            mkdir(gd, 0700);
-            CHECK(export_hf(gm, gd, &spm));
-            patch_json(gd, "config.json", g2bad[i].key, g2bad[i].value);
-            vx_model *m = NULL;
-            err[0] = 0;
-            const vx_status st = vx_model_load(gd, NULL, &m, err, sizeof err);
-            CHECKF(st == VX_EUNSUPPORTED && !m && strstr(err, g2bad[i].what), "Gemma 2 %s = %s: %s '%s'", g2bad[i].key,
-                   g2bad[i].value, vx_status_str(st), err);
-            vx_model_free(m);
-            rm_dir(gd);
-        }
+        static const bad_cfg g2bad[] = {{"query_pre_attn_scalar", "144", "query_pre_attn_scalar 144"},
+                                        {"hidden_activation", "\"silu\"", "hidden_activation 'silu'"},
+                                        {"attn_logit_softcapping", "-1", "soft caps -1"}};
+        refused_configs(gm, &spm, g2bad, sizeof g2bad / sizeof g2bad[0]);
         remove(gm);
     }
     test_fp8("models/llama/llama-F16.gguf", 1);
