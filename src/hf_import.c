@@ -53,6 +53,10 @@ static const struct {
     {"Phi3ForCausalLM", "phi3", false, true, 0},          {"MixtralForCausalLM", "llama", true, true, 0},
     {"GemmaForCausalLM", "gemma", false, true, 1},        {"Gemma2ForCausalLM", "gemma2", false, true, 2},
     {"Gemma3ForCausalLM", "gemma3", false, true, 3},      {"Qwen3MoeForCausalLM", "qwen3moe", false, false, 0},
+    /* Gemma 3's 4B and larger checkpoints: the text model of a multimodal
+     * one (text_config; its tensors under language_model, the vision tower
+     * and projector left out, as for a GGUF file and its mmproj) */
+    {"Gemma3ForConditionalGeneration", "gemma3", false, true, 3},
 };
 
 typedef struct hf_ctx {
@@ -160,6 +164,7 @@ typedef struct hf_hparams {
     bool norm_plus_one;   /* Gemma: RMSNorm scales by 1 + w; GGUF stores 1 + w */
     bool gemma2;          /* k_archs': Gemma 2's four norms per layer (Gemma 2 and 3) */
     bool gemma3;
+    bool text_of_mm;      /* Gemma3ForConditionalGeneration: config.json's text_config, tensors' prefixes */
     bool tie;
 } hf_hparams;
 
@@ -358,23 +363,33 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
             hp->norm_plus_one = k_archs[i].gemma > 0;
             hp->gemma2 = k_archs[i].gemma >= 2;
             hp->gemma3 = k_archs[i].gemma == 3;
+            hp->text_of_mm = strstr(k_archs[i].hf, "ConditionalGeneration") != NULL;
         }
     if (!hp->arch)
         return vx_seterr(err, err_size, VX_EUNSUPPORTED,
                          "config.json: model class %s is not supported (LlamaForCausalLM, MistralForCausalLM, "
                          "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, "
-                         "GemmaForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM are)",
+                         "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM and Gemma3ForConditionalGeneration "
+                         "are)",
                          a0->valuestring);
-    vx_status st;
+    const cJSON *top = cfg;
+    if (hp->text_of_mm && !cJSON_IsObject(cfg = cJSON_GetObjectItemCaseSensitive(top, "text_config")))
+        return vx_seterr(err, err_size, VX_EFORMAT, "config.json: %s without a text_config object", a0->valuestring);
+    vx_status st = VX_OK;
     if ((st = need_int(cfg, "hidden_size", 1, 1 << 20, &hp->n_embd, err, err_size)) ||
         (st = need_int(cfg, "num_hidden_layers", 1, 4096, &hp->n_layer, err, err_size)) ||
-        (st = need_int(cfg, "intermediate_size", 1, 1 << 22, &hp->n_ff, err, err_size)) ||
-        (st = need_int(cfg, "num_attention_heads", 1, 4096, &hp->n_head, err, err_size)))
+        (st = need_int(cfg, "intermediate_size", 1, 1 << 22, &hp->n_ff, err, err_size)))
         return st;
-    hp->n_head_kv = hp->n_head;
-    hp->head_dim = hp->n_embd / hp->n_head;
-    hp->n_ctx = 0;
-    st = VX_OK;
+    /* Gemma3TextConfig's defaults (its checkpoints leave them out; the
+     * converter assumes the same): 8 heads, 4 KV heads of 256, 131072
+     * positions */
+    hp->n_head = hp->gemma3 ? 8 : 0;
+    if (hp->gemma3 ? cfg_int(cfg, "num_attention_heads", 1, 4096, &hp->n_head, &st, err, err_size) < 0
+                   : (st = need_int(cfg, "num_attention_heads", 1, 4096, &hp->n_head, err, err_size)) != VX_OK)
+        return st;
+    hp->n_head_kv = hp->gemma3 ? 4 : hp->n_head;
+    hp->head_dim = hp->gemma3 ? 256 : hp->n_embd / hp->n_head;
+    hp->n_ctx = hp->gemma3 ? 131072 : 0;
     if (cfg_int(cfg, "num_key_value_heads", 1, 4096, &hp->n_head_kv, &st, err, err_size) < 0 ||
         cfg_int(cfg, "head_dim", 1, 1 << 16, &hp->head_dim, &st, err, err_size) < 0 ||
         cfg_int(cfg, "max_position_embeddings", 1, 1 << 24, &hp->n_ctx, &st, err, err_size) < 0 ||
@@ -414,7 +429,7 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
      * no act-order reordering across 32-element blocks (checked per tensor).
      * AWQ int4 (AutoAWQ's GEMM layout): the same values, w = s (q - z),
      * packed along the output instead. */
-    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(cfg, "quantization_config");
+    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(top, "quantization_config");
     const cJSON *qm = cJSON_GetObjectItemCaseSensitive(qc, "quant_method");
     const bool gptq = cJSON_IsString(qm) && !strcmp(qm->valuestring, "gptq");
     const bool awq = cJSON_IsString(qm) && !strcmp(qm->valuestring, "awq");
@@ -925,13 +940,35 @@ static vx_status add_gptq(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t
     return put_tensor(c, t->name, name, type, 2, ne, data, (uint64_t)row * (uint64_t)rows, err, err_size);
 }
 
+/* A multimodal checkpoint's text model (text_of_mm): its tensor names as a
+ * text model's (language_model.model.X or model.language_model.X as
+ * model.X, language_model.lm_head as lm_head); NULL for the vision tower's
+ * and the projector's, which vx leaves out. Other checkpoints: name. */
+static const char *text_name(const hf_hparams *hp, const char *name, char *buf, size_t size) {
+    static const char *const lm[] = {"language_model.model.", "model.language_model."};
+    if (!hp->text_of_mm) return name;
+    for (int i = 0; i < 2; i++)
+        if (!strncmp(name, lm[i], strlen(lm[i]))) {
+            snprintf(buf, size, "model.%s", name + strlen(lm[i]));
+            return buf;
+        }
+    if (!strncmp(name, "language_model.", 15)) return name + 15;
+    static const char *const vision[] = {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                                         "model.multi_modal_projector."};
+    for (int i = 0; i < 4; i++)
+        if (!strncmp(name, vision[i], strlen(vision[i]))) return NULL;
+    return name;
+}
+
 static vx_status add_tensor(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t, char *err, size_t err_size) {
-    char buf[160], kind;
+    char buf[160], tbuf[512], kind;
     unsigned il, x, wi;
-    if (is_expert(t->name, &il, &x, &wi)) return add_expert(c, hp, t, il, x, wi, err, err_size);
-    const size_t nl = strlen(t->name);
-    if (nl > 8 && !strcmp(t->name + nl - 8, ".qweight")) return add_gptq(c, hp, t, err, err_size);
-    const char *name = map_name(hp, t->name, buf, sizeof buf, &kind);
+    const char *tname = text_name(hp, t->name, tbuf, sizeof tbuf);
+    if (!tname) return VX_OK; /* a multimodal model's vision part */
+    if (is_expert(tname, &il, &x, &wi)) return add_expert(c, hp, t, il, x, wi, err, err_size);
+    const size_t nl = strlen(tname);
+    if (nl > 8 && !strcmp(tname + nl - 8, ".qweight")) return add_gptq(c, hp, t, err, err_size);
+    const char *name = map_name(hp, tname, buf, sizeof buf, &kind);
     if (!name && kind != '?') return VX_OK; /* known, unused */
     if (!name)
         return vx_seterr(err, err_size, VX_EUNSUPPORTED, "tensor '%s' is not one vx knows for %s models", t->name,
@@ -1107,9 +1144,12 @@ static vx_status import(hf_ctx *c, const char *dir, char *err, size_t err_size) 
         for (int64_t j = 0; j < vx_st_n_tensors(c->st[i]); j++) {
             const vx_st_tensor *t = vx_st_tensor_at(c->st[i], j);
             unsigned il, x, wi;
-            if (!strcmp(t->name, "model.embed_tokens.weight")) emb = t;
-            if (!strcmp(t->name, "lm_head.weight")) head = t;
-            n_experts += is_expert(t->name, &il, &x, &wi);
+            char tbuf[512];
+            const char *tn = text_name(&hp, t->name, tbuf, sizeof tbuf);
+            if (!tn) continue;
+            if (!strcmp(tn, "model.embed_tokens.weight")) emb = t;
+            if (!strcmp(tn, "lm_head.weight")) head = t;
+            n_experts += is_expert(tn, &il, &x, &wi);
         }
     if (!emb || emb->n_dims != 2 || emb->shape[1] != hp.n_embd || emb->shape[0] < 1)
         st = vx_seterr(err, err_size, VX_EFORMAT, "model.embed_tokens.weight is %s, not [vocabulary, %lld]",

@@ -16,7 +16,8 @@
  *    rebuilds the same tensors. Also sharded checkpoints, BF16, tied and
  *    untied embeddings, and the errors for what is not supported. vx
  *    synth's tiny Gemma, Gemma 2, Gemma 3 (window pattern, local RoPE base,
- *    linear scaling) and Qwen3-MoE (experts under mlp.experts) the same way,
+ *    linear scaling; also as the text model of a Gemma3ForConditionalGeneration
+ *    checkpoint) and Qwen3-MoE (experts under mlp.experts) the same way,
  *    and their configs vx cannot run refused with the reason.
  */
 #include <dirent.h>
@@ -631,6 +632,18 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
         if (strcmp(arch, "qwen3moe")) cJSON_AddNumberToObject(cfg, "num_local_experts", (double)X);
         cJSON_AddNumberToObject(cfg, "num_experts_per_tok", (double)XU);
     }
+    /* Gemma 3's multimodal checkpoints: the text model's config nested,
+     * without the keys whose defaults Gemma3TextConfig has */
+    const bool mm = o->arch_class && !strcmp(o->arch_class, "Gemma3ForConditionalGeneration");
+    if (mm) {
+        cJSON *top = cJSON_CreateObject();
+        cJSON_AddItemToObject(top, "architectures", cJSON_DetachItemFromObject(cfg, "architectures"));
+        cJSON_DeleteItemFromObject(cfg, "max_position_embeddings");
+        cJSON_AddStringToObject(cfg, "model_type", "gemma3_text");
+        cJSON_AddItemToObject(top, "text_config", cfg);
+        cJSON_AddStringToObject(top, "model_type", "gemma3");
+        cfg = top;
+    }
     char *cfg_txt = cJSON_Print(cfg);
     cJSON_Delete(cfg);
     bool ok = write_text(dir, "config.json", cfg_txt);
@@ -829,6 +842,21 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
                 e[n].data = ref;
             }
         }
+        n++;
+    }
+    if (mm) { /* the text model under language_model, a vision tower beside it */
+        for (int i = 0; i < n; i++) {
+            char nm[160];
+            snprintf(nm, sizeof nm, "language_model.%s", e[i].name);
+            snprintf(e[i].name, sizeof e[i].name, "%.127s", nm);
+        }
+        static const float vt[4] = {1, 2, 3, 4};
+        snprintf(e[n].name, sizeof e[n].name, "vision_tower.vision_model.post_layernorm.weight");
+        e[n].dtype = "F32";
+        e[n].nd = 1;
+        e[n].shape[0] = 4;
+        e[n].data = vt;
+        e[n].size = sizeof vt;
         n++;
     }
     char path[4096];
@@ -1261,10 +1289,12 @@ int main(void) {
         static const bad_cfg q3bad[] = {{"norm_topk_prob", "false", "without norm_topk_prob"},
                                         {"mlp_only_layers", "[1]", "with dense layers"},
                                         {"decoder_sparse_step", "2", "decoder_sparse_step 2"}};
+        const hf_opts mm = {2, "Gemma3ForConditionalGeneration", NULL, false, true, 0, 0};
         for (size_t i = 0; i < 2; i++) {
             snprintf(gm, sizeof gm, "%s/%s.gguf", g_tmp, more[i]);
             CHECK(vx_test_synth(more[i], "F32", gm));
             test_model(gm, i == 0 ? &spm : &one);
+            if (i == 0) test_model(gm, &mm); /* as the text model of a multimodal checkpoint */
             refused_configs(gm, i == 0 ? &spm : &one, i == 0 ? g3bad : q3bad, 3);
             if (i == 0) { /* newer transformers spell the pattern as layer_types: a period of 3 here */
                 char gd[400], err[512] = "", info[4096] = "";
