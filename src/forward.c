@@ -905,6 +905,44 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
     }
 }
 
+/* ffn_moe for a single token on several threads (solo): its K experts in
+ * turn with one barrier each instead of five. Each thread prepares the
+ * input and the SwiGLU of the whole row itself into its own slot
+ * (prep_solo); gate/up go to alternating halves of c->gate / c->up (a
+ * thread may start expert k + 1 while the other still reads expert k's),
+ * each expert's down projection to its own row of moe_out, and thread 0
+ * adds them to x at the end, in expert order with the batch path's axpy:
+ * the same bits as ffn_moe. */
+static void ffn_moe_solo(vx_context *c, const vx_layer *L, int ith, int nth) {
+    const vx_hparams *hp = &c->model->hp;
+    const int64_t E = hp->n_embd, F = hp->n_ff, K = hp->n_expert_used;
+    float *xs = solo_row(c, ith);
+    mm(c, ith, nth, &L->ffn_gate_inp, 0, c->xn, 1, E, c->router, hp->n_expert, false);
+    sync_after(c, ith, VX_PERF_MOE);
+    if (ith == 0) moe_route(c);
+    sync_after(c, ith, VX_PERF_MOE);
+    for (int64_t k = 0; k < K; k++) {
+        const size_t e = (size_t)c->sel[k];
+        float *g = c->gate + (k % 2) * F, *u = c->up + (k % 2) * F;
+        memcpy(xs, c->xn, (size_t)E * sizeof(float));
+        prep_solo(c, ith, xs, E, &L->ffn_gate_exps, &L->ffn_up_exps, NULL);
+        mm(c, ith, nth, &L->ffn_gate_exps, e * L->ffn_gate_exps.mat_size, xs, 1, E, g, F, false);
+        mm(c, ith, nth, &L->ffn_up_exps, e * L->ffn_up_exps.mat_size, xs, 1, E, u, F, false);
+        sync_after(c, ith, VX_PERF_MOE);
+        memcpy(xs, g, (size_t)F * sizeof(float));
+        c->glu(xs, u, F);
+        prep_solo(c, ith, xs, F, &L->ffn_down_exps, NULL, NULL);
+        mm(c, ith, nth, &L->ffn_down_exps, e * L->ffn_down_exps.mat_size, xs, 1, F, c->moe_out + k * E, E, false);
+    }
+    sync_after(c, ith, VX_PERF_MOE);
+    if (ith == 0) /* ffn_moe's order: by expert index, each with its weight */
+        for (int32_t e = 0; e < hp->n_expert; e++)
+            for (int64_t k = 0; k < K && c->exp_n[e]; k++)
+                if (c->sel[k] == e)
+                    c->kern.axpy_f32(c->x, c->exp_w[(size_t)e * c->params.n_batch], c->moe_out + k * E, E);
+    sync_after(c, ith, VX_PERF_MOE);
+}
+
 /* Gemma 2's block outputs: x += RMSNorm(xn) w for this thread's tokens */
 static void post_norm_add(vx_context *c, int ith, int nth, int64_t n, const vx_weight *w) {
     const int64_t E = c->model->hp.n_embd;
@@ -1179,7 +1217,8 @@ static void forward_worker(void *arg, int ith, int nth) {
             sync_after(c, ith, VX_PERF_NORM);
         }
         if (hp->n_expert > 0) {
-            ffn_moe(c, L, ith, nth);
+            if (solo && c->params.n_batch >= (uint32_t)hp->n_expert_used) ffn_moe_solo(c, L, ith, nth);
+            else ffn_moe(c, L, ith, nth);
             continue;
         }
         const float *xd = c->gate; /* the down projection's input */
