@@ -238,6 +238,15 @@ static vx_status load_hparams(loader *L) {
          * file gives one, every 6th layer global unless the file says, and
          * queries scaled by 1/sqrt(head_dim) but for the 27B model (62
          * layers): 1/sqrt(n_embd / n_head) */
+        /* a per-layer array (Gemma 3n's bools) is not a period */
+        char pk[160];
+        const vx_gguf_kv *pkv;
+        vx_gguf_type pt;
+        uint64_t pn;
+        snprintf(pk, sizeof pk, "%s.attention.sliding_window_pattern", L->arch);
+        if (vx_gguf_get_arr(m->gguf, pk, &pt, &pn, &pkv) == 1)
+            return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
+                             "%s: a per-layer array is not supported (a period: every n-th layer global)", pk);
         if ((st = hp_float(L, "final_logit_softcapping", 0.0, &hp->final_softcap)) ||
             (st = hp_int(L, "attention.sliding_window", false, 0, 0, 1 << 30, &hp->n_swa)) ||
             (st = hp_int(L, "attention.sliding_window_pattern", false, 6, 1, 1 << 16, &hp->swa_period)) ||
@@ -328,23 +337,30 @@ static vx_status start_layers(loader *L) {
 /* Whether weight w of the model is bound to the tensor data p. */
 static bool bound_to(const vx_weight *w, const void *p) { return w->data == p; }
 
-/* A tensor the encoder loader did not bind: refused, as llama.cpp refuses
- * files with tensors it does not use (a position_embd in a nomic-bert file
- * would be a model vx does not run, silently). */
+/* A tensor the loader did not bind: refused, as llama.cpp refuses files
+ * with tensors it does not use (a position_embd in a nomic-bert file, or a
+ * shared expert in a qwen3moe one, would be a model vx does not run,
+ * silently). A decoder's tensors outside the layers may be there besides
+ * (the vision tower ollama keeps in a Gemma 3 file: a text model still). */
+_Static_assert(sizeof(vx_layer) == 27 * sizeof(vx_weight), "unused_tensors lists every weight of a vx_layer");
 static vx_status unused_tensors(loader *L) {
     const vx_model *m = L->m;
-    const vx_weight *top[] = {&m->tok_embd, &m->type_embd, &m->pos_embd, &m->tok_norm, &m->tok_norm_b,
-                              &m->cls,      &m->cls_b,     &m->cls_out, &m->cls_out_b};
+    const vx_weight *top[] = {&m->tok_embd, &m->type_embd, &m->pos_embd, &m->tok_norm, &m->tok_norm_b, &m->cls,
+                              &m->cls_b,    &m->cls_out,   &m->cls_out_b, &m->output_norm, &m->output, &m->rope_freqs};
     for (int64_t i = 0; i < vx_gguf_n_tensors(m->gguf); i++) {
         const vx_gguf_tensor *t = vx_gguf_tensor_at(m->gguf, i);
+        if (!m->arch->encoder && strncmp(t->name, "blk.", 4) != 0) continue;
         bool used = false;
         for (size_t k = 0; k < sizeof top / sizeof top[0] && !used; k++) used = bound_to(top[k], t->data);
         for (int il = 0; il < m->hp.n_layer && !used; il++) {
             const vx_layer *l = &m->layers[il];
-            const vx_weight *ws[] = {&l->wq,     &l->wk,          &l->wv,         &l->wqkv,     &l->wo,
-                                     &l->bq,     &l->bk,          &l->bv,         &l->bo,       &l->attn_norm,
-                                     &l->attn_norm_b, &l->ffn_gate, &l->ffn_up,   &l->ffn_up_b, &l->ffn_down,
-                                     &l->ffn_down_b, &l->ffn_norm, &l->ffn_norm_b};
+            const vx_weight *ws[] = {&l->attn_norm,     &l->wq,        &l->wk,           &l->wv,
+                                     &l->wqkv,          &l->wo,        &l->bq,           &l->bk,
+                                     &l->bv,            &l->bqkv,      &l->bo,           &l->q_norm,
+                                     &l->k_norm,        &l->ffn_norm,  &l->attn_post_norm, &l->ffn_post_norm,
+                                     &l->ffn_gate,      &l->ffn_up,    &l->ffn_down,     &l->ffn_gate_inp,
+                                     &l->attn_norm_b,   &l->ffn_norm_b, &l->ffn_up_b,    &l->ffn_down_b,
+                                     &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
             for (size_t k = 0; k < sizeof ws / sizeof ws[0] && !used; k++) used = bound_to(ws[k], t->data);
         }
         if (!used)
@@ -533,7 +549,7 @@ static vx_status load_weights(loader *L) {
 #undef NAME
     /* the output matrix (token_embd itself when tied) */
     if ((st = need_matmul(L, &m->output))) return st;
-    return VX_OK;
+    return unused_tensors(L);
 }
 
 /* Reads the whole file into memory (use_mmap = false), with progress. */

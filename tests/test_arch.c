@@ -322,7 +322,8 @@ static void check_encoder_refusals(vx_model *m) {
 
 /* src copied to dst with one edit: extra (non-NULL) added as a zero F32
  * [128, 16] tensor, or (tt0) token_types given 0 rows, or the tensor
- * named drop left out, or key set to u32 value */
+ * named drop left out, or key set to u32 value (value > 1000: to an array
+ * of value - 1000 bools, all true) */
 static bool edited_copy(const char *src, const char *dst, const char *extra, bool tt0, const char *drop,
                         const char *key, uint32_t value) {
     vx_gguf *g = NULL;
@@ -330,7 +331,11 @@ static bool edited_copy(const char *src, const char *dst, const char *extra, boo
     if (vx_gguf_open(src, &g, err, sizeof err) != VX_OK) return false;
     vx_gguf_writer *w = vx_gguf_writer_init();
     static float zeros[128 * 16];
-    bool ok = w && vx_gguf_copy_kv(w, g) == VX_OK && (!key || vx_gguf_set_u32(w, key, value) == VX_OK);
+    static const uint8_t trues[64] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    bool ok = w && vx_gguf_copy_kv(w, g) == VX_OK;
+    if (ok && key)
+        ok = (value > 1000 ? vx_gguf_set_arr(w, key, VX_GGUF_BOOL, trues, value - 1000) : vx_gguf_set_u32(w, key, value)) ==
+             VX_OK;
     for (int64_t i = 0; ok && i < vx_gguf_n_tensors(g); i++) {
         const vx_gguf_tensor *t = vx_gguf_tensor_at(g, i);
         int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
@@ -435,27 +440,36 @@ static void test_encoders(void) {
 
 /* Gemma 3 and Qwen3-MoE files the loader must refuse, with the reason:
  * Gemma 3 without a layer's k norm (llama.cpp requires them), a window
- * pattern of 0 layers; Qwen3-MoE using more experts than it has */
+ * pattern of 0 layers or given per layer; Qwen3-MoE using more experts than
+ * it has, experts of another length, a layer tensor it would not run (a
+ * shared expert's). A vision tensor beside a Gemma 3 model is left alone. */
 static void test_decoder_files(void) {
     const char *g3 = "/tmp/vx_test_arch_g3.gguf", *q3 = "/tmp/vx_test_arch_q3moe.gguf";
     const char *dst = "/tmp/vx_test_arch_edited.gguf";
     CHECK(vx_test_synth("gemma3-tiny", "F32", g3) && vx_test_synth("qwen3moe-tiny", "F32", q3));
     struct {
-        const char *src, *drop, *key;
+        const char *src, *extra, *drop, *key;
         uint32_t value;
         const char *why;
-    } bad[] = {{g3, "blk.3.attn_k_norm.weight", NULL, 0, "missing tensor 'blk.3.attn_k_norm.weight'"},
-               {g3, NULL, "gemma3.attention.sliding_window_pattern", 0, "sliding_window_pattern = 0 is out of range"},
-               {q3, NULL, "qwen3moe.expert_used_count", 9, "expert_used_count = 9 is out of range"},
-               {q3, NULL, "qwen3moe.expert_feed_forward_length", 128, "ffn_gate_exps.weight' has shape"}};
+    } bad[] = {{g3, NULL, "blk.3.attn_k_norm.weight", NULL, 0, "missing tensor 'blk.3.attn_k_norm.weight'"},
+               {g3, NULL, NULL, "gemma3.attention.sliding_window_pattern", 0, "sliding_window_pattern = 0 is out of range"},
+               {g3, NULL, NULL, "gemma3.attention.sliding_window_pattern", 1008, "a per-layer array is not supported"},
+               {q3, NULL, NULL, "qwen3moe.expert_used_count", 9, "expert_used_count = 9 is out of range"},
+               {q3, NULL, NULL, "qwen3moe.expert_feed_forward_length", 128, "ffn_gate_exps.weight' has shape"},
+               {q3, "blk.1.ffn_gate_shexp.weight", NULL, NULL, 0, "'blk.1.ffn_gate_shexp.weight' is not part of"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        CHECK(edited_copy(bad[i].src, dst, NULL, false, bad[i].drop, bad[i].key, bad[i].value));
+        CHECK(edited_copy(bad[i].src, dst, bad[i].extra, false, bad[i].drop, bad[i].key, bad[i].value));
         vx_model *m = NULL;
         char err[256] = "";
         const vx_status st = vx_model_load(dst, NULL, &m, err, sizeof err);
         CHECKF(st != VX_OK && !m && strstr(err, bad[i].why), "edit %zu: status %d, '%s'", i, (int)st, err);
         vx_model_free(m);
     }
+    vx_model *m = NULL;
+    char err[256] = "";
+    CHECK(edited_copy(g3, dst, "v.blk.0.attn_q.weight", false, NULL, NULL, 0));
+    CHECKF(vx_model_load(dst, NULL, &m, err, sizeof err) == VX_OK, "a vision tensor beside: %s", err);
+    vx_model_free(m);
     remove(dst);
     remove(g3);
     remove(q3);

@@ -271,7 +271,7 @@ int vx_cmd_synth(int argc, char **argv) {
         memcpy(shapes[i].ne, ts[i].ne, sizeof ts[i].ne);
         shapes[i].type = VX_TYPE_F32;
     }
-    vx_quant_hparams qh = {p->arch, p->n_layer, p->n_head, p->n_head_kv, 0};
+    vx_quant_hparams qh = {p->arch, p->n_layer, p->n_head, p->n_head_kv, p->n_expert};
     if (vx_quantize_plan_shapes(shapes, nt, &qh, mix, false, true, types, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
