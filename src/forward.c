@@ -905,14 +905,14 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
     }
 }
 
-/* ffn_moe for a single token on several threads (solo): its K experts in
- * turn with one barrier each instead of five. Each thread prepares the
- * input and the SwiGLU of the whole row itself into its own slot
- * (prep_solo); gate/up go to alternating halves of c->gate / c->up (a
- * thread may start expert k + 1 while the other still reads expert k's),
- * each expert's down projection to its own row of moe_out, and thread 0
- * adds them to x at the end, in expert order with the batch path's axpy:
- * the same bits as ffn_moe. */
+/* ffn_moe for a single token on several threads (solo): the K experts
+ * split between the threads, each running its experts whole (gate, up,
+ * SwiGLU, down: long row streams through every matrix, no barrier between
+ * them; a split of each expert's few hundred rows gave every GEMV call 64
+ * of them). Each thread prepares its inputs in its own slot (prep_solo),
+ * gate/up of expert k go to row k of c->gate / c->up, its down projection
+ * to row k of moe_out, and thread 0 adds them to x at the end, in
+ * ffn_moe's order with its axpy: the same bits as ffn_moe. */
 static void ffn_moe_solo(vx_context *c, const vx_layer *L, int ith, int nth) {
     const vx_hparams *hp = &c->model->hp;
     const int64_t E = hp->n_embd, F = hp->n_ff, K = hp->n_expert_used;
@@ -921,18 +921,20 @@ static void ffn_moe_solo(vx_context *c, const vx_layer *L, int ith, int nth) {
     sync_after(c, ith, VX_PERF_MOE);
     if (ith == 0) moe_route(c);
     sync_after(c, ith, VX_PERF_MOE);
-    for (int64_t k = 0; k < K; k++) {
+    int64_t k0, k1;
+    vx_split(K, ith, nth, 1, &k0, &k1);
+    for (int64_t k = k0; k < k1; k++) {
         const size_t e = (size_t)c->sel[k];
-        float *g = c->gate + (k % 2) * F, *u = c->up + (k % 2) * F;
+        float *g = c->gate + k * F, *u = c->up + k * F;
         memcpy(xs, c->xn, (size_t)E * sizeof(float));
         prep_solo(c, ith, xs, E, &L->ffn_gate_exps, &L->ffn_up_exps, NULL);
-        mm(c, ith, nth, &L->ffn_gate_exps, e * L->ffn_gate_exps.mat_size, xs, 1, E, g, F, false);
-        mm(c, ith, nth, &L->ffn_up_exps, e * L->ffn_up_exps.mat_size, xs, 1, E, u, F, false);
-        sync_after(c, ith, VX_PERF_MOE);
+        mm_rows(c, ith, &L->ffn_gate_exps, e * L->ffn_gate_exps.mat_size, xs, 1, E, g, F, false, 0, F);
+        mm_rows(c, ith, &L->ffn_up_exps, e * L->ffn_up_exps.mat_size, xs, 1, E, u, F, false, 0, F);
         memcpy(xs, g, (size_t)F * sizeof(float));
         c->glu(xs, u, F);
         prep_solo(c, ith, xs, F, &L->ffn_down_exps, NULL, NULL);
-        mm(c, ith, nth, &L->ffn_down_exps, e * L->ffn_down_exps.mat_size, xs, 1, F, c->moe_out + k * E, E, false);
+        mm_rows(c, ith, &L->ffn_down_exps, e * L->ffn_down_exps.mat_size, xs, 1, F, c->moe_out + k * E, E, false, 0,
+                E);
     }
     sync_after(c, ith, VX_PERF_MOE);
     if (ith == 0) /* ffn_moe's order: by expert index, each with its weight */
