@@ -906,13 +906,14 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
 }
 
 /* ffn_moe for a single token on several threads (solo): the K experts
- * split between the threads, each running its experts whole (gate, up,
- * SwiGLU, down: long row streams through every matrix, no barrier between
- * them; a split of each expert's few hundred rows gave every GEMV call 64
- * of them). Each thread prepares its inputs in its own slot (prep_solo),
- * gate/up of expert k go to row k of c->gate / c->up, its down projection
- * to row k of moe_out, and thread 0 adds them to x at the end, in
- * ffn_moe's order with its axpy: the same bits as ffn_moe. */
+ * split between the threads, each running its experts' matrices whole
+ * (long row streams; a split of each expert's few hundred rows gave every
+ * GEMV call 64 of them). Each thread prepares its inputs in its own slot
+ * (prep_solo; slots lie n elements apart, so all threads prepare rows of
+ * one length between two barriers): gate/up of expert k to row k of
+ * c->gate / c->up, then its SwiGLU and down projection to row k of
+ * moe_out, and thread 0 adds them to x, in ffn_moe's order with its axpy:
+ * the same bits as ffn_moe. 5 barriers a layer, not 2 + 5 K. */
 static void ffn_moe_solo(vx_context *c, const vx_layer *L, int ith, int nth) {
     const vx_hparams *hp = &c->model->hp;
     const int64_t E = hp->n_embd, F = hp->n_ff, K = hp->n_expert_used;
@@ -923,15 +924,18 @@ static void ffn_moe_solo(vx_context *c, const vx_layer *L, int ith, int nth) {
     sync_after(c, ith, VX_PERF_MOE);
     int64_t k0, k1;
     vx_split(K, ith, nth, 1, &k0, &k1);
+    memcpy(xs, c->xn, (size_t)E * sizeof(float));
+    prep_solo(c, ith, xs, E, &L->ffn_gate_exps, &L->ffn_up_exps, NULL);
     for (int64_t k = k0; k < k1; k++) {
         const size_t e = (size_t)c->sel[k];
-        float *g = c->gate + k * F, *u = c->up + k * F;
-        memcpy(xs, c->xn, (size_t)E * sizeof(float));
-        prep_solo(c, ith, xs, E, &L->ffn_gate_exps, &L->ffn_up_exps, NULL);
-        mm_rows(c, ith, &L->ffn_gate_exps, e * L->ffn_gate_exps.mat_size, xs, 1, E, g, F, false, 0, F);
-        mm_rows(c, ith, &L->ffn_up_exps, e * L->ffn_up_exps.mat_size, xs, 1, E, u, F, false, 0, F);
-        memcpy(xs, g, (size_t)F * sizeof(float));
-        c->glu(xs, u, F);
+        mm_rows(c, ith, &L->ffn_gate_exps, e * L->ffn_gate_exps.mat_size, xs, 1, E, c->gate + k * F, F, false, 0, F);
+        mm_rows(c, ith, &L->ffn_up_exps, e * L->ffn_up_exps.mat_size, xs, 1, E, c->up + k * F, F, false, 0, F);
+    }
+    sync_after(c, ith, VX_PERF_MOE);
+    for (int64_t k = k0; k < k1; k++) {
+        const size_t e = (size_t)c->sel[k];
+        memcpy(xs, c->gate + k * F, (size_t)F * sizeof(float));
+        c->glu(xs, c->up + k * F, F);
         prep_solo(c, ith, xs, F, &L->ffn_down_exps, NULL, NULL);
         mm_rows(c, ith, &L->ffn_down_exps, e * L->ffn_down_exps.mat_size, xs, 1, F, c->moe_out + k * E, E, false, 0,
                 E);
