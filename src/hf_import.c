@@ -320,6 +320,17 @@ static vx_status gemma3_pattern(const cJSON *cfg, const hf_hparams *hp, int64_t 
     return VX_OK;
 }
 
+/* transformers' newer rope_parameters, in place of rope_theta and
+ * rope_scaling: the object for layers of layer_type (Gemma 3 keys them
+ * "full_attention" and "sliding_attention"), or with flat (one kind of
+ * layer) parameters the whole object when flat; NULL when absent. */
+static const cJSON *rope_params(const cJSON *cfg, const char *layer_type, bool flat) {
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
+    if (!cJSON_IsObject(rp)) return NULL;
+    const cJSON *by = cJSON_GetObjectItemCaseSensitive(rp, layer_type);
+    return cJSON_IsObject(by) ? by : flat ? rp : NULL;
+}
+
 /* Gemma 3's keys: the window and its pattern, the local layers' RoPE
  * base, the final cap; no score cap, and the query scale vx computes */
 static vx_status gemma3_keys(vx_gguf_writer *w, const cJSON *cfg, const hf_hparams *hp, char *err, size_t err_size) {
@@ -329,10 +340,17 @@ static vx_status gemma3_keys(vx_gguf_writer *w, const cJSON *cfg, const hf_hpara
     if ((st = cfg_real(cfg, "attn_logit_softcapping", 0.0, &acap, err, err_size)) ||
         (st = cfg_real(cfg, "final_logit_softcapping", 0.0, &fcap, err, err_size)) ||
         (st = cfg_real(cfg, "query_pre_attn_scalar", 256.0, &qpas, err, err_size)) ||
-        (st = cfg_real(cfg, "rope_local_base_freq", 10000.0, &local_base, err, err_size)) ||
         cfg_int(cfg, "sliding_window", 1, 1 << 30, &swa, &st, err, err_size) < 0 ||
         (st = gemma3_pattern(cfg, hp, &period, err, err_size)))
         return st;
+    const cJSON *lp = rope_params(cfg, "sliding_attention", false);
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(lp, "rope_type");
+    if ((st = lp ? cfg_real(lp, "rope_theta", 10000.0, &local_base, err, err_size)
+                 : cfg_real(cfg, "rope_local_base_freq", 10000.0, &local_base, err, err_size)))
+        return st;
+    if (lt && !(cJSON_IsString(lt) && !strcmp(lt->valuestring, "default")))
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                         "config.json: Gemma 3's sliding_attention RoPE must be unscaled (rope_type \"default\")");
     const double want = hp->n_layer == 62 ? (double)hp->n_embd / (double)hp->n_head : (double)hp->head_dim;
     if (acap != 0 || !(fcap >= 0) || qpas != want || !(local_base > 0))
         return vx_seterr(err, err_size, VX_EUNSUPPORTED,
@@ -501,8 +519,9 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
     /* transformers' defaults where a key is absent: 1e-6 (Llama, Mistral,
      * Qwen) or 1e-5 (Phi-3, Mixtral); rope_theta 1e4 (Mixtral 1e6) */
     double eps, theta, prf;
+    const cJSON *rp = rope_params(cfg, "full_attention", true);
     if ((st = cfg_real(cfg, "rms_norm_eps", phi3 || mixtral ? 1e-5 : 1e-6, &eps, err, err_size)) ||
-        (st = cfg_real(cfg, "rope_theta", mixtral || hp->gemma3 ? 1e6 : 1e4, &theta, err, err_size)) ||
+        (st = cfg_real(rp ? rp : cfg, "rope_theta", mixtral || hp->gemma3 ? 1e6 : 1e4, &theta, err, err_size)) ||
         (st = cfg_real(cfg, "partial_rotary_factor", 1.0, &prf, err, err_size)))
         return st;
     if (!(eps >= 0) || eps > 1) return vx_seterr(err, err_size, VX_EFORMAT, "config.json: rms_norm_eps %g is invalid", eps);
@@ -548,11 +567,12 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
             return st;
     }
 
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+    /* rope_parameters carry the scaling too (no rope_type: none) */
+    const cJSON *rs = rp ? rp : cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
     if (rs && !cJSON_IsNull(rs)) {
         const cJSON *tv = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
         if (!cJSON_IsString(tv)) tv = cJSON_GetObjectItemCaseSensitive(rs, "type");
-        const char *type = cJSON_IsString(tv) ? tv->valuestring : NULL;
+        const char *type = cJSON_IsString(tv) ? tv->valuestring : rp ? "default" : NULL;
         if (!type) return vx_seterr(err, err_size, VX_EFORMAT, "config.json: rope_scaling has no type");
         if (strcmp(type, "linear") == 0) {
             const double f = cfg_num(rs, "factor", 0);
@@ -717,6 +737,9 @@ static vx_status add_expert(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor 
         return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' does not fit the config (%lld layers, %lld experts)",
                          t->name, (long long)hp->n_layer, (long long)hp->n_expert);
     const int type = vx_type_of(t->dtype);
+    if (type < 0)
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED, "tensor '%s' is %s: experts must be F32, F16 or BF16 (FP8 "
+                         "experts are not supported yet)", t->name, vx_st_dtype_name(t->dtype));
     const int64_t F = hp->n_ff_exp ? hp->n_ff_exp : hp->n_ff;
     const int64_t ne0 = wi == 2 ? F : hp->n_embd, ne1 = wi == 2 ? hp->n_embd : F;
     if (type < 0 || t->n_dims != 2 || t->shape[1] != ne0 || t->shape[0] != ne1)
@@ -918,11 +941,17 @@ static vx_status gptq_blocks(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor
 
 /* GPTQ's or AWQ's base.qweight as the GGUF tensor of base.weight (Llama's Q/K rows
  * permuted as their blocks). */
-static vx_status add_gptq(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t, char *err, size_t err_size) {
+/* tname: t's name as a text model's (text_name); its companions
+ * (.qzeros, .scales, .g_idx) are found by t's own */
+static vx_status add_gptq(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t, const char *tname, char *err,
+                          size_t err_size) {
     char base[300], wname[320], buf[160], kind;
     snprintf(base, sizeof base, "%.*s", (int)(strlen(t->name) - strlen(".qweight")), t->name);
-    snprintf(wname, sizeof wname, "%s.weight", base);
+    snprintf(wname, sizeof wname, "%.*s.weight", (int)(strlen(tname) - strlen(".qweight")), tname);
     const char *name = map_name(hp, wname, buf, sizeof buf, &kind);
+    if (strstr(tname, ".experts."))
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED, "int4 tensor '%s': quantized experts are not supported yet",
+                         t->name);
     if (!name || (kind != 'w' && kind != 'q' && kind != 'k'))
         return vx_seterr(err, err_size, VX_EUNSUPPORTED, "int4 tensor '%s' is not a weight matrix vx knows", t->name);
     if (!hp->gptq_group)
@@ -967,7 +996,7 @@ static vx_status add_tensor(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor 
     if (!tname) return VX_OK; /* a multimodal model's vision part */
     if (is_expert(tname, &il, &x, &wi)) return add_expert(c, hp, t, il, x, wi, err, err_size);
     const size_t nl = strlen(tname);
-    if (nl > 8 && !strcmp(tname + nl - 8, ".qweight")) return add_gptq(c, hp, t, err, err_size);
+    if (nl > 8 && !strcmp(tname + nl - 8, ".qweight")) return add_gptq(c, hp, t, tname, err, err_size);
     const char *name = map_name(hp, tname, buf, sizeof buf, &kind);
     if (!name && kind != '?') return VX_OK; /* known, unused */
     if (!name)

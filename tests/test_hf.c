@@ -638,6 +638,8 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
     if (mm) {
         cJSON *top = cJSON_CreateObject();
         cJSON_AddItemToObject(top, "architectures", cJSON_DetachItemFromObject(cfg, "architectures"));
+        cJSON *qcfg = cJSON_DetachItemFromObject(cfg, "quantization_config"); /* the checkpoint's, not the text's */
+        if (qcfg) cJSON_AddItemToObject(top, "quantization_config", qcfg);
         cJSON_DeleteItemFromObject(cfg, "max_position_embeddings");
         cJSON_AddStringToObject(cfg, "model_type", "gemma3_text");
         cJSON_AddItemToObject(top, "text_config", cfg);
@@ -1226,6 +1228,57 @@ static void test_patched(void) {
     printf("  %zu edited directories and a FIFO refused with their messages\n", sizeof cases / sizeof cases[0]);
 }
 
+/* The logits of the HF directory dir (NULL: it does not load) */
+static float *dir_logits(const char *dir, int *n, int *nv) {
+    vx_model *m = NULL;
+    char err[512] = "";
+    CHECKF(vx_model_load(dir, NULL, &m, err, sizeof err) == VX_OK, "%s: %s", dir, err);
+    float *l = m ? prompt_logits(m, n, nv) : NULL;
+    vx_model_free(m);
+    return l;
+}
+
+/* Whether directories a and b give the same logits, bit for bit */
+static bool same_logits(const char *a, const char *b) {
+    int na = 0, nb = 0, va = 0, vb = 0;
+    float *la = dir_logits(a, &na, &va), *lb = dir_logits(b, &nb, &vb);
+    const bool same = la && lb && na == nb && va == vb && !memcmp(la, lb, (size_t)na * (size_t)va * sizeof *la);
+    free(la);
+    free(lb);
+    return same;
+}
+
+/* Newer transformers' rope_parameters in place of rope_theta,
+ * rope_local_base_freq and rope_scaling (Gemma 3: per layer type), and a
+ * GPTQ Gemma 3 multimodal checkpoint (quantization_config at its top,
+ * int4 tensors under language_model): each as its plain export. */
+static void test_gemma3_variants(void) {
+    char gm[400], d1[400], d2[400];
+    snprintf(gm, sizeof gm, "%s/g3v.gguf", g_tmp);
+    snprintf(d1, sizeof d1, "%s/v1", g_tmp);
+    snprintf(d2, sizeof d2, "%s/v2", g_tmp);
+    const hf_opts spm = {1, NULL, NULL, false, true, 0, 0};
+    CHECK(vx_test_synth("gemma3-tiny", "F32", gm));
+    mkdir(d1, 0700), mkdir(d2, 0700);
+    CHECK(export_hf(gm, d1, &spm) && export_hf(gm, d2, &spm));
+    patch_json(d2, "config.json", "rope_theta", NULL);
+    patch_json(d2, "config.json", "rope_local_base_freq", NULL);
+    patch_json(d2, "config.json", "rope_scaling", NULL);
+    patch_json(d2, "config.json", "rope_parameters",
+               "{\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 8.0, \"rope_theta\": 1000000.0}, "
+               "\"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0}}");
+    CHECKF(same_logits(d1, d2), "Gemma 3 with rope_parameters: other logits than with rope_theta and rope_scaling");
+    rm_dir(d1), rm_dir(d2);
+    CHECK(vx_test_synth("gemma3-tiny", "F16", gm));
+    const hf_opts q1 = {1, NULL, NULL, false, true, 0, 1}, q2 = {1, "Gemma3ForConditionalGeneration", NULL, false, true, 0, 1};
+    mkdir(d1, 0700), mkdir(d2, 0700);
+    CHECK(export_hf(gm, d1, &q1) && export_hf(gm, d2, &q2));
+    CHECKF(same_logits(d1, d2), "GPTQ Gemma 3 as a multimodal checkpoint: other logits than as Gemma3ForCausalLM");
+    rm_dir(d1), rm_dir(d2);
+    remove(gm);
+    printf("  gemma3-tiny with rope_parameters, and GPTQ under language_model: the same logits as plain\n");
+}
+
 typedef struct bad_cfg {
     const char *key, *value, *what;
 } bad_cfg;
@@ -1328,6 +1381,7 @@ int main(void) {
     test_gptq("models/llama/llama-F16.gguf", 1);
     test_gptq("models/qwen2/qwen2-F16.gguf", 2);
     test_gptq("models/llama/llama-F16.gguf", 3);
+    test_gemma3_variants();
 
     printf("errors:\n");
     const hf_opts bad_arch = {1, "GPT2LMHeadModel", NULL, false, false, 0, 0}, i16 = {1, NULL, "I16", false, false, 0, 0},
