@@ -205,10 +205,15 @@ static vx_status load_hparams(loader *L) {
     /* an expert's FFN length: its own key (Qwen3-MoE), else llama.cpp's
      * defaults, feed_forward_length (Mixtral) or it over the experts used
      * (qwen3moe); an MoE model has no other FFN, so it is n_ff from here */
-    if (hp->n_expert > 0 &&
-        (st = hp_int(L, "expert_feed_forward_length", false, qwen3moe ? hp->n_ff / hp->n_expert_used : hp->n_ff, 1,
-                     1 << 22, &hp->n_ff)))
-        return st;
+    if (hp->n_expert > 0) {
+        const int32_t def = qwen3moe ? hp->n_ff / hp->n_expert_used : hp->n_ff;
+        int32_t fe;
+        if ((st = hp_int(L, "expert_feed_forward_length", false, def, 0, 1 << 22, &fe))) return st;
+        hp->n_ff = fe > 0 ? fe : def; /* 0: the default, as llama.cpp reads it */
+        if (hp->n_ff < 1)
+            return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s: no expert FFN length (feed_forward_length %d)",
+                             L->arch, hp->n_ff);
+    }
     /* encoders' LayerNorms take their own key, which llama.cpp requires */
     const char *eps_key = m->arch->encoder ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
     if (m->arch->encoder) {

@@ -474,6 +474,8 @@ static void test_decoder_files(void) {
                {g3, NULL, NULL, "gemma3.attention.sliding_window_pattern", 1008, "a per-layer array is not supported"},
                {q3, NULL, NULL, "qwen3moe.expert_used_count", 9, "expert_used_count = 9 is out of range"},
                {q3, NULL, NULL, "qwen3moe.expert_feed_forward_length", 128, "ffn_gate_exps.weight' has shape"},
+               /* 0 is llama.cpp's "the default": 256 / 2 here, not the file's 64 */
+               {q3, NULL, NULL, "qwen3moe.expert_feed_forward_length", 0, "expected [128, 128, 8]"},
                {q3, "blk.1.ffn_gate_shexp.weight", NULL, NULL, 0, "'blk.1.ffn_gate_shexp.weight' is not part of"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK(edited_copy(bad[i].src, dst, bad[i].extra, false, bad[i].drop, bad[i].key, bad[i].value));
