@@ -857,7 +857,8 @@ int32_t vx_model_describe(const vx_model *m, char *buf, size_t size) {
         sb_printf(&b, "n_layer         %d\n", hp->n_layer);
         sb_printf(&b, "n_head          %d (kv %d, head_dim %d, GQA group %d)\n", hp->n_head,
                   hp->n_head_kv, hp->head_dim, hp->n_head / hp->n_head_kv);
-        sb_printf(&b, "n_ff            %d%s\n", hp->n_ff, hp->fused_gate_up ? " (fused gate/up)" : "");
+        sb_printf(&b, "n_ff            %d%s\n", hp->n_ff,
+                  hp->fused_gate_up ? " (fused gate/up)" : hp->n_expert ? " (per expert)" : "");
         if (hp->n_expert)
             sb_printf(&b, "experts         %d, %d used per token\n", hp->n_expert, hp->n_expert_used);
         sb_printf(&b, "n_ctx_train     %d\n", hp->n_ctx_train);
