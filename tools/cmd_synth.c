@@ -55,6 +55,8 @@ static const preset presets[] = {
      * layer (as the 4B and larger models) */
     {"gemma3-1b", "gemma3", "Gemma-3-1B shape (random weights)", 1152, 26, 4, 1, 6912, 262144, 32768, 1000000.0,
      1e-6, true, false, 256, 0, 0, 512, 0, true, 0, 0, 0},
+    {"gemma3-4b", "gemma3", "Gemma-3-4B shape (random weights; text model)", 2560, 34, 8, 4, 10240, 262208, 131072,
+     1000000.0, 1e-6, true, false, 256, 0, 0, 1024, 8.0, true, 0, 0, 0},
     {"gemma3-tiny", "gemma3", "tiny Gemma 3 shape (random weights, for tests: 8 layers, window 5, RoPE x8 global)",
      128, 8, 4, 2, 256, 1024, 2048, 1000000.0, 1e-6, true, false, 64, 0, 0, 5, 8.0, true, 0, 0, 0},
     /* Qwen3-MoE: 128 experts of 768, 8 used; the tiny one 8 of 64, 2 used */
