@@ -351,7 +351,7 @@ static vx_status gemma3_keys(vx_gguf_writer *w, const cJSON *cfg, const hf_hpara
     if (lt && !(cJSON_IsString(lt) && !strcmp(lt->valuestring, "default")))
         return vx_seterr(err, err_size, VX_EUNSUPPORTED,
                          "config.json: Gemma 3's sliding_attention RoPE must be unscaled (rope_type \"default\")");
-    const double want = hp->n_layer == 62 ? (double)hp->n_embd / (double)hp->n_head : (double)hp->head_dim;
+    const double want = vx_gemma_query_scalar(true, hp->n_layer, hp->n_embd, hp->n_head, hp->head_dim);
     if (acap != 0 || !(fcap >= 0) || qpas != want || !(local_base > 0))
         return vx_seterr(err, err_size, VX_EUNSUPPORTED,
                          "config.json: Gemma 3 with attn_logit_softcapping %g, final_logit_softcapping %g, "
@@ -555,7 +555,7 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
             return st;
         if (an && cJSON_IsNull(an)) acap = 0;
         if (fn && cJSON_IsNull(fn)) fcap = 0;
-        const double want = vx_gemma2_query_scalar(hp->n_layer, hp->n_embd, hp->n_head, hp->head_dim);
+        const double want = vx_gemma_query_scalar(false, hp->n_layer, hp->n_embd, hp->n_head, hp->head_dim);
         if (!(acap >= 0) || !(fcap >= 0) || qpas != want)
             return vx_seterr(err, err_size, VX_EUNSUPPORTED,
                              "config.json: Gemma 2 with soft caps %g / %g and query_pre_attn_scalar %g is not supported "

@@ -262,7 +262,8 @@ static vx_status load_hparams(loader *L) {
         if (!(hp->rope_base_swa > 0))
             return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s.rope.freq_base_swa must be positive", L->arch);
         hp->rope_dual = hp->n_swa > 0;
-        hp->attn_scale = 1.0f / sqrtf(hp->n_layer == 62 ? (float)hp->n_embd / (float)hp->n_head : (float)hp->head_dim);
+        hp->attn_scale =
+            1.0f / sqrtf((float)vx_gemma_query_scalar(true, hp->n_layer, hp->n_embd, hp->n_head, hp->head_dim));
     } else if (m->arch->gemma2) {
         /* llama.cpp's defaults and rule: the caps and the window from the
          * file, a 4096 window when it has none, and the 27B model (46
@@ -274,7 +275,7 @@ static vx_status load_hparams(loader *L) {
         if (!(hp->attn_softcap >= 0) || !(hp->final_softcap >= 0))
             return vx_seterr(L->err, L->err_size, VX_EFORMAT, "gemma2: a negative logit soft cap");
         hp->swa_period = 2;
-        hp->attn_scale = 1.0f / sqrtf((float)vx_gemma2_query_scalar(hp->n_layer, hp->n_embd, hp->n_head, hp->head_dim));
+        hp->attn_scale = 1.0f / sqrtf((float)vx_gemma_query_scalar(false, hp->n_layer, hp->n_embd, hp->n_head, hp->head_dim));
     }
     if ((st = hp_float(L, "rope.freq_base", 10000.0, &hp->rope_base))) return st;
     if (hp->rope_base <= 0)

@@ -99,11 +99,13 @@ typedef struct vx_hparams {
     bool fused_qkv, fused_gate_up, tied_output;
 } vx_hparams;
 
-/* Gemma 2 scales queries by 1/sqrt of this: head_dim, or n_embd / n_head
- * for the 27B model (46 layers), llama.cpp's rule (the loader applies it,
- * the Hugging Face import checks query_pre_attn_scalar against it) */
-static inline double vx_gemma2_query_scalar(int64_t n_layer, int64_t n_embd, int64_t n_head, int64_t head_dim) {
-    return n_layer == 46 ? (double)n_embd / (double)n_head : (double)head_dim;
+/* Gemma 2 and 3 scale queries by 1/sqrt of this: head_dim, or n_embd /
+ * n_head for their 27B models (46 and 62 layers), llama.cpp's rule (the
+ * loader applies it, the Hugging Face import checks query_pre_attn_scalar
+ * against it) */
+static inline double vx_gemma_query_scalar(bool gemma3, int64_t n_layer, int64_t n_embd, int64_t n_head,
+                                           int64_t head_dim) {
+    return n_layer == (gemma3 ? 62 : 46) ? (double)n_embd / (double)n_head : (double)head_dim;
 }
 
 struct vx_model {
