@@ -22,6 +22,7 @@
 #include "embed.h"
 #include "json_check.h"
 #include "json_schema.h"
+#include "grammar.h"
 #include "kv_cache.h"
 
 #define MAX_TOP 20
@@ -42,6 +43,8 @@ typedef struct req {
     bool ignore_eos;
     vx_jfilter jf;      /* json_object / json_schema (jf.jv set): it checks the generated text */
     vx_jschema *schema; /* json_schema's, compiled */
+    vx_grammar *grammar; /* a GBNF request's, compiled ... */
+    vx_gfilter *gf;      /* ... and its state: it checks the generated text */
     vx_sampler *smp;
     bool embed;         /* an embedding request (vx_request_params.embed) */
     vx_pooling pooling;
@@ -63,6 +66,7 @@ struct vx_engine {
     bool encoder; /* vx_model_is_encoder: embeddings only, each prompt whole in one batch */
     char *piece;        /* a token's text for its event (piece_size bytes) */
     vx_jvocab *jv;      /* the tokens' bytes, built for the first JSON-constrained request */
+    vx_gvocab *gv;      /* the tokens' byte trie, built for the first GBNF request */
     int32_t piece_size; /* the vocabulary's longest piece, + 1 */
 
     pthread_t thread;
@@ -104,6 +108,8 @@ static void req_free(req *r) {
     if (!r) return;
     vx_sampler_free(r->smp);
     vx_jschema_free(r->schema);
+    vx_gfilter_free(r->gf);
+    vx_grammar_free(r->grammar);
     free(r->embd);
     free(r->tokens);
     free(r);
@@ -194,6 +200,8 @@ static vx_finish emit(vx_engine *e, req *r, const float *logits) {
         send_end(r, VX_FINISH_ERROR,
                  r->jf.jv ? "no token can continue the JSON object: the vocabulary has none that fits, or "
                            "logit_bias banned them all"
+                 : r->gf ? "no token can continue the text in the grammar: the vocabulary has none that fits, or "
+                           "logit_bias banned them all"
                          : "no token can be sampled: every logit is -inf or NaN (all banned by logit_bias, "
                            "or a corrupt model)");
         return VX_FINISH_ERROR;
@@ -204,6 +212,11 @@ static vx_finish emit(vx_engine *e, req *r, const float *logits) {
         const bool ok = vx_jfilter_feed(&r->jf, t); /* the filter allowed it */
         VX_ASSERT(ok);
         closed = vx_jcheck_done(&r->jf.jc);
+    }
+    if (r->gf) {
+        const bool ok = vx_gfilter_feed(r->gf, t);
+        VX_ASSERT(ok);
+        closed = vx_gfilter_done(r->gf);
     }
     r->tokens[r->n_tokens++] = t;
     r->n_gen++;
@@ -546,6 +559,7 @@ void vx_engine_free(vx_engine *e) {
     free(e->running);
     free(e->piece);
     vx_jvocab_free(e->jv);
+    vx_gvocab_free(e->gv);
     free(e->b_tok);
     free(e->b_pos);
     free(e->b_seq);
@@ -559,25 +573,48 @@ void vx_engine_free(vx_engine *e) {
     free(e);
 }
 
+/* A table built from the vocabulary once, by the first request that
+ * needs it (*slot: the engine's; build / destroy: its constructor and
+ * destructor). NULL when out of memory. */
+static const void *shared_table(vx_engine *e, void **slot, void *(*build)(const vx_vocab *),
+                                void (*destroy)(void *)) {
+    pthread_mutex_lock(&e->mu);
+    const void *t = *slot;
+    pthread_mutex_unlock(&e->mu);
+    if (t) return t;
+    void *mine = build(e->vocab);
+    if (!mine) return NULL;
+    pthread_mutex_lock(&e->mu);
+    if (!*slot) *slot = mine, mine = NULL;
+    t = *slot;
+    pthread_mutex_unlock(&e->mu);
+    if (mine) destroy(mine); /* another request built it first */
+    return t;
+}
+
+static void *jvocab_build(const vx_vocab *v) { return vx_jvocab_new(v); }
+static void jvocab_destroy(void *t) { vx_jvocab_free(t); }
+static void *gvocab_build(const vx_vocab *v) { return vx_gvocab_new(v); }
+static void gvocab_destroy(void *t) { vx_gvocab_free(t); }
+
 /* Constrains r's tokens to a JSON object, or to schema (owned by r from
- * here) when not NULL (the token table built once, by the first such
- * request). False when out of memory. */
+ * here) when not NULL. False when out of memory. */
 static bool json_setup(vx_engine *e, req *r, vx_jschema *schema) {
     r->schema = schema;
-    pthread_mutex_lock(&e->mu);
-    const vx_jvocab *jv = e->jv;
-    pthread_mutex_unlock(&e->mu);
-    if (!jv) {
-        vx_jvocab *mine = vx_jvocab_new(e->vocab);
-        if (!mine) return false;
-        pthread_mutex_lock(&e->mu);
-        if (!e->jv) e->jv = mine, mine = NULL;
-        jv = e->jv;
-        pthread_mutex_unlock(&e->mu);
-        vx_jvocab_free(mine); /* another request built it first */
-    }
+    const vx_jvocab *jv = shared_table(e, (void **)&e->jv, jvocab_build, jvocab_destroy);
+    if (!jv) return false;
     vx_jfilter_init(&r->jf, jv, schema);
     vx_sampler_set_filter(r->smp, vx_jfilter_allows, &r->jf);
+    return true;
+}
+
+/* Constrains r's tokens to grammar (owned by r from here). False when out
+ * of memory. */
+static bool grammar_setup(vx_engine *e, req *r, vx_grammar *grammar) {
+    r->grammar = grammar;
+    const vx_gvocab *gv = shared_table(e, (void **)&e->gv, gvocab_build, gvocab_destroy);
+    if (!gv || !(r->gf = vx_gfilter_new(grammar, gv))) return false;
+    vx_sampler_set_filter(r->smp, vx_gfilter_allows, r->gf);
     return true;
 }
 
@@ -641,6 +678,20 @@ vx_status vx_engine_submit(vx_engine *e, const vx_request_params *rp, uint64_t *
     if (!rp->embed && (rp->json_object || schema) && !json_setup(e, r, schema)) {
         req_free(r); /* the schema with it */
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    }
+    if (rp->grammar && !rp->embed) {
+        vx_grammar *g = NULL;
+        const vx_status st = r->jf.jv ? vx_seterr(err, err_size, VX_EINVAL, "a grammar and a JSON format cannot "
+                                                                            "be asked for together")
+                                      : vx_grammar_parse(rp->grammar, rp->grammar_len, &g, err, err_size);
+        if (st != VX_OK) {
+            req_free(r);
+            return st;
+        }
+        if (!grammar_setup(e, r, g)) {
+            req_free(r); /* the grammar with it */
+            return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+        }
     }
     memcpy(r->tokens, rp->prompt, (size_t)rp->n_prompt * sizeof *r->tokens);
     r->n_tokens = r->n_prompt = rp->n_prompt;

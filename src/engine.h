@@ -97,6 +97,13 @@ typedef struct vx_request_params {
                                (json_schema.h; json_schema_len bytes, compiled
                                at submit: VX_EINVAL says what it cannot take) */
     size_t json_schema_len;
+    const char *grammar;    /* the same, to this GBNF grammar (grammar.h;
+                               grammar_len bytes, compiled at submit: VX_EINVAL
+                               says where it is wrong); the request stops when
+                               the text can only end (or at an end-of-generation
+                               token the grammar lets through where it may end).
+                               Not with json_object / json_schema */
+    size_t grammar_len;
     bool embed;             /* an embedding request: the prompt is evaluated
                                (all of it, up to n_ctx tokens), nothing is
                                generated, and the final event carries the

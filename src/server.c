@@ -1000,7 +1000,7 @@ static bool chat_prompt(vx_server *s, job *j, vx_token **prompt, int32_t *n_prom
     size_t cont;
     if (!vx_oai_request_render(s->tmpl, s->vocab, q, s->p.template_kwargs, &text, &cont, err)) return false;
     j->think = q->reasoning == VX_OAI_REASONING_DEFAULT ? s->p.reasoning : q->reasoning == VX_OAI_REASONING_SPLIT;
-    if (q->json_object || q->json_schema || j->tool_prefix) j->think = false;
+    if (q->json_object || q->json_schema || q->grammar || j->tool_prefix) j->think = false;
     const size_t len = strlen(text);
     if (j->think && q->continue_final) {
         const vx_prefill_thought pt = vx_reasoning_prefill(text + cont, len - cont);
@@ -1234,6 +1234,7 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         rp.json_object = q->json_object;
         rp.json_schema = j->tool_schema ? j->tool_schema : q->json_schema;
         rp.json_schema_len = rp.json_schema ? strlen(rp.json_schema) : 0;
+        rp.grammar = q->grammar, rp.grammar_len = q->grammar ? strlen(q->grammar) : 0;
         rp.on_event = on_event;
         rp.user_data = c;
         pthread_mutex_lock(&j->mu);

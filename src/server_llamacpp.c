@@ -16,7 +16,7 @@
 static const char *const same_name[] = {"model",          "temperature",   "top_k",      "top_p",
                                         "min_p",          "presence_penalty", "frequency_penalty",
                                         "repeat_penalty", "repeat_last_n", "stop",       "stream",
-                                        "ignore_eos",     "response_format"};
+                                        "ignore_eos",     "response_format", "grammar"};
 /* llama-server's defaults (its CLI's) */
 static const struct {
     const char *key;
@@ -43,14 +43,6 @@ static bool refuse_active(const cJSON *root, vx_oai_error *err) {
                              inactive[i].key, inactive[i].off);
             return false;
         }
-    }
-    const cJSON *g = vx_oai_member(root, "grammar");
-    if (g && !cJSON_IsString(g)) return vx_oai_type_error(err, "grammar", "a string", g);
-    if (g && g->valuestring[0]) {
-        vx_oai_set_error(err, 400, "grammar",
-                         "GBNF grammars are not supported; constrain the output with 'json_schema' (a JSON Schema) "
-                         "instead.");
-        return false;
     }
     const cJSON *lora = vx_oai_member(root, "lora");
     if (lora && (!cJSON_IsArray(lora) || cJSON_GetArraySize(lora) > 0)) {

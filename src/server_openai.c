@@ -12,6 +12,7 @@
 #include "server_openai.h"
 
 #include "common.h"
+#include "grammar.h"
 #include "json_schema.h"
 #include "tool_call.h"
 
@@ -461,7 +462,21 @@ static bool refuse_unsupported(const cJSON *root, vx_oai_request *r, vx_oai_erro
             return false;
         }
     }
-    return true;
+    const cJSON *g = member(root, "grammar"); /* llama-server's: GBNF (grammar.h); "" is none */
+    if (g && !cJSON_IsString(g)) return type_error(e, "grammar", "a string (a GBNF grammar)", g);
+    if (!g || !g->valuestring[0]) return true;
+    if (r->json_object || r->json_schema) {
+        vx_oai_set_error(e, 400, "grammar", "'grammar' and a JSON 'response_format' cannot be combined.");
+        return false;
+    }
+    char msg[VX_ERRMSG_MAX];
+    vx_grammar *compiled = NULL;
+    const vx_status st = vx_grammar_parse(g->valuestring, strlen(g->valuestring), &compiled, msg, sizeof msg);
+    vx_grammar_free(compiled);
+    if (st == VX_ENOMEM) vx_oai_set_error(e, 500, NULL, "Out of memory.");
+    else if (st != VX_OK) vx_oai_set_error(e, 400, "grammar", "Invalid GBNF grammar: %s.", msg);
+    else if (!(r->grammar = strdup(g->valuestring))) vx_oai_set_error(e, 500, NULL, "Out of memory.");
+    return r->grammar != NULL;
 }
 
 /* Optional number in [lo, hi]; *present tells whether it was given. */
@@ -657,6 +672,7 @@ void vx_oai_request_free(vx_oai_request *r) {
     free(r->suffix);
     free(r->logit_bias);
     free(r->json_schema);
+    free(r->grammar);
     free(r->tools_json);
     free(r->template_kwargs);
     for (int32_t i = 0; i < r->n_tools; i++) free(r->tool_names[i]);

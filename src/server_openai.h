@@ -79,6 +79,7 @@ typedef struct vx_oai_request {
     bool ignore_eos;      /* llama.cpp extension: generate past end-of-generation */
     bool json_object;     /* response_format {"type": "json_object"}: constrained to one JSON object */
     char *json_schema;    /* response_format json_schema's schema (JSON text), compiled and checked */
+    char *grammar;        /* llama-server's "grammar": GBNF text (grammar.h), compiled and checked */
     /* tools (tool_call.h), validated: the array for the chat template
      * (NULL: none, or tool_choice "none"), the functions' names, and
      * tool_choice: VX_OAI_TOOLS_AUTO, _REQUIRED, or _NAMED (tool_name) */

@@ -104,6 +104,42 @@ static void test_info_and_run(void) {
            "vx run -ngl 99 --jinja -fa on --top-k -1: %.300s", out);
 }
 
+/* vx run --grammar / --grammar-file (llama-cli's options): the output is
+ * a sentence of the grammar, and the run stops where it can only end; a
+ * wrong grammar is an error naming its line and column */
+static void test_grammar(void) {
+    char cmd[4096], out[65536];
+    const char *model = vx_test_fixture_path("models/stories260K/stories260K.gguf");
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'Once upon a time' -n 200 -s 7 --no-display-prompt -t 1 --grammar "
+             "'root ::= \"Answer: \" (\"yes\" | \"no\") \".\"'", vx, model);
+    int rc = run(cmd, out, sizeof out);
+    CHECKF(rc == 0 && (!strncmp(out, "Answer: yes.\n", 13) || !strncmp(out, "Answer: no.\n", 12)) &&
+               strstr(out, "[stopped: the grammar's text is complete]"),
+           "vx run --grammar: rc %d, %.300s", rc, out);
+    FILE *f = fopen("/tmp/vx_test_cli.gbnf", "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("# digits, then a full stop\nroot ::= [1-9] [0-9]{0,5}\n  \".\"\n", f);
+        fclose(f);
+    }
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'Once upon a time' -n 200 --no-display-prompt -t 1 --grammar-file "
+             "/tmp/vx_test_cli.gbnf", vx, model);
+    rc = run(cmd, out, sizeof out);
+    size_t d = strspn(out, "0123456789");
+    CHECKF(rc != 0 && strstr(out, "vx_test_cli.gbnf: line 3, column 3: expected a rule name"),
+           "a rule's second line without '|' or parentheses: rc %d, %.300s", rc, out);
+    f = fopen("/tmp/vx_test_cli.gbnf", "w");
+    if (f) {
+        fputs("# digits, then a full stop\nroot ::= [1-9] [0-9]{0,5} (\n  \".\")\n", f);
+        fclose(f);
+    }
+    rc = run(cmd, out, sizeof out);
+    d = strspn(out, "0123456789");
+    CHECKF(rc == 0 && d >= 1 && d <= 6 && out[0] != '0' && out[d] == '.' && out[d + 1] == '\n',
+           "vx run --grammar-file: rc %d, %.300s", rc, out);
+    remove("/tmp/vx_test_cli.gbnf");
+}
+
 /* vx embed: texts split at newlines, unit vectors of n_embd values, one
  * text twice gives the same vector (cosine 1.00), JSON as OpenAI's list;
  * bad options are refused */
@@ -327,6 +363,7 @@ int main(void) {
     test_bench();
     test_chat();
     test_embed();
+    test_grammar();
     test_errors();
     return vx_test_finish("test_cli");
 }

@@ -120,7 +120,11 @@ static void test_completion(void) {
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"typical_p\":0.9}", "typical_p");
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"xtc_probability\":0.5}", "xtc_probability");
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"dry_multiplier\":0.8}", "dry_multiplier");
-    REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"grammar\":\"root ::= \\\"a\\\"\"}", "GBNF");
+    /* grammar: passed on as the OpenAI request's (GBNF, compiled there) */
+    CHECK(translate(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"grammar\":\"root ::= \\\"a\\\"\"}", 4096, 512, &l, &q, &e) &&
+          q.grammar && !strcmp(q.grammar, "root ::= \"a\""));
+    done(&l, &q);
+    REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"grammar\":\"root ::= a\"}", "Invalid GBNF grammar");
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"lora\":[{\"id\":0,\"scale\":1}]}", "LoRA");
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":[\"a\",\"b\"]}", "several prompts");
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":[[1],[2]]}", "several prompts");

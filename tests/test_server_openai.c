@@ -288,6 +288,21 @@ static void test_chat_fields(void) {
                                 N_VOCAB, 0, &r, &e) &&
           e.status == 400 && strstr(e.message, "'minimum'") && strstr(e.message, "/properties/n"));
     REJECT_CHAT("{" MSG ",\"response_format\":{}}", "response_format");
+    /* grammar (llama-server's GBNF field): compiled at parse time, its error a 400 naming the line */
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"grammar\":\"root ::= [0-9]+\"}", &r, &e) && r.grammar &&
+          !strcmp(r.grammar, "root ::= [0-9]+"));
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"grammar\":\"\"}", &r, &e) && !r.grammar); /* "": none (llama-server's default) */
+    vx_oai_request_free(&r);
+    REJECT_CHAT("{" MSG ",\"grammar\":5}", "grammar");
+    REJECT_CHAT("{" MSG ",\"grammar\":\"root ::= x\"}", "grammar");
+    REJECT_CHAT("{" MSG ",\"grammar\":\"root ::= [0-9]+\",\"response_format\":{\"type\":\"json_object\"}}", "grammar");
+    memset(&e, 0, sizeof e);
+    {
+        static const char body[] = "{" MSG ",\"grammar\":\"root ::= \\\"a\\\"\\nb ::= [a-\"}";
+        CHECK(!vx_oai_parse_request(VX_OAI_CHAT, body, strlen(body), N_VOCAB, 0, &r, &e) && e.status == 400 &&
+              strstr(e.message, "line 2, column 7") && strstr(e.message, "closing ']'"));
+    }
     REJECT_CHAT("{" MSG ",\"tools\":[{\"type\":\"function\"}]}", "tools[0].function");
     REJECT_CHAT("{" MSG ",\"tools\":{}}", "tools");
     REJECT_CHAT("{" MSG ",\"tools\":[{}],\"tool_choice\":\"auto\"}", "tools[0].type");

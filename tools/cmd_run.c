@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "grammar.h"
 #include "json_check.h"
 #include "json_schema.h"
 
@@ -39,6 +40,9 @@ static void run_usage(void) {
            "  --json                  constrain the output to one JSON object (llama.cpp's json\n"
            "                          grammar; OpenAI's json_object); stops when it closes\n"
            "  -j, --json-schema JSON  the same, conforming to this JSON Schema (a subset: see README)\n"
+           "  --grammar GBNF          constrain the output to this GBNF grammar (llama.cpp's format);\n"
+           "                          stops when the text can only end\n"
+           "  --grammar-file FILE     the same, the grammar read from FILE\n"
            "  --ignore-eos            keep generating after an end-of-generation token\n"
            "  --no-bos                do not add BOS to the prompt\n"
            "  --no-display-prompt     do not echo the prompt\n"
@@ -63,6 +67,11 @@ int vx_cmd_run(int argc, char **argv) {
     vx_jvocab *jv = NULL;
     vx_jschema *schema = NULL;
     const char *schema_text = NULL;
+    const char *grammar_text = NULL, *grammar_path = NULL;
+    char *grammar_owned = NULL;
+    vx_grammar *grammar = NULL;
+    vx_gvocab *gv = NULL;
+    vx_gfilter *gf = NULL; /* --grammar, --grammar-file */
     const char *draft_path = NULL;
     vx_model_params mp = vx_model_default_params();
     vx_kv_type kvt = VX_KV_F16;
@@ -84,6 +93,8 @@ int vx_cmd_run(int argc, char **argv) {
         else if (!strcmp(o, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(o, "--json")) json = true;
         else if (!strcmp(o, "-j") || !strcmp(o, "--json-schema")) schema_text = cli_value(&a), json = true;
+        else if (!strcmp(o, "--grammar")) grammar_text = cli_value(&a), grammar_path = NULL;
+        else if (!strcmp(o, "--grammar-file")) grammar_path = cli_value(&a), grammar_text = NULL;
         else if (!strcmp(o, "--no-bos")) add_bos = false;
         else if (!strcmp(o, "--no-display-prompt")) show_prompt = false;
         else if (!strcmp(o, "--no-mmap")) mp.use_mmap = false;
@@ -106,15 +117,20 @@ int vx_cmd_run(int argc, char **argv) {
         fprintf(stderr, "error: speculative decoding (--model-draft) is greedy: use --temp 0 and no penalties\n");
         return 2;
     }
+    if ((grammar_text || grammar_path) && (json || draft_path)) {
+        fprintf(stderr, "error: --grammar / --grammar-file do not go with --json, --json-schema or a draft model\n");
+        return 2;
+    }
+    if (grammar_path && !(grammar_text = grammar_owned = cli_read_file(grammar_path, NULL))) return 1;
     char *owned = NULL;
     if (pfile) {
         owned = cli_read_file(pfile, NULL);
-        if (!owned) return 1;
+        if (!owned) return free(grammar_owned), 1;
         prompt = owned;
     }
     if (!prompt) prompt = "";
     if (!cli_model_given(path)) {
-        free(owned);
+        free(owned), free(grammar_owned);
         return 2;
     }
     int rc = 1;
@@ -191,6 +207,17 @@ int vx_cmd_run(int argc, char **argv) {
         vx_jfilter_init(&jf, jv, schema);
         vx_sampler_set_filter(smp, vx_jfilter_allows, &jf);
     }
+    if (grammar_text) {
+        if (vx_grammar_parse(grammar_text, strlen(grammar_text), &grammar, err, sizeof err) != VX_OK) {
+            fprintf(stderr, "error: %s: %s\n", grammar_path ? grammar_path : "--grammar", err);
+            goto done;
+        }
+        if (!(gv = vx_gvocab_new(v)) || !(gf = vx_gfilter_new(grammar, gv))) {
+            fprintf(stderr, "error: out of memory\n");
+            goto done;
+        }
+        vx_sampler_set_filter(smp, vx_gfilter_allows, gf);
+    }
     if (show_prompt) {
         fwrite(prompt, 1, (size_t)plen, stdout);
         fflush(stdout);
@@ -243,12 +270,14 @@ int vx_cmd_run(int argc, char **argv) {
             if (dc) pend[0] = t, n_pend = i_pend = 1;
         }
         if (t < 0) {
-            stop = json ? "no token can be sampled (none continues the JSON object)"
+            stop = json  ? "no token can be sampled (none continues the JSON object)"
+                   : gf ? "no token can be sampled (none continues the text in the grammar)"
                         : "no token can be sampled (every logit is -inf or NaN: a corrupt model?)";
             break;
         }
         vx_sampler_accept(smp, t);
         if (json) vx_jfilter_feed(&jf, t); /* the filter allowed it */
+        if (gf) vx_gfilter_feed(gf, t);
         n_gen++;
         if (!ignore_eos && vx_vocab_is_eog(v, t)) {
             stop = "end of generation token";
@@ -261,6 +290,10 @@ int vx_cmd_run(int argc, char **argv) {
         }
         if (json && vx_jcheck_done(&jf.jc)) {
             stop = "JSON object complete";
+            break;
+        }
+        if (gf && vx_gfilter_done(gf)) {
+            stop = "the grammar's text is complete";
             break;
         }
         if (cur >= n_ctx) {
@@ -294,6 +327,10 @@ done:
     vx_sampler_free(smp);
     vx_jvocab_free(jv);
     vx_jschema_free(schema);
+    vx_gfilter_free(gf);
+    vx_gvocab_free(gv);
+    vx_grammar_free(grammar);
+    free(grammar_owned);
     vx_context_free(dc);
     vx_model_free(dm);
     vx_context_free(c);

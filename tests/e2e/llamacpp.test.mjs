@@ -108,6 +108,29 @@ describe('llama-server API', () => {
     assert.equal(f.json['timings/predicted_n'], 6);
   });
 
+  test('grammar (GBNF): the text is a sentence of it, generation stops where it must end; a bad one is a 400', async () => {
+    const grammar = 'root ::= "The " word (" " word){2,4} "."\nword ::= [a-z]{1,8}';
+    const want = /^The [a-z]{1,8}( [a-z]{1,8}){2,4}\.$/;
+    for (const seed of [1, 2, 3]) {
+      const a = await post(srv.base, '/completion', { prompt: PROMPT, n_predict: 200, seed, grammar });
+      assert.equal(a.status, 200, a.text);
+      assert.match(a.json.content, want);
+      assert.ok(a.json.tokens_predicted < 200);
+      assert.notEqual(a.json.stop_type, 'limit');
+    }
+    const c = await post(srv.base, '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 60,
+      grammar: 'root ::= "yes" | "no"' });
+    assert.equal(c.status, 200, c.text);
+    assert.match(c.json.choices[0].message.content, /^(yes|no)$/);
+    assert.equal(c.json.choices[0].finish_reason, 'stop');
+    const s = await post(srv.base, '/completion', { prompt: PROMPT, n_predict: 200, grammar, stream: true });
+    assert.match(events(s.text).map((x) => x.data.content).join(''), want);
+    const bad = await post(srv.base, '/completion', { prompt: PROMPT, grammar: 'root ::= [a-' });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.param, 'grammar');
+    assert.match(bad.json.error.message, /line 1, column 10/);
+  });
+
   test('/props, /infill without FIM tokens, samplers vx does not have', async () => {
     const p = await fetch(`${srv.base}/props`).then((x) => x.json());
     assert.equal(p.total_slots, 2);
