@@ -64,6 +64,11 @@ struct vx_sampler {
     vx_cand *cand;
     int32_t n_dist; /* 0: no distribution available */
     double dist_lse;
+    /* Greedy leaves the distribution unfinished (logits as they were, in
+     * id order; most callers never ask): the getters shift by dist_max
+     * and compute dist_lse on first use (NAN until then). */
+    bool dist_raw;
+    float dist_max;
 
     /* Penalty history: counts[t] = occurrences of t in the window. The ring
      * holds the window so the oldest token can be forgotten; with an
@@ -365,6 +370,7 @@ static double finalize_dist(vx_sampler *s, int32_t n, float temp, float max) {
         sum += w;
     }
     s->n_dist = n;
+    s->dist_raw = false;
     s->dist_lse = log(sum);
     return sum;
 }
@@ -462,7 +468,7 @@ vx_token vx_sampler_sample(vx_sampler *s, const float *logits) {
             if (c[i].logit > c[best].logit) best = i;
         float max = c[best].logit;
         if (max == -INFINITY) return -1; /* everything banned */
-        finalize_dist(s, s->n_vocab, 1.0f, max);
+        s->n_dist = s->n_vocab, s->dist_raw = true, s->dist_max = max, s->dist_lse = NAN;
         return best;
     }
 
@@ -524,6 +530,17 @@ void vx_sampler_reset(vx_sampler *s) {
     rng_seed(s);
 }
 
+/* Candidate i's log-probability in the last distribution. */
+static double cand_logprob(const vx_sampler *s, int32_t i) {
+    if (!s->dist_raw) return (double)s->cand[i].logit - s->dist_lse;
+    if (isnan(s->dist_lse)) { /* greedy's, first asked: the temperature-1 softmax's normalizer, kept */
+        double sum = 0.0;
+        for (int32_t k = 0; k < s->n_dist; k++) sum += expf(s->cand[k].logit - s->dist_max);
+        ((vx_sampler *)s)->dist_lse = log(sum); /* a cache: the sampler is the caller's, never const */
+    }
+    return (double)(s->cand[i].logit - s->dist_max) - s->dist_lse;
+}
+
 float vx_sampler_last_logprob(const vx_sampler *s, vx_token t) {
     if (!s || s->n_dist == 0 || t < 0 || t >= s->n_vocab) return NAN;
     /* Greedy (and unfiltered sampling) leave the candidates in id order. */
@@ -534,7 +551,7 @@ float vx_sampler_last_logprob(const vx_sampler *s, vx_token t) {
         for (int32_t i = 0; i < s->n_dist && at < 0; i++)
             if (s->cand[i].id == t) at = i;
     }
-    return at < 0 ? -INFINITY : (float)((double)s->cand[at].logit - s->dist_lse);
+    return at < 0 ? -INFINITY : (float)cand_logprob(s, at);
 }
 
 /* Inserts (id, lp) into the n-long best list ids/lps holding *m entries,
@@ -557,7 +574,7 @@ int32_t vx_sampler_last_top(const vx_sampler *s, int32_t n, vx_token *ids, float
     for (int32_t i = 0; i < s->n_dist; i++) {
         const vx_cand *x = &s->cand[i];
         if (x->logit == -INFINITY) continue; /* banned (greedy keeps them) */
-        top_insert(x->id, (float)((double)x->logit - s->dist_lse), n, ids, logprobs, &m);
+        top_insert(x->id, (float)cand_logprob(s, i), n, ids, logprobs, &m);
     }
     return m;
 }
