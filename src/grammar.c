@@ -33,10 +33,15 @@
 #include "grammar_impl.h"
 
 enum {
-    MAX_NODES = 1 << 26, /* arena bound: past it matching refuses (out of memory) */
+    MAX_NODES = 1 << 23, /* arena bound (128 MiB): past it matching refuses (out of memory) */
+    MAX_HEADS = 4096,    /* parses alive at once: past it matching refuses */
     GC_MIN = 1 << 16,    /* collect once the arena has this many nodes more than the live ones */
     N_MASKS = 8,         /* the filter's remembered states */
 };
+/* Head moves and expansions one mask may take (about 0.5 s here): a grammar
+ * whose parses multiply cannot stall the engine; the tokens not reached
+ * are refused. */
+#define WALK_BUDGET ((int64_t)1 << 26)
 
 typedef struct frame {
     int32_t h0, nh; /* heads: buffer [h0, h0 + nh) */
@@ -62,7 +67,9 @@ struct vx_gmatch {
     int32_t cap_work;
     frame cur;       /* the committed state: its heads start the buffer */
     uint32_t epoch;  /* changes when node ids do (collection) */
-    bool oom;
+    int64_t budget;  /* the filter's walk: head moves left (< 0: no bound) */
+    bool oom;        /* a bound was hit: the step that hit it fails */
+    bool spent;      /* the walk's budget ran out */
 };
 
 /* ---- the arena ---- */
@@ -156,13 +163,18 @@ static void expand(vx_gmatch *m, frame *f, int32_t node) {
     const vx_grammar *g = m->g;
     int32_t nw = 0;
     for (;;) {
+        if (m->budget >= 0 && --m->budget < 0) {
+            m->spent = true;
+            return;
+        }
         if (node == -1) {
             f->accept = true;
         } else if (node >= 0 && m->seen[node] != m->step) {
             m->seen[node] = m->step;
             const vx_gelem e = g->el[m->pos[node]];
             if (e.type == VX_GE_CHAR) {
-                if (push_head(m, node)) f->nh++;
+                if (f->nh >= MAX_HEADS) m->oom = true;
+                else if (push_head(m, node)) f->nh++;
             } else { /* a rule: each alternative, then what follows the reference */
                 const int32_t cont = next_node(m, m->pos[node] + 1, m->par[node]);
                 const int32_t na = g->rule_alt[e.arg + 1] - g->rule_alt[e.arg];
@@ -206,13 +218,14 @@ static void partial_range(const frame *f, uint32_t *lo, uint32_t *hi) {
 /* Code point x read from f into *nf (heads at the end of the buffer). */
 static bool read_cp(vx_gmatch *m, const frame *f, uint32_t x, frame *nf) {
     *nf = (frame){m->n_heads, 0, false, 0, 0, 0, 0};
+    if (m->budget >= 0 && (m->budget -= f->nh) < 0) return m->spent = true, false;
     new_step(m);
     for (int32_t i = 0; i < f->nh; i++) {
         const int32_t node = m->heads[f->h0 + i];
         const int32_t pos = m->pos[node];
         if (class_has(m->g, m->g->el[pos].arg, x, x)) expand(m, nf, next_node(m, pos + 1, m->par[node]));
     }
-    return nf->nh > 0 || nf->accept;
+    return (nf->nh > 0 || nf->accept) && !m->spent;
 }
 
 /* Byte b read from f into *nf: false when the text cannot go on so. */
@@ -259,6 +272,7 @@ vx_gmatch *vx_gmatch_new(const vx_grammar *g) {
     vx_gmatch *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     m->g = g;
+    m->budget = -1;
     if (!grow_nodes(m)) {
         vx_gmatch_free(m);
         return NULL;
@@ -488,12 +502,14 @@ static void walk(vx_gmatch *m, const vx_gvocab *gv, int32_t t, const frame *f, u
     for (int32_t c = gv->child[t]; c >= 0; c = gv->sibling[c]) {
         const int32_t n_nodes = m->n_nodes, n_heads = m->n_heads;
         frame nf;
+        m->oom = false;
         if (read_byte(m, f, gv->byte[c], &nf) && !m->oom) {
             for (int32_t k = gv->tok[c]; k >= 0; k = gv->tok_next[k]) bits[k >> 3] |= (uint8_t)(1u << (k & 7));
             if (gv->child[c] >= 0) walk(m, gv, c, &nf, bits);
         }
         truncate_nodes(m, n_nodes);
         m->n_heads = n_heads;
+        if (m->spent) return; /* the tokens not reached are refused */
     }
 }
 
@@ -529,8 +545,10 @@ static int32_t state_mask(vx_gfilter *f) {
     memset(k->bits, 0, ((size_t)gv->n_vocab + 7) / 8);
     if (cur.accept && !cur.need)
         for (int32_t i = 0; i < gv->n_eog; i++) k->bits[gv->eog[i] >> 3] |= (uint8_t)(1u << (gv->eog[i] & 7));
+    m->budget = WALK_BUDGET, m->spent = false;
     walk(m, gv, 0, &cur, k->bits);
-    m->oom = false; /* tokens it could not try are refused */
+    m->budget = -1;
+    m->oom = m->spent = false; /* tokens it could not try are refused */
     if (cur.nh) memcpy(k->key, f->sorted, (size_t)cur.nh * sizeof *k->key);
     k->n_key = cur.nh, k->f = cur, k->epoch = m->epoch, k->used = true;
     const int32_t i = f->next;

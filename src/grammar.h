@@ -49,6 +49,7 @@
 #define VX_GRAMMAR_MAX_TEXT (1 << 20)     /* bytes of grammar text */
 #define VX_GRAMMAR_MAX_ELEMENTS (1 << 20) /* after repetitions are expanded */
 #define VX_GRAMMAR_MAX_REPEAT 10000       /* m and n of x{m,n} */
+#define VX_GRAMMAR_MAX_DEPTH 256          /* groups nested in groups */
 
 typedef struct vx_grammar vx_grammar;
 

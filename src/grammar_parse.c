@@ -48,6 +48,7 @@ typedef struct parser {
     uint32_t names_cap, n_named;
     int64_t n_el;    /* elements so far, bounded by VX_GRAMMAR_MAX_ELEMENTS */
     int32_t current; /* the named rule being defined */
+    int32_t depth;   /* groups open */
     char *err;
     size_t err_size;
     vx_status st; /* VX_OK until the first error */
@@ -438,8 +439,11 @@ static bool parse_sequence(parser *P, gseq *q, bool nested) {
             if (!push_class(P, q, 0, VX_UNICODE_MAX)) return false;
         } else if (c == '(') {
             const char *open = P->p++;
+            if (++P->depth > VX_GRAMMAR_MAX_DEPTH)
+                return fail_at(P, open, "groups nested more than %d deep", VX_GRAMMAR_MAX_DEPTH);
             const int32_t g = new_rule(P, NULL, 0);
             if (g < 0 || !parse_alternates(P, g, true)) return false;
+            P->depth--;
             if (P->p >= P->end || *P->p != ')') return fail_at(P, open, "a '(' without its closing ')'");
             P->p++;
             if (!push_el(P, q, VX_GE_RULE, g)) return false;
@@ -664,7 +668,7 @@ vx_status vx_grammar_parse(const char *text, size_t len, vx_grammar **out, char 
     if (len > VX_GRAMMAR_MAX_TEXT)
         return vx_seterr(err, err_size, VX_EINVAL, "the grammar has %zu bytes; at most %d are taken", len,
                          VX_GRAMMAR_MAX_TEXT);
-    parser P = {text, text + len, text, NULL, 0, 0, NULL, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, err, err_size, VX_OK};
+    parser P = {text, text + len, text, NULL, 0, 0, NULL, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, err, err_size, VX_OK};
     int32_t root = -1;
     if (parse_rules(&P) && check(&P, &root) && !(*out = flatten(&P, root))) oom(&P);
     for (int32_t r = 0; r < P.n_rules; r++) {
