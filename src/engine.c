@@ -196,6 +196,13 @@ static bool preempt_one(vx_engine *e, const req *keep) {
  * finish reason (NONE to continue). Lock not held. */
 static vx_finish emit(vx_engine *e, req *r, const float *logits) {
     vx_token t = vx_sampler_sample(r->smp, logits);
+    if (r->gf && vx_gfilter_limited(r->gf)) {
+        send_end(r, VX_FINISH_ERROR,
+                 "the grammar is too ambiguous: its parses of the text grew past vx's bounds (4096 at once), so "
+                 "some tokens it allows could not be tried; simplify it (nested repetitions such as (x*)* multiply "
+                 "them)");
+        return VX_FINISH_ERROR;
+    }
     if (t < 0) {
         send_end(r, VX_FINISH_ERROR,
                  r->jf.jv ? "no token can continue the JSON object: the vocabulary has none that fits, or "

@@ -70,6 +70,7 @@ struct vx_gmatch {
     int64_t budget;  /* the filter's walk: head moves left (< 0: no bound) */
     bool oom;        /* a bound was hit: the step that hit it fails */
     bool spent;      /* the walk's budget ran out */
+    bool limited;    /* some bound was hit since the start: answers may be short */
 };
 
 /* ---- the arena ---- */
@@ -327,6 +328,7 @@ static bool advance(vx_gmatch *m, const uint8_t *b, int32_t n) {
     frame f = m->cur, nf;
     for (int32_t i = 0; i < n; i++) {
         if (!read_byte(m, &f, b[i], &nf) || m->oom) {
+            m->limited |= m->oom;
             truncate_nodes(m, n_nodes);
             m->n_heads = n_heads;
             m->oom = false;
@@ -425,11 +427,12 @@ vx_gvocab *vx_gvocab_new(const vx_vocab *vocab) {
     gv->child[0] = gv->sibling[0] = gv->tok[0] = gv->parent[0] = -1;
     for (int32_t t = 0; t < n; t++) {
         gv->tok_next[t] = -1;
-        const int32_t len = vx_token_to_piece(vocab, t, piece, piece_cap, false);
-        if (len <= 0) {
-            if (vx_vocab_is_eog(vocab, t)) gv->eog[gv->n_eog++] = t;
+        if (vx_vocab_is_eog(vocab, t)) { /* ends the text, whatever it reads as */
+            gv->eog[gv->n_eog++] = t;
             continue;
         }
+        const int32_t len = vx_token_to_piece(vocab, t, piece, piece_cap, false);
+        if (len <= 0) continue;
         int32_t node = 0;
         for (int32_t i = 0; i < len && node >= 0; i++) node = trie_child(gv, node, (uint8_t)piece[i], &cap);
         if (node < 0) goto fail;
@@ -502,6 +505,7 @@ static void walk(vx_gmatch *m, const vx_gvocab *gv, int32_t t, const frame *f, u
     for (int32_t c = gv->child[t]; c >= 0; c = gv->sibling[c]) {
         const int32_t n_nodes = m->n_nodes, n_heads = m->n_heads;
         frame nf;
+        m->limited |= m->oom;
         m->oom = false;
         if (read_byte(m, f, gv->byte[c], &nf) && !m->oom) {
             for (int32_t k = gv->tok[c]; k >= 0; k = gv->tok_next[k]) bits[k >> 3] |= (uint8_t)(1u << (k & 7));
@@ -547,6 +551,7 @@ static int32_t state_mask(vx_gfilter *f) {
         for (int32_t i = 0; i < gv->n_eog; i++) k->bits[gv->eog[i] >> 3] |= (uint8_t)(1u << (gv->eog[i] & 7));
     m->budget = WALK_BUDGET, m->spent = false;
     walk(m, gv, 0, &cur, k->bits);
+    m->limited |= m->spent || m->oom;
     m->budget = -1;
     m->oom = m->spent = false; /* tokens it could not try are refused */
     if (cur.nh) memcpy(k->key, f->sorted, (size_t)cur.nh * sizeof *k->key);
@@ -574,5 +579,7 @@ bool vx_gfilter_feed(vx_gfilter *f, vx_token t) {
     if (len) f->current = -1;
     return true;
 }
+
+bool vx_gfilter_limited(const vx_gfilter *f) { return f->m->limited; }
 
 bool vx_gfilter_done(const vx_gfilter *f) { return vx_gmatch_complete(f->m) && !vx_gmatch_can_continue(f->m); }

@@ -22,12 +22,18 @@
  * token may end inside a character.
  *
  * Refused with a message naming the line and column (all but the size of
- * the text, VX_GRAMMAR_MAX_TEXT): syntax errors, a rule
- * defined twice, a reference to a rule never defined, no root, left
- * recursion (a rule that can reach itself before reading a character:
- * "a ::= a "x" | "y""; write it "a ::= "y" "x"*"; a repetition of
- * something that can be empty, "("x"?)*", is so too, as in llama.cpp), and
- * grammars past the size bounds (VX_GRAMMAR_MAX_*).
+ * the text, VX_GRAMMAR_MAX_TEXT): syntax errors, a rule defined twice, a
+ * reference to a rule never defined, no root, a root that derives no text,
+ * llama.cpp's token references (<[id]>, <token>), grammars past the size
+ * bounds (VX_GRAMMAR_MAX_*), and left recursion: a rule that can reach
+ * itself before reading a character through a reference with more after
+ * it ("a ::= a "x" | "y""; write it "a ::= "y" "x"*"). Where every
+ * reference on such a cycle ends its alternative ("a ::= "x"* a | "y"",
+ * or ("x"?)* ), matching ends, and vx takes the grammar (llama.cpp refuses
+ * some of these). Alternatives that can never finish (a class without
+ * characters, such as surrogates, or a rule that never ends) are dropped,
+ * so that the text never walks into a dead end; x+* and the like are one
+ * repetition.
  *
  * Matching is a pushdown recognizer over every parse at once: a set of
  * stacks of "where to continue" positions, shared and deduplicated
@@ -47,7 +53,7 @@
 #include "vortex.h"
 
 #define VX_GRAMMAR_MAX_TEXT (1 << 20)     /* bytes of grammar text */
-#define VX_GRAMMAR_MAX_ELEMENTS (1 << 20) /* after repetitions are expanded */
+#define VX_GRAMMAR_MAX_ELEMENTS (1 << 18) /* after repetitions are expanded */
 #define VX_GRAMMAR_MAX_REPEAT 10000       /* m and n of x{m,n} */
 #define VX_GRAMMAR_MAX_DEPTH 256          /* groups nested in groups */
 
@@ -102,5 +108,9 @@ bool vx_gfilter_feed(vx_gfilter *f, vx_token t);
 /* The text is a whole sentence and nothing may follow it: generation
  * stops here (as a JSON object's does when it closes). */
 bool vx_gfilter_done(const vx_gfilter *f);
+/* A bound was hit (more than 4096 parses alive at once, 8M stack nodes,
+ * or a token mask's work budget): some tokens the grammar allows may have
+ * been refused. Callers end the generation with an error. */
+bool vx_gfilter_limited(const vx_gfilter *f);
 
 #endif

@@ -86,7 +86,7 @@ static bool oom(parser *P) {
 /* Grows *buf (elements of size sz) to hold n + 1. */
 static bool grow(parser *P, void **buf, int32_t *cap, int32_t n, size_t sz) {
     if (n < *cap) return true;
-    const int32_t nc = *cap ? *cap * 2 : 16;
+    const int32_t nc = *cap ? *cap * 2 : 2; /* most rules made for repetitions hold 2 alternatives of 1-2 elements */
     void *nb = realloc(*buf, (size_t)nc * sz);
     if (!nb) return oom(P);
     *buf = nb, *cap = nc;
@@ -193,9 +193,14 @@ static int32_t add_class(parser *P, uint32_t *tmp, int32_t n, bool negated) {
             lo = next, hi = i < m ? tmp[2 * i] - 1 : VX_UNICODE_MAX;
             if (i < m) next = tmp[2 * i + 1] + 1;
         }
-        if (!grow(P, (void **)&P->rng, &P->cap_rng, 2 * P->n_rng + 1, sizeof *P->rng)) return -1;
-        P->rng[2 * P->n_rng] = lo, P->rng[2 * P->n_rng + 1] = hi;
-        P->n_rng++;
+        /* surrogates are no characters: UTF-8 cannot hold them */
+        const uint32_t part[2][2] = {{lo, hi < 0xD800 ? hi : 0xD7FF}, {lo > 0xE000 ? lo : 0xE000, hi}};
+        for (int k = 0; k < 2; k++) {
+            if (part[k][0] > part[k][1]) continue;
+            if (!grow(P, (void **)&P->rng, &P->cap_rng, 2 * P->n_rng + 1, sizeof *P->rng)) return -1;
+            P->rng[2 * P->n_rng] = part[k][0], P->rng[2 * P->n_rng + 1] = part[k][1];
+            P->n_rng++;
+        }
     }
     P->cls[c + 1] = P->n_rng;
     return c;
@@ -372,7 +377,14 @@ static bool parse_count(parser *P, long *v) {
 /* The repetition operator at P->p applied to q's elements from start on. */
 static bool repeat(parser *P, gseq *q, int32_t start) {
     const char *at = P->p;
-    const char op = *P->p++;
+    char op = *P->p++;
+    while (op != '{') { /* x+* x?+ ...: one repetition (nested ones multiply the parses of a text) */
+        const char *nx = P->p;
+        while (nx < P->end && (*nx == ' ' || *nx == '\t')) nx++;
+        if (nx >= P->end || (*nx != '*' && *nx != '+' && *nx != '?')) break;
+        op = op == *nx && op != '*' ? op : '*'; /* ++ is +, ?? is ?, any other pair * */
+        P->p = nx + 1;
+    }
     long m = 0, n = -1; /* n < 0: no bound */
     if (op == '+') m = 1;
     else if (op == '?') n = 1;
@@ -465,6 +477,8 @@ static bool parse_sequence(parser *P, gseq *q, bool nested) {
             continue; /* x*? repeats x* */
         } else if (c == '|' || c == ')' || c == '\n') {
             return true;
+        } else if (c == '<' || c == '!') {
+            return fail_at(P, P->p, "token references ('<[id]>', '<token>', '!<...>') are not supported");
         } else {
             return fail_at(P, P->p, "unexpected '%c'", c);
         }
@@ -522,47 +536,140 @@ static bool parse_rules(parser *P) {
 
 static const grule *owner_of(const parser *P, int32_t r) { return &P->rules[P->rules[r].owner]; }
 
-/* A rule on a cycle of left edges, given the in-degrees Kahn's algorithm
- * left (rules with some left: on a cycle, or after one): walking back
- * along edges from such rules must come round. -1 when out of memory. */
-static int32_t on_cycle(const parser *P, const bool *nullable, const int32_t *indeg) {
+/* The alternatives, numbered across rules: rule r's are first[r] .. first[r + 1). */
+typedef struct altmap {
+    int32_t *first; /* [n_rules + 1] */
+    int32_t n;
+} altmap;
+
+static bool class_empty(const parser *P, int32_t c) { return P->cls[c] == P->cls[c + 1]; }
+
+/* Which rules derive some text (productive: chars set, every class but
+ * an empty one reads a character) or the empty text (nullable: chars
+ * false, no class does); ok_alt[a]: alternative a does. A worklist over
+ * the references, linear in the grammar. False when out of memory. */
+static bool derive(const parser *P, const altmap *am, bool chars, bool *ok_rule, bool *ok_alt) {
     const int32_t n = P->n_rules;
-    int32_t *first = calloc((size_t)n + 1, sizeof *first), *pred = NULL, v = -1;
-    uint8_t *seen = calloc((size_t)n, 1);
-    if (!first || !seen) goto done;
-#define LEFT_PREDS(BODY)                                                                          \
+    int32_t *pending = calloc((size_t)am->n + 1, sizeof *pending), *ofirst = calloc((size_t)n + 1, sizeof *ofirst);
+    int32_t *occ = NULL, *rule_of = malloc(((size_t)am->n + 1) * sizeof *rule_of);
+    int32_t *queue = malloc(((size_t)n + 1) * sizeof *queue), head = 0, tail = 0;
+    bool ok = pending && ofirst && queue && rule_of;
+#define REFS(...)                                                                                 \
     for (int32_t r = 0; r < n; r++)                                                               \
-        if (indeg[r])                                                                             \
-            for (int32_t a = 0; a < P->rules[r].n; a++)                                           \
-                for (int32_t i = 0; i < P->rules[r].alts[a].n; i++) {                             \
-                    const vx_gelem e = P->rules[r].alts[a].e[i];                                  \
-                    if (e.type != VX_GE_RULE) break;                                              \
-                    BODY;                                                                         \
-                    if (!nullable[e.arg]) break;                                                  \
-                }
-    LEFT_PREDS(first[e.arg + 1]++)
-    for (int32_t r = 0; r < n; r++) first[r + 1] += first[r];
-    if (!(pred = malloc((size_t)(first[n] ? first[n] : 1) * sizeof *pred))) goto done;
-    LEFT_PREDS(pred[first[e.arg]++] = r)
-#undef LEFT_PREDS
-    for (int32_t r = n; r > 0; r--) first[r] = first[r - 1]; /* the fill moved each start to the next's */
-    first[0] = 0;
-    v = 0;
-    while (!indeg[v]) v++;
-    while (!seen[v] && first[v] < first[v + 1]) { /* back until a rule comes again */
-        seen[v] = 1;
-        v = pred[first[v]];
+        for (int32_t a = 0; a < P->rules[r].n; a++)                                               \
+            for (int32_t i = 0; i < P->rules[r].alts[a].n; i++) {                                 \
+                const vx_gelem e = P->rules[r].alts[a].e[i];                                      \
+                const int32_t alt = am->first[r] + a;                                             \
+                __VA_ARGS__;                                                                           \
+            }
+    if (ok)
+        REFS(if (e.type == VX_GE_RULE) pending[alt]++, ofirst[e.arg + 1]++;
+             else if (!chars || class_empty(P, e.arg)) pending[alt] = INT32_MAX / 2) /* never */
+    for (int32_t r = 0; ok && r < n; r++) ofirst[r + 1] += ofirst[r];
+    ok = ok && (occ = malloc(((size_t)ofirst[n] + 1) * sizeof *occ)) != NULL;
+    if (ok) REFS(if (e.type == VX_GE_RULE) occ[ofirst[e.arg]++] = alt) /* the alternatives referring to each rule */
+#undef REFS
+    for (int32_t r = n; ok && r > 0; r--) ofirst[r] = ofirst[r - 1]; /* the fill moved each start to the next's */
+    if (ok) ofirst[0] = 0;
+    for (int32_t r = 0; ok && r < n; r++) {
+        ok_rule[r] = false;
+        for (int32_t a = am->first[r]; a < am->first[r + 1]; a++) {
+            rule_of[a] = r;
+            ok_alt[a] = !pending[a];
+            if (ok_alt[a] && !ok_rule[r]) ok_rule[r] = true, queue[tail++] = r;
+        }
     }
-done:
-    free(first);
-    free(pred);
-    free(seen);
-    return v;
+    while (ok && head < tail) {
+        const int32_t s = queue[head++];
+        for (int32_t k = ofirst[s]; k < ofirst[s + 1]; k++) {
+            const int32_t a = occ[k];
+            if (--pending[a] || ok_alt[a]) continue;
+            ok_alt[a] = true;
+            if (!ok_rule[rule_of[a]]) ok_rule[rule_of[a]] = true, queue[tail++] = rule_of[a];
+        }
+    }
+    free(pending), free(ofirst), free(occ), free(queue), free(rule_of);
+    return ok;
 }
 
-/* Every rule defined; no rule reaches itself before a character
- * (through rules that can match nothing). */
-static bool check(parser *P, int32_t *root) {
+/* Left edges r -> s: s can come first in r (after rules that may match
+ * nothing). Expanding along a cycle of them never ends unless every
+ * reference on it closes its alternative (the continuation is then the
+ * same stack, which matching dedupes: "s ::= x s |" with x nullable is
+ * fine). So a reference with more after it is refused inside one
+ * strongly connected component (Tarjan's algorithm, iteratively).
+ * Returns such a reference's rule, -1 if none, -2 when out of memory. */
+static int32_t left_cycle(const parser *P, const bool *nullable) {
+    const int32_t n = P->n_rules;
+    int32_t *first = calloc((size_t)n + 1, sizeof *first), *to = NULL, *idx = malloc(((size_t)n + 1) * sizeof *idx);
+    int32_t *low = malloc(((size_t)n + 1) * sizeof *low), *stk = malloc(((size_t)n + 1) * sizeof *stk);
+    int32_t *cs = malloc(((size_t)n + 1) * sizeof *cs), *it = malloc(((size_t)n + 1) * sizeof *it), bad = -2;
+    bool *on = calloc((size_t)n + 1, sizeof *on), *tl = NULL;
+    if (!first || !idx || !low || !stk || !cs || !it || !on) goto done;
+#define LEFT_EDGES(...)                                                                           \
+    for (int32_t r = 0; r < n; r++)                                                               \
+        for (int32_t a = 0; a < P->rules[r].n; a++)                                               \
+            for (int32_t i = 0; i < P->rules[r].alts[a].n; i++) {                                 \
+                const vx_gelem e = P->rules[r].alts[a].e[i];                                      \
+                if (e.type != VX_GE_RULE) break;                                                  \
+                const bool last = i + 1 == P->rules[r].alts[a].n;                                 \
+                __VA_ARGS__;                                                                             \
+                if (!nullable[e.arg]) break;                                                      \
+            }
+    LEFT_EDGES((void)last; first[r + 1]++)
+    for (int32_t r = 0; r < n; r++) first[r + 1] += first[r];
+    if (!(to = malloc(((size_t)first[n] + 1) * sizeof *to)) || !(tl = malloc((size_t)first[n] + 1))) goto done;
+    LEFT_EDGES(tl[first[r]] = last; to[first[r]++] = e.arg)
+#undef LEFT_EDGES
+    for (int32_t r = n; r > 0; r--) first[r] = first[r - 1];
+    first[0] = 0;
+    for (int32_t r = 0; r < n; r++) idx[r] = -1;
+    int32_t counter = 0, sp = 0;
+    for (int32_t start = 0; start < n; start++) {
+        if (idx[start] >= 0) continue;
+        int32_t depth = 0;
+        cs[0] = start, it[0] = first[start];
+        idx[start] = low[start] = counter++, stk[sp++] = start, on[start] = true;
+        while (depth >= 0) {
+            const int32_t v = cs[depth];
+            if (it[depth] < first[v + 1]) {
+                const int32_t w = to[it[depth]++];
+                if (idx[w] < 0) {
+                    idx[w] = low[w] = counter++, stk[sp++] = w, on[w] = true;
+                    cs[++depth] = w, it[depth] = first[w];
+                } else if (on[w] && idx[w] < low[v]) {
+                    low[v] = idx[w];
+                }
+                continue;
+            }
+            if (low[v] == idx[v]) { /* v roots a component: pop it; low[] becomes the component's id */
+                int32_t w;
+                do {
+                    w = stk[--sp];
+                    on[w] = false;
+                    low[w] = idx[v];
+                } while (w != v);
+            }
+            if (--depth >= 0 && low[v] < low[cs[depth]]) low[cs[depth]] = low[v];
+        }
+    }
+    bad = -1;
+    for (int32_t r = 0; r < n && bad == -1; r++)
+        for (int32_t k = first[r]; k < first[r + 1]; k++)
+            if (!tl[k] && low[to[k]] == low[r]) {
+                bad = r;
+                break;
+            }
+done:
+    free(first), free(to), free(tl), free(idx), free(low), free(stk), free(cs), free(it), free(on);
+    return bad;
+}
+
+/* Every rule defined, a root that derives some text, no left recursion
+ * that expansion could not finish. (*alt_ok)[a]: alternative a derives
+ * some text (the others are dropped: a parse never walks into a dead
+ * end). */
+static bool check(parser *P, int32_t *root, altmap *am, bool **alt_ok) {
     *root = -1;
     for (int32_t r = 0; r < P->n_rules; r++) {
         const grule *R = &P->rules[r];
@@ -571,68 +678,45 @@ static bool check(parser *P, int32_t *root) {
     }
     if (*root < 0) return fail_at(P, P->end, "the grammar has no 'root' rule (generation starts there)");
     const int32_t n = P->n_rules;
-    bool *nullable = calloc((size_t)n, sizeof *nullable);
-    int32_t *indeg = calloc((size_t)n, sizeof *indeg), *order = malloc((size_t)n * sizeof *order);
-    bool ok = nullable && indeg && order;
-    for (bool changed = ok; changed;) {
-        changed = false;
-        for (int32_t r = 0; r < n; r++) {
-            const grule *R = &P->rules[r];
-            for (int32_t a = 0; a < R->n && !nullable[r]; a++) {
-                bool all = true;
-                for (int32_t i = 0; i < R->alts[a].n && all; i++)
-                    all = R->alts[a].e[i].type == VX_GE_RULE && nullable[R->alts[a].e[i].arg];
-                if (all) nullable[r] = changed = true;
-            }
-        }
-    }
-    /* left edges r -> s: s can come first in r. Kahn's algorithm on them;
-     * rules left over are on a cycle. */
-#define LEFT_EDGES(r, BODY)                                                                       \
-    for (int32_t a = 0; a < P->rules[r].n; a++)                                                   \
-        for (int32_t i = 0; i < P->rules[r].alts[a].n; i++) {                                     \
-            const vx_gelem e = P->rules[r].alts[a].e[i];                                          \
-            if (e.type != VX_GE_RULE) break;                                                      \
-            const int32_t s = e.arg;                                                              \
-            BODY;                                                                                 \
-            if (!nullable[s]) break;                                                              \
-        }
-    for (int32_t r = 0; ok && r < n; r++) LEFT_EDGES(r, indeg[s]++)
-    int32_t head = 0, tail = 0;
-    for (int32_t r = 0; ok && r < n; r++)
-        if (!indeg[r]) order[tail++] = r;
-    while (ok && head < tail) {
-        const int32_t r = order[head++];
-        LEFT_EDGES(r, if (!--indeg[s]) order[tail++] = s)
-    }
-#undef LEFT_EDGES
+    if (!(am->first = malloc(((size_t)n + 1) * sizeof *am->first))) return oom(P);
+    am->first[0] = 0;
+    for (int32_t r = 0; r < n; r++) am->first[r + 1] = am->first[r] + P->rules[r].n;
+    am->n = am->first[n];
+    bool *nullable = malloc((size_t)n + 1), *productive = malloc((size_t)n + 1), *scratch = malloc((size_t)am->n + 1);
+    *alt_ok = malloc((size_t)am->n + 1);
+    bool ok = nullable && productive && scratch && *alt_ok && derive(P, am, false, nullable, scratch) &&
+              derive(P, am, true, productive, *alt_ok);
     if (!ok) {
         oom(P);
-    } else if (tail < n) {
-        const int32_t bad = on_cycle(P, nullable, indeg);
-        if (bad < 0) return free(nullable), free(indeg), free(order), oom(P);
-        const grule *R = owner_of(P, bad);
-        ok = fail_at(P, R->name, "rule '%.*s' is left-recursive: it can reach itself before reading a character "
-                                 "(rewrite 'a ::= a x | y' as 'a ::= y x*')",
-                     (int)R->name_len, R->name);
+    } else if (!productive[*root]) {
+        ok = fail_at(P, P->rules[*root].name, "no text is a sentence of this grammar: every way through 'root' "
+                                              "needs a character no class holds, or never ends");
+    } else {
+        const int32_t bad = left_cycle(P, nullable);
+        if (bad == -2) {
+            ok = oom(P);
+        } else if (bad >= 0) {
+            const grule *R = owner_of(P, bad);
+            ok = fail_at(P, R->name, "rule '%.*s' is left-recursive: it can reach itself before reading a character "
+                                     "(rewrite 'a ::= a x | y' as 'a ::= y x*')",
+                         (int)R->name_len, R->name);
+        }
     }
-    free(nullable);
-    free(indeg);
-    free(order);
+    free(nullable), free(productive), free(scratch);
     return ok;
 }
 
 /* ---- the compiled form ---- */
 
-static vx_grammar *flatten(parser *P, int32_t root) {
+/* The grammar in one element array, with the alternatives keep says. */
+static vx_grammar *flatten(parser *P, int32_t root, const altmap *am, const bool *keep) {
     vx_grammar *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     int32_t n_alt = 0, n_el = 0;
-    for (int32_t r = 0; r < P->n_rules; r++) {
-        n_alt += P->rules[r].n;
-        for (int32_t a = 0; a < P->rules[r].n; a++) n_el += P->rules[r].alts[a].n + 1;
-    }
-    g->el = malloc((size_t)n_el * sizeof *g->el);
+    for (int32_t r = 0; r < P->n_rules; r++)
+        for (int32_t a = 0; a < P->rules[r].n; a++)
+            if (keep[am->first[r] + a]) n_alt++, n_el += P->rules[r].alts[a].n + 1;
+    g->el = malloc(((size_t)n_el + 1) * sizeof *g->el);
     g->alt = malloc((size_t)(n_alt ? n_alt : 1) * sizeof *g->alt);
     g->rule_alt = malloc((size_t)(P->n_rules + 1) * sizeof *g->rule_alt);
     g->rng = malloc((size_t)(P->n_rng ? 2 * P->n_rng : 1) * sizeof *g->rng);
@@ -645,6 +729,7 @@ static vx_grammar *flatten(parser *P, int32_t root) {
     for (int32_t r = 0; r < P->n_rules; r++) {
         g->rule_alt[r] = j;
         for (int32_t a = 0; a < P->rules[r].n; a++) {
+            if (!keep[am->first[r] + a]) continue;
             g->alt[j++] = k;
             if (P->rules[r].alts[a].n)
                 memcpy(g->el + k, P->rules[r].alts[a].e, (size_t)P->rules[r].alts[a].n * sizeof *g->el);
@@ -670,7 +755,11 @@ vx_status vx_grammar_parse(const char *text, size_t len, vx_grammar **out, char 
                          VX_GRAMMAR_MAX_TEXT);
     parser P = {text, text + len, text, NULL, 0, 0, NULL, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, err, err_size, VX_OK};
     int32_t root = -1;
-    if (parse_rules(&P) && check(&P, &root) && !(*out = flatten(&P, root))) oom(&P);
+    altmap am = {NULL, 0};
+    bool *keep = NULL;
+    if (parse_rules(&P) && check(&P, &root, &am, &keep) && !(*out = flatten(&P, root, &am, keep))) oom(&P);
+    free(am.first);
+    free(keep);
     for (int32_t r = 0; r < P.n_rules; r++) {
         for (int32_t a = 0; a < P.rules[r].n; a++) free(P.rules[r].alts[a].e);
         free(P.rules[r].alts);

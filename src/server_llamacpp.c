@@ -442,10 +442,14 @@ static void json_settings(vx_sbuf *b, const vx_oai_request *q, const vx_lcpp_req
     }
     vx_sbuf_addf(b,
                  "],\"max_tokens\":%d,\"n_keep\":0,\"n_discard\":0,\"ignore_eos\":%s,\"stream\":%s,\"n_probs\":%d,"
-                 "\"min_keep\":0,\"grammar\":\"\",\"samplers\":[\"penalties\",\"top_k\",\"top_p\",\"min_p\","
-                 "\"temperature\"],\"post_sampling_probs\":%s,\"lora\":[]}",
+                 "\"min_keep\":0,\"grammar\":",
                  l ? l->max_tokens : q->max_tokens, q->ignore_eos ? "true" : "false", q->stream ? "true" : "false",
-                 l ? l->n_probs : q->top_logprobs, l && l->post_sampling_probs ? "true" : "false");
+                 l ? l->n_probs : q->top_logprobs);
+    vx_oai_json_cstr(b, q->grammar ? q->grammar : "");
+    vx_sbuf_addf(b,
+                 ",\"samplers\":[\"penalties\",\"top_k\",\"top_p\",\"min_p\",\"temperature\"],"
+                 "\"post_sampling_probs\":%s,\"lora\":[]}",
+                 l && l->post_sampling_probs ? "true" : "false");
 }
 
 static void json_timings(vx_sbuf *b, const vx_lcpp_reply *r) {

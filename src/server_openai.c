@@ -647,9 +647,9 @@ static bool parse_tools(const cJSON *root, const char *body, size_t len, vx_oai_
         if (!(r->tool_name = strdup(named))) goto oom;
     }
     r->tool_choice = named ? VX_OAI_TOOLS_NAMED : !strcmp(choice, "required") ? VX_OAI_TOOLS_REQUIRED : VX_OAI_TOOLS_AUTO;
-    if (r->tool_choice != VX_OAI_TOOLS_AUTO && (r->json_object || r->json_schema)) {
+    if (r->tool_choice != VX_OAI_TOOLS_AUTO && (r->json_object || r->json_schema || r->grammar)) {
         vx_oai_set_error(e, 400, "tool_choice", "A forced tool call ('tool_choice' '%s') cannot be combined with a JSON "
-                                                "'response_format'.", named ? "function" : "required");
+                                                "'response_format' or a 'grammar'.", named ? "function" : "required");
         return false;
     }
     /* the template gets the tools as the client wrote them (as vLLM's

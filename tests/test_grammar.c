@@ -154,9 +154,34 @@ static void test_parse_refused(void) {
     parse_bad("root ::= x\nx ::= \"a\"\nx ::= \"b\"", NULL);
     parse_bad("root ::= root \"x\" | \"y\"", NULL);
     parse_bad("root ::= a root \"x\" | \"y\"\na ::= \"z\"?", NULL);
-    parse_bad("root ::= \"a\"* root | \"b\"", NULL);
-    parse_bad("root ::= \"a\"{0,3} root | \"b\"", NULL);
-    parse_bad("root ::= (\"a\"? | \"b\") root | \"b\"", NULL);
+    /* a left cycle whose references all close their alternatives ends
+     * (the continuation is the same stack): taken, where llama.cpp refuses */
+    {
+        static const char *const tail_ok[] = {"root ::= \"a\"* root | \"b\"", "root ::= \"a\"{0,3} root | \"b\"",
+                                              "root ::= (\"a\"? | \"b\") root | \"b\"",
+                                              "root ::= item*\nitem ::= word\nword ::= [a-z]*"};
+        for (int i = 0; i < 4; i++) {
+            vx_grammar *g = parse_ok(tail_ok[i]);
+            vx_gmatch *m = g ? vx_gmatch_new(g) : NULL;
+            CHECKF(m && vx_gmatch_feed(m, "aab", 3) && (i == 3 || vx_gmatch_complete(m)) && !vx_gmatch_feed(m, "-", 1),
+                   "%s", tail_ok[i]);
+            vx_gmatch_free(m);
+            vx_grammar_free(g);
+        }
+    }
+    parse_bad("root ::= a \"x\"\na ::= \"a\"* a \"b\" | \"c\"", "'a' is left-recursive");
+    /* no sentence at all, or none past a prefix: refused / the dead alternative dropped */
+    parse_bad("root ::= \"a\" [\\uD800-\\uDFFF]", "no text");
+    parse_bad("root ::= x\nx ::= \"a\" x", "no text");
+    parse_bad("root ::= <[1000]>", "token references");
+    {
+        vx_grammar *g = parse_ok("root ::= \"a\" [\\uD800-\\uDFFF] | \"ab\"");
+        vx_gmatch *m = g ? vx_gmatch_new(g) : NULL;
+        CHECK(m && vx_gmatch_feed(m, "a", 1) && vx_gmatch_can_continue(m) && !vx_gmatch_feed(m, "\xed", 1) &&
+              vx_gmatch_feed(m, "b", 1) && vx_gmatch_complete(m));
+        vx_gmatch_free(m);
+        vx_grammar_free(g);
+    }
     parse_bad("root ::= b \"x\" | \"y\"\nb ::= c\nc ::= root \"z\"", NULL);
     parse_bad("root ::= \"x\" a\na ::= a \"y\" | \"z\"", NULL);
     parse_bad("root ::= \"\\q\"", NULL);
@@ -893,7 +918,47 @@ static void test_filter_vocab(const char *name, int steps, int every, int script
     vx_vocab_free(v);
 }
 
+/* Bounds: a grammar whose parses double with each byte (distinct stacks,
+ * so deduplication cannot help) is cut off at 4096 parses; the filter then
+ * says so (vx_gfilter_limited) rather than passing a short mask off as the
+ * grammar's. x++++ is one repetition, not nested ones. */
+static void test_bounds(void) {
+    char err[VX_ERRMSG_MAX];
+    vx_gguf *gg = NULL;
+    vx_vocab *v = NULL;
+    CHECKF(vx_gguf_open(vx_test_fixture_path("tokenizer/ggml-vocab-llama-spm.gguf"), &gg, err, sizeof err) == VX_OK,
+           "%s", err);
+    if (gg) CHECKF(vx_vocab_load(gg, &v, err, sizeof err) == VX_OK, "%s", err);
+    vx_gguf_close(gg);
+    vx_token a = -1;
+    char piece[64];
+    for (vx_token t = 0; v && t < vx_vocab_n_tokens(v) && a < 0; t++)
+        if (vx_token_to_piece(v, t, piece, sizeof piece, false) == 1 && piece[0] == 'a') a = t;
+    vx_gvocab *gv = v ? vx_gvocab_new(v) : NULL;
+    vx_grammar *g = parse_ok("root ::= x\nx ::= \"a\" x \"b\" | \"a\" x \"c\" | \"d\"");
+    vx_gfilter *f = gv && g ? vx_gfilter_new(g, gv) : NULL;
+    CHECK(a >= 0 && f);
+    int fed = 0;
+    while (f && fed < 40 && vx_gfilter_allows(f, a) && vx_gfilter_feed(f, a)) fed++;
+    CHECKF(f && fed >= 8 && fed < 40 && vx_gfilter_limited(f), "fed %d 'a' tokens, limited %d", fed,
+           f ? vx_gfilter_limited(f) : -1);
+    vx_gfilter_free(f);
+    vx_grammar_free(g);
+    char text[200] = "root ::= \"a\"";
+    for (int i = 0; i < 150; i++) strcat(text, "+");
+    g = parse_ok(text);
+    vx_gmatch *m = g ? vx_gmatch_new(g) : NULL;
+    fed = 0;
+    while (m && fed < 3000 && vx_gmatch_feed(m, "a", 1)) fed++;
+    CHECKF(fed == 3000 && vx_gmatch_complete(m), "\"a\"+++...: %d bytes", fed);
+    vx_gmatch_free(m);
+    vx_grammar_free(g);
+    vx_gvocab_free(gv);
+    vx_vocab_free(v);
+}
+
 int main(void) {
+    test_bounds();
     test_parse_accepted();
     test_parse_refused();
     test_tables();

@@ -269,6 +269,10 @@ int vx_cmd_run(int argc, char **argv) {
                    : vx_sampler_sample(smp, vx_get_logits_ith(c, last));
             if (dc) pend[0] = t, n_pend = i_pend = 1;
         }
+        if (gf && vx_gfilter_limited(gf)) {
+            stop = "no token can be sampled (the grammar is too ambiguous: its parses grew past vx's bounds)";
+            break;
+        }
         if (t < 0) {
             stop = json  ? "no token can be sampled (none continues the JSON object)"
                    : gf ? "no token can be sampled (none continues the text in the grammar)"

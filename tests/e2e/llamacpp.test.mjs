@@ -117,6 +117,7 @@ describe('llama-server API', () => {
       assert.match(a.json.content, want);
       assert.ok(a.json.tokens_predicted < 200);
       assert.notEqual(a.json.stop_type, 'limit');
+      assert.equal(a.json.generation_settings.grammar, grammar);
     }
     const c = await post(srv.base, '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 60,
       grammar: 'root ::= "yes" | "no"' });
@@ -129,6 +130,17 @@ describe('llama-server API', () => {
     assert.equal(bad.status, 400);
     assert.equal(bad.json.error.param, 'grammar');
     assert.match(bad.json.error.message, /line 1, column 10/);
+    // hostile ones: 60,000 nested groups (the parser once recursed into a crash), parses that double with each
+    // byte (an error naming the bound, not a silently narrowed choice), and the server goes on
+    const deep = await post(srv.base, '/completion', { prompt: PROMPT, grammar: `root ::= ${'('.repeat(60000)}"a"${')'.repeat(60000)}` });
+    assert.equal(deep.status, 400);
+    assert.match(deep.json.error.message, /nested more than 256 deep/);
+    const amb = await post(srv.base, '/completion', { prompt: PROMPT, n_predict: 40, temperature: 0,
+      grammar: 'root ::= x\nx ::= "a" x "b" | "a" x "c" | "d"', logit_bias: [[475, 100], [100, 100]] });
+    assert.ok(amb.status === 200 || amb.status === 500, amb.text);
+    assert.match(amb.text, /too ambiguous/);
+    const after = await post(srv.base, '/completion', { prompt: PROMPT, n_predict: 4, temperature: 0 });
+    assert.equal(after.status, 200);
   });
 
   test('/props, /infill without FIM tokens, samplers vx does not have', async () => {
