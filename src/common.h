@@ -73,6 +73,14 @@ char *vx_sbuf_take(vx_sbuf *b);
  * need to be unique-ish, not secret) and a NUL at buf[n]. */
 void vx_random_alnum(char *buf, size_t n);
 
+/* The value of hexadecimal digit c, or -1. */
+static inline int vx_hex_digit(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
 /* Monotonic time in microseconds. */
 int64_t vx_time_us(void);
 int64_t vx_time_ns(void); /* monotonic clock */

@@ -64,6 +64,8 @@ static void where(const parser *P, const char *at, int *line, int *col) {
     }
 }
 
+static bool fail_at(parser *P, const char *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 static bool fail_at(parser *P, const char *at, const char *fmt, ...) {
     if (P->st != VX_OK) return false;
     P->st = VX_EINVAL;
@@ -229,13 +231,6 @@ static void skip_space(parser *P, bool newlines) {
     }
 }
 
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* One character of a literal or class at P->p (an escape, or a UTF-8
  * character of the text) into *cp. */
 static bool parse_char(parser *P, uint32_t *cp) {
@@ -249,7 +244,7 @@ static bool parse_char(parser *P, uint32_t *cp) {
         if (digits) {
             uint32_t v = 0;
             for (int i = 0; i < digits; i++, P->p++) {
-                const int h = P->p < P->end ? hexval(*P->p) : -1;
+                const int h = P->p < P->end ? vx_hex_digit(*P->p) : -1;
                 if (h < 0) return fail_at(P, at, "'\\%c' takes %d hexadecimal digits", e, digits);
                 v = v << 4 | (uint32_t)h;
             }

@@ -8,6 +8,7 @@
  * so that "}}" inside a dict literal does not end a {{ ... }} tag.
  */
 #include "jinja.h"
+#include "common.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -278,13 +279,6 @@ static bool lex_number(lexer *L, bool *matched) {
     return true;
 }
 
-static int hexval(char ch) {
-    if (ch >= '0' && ch <= '9') return ch - '0';
-    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-    return -1;
-}
-
 /* A string literal, unescaped like Python's "unicode_escape" codec (which is
  * what jinja2 applies after encoding non-ASCII text with backslashreplace). */
 static bool lex_string(lexer *L) {
@@ -325,7 +319,7 @@ static bool lex_string(lexer *L) {
             int digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
             cp = 0;
             for (int j = 0; j < digits; j++) {
-                int h = i < end ? hexval(L->src[i]) : -1;
+                int h = i < end ? vx_hex_digit(L->src[i]) : -1;
                 if (h < 0) return lex_fail(L, i, "truncated \\%c escape in string literal", e);
                 cp = cp * 16 + (uint32_t)h;
                 i++;

@@ -93,13 +93,6 @@ static size_t utf8_len(const uint8_t *s, size_t n) {
     return c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff) ? 0 : len;
 }
 
-static int hex_digit(uint8_t c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 static bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 
 /* Checks the tokens of h[0..n) (h[0] is '{'): strings (escapes, no raw
@@ -146,7 +139,7 @@ static vx_status json_lex(const uint8_t *h, size_t n, char *err, size_t err_size
                     if (e == 'u') {
                         uint32_t v = 0;
                         for (size_t k = 2; k < 6; k++) {
-                            int x = i + k < n ? hex_digit(h[i + k]) : -1;
+                            int x = i + k < n ? vx_hex_digit(h[i + k]) : -1;
                             if (x < 0)
                                 return vx_seterr(err, err_size, VX_EFORMAT,
                                                  "header: bad \\u escape at header byte %zu", i);
