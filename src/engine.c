@@ -221,8 +221,10 @@ static vx_finish emit(vx_engine *e, req *r, const float *logits) {
         closed = vx_jcheck_done(&r->jf.jc);
     }
     if (r->gf) {
-        const bool ok = vx_gfilter_feed(r->gf, t);
-        VX_ASSERT(ok);
+        if (!vx_gfilter_feed(r->gf, t)) { /* the mask allowed it: only memory can be short */
+            send_end(r, VX_FINISH_ERROR, "out of memory while matching the grammar");
+            return VX_FINISH_ERROR;
+        }
         closed = vx_gfilter_done(r->gf);
     }
     r->tokens[r->n_tokens++] = t;

@@ -281,7 +281,10 @@ int vx_cmd_run(int argc, char **argv) {
         }
         vx_sampler_accept(smp, t);
         if (json) vx_jfilter_feed(&jf, t); /* the filter allowed it */
-        if (gf) vx_gfilter_feed(gf, t);
+        if (gf && !vx_gfilter_feed(gf, t)) { /* the mask allowed it: only memory can be short */
+            stop = "no token can be sampled (out of memory while matching the grammar)";
+            break;
+        }
         n_gen++;
         if (!ignore_eos && vx_vocab_is_eog(v, t)) {
             stop = "end of generation token";
