@@ -88,18 +88,24 @@ static void link_all(vx_gmatch *m) {
     }
 }
 
+/* Grows n parallel arrays (*arr[i], elements of size[i] bytes) to cap
+ * elements; false if one could not grow (the others stay valid, larger). */
+static bool grow_parallel(void **const arr[], const size_t size[], int n, int32_t cap) {
+    bool ok = true;
+    for (int i = 0; i < n; i++) {
+        void *p = realloc(*arr[i], (size_t)cap * size[i]);
+        if (p) *arr[i] = p;
+        else ok = false;
+    }
+    return ok;
+}
+
 static bool grow_nodes(vx_gmatch *m) {
     if (m->n_nodes >= MAX_NODES) return false;
     const int32_t cap = m->cap_nodes ? 2 * m->cap_nodes : 1024;
-    int32_t *p = realloc(m->pos, (size_t)cap * sizeof *p);
-    if (p) m->pos = p;
-    int32_t *q = realloc(m->par, (size_t)cap * sizeof *q);
-    if (q) m->par = q;
-    int32_t *c = realloc(m->chain, (size_t)cap * sizeof *c);
-    if (c) m->chain = c;
-    uint32_t *s = realloc(m->seen, (size_t)cap * sizeof *s);
-    if (s) m->seen = s;
-    if (!p || !q || !c || !s) return false;
+    void **const arr[] = {(void **)&m->pos, (void **)&m->par, (void **)&m->chain, (void **)&m->seen};
+    const size_t size[] = {sizeof *m->pos, sizeof *m->par, sizeof *m->chain, sizeof *m->seen};
+    if (!grow_parallel(arr, size, 4, cap)) return false;
     m->cap_nodes = cap;
     if ((uint32_t)cap > m->n_buckets) {
         int32_t *b = realloc(m->bucket, (size_t)cap * sizeof *b);
@@ -382,23 +388,21 @@ void vx_gvocab_free(vx_gvocab *gv) {
     free(gv);
 }
 
+/* Room for cap trie nodes. */
+static bool trie_reserve(vx_gvocab *gv, int32_t cap) {
+    void **const arr[] = {(void **)&gv->child, (void **)&gv->sibling, (void **)&gv->parent, (void **)&gv->byte,
+                          (void **)&gv->tok};
+    const size_t size[] = {sizeof *gv->child, sizeof *gv->sibling, sizeof *gv->parent, sizeof *gv->byte,
+                           sizeof *gv->tok};
+    return grow_parallel(arr, size, 5, cap);
+}
+
 static int32_t trie_child(vx_gvocab *gv, int32_t node, uint8_t b, int32_t *cap) {
     for (int32_t c = gv->child[node]; c >= 0; c = gv->sibling[c])
         if (gv->byte[c] == b) return c;
     if (gv->n_nodes == *cap) {
-        const int32_t nc = 2 * *cap;
-        int32_t *a = realloc(gv->child, (size_t)nc * sizeof *a);
-        if (a) gv->child = a;
-        int32_t *s = realloc(gv->sibling, (size_t)nc * sizeof *s);
-        if (s) gv->sibling = s;
-        int32_t *p = realloc(gv->parent, (size_t)nc * sizeof *p);
-        if (p) gv->parent = p;
-        uint8_t *y = realloc(gv->byte, (size_t)nc);
-        if (y) gv->byte = y;
-        int32_t *t = realloc(gv->tok, (size_t)nc * sizeof *t);
-        if (t) gv->tok = t;
-        if (!a || !s || !p || !y || !t) return -1;
-        *cap = nc;
+        if (!trie_reserve(gv, 2 * *cap)) return -1;
+        *cap *= 2;
     }
     const int32_t c = gv->n_nodes++;
     gv->child[c] = -1, gv->tok[c] = -1, gv->byte[c] = b, gv->parent[c] = node;
@@ -410,19 +414,14 @@ static int32_t trie_child(vx_gvocab *gv, int32_t node, uint8_t b, int32_t *cap) 
 vx_gvocab *vx_gvocab_new(const vx_vocab *vocab) {
     vx_gvocab *gv = calloc(1, sizeof *gv);
     const int32_t n = vocab ? vx_vocab_n_tokens(vocab) : 0;
-    int32_t cap = 1024, piece_cap = vx_vocab_max_piece(vocab) + 1;
+    int32_t cap = 1024, piece_cap = vocab ? vx_vocab_max_piece(vocab) + 1 : 1;
     char *piece = malloc((size_t)piece_cap);
     if (!gv || !piece || n <= 0) goto fail;
     gv->n_vocab = n;
-    gv->child = malloc((size_t)cap * sizeof *gv->child);
-    gv->sibling = malloc((size_t)cap * sizeof *gv->sibling);
-    gv->parent = malloc((size_t)cap * sizeof *gv->parent);
     gv->tok_node = calloc((size_t)n, sizeof *gv->tok_node);
-    gv->byte = malloc((size_t)cap);
-    gv->tok = malloc((size_t)cap * sizeof *gv->tok);
     gv->tok_next = malloc((size_t)n * sizeof *gv->tok_next);
     gv->eog = malloc((size_t)n * sizeof *gv->eog);
-    if (!gv->child || !gv->sibling || !gv->parent || !gv->tok_node || !gv->byte || !gv->tok || !gv->tok_next || !gv->eog) goto fail;
+    if (!trie_reserve(gv, cap) || !gv->tok_node || !gv->tok_next || !gv->eog) goto fail;
     gv->n_nodes = 1;
     gv->child[0] = gv->sibling[0] = gv->tok[0] = gv->parent[0] = -1;
     for (int32_t t = 0; t < n; t++) {
