@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "draft.h"
 #include "embed.h"
 #include "json_check.h"
 #include "json_schema.h"
@@ -46,6 +47,9 @@ typedef struct req {
     vx_grammar *grammar; /* a GBNF request's, compiled ... */
     vx_gfilter *gf;      /* ... and its state: it checks the generated text */
     vx_sampler *smp;
+    vx_token *draft;    /* [draft_max] this step's draft (speculative decoding) ... */
+    int32_t n_draft;    /* ... of this many tokens, in the batch after its pending one */
+    int32_t spec_cap;   /* its next draft's length at most: grows while drafts are taken whole */
     bool embed;         /* an embedding request (vx_request_params.embed) */
     vx_pooling pooling;
     float *embd;        /* its pooled vector [n_embd], summed / copied as the prompt runs */
@@ -67,6 +71,8 @@ struct vx_engine {
     char *piece;        /* a token's text for its event (piece_size bytes) */
     vx_jvocab *jv;      /* the tokens' bytes, built for the first JSON-constrained request */
     vx_gvocab *gv;      /* the tokens' byte trie, built for the first GBNF request */
+    vx_drafter *drafter; /* speculative decoding's drafts, NULL when off */
+    vx_draft_job *jobs;  /* [n_parallel] */
     int32_t piece_size; /* the vocabulary's longest piece, + 1 */
 
     pthread_t thread;
@@ -101,6 +107,8 @@ vx_engine_params vx_engine_default_params(void) {
     p.n_threads = 0;
     p.queue_max = 64;
     p.kv_type = VX_KV_F16;
+    p.draft_max = 16;
+    p.draft_p_min = 0.8f;
     return p;
 }
 
@@ -111,6 +119,7 @@ static void req_free(req *r) {
     vx_gfilter_free(r->gf);
     vx_grammar_free(r->grammar);
     free(r->embd);
+    free(r->draft);
     free(r->tokens);
     free(r);
 }
@@ -167,6 +176,7 @@ static void finish(vx_engine *e, req *r, vx_finish why, const char *error) {
 static void release_slot(vx_engine *e, req *r) {
     if (r->slot < 0) return;
     vx_kv_seq_rm(e->ctx, r->slot, 0, -1);
+    if (e->drafter) vx_drafter_reset(e->drafter, r->slot);
     e->running[r->slot] = NULL;
     e->n_running--;
     r->slot = -1;
@@ -266,6 +276,69 @@ static bool emit_prompt(vx_engine *e, req *r, int32_t i, const float *logits) {
     return r->cb(&ev, r->ud);
 }
 
+/* Blocks holding positions [0, n). */
+static int32_t blocks_for(int32_t n, int32_t bs) { return (n + bs - 1) / bs; }
+
+/* Speculative decoding: a draft for each decoding request, as long as
+ * its cap, the context, max_tokens, the step's token budget and the KV
+ * blocks no other request of the step may need allow. Engine thread only
+ * (running[] changes nowhere else). */
+static void propose_drafts(vx_engine *e) {
+    int32_t blk_total, blk_used, bs, n_dec = 0, nj = 0;
+    vx_kv_usage(e->ctx, &blk_total, &blk_used, NULL, &bs);
+    /* free blocks beyond every request's pending tokens and one spare each */
+    int64_t spare = blk_total - blk_used;
+    for (int32_t s = 0; s < e->p.n_parallel; s++) {
+        req *r = e->running[s];
+        if (!r) continue;
+        r->n_draft = 0;
+        spare -= blocks_for(r->n_tokens, bs) - blocks_for(r->n_past, bs) + 1;
+        n_dec += r->n_tokens - r->n_past == 1;
+    }
+    if (n_dec == 0) return;
+    const int32_t per_req = (e->p.n_batch - n_dec) / n_dec; /* the batch's room for drafts, shared */
+    for (int32_t s = 0; s < e->p.n_parallel; s++) {
+        req *r = e->running[s];
+        if (!r || r->embed || r->n_tokens - r->n_past != 1 || atomic_load(&r->cancel)) continue;
+        int32_t k = VX_MIN(VX_MIN(r->spec_cap, per_req), e->p.n_ctx - r->n_tokens - 1);
+        if (r->max_tokens >= 0) k = VX_MIN(k, r->max_tokens - r->n_gen - 1);
+        /* blocks the draft's positions [n_tokens, n_tokens + k) would add */
+        while (k > 0 && blocks_for(r->n_tokens + k, bs) - blocks_for(r->n_tokens, bs) > spare) k--;
+        if (k < VX_MAX(1, e->p.draft_min)) continue;
+        spare -= blocks_for(r->n_tokens + k, bs) - blocks_for(r->n_tokens, bs);
+        e->jobs[nj++] = (vx_draft_job){s, r->tokens, r->n_tokens, k, r->draft, 0};
+    }
+    vx_drafter_propose(e->drafter, e->jobs, nj);
+    for (int32_t j = 0; j < nj; j++) {
+        req *r = e->running[e->jobs[j].seq];
+        r->n_draft = e->jobs[j].n_out >= VX_MAX(1, e->p.draft_min) ? e->jobs[j].n_out : 0;
+    }
+}
+
+/* Takes the target's draws for request r from batch entries i (its
+ * pending token) to i + k (its draft's tokens): each draw is kept, and the
+ * next entry's logits are read while the draw equals the draft token that
+ * went into that entry. The cache (and the drafter's) is then cut to the
+ * tokens kept. Returns the finish reason; *accepted: the draft tokens
+ * taken. Lock not held. */
+static vx_finish verify(vx_engine *e, req *r, int32_t i, int32_t k, int32_t *accepted) {
+    vx_finish why = VX_FINISH_NONE;
+    int32_t j = 0;
+    for (;; j++) {
+        r->n_past++;
+        if (atomic_load(&r->cancel)) why = VX_FINISH_CANCELED;
+        else why = emit(e, r, vx_get_logits_ith(e->ctx, i + j));
+        if (why != VX_FINISH_NONE || j == k || r->tokens[r->n_tokens - 1] != r->draft[j]) break;
+    }
+    *accepted = j;
+    if (why == VX_FINISH_NONE) {
+        vx_kv_seq_rm(e->ctx, r->slot, r->n_past, -1);
+        vx_drafter_keep(e->drafter, r->slot, r->n_past);
+        r->spec_cap = j == k ? VX_MIN(e->p.draft_max, VX_MAX(r->spec_cap, 2 * k)) : j + 1;
+    }
+    return why;
+}
+
 /* One step: admit, build a batch, run it, sample. Returns false when idle. */
 static bool step(vx_engine *e) {
     req **done = e->done;
@@ -346,7 +419,9 @@ static bool step(vx_engine *e) {
                done_why[i] == VX_FINISH_ERROR ? "the KV cache is too small for this request" : NULL);
     n_done = 0;
 
-    /* build the batch: decode tokens first, then prefill chunks */
+    if (e->drafter) propose_drafts(e);
+    /* build the batch: decode tokens first (each with its draft), then
+     * prefill chunks */
     pthread_mutex_lock(&e->mu);
     int32_t n = 0, budget = e->p.n_batch;
     for (int pass = 0; pass < 2; pass++) {
@@ -370,6 +445,15 @@ static bool step(vx_engine *e) {
                 n++;
             }
             budget -= take;
+            for (int32_t j = 0; pass == 0 && j < r->n_draft; j++, n++) {
+                e->b_tok[n] = r->draft[j];
+                e->b_pos[n] = r->n_past + 1 + j;
+                e->b_seq[n] = s;
+                e->b_logits[n] = 1;
+                e->b_embd[n] = 0;
+                e->b_req[n] = r;
+            }
+            if (pass == 0) budget -= r->n_draft;
         }
     }
     pthread_mutex_unlock(&e->mu);
@@ -412,9 +496,27 @@ static bool step(vx_engine *e) {
     }
 
     /* advance and sample */
-    int32_t n_prompt_tok = 0, n_gen_tok = 0;
+    int32_t n_prompt_tok = 0, n_gen_tok = 0, n_drafted = 0, n_accepted = 0;
     for (int32_t i = 0; i < n; i++) {
         req *r = e->b_req[i];
+        if (r->n_draft > 0) { /* a decoding request and its draft: entries i .. i + k */
+            const int32_t k = r->n_draft, gen0 = r->n_gen;
+            int32_t a;
+            r->n_draft = 0;
+            const vx_finish why = verify(e, r, i, k, &a);
+            i += k;
+            n_drafted += k;
+            n_accepted += a;
+            n_gen_tok += r->n_gen - gen0;
+            if (why != VX_FINISH_NONE) {
+                pthread_mutex_lock(&e->mu);
+                release_slot(e, r);
+                pthread_mutex_unlock(&e->mu);
+                done[n_done] = r;
+                done_why[n_done++] = why;
+            }
+            continue;
+        }
         r->n_past++;
         if (r->n_past <= r->n_prompt) n_prompt_tok++;
         /* (a request of several entries may have finished at an earlier one) */
@@ -448,6 +550,8 @@ static bool step(vx_engine *e) {
     e->stats.busy_seconds += dt;
     e->stats.tokens_prompt += (uint64_t)n_prompt_tok;
     e->stats.tokens_generated += (uint64_t)n_gen_tok;
+    e->stats.draft_tokens += (uint64_t)n_drafted;
+    e->stats.draft_accepted += (uint64_t)n_accepted;
     pthread_mutex_unlock(&e->mu);
     for (int i = 0; i < n_done; i++) {
         req *r = done[i];
@@ -537,6 +641,30 @@ vx_status vx_engine_init(const vx_model *model, const vx_engine_params *params, 
         vx_engine_free(e);
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     }
+    if ((e->p.spec_ngram > 0 || e->p.draft_model) && !e->encoder) {
+        vx_draft_params dp = vx_draft_default_params();
+        dp.ngram_n = e->p.spec_ngram;
+        dp.model = e->p.draft_model;
+        dp.p_min = e->p.draft_p_min;
+        dp.n_seq = e->p.n_parallel;
+        dp.n_ctx = e->p.n_ctx;
+        dp.n_batch = e->p.n_batch;
+        dp.n_max = e->p.draft_max;
+        dp.n_threads = e->p.n_threads;
+        dp.kv_type = e->p.kv_type;
+        if (e->p.draft_max < 1 || e->p.draft_max > 256 || e->p.draft_min < 0 || e->p.draft_min > e->p.draft_max) {
+            vx_engine_free(e);
+            return vx_seterr(err, err_size, VX_EINVAL, "draft_max must be in [1, 256] and draft_min in [0, draft_max]");
+        }
+        if ((st = vx_drafter_init(&dp, e->n_vocab, &e->drafter, err, err_size)) != VX_OK) {
+            vx_engine_free(e);
+            return st;
+        }
+        if (!(e->jobs = malloc((size_t)e->p.n_parallel * sizeof *e->jobs))) {
+            vx_engine_free(e);
+            return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+        }
+    }
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
         vx_engine_free(e);
         return vx_seterr(err, err_size, VX_ENOMEM, "cannot start the engine thread");
@@ -565,6 +693,8 @@ void vx_engine_free(vx_engine *e) {
         for (int32_t s = 0; s < e->p.n_parallel; s++)
             if (e->running[s]) finish(e, e->running[s], VX_FINISH_CANCELED, NULL);
     vx_context_free(e->ctx);
+    vx_drafter_free(e->drafter);
+    free(e->jobs);
     free(e->running);
     free(e->piece);
     vx_jvocab_free(e->jv);
@@ -675,6 +805,12 @@ vx_status vx_engine_submit(vx_engine *e, const vx_request_params *rp, uint64_t *
     } else if (vx_sampler_init(&rp->sampling, e->n_vocab, &r->smp) != VX_OK) {
         req_free(r);
         return vx_seterr(err, err_size, VX_EINVAL, "invalid sampling parameters");
+    } else if (e->drafter) {
+        r->spec_cap = e->p.draft_max;
+        if (!(r->draft = malloc((size_t)e->p.draft_max * sizeof *r->draft))) {
+            req_free(r);
+            return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+        }
     }
     vx_jschema *schema = NULL;
     if (rp->json_schema && !rp->embed) {

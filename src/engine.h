@@ -31,6 +31,17 @@ typedef struct vx_engine_params {
     vx_kv_type kv_type;
     bool batch_invariant; /* vx_context_params.batch_invariant: outputs never depend on
                              what else runs, at the cost of the AMX prefill */
+    /* Speculative decoding (llama-server's): each decoding sequence gets a
+     * draft (draft.h) that the model verifies in the same batch; a token is
+     * kept while the request's own sampler draws exactly the drafted one, so
+     * outputs (and the random draws under a seed) are what they would be
+     * without it. Off unless spec_ngram or draft_model is set. */
+    int32_t spec_ngram;          /* n-gram lookup on this many tokens (--spec-type ngram-simple) */
+    const vx_model *draft_model; /* a draft model of the same vocabulary (-md) */
+    int32_t draft_max;           /* most tokens drafted per sequence and step (16) */
+    int32_t draft_min;           /* shorter drafts are not verified (0) */
+    float draft_p_min;           /* the draft model drafts while its top token's probability
+                                    is at least this (0.8) */
 } vx_engine_params;
 
 vx_engine_params vx_engine_default_params(void);
@@ -135,6 +146,8 @@ typedef struct vx_engine_stats {
     uint64_t tokens_prompt, tokens_generated, tokens_prompt_cached;
     uint64_t prefix_lookups, prefix_hits; /* KV blocks looked up / reused */
     uint64_t preemptions, steps;
+    uint64_t draft_tokens, draft_accepted; /* speculative decoding: drafted tokens verified,
+                                              and those the sampler drew */
     double busy_seconds; /* time spent in forward passes */
 } vx_engine_stats;
 

@@ -92,8 +92,15 @@ char *vx_server_metrics_text(const vx_http_counters *h, const vx_engine_stats *e
                  "vortex_engine_steps_total %llu\n"
                  "# HELP vortex_engine_busy_seconds_total Time spent in forward passes.\n"
                  "# TYPE vortex_engine_busy_seconds_total counter\n"
-                 "vortex_engine_busy_seconds_total %.6f\n",
+                 "vortex_engine_busy_seconds_total %.6f\n"
+                 "# HELP vortex_draft_tokens_total Speculative decoding: drafted tokens verified.\n"
+                 "# TYPE vortex_draft_tokens_total counter\n"
+                 "vortex_draft_tokens_total %llu\n"
+                 "# HELP vortex_draft_tokens_accepted_total Drafted tokens the sampler drew.\n"
+                 "# TYPE vortex_draft_tokens_accepted_total counter\n"
+                 "vortex_draft_tokens_accepted_total %llu\n",
                  hit, tps, (unsigned long long)st.prefix_lookups, (unsigned long long)st.prefix_hits,
-                 (unsigned long long)st.preemptions, (unsigned long long)st.steps, st.busy_seconds);
+                 (unsigned long long)st.preemptions, (unsigned long long)st.steps, st.busy_seconds,
+                 (unsigned long long)st.draft_tokens, (unsigned long long)st.draft_accepted);
     return vx_sbuf_take(&b);
 }

@@ -188,7 +188,9 @@ int32_t cli_piece(const vx_vocab *v, vx_token t, bool special, char **buf, int32
 
 bool cli_gpu_option(cli_args *a) {
     const char *o = a->argv[a->i];
-    if (strcmp(o, "-ngl") && strcmp(o, "--n-gpu-layers") && strcmp(o, "--gpu-layers")) return false;
+    if (strcmp(o, "-ngl") && strcmp(o, "--n-gpu-layers") && strcmp(o, "--gpu-layers") && strcmp(o, "-ngld") &&
+        strcmp(o, "--n-gpu-layers-draft") && strcmp(o, "--gpu-layers-draft"))
+        return false;
     if (cli_value(a)) fprintf(stderr, "note: %s ignored: vx runs on the CPU\n", o);
     return true;
 }

@@ -49,6 +49,18 @@ static void serve_usage(void) {
            "                          chunking or the prefix cache (integer kernels only: no AMX\n"
            "                          bf16 prefill)\n"
            "  --queue N               waiting requests before 429 (default 64)\n"
+           "speculative decoding (outputs stay exactly what they would be without it):\n"
+           "  --spec-type none|ngram-simple  ngram-simple: drafts by prompt lookup, the tokens that\n"
+           "                          followed the latest earlier occurrence of the sequence's last\n"
+           "                          N tokens (default none; llama-server's other ngram-* types\n"
+           "                          are taken as ngram-simple)\n"
+           "  --spec-ngram-size-n N   N for ngram-simple (default 4)\n"
+           "  -md, --model-draft PATH a smaller model with the same vocabulary drafts\n"
+           "  --draft-max N           most tokens drafted per sequence and step (default 16;\n"
+           "                          also --draft, --draft-n, --spec-draft-n-max)\n"
+           "  --draft-min N           shorter drafts are not verified (default 0)\n"
+           "  --draft-p-min P         the draft model drafts while its top token's probability\n"
+           "                          is at least P (default 0.8)\n"
            "  --kv-size N             KV positions over all sequences (default ctx x parallel)\n"
            "  --kv-type f16|f32|q8_0 KV cache type (default f16)\n"
            "  --chat-template NAME    chatml, llama3, llama2, mistral, phi3, gemma, ... or a\n"
@@ -103,6 +115,9 @@ int vx_cmd_serve(int argc, char **argv) {
     long n_ctx = 4096, parallel = ep.n_parallel, batch = ep.n_batch, threads = 0, queue = ep.queue_max;
     long port = 8080, max_body = (long)sp.max_body, timeout = sp.timeout_s, kv_size = 0;
     long header_timeout = sp.header_timeout_s;
+    long draft_max = ep.draft_max, draft_min = ep.draft_min;
+    int32_t ngram_n = 0;
+    const char *draft_path = NULL;
     long max_buffer = (long)sp.max_buffered, max_conns = (long)sp.max_connections;
     cli_args a = {argc, argv, 0, false};
     for (a.i = 1; a.i < argc && !a.error; a.i++) {
@@ -148,6 +163,28 @@ int vx_cmd_serve(int argc, char **argv) {
         else if (!strcmp(o, "--max-buffer")) cli_int(&a, 4096, 1L << 32, &max_buffer);
         else if (!strcmp(o, "--max-connections")) cli_int(&a, 1, 1 << 16, &max_conns);
         else if (!strcmp(o, "--quiet")) sp.log_requests = false;
+        else if (!strcmp(o, "--spec-type")) {
+            const char *v = cli_value(&a);
+            if (!v) continue;
+            if (!strcmp(v, "none")) ep.spec_ngram = 0;
+            else if (!strncmp(v, "ngram-", 6)) {
+                if (strcmp(v, "ngram-simple"))
+                    fprintf(stderr, "note: --spec-type %s is taken as ngram-simple (prompt lookup)\n", v);
+                if (ep.spec_ngram <= 0) ep.spec_ngram = 4;
+            } else {
+                fprintf(stderr, "error: --spec-type takes none or ngram-simple, not '%s' (a draft model: -md)\n", v);
+                return 2;
+            }
+        } else if (!strcmp(o, "--spec-ngram-size-n") || !strcmp(o, "--spec-ngram-simple-size-n")) {
+            long v = 0;
+            if (cli_int(&a, 1, 1024, &v)) ngram_n = (int32_t)v;
+        } else if (!strcmp(o, "--spec-ngram-size-m") || !strcmp(o, "--spec-ngram-simple-size-m") ||
+                   !strcmp(o, "--draft-max") || !strcmp(o, "--draft") || !strcmp(o, "--draft-n") ||
+                   !strcmp(o, "--spec-draft-n-max"))
+            cli_int(&a, 1, 256, &draft_max);
+        else if (!strcmp(o, "--draft-min") || !strcmp(o, "--spec-draft-n-min")) cli_int(&a, 0, 256, &draft_min);
+        else if (!strcmp(o, "--draft-p-min") || !strcmp(o, "--spec-draft-p-min")) cli_float(&a, 0, 1, &ep.draft_p_min);
+        else if (!strcmp(o, "-md") || !strcmp(o, "--model-draft")) draft_path = cli_value(&a);
         else if (cli_gpu_option(&a) || cli_llama_option(&a)) continue;
         else {
             fprintf(stderr, "error: unknown option '%s' (see vx serve --help)\n", o);
@@ -156,6 +193,13 @@ int vx_cmd_serve(int argc, char **argv) {
     }
     if (a.error) return 2;
     if (!cli_model_given(path)) return 2;
+    if (ep.spec_ngram > 0 && ngram_n > 0) ep.spec_ngram = ngram_n;
+    ep.draft_max = (int32_t)draft_max;
+    ep.draft_min = (int32_t)draft_min;
+    if (ep.draft_min > ep.draft_max) {
+        fprintf(stderr, "error: --draft-min %ld is more than --draft-max %ld\n", draft_min, draft_max);
+        return 2;
+    }
 
     int rc = 1;
     vx_engine *engine = NULL;
@@ -164,8 +208,10 @@ int vx_cmd_serve(int argc, char **argv) {
     char *src = NULL, err[VX_ERRMSG_MAX], name[256];
     vx_model_params mp = vx_model_default_params();
     mp.repack = repack;
-    vx_model *m = cli_load_model_ex(path, &mp);
+    vx_model *m = cli_load_model_ex(path, &mp), *dm = NULL;
     if (!m) return 1;
+    if (draft_path && (!(dm = cli_load_model_ex(draft_path, &mp)) || !cli_generative(dm))) goto done;
+    ep.draft_model = dm;
     if (!(src = cli_chat_template_source(m, tmpl_name))) goto done;
     if (vx_chat_template_parse(src, &tmpl, err, sizeof err) != VX_OK) {
         fprintf(stderr, "error: the chat template cannot be parsed: %s\n(use --chat-template NAME)\n", err);
@@ -228,6 +274,10 @@ int vx_cmd_serve(int argc, char **argv) {
             v6 ? "[" : "", host, v6 ? "]" : "", vx_server_port(server), sp.model_name, n_ctx, parallel,
             vx_tool_format_name(sp.tool_format), sp.reasoning ? "reasoning_content" : "in content",
             vx_pooling_name(sp.pooling), sp.api_key && sp.api_key[0] ? ", API key required" : "");
+    if (ep.spec_ngram > 0 || dm)
+        fprintf(stderr, "vx serve: speculative decoding: %s%s%s, up to %d tokens drafted per step\n",
+                ep.spec_ngram > 0 ? "n-gram lookup" : "", ep.spec_ngram > 0 && dm ? ", then " : "",
+                dm ? "the draft model" : "", ep.draft_max);
 
     while (g_signals == 0) sleep_ms(100);
     vx_server_shutdown(server);
@@ -247,6 +297,7 @@ done:
     vx_engine_free(engine);
     vx_chat_template_free(tmpl);
     free(src);
+    vx_model_free(dm);
     vx_model_free(m);
     return rc;
 }

@@ -1,0 +1,302 @@
+/*
+ * test_draft.c - the serving engine's speculative decoding (draft.h,
+ * engine.c): drafts change speed, never output. On batch-invariant
+ * engines, every request (greedy; sampled at temperature 0.9 under a
+ * seed, with penalties; with logprobs; under a grammar) gets the same
+ * tokens, logprobs and finish reasons with n-gram drafts, with a draft
+ * model (another quantization of the target, and the target itself), as
+ * without speculation; so again in a KV pool small enough to preempt.
+ * Drafts are verified (counted) and taken (the target as its own draft
+ * takes every greedy one). The n-gram lookup alone, against a plain
+ * search. Wrong set-ups are refused at init.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "draft.h"
+#include "engine.h"
+#include "testutil.h"
+
+enum { NREQ = 10, NGEN = 48 };
+
+typedef struct result {
+    pthread_mutex_t mu;
+    vx_token toks[NGEN + 8];
+    float lps[NGEN + 8];
+    int n;
+    vx_finish finish;
+    bool done;
+} result;
+
+/* Holds the engine thread in its first event until every request of a
+ * run is submitted, so that each run batches the same way. */
+static atomic_bool g_open = true;
+
+static bool on_event(const vx_token_event *ev, void *ud) {
+    result *r = ud;
+    while (!atomic_load(&g_open)) usleep(100);
+    pthread_mutex_lock(&r->mu);
+    if (ev->token >= 0 && !ev->prompt && r->n < NGEN + 8) {
+        r->lps[r->n] = ev->logprob;
+        r->toks[r->n++] = ev->token;
+    }
+    if (ev->finish != VX_FINISH_NONE) {
+        r->finish = ev->finish;
+        r->done = true;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return true;
+}
+
+/* Prompt i: BOS and a stretch that repeats itself for some (the n-gram
+ * lookup finds matches there at once), varied ids for others. */
+static int make_prompt(int i, vx_token *p) {
+    const int n = 6 + (i * 11) % 30;
+    p[0] = 1;
+    for (int j = 1; j < n; j++) p[j] = i % 2 ? 3 + (j % (2 + i % 5)) * 37 : 3 + (i * 31 + j * 17) % 500;
+    return n;
+}
+
+static const char *const GRAMMAR = "root ::= [a-m ]+ \".\"";
+
+/* Request i's kind: 0 greedy, 1 sampled with penalties and a seed, 2
+ * greedy with logprobs, 3 sampled under the grammar. */
+static vx_request_params params_of(int i, const vx_token *p, int n, result *r) {
+    vx_request_params rp;
+    memset(&rp, 0, sizeof rp);
+    rp.prompt = p;
+    rp.n_prompt = n;
+    rp.max_tokens = NGEN - (i % 3) * 7;
+    rp.sampling = vx_sampler_default_params();
+    rp.sampling.temperature = 0;
+    rp.ignore_eos = true;
+    rp.on_event = on_event;
+    rp.user_data = r;
+    switch (i % 4) {
+    case 1:
+        rp.sampling.temperature = 0.9f;
+        rp.sampling.seed = 1000 + (uint64_t)i;
+        rp.sampling.repeat_penalty = 1.1f;
+        rp.sampling.presence_penalty = 0.2f;
+        break;
+    case 2:
+        rp.logprobs = true;
+        rp.n_logprobs = 2;
+        break;
+    case 3:
+        rp.sampling.temperature = 0.7f;
+        rp.sampling.seed = 77 + (uint64_t)i;
+        rp.grammar = GRAMMAR;
+        rp.grammar_len = strlen(GRAMMAR);
+        rp.ignore_eos = false;
+        break;
+    }
+    return rp;
+}
+
+/* All NREQ requests at once on an engine of ep; its stats into st. */
+static void run_all(const vx_model *m, vx_engine_params ep, result *rs, vx_engine_stats *st) {
+    memset(st, 0, sizeof *st);
+    vx_engine *e = NULL;
+    char err[VX_ERRMSG_MAX];
+    CHECKF(vx_engine_init(m, &ep, &e, err, sizeof err) == VX_OK, "engine: %s", err);
+    if (!e) return;
+    atomic_store(&g_open, false);
+    for (int i = 0; i < NREQ; i++) {
+        memset(&rs[i], 0, sizeof rs[i]);
+        pthread_mutex_init(&rs[i].mu, NULL);
+        vx_token p[64];
+        const int n = make_prompt(i, p);
+        const vx_request_params rp = params_of(i, p, n, &rs[i]);
+        uint64_t id;
+        CHECKF(vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_OK, "submit: %s", err);
+    }
+    atomic_store(&g_open, true);
+    for (int i = 0; i < NREQ; i++) vx_test_wait_done(&rs[i].mu, &rs[i].done);
+    for (int spins = 0; spins < 5000; spins++) {
+        vx_engine_get_stats(e, st);
+        if (st->requests_finished == NREQ && st->running == 0) break;
+        usleep(1000);
+    }
+    CHECKF(st->kv_blocks_used == 0, "%d KV blocks still in use", st->kv_blocks_used);
+    vx_engine_free(e);
+}
+
+static void same(const result *want, const result *got, const char *what) {
+    for (int i = 0; i < NREQ; i++) {
+        const bool toks = got[i].n == want[i].n && !memcmp(got[i].toks, want[i].toks, sizeof(vx_token) * want[i].n);
+        bool lps = toks;
+        for (int t = 0; lps && t < want[i].n; t++)
+            lps = isnan(want[i].lps[t]) ? isnan(got[i].lps[t]) : got[i].lps[t] == want[i].lps[t];
+        CHECKF(toks && lps && got[i].finish == want[i].finish,
+               "%s: request %d (kind %d): %d tokens (finish %d) where %d (finish %d) without drafts%s", what, i, i % 4,
+               got[i].n, got[i].finish, want[i].n, want[i].finish, toks && !lps ? ", logprobs differ" : "");
+    }
+}
+
+/* vx_ngram_lookup against a plain search of every earlier occurrence. */
+static void test_lookup(void) {
+    const vx_token t[] = {5, 6, 7, 8, 5, 6, 9, 5, 6};
+    vx_token out[8];
+    CHECK(vx_ngram_lookup(t, 9, 2, 4, out) == 4 && out[0] == 9 && out[1] == 5 && out[2] == 6 && out[3] == 9);
+    CHECK(vx_ngram_lookup(t, 9, 3, 4, out) == 0);         /* 9 5 6 occurs only at the end */
+    CHECK(vx_ngram_lookup(t, 4, 1, 4, out) == 0);         /* 8 did not occur before */
+    CHECK(vx_ngram_lookup(t, 2, 2, 4, out) == 0);         /* nothing before the key */
+    CHECK(vx_ngram_lookup(t, 9, 0, 4, out) == 0 && vx_ngram_lookup(t, 9, 2, 0, out) == 0);
+    const vx_token run[] = {4, 4, 4, 4};                  /* overlapping: a run of one token goes on */
+    CHECK(vx_ngram_lookup(run, 4, 3, 5, out) == 5 && out[0] == 4 && out[4] == 4);
+    /* random sequences over 3 ids: the draft is what follows the latest
+     * earlier occurrence, continued through itself */
+    uint64_t st = 12345;
+    int bad = 0, found = 0;
+    for (int trial = 0; trial < 2000; trial++) {
+        vx_token s[40], d[6], want[6];
+        const int n = 3 + (int)(vx_test_frand(&st) * 18.0f + 18.0f), key = 1 + trial % 4;
+        for (int i = 0; i < n; i++) s[i] = (vx_token)((vx_test_frand(&st) + 1.0f) * 1.5f);
+        int at = -1;
+        for (int p = n - key - 1; p >= 0 && at < 0; p--)
+            if (!memcmp(s + p, s + n - key, (size_t)key * sizeof *s)) at = p;
+        const int got = vx_ngram_lookup(s, n, key, 6, d);
+        if (at < 0) {
+            bad += got != 0;
+            continue;
+        }
+        found++;
+        vx_token ext[64];
+        memcpy(ext, s, (size_t)n * sizeof *s);
+        for (int i = 0; i < 6; i++) ext[n + i] = ext[at + key + i];
+        memcpy(want, ext + n, sizeof want);
+        bad += got != 6 || memcmp(d, want, sizeof want) != 0;
+    }
+    CHECKF(bad == 0 && found > 500, "n-gram lookup: %d of 2000 wrong (%d with a match)", bad, found);
+}
+
+int main(void) {
+    char err[VX_ERRMSG_MAX];
+    test_lookup();
+    vx_model *m = NULL, *q4 = NULL;
+    CHECKF(vx_model_load(vx_test_fixture_path("models/llama/llama-Q4_K_M.gguf"), NULL, &m, err, sizeof err) == VX_OK,
+           "%s", err);
+    CHECKF(vx_model_load(vx_test_fixture_path("models/llama/llama-Q4_0.gguf"), NULL, &q4, err, sizeof err) == VX_OK,
+           "%s", err);
+    if (!m || !q4) return vx_test_finish("test_draft");
+
+    static result plain[NREQ], got[NREQ];
+    vx_engine_stats st;
+    vx_engine_params ep = vx_engine_default_params();
+    ep.n_ctx = 128;
+    ep.n_threads = 2;
+    ep.n_parallel = 4;
+    ep.batch_invariant = true;
+    run_all(m, ep, plain, &st);
+    CHECK(st.draft_tokens == 0);
+    int n_len = 0;
+    for (int i = 0; i < NREQ; i++) n_len += plain[i].finish == VX_FINISH_LENGTH;
+    CHECKF(n_len >= NREQ / 2, "only %d requests ran to max_tokens", n_len);
+
+    ep.spec_ngram = 2;
+    run_all(m, ep, got, &st);
+    same(plain, got, "n-gram drafts");
+    CHECKF(st.draft_tokens > 0 && st.draft_accepted > 0, "n-gram: %llu drafted, %llu taken",
+           (unsigned long long)st.draft_tokens, (unsigned long long)st.draft_accepted);
+    printf("n-gram (2): %llu drafted, %llu taken, %llu steps\n", (unsigned long long)st.draft_tokens,
+           (unsigned long long)st.draft_accepted, (unsigned long long)st.steps);
+
+    ep.draft_max = 3;
+    ep.draft_min = 2;
+    run_all(m, ep, got, &st);
+    same(plain, got, "n-gram drafts of 2-3");
+
+    ep.spec_ngram = 0;
+    ep.draft_max = 16;
+    ep.draft_min = 0;
+    ep.draft_model = q4;
+    ep.draft_p_min = 0;
+    run_all(m, ep, got, &st);
+    same(plain, got, "the Q4_0 draft model");
+    CHECKF(st.draft_tokens > 0 && st.draft_accepted > 0, "Q4_0 draft: %llu drafted, %llu taken",
+           (unsigned long long)st.draft_tokens, (unsigned long long)st.draft_accepted);
+    printf("Q4_0 draft: %llu drafted, %llu taken, %llu steps\n", (unsigned long long)st.draft_tokens,
+           (unsigned long long)st.draft_accepted, (unsigned long long)st.steps);
+
+    ep.draft_p_min = 0.8f;
+    ep.spec_ngram = 3; /* both: the lookup first */
+    run_all(m, ep, got, &st);
+    same(plain, got, "n-gram then the draft model, p_min 0.8");
+
+    /* the target drafting for itself: every greedy draft is taken */
+    {
+        static result self[NREQ];
+        vx_engine_params sp = ep;
+        sp.spec_ngram = 0;
+        sp.draft_model = m;
+        sp.draft_p_min = 0;
+        sp.n_parallel = 1;
+        vx_engine *e = NULL;
+        CHECKF(vx_engine_init(m, &sp, &e, err, sizeof err) == VX_OK, "%s", err);
+        vx_token p[64];
+        const int n = make_prompt(0, p);
+        memset(&self[0], 0, sizeof self[0]);
+        pthread_mutex_init(&self[0].mu, NULL);
+        const vx_request_params rp = params_of(0, p, n, &self[0]);
+        uint64_t id;
+        CHECK(e && vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_OK);
+        vx_test_wait_done(&self[0].mu, &self[0].done);
+        for (int spins = 0; e && spins < 5000; spins++) {
+            vx_engine_get_stats(e, &st);
+            if (st.requests_finished == 1) break;
+            usleep(1000);
+        }
+        CHECKF(self[0].n == plain[0].n && !memcmp(self[0].toks, plain[0].toks, sizeof(vx_token) * plain[0].n),
+               "the target as its own draft: other tokens");
+        CHECKF(st.draft_tokens > 0 && st.draft_accepted == st.draft_tokens && st.steps < (uint64_t)NGEN / 2,
+               "the target as its own draft: %llu of %llu taken in %llu steps", (unsigned long long)st.draft_accepted,
+               (unsigned long long)st.draft_tokens, (unsigned long long)st.steps);
+        vx_engine_free(e);
+    }
+
+    /* a pool of 11 blocks for 4 sequences of up to ~84 positions: drafts
+     * never take the blocks others need, preemption still replays exactly */
+    ep.kv_size = 176;
+    ep.draft_model = q4;
+    ep.draft_p_min = 0;
+    ep.spec_ngram = 2;
+    run_all(m, ep, got, &st);
+    same(plain, got, "drafts in a small KV pool");
+    CHECKF(st.draft_tokens > 0 && st.preemptions > 0, "small pool: %llu drafted, %llu preemptions",
+           (unsigned long long)st.draft_tokens, (unsigned long long)st.preemptions);
+    printf("small pool: %llu drafted, %llu taken, %llu preemptions\n", (unsigned long long)st.draft_tokens,
+           (unsigned long long)st.draft_accepted, (unsigned long long)st.preemptions);
+
+    /* refused: a draft model of another vocabulary, draft sizes */
+    {
+        vx_model *other = NULL;
+        const char *tiny = "/tmp/vx_test_draft_tiny.gguf";
+        CHECK(vx_test_synth("tiny", "F32", tiny));
+        CHECKF(vx_model_load(tiny, NULL, &other, err, sizeof err) == VX_OK, "%s", err);
+        remove(tiny);
+        vx_engine_params bp = vx_engine_default_params();
+        bp.n_ctx = 64;
+        bp.n_threads = 1;
+        bp.draft_model = other;
+        vx_engine *e = NULL;
+        CHECKF(other && vx_engine_init(m, &bp, &e, err, sizeof err) == VX_EINVAL && !e && strstr(err, "vocabulary"),
+               "another vocabulary: %s", err);
+        bp.draft_model = NULL;
+        bp.spec_ngram = 3;
+        bp.draft_min = 5;
+        bp.draft_max = 4;
+        CHECK(vx_engine_init(m, &bp, &e, err, sizeof err) == VX_EINVAL && !e);
+        bp.draft_min = 0;
+        bp.draft_max = 0;
+        CHECK(vx_engine_init(m, &bp, &e, err, sizeof err) == VX_EINVAL && !e);
+        vx_model_free(other);
+    }
+    vx_model_free(q4);
+    vx_model_free(m);
+    return vx_test_finish("test_draft");
+}
