@@ -7,7 +7,9 @@
  * jobs within n_batch, then drafts one token per pass for every job still
  * drafting, all jobs in one batch. Its cache then runs ahead of the
  * sequence by the drafts fed to it; vx_drafter_keep cuts it back to what
- * the target kept.
+ * the target kept. Drafts it made that no keep confirmed (a dropped or
+ * failed step) are cut before the next proposal: known counts the cached
+ * tokens that are the sequence's own.
  */
 #include "draft.h"
 
@@ -17,12 +19,14 @@
 #include <string.h>
 
 #include "common.h"
+#include "kv_cache.h"
 
 struct vx_drafter {
     vx_draft_params p;
     vx_context *ctx;  /* the draft model's, NULL without one */
     int32_t n_vocab;
-    int32_t *len;     /* [n_seq] the sequence's tokens the draft cache holds */
+    int32_t *len;     /* [n_seq] positions the draft cache holds ... */
+    int32_t *known;   /* [n_seq] ... of which these are the sequence's tokens */
     /* batch buffers [n_batch] */
     vx_token *b_tok;
     vx_pos *b_pos;
@@ -58,7 +62,26 @@ int32_t vx_ngram_lookup(const vx_token *t, int32_t n, int32_t key_n, int32_t n_m
     return 0;
 }
 
-vx_status vx_drafter_init(const vx_draft_params *p, int32_t n_vocab, vx_drafter **out, char *err,
+/* Whether the draft model's vocabulary is the target's; else err says
+ * where they differ. */
+static bool same_vocab(const vx_vocab *a, const vx_vocab *b, char *err, size_t err_size) {
+    const int32_t na = vx_vocab_n_tokens(a), nb = vx_vocab_n_tokens(b);
+    if (na != nb) {
+        snprintf(err, err_size, "the draft model's vocabulary has %d tokens, the model's %d: they must be the same",
+                 nb, na);
+        return false;
+    }
+    for (vx_token t = 0; t < na; t++) {
+        const char *x = vx_vocab_text(a, t), *y = vx_vocab_text(b, t);
+        if (x && y && strcmp(x, y) == 0) continue;
+        snprintf(err, err_size, "the draft model's vocabulary is not the model's: token %d is '%.40s' in the model, "
+                 "'%.40s' in the draft model", t, x ? x : "", y ? y : "");
+        return false;
+    }
+    return true;
+}
+
+vx_status vx_drafter_init(const vx_draft_params *p, const vx_vocab *vocab, vx_drafter **out, char *err,
                           size_t err_size) {
     *out = NULL;
     if ((p->ngram_n < 1 && !p->model) || p->n_seq < 1 || p->n_ctx < 1 || p->n_batch < 1 || p->n_max < 1) {
@@ -72,7 +95,8 @@ vx_status vx_drafter_init(const vx_draft_params *p, int32_t n_vocab, vx_drafter 
     if (p->model) {
         vx_context_params cp = vx_context_default_params();
         cp.n_ctx = (uint32_t)p->n_ctx;
-        cp.kv_size = (uint32_t)((int64_t)p->n_ctx * p->n_seq);
+        /* every sequence's whole context, in whole blocks */
+        cp.kv_size = (uint32_t)((int64_t)(p->n_ctx + VX_KV_BLOCK - 1) / VX_KV_BLOCK * VX_KV_BLOCK * p->n_seq);
         cp.n_batch = (uint32_t)p->n_batch;
         cp.n_seq_max = (uint32_t)p->n_seq;
         cp.n_threads = p->n_threads;
@@ -84,20 +108,19 @@ vx_status vx_drafter_init(const vx_draft_params *p, int32_t n_vocab, vx_drafter 
             return st;
         }
         d->n_vocab = vx_context_n_vocab(d->ctx);
-        if (d->n_vocab != n_vocab) {
-            snprintf(err, err_size, "the draft model's vocabulary has %d tokens, the model's %d: they must be the same",
-                     d->n_vocab, n_vocab);
+        if (!same_vocab(vocab, vx_model_get_vocab(p->model), err, err_size)) {
             vx_drafter_free(d);
             return VX_EINVAL;
         }
         d->len = calloc((size_t)p->n_seq, sizeof *d->len);
+        d->known = calloc((size_t)p->n_seq, sizeof *d->known);
         d->b_tok = malloc((size_t)p->n_batch * sizeof *d->b_tok);
         d->b_pos = malloc((size_t)p->n_batch * sizeof *d->b_pos);
         d->b_seq = malloc((size_t)p->n_batch * sizeof *d->b_seq);
         d->b_logits = malloc((size_t)p->n_batch);
         d->b_job = malloc((size_t)p->n_batch * sizeof *d->b_job);
         d->active = calloc((size_t)p->n_seq, sizeof *d->active);
-        if (!d->len || !d->b_tok || !d->b_pos || !d->b_seq || !d->b_logits || !d->b_job || !d->active) {
+        if (!d->len || !d->known || !d->b_tok || !d->b_pos || !d->b_seq || !d->b_logits || !d->b_job || !d->active) {
             snprintf(err, err_size, "out of memory");
             vx_drafter_free(d);
             return VX_ENOMEM;
@@ -111,6 +134,7 @@ void vx_drafter_free(vx_drafter *d) {
     if (!d) return;
     vx_context_free(d->ctx);
     free(d->len);
+    free(d->known);
     free(d->b_tok);
     free(d->b_pos);
     free(d->b_seq);
@@ -120,23 +144,32 @@ void vx_drafter_free(vx_drafter *d) {
     free(d);
 }
 
+/* Cuts the draft cache of seq to its first n positions (if it holds more). */
+static void cut(vx_drafter *d, int32_t seq, int32_t n) {
+    if (n < 0) n = 0;
+    if (d->known[seq] > n) d->known[seq] = n;
+    if (d->len[seq] <= n) return;
+    d->len[seq] = n;
+    vx_kv_seq_rm(d->ctx, seq, n, -1);
+}
+
 void vx_drafter_keep(vx_drafter *d, int32_t seq, int32_t n_keep) {
-    if (!d->ctx || seq < 0 || seq >= d->p.n_seq || d->len[seq] <= n_keep) return;
-    d->len[seq] = n_keep < 0 ? 0 : n_keep;
-    vx_kv_seq_rm(d->ctx, seq, d->len[seq], -1);
+    if (!d->ctx || seq < 0 || seq >= d->p.n_seq) return;
+    cut(d, seq, n_keep);
+    d->known[seq] = d->len[seq]; /* what it drafted up to n_keep was taken */
 }
 
 void vx_drafter_reset(vx_drafter *d, int32_t seq) { vx_drafter_keep(d, seq, 0); }
 
 /* The draft model's greedy token of logits, if its probability is at
  * least p_min; else -1. */
-static vx_token confident(const vx_drafter *d, const float *logits) {
+static vx_token confident(const vx_drafter *d, const float *logits, float p_min) {
     const vx_token best = vx_argmax(logits, d->n_vocab);
-    if (d->p.p_min <= 0) return best;
+    if (p_min <= 0) return best;
     const float m = logits[best];
     double sum = 0;
     for (int32_t i = 0; i < d->n_vocab; i++) sum += expf(logits[i] - m);
-    return 1.0 / sum >= d->p.p_min ? best : -1;
+    return 1.0 / sum >= p_min ? best : -1;
 }
 
 /* Runs the batch of n entries; on failure the draft model forgets every
@@ -157,7 +190,8 @@ static void propose_model(vx_drafter *d, vx_draft_job *jobs, int32_t n_jobs) {
         d->active[j] = false;
         if (jb->n_out > 0 || jb->n_max < 1) continue; /* drafted by n-gram lookup, or no room */
         int32_t *len = &d->len[jb->seq];
-        if (*len > jb->n_tokens - 1) vx_drafter_keep(d, jb->seq, jb->n_tokens - 1);
+        /* drafts nobody confirmed go; the last token is fed again for its logits */
+        cut(d, jb->seq, VX_MIN(d->known[jb->seq], jb->n_tokens - 1));
         if (*len == 0) *len = vx_kv_seq_reuse_prefix(d->ctx, jb->seq, jb->tokens, jb->n_tokens - 1);
         const int32_t take = VX_MIN(jb->n_tokens - *len, d->p.n_batch - n);
         for (int32_t i = 0; i < take; i++, n++) {
@@ -168,6 +202,7 @@ static void propose_model(vx_drafter *d, vx_draft_job *jobs, int32_t n_jobs) {
             d->b_job[n] = j;
         }
         *len += take;
+        d->known[jb->seq] = *len;
         d->active[j] = *len == jb->n_tokens;
     }
     if (n == 0 || !run(d, n, jobs, n_jobs)) return;
@@ -176,7 +211,7 @@ static void propose_model(vx_drafter *d, vx_draft_job *jobs, int32_t n_jobs) {
         for (int32_t i = 0; i < n; i++) {
             if (!d->b_logits[i]) continue;
             vx_draft_job *jb = &jobs[d->b_job[i]];
-            const vx_token t = confident(d, vx_get_logits_ith(d->ctx, i));
+            const vx_token t = confident(d, vx_get_logits_ith(d->ctx, i), jb->p_min);
             if (t < 0) d->active[d->b_job[i]] = false;
             else jb->out[jb->n_out++] = t;
         }

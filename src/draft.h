@@ -29,7 +29,8 @@ typedef struct vx_drafter vx_drafter;
 typedef struct vx_draft_params {
     int32_t ngram_n;         /* n-gram lookup on sequences of this many tokens; 0 = off */
     const vx_model *model;   /* the draft model, NULL = none */
-    float p_min;             /* the draft model stops below this top-token probability */
+    float p_min;             /* the draft model stops below this top-token probability
+                                (vx_draft_default_params; each job gives its own) */
     int32_t n_seq;           /* sequence ids [0, n_seq) */
     int32_t n_ctx;           /* positions of one sequence */
     int32_t n_batch;         /* tokens per draft-model forward pass (its catch-up chunks) */
@@ -41,8 +42,9 @@ typedef struct vx_draft_params {
 vx_draft_params vx_draft_default_params(void);
 
 /* VX_EINVAL (err says why) when neither source is given, or the draft
- * model's vocabulary is not the target's (n_vocab tells the target's). */
-vx_status vx_drafter_init(const vx_draft_params *p, int32_t n_vocab, vx_drafter **out, char *err,
+ * model's vocabulary is not the target's (vocab: the target's; the same
+ * size and the same text for every token). */
+vx_status vx_drafter_init(const vx_draft_params *p, const vx_vocab *vocab, vx_drafter **out, char *err,
                           size_t err_size);
 void vx_drafter_free(vx_drafter *d);
 
@@ -54,6 +56,7 @@ typedef struct vx_draft_job {
     const vx_token *tokens;
     int32_t n_tokens;
     int32_t n_max;
+    float p_min;    /* the draft model's threshold for this job */
     vx_token *out;
     int32_t n_out;
 } vx_draft_job;

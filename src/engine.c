@@ -50,6 +50,9 @@ typedef struct req {
     vx_token *draft;    /* [draft_max] this step's draft (speculative decoding) ... */
     int32_t n_draft;    /* ... of this many tokens, in the batch after its pending one */
     int32_t spec_cap;   /* its next draft's length at most: grows while drafts are taken whole */
+    int32_t draft_max, draft_min; /* its limits (vx_request_params; draft_max 0: no drafts) */
+    float draft_p_min;
+    int32_t n_drafted, n_accepted; /* its drafted tokens verified, and taken */
     bool embed;         /* an embedding request (vx_request_params.embed) */
     vx_pooling pooling;
     float *embd;        /* its pooled vector [n_embd], summed / copied as the prompt runs */
@@ -134,6 +137,8 @@ static vx_token_event base_event(const req *r) {
     ev.n_prompt = r->n_prompt;
     ev.n_cached = r->n_cached;
     ev.n_gen = r->n_gen;
+    ev.n_drafted = r->n_drafted;
+    ev.n_draft_accepted = r->n_accepted;
     ev.t_admitted_ns = r->t_admitted;
     return ev;
 }
@@ -280,38 +285,43 @@ static bool emit_prompt(vx_engine *e, req *r, int32_t i, const float *logits) {
 static int32_t blocks_for(int32_t n, int32_t bs) { return (n + bs - 1) / bs; }
 
 /* Speculative decoding: a draft for each decoding request, as long as
- * its cap, the context, max_tokens, the step's token budget and the KV
- * blocks no other request of the step may need allow. Engine thread only
- * (running[] changes nowhere else). */
+ * its cap, the context, max_tokens, the step's token budget (half of it
+ * stays for prompts waiting to be evaluated) and the KV blocks allow: only
+ * blocks no request needs for its pending tokens, and no cached prefix
+ * evicted. Engine thread only (running[] changes nowhere else). */
 static void propose_drafts(vx_engine *e) {
-    int32_t blk_total, blk_used, bs, n_dec = 0, nj = 0;
-    vx_kv_usage(e->ctx, &blk_total, &blk_used, NULL, &bs);
+    int32_t blk_total, blk_used, blk_cached, bs, n_dec = 0, nj = 0;
+    int64_t prefill = 0; /* prompt tokens waiting in the running requests */
+    vx_kv_usage(e->ctx, &blk_total, &blk_used, &blk_cached, &bs);
     /* free blocks beyond every request's pending tokens and one spare each */
-    int64_t spare = blk_total - blk_used;
+    int64_t spare = blk_total - blk_used - blk_cached;
     for (int32_t s = 0; s < e->p.n_parallel; s++) {
         req *r = e->running[s];
         if (!r) continue;
         r->n_draft = 0;
         spare -= blocks_for(r->n_tokens, bs) - blocks_for(r->n_past, bs) + 1;
-        n_dec += r->n_tokens - r->n_past == 1;
+        if (r->n_tokens - r->n_past == 1) n_dec++;
+        else prefill += r->n_tokens - r->n_past;
     }
     if (n_dec == 0) return;
-    const int32_t per_req = (e->p.n_batch - n_dec) / n_dec; /* the batch's room for drafts, shared */
+    /* the batch's room for drafts, shared */
+    const int32_t room = e->p.n_batch - n_dec - (int32_t)VX_MIN(prefill, e->p.n_batch / 2);
+    const int32_t per_req = room > 0 ? room / n_dec : 0;
     for (int32_t s = 0; s < e->p.n_parallel; s++) {
         req *r = e->running[s];
-        if (!r || r->embed || r->n_tokens - r->n_past != 1 || atomic_load(&r->cancel)) continue;
+        if (!r || r->embed || r->draft_max == 0 || r->n_tokens - r->n_past != 1 || atomic_load(&r->cancel)) continue;
         int32_t k = VX_MIN(VX_MIN(r->spec_cap, per_req), e->p.n_ctx - r->n_tokens - 1);
         if (r->max_tokens >= 0) k = VX_MIN(k, r->max_tokens - r->n_gen - 1);
         /* blocks the draft's positions [n_tokens, n_tokens + k) would add */
         while (k > 0 && blocks_for(r->n_tokens + k, bs) - blocks_for(r->n_tokens, bs) > spare) k--;
-        if (k < VX_MAX(1, e->p.draft_min)) continue;
+        if (k < VX_MAX(1, r->draft_min)) continue;
         spare -= blocks_for(r->n_tokens + k, bs) - blocks_for(r->n_tokens, bs);
-        e->jobs[nj++] = (vx_draft_job){s, r->tokens, r->n_tokens, k, r->draft, 0};
+        e->jobs[nj++] = (vx_draft_job){s, r->tokens, r->n_tokens, k, r->draft_p_min, r->draft, 0};
     }
     vx_drafter_propose(e->drafter, e->jobs, nj);
     for (int32_t j = 0; j < nj; j++) {
         req *r = e->running[e->jobs[j].seq];
-        r->n_draft = e->jobs[j].n_out >= VX_MAX(1, e->p.draft_min) ? e->jobs[j].n_out : 0;
+        r->n_draft = e->jobs[j].n_out >= VX_MAX(1, r->draft_min) ? e->jobs[j].n_out : 0;
     }
 }
 
@@ -331,10 +341,12 @@ static vx_finish verify(vx_engine *e, req *r, int32_t i, int32_t k, int32_t *acc
         if (why != VX_FINISH_NONE || j == k || r->tokens[r->n_tokens - 1] != r->draft[j]) break;
     }
     *accepted = j;
+    r->n_drafted += k;
+    r->n_accepted += j;
     if (why == VX_FINISH_NONE) {
         vx_kv_seq_rm(e->ctx, r->slot, r->n_past, -1);
         vx_drafter_keep(e->drafter, r->slot, r->n_past);
-        r->spec_cap = j == k ? VX_MIN(e->p.draft_max, VX_MAX(r->spec_cap, 2 * k)) : j + 1;
+        r->spec_cap = j == k ? VX_MIN(r->draft_max, VX_MAX(r->spec_cap, 2 * k)) : VX_MAX(j + 1, r->draft_min);
     }
     return why;
 }
@@ -419,6 +431,7 @@ static bool step(vx_engine *e) {
                done_why[i] == VX_FINISH_ERROR ? "the KV cache is too small for this request" : NULL);
     n_done = 0;
 
+    const int64_t t_draft = vx_time_us();
     if (e->drafter) propose_drafts(e);
     /* build the batch: decode tokens first (each with its draft), then
      * prefill chunks */
@@ -460,9 +473,8 @@ static bool step(vx_engine *e) {
     if (n == 0) return e->n_running > 0 || e->n_queued > 0 ? true : false;
 
     vx_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits, e->b_embd};
-    int64_t t0 = vx_time_us();
     vx_status st = vx_decode(e->ctx, &b);
-    const double dt = (double)(vx_time_us() - t0) * 1e-6;
+    const double dt = (double)(vx_time_us() - t_draft) * 1e-6; /* the drafts' forward passes too */
     if (st == VX_EFULL) {
         /* out of blocks: preempt the newest request and try again next step */
         pthread_mutex_lock(&e->mu);
@@ -503,6 +515,7 @@ static bool step(vx_engine *e) {
             const int32_t k = r->n_draft, gen0 = r->n_gen;
             int32_t a;
             r->n_draft = 0;
+            if (r->n_past < r->n_prompt) n_prompt_tok++; /* its pending token is the prompt's last */
             const vx_finish why = verify(e, r, i, k, &a);
             i += k;
             n_drafted += k;
@@ -656,7 +669,7 @@ vx_status vx_engine_init(const vx_model *model, const vx_engine_params *params, 
             vx_engine_free(e);
             return vx_seterr(err, err_size, VX_EINVAL, "draft_max must be in [1, 256] and draft_min in [0, draft_max]");
         }
-        if ((st = vx_drafter_init(&dp, e->n_vocab, &e->drafter, err, err_size)) != VX_OK) {
+        if ((st = vx_drafter_init(&dp, e->vocab, &e->drafter, err, err_size)) != VX_OK) {
             vx_engine_free(e);
             return st;
         }
@@ -805,8 +818,11 @@ vx_status vx_engine_submit(vx_engine *e, const vx_request_params *rp, uint64_t *
     } else if (vx_sampler_init(&rp->sampling, e->n_vocab, &r->smp) != VX_OK) {
         req_free(r);
         return vx_seterr(err, err_size, VX_EINVAL, "invalid sampling parameters");
-    } else if (e->drafter) {
-        r->spec_cap = e->p.draft_max;
+    } else if (e->drafter && rp->draft_max >= 0) {
+        r->draft_max = rp->draft_max > 0 ? VX_MIN(rp->draft_max, e->p.draft_max) : e->p.draft_max;
+        r->draft_min = rp->draft_min > 0 ? rp->draft_min : e->p.draft_min;
+        r->draft_p_min = rp->draft_p_min > 0 ? rp->draft_p_min : e->p.draft_p_min;
+        r->spec_cap = r->draft_max;
         if (!(r->draft = malloc((size_t)e->p.draft_max * sizeof *r->draft))) {
             req_free(r);
             return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");

@@ -72,6 +72,8 @@ typedef struct vx_token_event {
     int32_t n_prompt;       /* prompt tokens */
     int32_t n_cached;       /* prompt tokens whose KV came from the prefix cache */
     int32_t n_gen;          /* generated so far, this token included */
+    int32_t n_drafted;      /* speculative decoding so far: drafted tokens verified ... */
+    int32_t n_draft_accepted; /* ... and those the sampler drew */
     int64_t t_admitted_ns;  /* when the request first entered the running batch
                                (vx_time_ns; 0 while it waits): queue time ends there */
     bool prompt;            /* a prompt token's logprob (prompt_logprobs): token
@@ -121,6 +123,11 @@ typedef struct vx_request_params {
                                prompt's embeddings pooled as this says (mean,
                                cls or last; the other fields are ignored) */
     vx_pooling pooling;
+    int32_t draft_max;      /* speculative decoding (llama-server's speculative.n_max):
+                               drafted tokens per step at most (0: the engine's
+                               draft_max, which also caps it; < 0: no drafts) */
+    int32_t draft_min;      /* shorter drafts are not verified (0: the engine's) */
+    float draft_p_min;      /* the draft model's threshold (0: the engine's) */
     vx_event_fn on_event;
     void *user_data;
 } vx_request_params;

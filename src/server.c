@@ -41,6 +41,7 @@
 #include "server_embed.h"
 #include "server_llamacpp.h"
 #include "server_metrics.h"
+#include "server_route.h"
 #include "server_ollama.h"
 #include "server_openai.h"
 
@@ -56,6 +57,7 @@ typedef struct ev_item {
     vx_finish finish;
     float logprob;
     int32_t n_prompt, n_cached;
+    int32_t n_drafted, n_draft_accepted; /* speculative decoding, so far */
     int64_t t_ns; /* when the engine reported it */
     int64_t t_admitted_ns; /* when its request left the queue (0: not yet) */
     int32_t n_top;
@@ -88,6 +90,7 @@ typedef struct choice {
     int32_t n_lp, cap_lp;
     size_t lp_offset;      /* completion text_offset of lp[0] */
     int32_t n_gen;
+    int32_t n_drafted, n_draft_accepted; /* speculative decoding: llama-server's timings */
 } choice;
 
 typedef struct job {
@@ -361,6 +364,7 @@ static bool on_event(const vx_token_event *ev, void *user_data) {
             it->logprob = ev->logprob;
             it->n_prompt = ev->n_prompt;
             it->n_cached = ev->n_cached;
+            it->n_drafted = ev->n_drafted, it->n_draft_accepted = ev->n_draft_accepted;
             it->t_ns = vx_time_ns();
             it->t_admitted_ns = ev->t_admitted_ns;
             it->n_top = ev->n_top > 0 && ev->top_ids && ev->top_logprobs ? VX_MIN(ev->n_top, VX_OAI_MAX_TOP) : 0;
@@ -465,6 +469,7 @@ static void lcpp_reply(job *j, vx_sbuf *out, const choice *c, const char *text, 
                        .final = final, .n_predicted = c->n_gen, .n_evaluated = j->n_prompt, .n_reused = j->n_cached,
                        /* the sequence in the cache: the prompt and all generated tokens but the last */
                        .n_cached = VX_MAX(0, j->n_prompt + c->n_gen - 1), .new_line = j->lcpp_nl,
+                       .draft_n = c->n_drafted, .draft_n_accepted = c->n_draft_accepted,
                        .prompt = q->prompt, .prompt_len = q->prompt ? q->prompt_len : 0};
     if (final) {
         const bool word = c->filter.stopped && c->filter.stop_index >= 0 && c->filter.stop_index < q->n_stop;
@@ -676,6 +681,7 @@ static void handle_event(job *j, const ev_item *it) {
     vx_sbuf *t = &j->scratch;
     t->len = 0;
     if (it->n_cached > j->n_cached) j->n_cached = it->n_cached;
+    c->n_drafted = it->n_drafted, c->n_draft_accepted = it->n_draft_accepted;
     if (it->prompt) { /* text already echoed */
         lp_push(c, it);
         return;
@@ -1235,6 +1241,7 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         rp.json_schema = j->tool_schema ? j->tool_schema : q->json_schema;
         rp.json_schema_len = rp.json_schema ? strlen(rp.json_schema) : 0;
         rp.grammar = q->grammar, rp.grammar_len = q->grammar ? strlen(q->grammar) : 0;
+        rp.draft_max = j->lcpp.draft_max, rp.draft_min = j->lcpp.draft_min, rp.draft_p_min = j->lcpp.draft_p_min;
         rp.on_event = on_event;
         rp.user_data = c;
         pthread_mutex_lock(&j->mu);
@@ -1456,47 +1463,6 @@ static bool authorized(vx_server *s, struct MHD_Connection *conn) {
     return diff == 0;
 }
 
-enum route {
-    R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_APPLY, R_EMBED, R_EMBED_LEGACY,
-    R_LCPP_COMPLETION, R_LCPP_INFILL, R_PROPS,
-    R_ROOT, R_OLL_VERSION, R_OLL_TAGS, R_OLL_PS, R_OLL_SHOW, R_OLL_CHAT, R_OLL_GENERATE, R_OLL_EMBED, R_OLL_EMBEDDINGS,
-    R_OLL_MANAGE
-};
-
-static enum route find_route(const char *path, bool *post) {
-    static const struct {
-        const char *path;
-        enum route r;
-        bool post;
-    } table[] = {
-        {"/health", R_HEALTH, false},           {"/metrics", R_METRICS, false},
-        {"/v1/models", R_MODELS, false},        {"/models", R_MODELS, false},
-        {"/v1/chat/completions", R_CHAT, true}, {"/chat/completions", R_CHAT, true},
-        {"/v1/completions", R_COMPLETIONS, true}, {"/completions", R_COMPLETIONS, true},
-        {"/tokenize", R_TOKENIZE, true},        {"/detokenize", R_DETOKENIZE, true},
-        {"/apply-template", R_APPLY, true},
-        {"/v1/embeddings", R_EMBED, true},      {"/embeddings", R_EMBED_LEGACY, true},
-        {"/embedding", R_EMBED_LEGACY, true}, /* llama-server's: its own format */
-        {"/completion", R_LCPP_COMPLETION, true}, {"/infill", R_LCPP_INFILL, true}, /* llama-server's own */
-        {"/props", R_PROPS, false},
-        /* ollama's native API */
-        {"/", R_ROOT, false},                   {"/api/version", R_OLL_VERSION, false},
-        {"/api/tags", R_OLL_TAGS, false},       {"/api/ps", R_OLL_PS, false},
-        {"/api/show", R_OLL_SHOW, true},        {"/api/chat", R_OLL_CHAT, true},
-        {"/api/generate", R_OLL_GENERATE, true}, {"/api/embed", R_OLL_EMBED, true},
-        {"/api/embeddings", R_OLL_EMBEDDINGS, true},
-        {"/api/pull", R_OLL_MANAGE, true},      {"/api/push", R_OLL_MANAGE, true},
-        {"/api/create", R_OLL_MANAGE, true},    {"/api/copy", R_OLL_MANAGE, true},
-        {"/api/delete", R_OLL_MANAGE, true},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (!strcmp(path, table[i].path)) {
-            *post = table[i].post;
-            return table[i].r;
-        }
-    return R_NONE;
-}
-
 static enum MHD_Result route(vx_server *s, struct MHD_Connection *conn, conn_req *r) {
     const char *m = r->method;
     if (!strcmp(m, "OPTIONS")) {
@@ -1513,7 +1479,7 @@ static enum MHD_Result route(vx_server *s, struct MHD_Connection *conn, conn_req
         return ret;
     }
     bool post = false;
-    enum route rt = find_route(r->path, &post);
+    vx_route rt = vx_server_find_route(r->path, &post);
     r->ollama = rt >= R_ROOT || !strncmp(r->path, "/api/", 5);
     if (!strncmp(r->path, "/api/blobs/", 11)) rt = R_OLL_MANAGE; /* /api/blobs/sha256:... */
     if (rt == R_NONE) {

@@ -178,6 +178,18 @@ static bool map_common(const cJSON *root, cJSON *o, const vx_vocab *v, vx_lcpp_r
                          "log-probabilities (before sampling).");
         return false;
     }
+    /* llama-server's speculative.n_max (0: no drafts), n_min, p_min */
+    static const char *const spec[] = {"speculative.n_max", "speculative.n_min", "speculative.p_min"};
+    for (int i = 0; i < 3; i++) {
+        const cJSON *x = vx_oai_member(root, spec[i]);
+        if (!x || cJSON_IsNull(x)) continue;
+        const double d = cJSON_IsNumber(x) ? x->valuedouble : NAN;
+        if (!(i < 2 ? d == floor(d) && d >= 0 && d <= 1024 : d >= 0 && d <= 1))
+            return vx_oai_type_error(err, spec[i], i < 2 ? "an integer from 0 to 1024" : "a number from 0 to 1", x);
+        if (i == 0) out->draft_max = d == 0 ? -1 : (int32_t)d;
+        else if (i == 1) out->draft_min = (int32_t)d;
+        else out->draft_p_min = d == 0 ? 1e-30f : (float)d;
+    }
     const cJSON *rf = vx_oai_member(root, "response_fields");
     if (rf) {
         if (!cJSON_IsArray(rf) || cJSON_GetArraySize(rf) > VX_LCPP_MAX_FIELDS)
@@ -458,8 +470,11 @@ static void json_timings(vx_sbuf *b, const vx_lcpp_reply *r) {
     vx_sbuf_addf(b,
                  ",\"timings\":{\"prompt_n\":%d,\"prompt_ms\":%.3f,\"prompt_per_token_ms\":%.6f,"
                  "\"prompt_per_second\":%.6f,\"predicted_n\":%d,\"predicted_ms\":%.3f,"
-                 "\"predicted_per_token_ms\":%.6f,\"predicted_per_second\":%.6f}",
+                 "\"predicted_per_token_ms\":%.6f,\"predicted_per_second\":%.6f",
                  pn, r->prompt_ms, ppt, ppt > 0 ? 1e3 / ppt : 0.0, gn, r->predicted_ms, gpt, gpt > 0 ? 1e3 / gpt : 0.0);
+    if (r->draft_n > 0) /* as llama-server: only when drafts were verified */
+        vx_sbuf_addf(b, ",\"draft_n\":%d,\"draft_n_accepted\":%d", r->draft_n, r->draft_n_accepted);
+    vx_sbuf_adds(b, "}");
 }
 
 /* The final object, with response_fields' paths only when it names some

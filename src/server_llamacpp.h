@@ -45,6 +45,10 @@ typedef struct vx_lcpp_request {
     int32_t n_probs;          /* completion_probabilities' alternatives (0: none) */
     bool post_sampling_probs; /* refused when true (the sampler's candidates are not kept) */
     bool return_tokens;       /* "tokens": the generated ids */
+    /* speculative.n_max / n_min / p_min as vx_request_params takes them
+     * (0: the server's; draft_max -1: no drafts) */
+    int32_t draft_max, draft_min;
+    float draft_p_min;
     char *fields[VX_LCPP_MAX_FIELDS]; /* response_fields ("timings/prompt_n": nested) */
     int32_t n_fields;
 } vx_lcpp_request;
@@ -84,6 +88,7 @@ typedef struct vx_lcpp_reply {
     int32_t n_reused; /* prompt tokens taken from the prefix cache (not evaluated) */
     int32_t n_cached; /* the sequence's tokens in the cache at the end (llama-server's n_past) */
     double prompt_ms, predicted_ms;
+    int32_t draft_n, draft_n_accepted; /* speculative decoding: drafted tokens verified, taken */
 } vx_lcpp_reply;
 
 void vx_lcpp_reply_json(vx_sbuf *out, const vx_lcpp_reply *r);

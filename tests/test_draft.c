@@ -19,6 +19,7 @@
 
 #include "draft.h"
 #include "engine.h"
+#include "gguf.h"
 #include "testutil.h"
 
 enum { NREQ = 10, NGEN = 48 };
@@ -27,10 +28,13 @@ typedef struct result {
     pthread_mutex_t mu;
     vx_token toks[NGEN + 8];
     float lps[NGEN + 8];
-    int n;
+    int n, n_cached, first_at, done_at; /* g_events when its first token, its end came */
+    int cancel_after; /* return false at this many tokens (0: never) */
     vx_finish finish;
     bool done;
 } result;
+
+static atomic_int g_events; /* events of every request so far */
 
 /* Holds the engine thread in its first event until every request of a
  * run is submitted, so that each run batches the same way. */
@@ -39,17 +43,22 @@ static atomic_bool g_open = true;
 static bool on_event(const vx_token_event *ev, void *ud) {
     result *r = ud;
     while (!atomic_load(&g_open)) usleep(100);
+    const int at = atomic_fetch_add(&g_events, 1);
     pthread_mutex_lock(&r->mu);
+    if (ev->token >= 0 && r->n == 0) r->first_at = at;
     if (ev->token >= 0 && !ev->prompt && r->n < NGEN + 8) {
         r->lps[r->n] = ev->logprob;
         r->toks[r->n++] = ev->token;
     }
     if (ev->finish != VX_FINISH_NONE) {
+        r->done_at = at;
+        r->n_cached = ev->n_cached;
         r->finish = ev->finish;
         r->done = true;
     }
+    const bool go = !(r->cancel_after > 0 && r->n >= r->cancel_after);
     pthread_mutex_unlock(&r->mu);
-    return true;
+    return go;
 }
 
 /* Prompt i: BOS and a stretch that repeats itself for some (the n-gram
@@ -175,6 +184,160 @@ static void test_lookup(void) {
     CHECKF(bad == 0 && found > 500, "n-gram lookup: %d of 2000 wrong (%d with a match)", bad, found);
 }
 
+/* The Q4_0 fixture with token 300's text changed. */
+static vx_model *renamed_token_model(void) {
+    char err[VX_ERRMSG_MAX];
+    const char *out = "/tmp/vx_test_draft_renamed.gguf";
+    vx_gguf *g = NULL;
+    vx_gguf_writer *w = vx_gguf_writer_init();
+    vx_gguf_type et;
+    uint64_t nt = 0;
+    const vx_gguf_kv *kv = NULL;
+    const char **strs = NULL;
+    bool ok = vx_gguf_open(vx_test_fixture_path("models/llama/llama-Q4_0.gguf"), &g, err, sizeof err) == VX_OK && w &&
+              vx_gguf_copy_kv(w, g) == VX_OK && vx_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &nt, &kv) == 1 &&
+              et == VX_GGUF_STRING && nt > 300 && (strs = malloc(nt * sizeof *strs)) != NULL;
+    for (uint64_t i = 0; ok && i < nt; i++) strs[i] = i == 300 ? "renamed" : kv->v.arr.strs[i].s;
+    ok = ok && vx_gguf_set_arr_str(w, "tokenizer.ggml.tokens", strs, nt) == VX_OK;
+    for (int64_t i = 0; ok && i < vx_gguf_n_tensors(g); i++) {
+        const vx_gguf_tensor *t = vx_gguf_tensor_at(g, i);
+        ok = vx_gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->size, true) == VX_OK;
+    }
+    ok = ok && vx_gguf_write_file(w, out, err, sizeof err) == VX_OK;
+    CHECKF(ok, "writing the renamed-token model: %s", err);
+    free(strs);
+    vx_gguf_writer_free(w);
+    vx_gguf_close(g);
+    vx_model *m = NULL;
+    CHECKF(ok && vx_model_load(out, NULL, &m, err, sizeof err) == VX_OK, "%s", err);
+    unlink(out);
+    return m;
+}
+
+/* Long requests drafting at most every step (the target as its own
+ * draft) leave half the batch to a prompt arriving meanwhile: its first
+ * token comes long before they end. */
+static void test_prefill_room(vx_model *m) {
+    vx_engine_params ep = vx_engine_default_params();
+    ep.n_ctx = 256;
+    ep.n_threads = 2;
+    ep.n_parallel = 3;
+    ep.n_batch = 32;
+    ep.draft_model = m;
+    ep.draft_p_min = 0;
+    vx_engine *e = NULL;
+    char err[VX_ERRMSG_MAX];
+    CHECKF(vx_engine_init(m, &ep, &e, err, sizeof err) == VX_OK, "%s", err);
+    if (!e) return;
+    static result rs[3];
+    vx_token p[3][128];
+    uint64_t id;
+    for (int i = 0; i < 3; i++) {
+        memset(&rs[i], 0, sizeof rs[i]);
+        pthread_mutex_init(&rs[i].mu, NULL);
+    }
+    for (int i = 0; i < 2; i++) {
+        const int n = make_prompt(2 * i, p[i]);
+        vx_request_params rp = params_of(0, p[i], n, &rs[i]);
+        rp.max_tokens = 200;
+        CHECK(vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_OK);
+    }
+    for (int spins = 0; spins < 20000; spins++) { /* until they decode */
+        pthread_mutex_lock(&rs[0].mu);
+        const int n0 = rs[0].n;
+        pthread_mutex_unlock(&rs[0].mu);
+        if (n0 >= 4) break;
+        usleep(100);
+    }
+    for (int j = 0; j < 100; j++) p[2][j] = 3 + (j * 13) % 500;
+    vx_request_params rp = params_of(0, p[2], 100, &rs[2]);
+    rp.max_tokens = 4;
+    CHECK(vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_OK);
+    for (int i = 0; i < 3; i++) vx_test_wait_done(&rs[i].mu, &rs[i].done);
+    /* its first token came while the others had more than half to go */
+    const int mid = (rs[0].first_at + rs[0].done_at) / 2;
+    CHECKF(rs[2].n == 4 && rs[0].finish == VX_FINISH_LENGTH && rs[1].finish == VX_FINISH_LENGTH && rs[2].first_at < mid,
+           "a prompt beside drafting requests: its first token at event %d, the others' from %d to %d", rs[2].first_at,
+           rs[0].first_at, rs[0].done_at);
+    vx_engine_free(e);
+}
+
+/* A prompt's blocks in the prefix cache stay there while another request
+ * drafts in a pool with no other free blocks: drafts use free blocks only. */
+static void test_prefix_kept(vx_model *m) {
+    vx_engine_params ep = vx_engine_default_params();
+    ep.n_ctx = 128;
+    ep.kv_size = 128;
+    ep.n_threads = 2;
+    ep.n_parallel = 1;
+    ep.draft_model = m;
+    ep.draft_p_min = 0;
+    vx_engine *e = NULL;
+    char err[VX_ERRMSG_MAX];
+    CHECKF(vx_engine_init(m, &ep, &e, err, sizeof err) == VX_OK, "%s", err);
+    if (!e) return;
+    /* a: 4 blocks cached at its end; b: 20 + 40 positions in the 4 free
+     * blocks (stopped by its callback, its drafts run past them) */
+    vx_token a[65], b[20];
+    for (int j = 0; j < 65; j++) a[j] = 3 + (j * 7) % 400;
+    for (int j = 0; j < 20; j++) b[j] = 5 + (j * 11) % 300;
+    static result rs[3];
+    const vx_token *ps[3] = {a, b, a};
+    const int ns[3] = {65, 20, 65}, gen[3] = {4, 100, 4};
+    for (int i = 0; i < 3; i++) {
+        memset(&rs[i], 0, sizeof rs[i]);
+        pthread_mutex_init(&rs[i].mu, NULL);
+        rs[i].cancel_after = i == 1 ? 40 : 0;
+        vx_request_params rp = params_of(0, ps[i], ns[i], &rs[i]);
+        rp.max_tokens = gen[i];
+        uint64_t id;
+        CHECK(vx_engine_submit(e, &rp, &id, err, sizeof err) == VX_OK);
+        vx_test_wait_done(&rs[i].mu, &rs[i].done);
+    }
+    vx_engine_stats st;
+    vx_engine_get_stats(e, &st);
+    CHECKF(rs[2].n_cached == 64 && st.draft_tokens > 0, "the prompt again: %d tokens from the prefix cache (64 before "
+           "the drafting request), %llu drafted", rs[2].n_cached, (unsigned long long)st.draft_tokens);
+    vx_engine_free(e);
+}
+
+/* A draft the engine did not verify (no keep) is not built upon: the
+ * next proposal is what a fresh drafter proposes. */
+static void test_stale_drafts(vx_model *dm) {
+    vx_draft_params dp = vx_draft_default_params();
+    dp.model = dm;
+    dp.p_min = 0;
+    dp.n_ctx = 64;
+    dp.n_max = 4;
+    dp.n_threads = 1;
+    vx_drafter *d1 = NULL, *d2 = NULL;
+    char err[VX_ERRMSG_MAX];
+    const vx_vocab *v = vx_model_get_vocab(dm);
+    CHECKF(vx_drafter_init(&dp, v, &d1, err, sizeof err) == VX_OK && vx_drafter_init(&dp, v, &d2, err, sizeof err) == VX_OK,
+           "%s", err);
+    if (!d1 || !d2) {
+        vx_drafter_free(d1);
+        vx_drafter_free(d2);
+        return;
+    }
+    vx_token t[32], o1[4], o2[4];
+    for (int j = 0; j < 32; j++) t[j] = 3 + (j * 37) % 500;
+    vx_draft_job j1 = {0, t, 20, 4, 0, o1, 0};
+    vx_drafter_propose(d1, &j1, 1);
+    CHECK(j1.n_out == 4);
+    /* the sequence went on with other tokens than the draft */
+    for (int j = 20; j < 26; j++) t[j] = (o1[0] + 1 + j) % 500;
+    j1 = (vx_draft_job){0, t, 26, 4, 0, o1, 0};
+    vx_draft_job j2 = {0, t, 26, 4, 0, o2, 0};
+    vx_drafter_propose(d1, &j1, 1);
+    vx_drafter_propose(d2, &j2, 1);
+    CHECKF(j1.n_out == 4 && j2.n_out == 4 && !memcmp(o1, o2, sizeof o1),
+           "after an unverified draft: %d %d %d %d, a fresh drafter %d %d %d %d", o1[0], o1[1], o1[2], o1[3], o2[0],
+           o2[1], o2[2], o2[3]);
+    vx_drafter_free(d1);
+    vx_drafter_free(d2);
+}
+
 int main(void) {
     char err[VX_ERRMSG_MAX];
     test_lookup();
@@ -206,16 +369,18 @@ int main(void) {
     printf("n-gram (2): %llu drafted, %llu taken, %llu steps\n", (unsigned long long)st.draft_tokens,
            (unsigned long long)st.draft_accepted, (unsigned long long)st.steps);
 
-    ep.draft_max = 3;
-    ep.draft_min = 2;
-    run_all(m, ep, got, &st);
-    same(plain, got, "n-gram drafts of 2-3");
-
     ep.spec_ngram = 0;
-    ep.draft_max = 16;
-    ep.draft_min = 0;
     ep.draft_model = q4;
     ep.draft_p_min = 0;
+    ep.draft_max = 3;
+    ep.draft_min = 2; /* a rejection does not cap the next draft below 2 (which would end drafting) */
+    run_all(m, ep, got, &st);
+    same(plain, got, "draft-model drafts of 2-3");
+    CHECKF(st.draft_tokens >= st.tokens_generated, "drafts of 2-3: %llu drafted for %llu tokens",
+           (unsigned long long)st.draft_tokens, (unsigned long long)st.tokens_generated);
+
+    ep.draft_max = 16;
+    ep.draft_min = 0;
     run_all(m, ep, got, &st);
     same(plain, got, "the Q4_0 draft model");
     CHECKF(st.draft_tokens > 0 && st.draft_accepted > 0, "Q4_0 draft: %llu drafted, %llu taken",
@@ -272,6 +437,10 @@ int main(void) {
     printf("small pool: %llu drafted, %llu taken, %llu preemptions\n", (unsigned long long)st.draft_tokens,
            (unsigned long long)st.draft_accepted, (unsigned long long)st.preemptions);
 
+    test_prefill_room(m);
+    test_prefix_kept(m);
+    test_stale_drafts(q4);
+
     /* refused: a draft model of another vocabulary, draft sizes */
     {
         vx_model *other = NULL;
@@ -286,6 +455,13 @@ int main(void) {
         vx_engine *e = NULL;
         CHECKF(other && vx_engine_init(m, &bp, &e, err, sizeof err) == VX_EINVAL && !e && strstr(err, "vocabulary"),
                "another vocabulary: %s", err);
+        vx_model *renamed = renamed_token_model(); /* 512 tokens too, one of another text */
+        bp.draft_model = renamed;
+        CHECKF(renamed && vx_engine_init(m, &bp, &e, err, sizeof err) == VX_EINVAL && !e && strstr(err, "token 300 "),
+               "a vocabulary of the same size: %s", err);
+        vx_engine_free(e);
+        e = NULL;
+        vx_model_free(renamed);
         bp.draft_model = NULL;
         bp.spec_ngram = 3;
         bp.draft_min = 5;

@@ -49,7 +49,8 @@ static void serve_usage(void) {
            "                          chunking or the prefix cache (integer kernels only: no AMX\n"
            "                          bf16 prefill)\n"
            "  --queue N               waiting requests before 429 (default 64)\n"
-           "speculative decoding (outputs stay exactly what they would be without it):\n"
+           "speculative decoding (the tokens a request's sampler would draw without it, bit for bit\n"
+           "with --batch-invariant; elsewhere as any change of batch shape may move them):\n"
            "  --spec-type none|ngram-simple  ngram-simple: drafts by prompt lookup, the tokens that\n"
            "                          followed the latest earlier occurrence of the sequence's last\n"
            "                          N tokens (default none; llama-server's other ngram-* types\n"
@@ -61,6 +62,8 @@ static void serve_usage(void) {
            "  --draft-min N           shorter drafts are not verified (default 0)\n"
            "  --draft-p-min P         the draft model drafts while its top token's probability\n"
            "                          is at least P (default 0.8)\n"
+           "                          (the draft model runs with the model's context, KV type and\n"
+           "                          threads: llama-server's -cd, -td, -ctkd, -ctvd are ignored)\n"
            "  --kv-size N             KV positions over all sequences (default ctx x parallel)\n"
            "  --kv-type f16|f32|q8_0 KV cache type (default f16)\n"
            "  --chat-template NAME    chatml, llama3, llama2, mistral, phi3, gemma, ... or a\n"
@@ -185,6 +188,13 @@ int vx_cmd_serve(int argc, char **argv) {
         else if (!strcmp(o, "--draft-min") || !strcmp(o, "--spec-draft-n-min")) cli_int(&a, 0, 256, &draft_min);
         else if (!strcmp(o, "--draft-p-min") || !strcmp(o, "--spec-draft-p-min")) cli_float(&a, 0, 1, &ep.draft_p_min);
         else if (!strcmp(o, "-md") || !strcmp(o, "--model-draft")) draft_path = cli_value(&a);
+        else if (!strcmp(o, "-cd") || !strcmp(o, "--ctx-size-draft") || !strcmp(o, "-td") ||
+                 !strcmp(o, "--threads-draft") || !strcmp(o, "-ctkd") || !strcmp(o, "--cache-type-k-draft") ||
+                 !strcmp(o, "-ctvd") || !strcmp(o, "--cache-type-v-draft")) {
+            if (cli_value(&a))
+                fprintf(stderr, "note: %s ignored: the draft model runs with the model's context, threads and KV type\n",
+                        o);
+        }
         else if (cli_gpu_option(&a) || cli_llama_option(&a)) continue;
         else {
             fprintf(stderr, "error: unknown option '%s' (see vx serve --help)\n", o);
@@ -210,6 +220,11 @@ int vx_cmd_serve(int argc, char **argv) {
     mp.repack = repack;
     vx_model *m = cli_load_model_ex(path, &mp), *dm = NULL;
     if (!m) return 1;
+    if (draft_path && vx_model_is_encoder(m)) {
+        fprintf(stderr, "note: -md ignored: an embedding model generates nothing to draft\n");
+        draft_path = NULL;
+    }
+    if (ep.spec_ngram > 0 && vx_model_is_encoder(m)) ep.spec_ngram = 0;
     if (draft_path && (!(dm = cli_load_model_ex(draft_path, &mp)) || !cli_generative(dm))) goto done;
     ep.draft_model = dm;
     if (!(src = cli_chat_template_source(m, tmpl_name))) goto done;
