@@ -125,6 +125,22 @@ static void test_completion(void) {
           q.grammar && !strcmp(q.grammar, "root ::= \"a\""));
     done(&l, &q);
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"grammar\":\"root ::= a\"}", "Invalid GBNF grammar");
+    /* speculative.*: the engine's per-request draft limits (n_max 0: none; p_min 0 stays "draft everything") */
+    CHECK(translate(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"speculative.n_max\":5,\"speculative.n_min\":2,"
+                                        "\"speculative.p_min\":0.5}", 4096, 512, &l, &q, &e) &&
+          l.draft_max == 5 && l.draft_min == 2 && l.draft_p_min == 0.5f);
+    done(&l, &q);
+    CHECK(translate(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"speculative.n_max\":0,\"speculative.p_min\":0}", 4096,
+                    512, &l, &q, &e) &&
+          l.draft_max == -1 && l.draft_min == 0 && l.draft_p_min > 0 && l.draft_p_min < 1e-20f);
+    done(&l, &q);
+    CHECK(translate(VX_LCPP_COMPLETION, "{\"prompt\":\"x\"}", 4096, 512, &l, &q, &e) && l.draft_max == 0 &&
+          l.draft_min == 0 && l.draft_p_min == 0);
+    done(&l, &q);
+    REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"speculative.n_max\":-1}", "speculative.n_max");
+    REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"speculative.n_min\":2.5}", "speculative.n_min");
+    REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"speculative.p_min\":1.5}", "speculative.p_min");
+    REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"speculative.p_min\":\"high\"}", "speculative.p_min");
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":\"x\",\"lora\":[{\"id\":0,\"scale\":1}]}", "LoRA");
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":[\"a\",\"b\"]}", "several prompts");
     REFUSED(VX_LCPP_COMPLETION, "{\"prompt\":[[1],[2]]}", "several prompts");

@@ -158,3 +158,57 @@ describe('llama-server API', () => {
     assert.equal(ok.status, 200);
   });
 });
+
+// llama-server's speculative decoding: n-gram lookup and a draft model (the
+// model itself here, so that drafts are taken) change speed, not output:
+// the same texts as a server without them, greedy and seeded, streamed or
+// not, several requests at once; timings report the drafts as llama-server's
+// do; speculative.n_max 0 turns them off for one request.
+describe('speculative decoding', () => {
+  let plain, spec;
+  const common = ['-m', MODEL, '-t', '1', '--batch-invariant', '-c', '256', '--parallel', '3'];
+  before(async () => {
+    plain = await spawnServer(common);
+    spec = await spawnServer([...common, '--spec-type', 'ngram-simple', '--spec-ngram-size-n', '2', '-md', MODEL,
+      '--draft-max', '6', '--draft-p-min', '0.3']);
+  });
+  after(async () => {
+    for (const s of [plain, spec]) {
+      if (s && s.proc.exitCode === null) s.proc.kill('SIGTERM');
+      if (s) await s.exited;
+    }
+  });
+
+  test('the same texts as without drafts; timings.draft_n / draft_n_accepted', async () => {
+    const bodies = [
+      { prompt: 'Once upon a time', n_predict: 60, temperature: 0 },
+      { prompt: 'The little dog', n_predict: 50, temperature: 0.9, seed: 42, repeat_penalty: 1.1 },
+      { prompt: 'Lily and Ben', n_predict: 40, temperature: 0.7, top_k: 20, seed: 7, n_probs: 2 },
+    ];
+    const run = (s) => Promise.all(bodies.map((b) => post(s.base, '/completion', b)));
+    const [want, got] = [await run(plain), await run(spec)];
+    let drafted = 0, taken = 0;
+    for (let i = 0; i < bodies.length; i++) {
+      assert.equal(got[i].status, 200, got[i].text);
+      assert.equal(got[i].json.content, want[i].json.content, `request ${i}`);
+      assert.deepEqual(got[i].json.completion_probabilities, want[i].json.completion_probabilities);
+      assert.equal(want[i].json.timings.draft_n, undefined);
+      drafted += got[i].json.timings.draft_n || 0;
+      taken += got[i].json.timings.draft_n_accepted || 0;
+    }
+    assert.ok(drafted > 0 && taken > 0 && taken <= drafted, `${taken} of ${drafted}`);
+    const metrics = await fetch(`${spec.base}/metrics`).then((x) => x.text());
+    assert.match(metrics, /vortex_draft_tokens_accepted_total [1-9]/);
+    // streamed: the pieces make the same text
+    const s = await post(spec.base, '/completion', { ...bodies[1], stream: true });
+    const text = events(s.text).map((e) => e.data.content).join('');
+    assert.equal(text, want[1].json.content);
+    // one request without drafts; bad values are a 400 naming the field
+    const off = await post(spec.base, '/completion', { ...bodies[0], 'speculative.n_max': 0 });
+    assert.equal(off.json.content, want[0].json.content);
+    assert.equal(off.json.timings.draft_n, undefined);
+    const bad = await post(spec.base, '/completion', { ...bodies[0], 'speculative.p_min': 2 });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.param, 'speculative.p_min');
+  });
+});
