@@ -81,6 +81,10 @@ struct vx_sampler {
 
     vx_token_filter filter; /* vx_sampler_set_filter: NULL or the constraint */
     void *filter_ctx;
+
+    /* gather_top's: the tokens bias and penalties change, each once */
+    uint8_t *mark;     /* [n_vocab] */
+    vx_token *touched; /* [n_bias + ring_cap] */
 };
 
 /* ------------------------------------------------------------------ PRNG */
@@ -216,6 +220,21 @@ static float weight(float logit, float max) {
 
 /* ------------------------------------------------------------ the steps */
 
+/* Whether the repetition penalties change any logit. */
+static bool penalizing(const vx_sampler_params *p) {
+    return p->penalty_last_n != 0 &&
+           (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f);
+}
+
+/* Logit l of a token seen cnt times in the penalty window, penalized
+ * (-inf, banned, stays so). */
+static float penalize(const vx_sampler_params *p, float l, int32_t cnt) {
+    if (l == -INFINITY) return l;
+    l = l > 0.0f ? l / p->repeat_penalty : l * p->repeat_penalty;
+    l -= (float)cnt * p->frequency_penalty + p->presence_penalty;
+    return sanitize(l);
+}
+
 /* Steps 1-2: fills cand[0..n_vocab) in id order with biased, penalized,
  * sanitized logits. Penalties use the per-token counts, so this is one pass
  * whatever the window size. */
@@ -235,20 +254,75 @@ static void build_candidates(vx_sampler *s, const float *logits) {
         for (int32_t i = 0; i < n; i++)
             if (c[i].logit != -INFINITY && !s->filter(s->filter_ctx, i)) c[i].logit = -INFINITY;
 
-    float rep = s->params.repeat_penalty;
-    float pres = s->params.presence_penalty;
-    float freq = s->params.frequency_penalty;
-    if (s->params.penalty_last_n == 0 || (rep == 1.0f && pres == 0.0f && freq == 0.0f)) return;
+    if (!penalizing(&s->params)) return;
     const int32_t *counts = s->counts;
-    for (int32_t i = 0; i < n; i++) {
-        int32_t cnt = counts[i];
-        if (cnt == 0) continue;
-        float l = c[i].logit;
-        if (l == -INFINITY) continue; /* banned stays banned */
-        l = l > 0.0f ? l / rep : l * rep;
-        l -= (float)cnt * freq + pres;
-        c[i].logit = sanitize(l);
+    for (int32_t i = 0; i < n; i++)
+        if (counts[i] != 0) c[i].logit = penalize(&s->params, c[i].logit, counts[i]);
+}
+
+/* The most logit_bias entries gather_top takes (it looks each touched
+ * token's up in the list). */
+#define GATHER_MAX_BIAS 256
+
+/* Steps 1-3 at once, when top-k applies and the tokens bias and penalties
+ * change are known (a bounded penalty window): one pass over the raw
+ * logits keeps the best k + T filter-allowed tokens in a heap (T: the
+ * changed tokens), mostly one comparison each; the changed tokens' raw
+ * entries then make way for their adjusted logits. An unchanged token's
+ * logit is its raw one and at most T entries of the heap are changed
+ * ones, so the k best of the result are the k best of the whole adjusted
+ * vocabulary, as build_candidates, drop_banned and select_top find them.
+ * Returns how many candidates cand[0..) holds, sorted best first; -1 when
+ * this does not apply (then nothing changed). */
+static int32_t gather_top(vx_sampler *s, const float *logits, int32_t k) {
+    const bool pen = penalizing(&s->params);
+    if ((pen && s->ring_cap == 0) || s->n_bias > GATHER_MAX_BIAS) return -1;
+    int32_t T = 0;
+    for (int32_t j = 0; j < s->n_bias; j++) {
+        const vx_token t = s->bias[j].token;
+        if (!s->mark[t]) s->mark[t] = 1, s->touched[T++] = t;
     }
+    for (int32_t i = 0; pen && i < s->ring_len; i++) {
+        const vx_token t = s->ring[i];
+        if (!s->mark[t]) s->mark[t] = 1, s->touched[T++] = t;
+    }
+    const int32_t K = k + T;
+    if (K > s->n_vocab / 4) {
+        for (int32_t j = 0; j < T; j++) s->mark[s->touched[j]] = 0;
+        return -1;
+    }
+    vx_cand *h = s->cand;
+    int32_t hn = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        const float x = logits[i];
+        if (hn == K && !(x > h[0].logit)) continue; /* ids rise: a tie with the worst kept loses */
+        const vx_cand v = {i, sanitize(x), 0.0f};
+        if (v.logit == -INFINITY || (s->filter && !s->filter(s->filter_ctx, i))) continue;
+        if (hn < K) {
+            h[hn++] = v;
+            if (hn == K)
+                for (int32_t j = K / 2 - 1; j >= 0; j--) heap_sift_down(h, K, j);
+        } else if (cand_better(&v, &h[0])) {
+            h[0] = v;
+            heap_sift_down(h, K, 0);
+        }
+    }
+    int32_t n = 0;
+    for (int32_t i = 0; i < hn; i++)
+        if (!s->mark[h[i].id]) h[n++] = h[i];
+    for (int32_t j = 0; j < T; j++) {
+        const vx_token t = s->touched[j];
+        s->mark[t] = 0;
+        float l = sanitize(logits[t]);
+        for (int32_t b = 0; b < s->n_bias; b++) /* in order, as build_candidates adds them */
+            if (s->bias[b].token == t) l = sanitize(l + s->bias[b].bias);
+        if (l == -INFINITY || (s->filter && !s->filter(s->filter_ctx, t))) continue;
+        if (pen && s->counts[t] != 0) l = penalize(&s->params, l, s->counts[t]);
+        if (l != -INFINITY) h[n++] = (vx_cand){t, l, 0.0f};
+    }
+    k = VX_MIN(k, n);
+    select_top(h, n, k);
+    return k;
 }
 
 /* Drops -inf candidates (banned, NaN, or pushed there by penalties) so that
@@ -420,6 +494,9 @@ vx_status vx_sampler_init(const vx_sampler_params *params, int32_t n_vocab, vx_s
     s->n_vocab = n_vocab;
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
     s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
+    s->mark = calloc((size_t)n_vocab, 1);
+    s->touched = malloc(((size_t)VX_MAX(params->n_logit_bias, 0) + (size_t)VX_MAX(params->penalty_last_n, 0) + 1) *
+                        sizeof *s->touched);
     if (params->n_logit_bias > 0) {
         s->bias = malloc((size_t)params->n_logit_bias * sizeof *s->bias);
         if (s->bias) {
@@ -431,7 +508,7 @@ vx_status vx_sampler_init(const vx_sampler_params *params, int32_t n_vocab, vx_s
         s->ring = malloc((size_t)params->penalty_last_n * sizeof *s->ring);
         s->ring_cap = params->penalty_last_n;
     }
-    if (!s->cand || !s->counts || (params->n_logit_bias > 0 && !s->bias) ||
+    if (!s->cand || !s->counts || !s->mark || !s->touched || (params->n_logit_bias > 0 && !s->bias) ||
         (params->penalty_last_n > 0 && !s->ring)) {
         vx_sampler_free(s);
         return VX_ENOMEM;
@@ -448,6 +525,8 @@ void vx_sampler_free(vx_sampler *s) {
     free(s->counts);
     free(s->bias);
     free(s->ring);
+    free(s->mark);
+    free(s->touched);
     free(s);
 }
 
@@ -455,11 +534,11 @@ vx_token vx_sampler_sample(vx_sampler *s, const float *logits) {
     if (!s) return -1;
     s->n_dist = 0;
     if (!logits) return -1;
-    build_candidates(s, logits);
     vx_cand *c = s->cand;
     const vx_sampler_params *p = &s->params;
 
     if (!(p->temperature > 0.0f)) {
+        build_candidates(s, logits);
         /* Greedy. The reported distribution is the full temperature-1
          * softmax of the biased/penalized logits, so logprobs stay
          * meaningful (a one-hot distribution would say nothing). */
@@ -472,14 +551,19 @@ vx_token vx_sampler_sample(vx_sampler *s, const float *logits) {
         return best;
     }
 
-    int32_t n = drop_banned(c, s->n_vocab);
-    if (n == 0) return -1;
-    bool sorted = false;
-    if (p->top_k > 0 && p->top_k < n) {
-        select_top(c, n, p->top_k);
-        n = p->top_k;
-        sorted = true;
+    /* top-k keeps the k best, sorted (all of them, sorted, when fewer) */
+    int32_t n = p->top_k > 0 ? gather_top(s, logits, p->top_k) : -1;
+    bool sorted = n >= 0;
+    if (n < 0) {
+        build_candidates(s, logits);
+        n = drop_banned(c, s->n_vocab);
+        if (p->top_k > 0) {
+            select_top(c, n, VX_MIN(p->top_k, n));
+            n = VX_MIN(p->top_k, n);
+            sorted = true;
+        }
     }
+    if (n == 0) return -1;
     if (p->top_p < 1.0f) n = apply_top_p(c, n, p->top_p, sorted);
     if (p->min_p > 0.0f) n = apply_min_p(c, n, p->min_p);
     double total = finalize_dist(s, n, p->temperature, max_logit(c, n));
