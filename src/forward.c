@@ -219,7 +219,7 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
     }
     vx_kernels_init_best(&c->kern);
     c->glu = model->arch->gelu ? c->kern.geglu : c->kern.swiglu;
-    c->embed_scale = model->arch->embed_scale ? sqrtf((float)hp->n_embd) : 1.0f;
+    c->embed_scale = hp->embd_scale > 0 ? hp->embd_scale : model->arch->embed_scale ? sqrtf((float)hp->n_embd) : 1.0f;
     if (vx_pool_init(p->n_threads, &c->pool) != VX_OK) {
         vx_context_free(c);
         return vx_seterr(err, err_size, VX_ENOMEM, "cannot start %d threads", p->n_threads);
@@ -949,25 +949,30 @@ static void ffn_moe_solo(vx_context *c, const vx_layer *L, int ith, int nth) {
     sync_after(c, ith, VX_PERF_MOE);
 }
 
-/* Gemma 2's block outputs: x += RMSNorm(xn) w for this thread's tokens */
+/* Block outputs in xn into the residual stream, this thread's tokens:
+ * x += RMSNorm(xn) w (Gemma 2's post norms; w without data: no norm),
+ * times Granite's residual_scale */
 static void post_norm_add(vx_context *c, int ith, int nth, int64_t n, const vx_weight *w) {
     const int64_t E = c->model->hp.n_embd;
+    const float rs = c->model->hp.residual_scale;
     int64_t t0, t1;
     vx_split(n, ith, nth, 1, &t0, &t1);
     for (int64_t t = t0; t < t1; t++) {
         float *xn = c->xn + t * E, *x = c->x + t * E;
-        c->kern.rmsnorm(xn, xn, w->data, E, c->model->hp.rms_eps);
-        for (int64_t e = 0; e < E; e++) x[e] += xn[e];
+        if (w->data) c->kern.rmsnorm(xn, xn, w->data, E, c->model->hp.rms_eps);
+        if (rs != 1.0f) c->kern.axpy_f32(x, rs, xn, E);
+        else
+            for (int64_t e = 0; e < E; e++) x[e] += xn[e];
     }
 }
 
 /* A block's output projection w (K inputs x of n tokens) added to the
- * residual stream x: straight into it, or (Gemma 2, post a norm) into xn
- * first, x += RMSNorm(xn) post */
+ * residual stream x: straight into it, or (Gemma 2, post a norm; Granite,
+ * scaled) into xn first, then post_norm_add */
 static void block_out(vx_context *c, int ith, int nth, const vx_weight *w, const float *x, int64_t n, int64_t K,
                       const vx_weight *post, vx_perf_step s) {
     const int64_t E = c->model->hp.n_embd;
-    if (!post->data) {
+    if (!post->data && c->model->hp.residual_scale == 1.0f) {
         mm(c, ith, nth, w, 0, x, n, K, c->x, E, true);
         sync_after(c, ith, s);
         return;
@@ -1215,7 +1220,9 @@ static void forward_worker(void *arg, int ith, int nth) {
             perf_step(c, ith, VX_PERF_NORM);
         } else {
             for (int64_t t = t0; t < t1; t++) {
-                add_bias(c->x + t * E, &L->bo, E);
+                if (L->bo.data && hp->residual_scale != 1.0f) /* part of the block's output */
+                    c->kern.axpy_f32(c->x + t * E, hp->residual_scale, L->bo.data, E);
+                else add_bias(c->x + t * E, &L->bo, E);
                 c->kern.rmsnorm(c->xn + t * E, c->x + t * E, L->ffn_norm.data, E, hp->rms_eps);
             }
             if (hp->n_expert > 0) prep(c, t0, t1, n, c->xn, E, E, &L->ffn_gate_inp, NULL, NULL);
@@ -1270,6 +1277,8 @@ static void forward_worker(void *arg, int ith, int nth) {
     /* final norm of the tokens that want logits, gathered in output order */
     if (solo && c->n_out == 1) {
         c->kern.rmsnorm(xs, c->x, M->output_norm.data, E, hp->rms_eps);
+        if (hp->logit_scale != 1.0f) /* Granite: logits / logit_scale, as W (x / logit_scale) */
+            for (int64_t e = 0; e < E; e++) xs[e] /= hp->logit_scale;
         prep_solo(c, ith, xs, E, &M->output, NULL, NULL);
         mm(c, ith, nth, &M->output, 0, xs, 1, E, c->logits, hp->n_vocab, false);
         perf_step(c, ith, VX_PERF_LOGITS);
@@ -1282,9 +1291,11 @@ static void forward_worker(void *arg, int ith, int nth) {
     }
     int64_t o0, o1;
     vx_split(c->n_out, ith, nth, 1, &o0, &o1);
-    for (int64_t o = o0; o < o1; o++)
-        c->kern.rmsnorm(c->xn + o * E, c->x + (size_t)c->out_tok[o] * E, M->output_norm.data, E,
-                   hp->rms_eps);
+    for (int64_t o = o0; o < o1; o++) {
+        c->kern.rmsnorm(c->xn + o * E, c->x + (size_t)c->out_tok[o] * E, M->output_norm.data, E, hp->rms_eps);
+        if (hp->logit_scale != 1.0f)
+            for (int64_t e = 0; e < E; e++) c->xn[o * E + e] /= hp->logit_scale;
+    }
     prep(c, o0, o1, c->n_out, c->xn, E, E, &M->output, NULL, NULL);
     sync_after(c, ith, VX_PERF_LOGITS);
     mm(c, ith, nth, &M->output, 0, c->xn, c->n_out, E, c->logits, hp->n_vocab, false);

@@ -13,7 +13,8 @@
  * and MistralForCausalLM (GGUF "llama"), Qwen2ForCausalLM, Qwen3ForCausalLM,
  * Phi3ForCausalLM, MixtralForCausalLM ("llama" with experts: each layer's
  * experts are copied into the stacked 3-D tensors GGUF keeps),
- * GemmaForCausalLM (its norms stored as 1 + w, as the converter does). Weights: F32,
+ * GemmaForCausalLM (its norms stored as 1 + w, as the converter does), GraniteForCausalLM (Llama's
+ * tensors, its multipliers as the converter's keys). Weights: F32,
  * F16, BF16; FP8 (as BF16), GPTQ and AWQ int4 (as Q4_0 / Q4_1). Tokenizers: tokenizer.json
  * (byte-level BPE), or for Llama-family and Phi-3 models tokenizer.model
  * (SentencePiece), which the converter prefers where both exist; the chat
@@ -53,6 +54,7 @@ static const struct {
     {"Phi3ForCausalLM", "phi3", false, true, 0},          {"MixtralForCausalLM", "llama", true, true, 0},
     {"GemmaForCausalLM", "gemma", false, true, 1},        {"Gemma2ForCausalLM", "gemma2", false, true, 2},
     {"Gemma3ForCausalLM", "gemma3", false, true, 3},      {"Qwen3MoeForCausalLM", "qwen3moe", false, false, 0},
+    {"GraniteForCausalLM", "granite", true, false, 0},
     /* Gemma 3's 4B and larger checkpoints: the text model of a multimodal
      * one (text_config; its tensors under language_model, the vision tower
      * and projector left out, as for a GGUF file and its mmproj) */
@@ -567,6 +569,19 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
             return st;
     }
 
+    if (!strcmp(A, "granite")) { /* GraniteConfig's multipliers (its defaults: 1), the converter's keys */
+        static const char *const gk[4][2] = {{"embedding_multiplier", "embedding_scale"},
+                                             {"residual_multiplier", "residual_scale"},
+                                             {"attention_multiplier", "attention.scale"},
+                                             {"logits_scaling", "logit_scale"}};
+        for (int i = 0; i < 4; i++) {
+            double v;
+            if ((st = cfg_real(cfg, gk[i][0], 1.0, &v, err, err_size))) return st;
+            if (i == 3 && !(v > 0))
+                return vx_seterr(err, err_size, VX_EFORMAT, "config.json: logits_scaling must be positive");
+            if ((st = set_f32(w, A, gk[i][1], v))) return st;
+        }
+    }
     /* rope_parameters carry the scaling too (no rope_type: none) */
     const cJSON *rs = rp ? rp : cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
     if (rs && !cJSON_IsNull(rs)) {

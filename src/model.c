@@ -32,6 +32,9 @@ static const vx_arch vx_archs[] = {
     {"gemma", VX_ROPE_NEOX, false, false, true, true, false, false, false, false},
     {"gemma2", VX_ROPE_NEOX, false, false, true, true, true, false, false, false},
     {"gemma3", VX_ROPE_NEOX, false, false, true, true, true, false, false, true},
+    /* IBM Granite 3.x (dense): Llama's blocks, with multipliers for the
+     * embeddings, the block outputs, the attention scores and the logits */
+    {"granite", VX_ROPE_NORM, false, false, false, false, false, false, false, false},
     /* BERT (bge, MiniLM, mxbai-embed, ...): a GELU FFN with biases; nomic-bert
      * (nomic-embed-text): fused qkv, RoPE (NeoX pairs), SwiGLU */
     {"bert", VX_ROPE_NEOX, false, false, true, false, false, true, true, false},
@@ -235,6 +238,29 @@ static vx_status load_hparams(loader *L) {
                          hp->rms_eps);
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->attn_softcap = hp->final_softcap = 0;
+    hp->embd_scale = 0;
+    hp->residual_scale = hp->logit_scale = 1;
+    if (!strcmp(m->arch->name, "granite")) {
+        /* llama.cpp's keys: logit_scale required, the others optional (0 or
+         * missing: none; attention.scale 0: 1/sqrt(head_dim)) */
+        float as = 0, es = 0, rs = 0, ls = 0;
+        char lk[160];
+        snprintf(lk, sizeof lk, "%s.logit_scale", L->arch);
+        if (!vx_gguf_find(m->gguf, lk)) return vx_seterr(L->err, L->err_size, VX_EFORMAT, "missing key '%s'", lk);
+        if ((st = hp_float(L, "logit_scale", 0.0, &ls)) || (st = hp_float(L, "embedding_scale", 0.0, &es)) ||
+            (st = hp_float(L, "residual_scale", 0.0, &rs)) || (st = hp_float(L, "attention.scale", 0.0, &as)))
+            return st;
+        if (!(ls > 0))
+            return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s = %g: the logits' divisor must be positive", lk,
+                             (double)ls);
+        if (hp->n_expert > 0)
+            return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
+                             "granite with experts (Granite MoE) is not supported");
+        hp->logit_scale = ls;
+        if (es != 0) hp->embd_scale = es;
+        if (rs != 0) hp->residual_scale = rs;
+        if (as != 0) hp->attn_scale = as;
+    }
     hp->n_swa = 0;
     hp->swa_period = 0;
     if (m->arch->gemma3) {
@@ -701,7 +727,7 @@ vx_status vx_model_load(const char *path, const vx_model_params *params, vx_mode
     if (!m->arch) {
         st = vx_seterr(err, err_size, VX_EUNSUPPORTED,
                        "%s: architecture '%s' is not supported (supported: llama, mistral, "
-                       "qwen2, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, bert, nomic-bert)",
+                       "qwen2, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, bert, nomic-bert)",
                        path, arch);
         goto fail;
     }

@@ -194,6 +194,12 @@ static void test_gemma(void) {
     check_preset("gemma3-tiny", 3e-3, 3e-2);
 }
 
+/* Granite: Llama's blocks with Granite 3's multipliers (embeddings x12,
+ * block outputs x0.22 before the residual add, scores x1/64 instead of
+ * 1/sqrt(32), logits / 8); no GELU, so "exact" is llama.cpp as released
+ * with F32 KV caches */
+static void test_granite(void) { check_preset("granite-tiny", 1e-3, 1e-2); }
+
 /* Qwen3-MoE: Qwen3's q/k norms, 8 experts of 64 (expert_feed_forward_length,
  * not feed_forward_length's 256), 2 used; no GELU, so "exact" is llama.cpp
  * as released with F32 KV caches */
@@ -498,6 +504,7 @@ static void test_decoder_files(void) {
 int main(void) {
     test_gemma();
     test_qwen3moe();
+    test_granite();
     test_decoder_files();
     test_encoders();
     return vx_test_finish("test_arch");

@@ -529,7 +529,9 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
     GF("attention.layer_norm_rms_epsilon", eps), GF("rope.freq_base", theta);
 #undef GI
 #undef GF
-    const bool llama = !strcmp(arch, "llama"), tied = !vx_gguf_find_tensor(g, "output.weight");
+    /* Granite: Llama's tensors (permuted q/k too) */
+    const bool granite = !strcmp(arch, "granite"), llama = !strcmp(arch, "llama") || granite,
+               tied = !vx_gguf_find_tensor(g, "output.weight");
     int64_t X = 0, XU = 0;
     snprintf(key, sizeof key, "%s.expert_count", arch);
     vx_gguf_get_i64(g, key, &X);
@@ -539,6 +541,7 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
     cJSON *cfg = cJSON_CreateObject();
     cJSON *archs = cJSON_AddArrayToObject(cfg, "architectures");
     const char *cls = o->arch_class ? o->arch_class
+                      : granite ? "GraniteForCausalLM"
                       : llama && X > 0 ? "MixtralForCausalLM"
                       : llama       ? "LlamaForCausalLM"
                       : !strcmp(arch, "qwen2") ? "Qwen2ForCausalLM"
@@ -594,6 +597,18 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
             cJSON *rs = cJSON_AddObjectToObject(cfg, "rope_scaling");
             cJSON_AddStringToObject(rs, "rope_type", "linear");
             cJSON_AddNumberToObject(rs, "factor", factor);
+        }
+    }
+    if (granite) { /* GraniteConfig's multipliers */
+        static const char *const gk[4][2] = {{"embedding_scale", "embedding_multiplier"},
+                                             {"residual_scale", "residual_multiplier"},
+                                             {"attention.scale", "attention_multiplier"},
+                                             {"logit_scale", "logits_scaling"}};
+        for (int i = 0; i < 4; i++) {
+            double v = 1;
+            snprintf(key, sizeof key, "granite.%s", gk[i][0]);
+            vx_gguf_get_f64(g, key, &v);
+            cJSON_AddNumberToObject(cfg, gk[i][1], v);
         }
     }
     if (!strcmp(arch, "qwen3moe")) { /* experts of their own length */
@@ -1332,6 +1347,10 @@ int main(void) {
         remove(gm);
         /* Gemma 3: Gemma 2's norms, q/k norms, the window's pattern and
          * base, linear RoPE scaling; Qwen3-MoE: experts under mlp.experts */
+        snprintf(gm, sizeof gm, "%s/granite-tiny.gguf", g_tmp); /* Granite's multipliers from config.json */
+        CHECK(vx_test_synth("granite-tiny", "F32", gm));
+        test_model(gm, &one);
+        remove(gm);
         static const char *const more[] = {"gemma3-tiny", "qwen3moe-tiny"};
         static const bad_cfg g3bad[] = {
             {"query_pre_attn_scalar", "128", "query_pre_attn_scalar 128"},

@@ -30,50 +30,59 @@ typedef struct preset {
     double rope_linear;         /* linear RoPE scaling factor (0: none; Gemma 3: its global layers') */
     bool qk_norm;               /* per-head q/k RMSNorms (Qwen3, Gemma 3) */
     int64_t n_expert, n_expert_used, n_ff_exp; /* Qwen3-MoE's experts (0: dense) */
+    const double *granite; /* Granite's embedding, residual, attention and logit scales (NULL: none) */
 } preset;
+
+/* Granite 3.x's multipliers (embedding 12, residual 0.22, attention 1/64, logits 8) */
+static const double granite_scales[4] = {12.0, 0.22, 0.015625, 8.0};
 
 static const preset presets[] = {
     {"llama-1b", "llama", "Llama-3.2-1B shape (random weights)", 2048, 16, 32, 8, 8192, 128256,
-     131072, 500000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0},
+     131072, 500000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL},
     {"llama-8b", "llama", "Llama-3-8B shape (random weights)", 4096, 32, 32, 8, 14336, 128256,
-     8192, 500000.0, 1e-5, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0},
+     8192, 500000.0, 1e-5, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL},
     {"qwen-0.5b", "qwen2", "Qwen2.5-0.5B shape (random weights)", 896, 24, 14, 2, 4864, 151936,
-     32768, 1000000.0, 1e-6, true, true, 0, 0, 0, 0, 0, false, 0, 0, 0},
+     32768, 1000000.0, 1e-6, true, true, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL},
     {"tiny", "llama", "tiny llama shape (random weights, for tests)", 256, 2, 4, 2, 512, 1024,
-     2048, 10000.0, 1e-5, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0},
+     2048, 10000.0, 1e-5, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL},
     {"gemma-2b", "gemma", "Gemma-2B shape (random weights)", 2048, 18, 8, 1, 16384, 256000, 8192, 10000.0, 1e-6,
-     true, false, 256, 0, 0, 0, 0, false, 0, 0, 0},
+     true, false, 256, 0, 0, 0, 0, false, 0, 0, 0, NULL},
     {"gemma-tiny", "gemma", "tiny Gemma shape (random weights, for tests: head_dim 128 x 4 heads over 256)", 256, 2,
-     4, 1, 512, 1024, 2048, 10000.0, 1e-6, true, false, 128, 0, 0, 0, 0, false, 0, 0, 0},
+     4, 1, 512, 1024, 2048, 10000.0, 1e-6, true, false, 128, 0, 0, 0, 0, false, 0, 0, 0, NULL},
     {"gemma2-2b", "gemma2", "Gemma-2-2B shape (random weights)", 2304, 26, 8, 4, 9216, 256000, 8192, 10000.0, 1e-6,
-     true, false, 256, 50.0, 30.0, 4096, 0, false, 0, 0, 0},
+     true, false, 256, 50.0, 30.0, 4096, 0, false, 0, 0, 0, NULL},
     /* 26 layers: llama.cpp takes Gemma 2 models of 26, 42 or 46 layers only */
     {"gemma2-tiny", "gemma2", "tiny Gemma 2 shape (random weights, for tests: 26 layers, caps 0.5 / 1, window 6)", 128,
-     26, 4, 2, 256, 1024, 2048, 10000.0, 1e-6, true, false, 64, 0.5, 1.0, 6, 0, false, 0, 0, 0},
+     26, 4, 2, 256, 1024, 2048, 10000.0, 1e-6, true, false, 64, 0.5, 1.0, 6, 0, false, 0, 0, 0, NULL},
     /* Gemma 3: a 512 window on 5 of every 6 layers, q/k norms; the tiny
      * one has a window of 5 tokens, and linear RoPE scaling on its global
      * layer (as the 4B and larger models) */
     {"gemma3-1b", "gemma3", "Gemma-3-1B shape (random weights)", 1152, 26, 4, 1, 6912, 262144, 32768, 1000000.0,
-     1e-6, true, false, 256, 0, 0, 512, 0, true, 0, 0, 0},
+     1e-6, true, false, 256, 0, 0, 512, 0, true, 0, 0, 0, NULL},
     {"gemma3-4b", "gemma3", "Gemma-3-4B shape (random weights; text model)", 2560, 34, 8, 4, 10240, 262208, 131072,
-     1000000.0, 1e-6, true, false, 256, 0, 0, 1024, 8.0, true, 0, 0, 0},
+     1000000.0, 1e-6, true, false, 256, 0, 0, 1024, 8.0, true, 0, 0, 0, NULL},
     {"gemma3-tiny", "gemma3", "tiny Gemma 3 shape (random weights, for tests: 8 layers, window 5, RoPE x8 global)",
-     128, 8, 4, 2, 256, 1024, 2048, 1000000.0, 1e-6, true, false, 64, 0, 0, 5, 8.0, true, 0, 0, 0},
+     128, 8, 4, 2, 256, 1024, 2048, 1000000.0, 1e-6, true, false, 64, 0, 0, 5, 8.0, true, 0, 0, 0, NULL},
     /* Qwen3-MoE: 128 experts of 768, 8 used; the tiny one 8 of 64, 2 used */
     {"qwen3-30b-a3b", "qwen3moe", "Qwen3-30B-A3B shape (random weights)", 2048, 48, 32, 4, 6144, 151936, 40960,
-     1000000.0, 1e-6, false, false, 128, 0, 0, 0, 0, true, 128, 8, 768},
+     1000000.0, 1e-6, false, false, 128, 0, 0, 0, 0, true, 128, 8, 768, NULL},
     {"qwen3moe-tiny", "qwen3moe", "tiny Qwen3-MoE shape (random weights, for tests: 8 experts, 2 used)", 128, 2, 4,
-     2, 256, 1024, 2048, 1000000.0, 1e-6, false, false, 0, 0, 0, 0, 0, true, 8, 2, 64},
+     2, 256, 1024, 2048, 1000000.0, 1e-6, false, false, 0, 0, 0, 0, 0, true, 8, 2, 64, NULL},
+    /* IBM Granite 3.1 2B: Llama's blocks with multipliers */
+    {"granite-2b", "granite", "Granite-3.1-2B shape (random weights)", 2048, 40, 32, 8, 8192, 49155, 131072,
+     5000000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, granite_scales},
+    {"granite-tiny", "granite", "tiny Granite shape (random weights, for tests: Granite 3's multipliers)", 128, 2, 4,
+     2, 256, 1024, 2048, 10000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, granite_scales},
     /* encoders (embedding models): a WordPiece vocabulary of the same
      * layout as BERT's ([PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102) */
     {"bge-small", "bert", "bge-small-en-v1.5 shape (random weights)", 384, 12, 12, 12, 1536, 30522, 512, 10000.0,
-     1e-12, false, true, 0, 0, 0, 0, 0, false, 0, 0, 0},
+     1e-12, false, true, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL},
     {"bert-tiny", "bert", "tiny BERT shape (random weights, for tests)", 128, 2, 4, 4, 512, 2048, 512, 10000.0, 1e-12,
-     false, true, 0, 0, 0, 0, 0, false, 0, 0, 0},
+     false, true, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL},
     {"nomic-embed", "nomic-bert", "nomic-embed-text-v1.5 shape (random weights)", 768, 12, 12, 12, 3072, 30522, 2048,
-     1000.0, 1e-12, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0},
+     1000.0, 1e-12, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL},
     {"nomic-tiny", "nomic-bert", "tiny nomic-bert shape (random weights, for tests)", 128, 2, 4, 4, 512, 2048, 2048,
-     1000.0, 1e-12, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0},
+     1000.0, 1e-12, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL},
 };
 
 /* The encoder presets (bert, nomic-bert) */
@@ -312,6 +321,12 @@ int vx_cmd_synth(int argc, char **argv) {
         vx_gguf_set_u32(w, K("attention.value_length"), (uint32_t)hd);
     }
     vx_gguf_set_f32(w, K("rope.freq_base"), (float)p->rope_base);
+    if (p->granite) {
+        vx_gguf_set_f32(w, K("embedding_scale"), (float)p->granite[0]);
+        vx_gguf_set_f32(w, K("residual_scale"), (float)p->granite[1]);
+        vx_gguf_set_f32(w, K("attention.scale"), (float)p->granite[2]);
+        vx_gguf_set_f32(w, K("logit_scale"), (float)p->granite[3]);
+    }
     if (enc) { /* bge pools by CLS, nomic-embed-text by the mean */
         vx_gguf_set_f32(w, K("attention.layer_norm_epsilon"), (float)p->eps);
         vx_gguf_set_bool(w, K("attention.causal"), false);
