@@ -351,6 +351,16 @@ static vx_finish verify(vx_engine *e, req *r, int32_t i, int32_t k, int32_t *acc
     return why;
 }
 
+/* Takes finished request r out of its slot and onto the step's done
+ * list (freed, and told if canceled, at the step's end). Lock not held. */
+static void retire(vx_engine *e, req *r, vx_finish why, int *n_done) {
+    pthread_mutex_lock(&e->mu);
+    release_slot(e, r);
+    pthread_mutex_unlock(&e->mu);
+    e->done[*n_done] = r;
+    e->done_why[(*n_done)++] = why;
+}
+
 /* One step: admit, build a batch, run it, sample. Returns false when idle. */
 static bool step(vx_engine *e) {
     req **done = e->done;
@@ -521,13 +531,7 @@ static bool step(vx_engine *e) {
             n_drafted += k;
             n_accepted += a;
             n_gen_tok += r->n_gen - gen0;
-            if (why != VX_FINISH_NONE) {
-                pthread_mutex_lock(&e->mu);
-                release_slot(e, r);
-                pthread_mutex_unlock(&e->mu);
-                done[n_done] = r;
-                done_why[n_done++] = why;
-            }
+            if (why != VX_FINISH_NONE) retire(e, r, why, &n_done);
             continue;
         }
         r->n_past++;
@@ -549,14 +553,7 @@ static bool step(vx_engine *e) {
         else
             why = emit(e, r, vx_get_logits_ith(e->ctx, i));
         n_gen_tok += r->n_gen - gen0;
-        if (why != VX_FINISH_NONE) {
-            pthread_mutex_lock(&e->mu);
-            release_slot(e, r);
-            pthread_mutex_unlock(&e->mu);
-            done[n_done] = r;
-            /* STOP/LENGTH/ERROR were reported already (emit, send_end) */
-            done_why[n_done++] = why;
-        }
+        if (why != VX_FINISH_NONE) retire(e, r, why, &n_done); /* STOP/LENGTH/ERROR were reported (emit, send_end) */
     }
     pthread_mutex_lock(&e->mu);
     e->stats.steps++;

@@ -19,7 +19,6 @@
 
 #include "draft.h"
 #include "engine.h"
-#include "gguf.h"
 #include "testutil.h"
 
 enum { NREQ = 10, NGEN = 48 };
@@ -147,6 +146,16 @@ static void same(const result *want, const result *got, const char *what) {
     }
 }
 
+/* run_all on ep, held to want by same(); prints the drafts' counts */
+static void run_same(const vx_model *m, vx_engine_params ep, const result *want, result *got, vx_engine_stats *st,
+                     const char *what) {
+    run_all(m, ep, got, st);
+    same(want, got, what);
+    printf("%-40s %5llu drafted, %4llu taken, %4llu steps, %llu preemptions\n", what,
+           (unsigned long long)st->draft_tokens, (unsigned long long)st->draft_accepted,
+           (unsigned long long)st->steps, (unsigned long long)st->preemptions);
+}
+
 /* vx_ngram_lookup against a plain search of every earlier occurrence. */
 static void test_lookup(void) {
     const vx_token t[] = {5, 6, 7, 8, 5, 6, 9, 5, 6};
@@ -186,48 +195,37 @@ static void test_lookup(void) {
 
 /* The Q4_0 fixture with token 300's text changed. */
 static vx_model *renamed_token_model(void) {
-    char err[VX_ERRMSG_MAX];
+    char err[VX_ERRMSG_MAX] = "";
     const char *out = "/tmp/vx_test_draft_renamed.gguf";
-    vx_gguf *g = NULL;
-    vx_gguf_writer *w = vx_gguf_writer_init();
-    vx_gguf_type et;
-    uint64_t nt = 0;
-    const vx_gguf_kv *kv = NULL;
-    const char **strs = NULL;
-    bool ok = vx_gguf_open(vx_test_fixture_path("models/llama/llama-Q4_0.gguf"), &g, err, sizeof err) == VX_OK && w &&
-              vx_gguf_copy_kv(w, g) == VX_OK && vx_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &nt, &kv) == 1 &&
-              et == VX_GGUF_STRING && nt > 300 && (strs = malloc(nt * sizeof *strs)) != NULL;
-    for (uint64_t i = 0; ok && i < nt; i++) strs[i] = i == 300 ? "renamed" : kv->v.arr.strs[i].s;
-    ok = ok && vx_gguf_set_arr_str(w, "tokenizer.ggml.tokens", strs, nt) == VX_OK;
-    for (int64_t i = 0; ok && i < vx_gguf_n_tensors(g); i++) {
-        const vx_gguf_tensor *t = vx_gguf_tensor_at(g, i);
-        ok = vx_gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->size, true) == VX_OK;
-    }
-    ok = ok && vx_gguf_write_file(w, out, err, sizeof err) == VX_OK;
-    CHECKF(ok, "writing the renamed-token model: %s", err);
-    free(strs);
-    vx_gguf_writer_free(w);
-    vx_gguf_close(g);
+    const bool ok = vx_test_rename_token("models/llama/llama-Q4_0.gguf", 300, "renamed", out);
     vx_model *m = NULL;
     CHECKF(ok && vx_model_load(out, NULL, &m, err, sizeof err) == VX_OK, "%s", err);
     unlink(out);
     return m;
 }
 
-/* Long requests drafting at most every step (the target as its own
- * draft) leave half the batch to a prompt arriving meanwhile: its first
- * token comes long before they end. */
-static void test_prefill_room(vx_model *m) {
+/* An engine on m with m as its own draft model (every greedy draft
+ * taken), drafting whatever the draft's confidence. */
+static vx_engine *self_drafting(vx_model *m, int32_t n_ctx, int32_t kv_size, int32_t n_parallel, int32_t n_batch) {
     vx_engine_params ep = vx_engine_default_params();
-    ep.n_ctx = 256;
+    ep.n_ctx = n_ctx;
+    ep.kv_size = kv_size;
     ep.n_threads = 2;
-    ep.n_parallel = 3;
-    ep.n_batch = 32;
+    ep.n_parallel = n_parallel;
+    ep.n_batch = n_batch;
     ep.draft_model = m;
     ep.draft_p_min = 0;
     vx_engine *e = NULL;
     char err[VX_ERRMSG_MAX];
     CHECKF(vx_engine_init(m, &ep, &e, err, sizeof err) == VX_OK, "%s", err);
+    return e;
+}
+
+/* Long requests drafting at most every step leave half the batch to a
+ * prompt arriving meanwhile: its first token comes long before they end. */
+static void test_prefill_room(vx_model *m) {
+    vx_engine *e = self_drafting(m, 256, 0, 3, 32);
+    char err[VX_ERRMSG_MAX];
     if (!e) return;
     static result rs[3];
     vx_token p[3][128];
@@ -265,16 +263,8 @@ static void test_prefill_room(vx_model *m) {
 /* A prompt's blocks in the prefix cache stay there while another request
  * drafts in a pool with no other free blocks: drafts use free blocks only. */
 static void test_prefix_kept(vx_model *m) {
-    vx_engine_params ep = vx_engine_default_params();
-    ep.n_ctx = 128;
-    ep.kv_size = 128;
-    ep.n_threads = 2;
-    ep.n_parallel = 1;
-    ep.draft_model = m;
-    ep.draft_p_min = 0;
-    vx_engine *e = NULL;
+    vx_engine *e = self_drafting(m, 128, 128, 1, 512);
     char err[VX_ERRMSG_MAX];
-    CHECKF(vx_engine_init(m, &ep, &e, err, sizeof err) == VX_OK, "%s", err);
     if (!e) return;
     /* a: 4 blocks cached at its end; b: 20 + 40 positions in the 4 free
      * blocks (stopped by its callback, its drafts run past them) */
@@ -362,36 +352,26 @@ int main(void) {
     CHECKF(n_len >= NREQ / 2, "only %d requests ran to max_tokens", n_len);
 
     ep.spec_ngram = 2;
-    run_all(m, ep, got, &st);
-    same(plain, got, "n-gram drafts");
-    CHECKF(st.draft_tokens > 0 && st.draft_accepted > 0, "n-gram: %llu drafted, %llu taken",
-           (unsigned long long)st.draft_tokens, (unsigned long long)st.draft_accepted);
-    printf("n-gram (2): %llu drafted, %llu taken, %llu steps\n", (unsigned long long)st.draft_tokens,
-           (unsigned long long)st.draft_accepted, (unsigned long long)st.steps);
+    run_same(m, ep, plain, got, &st, "n-gram drafts");
+    CHECK(st.draft_tokens > 0 && st.draft_accepted > 0);
 
     ep.spec_ngram = 0;
     ep.draft_model = q4;
     ep.draft_p_min = 0;
     ep.draft_max = 3;
     ep.draft_min = 2; /* a rejection does not cap the next draft below 2 (which would end drafting) */
-    run_all(m, ep, got, &st);
-    same(plain, got, "draft-model drafts of 2-3");
+    run_same(m, ep, plain, got, &st, "draft-model drafts of 2-3");
     CHECKF(st.draft_tokens >= st.tokens_generated, "drafts of 2-3: %llu drafted for %llu tokens",
            (unsigned long long)st.draft_tokens, (unsigned long long)st.tokens_generated);
 
     ep.draft_max = 16;
     ep.draft_min = 0;
-    run_all(m, ep, got, &st);
-    same(plain, got, "the Q4_0 draft model");
-    CHECKF(st.draft_tokens > 0 && st.draft_accepted > 0, "Q4_0 draft: %llu drafted, %llu taken",
-           (unsigned long long)st.draft_tokens, (unsigned long long)st.draft_accepted);
-    printf("Q4_0 draft: %llu drafted, %llu taken, %llu steps\n", (unsigned long long)st.draft_tokens,
-           (unsigned long long)st.draft_accepted, (unsigned long long)st.steps);
+    run_same(m, ep, plain, got, &st, "the Q4_0 draft model");
+    CHECK(st.draft_tokens > 0 && st.draft_accepted > 0);
 
     ep.draft_p_min = 0.8f;
     ep.spec_ngram = 3; /* both: the lookup first */
-    run_all(m, ep, got, &st);
-    same(plain, got, "n-gram then the draft model, p_min 0.8");
+    run_same(m, ep, plain, got, &st, "n-gram then the draft model, p_min 0.8");
 
     /* the target drafting for itself: every greedy draft is taken */
     {
@@ -430,12 +410,8 @@ int main(void) {
     ep.draft_model = q4;
     ep.draft_p_min = 0;
     ep.spec_ngram = 2;
-    run_all(m, ep, got, &st);
-    same(plain, got, "drafts in a small KV pool");
-    CHECKF(st.draft_tokens > 0 && st.preemptions > 0, "small pool: %llu drafted, %llu preemptions",
-           (unsigned long long)st.draft_tokens, (unsigned long long)st.preemptions);
-    printf("small pool: %llu drafted, %llu taken, %llu preemptions\n", (unsigned long long)st.draft_tokens,
-           (unsigned long long)st.draft_accepted, (unsigned long long)st.preemptions);
+    run_same(m, ep, plain, got, &st, "drafts in a small KV pool");
+    CHECK(st.draft_tokens > 0 && st.preemptions > 0);
 
     test_prefill_room(m);
     test_prefix_kept(m);

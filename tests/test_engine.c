@@ -78,34 +78,13 @@ static void wait_all(result *rs, int n) {
  * vocabulary has 256-byte ones): stories260K with token 302's text made
  * 300 bytes long, forced by logit_bias; its event carries all of it. */
 static void test_long_piece(void) {
-    char err[VX_ERRMSG_MAX];
+    char err[VX_ERRMSG_MAX] = "";
     const char *out = "/tmp/vx_test_engine_long_piece.gguf";
-    vx_gguf *g = NULL;
-    CHECKF(vx_gguf_open(vx_test_fixture_path("models/stories260K/stories260K.gguf"), &g, err, sizeof err) == VX_OK,
-           "%s", err);
-    if (!g) return;
-    vx_gguf_writer *w = vx_gguf_writer_init();
-    vx_gguf_type et;
-    uint64_t nt = 0;
-    const vx_gguf_kv *kv = NULL;
-    const char **strs = NULL;
     char longtok[301];
     memset(longtok, 'y', 300);
     longtok[300] = 0;
-    bool ok = w && vx_gguf_copy_kv(w, g) == VX_OK &&
-              vx_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &nt, &kv) == 1 && et == VX_GGUF_STRING && nt > 302 &&
-              (strs = malloc(nt * sizeof *strs)) != NULL;
-    for (uint64_t i = 0; ok && i < nt; i++) strs[i] = i == 302 ? longtok : kv->v.arr.strs[i].s;
-    ok = ok && vx_gguf_set_arr_str(w, "tokenizer.ggml.tokens", strs, nt) == VX_OK;
-    for (int64_t i = 0; ok && i < vx_gguf_n_tensors(g); i++) {
-        const vx_gguf_tensor *t = vx_gguf_tensor_at(g, i);
-        ok = vx_gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->size, true) == VX_OK;
-    }
-    ok = ok && vx_gguf_write_file(w, out, err, sizeof err) == VX_OK;
-    CHECKF(ok, "writing the long-token model: %s", err);
-    free(strs);
-    vx_gguf_writer_free(w);
-    vx_gguf_close(g);
+    const bool ok = vx_test_rename_token("models/stories260K/stories260K.gguf", 302, longtok, out);
+    CHECK(ok);
     vx_model *m = NULL;
     vx_model_params mp = vx_model_default_params();
     CHECKF(ok && vx_model_load(out, &mp, &m, err, sizeof err) == VX_OK, "%s", err);

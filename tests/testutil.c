@@ -1,6 +1,8 @@
 /* testutil.c - see testutil.h */
 #include "testutil.h"
 
+#include "gguf.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -105,4 +107,29 @@ float *vx_test_read_f32(const char *rel, size_t n) {
         return NULL;
     }
     return (float *)(void *)buf;
+}
+
+bool vx_test_rename_token(const char *rel, int64_t id, const char *text, const char *out) {
+    char err[VX_ERRMSG_MAX] = "";
+    vx_gguf *g = NULL;
+    vx_gguf_writer *w = vx_gguf_writer_init();
+    vx_gguf_type et;
+    uint64_t nt = 0;
+    const vx_gguf_kv *kv = NULL;
+    const char **strs = NULL;
+    bool ok = vx_gguf_open(vx_test_fixture_path(rel), &g, err, sizeof err) == VX_OK && w &&
+              vx_gguf_copy_kv(w, g) == VX_OK && vx_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &nt, &kv) == 1 &&
+              et == VX_GGUF_STRING && id >= 0 && (uint64_t)id < nt && (strs = malloc(nt * sizeof *strs)) != NULL;
+    for (uint64_t i = 0; ok && i < nt; i++) strs[i] = i == (uint64_t)id ? text : kv->v.arr.strs[i].s;
+    ok = ok && vx_gguf_set_arr_str(w, "tokenizer.ggml.tokens", strs, nt) == VX_OK;
+    for (int64_t i = 0; ok && i < vx_gguf_n_tensors(g); i++) {
+        const vx_gguf_tensor *t = vx_gguf_tensor_at(g, i);
+        ok = vx_gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->size, true) == VX_OK;
+    }
+    ok = ok && vx_gguf_write_file(w, out, err, sizeof err) == VX_OK;
+    if (!ok) fprintf(stderr, "%s with token %lld renamed: %s\n", rel, (long long)id, err);
+    free(strs);
+    vx_gguf_writer_free(w);
+    vx_gguf_close(g);
+    return ok;
 }

@@ -50,6 +50,9 @@ bool vx_test_sanitized(void);
 /* Writes a model with `$BUILD/vx synth --preset preset --type type -o path`
  * (BUILD default: build); true when it exited 0. */
 bool vx_test_synth(const char *preset, const char *type, const char *path);
+/* Writes the fixture model rel (a path under the fixtures) to out with
+ * token id's text replaced by text; false (and a message) on failure. */
+bool vx_test_rename_token(const char *rel, int64_t id, const char *text, const char *out);
 /* Prints the summary line and returns the process exit code. */
 int vx_test_finish(const char *name);
 
