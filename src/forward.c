@@ -249,7 +249,7 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
     const size_t nb = p->n_batch, E = (size_t)hp->n_embd;
     const size_t QD = (size_t)hp->n_head * (size_t)hp->head_dim;
     const size_t KD = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
-    const size_t FF = (size_t)hp->n_ff * (hp->fused_gate_up ? 2 : 1);
+    const size_t FF = (size_t)VX_MAX(hp->n_ff, hp->n_ff_shexp) * (hp->fused_gate_up ? 2 : 1);
     const size_t V = (size_t)hp->n_vocab, X = (size_t)hp->n_expert, K = (size_t)hp->n_expert_used;
     const size_t F = sizeof(float);
     bool ok = true;
@@ -321,7 +321,7 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
      * layer, the router and three per expert in MoE layers, the output;
      * and the attention's units, once per layer; calls past the table fall
      * back to the static split */
-    c->n_mm = hp->n_layer * (9 + 3 * (int32_t)X) + 4;
+    c->n_mm = hp->n_layer * (9 + 3 * (int32_t)X + (hp->n_ff_shexp > 0 ? 3 : 0)) + 4;
     c->mm_next = xalloc((size_t)c->n_mm * sizeof(atomic_int), &ok);
     c->mm_seq = xalloc((size_t)p->n_threads * 16 * sizeof(int32_t), &ok);
     c->att_seg = vx_attn_seg_len(p->n_ctx);
@@ -857,7 +857,9 @@ static void moe_route(vx_context *c) {
         for (int32_t k = 0; k < K; k++) {
             const int32_t e = sel[k];
             c->exp_tok[(size_t)e * c->params.n_batch + c->exp_n[e]] = t;
-            c->exp_w[(size_t)e * c->params.n_batch + c->exp_n[e]] = w[k] / wsum;
+            /* Granite's residual scale rides on the weights */
+            c->exp_w[(size_t)e * c->params.n_batch + c->exp_n[e]] =
+                (hp->moe_norm ? w[k] / wsum : w[k]) * hp->residual_scale;
             c->exp_n[e]++;
         }
     }
@@ -946,6 +948,36 @@ static void ffn_moe_solo(vx_context *c, const vx_layer *L, int ith, int nth) {
             for (int64_t k = 0; k < K && c->exp_n[e]; k++)
                 if (c->sel[k] == e)
                     c->kern.axpy_f32(c->x, c->exp_w[(size_t)e * c->params.n_batch], c->moe_out + k * E, E);
+    sync_after(c, ith, VX_PERF_MOE);
+}
+
+/* The shared expert of an MoE layer, after the routed ones: x += s
+ * SwiGLU-FFN(xn) for every token, s = sigmoid(gate_inp_shexp . xn)
+ * (Qwen2-MoE; 1 without that gate) times the residual scale (Granite), xn
+ * still the FFN block's normed input (the experts write only x and their
+ * own buffers). s scales the up projection's row before the GLU:
+ * silu(g) (s u) = s (silu(g) u), so the down projection adds it scaled. */
+static void ffn_shared(vx_context *c, const vx_layer *L, int ith, int nth) {
+    const vx_hparams *hp = &c->model->hp;
+    const int64_t E = hp->n_embd, FS = hp->n_ff_shexp, n = c->n_tok;
+    const float *gi = L->ffn_gate_inp_shexp.data;
+    int64_t t0, t1;
+    vx_split(n, ith, nth, 1, &t0, &t1);
+    prep(c, t0, t1, n, c->xn, E, E, &L->ffn_gate_shexp, &L->ffn_up_shexp, NULL);
+    sync_after(c, ith, VX_PERF_MOE);
+    mm(c, ith, nth, &L->ffn_gate_shexp, 0, c->xn, n, E, c->gate, FS, false);
+    mm(c, ith, nth, &L->ffn_up_shexp, 0, c->xn, n, E, c->up, FS, false);
+    sync_after(c, ith, VX_PERF_MOE);
+    for (int64_t t = t0; t < t1; t++) {
+        double dot = 0;
+        for (int64_t e = 0; gi && e < E; e++) dot += (double)c->xn[t * E + e] * gi[e];
+        const float s = (gi ? (float)(1.0 / (1.0 + exp(-dot))) : 1.0f) * hp->residual_scale;
+        for (int64_t f = 0; s != 1.0f && f < FS; f++) c->up[t * FS + f] *= s;
+    }
+    sync_after(c, ith, VX_PERF_MOE);
+    glu_prep(c, ith, nth, n, c->gate, c->up, FS, c->gate, FS, &L->ffn_down_shexp);
+    sync_after(c, ith, VX_PERF_MOE);
+    mm(c, ith, nth, &L->ffn_down_shexp, 0, c->gate, n, FS, c->x, E, true);
     sync_after(c, ith, VX_PERF_MOE);
 }
 
@@ -1232,6 +1264,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         if (hp->n_expert > 0) {
             if (solo && c->params.n_batch >= (uint32_t)hp->n_expert_used) ffn_moe_solo(c, L, ith, nth);
             else ffn_moe(c, L, ith, nth);
+            if (hp->n_ff_shexp > 0) ffn_shared(c, L, ith, nth);
             continue;
         }
         const float *xd = c->gate; /* the down projection's input */

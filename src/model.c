@@ -27,6 +27,9 @@ static const vx_arch vx_archs[] = {
     {"qwen3", VX_ROPE_NEOX, false, false, false, false, false, false, false, false},
     /* Qwen3's attention, Mixtral's routing (softmax, top-k, renormalized) */
     {"qwen3moe", VX_ROPE_NEOX, false, false, false, false, false, false, false, false},
+    /* Qwen2's attention, experts whose weights are not renormalized, and a
+     * shared expert gated by a sigmoid */
+    {"qwen2moe", VX_ROPE_NEOX, false, false, false, false, false, false, false, false},
     {"phi3", VX_ROPE_NEOX, true, true, false, false, false, false, false, false},
     /* GGUF's Gemma norms hold 1 + w already (the converter adds the 1) */
     {"gemma", VX_ROPE_NEOX, false, false, true, true, false, false, false, false},
@@ -35,6 +38,9 @@ static const vx_arch vx_archs[] = {
     /* IBM Granite 3.x (dense): Llama's blocks, with multipliers for the
      * embeddings, the block outputs, the attention scores and the logits */
     {"granite", VX_ROPE_NORM, false, false, false, false, false, false, false, false},
+    /* Granite MoE: the same with experts (renormalized) and, in its
+     * "shared" models, an ungated shared expert */
+    {"granitemoe", VX_ROPE_NORM, false, false, false, false, false, false, false, false},
     /* BERT (bge, MiniLM, mxbai-embed, ...): a GELU FFN with biases; nomic-bert
      * (nomic-embed-text): fused qkv, RoPE (NeoX pairs), SwiGLU */
     {"bert", VX_ROPE_NEOX, false, false, true, false, false, true, true, false},
@@ -202,16 +208,24 @@ static vx_status load_hparams(loader *L) {
     if (hp->n_expert > 0 && hp->n_expert_used == 0)
         return vx_seterr(L->err, L->err_size, VX_EFORMAT, "expert_count %d but no expert_used_count",
                          hp->n_expert);
-    const bool qwen3moe = !strcmp(m->arch->name, "qwen3moe");
-    if (qwen3moe && hp->n_expert == 0)
-        return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s.expert_count: qwen3moe needs experts", L->arch);
+    const bool qwen3moe = !strcmp(m->arch->name, "qwen3moe"), qwen2moe = !strcmp(m->arch->name, "qwen2moe");
+    const bool granitemoe = !strcmp(m->arch->name, "granitemoe");
+    if ((qwen3moe || qwen2moe || granitemoe) && hp->n_expert == 0)
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s.expert_count: %s needs experts", L->arch, L->arch);
+    hp->moe_norm = !qwen2moe;
+    hp->n_ff_shexp = 0;
+    /* the shared expert's length: its key, else feed_forward_length (llama.cpp's) */
+    if ((qwen2moe || granitemoe) && (st = hp_int(L, "expert_shared_feed_forward_length", false,
+                                                 qwen2moe ? hp->n_ff : 0, 0, 1 << 22, &hp->n_ff_shexp)))
+        return st;
     /* an expert's FFN length: its own key (Qwen3-MoE), else llama.cpp's
      * defaults, feed_forward_length (Mixtral) or it over the experts used
      * (qwen3moe); an MoE model has no other FFN, so it is n_ff from here */
     if (hp->n_expert > 0) {
-        const int32_t def = qwen3moe ? hp->n_ff / hp->n_expert_used : hp->n_ff;
-        int32_t fe;
-        if ((st = hp_int(L, "expert_feed_forward_length", false, def, 0, 1 << 22, &fe))) return st;
+        const int32_t def = qwen3moe || qwen2moe ? hp->n_ff / hp->n_expert_used : hp->n_ff;
+        int32_t fe = def;
+        /* Granite MoE: feed_forward_length only, as llama.cpp reads it */
+        if (!granitemoe && (st = hp_int(L, "expert_feed_forward_length", false, def, 0, 1 << 22, &fe))) return st;
         hp->n_ff = fe > 0 ? fe : def; /* 0: the default, as llama.cpp reads it */
         if (hp->n_ff < 1)
             return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s: no expert FFN length (feed_forward_length %d)",
@@ -240,7 +254,7 @@ static vx_status load_hparams(loader *L) {
     hp->attn_softcap = hp->final_softcap = 0;
     hp->embd_scale = 0;
     hp->residual_scale = hp->logit_scale = 1;
-    if (!strcmp(m->arch->name, "granite")) {
+    if (!strncmp(m->arch->name, "granite", 7)) {
         /* llama.cpp's keys: logit_scale required, the others optional (0 or
          * missing: none; attention.scale 0: 1/sqrt(head_dim)) */
         float as = 0, es = 0, rs = 0, ls = 0;
@@ -253,9 +267,9 @@ static vx_status load_hparams(loader *L) {
         if (!(ls > 0))
             return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s = %g: the logits' divisor must be positive", lk,
                              (double)ls);
-        if (hp->n_expert > 0)
+        if (hp->n_expert > 0 && !granitemoe)
             return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
-                             "granite with experts (Granite MoE) is not supported");
+                             "granite with experts: Granite MoE files are granitemoe");
         hp->logit_scale = ls;
         if (es != 0) hp->embd_scale = es;
         if (rs != 0) hp->residual_scale = rs;
@@ -374,7 +388,7 @@ static bool bound_to(const vx_weight *w, const void *p) { return w->data == p; }
  * shared expert in a qwen3moe one, would be a model vx does not run,
  * silently). A decoder's tensors outside the layers may be there besides
  * (the vision tower ollama keeps in a Gemma 3 file: a text model still). */
-_Static_assert(sizeof(vx_layer) == 27 * sizeof(vx_weight), "unused_tensors lists every weight of a vx_layer");
+_Static_assert(sizeof(vx_layer) == 31 * sizeof(vx_weight), "unused_tensors lists every weight of a vx_layer");
 static vx_status unused_tensors(loader *L) {
     const vx_model *m = L->m;
     const vx_weight *top[] = {&m->tok_embd, &m->type_embd, &m->pos_embd, &m->tok_norm, &m->tok_norm_b, &m->cls,
@@ -392,7 +406,9 @@ static vx_status unused_tensors(loader *L) {
                                      &l->k_norm,        &l->ffn_norm,  &l->attn_post_norm, &l->ffn_post_norm,
                                      &l->ffn_gate,      &l->ffn_up,    &l->ffn_down,     &l->ffn_gate_inp,
                                      &l->attn_norm_b,   &l->ffn_norm_b, &l->ffn_up_b,    &l->ffn_down_b,
-                                     &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+                                     &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps,
+                                     &l->ffn_gate_inp_shexp, &l->ffn_gate_shexp, &l->ffn_up_shexp,
+                                     &l->ffn_down_shexp};
             for (size_t k = 0; k < sizeof ws / sizeof ws[0] && !used; k++) used = bound_to(ws[k], t->data);
         }
         if (!used)
@@ -558,6 +574,14 @@ static vx_status load_weights(loader *L) {
                 return st;
             if ((st = bind(L, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), true, F, E, X)))
                 return st;
+            const int64_t FS = hp->n_ff_shexp;
+            const bool gated = !strcmp(m->arch->name, "qwen2moe"); /* Granite MoE's shared expert has no gate */
+            if (FS > 0 && ((st = bind(L, &l->ffn_gate_inp_shexp, NAME("ffn_gate_inp_shexp.weight"), gated, E, 1, 0)) ||
+                           (st = need_f32(L, &l->ffn_gate_inp_shexp)) ||
+                           (st = bind(L, &l->ffn_gate_shexp, NAME("ffn_gate_shexp.weight"), true, E, FS, 0)) ||
+                           (st = bind(L, &l->ffn_up_shexp, NAME("ffn_up_shexp.weight"), true, E, FS, 0)) ||
+                           (st = bind(L, &l->ffn_down_shexp, NAME("ffn_down_shexp.weight"), true, FS, E, 0))))
+                return st;
         } else {
             if ((st = bind(L, &l->ffn_gate, NAME("ffn_gate.weight"), false, E, F, 0))) return st;
             if (!l->ffn_gate.data && m->arch->fused_gate_up_ok) {
@@ -572,9 +596,10 @@ static vx_status load_weights(loader *L) {
             }
             if ((st = bind(L, &l->ffn_down, NAME("ffn_down.weight"), true, F, E, 0))) return st;
         }
-        const vx_weight *mats[] = {&l->wq, &l->wk, &l->wv, &l->wqkv, &l->wo, &l->ffn_gate,
-                                   &l->ffn_up, &l->ffn_down, &l->ffn_gate_inp, &l->ffn_gate_exps,
-                                   &l->ffn_up_exps, &l->ffn_down_exps};
+        const vx_weight *mats[] = {&l->wq,           &l->wk,          &l->wv,           &l->wqkv,
+                                   &l->wo,           &l->ffn_gate,    &l->ffn_up,       &l->ffn_down,
+                                   &l->ffn_gate_inp, &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps,
+                                   &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
             if ((st = need_matmul(L, mats[i]))) return st;
     }
@@ -727,7 +752,8 @@ vx_status vx_model_load(const char *path, const vx_model_params *params, vx_mode
     if (!m->arch) {
         st = vx_seterr(err, err_size, VX_EUNSUPPORTED,
                        "%s: architecture '%s' is not supported (supported: llama, mistral, "
-                       "qwen2, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, bert, nomic-bert)",
+                       "qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, granitemoe, bert, "
+                       "nomic-bert)",
                        path, arch);
         goto fail;
     }
@@ -810,8 +836,9 @@ static void token_cost(const vx_model *m, uint64_t *bytes, uint64_t *flops, uint
         const double used = m->hp.n_expert ? (double)m->hp.n_expert_used / m->hp.n_expert : 1.0;
         for (int il = 0; il < m->hp.n_layer; il++) {
             const vx_layer *l = &m->layers[il];
-            const vx_weight *dense[] = {&l->wq, &l->wk, &l->wv, &l->wqkv, &l->wo,
-                                        &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->ffn_gate_inp};
+            const vx_weight *dense[] = {&l->wq,         &l->wk,         &l->wv,           &l->wqkv,
+                                        &l->wo,         &l->ffn_gate,   &l->ffn_up,       &l->ffn_down,
+                                        &l->ffn_gate_inp, &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp};
             for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++) cost_add(dense[i], 1.0, &b, &f, &ff);
             cost_add(&l->ffn_gate_exps, used, &b, &f, &ff);
             cost_add(&l->ffn_up_exps, used, &b, &f, &ff);

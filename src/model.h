@@ -70,6 +70,11 @@ typedef struct vx_layer {
      * layer_output_norm), with these biases; the FFN's biases */
     vx_weight attn_norm_b, ffn_norm_b, ffn_up_b, ffn_down_b;
     vx_weight ffn_gate_exps, ffn_up_exps, ffn_down_exps;
+    /* MoE layers' shared expert (Qwen2-MoE, Granite MoE): a SwiGLU FFN
+     * every token runs, its output times sigmoid(gate_inp_shexp . x) when
+     * there is that gate (Qwen2-MoE's) */
+    vx_weight ffn_gate_inp_shexp; /* [n_embd] */
+    vx_weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
 } vx_layer;
 
 typedef struct vx_hparams {
@@ -84,13 +89,16 @@ typedef struct vx_hparams {
     int32_t n_rot; /* rotary dimensions (<= head_dim) */
     int32_t n_expert;
     int32_t n_expert_used;
+    bool moe_norm;      /* the used experts' weights renormalized to sum to 1 (all but Qwen2-MoE) */
+    int32_t n_ff_shexp; /* the shared expert's FFN length (0: none) */
     float rms_eps; /* the norms' epsilon (encoders: their LayerNorms') */
     float rope_base;
     float rope_scale; /* linear scaling: positions are divided by this (1 = none) */
     float attn_scale; /* scores q.k times this (1/sqrt(head_dim); Gemma 2 27B: 1/sqrt(n_embd / n_head)) */
     float attn_softcap, final_softcap; /* Gemma 2: tanh caps of the scores and the logits (0: none) */
     /* Granite's multipliers: the embeddings times embd_scale (0: the arch's
-     * rule, Gemma's sqrt(n_embd) or 1), each block's output times
+     * rule, Gemma's sqrt(n_embd) or 1), each block's output (all experts'
+     * for MoE) times
      * residual_scale before the residual add, the logits divided by
      * logit_scale (1: none) */
     float embd_scale, residual_scale, logit_scale;

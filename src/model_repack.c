@@ -33,7 +33,7 @@
 #include "ops.h"
 #include "threadpool.h"
 
-#define WEIGHTS_PER_LAYER 11
+#define WEIGHTS_PER_LAYER 14
 
 /* Bytes of a weight's packed copy (all ne[2] matrices), 64-byte rounded. */
 static size_t packed_bytes(const vx_weight *w) {
@@ -61,7 +61,8 @@ static int list_weights(vx_model *m, vx_weight **out) {
         vx_layer *l = &m->layers[il];
         vx_weight *ws[WEIGHTS_PER_LAYER] = {&l->wq,       &l->wk,     &l->wv,       &l->wqkv,
                                              &l->wo,       &l->ffn_gate, &l->ffn_up, &l->ffn_down,
-                                             &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+                                             &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps,
+                                             &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp};
         for (int i = 0; i < WEIGHTS_PER_LAYER; i++) out[n++] = ws[i];
     }
     return n;

@@ -25,7 +25,10 @@
  * references come from a newer llama.cpp than 4748 (which predates both
  * architectures; tests/data/README.md). Edited files the loader refuses
  * with the reason: Gemma 3 without a k norm, a window pattern of 0, more
- * experts used than there are, experts of another length.
+ * experts used than there are, experts of another length. Granite
+ * (`granite-tiny`, its four multipliers), Qwen2-MoE (`qwen2moe-tiny`:
+ * experts not renormalized, a sigmoid-gated shared expert) and Granite MoE
+ * (`granitemoe-tiny`: an ungated shared expert) the same way.
  *
  * Encoders (embedding models): `bert-tiny` (BERT: absolute positions,
  * biased q/k/v, GELU FFN, post-LayerNorms, CLS pooling) in F32 and Q8_0,
@@ -199,6 +202,16 @@ static void test_gemma(void) {
  * 1/sqrt(32), logits / 8); no GELU, so "exact" is llama.cpp as released
  * with F32 KV caches */
 static void test_granite(void) { check_preset("granite-tiny", 1e-3, 1e-2); }
+
+/* Qwen2-MoE: Qwen2's biased q/k/v, 8 experts of 64 whose weights are the
+ * softmax's (not renormalized over the 2 used), and a shared expert of 256
+ * gated by a sigmoid; no GELU */
+static void test_qwen2moe(void) { check_preset("qwen2moe-tiny", 1e-3, 1e-2); }
+
+/* Granite MoE: Granite's multipliers (the residual scale on the experts'
+ * and the shared expert's sum), 8 experts of 64 (feed_forward_length),
+ * renormalized, and an ungated shared expert of 256 */
+static void test_granitemoe(void) { check_preset("granitemoe-tiny", 1e-3, 1e-2); }
 
 /* Qwen3-MoE: Qwen3's q/k norms, 8 experts of 64 (expert_feed_forward_length,
  * not feed_forward_length's 256), 2 used; no GELU, so "exact" is llama.cpp
@@ -505,6 +518,8 @@ int main(void) {
     test_gemma();
     test_qwen3moe();
     test_granite();
+    test_qwen2moe();
+    test_granitemoe();
     test_decoder_files();
     test_encoders();
     return vx_test_finish("test_arch");

@@ -68,11 +68,22 @@ static const preset presets[] = {
      1000000.0, 1e-6, false, false, 128, 0, 0, 0, 0, true, 128, 8, 768, NULL},
     {"qwen3moe-tiny", "qwen3moe", "tiny Qwen3-MoE shape (random weights, for tests: 8 experts, 2 used)", 128, 2, 4,
      2, 256, 1024, 2048, 1000000.0, 1e-6, false, false, 0, 0, 0, 0, 0, true, 8, 2, 64, NULL},
+    /* Qwen2-MoE (Qwen1.5-MoE-A2.7B): 60 experts of 1408, 4 used, a shared
+     * expert of 5632 (feed_forward_length); the tiny one 8 of 64, 2 used,
+     * a shared one of 256 */
+    {"qwen2moe-a2.7b", "qwen2moe", "Qwen1.5-MoE-A2.7B shape (random weights)", 2048, 24, 16, 16, 5632, 151936, 8192,
+     1000000.0, 1e-6, false, true, 0, 0, 0, 0, 0, false, 60, 4, 1408, NULL},
+    {"qwen2moe-tiny", "qwen2moe", "tiny Qwen2-MoE shape (random weights, for tests: 8 experts, 2 used, 1 shared)", 128,
+     2, 4, 2, 256, 1024, 2048, 1000000.0, 1e-6, false, true, 0, 0, 0, 0, 0, false, 8, 2, 64, NULL},
     /* IBM Granite 3.1 2B: Llama's blocks with multipliers */
     {"granite-2b", "granite", "Granite-3.1-2B shape (random weights)", 2048, 40, 32, 8, 8192, 49155, 131072,
      5000000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, granite_scales},
     {"granite-tiny", "granite", "tiny Granite shape (random weights, for tests: Granite 3's multipliers)", 128, 2, 4,
      2, 256, 1024, 2048, 10000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, granite_scales},
+    /* Granite MoE with a shared expert (granitemoeshared's layout): 8 experts
+     * of 64, 2 used, an ungated shared one of 256 (feed_forward_length) */
+    {"granitemoe-tiny", "granitemoe", "tiny Granite MoE shape (random weights, for tests: 8 experts, 1 shared)", 128,
+     2, 4, 2, 256, 1024, 2048, 10000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 8, 2, 64, granite_scales},
     /* encoders (embedding models): a WordPiece vocabulary of the same
      * layout as BERT's ([PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102) */
     {"bge-small", "bert", "bge-small-en-v1.5 shape (random weights)", 384, 12, 12, 12, 1536, 30522, 512, 10000.0,
@@ -185,6 +196,12 @@ static int build_specs(const preset *p, tensor_spec *ts) {
             MAT3(L("ffn_gate_exps.weight"), E, p->n_ff_exp, p->n_expert);
             MAT3(L("ffn_up_exps.weight"), E, p->n_ff_exp, p->n_expert);
             MAT3(L("ffn_down_exps.weight"), p->n_ff_exp, E, p->n_expert);
+            if (!strcmp(p->arch, "qwen2moe") || !strcmp(p->arch, "granitemoe")) { /* the shared expert */
+                if (!strcmp(p->arch, "qwen2moe")) VEC(L("ffn_gate_inp_shexp.weight"), E);
+                MAT(L("ffn_gate_shexp.weight"), E, p->n_ff);
+                MAT(L("ffn_up_shexp.weight"), E, p->n_ff);
+                MAT(L("ffn_down_shexp.weight"), p->n_ff, E);
+            }
         } else {
             MAT(L("ffn_gate.weight"), E, p->n_ff);
             MAT(L("ffn_up.weight"), E, p->n_ff);
@@ -299,7 +316,9 @@ int vx_cmd_synth(int argc, char **argv) {
     vx_gguf_set_u32(w, K("context_length"), (uint32_t)p->n_ctx);
     vx_gguf_set_u32(w, K("embedding_length"), (uint32_t)p->n_embd);
     vx_gguf_set_u32(w, K("block_count"), (uint32_t)p->n_layer);
-    vx_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)p->n_ff);
+    /* Granite MoE's experts are feed_forward_length long (llama.cpp reads no other key), its shared one the preset's n_ff */
+    const bool gmoe = !strcmp(p->arch, "granitemoe");
+    vx_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)(gmoe ? p->n_ff_exp : p->n_ff));
     vx_gguf_set_u32(w, K("attention.head_count"), (uint32_t)p->n_head);
     vx_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)p->n_head_kv);
     const int64_t hd = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
@@ -314,7 +333,9 @@ int vx_cmd_synth(int argc, char **argv) {
     if (p->n_expert) {
         vx_gguf_set_u32(w, K("expert_count"), (uint32_t)p->n_expert);
         vx_gguf_set_u32(w, K("expert_used_count"), (uint32_t)p->n_expert_used);
-        vx_gguf_set_u32(w, K("expert_feed_forward_length"), (uint32_t)p->n_ff_exp);
+        if (!strcmp(p->arch, "qwen2moe") || !strcmp(p->arch, "granitemoe"))
+            vx_gguf_set_u32(w, K("expert_shared_feed_forward_length"), (uint32_t)p->n_ff);
+        if (!gmoe) vx_gguf_set_u32(w, K("expert_feed_forward_length"), (uint32_t)p->n_ff_exp);
     }
     if (p->head_dim) {
         vx_gguf_set_u32(w, K("attention.key_length"), (uint32_t)hd);
