@@ -913,8 +913,14 @@ int32_t vx_model_describe(const vx_model *m, char *buf, size_t size) {
                   hp->n_head_kv, hp->head_dim, hp->n_head / hp->n_head_kv);
         sb_printf(&b, "n_ff            %d%s\n", hp->n_ff,
                   hp->fused_gate_up ? " (fused gate/up)" : hp->n_expert ? " (per expert)" : "");
-        if (hp->n_expert)
-            sb_printf(&b, "experts         %d, %d used per token\n", hp->n_expert, hp->n_expert_used);
+        if (hp->n_expert) {
+            sb_printf(&b, "experts         %d, %d used per token (weights %s)", hp->n_expert, hp->n_expert_used,
+                      hp->moe_norm ? "renormalized" : "as the softmax gives them");
+            if (hp->n_ff_shexp)
+                sb_printf(&b, ", a shared expert of %d%s", hp->n_ff_shexp,
+                          m->layers && m->layers[0].ffn_gate_inp_shexp.data ? " (sigmoid-gated)" : "");
+            sb_printf(&b, "\n");
+        }
         sb_printf(&b, "n_ctx_train     %d\n", hp->n_ctx_train);
         if (m->arch->abs_pos)
             sb_printf(&b, "positions       learned (position_embd)\n");
