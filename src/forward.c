@@ -219,7 +219,7 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
     }
     vx_kernels_init_best(&c->kern);
     c->glu = model->arch->gelu ? c->kern.geglu : c->kern.swiglu;
-    c->embed_scale = hp->embd_scale > 0 ? hp->embd_scale : model->arch->embed_scale ? sqrtf((float)hp->n_embd) : 1.0f;
+    c->embed_scale = hp->embd_scale != 0 ? hp->embd_scale : model->arch->embed_scale ? sqrtf((float)hp->n_embd) : 1.0f;
     if (vx_pool_init(p->n_threads, &c->pool) != VX_OK) {
         vx_context_free(c);
         return vx_seterr(err, err_size, VX_ENOMEM, "cannot start %d threads", p->n_threads);

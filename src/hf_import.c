@@ -569,17 +569,22 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
             return st;
     }
 
-    if (!strcmp(A, "granite")) { /* GraniteConfig's multipliers (its defaults: 1), the converter's keys */
+    if (!strcmp(A, "granite")) {
+        /* GraniteConfig's multipliers as the converter writes them: each
+         * only when config.json has it (without attention_multiplier the
+         * scores keep 1/sqrt(head_dim)); logits_scaling, which vx needs,
+         * 1 (GraniteConfig's default) when absent */
         static const char *const gk[4][2] = {{"embedding_multiplier", "embedding_scale"},
                                              {"residual_multiplier", "residual_scale"},
                                              {"attention_multiplier", "attention.scale"},
                                              {"logits_scaling", "logit_scale"}};
         for (int i = 0; i < 4; i++) {
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(cfg, gk[i][0]);
             double v;
             if ((st = cfg_real(cfg, gk[i][0], 1.0, &v, err, err_size))) return st;
             if (i == 3 && !(v > 0))
                 return vx_seterr(err, err_size, VX_EFORMAT, "config.json: logits_scaling must be positive");
-            if ((st = set_f32(w, A, gk[i][1], v))) return st;
+            if ((i == 3 || (x && !cJSON_IsNull(x))) && (st = set_f32(w, A, gk[i][1], v))) return st;
         }
     }
     /* rope_parameters carry the scaling too (no rope_type: none) */

@@ -267,14 +267,16 @@ static void build_candidates(vx_sampler *s, const float *logits) {
 /* Steps 1-3 at once, when top-k applies and the tokens bias and penalties
  * change are known (a bounded penalty window): one pass over the raw
  * logits keeps the best k + T filter-allowed tokens in a heap (T: the
- * changed tokens), mostly one comparison each; the changed tokens' raw
+ * changed tokens; one more, below), mostly one comparison each; the changed tokens' raw
  * entries then make way for their adjusted logits. An unchanged token's
  * logit is its raw one and at most T entries of the heap are changed
  * ones, so the k best of the result are the k best of the whole adjusted
  * vocabulary, as build_candidates, drop_banned and select_top find them.
- * Returns how many candidates cand[0..) holds, sorted best first; -1 when
- * this does not apply (then nothing changed). */
-static int32_t gather_top(vx_sampler *s, const float *logits, int32_t k) {
+ * Returns how many candidates cand[0..) holds: the k best, sorted best
+ * first (*sorted), or, when no more than k tokens are drawable, all of
+ * them in id order, as the full path leaves them; -1 when this does not
+ * apply (then nothing changed). */
+static int32_t gather_top(vx_sampler *s, const float *logits, int32_t k, bool *sorted) {
     const bool pen = penalizing(&s->params);
     if ((pen && s->ring_cap == 0) || s->n_bias > GATHER_MAX_BIAS) return -1;
     int32_t T = 0;
@@ -286,11 +288,14 @@ static int32_t gather_top(vx_sampler *s, const float *logits, int32_t k) {
         const vx_token t = s->ring[i];
         if (!s->mark[t]) s->mark[t] = 1, s->touched[T++] = t;
     }
-    const int32_t K = k + T;
-    if (K > s->n_vocab / 4) {
+    /* one more than k + T: a heap that fills then holds more than k
+     * untouched tokens, so more than k are drawable (int64: top_k may be
+     * near INT32_MAX) */
+    if ((int64_t)k + T + 1 > s->n_vocab / 4) {
         for (int32_t j = 0; j < T; j++) s->mark[s->touched[j]] = 0;
         return -1;
     }
+    const int32_t K = k + T + 1;
     vx_cand *h = s->cand;
     int32_t hn = 0;
     for (int32_t i = 0; i < s->n_vocab; i++) {
@@ -320,9 +325,20 @@ static int32_t gather_top(vx_sampler *s, const float *logits, int32_t k) {
         if (pen && s->counts[t] != 0) l = penalize(&s->params, l, s->counts[t]);
         if (l != -INFINITY) h[n++] = (vx_cand){t, l, 0.0f};
     }
-    k = VX_MIN(k, n);
-    select_top(h, n, k);
-    return k;
+    if (n > k) { /* more drawable tokens than k (the heap was full, or touched ones filled it up) */
+        select_top(h, n, k);
+        *sorted = true;
+        return k;
+    }
+    /* all the drawable tokens: id order (an insertion sort of at most k) */
+    for (int32_t i = 1; i < n; i++) {
+        const vx_cand v = h[i];
+        int32_t j = i;
+        for (; j > 0 && h[j - 1].id > v.id; j--) h[j] = h[j - 1];
+        h[j] = v;
+    }
+    *sorted = false;
+    return n;
 }
 
 /* Drops -inf candidates (banned, NaN, or pushed there by penalties) so that
@@ -551,15 +567,17 @@ vx_token vx_sampler_sample(vx_sampler *s, const float *logits) {
         return best;
     }
 
-    /* top-k keeps the k best, sorted (all of them, sorted, when fewer) */
-    int32_t n = p->top_k > 0 ? gather_top(s, logits, p->top_k) : -1;
-    bool sorted = n >= 0;
+    /* top-k keeps the k best, sorted (all of them, in id order, when
+     * there are no more: a sort of the whole vocabulary would cost more
+     * than the draw) */
+    bool sorted = false;
+    int32_t n = p->top_k > 0 ? gather_top(s, logits, p->top_k, &sorted) : -1;
     if (n < 0) {
         build_candidates(s, logits);
         n = drop_banned(c, s->n_vocab);
-        if (p->top_k > 0) {
-            select_top(c, n, VX_MIN(p->top_k, n));
-            n = VX_MIN(p->top_k, n);
+        if (p->top_k > 0 && p->top_k < n) {
+            select_top(c, n, p->top_k);
+            n = p->top_k;
             sorted = true;
         }
     }

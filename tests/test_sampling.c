@@ -5,6 +5,7 @@
 #include "vortex.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -851,23 +852,25 @@ static void test_raw_logprobs(void) {
     vx_sampler_free(s);
 }
 
-/* Token filter for test_fast_top_k: ids not divisible by ctx's modulus. */
-static bool not_multiple(void *ctx, vx_token t) { return t % *(const int *)ctx != 0; }
+/* Token filter for test_fast_top_k: ids that are multiples of ctx's
+ * modulus (3000 / 75: exactly 40 tokens, top-k's usual k). */
+static bool multiple_of(void *ctx, vx_token t) { return t % *(const int *)ctx == 0; }
 
-/* Top-k's one-pass gathering (a bounded penalty window) against the full
- * candidate path it stands for (the same settings with an unbounded
- * window, identical while the history is shorter than the window): the
- * same tokens drawn and the same final distributions, over random logits
- * with ties, NaN and infinities, bias lists that repeat and ban tokens,
- * penalties, a filter, and top-k from 1 to beyond the vocabulary. */
+/* Top-k's one-pass gathering against the full candidate path it stands
+ * for (the same settings plus 260 zero logit_bias entries, which change no
+ * logit but exceed what the one pass takes): the same tokens drawn and
+ * the same final distributions, over random logits with ties, NaN and
+ * infinities, bias lists that repeat and ban tokens, penalties over a
+ * window that fills and forgets, filters leaving many, exactly k or a few
+ * more than k tokens, and top-k from 1 to INT32_MAX. */
 static void test_fast_top_k(void) {
-    enum { N = 3000 };
+    enum { N = 3000, ZERO = 260 };
     static float l[N];
     int bad = 0, cases = 0;
-    for (int trial = 0; trial < 120; trial++) {
+    for (int trial = 0; trial < 160; trial++) {
         vx_sampler_params p = plain_params();
-        static const int ks[] = {1, 2, 7, 40, 300, N + 5};
-        p.top_k = ks[trial % 6];
+        static const int ks[] = {1, 2, 7, 40, 300, N + 5, INT32_MAX, 41};
+        p.top_k = ks[trial % 8];
         p.top_p = trial % 4 == 0 ? 1.0f : 0.9f;
         p.min_p = trial % 3 == 0 ? 0.0f : 0.05f;
         p.temperature = 0.5f + (float)(trial % 5) * 0.3f;
@@ -875,34 +878,37 @@ static void test_fast_top_k(void) {
         p.repeat_penalty = trial % 2 ? 1.3f : 1.0f;
         p.presence_penalty = trial % 7 == 1 ? 0.5f : 0.0f;
         p.frequency_penalty = trial % 5 == 2 ? 0.25f : 0.0f;
-        vx_logit_bias bias[12];
+        p.penalty_last_n = 16; /* 40 steps: the window forgets */
+        static vx_logit_bias bias[12 + ZERO];
         const int nb = trial % 4 == 3 ? 0 : 12;
         for (int j = 0; j < nb; j++) {
             bias[j].token = (vx_token)(test_uniform() * 40); /* repeats, near the top */
             bias[j].bias = j % 5 == 0 ? -INFINITY : (float)(test_uniform() * 6.0 - 3.0);
         }
+        for (int j = nb; j < nb + ZERO; j++) bias[j].token = (vx_token)(j % N), bias[j].bias = 0.0f;
         p.logit_bias = bias;
         p.n_logit_bias = nb;
         vx_sampler_params q = p;
-        p.penalty_last_n = 64; /* the one-pass path */
-        q.penalty_last_n = -1; /* the full path */
+        q.n_logit_bias = nb + ZERO;
         vx_sampler *a = make(&p, N), *b = make(&q, N);
-        int mod = 3;
-        if (trial % 3 == 1) {
-            vx_sampler_set_filter(a, not_multiple, &mod);
-            vx_sampler_set_filter(b, not_multiple, &mod);
+        static const int mods[] = {3, 75, 50};
+        int mod = mods[trial % 3];
+        if (trial % 4 != 0) {
+            vx_sampler_set_filter(a, multiple_of, &mod);
+            vx_sampler_set_filter(b, multiple_of, &mod);
         }
         for (int step = 0; a && b && step < 40; step++) {
             random_logits(l, N, 4.0f);
             for (int i = 0; i < N; i += 17) l[i] = l[i / 2]; /* ties */
-            if (step % 9 == 0) l[5] = NAN, l[6] = INFINITY, l[7] = -INFINITY;
+            if (step % 9 == 0) l[5] = NAN, l[6] = INFINITY, l[7] = -INFINITY, l[150] = NAN;
             const vx_token ta = vx_sampler_sample(a, l), tb = vx_sampler_sample(b, l);
             vx_token ia[8], ib[8];
             float la[8], lb[8];
             const int32_t na = vx_sampler_last_top(a, 8, ia, la), nbt = vx_sampler_last_top(b, 8, ib, lb);
             cases++;
             bad += ta != tb || na != nbt || memcmp(ia, ib, (size_t)na * sizeof *ia) != 0 ||
-                   memcmp(la, lb, (size_t)na * sizeof *la) != 0;
+                   memcmp(la, lb, (size_t)na * sizeof *la) != 0 ||
+                   vx_sampler_last_logprob(a, 0) != vx_sampler_last_logprob(b, 0);
             vx_sampler_accept(a, ta);
             vx_sampler_accept(b, tb);
         }
