@@ -14,7 +14,8 @@
  * Phi3ForCausalLM, MixtralForCausalLM ("llama" with experts: each layer's
  * experts are copied into the stacked 3-D tensors GGUF keeps),
  * GemmaForCausalLM (its norms stored as 1 + w, as the converter does), GraniteForCausalLM (Llama's
- * tensors, its multipliers as the converter's keys). Weights: F32,
+ * tensors, its multipliers as the converter's keys), Qwen2MoeForCausalLM (Qwen3-MoE's experts, a
+ * shared expert and its gate). Weights: F32,
  * F16, BF16; FP8 (as BF16), GPTQ and AWQ int4 (as Q4_0 / Q4_1). Tokenizers: tokenizer.json
  * (byte-level BPE), or for Llama-family and Phi-3 models tokenizer.model
  * (SentencePiece), which the converter prefers where both exist; the chat
@@ -54,7 +55,7 @@ static const struct {
     {"Phi3ForCausalLM", "phi3", false, true, 0},          {"MixtralForCausalLM", "llama", true, true, 0},
     {"GemmaForCausalLM", "gemma", false, true, 1},        {"Gemma2ForCausalLM", "gemma2", false, true, 2},
     {"Gemma3ForCausalLM", "gemma3", false, true, 3},      {"Qwen3MoeForCausalLM", "qwen3moe", false, false, 0},
-    {"GraniteForCausalLM", "granite", true, false, 0},
+    {"GraniteForCausalLM", "granite", true, false, 0},    {"Qwen2MoeForCausalLM", "qwen2moe", false, false, 0},
     /* Gemma 3's 4B and larger checkpoints: the text model of a multimodal
      * one (text_config; its tensors under language_model, the vision tower
      * and projector left out, as for a GGUF file and its mmproj) */
@@ -158,6 +159,7 @@ typedef struct hf_hparams {
     int64_t n_embd, n_layer, n_ff, n_head, n_head_kv, head_dim, n_ctx;
     int64_t n_expert, n_expert_used;
     int64_t n_ff_exp;     /* Qwen3-MoE: an expert's FFN length (moe_intermediate_size; 0: n_ff) */
+    int64_t n_ff_shexp;   /* Qwen2-MoE: the shared expert's (shared_expert_intermediate_size) */
     int64_t fp8_block[2]; /* quantization_config.weight_block_size (rows, columns) */
     int64_t gptq_group;   /* GPTQ / AWQ int4: group size (0: neither) */
     bool gptq_v2;         /* zeros stored as they are (v1 stores zero - 1) */
@@ -265,8 +267,11 @@ static vx_status llama3_factors(hf_ctx *c, const cJSON *rs, double base, int64_t
 
 /* Qwen3MoeConfig: num_experts of moe_intermediate_size rows, every layer
  * sparse (decoder_sparse_step 1, no mlp_only_layers), the top-k weights
- * renormalized (norm_topk_prob: what vx, as llama.cpp, computes) */
-static vx_status qwen3moe_keys(const cJSON *cfg, hf_hparams *hp, char *err, size_t err_size) {
+ * renormalized (norm_topk_prob: what vx, as llama.cpp, computes).
+ * Qwen2MoeConfig (qwen2): the same, but the weights as the softmax gives
+ * them (norm_topk_prob false, its default) and a shared expert of
+ * shared_expert_intermediate_size rows. */
+static vx_status qwen_moe_keys(const cJSON *cfg, hf_hparams *hp, bool qwen2, char *err, size_t err_size) {
     vx_status st = VX_OK;
     int64_t step = 1;
     if (cfg_int(cfg, "num_experts", 1, 1024, &hp->n_expert, &st, err, err_size) < 0 ||
@@ -277,9 +282,16 @@ static vx_status qwen3moe_keys(const cJSON *cfg, hf_hparams *hp, char *err, size
     const cJSON *norm = cJSON_GetObjectItemCaseSensitive(cfg, "norm_topk_prob");
     if (step != 1 || (only && !cJSON_IsNull(only) && (!cJSON_IsArray(only) || cJSON_GetArraySize(only) > 0)))
         return vx_seterr(err, err_size, VX_EUNSUPPORTED,
-                         "config.json: Qwen3-MoE with dense layers (decoder_sparse_step %lld, mlp_only_layers) is not "
+                         "config.json: %s with dense layers (decoder_sparse_step %lld, mlp_only_layers) is not "
                          "supported",
-                         (long long)step);
+                         qwen2 ? "Qwen2-MoE" : "Qwen3-MoE", (long long)step);
+    if (qwen2) {
+        if (cJSON_IsTrue(norm))
+            return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                             "config.json: Qwen2-MoE with norm_topk_prob is not supported (vx, as llama.cpp, takes "
+                             "the chosen experts' weights as the softmax gives them)");
+        return need_int(cfg, "shared_expert_intermediate_size", 1, 1 << 22, &hp->n_ff_shexp, err, err_size);
+    }
     if (!cJSON_IsTrue(norm))
         return vx_seterr(err, err_size, VX_EUNSUPPORTED,
                          "config.json: Qwen3-MoE without norm_topk_prob is not supported (vx renormalizes the chosen "
@@ -417,8 +429,8 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
         cfg_int(cfg, "num_experts_per_tok", 1, 256, &hp->n_expert_used, &st, err, err_size) < 0)
         return st;
     const bool mixtral = !strcmp(a0->valuestring, "MixtralForCausalLM"), phi3 = !strcmp(hp->arch, "phi3");
-    const bool qwen3moe = !strcmp(hp->arch, "qwen3moe");
-    if (qwen3moe && (st = qwen3moe_keys(cfg, hp, err, err_size))) return st;
+    const bool qwen2moe = !strcmp(hp->arch, "qwen2moe"), qwen3moe = !strcmp(hp->arch, "qwen3moe") || qwen2moe;
+    if (qwen3moe && (st = qwen_moe_keys(cfg, hp, qwen2moe, err, err_size))) return st;
     if ((mixtral || qwen3moe) &&
         (hp->n_expert < 1 || hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert))
         return vx_seterr(err, err_size, VX_EFORMAT, "config.json: a %s model needs %s >= num_experts_per_tok >= 1",
@@ -518,6 +530,7 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
                          (st = set_u32(w, A, "expert_used_count", hp->n_expert_used))))
         return st;
     if (hp->n_ff_exp && (st = set_u32(w, A, "expert_feed_forward_length", hp->n_ff_exp))) return st;
+    if (hp->n_ff_shexp && (st = set_u32(w, A, "expert_shared_feed_forward_length", hp->n_ff_shexp))) return st;
     /* transformers' defaults where a key is absent: 1e-6 (Llama, Mistral,
      * Qwen) or 1e-5 (Phi-3, Mixtral); rope_theta 1e4 (Mixtral 1e6) */
     double eps, theta, prf;
@@ -651,6 +664,10 @@ static const char *map_name(const hf_hparams *hp, const char *hf, char *buf, siz
                  {"mlp.gate_up_proj.weight", "ffn_up.weight", 'w'},
                  {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight", 'w'},
                  {"mlp.gate.weight", "ffn_gate_inp.weight", 'w'},
+                 {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight", 'w'},
+                 {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight", 'w'},
+                 {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight", 'w'},
+                 {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight", 'n'},
                  {"pre_feedforward_layernorm.weight", "ffn_norm.weight", 'n'},
                  {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", 'n'},
                  {"self_attn.rotary_emb.inv_freq", NULL, 0}};
@@ -1040,7 +1057,8 @@ static vx_status add_tensor(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor 
         return vx_seterr(err, err_size, VX_EUNSUPPORTED, "tensor '%s' is %s: only F32, F16, BF16 and FP8 weights are supported",
                          t->name, vx_st_dtype_name(t->dtype));
     const bool vec = kind == 'n' || kind == 'Q' || kind == 'K';
-    if (vec ? t->n_dims != 1 : t->n_dims != 2)
+    /* a vector may come as one row: Qwen2-MoE's shared_expert_gate [1, n_embd] */
+    if (vec ? !(t->n_dims == 1 || (t->n_dims == 2 && t->shape[0] == 1)) : t->n_dims != 2)
         return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' has %d dimensions", t->name, t->n_dims);
     const void *data = t->data;
     vx_status st;

@@ -395,7 +395,12 @@ static const char *hf_name(const char *g, char *buf, size_t size, bool gemma2) {
         {"attn_q.bias", "self_attn.q_proj.bias"},       {"attn_k.bias", "self_attn.k_proj.bias"},
         {"attn_v.bias", "self_attn.v_proj.bias"},       {"attn_q_norm.weight", "self_attn.q_norm.weight"},
         {"attn_k_norm.weight", "self_attn.k_norm.weight"}, {"attn_qkv.weight", "self_attn.qkv_proj.weight"},
-        {"ffn_gate.weight", "mlp.gate_proj.weight"},    {"ffn_down.weight", "mlp.down_proj.weight"}};
+        {"ffn_gate.weight", "mlp.gate_proj.weight"},    {"ffn_down.weight", "mlp.down_proj.weight"},
+        /* Qwen2-MoE's shared expert and its gate */
+        {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight"},
+        {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight"},
+        {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"},
+        {"ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight"}};
     unsigned il;
     int pos = 0;
     if (sscanf(g, "blk.%u.%n", &il, &pos) != 1 || !pos) return NULL;
@@ -550,6 +555,7 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
                       : !strcmp(arch, "gemma2") ? "Gemma2ForCausalLM"
                       : !strcmp(arch, "gemma3") ? "Gemma3ForCausalLM"
                       : !strcmp(arch, "qwen3moe") ? "Qwen3MoeForCausalLM"
+                      : !strcmp(arch, "qwen2moe") ? "Qwen2MoeForCausalLM"
                                                : "Phi3ForCausalLM";
     cJSON_AddItemToArray(archs, cJSON_CreateString(cls));
     cJSON_AddNumberToObject(cfg, "hidden_size", (double)E);
@@ -611,13 +617,16 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
             cJSON_AddNumberToObject(cfg, gk[i][1], v);
         }
     }
-    if (!strcmp(arch, "qwen3moe")) { /* experts of their own length */
-        int64_t FX = 0;
-        snprintf(key, sizeof key, "qwen3moe.expert_feed_forward_length");
+    if (!strcmp(arch, "qwen3moe") || !strcmp(arch, "qwen2moe")) { /* experts of their own length */
+        const bool q2 = !strcmp(arch, "qwen2moe");
+        int64_t FX = 0, FS = 0;
+        snprintf(key, sizeof key, "%s.expert_feed_forward_length", arch);
         vx_gguf_get_i64(g, key, &FX);
         cJSON_AddNumberToObject(cfg, "moe_intermediate_size", (double)FX);
         cJSON_AddNumberToObject(cfg, "num_experts", (double)X);
-        cJSON_AddBoolToObject(cfg, "norm_topk_prob", true);
+        cJSON_AddBoolToObject(cfg, "norm_topk_prob", !q2);
+        snprintf(key, sizeof key, "%s.expert_shared_feed_forward_length", arch);
+        if (q2 && vx_gguf_get_i64(g, key, &FS) == 1) cJSON_AddNumberToObject(cfg, "shared_expert_intermediate_size", (double)FS);
         cJSON_AddNumberToObject(cfg, "decoder_sparse_step", 1);
         cJSON_AddArrayToObject(cfg, "mlp_only_layers");
     }
@@ -706,7 +715,7 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
         char b[128];
         static const char *const exps[3][2] = {{"ffn_gate_exps", "w1"}, {"ffn_down_exps", "w2"}, {"ffn_up_exps", "w3"}};
         static const char *const qexps[3] = {"gate_proj", "down_proj", "up_proj"}; /* Qwen3-MoE's names */
-        const bool q3 = !strcmp(arch, "qwen3moe");
+        const bool q3 = !strcmp(arch, "qwen3moe") || !strcmp(arch, "qwen2moe");
         bool expert = false;
         for (int k = 0; k < 3; k++) {
             unsigned il;
@@ -751,7 +760,8 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
         snprintf(e[n].name, sizeof e[n].name, "%s", hn);
         e[n].dtype = t->type == VX_TYPE_F32 ? "F32" : t->type == VX_TYPE_F16 ? "F16" : "BF16";
         if (o->bad_dtype && !strcmp(t->name, "token_embd.weight")) e[n].dtype = o->bad_dtype;
-        e[n].nd = t->ne[1] > 1 ? 2 : 1;
+        /* Qwen2-MoE's shared expert gate is a [1, n_embd] row in checkpoints */
+        e[n].nd = t->ne[1] > 1 || strstr(t->name, "ffn_gate_inp_shexp") ? 2 : 1;
         e[n].shape[0] = e[n].nd == 2 ? t->ne[1] : t->ne[0];
         e[n].shape[1] = t->ne[0];
         e[n].data = t->data;
@@ -1349,6 +1359,10 @@ int main(void) {
          * base, linear RoPE scaling; Qwen3-MoE: experts under mlp.experts */
         snprintf(gm, sizeof gm, "%s/granite-tiny.gguf", g_tmp); /* Granite's multipliers from config.json */
         CHECK(vx_test_synth("granite-tiny", "F32", gm));
+        test_model(gm, &one);
+        remove(gm);
+        snprintf(gm, sizeof gm, "%s/qwen2moe-tiny.gguf", g_tmp); /* experts, a shared one and its gate */
+        CHECK(vx_test_synth("qwen2moe-tiny", "F32", gm));
         test_model(gm, &one);
         remove(gm);
         static const char *const more[] = {"gemma3-tiny", "qwen3moe-tiny"};
