@@ -218,6 +218,7 @@ static vx_status load_hparams(loader *L) {
     if ((qwen2moe || granitemoe) && (st = hp_int(L, "expert_shared_feed_forward_length", false,
                                                  qwen2moe ? hp->n_ff : 0, 0, 1 << 22, &hp->n_ff_shexp)))
         return st;
+    if (qwen2moe && hp->n_ff_shexp == 0) hp->n_ff_shexp = hp->n_ff; /* 0: the default, as llama.cpp reads it */
     /* an expert's FFN length: its own key (Qwen3-MoE), else llama.cpp's
      * defaults, feed_forward_length (Mixtral) or it over the experts used
      * (qwen3moe); an MoE model has no other FFN, so it is n_ff from here */
@@ -575,9 +576,11 @@ static vx_status load_weights(loader *L) {
             if ((st = bind(L, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), true, F, E, X)))
                 return st;
             const int64_t FS = hp->n_ff_shexp;
-            const bool gated = !strcmp(m->arch->name, "qwen2moe"); /* Granite MoE's shared expert has no gate */
-            if (FS > 0 && ((st = bind(L, &l->ffn_gate_inp_shexp, NAME("ffn_gate_inp_shexp.weight"), gated, E, 1, 0)) ||
-                           (st = need_f32(L, &l->ffn_gate_inp_shexp)) ||
+            /* Granite MoE's shared expert has no gate (a file with one is refused, as llama.cpp refuses it) */
+            const bool gated = !strcmp(m->arch->name, "qwen2moe");
+            if (FS > 0 && ((gated && ((st = bind(L, &l->ffn_gate_inp_shexp, NAME("ffn_gate_inp_shexp.weight"), true, E,
+                                                 1, 0)) ||
+                                      (st = need_f32(L, &l->ffn_gate_inp_shexp)))) ||
                            (st = bind(L, &l->ffn_gate_shexp, NAME("ffn_gate_shexp.weight"), true, E, FS, 0)) ||
                            (st = bind(L, &l->ffn_up_shexp, NAME("ffn_up_shexp.weight"), true, E, FS, 0)) ||
                            (st = bind(L, &l->ffn_down_shexp, NAME("ffn_down_shexp.weight"), true, FS, E, 0))))

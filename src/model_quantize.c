@@ -93,13 +93,18 @@ static category categorize(const char *name) {
 /* Weight matrices only: vectors (norms, biases, rope factors) stay as they
  * are, and so do a few small matrices that are sensitive or tiny. */
 static bool convertible(const vx_quant_shape *t) {
-    if (t->n_dims < 2) return false;
+    /* dimensions as ggml_n_dims counts them: trailing 1s are none (the
+     * converter writes Qwen2-MoE's shared expert gate as [n_embd, 1]) */
+    int nd = t->n_dims;
+    while (nd > 1 && t->ne[nd - 1] == 1) nd--;
+    if (nd < 2) return false;
     const char *n = t->name;
     size_t len = strlen(n);
     if (len < 6 || strcmp(n + len - 6, "weight") != 0) return false;
     static const char *const keep[] = {
         "_norm.weight",       /* normalization weights */
         "ffn_gate_inp.weight", /* MoE router */
+        "ffn_gate_inp_shexp.weight", /* the shared expert's gate */
         "ssm_conv1d",         /* small convolution kernels */
     };
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)

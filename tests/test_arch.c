@@ -482,8 +482,10 @@ static void test_encoders(void) {
  * shared expert's). A vision tensor beside a Gemma 3 model is left alone. */
 static void test_decoder_files(void) {
     const char *g3 = "/tmp/vx_test_arch_g3.gguf", *q3 = "/tmp/vx_test_arch_q3moe.gguf";
+    const char *q2 = "/tmp/vx_test_arch_q2moe.gguf", *gm = "/tmp/vx_test_arch_gmoe.gguf";
     const char *dst = "/tmp/vx_test_arch_edited.gguf";
-    CHECK(vx_test_synth("gemma3-tiny", "F32", g3) && vx_test_synth("qwen3moe-tiny", "F32", q3));
+    CHECK(vx_test_synth("gemma3-tiny", "F32", g3) && vx_test_synth("qwen3moe-tiny", "F32", q3) &&
+          vx_test_synth("qwen2moe-tiny", "F32", q2) && vx_test_synth("granitemoe-tiny", "F32", gm));
     struct {
         const char *src, *extra, *drop, *key;
         uint32_t value;
@@ -495,7 +497,10 @@ static void test_decoder_files(void) {
                {q3, NULL, NULL, "qwen3moe.expert_feed_forward_length", 128, "ffn_gate_exps.weight' has shape"},
                /* 0 is llama.cpp's "the default": 256 / 2 here, not the file's 64 */
                {q3, NULL, NULL, "qwen3moe.expert_feed_forward_length", 0, "expected [128, 128, 8]"},
-               {q3, "blk.1.ffn_gate_shexp.weight", NULL, NULL, 0, "'blk.1.ffn_gate_shexp.weight' is not part of"}};
+               {q3, "blk.1.ffn_gate_shexp.weight", NULL, NULL, 0, "'blk.1.ffn_gate_shexp.weight' is not part of"},
+               /* Qwen2-MoE's shared expert has its gate; Granite MoE's has none (llama.cpp refuses one) */
+               {q2, NULL, "blk.1.ffn_gate_inp_shexp.weight", NULL, 0, "missing tensor 'blk.1.ffn_gate_inp_shexp.weight'"},
+               {gm, "blk.0.ffn_gate_inp_shexp.weight", NULL, NULL, 0, "'blk.0.ffn_gate_inp_shexp.weight' is not part of"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK(edited_copy(bad[i].src, dst, bad[i].extra, false, bad[i].drop, bad[i].key, bad[i].value));
         vx_model *m = NULL;
@@ -509,6 +514,13 @@ static void test_decoder_files(void) {
     CHECK(edited_copy(g3, dst, "v.blk.0.attn_q.weight", false, NULL, NULL, 0));
     CHECKF(vx_model_load(dst, NULL, &m, err, sizeof err) == VX_OK, "a vision tensor beside: %s", err);
     vx_model_free(m);
+    /* expert_shared_feed_forward_length 0: llama.cpp's "the default", feed_forward_length (256, the file's) */
+    m = NULL;
+    CHECK(edited_copy(q2, dst, NULL, false, NULL, "qwen2moe.expert_shared_feed_forward_length", 0));
+    CHECKF(vx_model_load(dst, NULL, &m, err, sizeof err) == VX_OK, "a shared expert length of 0: %s", err);
+    vx_model_free(m);
+    remove(q2);
+    remove(gm);
     remove(dst);
     remove(g3);
     remove(q3);

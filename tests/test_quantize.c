@@ -126,7 +126,9 @@ static vx_gguf *synth(const syn_tensor *ts, size_t n, uint32_t n_layer, uint32_t
     void *zeros = calloc(1, max);
     for (size_t i = 0; i < n; i++) {
         int64_t ne[2] = {ts[i].ne0, ts[i].ne1};
-        CHECK(vx_gguf_add_tensor(w, ts[i].name, VX_TYPE_F32, ts[i].ne1 > 1 ? 2 : 1, ne, zeros,
+        /* ne1 1 is a vector, but for the shared expert gate: 2-D [n, 1], as the converter writes it */
+        const uint32_t nd = ts[i].ne1 > 1 || strstr(ts[i].name, "gate_inp_shexp") ? 2 : 1;
+        CHECK(vx_gguf_add_tensor(w, ts[i].name, VX_TYPE_F32, nd, ne, zeros,
                                  (uint64_t)(ne[0] * ne[1] * 4), true) == VX_OK);
     }
     CHECK(vx_gguf_write_file(w, path, err, sizeof err) == VX_OK);
@@ -201,18 +203,20 @@ static void test_synthetic_plans(void) {
         {"blk.0.attn_q.weight", 256, 8},      {"blk.0.attn_k.weight", 256, 2},
         {"blk.0.attn_v.weight", 256, 2},      {"blk.0.attn_output.weight", 256, 8},
         {"blk.0.ffn_gate_inp.weight", 256, 8}, {"blk.0.ffn_down_exps.weight", 256, 8},
+        {"blk.0.ffn_gate_inp_shexp.weight", 256, 1}, /* 2-D [n_embd, 1], as llama.cpp's converter writes it */
     };
     g = synth(moe, sizeof moe / sizeof moe[0], 1, 8, 1, 8);
     if (g) {
-        const char *names[] = {"blk.0.attn_q.weight", "blk.0.attn_k.weight",
-                               "blk.0.attn_v.weight", "blk.0.attn_output.weight",
-                               "blk.0.ffn_gate_inp.weight", "token_embd.weight"};
+        const char *names[] = {"blk.0.attn_q.weight",       "blk.0.attn_k.weight",
+                               "blk.0.attn_v.weight",       "blk.0.attn_output.weight",
+                               "blk.0.ffn_gate_inp.weight", "token_embd.weight",
+                               "blk.0.ffn_gate_inp_shexp.weight"};
         const int q4km[] = {VX_TYPE_Q4_K, VX_TYPE_Q8_0, VX_TYPE_Q8_0, VX_TYPE_Q5_K, VX_TYPE_F32,
-                            VX_TYPE_Q4_K};
-        expect_plan(g, "Q4_K_M", names, q4km, NULL, 6);
+                            VX_TYPE_Q4_K, VX_TYPE_F32};
+        expect_plan(g, "Q4_K_M", names, q4km, NULL, 7);
         const int q2k[] = {VX_TYPE_Q2_K, VX_TYPE_Q8_0, VX_TYPE_Q8_0, VX_TYPE_Q5_K, VX_TYPE_F32,
-                           VX_TYPE_Q2_K};
-        expect_plan(g, "Q2_K", names, q2k, NULL, 6);
+                           VX_TYPE_Q2_K, VX_TYPE_F32};
+        expect_plan(g, "Q2_K", names, q2k, NULL, 7);
         vx_gguf_close(g);
     }
     /* GQA >= 4 without experts: Q2_K gives attn_v Q4_K; Q4_K_S the first 4
