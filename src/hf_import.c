@@ -1057,8 +1057,9 @@ static vx_status add_tensor(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor 
         return vx_seterr(err, err_size, VX_EUNSUPPORTED, "tensor '%s' is %s: only F32, F16, BF16 and FP8 weights are supported",
                          t->name, vx_st_dtype_name(t->dtype));
     const bool vec = kind == 'n' || kind == 'Q' || kind == 'K';
-    /* a vector may come as one row: Qwen2-MoE's shared_expert_gate [1, n_embd] */
-    if (vec ? !(t->n_dims == 1 || (t->n_dims == 2 && t->shape[0] == 1)) : t->n_dims != 2)
+    /* a vector, but Qwen2-MoE's shared_expert_gate, which is one row [1, n_embd] */
+    const bool row = t->n_dims == 2 && t->shape[0] == 1 && strstr(name, "ffn_gate_inp_shexp");
+    if (vec ? !(t->n_dims == 1 || row) : t->n_dims != 2)
         return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' has %d dimensions", t->name, t->n_dims);
     const void *data = t->data;
     vx_status st;

@@ -939,6 +939,10 @@ int32_t vx_model_describe(const vx_model *m, char *buf, size_t size) {
             sb_printf(&b, "\n");
         }
         sb_printf(&b, "%s  %g\n", m->arch->encoder ? "layer_norm_eps" : "rms_norm_eps  ", hp->rms_eps);
+        if (!strncmp(m->arch->name, "granite", 7))
+            sb_printf(&b, "multipliers     embeddings x%g, block outputs x%g, scores x%g, logits /%g\n",
+                      hp->embd_scale != 0 ? hp->embd_scale : 1.0, hp->residual_scale, hp->attn_scale,
+                      hp->logit_scale);
         sb_printf(&b, "attention       %s%s%s\n", hp->fused_qkv ? "fused qkv" : "separate q/k/v",
                   m->layers[0].bq.data || m->layers[0].bqkv.data ? ", biases" : "",
                   m->layers[0].q_norm.data ? ", q/k norm" : "");
