@@ -39,7 +39,6 @@ struct vx_drafter {
 vx_draft_params vx_draft_default_params(void) {
     vx_draft_params p;
     memset(&p, 0, sizeof p);
-    p.p_min = 0.8f;
     p.n_seq = 1;
     p.n_ctx = 4096;
     p.n_batch = 512;

@@ -28,9 +28,7 @@ typedef struct vx_drafter vx_drafter;
 
 typedef struct vx_draft_params {
     int32_t ngram_n;         /* n-gram lookup on sequences of this many tokens; 0 = off */
-    const vx_model *model;   /* the draft model, NULL = none */
-    float p_min;             /* the draft model stops below this top-token probability
-                                (vx_draft_default_params; each job gives its own) */
+    const vx_model *model;   /* the draft model, NULL = none (each job gives its p_min) */
     int32_t n_seq;           /* sequence ids [0, n_seq) */
     int32_t n_ctx;           /* positions of one sequence */
     int32_t n_batch;         /* tokens per draft-model forward pass (its catch-up chunks) */

@@ -652,20 +652,19 @@ vx_status vx_engine_init(const vx_model *model, const vx_engine_params *params, 
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     }
     if ((e->p.spec_ngram > 0 || e->p.draft_model) && !e->encoder) {
+        if (e->p.draft_max < 1 || e->p.draft_max > 256 || e->p.draft_min < 0 || e->p.draft_min > e->p.draft_max) {
+            vx_engine_free(e);
+            return vx_seterr(err, err_size, VX_EINVAL, "draft_max must be in [1, 256] and draft_min in [0, draft_max]");
+        }
         vx_draft_params dp = vx_draft_default_params();
         dp.ngram_n = e->p.spec_ngram;
         dp.model = e->p.draft_model;
-        dp.p_min = e->p.draft_p_min;
         dp.n_seq = e->p.n_parallel;
         dp.n_ctx = e->p.n_ctx;
         dp.n_batch = e->p.n_batch;
         dp.n_max = e->p.draft_max;
         dp.n_threads = e->p.n_threads;
         dp.kv_type = e->p.kv_type;
-        if (e->p.draft_max < 1 || e->p.draft_max > 256 || e->p.draft_min < 0 || e->p.draft_min > e->p.draft_max) {
-            vx_engine_free(e);
-            return vx_seterr(err, err_size, VX_EINVAL, "draft_max must be in [1, 256] and draft_min in [0, draft_max]");
-        }
         if ((st = vx_drafter_init(&dp, e->vocab, &e->drafter, err, err_size)) != VX_OK) {
             vx_engine_free(e);
             return st;

@@ -992,9 +992,7 @@ static void post_norm_add(vx_context *c, int ith, int nth, int64_t n, const vx_w
     for (int64_t t = t0; t < t1; t++) {
         float *xn = c->xn + t * E, *x = c->x + t * E;
         if (w->data) c->kern.rmsnorm(xn, xn, w->data, E, c->model->hp.rms_eps);
-        if (rs != 1.0f) c->kern.axpy_f32(x, rs, xn, E);
-        else
-            for (int64_t e = 0; e < E; e++) x[e] += xn[e];
+        c->kern.axpy_f32(x, rs, xn, E); /* rs 1: exactly x + xn */
     }
 }
 
@@ -1013,6 +1011,15 @@ static void block_out(vx_context *c, int ith, int nth, const vx_weight *w, const
     sync_after(c, ith, s);
     post_norm_add(c, ith, nth, n, post);
     sync_after(c, ith, VX_PERF_NORM);
+}
+
+/* The output norm of residual row x into dst, the input of the logits:
+ * divided by Granite's logit_scale there, W (x / s) being W x / s */
+static void out_norm(vx_context *c, float *dst, const float *x) {
+    const vx_hparams *hp = &c->model->hp;
+    c->kern.rmsnorm(dst, x, c->model->output_norm.data, hp->n_embd, hp->rms_eps);
+    if (hp->logit_scale != 1.0f)
+        for (int64_t e = 0; e < hp->n_embd; e++) dst[e] /= hp->logit_scale;
 }
 
 /* Gemma 2's final soft cap, cap tanh(logit / cap), over n_out rows of
@@ -1252,9 +1259,8 @@ static void forward_worker(void *arg, int ith, int nth) {
             perf_step(c, ith, VX_PERF_NORM);
         } else {
             for (int64_t t = t0; t < t1; t++) {
-                if (L->bo.data && hp->residual_scale != 1.0f) /* part of the block's output */
+                if (L->bo.data) /* part of the block's output: Granite's residual scale too */
                     c->kern.axpy_f32(c->x + t * E, hp->residual_scale, L->bo.data, E);
-                else add_bias(c->x + t * E, &L->bo, E);
                 c->kern.rmsnorm(c->xn + t * E, c->x + t * E, L->ffn_norm.data, E, hp->rms_eps);
             }
             if (hp->n_expert > 0) prep(c, t0, t1, n, c->xn, E, E, &L->ffn_gate_inp, NULL, NULL);
@@ -1309,9 +1315,7 @@ static void forward_worker(void *arg, int ith, int nth) {
     if (c->n_out == 0) return;
     /* final norm of the tokens that want logits, gathered in output order */
     if (solo && c->n_out == 1) {
-        c->kern.rmsnorm(xs, c->x, M->output_norm.data, E, hp->rms_eps);
-        if (hp->logit_scale != 1.0f) /* Granite: logits / logit_scale, as W (x / logit_scale) */
-            for (int64_t e = 0; e < E; e++) xs[e] /= hp->logit_scale;
+        out_norm(c, xs, c->x);
         prep_solo(c, ith, xs, E, &M->output, NULL, NULL);
         mm(c, ith, nth, &M->output, 0, xs, 1, E, c->logits, hp->n_vocab, false);
         perf_step(c, ith, VX_PERF_LOGITS);
@@ -1324,11 +1328,7 @@ static void forward_worker(void *arg, int ith, int nth) {
     }
     int64_t o0, o1;
     vx_split(c->n_out, ith, nth, 1, &o0, &o1);
-    for (int64_t o = o0; o < o1; o++) {
-        c->kern.rmsnorm(c->xn + o * E, c->x + (size_t)c->out_tok[o] * E, M->output_norm.data, E, hp->rms_eps);
-        if (hp->logit_scale != 1.0f)
-            for (int64_t e = 0; e < E; e++) c->xn[o * E + e] /= hp->logit_scale;
-    }
+    for (int64_t o = o0; o < o1; o++) out_norm(c, c->xn + o * E, c->x + (size_t)c->out_tok[o] * E);
     prep(c, o0, o1, c->n_out, c->xn, E, E, &M->output, NULL, NULL);
     sync_after(c, ith, VX_PERF_LOGITS);
     mm(c, ith, nth, &M->output, 0, c->xn, c->n_out, E, c->logits, hp->n_vocab, false);

@@ -96,11 +96,10 @@ typedef struct vx_hparams {
     float rope_scale; /* linear scaling: positions are divided by this (1 = none) */
     float attn_scale; /* scores q.k times this (1/sqrt(head_dim); Gemma 2 27B: 1/sqrt(n_embd / n_head)) */
     float attn_softcap, final_softcap; /* Gemma 2: tanh caps of the scores and the logits (0: none) */
-    /* Granite's multipliers: the embeddings times embd_scale (any but 0, as llama.cpp; 0: the arch's
-     * rule, Gemma's sqrt(n_embd) or 1), each block's output (all experts'
-     * for MoE) times
-     * residual_scale before the residual add, the logits divided by
-     * logit_scale (1: none) */
+    /* Granite's multipliers: the embeddings times embd_scale (any value
+     * but 0, as llama.cpp; 0: the arch's rule, Gemma's sqrt(n_embd) or 1),
+     * each block's output (all experts' for MoE) times residual_scale
+     * before the residual add, the logits divided by logit_scale (1: none) */
     float embd_scale, residual_scale, logit_scale;
     int32_t n_swa;                     /* Gemma 2/3: sliding window of the local layers (0: none) */
     /* layer il is local (windowed) when il % swa_period < swa_period - 1

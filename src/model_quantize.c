@@ -104,7 +104,6 @@ static bool convertible(const vx_quant_shape *t) {
     static const char *const keep[] = {
         "_norm.weight",       /* normalization weights */
         "ffn_gate_inp.weight", /* MoE router */
-        "ffn_gate_inp_shexp.weight", /* the shared expert's gate */
         "ssm_conv1d",         /* small convolution kernels */
     };
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)

@@ -266,9 +266,9 @@ static void build_candidates(vx_sampler *s, const float *logits) {
 
 /* Steps 1-3 at once, when top-k applies and the tokens bias and penalties
  * change are known (a bounded penalty window): one pass over the raw
- * logits keeps the best k + T filter-allowed tokens in a heap (T: the
- * changed tokens; one more, below), mostly one comparison each; the changed tokens' raw
- * entries then make way for their adjusted logits. An unchanged token's
+ * logits keeps the best k + T + 1 filter-allowed tokens in a heap (T: the
+ * changed tokens; the 1: below), mostly one comparison each; the changed
+ * tokens' raw entries then make way for their adjusted logits. An unchanged token's
  * logit is its raw one and at most T entries of the heap are changed
  * ones, so the k best of the result are the k best of the whole adjusted
  * vocabulary, as build_candidates, drop_banned and select_top find them.

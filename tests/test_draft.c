@@ -296,7 +296,6 @@ static void test_prefix_kept(vx_model *m) {
 static void test_stale_drafts(vx_model *dm) {
     vx_draft_params dp = vx_draft_default_params();
     dp.model = dm;
-    dp.p_min = 0;
     dp.n_ctx = 64;
     dp.n_max = 4;
     dp.n_threads = 1;

@@ -220,11 +220,11 @@ int vx_cmd_serve(int argc, char **argv) {
     mp.repack = repack;
     vx_model *m = cli_load_model_ex(path, &mp), *dm = NULL;
     if (!m) return 1;
-    if (draft_path && vx_model_is_encoder(m)) {
-        fprintf(stderr, "note: -md ignored: an embedding model generates nothing to draft\n");
+    if ((draft_path || ep.spec_ngram > 0) && vx_model_is_encoder(m)) {
+        fprintf(stderr, "note: speculative decoding ignored: an embedding model generates nothing to draft\n");
         draft_path = NULL;
+        ep.spec_ngram = 0;
     }
-    if (ep.spec_ngram > 0 && vx_model_is_encoder(m)) ep.spec_ngram = 0;
     if (draft_path && (!(dm = cli_load_model_ex(draft_path, &mp)) || !cli_generative(dm))) goto done;
     ep.draft_model = dm;
     if (!(src = cli_chat_template_source(m, tmpl_name))) goto done;
