@@ -28,6 +28,18 @@ endif
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANFLAGS) -Iinclude -Isrc -Itools -pthread \
               $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
 LDLIBS = $(SANFLAGS) -pthread -lm -lpcre2-8 -lcjson -lmicrohttpd
+# Open MPI (libopenmpi-dev) for pipeline parallelism across processes
+# (src/dist.c), when pkg-config finds it; MPI=0 builds without it.
+ifneq ($(MPI),0)
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS := $(shell pkg-config --libs ompi-c 2>/dev/null)
+endif
+ifneq ($(MPI_LIBS),)
+LDLIBS += $(MPI_LIBS)
+DIST_FLAGS = -DVX_HAVE_MPI $(MPI_CFLAGS)
+# test_dist starts itself under mpirun only where vx can run in a group
+$(BUILD)/tests/test_dist.o: CFLAGS_BASE += -DVX_TEST_HAVE_MPI
+endif
 
 # Per-ISA kernel files get their own flags; everything else is portable C.
 ISA_FLAGS_avx2 = -mavx2 -mfma -mf16c -mbmi2
@@ -98,6 +110,11 @@ $(EMU_DIR)/%.o: src/x86/%.c $(wildcard src/*.h include/*.h src/x86/*.h)
 $(BUILD)/%.o: %.c $(wildcard src/*.h include/*.h tests/*.h tools/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -c $< -o $@
+
+# the only file that sees MPI's header (its warnings are not ours: -isystem)
+$(BUILD)/src/dist.o: src/dist.c $(wildcard src/*.h include/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(subst -I/,-isystem /,$(DIST_FLAGS)) -c $< -o $@
 
 $(BUILD)/vx: $(TOOL_OBJ) $(BUILD)/libvortex.a
 	$(CC) -o $@ $(TOOL_OBJ) $(BUILD)/libvortex.a $(LDLIBS)

@@ -57,6 +57,31 @@ typedef struct vx_model vx_model;
 typedef struct vx_vocab vx_vocab;
 typedef struct vx_context vx_context;
 typedef struct vx_sampler vx_sampler;
+typedef struct vx_dist vx_dist;
+
+/* ----------------------------------------------------------- processes */
+
+/* A group of processes started together by an MPI launcher (mpirun -np N
+ * vx ...), for pipeline parallelism: a model loaded with the group
+ * (vx_model_params.dist) is split into N contiguous shares of layers;
+ * process 0 holds the embeddings, the output head and the first share, and
+ * is the only one the program drives: every call on its models and
+ * contexts runs the other processes' shares too, the hidden states of a
+ * batch passing from one process to the next. Its KV cache is split the
+ * same way, so a model and its cache need only 1/N of the memory on each
+ * machine. Outputs are the single process's, bit for bit, for the same
+ * number of threads per process.
+ * Outside a launcher vx_dist_init gives NULL and VX_OK: one process, no MPI.
+ * Built without MPI it fails under a launcher of more than one process. */
+vx_status vx_dist_init(int *argc, char ***argv, vx_dist **out, char *errmsg, size_t errmsg_size);
+int32_t vx_dist_rank(const vx_dist *d); /* this process, 0..size-1 (NULL: 0) */
+int32_t vx_dist_size(const vx_dist *d); /* processes in the group (NULL: 1) */
+/* Processes 1..size-1: carries out process 0's calls until it frees its
+ * handle. VX_EINVAL on process 0. */
+vx_status vx_dist_serve(vx_dist *d);
+/* Process 0 first ends the others' vx_dist_serve; then every process
+ * leaves MPI. Every model and context of the group must be freed first. */
+void vx_dist_free(vx_dist *d);
 
 /* ------------------------------------------------------------------ model */
 
@@ -73,6 +98,14 @@ typedef struct vx_model_params {
                                 not done when only the generic kernels run) */
     vx_progress_fn progress; /* optional */
     void *progress_user_data;
+    /* Pipeline parallelism (vx_dist_init): with a group of several
+       processes, each one holds and runs a contiguous share of the layers,
+       and every context of the model spans the group. NULL: this process
+       alone. */
+    vx_dist *dist;
+    /* The share of the layers of each process (dist's size of them, as
+       llama.cpp's --tensor-split), e.g. {1, 3}; NULL: even shares. */
+    const float *layer_split;
 } vx_model_params;
 
 vx_model_params vx_model_default_params(void);
@@ -211,6 +244,7 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
                           vx_context **out, char *errmsg, size_t errmsg_size);
 void vx_context_free(vx_context *ctx);
 const char *vx_context_errmsg(const vx_context *ctx); /* reason of the last failure */
+const vx_model *vx_context_get_model(const vx_context *ctx);
 uint32_t vx_context_n_ctx(const vx_context *ctx);
 int32_t vx_context_n_threads(const vx_context *ctx);
 int32_t vx_context_n_vocab(const vx_context *ctx);

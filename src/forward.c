@@ -14,6 +14,7 @@
 
 #include "attention.h"
 #include "common.h"
+#include "dist.h"
 #include "embed.h"
 #include "kv_cache.h"
 #include "matmul.h"
@@ -151,6 +152,13 @@ struct vx_context {
      * step boundary (params.profile) */
     vx_perf perf;
     int64_t perf_t;
+
+    /* pipeline parallelism: the context's id in the model's group (process
+     * 0 only; -1: none), and what a forward_worker run does: embed the
+     * batch, run layers [il0, il1), compute the outputs */
+    int32_t dist_id;
+    bool do_embed, do_out;
+    int32_t il0, il1;
 };
 
 vx_context_params vx_context_default_params(void) {
@@ -176,6 +184,7 @@ static void *xalloc(size_t n, bool *ok) {
 
 void vx_context_free(vx_context *c) {
     if (!c) return;
+    if (c->dist_id >= 0) vx_dist_ctx_free(c->model->dist, c->dist_id);
     vx_pool_free(c->pool);
     vx_kv_free(c->kv);
     void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->qkv, c->att, c->gate, c->up, c->rope,
@@ -201,6 +210,7 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
     if (!c) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     c->model = model;
     c->params = *params;
+    c->dist_id = -1;
     vx_context_params *p = &c->params;
     if (p->n_ctx == 0) p->n_ctx = (uint32_t)hp->n_ctx_train;
     if (p->n_batch == 0) p->n_batch = 512;
@@ -239,8 +249,9 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
         vx_context_free(c);
         return vx_seterr(err, err_size, VX_EINVAL, "kv_size out of range");
     }
-    vx_kv_params kp = {hp->n_layer, hp->n_head_kv * hp->head_dim, (int32_t)p->n_seq_max,
-                       (int32_t)p->n_ctx, (int32_t)p->kv_size, VX_KV_BLOCK, p->kv_type};
+    /* this process's layers only (pipeline parallelism) */
+    vx_kv_params kp = {model->l1 - model->l0, hp->n_head_kv * hp->head_dim, (int32_t)p->n_seq_max,
+                       (int32_t)p->n_ctx, (int32_t)p->kv_size, VX_KV_BLOCK, p->kv_type, model->l0};
     if (vx_kv_init(&kp, &c->kv) != VX_OK) {
         vx_context_free(c);
         return vx_seterr(err, err_size, VX_ENOMEM, "cannot allocate the KV cache (%u positions)",
@@ -264,7 +275,8 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
     c->up = xalloc(nb * FF * F, &ok);
     c->rope = xalloc(nb * (size_t)hp->n_rot * F * (hp->rope_dual ? 2 : 1), &ok);
     c->rope_local = c->rope && hp->rope_dual ? c->rope + nb * (size_t)hp->n_rot : c->rope;
-    c->logits = xalloc(model->arch->encoder ? 0 : nb * V * F, &ok); /* an encoder has no logits */
+    /* an encoder has no logits, nor do the processes of a group after the first */
+    c->logits = xalloc(model->arch->encoder || model->l0 > 0 ? 0 : nb * V * F, &ok);
     c->out_row = xalloc(nb * sizeof(int32_t), &ok);
     c->out_tok = xalloc(nb * sizeof(int32_t), &ok);
     c->embd = xalloc(nb * E * F, &ok);
@@ -347,11 +359,21 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory for activations (n_batch %u)",
                          p->n_batch);
     }
+    /* process 0 of a group: the others make theirs */
+    if (model->dist_id >= 0) {
+        const vx_status st = vx_dist_ctx_init(model->dist, model->dist_id, params, &c->dist_id, err, err_size);
+        if (st) {
+            c->dist_id = -1; /* nothing to free there */
+            vx_context_free(c);
+            return st;
+        }
+    }
     *out = c;
     return VX_OK;
 }
 
 const char *vx_context_errmsg(const vx_context *c) { return c->errmsg; }
+const vx_model *vx_context_get_model(const vx_context *c) { return c->model; }
 uint32_t vx_context_n_ctx(const vx_context *c) { return c->params.n_ctx; }
 int32_t vx_context_n_threads(const vx_context *c) { return c->params.n_threads; }
 int32_t vx_context_n_vocab(const vx_context *c) { return c->model->hp.n_vocab; }
@@ -417,7 +439,9 @@ static int64_t amx_min_tok(const vx_context *c, vx_type type) {
  * would be dequantized row by row in plain C there; they keep their int8
  * GEMM. */
 static bool amx_for(const vx_context *c, const vx_weight *w, int64_t ntok) {
-    if (!c->kern.gemm_amx || c->params.f32_matmul || c->params.batch_invariant ||
+    /* never a single token: that is the solo path's, whose activation rows
+     * are per thread and never converted to bf16 (prep_solo) */
+    if (!c->kern.gemm_amx || c->params.f32_matmul || c->params.batch_invariant || ntok < 2 ||
         ntok < amx_min_tok(c, w->type) || w->ne[0] % 32 != 0)
         return false;
     if (w->type == VX_TYPE_F16 || w->type == VX_TYPE_BF16) return true;
@@ -1188,16 +1212,19 @@ static void forward_worker(void *arg, int ith, int nth) {
     const int32_t kvh0 = nkv / nth * ith, kvh1 = kvh0 + nkv / nth;
     if (ith == 0 && c->params.profile) c->perf_t = vx_time_ns();
 
-    /* embeddings and per-token rotary tables */
+    /* embeddings (unless they come from the process before) and per-token
+     * rotary tables */
     for (int64_t t = t0; t < t1; t++) {
-        vx_weight_row_f32(&M->tok_embd, b->token[t], c->x + t * E);
-        if (c->embed_scale != 1.0f)
-            for (int64_t e = 0; e < E; e++) c->x[t * E + e] *= c->embed_scale;
-        rope_table(c, t);
+        if (c->do_embed) {
+            vx_weight_row_f32(&M->tok_embd, b->token[t], c->x + t * E);
+            if (c->embed_scale != 1.0f)
+                for (int64_t e = 0; e < E; e++) c->x[t * E + e] *= c->embed_scale;
+        }
+        if (c->il0 < c->il1) rope_table(c, t);
     }
     sync_after(c, ith, VX_PERF_EMBED);
 
-    for (int il = 0; il < hp->n_layer; il++) {
+    for (int il = c->il0; il < c->il1; il++) {
         const vx_layer *L = &M->layers[il];
         const float *xa = c->xn; /* the attention block's input */
         if (solo) {
@@ -1303,6 +1330,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         block_out(c, ith, nth, &L->ffn_down, xd, n, F, &L->ffn_post_norm, VX_PERF_FFN_DOWN);
     }
 
+    if (!c->do_out) return; /* the next process's turn */
     /* embeddings: the final norm of the tokens that asked, in their order
      * (the rows the logits below are computed from, with the same kernel) */
     if (c->n_emb > 0) {
@@ -1348,6 +1376,38 @@ static vx_status fail(vx_context *c, vx_status st, const char *fmt, ...) {
     vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
     va_end(ap);
     return st;
+}
+
+/* The forward of the batch set up in c: alone, or as this process's stage
+ * of the group's pipeline (dist.h), where st is this process's verdict on
+ * the batch: a failure is passed on instead of hidden states. Process 0
+ * holds the group's lock (vx_decode). */
+static vx_status run_forward(vx_context *c, vx_status st) {
+    const vx_model *M = c->model;
+    vx_dist *d = M->dist;
+    if (!vx_dist_multi(d)) {
+        c->do_embed = c->do_out = true;
+        c->il0 = 0, c->il1 = M->hp.n_layer;
+        vx_pool_run(c->pool, forward_worker, c);
+        return VX_OK;
+    }
+    const int32_t r = vx_dist_rank(d), R = vx_dist_size(d);
+    const size_t nx = (size_t)c->n_tok * (size_t)M->hp.n_embd;
+    c->il0 = M->l0, c->il1 = M->l1;
+    c->do_embed = r == 0, c->do_out = false;
+    if (r > 0) {
+        const vx_status prev = vx_dist_recv(d, r - 1, c->x, nx);
+        if (!st) st = prev;
+    }
+    if (!st) vx_pool_run(c->pool, forward_worker, c);
+    vx_dist_send(d, r == R - 1 ? 0 : r + 1, st, c->x, nx);
+    if (r > 0 || st) return st;
+    /* process 0 again: the output head over what the last one sent */
+    if ((st = vx_dist_recv(d, R - 1, c->x, nx))) return st;
+    c->do_embed = false, c->do_out = true;
+    c->il0 = c->il1 = 0;
+    vx_pool_run(c->pool, forward_worker, c);
+    return VX_OK;
 }
 
 /* Thread 0's time in the steps so far. */
@@ -1408,7 +1468,14 @@ vx_status vx_decode(vx_context *c, const vx_batch *b) {
             for (int32_t r = 0; r < s; r++) vx_kv_truncate(c->kv, r, vx_kv_len(c->kv, r));
         }
     }
-    if (st) return st;
+    vx_dist *d = c->model->dist;
+    const bool follower = vx_dist_multi(d) && vx_dist_rank(d) > 0;
+    if (st) {
+        /* a later process of a group passes the failure on (it cannot
+         * happen: process 0 checked the same batch on the same state) */
+        if (follower) c->n_tok = n, run_forward(c, st);
+        return st;
+    }
     for (int32_t i = 0; i < n; i++) vx_kv_set_token(c->kv, b->seq_id[i], b->pos[i], b->token[i]);
     /* logits and embedding rows */
     for (int32_t i = 0; i < n; i++) {
@@ -1424,7 +1491,13 @@ vx_status vx_decode(vx_context *c, const vx_batch *b) {
     for (int32_t i = 0; i < c->n_mm; i++) atomic_init(&c->mm_next[i], 0);
     for (int32_t i = 0; i < (int32_t)c->params.n_threads; i++) c->mm_seq[16 * i] = 0;
     const uint64_t steps0 = c->params.profile ? perf_steps(c) : 0;
-    vx_pool_run(c->pool, forward_worker, c);
+    if (c->dist_id >= 0) { /* process 0 of a group: the others take the batch */
+        vx_dist_lock(d);
+        vx_dist_decode(d, c->dist_id, b);
+    }
+    st = run_forward(c, VX_OK);
+    if (c->dist_id >= 0) vx_dist_unlock(d);
+    if (st) st = fail(c, VX_EINTERNAL, "a process of the group failed its layers (%s)", vx_status_str(st));
     const uint64_t dt = (uint64_t)(vx_time_ns() - t0);
     if (c->params.profile) c->perf.ns[VX_PERF_OTHER] += dt - (perf_steps(c) - steps0);
     c->perf.ns_decode += dt;
@@ -1433,7 +1506,7 @@ vx_status vx_decode(vx_context *c, const vx_batch *b) {
     c->batch = NULL;
     for (int32_t s = 0; s < n_seq; s++)
         if (next[s] != vx_kv_len(c->kv, s)) vx_kv_set_len(c->kv, s, next[s]);
-    return VX_OK;
+    return st;
 }
 
 const float *vx_get_logits_ith(const vx_context *c, int32_t i) {
@@ -1491,12 +1564,13 @@ vx_status vx_embed_texts(vx_context *ctx, const vx_token *const *texts, const in
             const int32_t t = text_of[s];
             if (t < 0 || fed[s] < n_tokens[t]) continue;
             vx_pool_end(pooling, out + (size_t)t * E, E, n_tokens[t]);
-            vx_kv_truncate(ctx->kv, s, 0);
+            vx_kv_seq_rm(ctx, s, 0, -1);
             text_of[s] = -1;
             active--;
         }
     }
-    for (int32_t s = 0; s < ns; s++) vx_kv_truncate(ctx->kv, s, 0);
+    for (int32_t s = 0; s < ns; s++)
+        if (vx_kv_len(ctx->kv, s)) vx_kv_seq_rm(ctx, s, 0, -1);
     free(tok);
     free(pos);
     free(sq);
@@ -1512,6 +1586,7 @@ vx_status vx_kv_seq_rm(vx_context *c, vx_seq_id seq, vx_pos p0, vx_pos p1) {
     if (p1 >= 0 && p1 < vx_kv_len(c->kv, seq))
         return fail(c, VX_EUNSUPPORTED, "only a suffix of a sequence can be removed");
     vx_kv_truncate(c->kv, seq, p0);
+    if (c->dist_id >= 0) vx_dist_kv_rm(c->model->dist, c->dist_id, seq, p0, p1);
     return VX_OK;
 }
 
@@ -1532,7 +1607,9 @@ void vx_kv_usage(const vx_context *c, int32_t *total, int32_t *used, int32_t *ca
 int32_t vx_kv_seq_reuse_prefix(vx_context *c, vx_seq_id seq, const vx_token *tokens, int32_t n) {
     if (seq < 0 || seq >= (int32_t)c->params.n_seq_max || vx_kv_len(c->kv, seq) != 0 || n <= 0)
         return 0;
-    return vx_kv_attach_prefix(c->kv, seq, tokens, n);
+    const int32_t got = vx_kv_attach_prefix(c->kv, seq, tokens, n);
+    if (c->dist_id >= 0) vx_dist_kv_reuse(c->model->dist, c->dist_id, seq, tokens, n);
+    return got;
 }
 
 vx_status vx_kv_seq_fork(vx_context *c, vx_seq_id src, vx_seq_id dst) {
@@ -1540,7 +1617,9 @@ vx_status vx_kv_seq_fork(vx_context *c, vx_seq_id src, vx_seq_id dst) {
     if (src < 0 || src >= ns || dst < 0 || dst >= ns || src == dst)
         return fail(c, VX_EINVAL, "sequence ids %d -> %d out of range", src, dst);
     if (vx_kv_len(c->kv, dst) != 0) return fail(c, VX_EINVAL, "sequence %d is not empty", dst);
-    return vx_kv_fork(c->kv, src, dst);
+    const vx_status st = vx_kv_fork(c->kv, src, dst);
+    if (!st && c->dist_id >= 0) vx_dist_kv_fork(c->model->dist, c->dist_id, src, dst);
+    return st;
 }
 
 void vx_kv_prefix_counts(const vx_context *c, uint64_t *lookups, uint64_t *hits) {

@@ -239,7 +239,7 @@ static void unref_block(vx_kv_cache *kv, int32_t b) {
 /* ------------------------------------------------------------ sequences */
 
 static void copy_block(vx_kv_cache *kv, int32_t dst, int32_t src) {
-    for (int32_t l = 0; l < kv->p.n_layer; l++) {
+    for (int32_t l = kv->p.layer0; l < kv->p.layer0 + kv->p.n_layer; l++) {
         memcpy(vx_kv_k_block(kv, l, dst), vx_kv_k_block(kv, l, src), kv->block_bytes);
         memcpy(vx_kv_v_block(kv, l, dst), vx_kv_v_block(kv, l, src), kv->block_bytes);
     }
@@ -353,11 +353,11 @@ vx_status vx_kv_fork(vx_kv_cache *kv, int32_t src, int32_t dst) {
 }
 
 void *vx_kv_k_block(const vx_kv_cache *kv, int32_t layer, int32_t block) {
-    return kv->k + ((size_t)layer * (size_t)kv->n_blocks + (size_t)block) * kv->block_bytes;
+    return kv->k + ((size_t)(layer - kv->p.layer0) * (size_t)kv->n_blocks + (size_t)block) * kv->block_bytes;
 }
 
 void *vx_kv_v_block(const vx_kv_cache *kv, int32_t layer, int32_t block) {
-    return kv->v + ((size_t)layer * (size_t)kv->n_blocks + (size_t)block) * kv->block_bytes;
+    return kv->v + ((size_t)(layer - kv->p.layer0) * (size_t)kv->n_blocks + (size_t)block) * kv->block_bytes;
 }
 
 void *vx_kv_k_row(const vx_kv_cache *kv, int32_t layer, int32_t seq, int32_t pos) {

@@ -29,6 +29,7 @@ typedef struct vx_kv_params {
     int32_t kv_size;    /* positions the pool holds in total (0 = n_ctx) */
     int32_t block_size; /* positions per block */
     vx_kv_type type;
+    int32_t layer0; /* the first layer held: layers [layer0, layer0 + n_layer) (pipeline parallelism) */
 } vx_kv_params;
 
 vx_status vx_kv_init(const vx_kv_params *p, vx_kv_cache **out);

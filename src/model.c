@@ -4,6 +4,7 @@
  * public model API (vx_model_*).
  */
 #include "model.h"
+#include "dist.h"
 
 #include <errno.h>
 #include <float.h>
@@ -718,14 +719,21 @@ static vx_status prefault(vx_model *m, const vx_model_params *params, char *err,
     return VX_OK;
 }
 
-vx_status vx_model_load(const char *path, const vx_model_params *params, vx_model **out,
-                        char *err, size_t err_size) {
+static vx_status model_share(vx_model *m, const vx_model_params *params, int32_t *l0, int32_t *l1,
+                             int32_t **first, char *err, size_t err_size);
+
+/* Loads layers [l0, l1) of path (l1 < 0: process 0 of params->dist, or
+ * the whole model: the shares are decided once n_layer is known). */
+static vx_status model_load(const char *path, const vx_model_params *params, int32_t l0, int32_t l1,
+                            vx_model **out, char *err, size_t err_size) {
     vx_model_params defp = vx_model_default_params();
     if (!params) params = &defp;
     if (!out || !path) return vx_seterr(err, err_size, VX_EINVAL, "path and out are required");
     *out = NULL;
     vx_model *m = calloc(1, sizeof *m);
     if (!m) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    m->dist_id = -1;
+    int32_t *first = NULL; /* process 0 of a group: every process's first layer */
     /* a Hugging Face model directory is imported (mapped safetensors) */
     m->imported = vx_hf_is_model_dir(path);
     vx_status st = m->imported ? vx_hf_open(path, &m->gguf, err, err_size)
@@ -762,7 +770,9 @@ vx_status vx_model_load(const char *path, const vx_model_params *params, vx_mode
     }
     loader L = {m, err, err_size, arch};
     m->hp.n_vocab = vx_vocab_n_tokens(m->vocab);
-    if ((st = load_hparams(&L)) || (st = load_weights(&L))) {
+    if (!(st = load_hparams(&L))) st = model_share(m, params, &l0, &l1, &first, err, err_size);
+    if (!st) st = load_weights(&L);
+    if (st) {
         /* prefix the file name once */
         char tmp[VX_ERRMSG_MAX];
         if (err && err_size) {
@@ -776,22 +786,70 @@ vx_status vx_model_load(const char *path, const vx_model_params *params, vx_mode
         m->n_params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
         m->n_bytes += t->size;
     }
-    if (params->progress && params->use_mmap && (st = prefault(m, params, err, err_size))) goto fail;
+    /* a share of the layers leaves the others' pages alone */
+    const bool whole = m->l0 == 0 && m->l1 == m->hp.n_layer;
+    if (params->progress && params->use_mmap && whole && (st = prefault(m, params, err, err_size))) goto fail;
     if (params->check_tensors && (st = check_tensors(m, err, err_size))) goto fail;
     if (params->repack && (st = vx_model_repack(m, err, err_size))) goto fail;
     if (params->progress && !params->progress(1.0f, params->progress_user_data)) {
         st = vx_seterr(err, err_size, VX_ECANCELED, "load canceled");
         goto fail;
     }
+    /* process 0: the others load their shares */
+    if (first && (st = vx_dist_model_load(params->dist, path, params, first, &m->dist_id, err, err_size)))
+        goto fail;
+    free(first);
     *out = m;
     return VX_OK;
 fail:
+    free(first);
     vx_model_free(m);
     return st;
 }
 
+/* Which layers this process holds: [l0, l1) as given, or process 0's
+ * share of a group (first[]: every process's, for the others), or all. */
+static vx_status model_share(vx_model *m, const vx_model_params *params, int32_t *l0, int32_t *l1,
+                             int32_t **first, char *err, size_t err_size) {
+    const int32_t n = m->hp.n_layer;
+    vx_dist *d = params->dist;
+    if (*l1 < 0 && vx_dist_multi(d)) {
+        if (vx_dist_rank(d) != 0)
+            return vx_seterr(err, err_size, VX_EINVAL, "process %d of the group cannot load models itself: "
+                             "it runs process 0's (vx_dist_serve)", vx_dist_rank(d));
+        if (m->arch->encoder)
+            return vx_seterr(err, err_size, VX_EUNSUPPORTED, "%s is an encoder: pipeline parallelism runs "
+                             "decoder models only", m->arch->name);
+        *first = malloc(((size_t)vx_dist_size(d) + 1) * sizeof **first);
+        if (!*first) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+        vx_status st = vx_dist_split(d, n, params->layer_split, *first, err, err_size);
+        if (st) return st;
+        *l0 = (*first)[0], *l1 = (*first)[1];
+        m->dist = d;
+    } else if (*l1 < 0) {
+        *l0 = 0, *l1 = n;
+    } else {
+        if (*l0 < 0 || *l0 >= *l1 || *l1 > n)
+            return vx_seterr(err, err_size, VX_EINVAL, "layers [%d, %d) of a model of %d", *l0, *l1, n);
+        m->dist = d;
+    }
+    m->l0 = *l0, m->l1 = *l1;
+    return VX_OK;
+}
+
+vx_status vx_model_load(const char *path, const vx_model_params *params, vx_model **out, char *err,
+                        size_t err_size) {
+    return model_load(path, params, 0, -1, out, err, err_size);
+}
+
+vx_status vx_model_load_share(const char *path, const vx_model_params *params, int32_t l0, int32_t l1,
+                              vx_model **out, char *err, size_t err_size) {
+    return model_load(path, params, l0, l1, out, err, err_size);
+}
+
 void vx_model_free(vx_model *m) {
     if (!m) return;
+    if (m->dist_id >= 0 && vx_dist_rank(m->dist) == 0) vx_dist_model_free(m->dist, m->dist_id);
     vx_vocab_free(m->vocab);
     vx_gguf_close(m->gguf);
     free(m->file_buf);

@@ -134,10 +134,19 @@ struct vx_model {
     vx_weight type_embd, pos_embd, tok_norm, tok_norm_b, cls, cls_b, cls_out, cls_out_b;
     vx_layer *layers; /* [n_layer] */
     uint64_t n_params, n_bytes;
+    /* pipeline parallelism: this process's layers [l0, l1) (all of them
+     * alone), the group and the model's id in it (-1: none) */
+    int32_t l0, l1;
+    vx_dist *dist;
+    int32_t dist_id;
     void *pack_buf; /* the packed copies (model_repack.c) */
     size_t pack_size;
     int n_packed;   /* weights with a packed copy */
 };
+
+/* Loads layers [l0, l1) of a model, for process l of a group (dist.c). */
+vx_status vx_model_load_share(const char *path, const vx_model_params *params, int32_t l0, int32_t l1,
+                              vx_model **out, char *err, size_t err_size);
 
 /* Packs every matmul weight whose type has an 8-row layout (quant.h) and
  * whose row count is a multiple of 8 into a copy the batch kernels read. */

@@ -53,11 +53,13 @@ static bool copyable(const vx_model *m, const vx_weight *w) {
     return w->data && (w->type == VX_TYPE_F16 || w->type == VX_TYPE_BF16) && !m->file_buf && !m->imported;
 }
 
-/* The matmul weights of a model, at most 1 + n_layer * WEIGHTS_PER_LAYER. */
+/* The matmul weights of this process's layers (and the output head, which
+ * the process with the first layer runs), at most 1 + n_layer *
+ * WEIGHTS_PER_LAYER. */
 static int list_weights(vx_model *m, vx_weight **out) {
     int n = 0;
-    out[n++] = &m->output;
-    for (int il = 0; il < m->hp.n_layer; il++) {
+    if (m->l0 == 0) out[n++] = &m->output;
+    for (int il = m->l0; il < m->l1; il++) {
         vx_layer *l = &m->layers[il];
         vx_weight *ws[WEIGHTS_PER_LAYER] = {&l->wq,       &l->wk,     &l->wv,       &l->wqkv,
                                              &l->wo,       &l->ffn_gate, &l->ffn_up, &l->ffn_down,

@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
     const int total = depth + n, KD = n_head_kv * hd, QD = n_head * hd;
     vx_kernels k;
     vx_kernels_init_best(&k);
-    vx_kv_params kp = {1, KD, 1, total + 16, total + 16, 16, VX_KV_F16};
+    vx_kv_params kp = {1, KD, 1, total + 16, total + 16, 16, VX_KV_F16, 0};
     vx_kv_cache *kv = NULL;
     if (vx_kv_init(&kp, &kv) != VX_OK || vx_kv_reserve(kv, 0, total) != VX_OK) {
         fprintf(stderr, "kv cache init failed\n");

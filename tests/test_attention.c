@@ -120,7 +120,7 @@ static void run_case_seg(const vx_kernels *kset, int nk, vx_kv_type type, int n_
                          const scase *sc, int tiles, int seg) {
     const int n_head = n_head_kv * g, KD = n_head_kv * hd, QD = n_head * hd;
     const int n_ctx = VX_MAX(256, VX_MAX(sc->len[0], sc->len[1]));
-    vx_kv_params kp = {1, KD, 2, n_ctx, 2 * n_ctx, 16, type};
+    vx_kv_params kp = {1, KD, 2, n_ctx, 2 * n_ctx, 16, type, 0};
     vx_kv_cache *kv;
     CHECK(vx_kv_init(&kp, &kv) == VX_OK);
     float *tmp = malloc((size_t)KD * 4);
@@ -537,7 +537,7 @@ static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, 
     const int n_head = n_head_kv * g, KD = n_head_kv * hd, QD = n_head * hd;
     const int n_blk = (n_pos + 15) / 16;
     vx_kv_params kp = {1, KD, frag == 2 ? n_blk + 1 : 2, 4224, frag == 2 ? n_blk * 16 : 8448, 16,
-                       VX_KV_F16};
+                       VX_KV_F16, 0};
     vx_kv_cache *kv;
     CHECK(vx_kv_init(&kp, &kv) == VX_OK);
     for (int p = 16; frag == 1 && p < n_pos; p += 16) {
@@ -667,7 +667,7 @@ static void test_decode_bits(const vx_kernels *k) {
  * while evicting in LRU order: a released sequence's leading blocks stay
  * cached. */
 static void kv_order_case(void) {
-    vx_kv_params kp = {1, 64, 3, 64 * 16, 64 * 16, 16, VX_KV_F16};
+    vx_kv_params kp = {1, 64, 3, 64 * 16, 64 * 16, 16, VX_KV_F16, 0};
     vx_kv_cache *kv;
     CHECK(vx_kv_init(&kp, &kv) == VX_OK);
     enum { N = 64 * 16 };

@@ -94,12 +94,31 @@ bool cli_model_given(const char *path) {
     return false;
 }
 
-vx_model *cli_load_model_ex(const char *path, const vx_model_params *params) {
+/* The process group the program runs in (vx.c), and -ts's shares: the
+ * process's own state, as MPI's world is. */
+static struct {
+    vx_dist *dist;
+    float split[CLI_MAX_SPLIT];
+    int n_split;
+} group;
+
+void cli_set_group(vx_dist *d) { group.dist = d; }
+
+static vx_model *load_model(const char *path, const vx_model_params *params, bool in_group) {
     if (!path) {
         fprintf(stderr, "error: no model given (use -m FILE.gguf)\n");
         return NULL;
     }
     vx_model_params mp = *params;
+    if (in_group && !mp.vocab_only && vx_dist_size(group.dist) > 1) {
+        if (group.n_split && group.n_split != vx_dist_size(group.dist)) {
+            fprintf(stderr, "error: --tensor-split gives %d shares for %d processes\n", group.n_split,
+                    vx_dist_size(group.dist));
+            return NULL;
+        }
+        mp.dist = group.dist;
+        mp.layer_split = group.n_split ? group.split : NULL;
+    }
     if (isatty(2)) mp.progress = progress_cb;
     vx_model *m = NULL;
     char err[VX_ERRMSG_MAX];
@@ -110,6 +129,14 @@ vx_model *cli_load_model_ex(const char *path, const vx_model_params *params) {
         return NULL;
     }
     return m;
+}
+
+vx_model *cli_load_model_ex(const char *path, const vx_model_params *params) {
+    return load_model(path, params, true);
+}
+
+vx_model *cli_load_local_model(const char *path, const vx_model_params *params) {
+    return load_model(path, params, false);
 }
 
 char *cli_read_file(const char *path, size_t *len) {
@@ -186,8 +213,33 @@ int32_t cli_piece(const vx_vocab *v, vx_token t, bool special, char **buf, int32
     return vx_token_to_piece(v, t, *buf, *cap, special);
 }
 
+/* -ts / --tensor-split A,B,...: each process's share of the layers. */
+static bool split_option(cli_args *a) {
+    const char *o = a->argv[a->i], *v = cli_value(a);
+    if (!v) return true;
+    int n = 0;
+    for (const char *p = v; *p && !a->error; n++) {
+        char *end;
+        errno = 0;
+        const double x = strtod(p, &end);
+        if (errno || end == p || !(x > 0) || x > 1e6 || n == CLI_MAX_SPLIT || (*end && *end != ',' && *end != '/')) {
+            fprintf(stderr, "error: %s expects up to %d positive shares such as 1,3, got '%s'\n", o,
+                    CLI_MAX_SPLIT, v);
+            a->error = true;
+            break;
+        }
+        group.split[n] = (float)x;
+        p = *end ? end + 1 : end;
+    }
+    group.n_split = a->error ? 0 : n;
+    if (!a->error && vx_dist_size(group.dist) <= 1)
+        fprintf(stderr, "note: %s ignored: one process runs the whole model (start several with mpirun)\n", o);
+    return true;
+}
+
 bool cli_gpu_option(cli_args *a) {
     const char *o = a->argv[a->i];
+    if (!strcmp(o, "-ts") || !strcmp(o, "--tensor-split")) return split_option(a);
     if (strcmp(o, "-ngl") && strcmp(o, "--n-gpu-layers") && strcmp(o, "--gpu-layers") && strcmp(o, "-ngld") &&
         strcmp(o, "--n-gpu-layers-draft") && strcmp(o, "--gpu-layers-draft"))
         return false;

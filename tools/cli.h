@@ -41,6 +41,11 @@ bool cli_model_given(const char *path);
  * prints the error and returns NULL on failure. */
 vx_model *cli_load_model(const char *path, bool vocab_only);
 vx_model *cli_load_model_ex(const char *path, const vx_model_params *params);
+/* The same, in this process alone (a draft model), when it runs in a group. */
+vx_model *cli_load_local_model(const char *path, const vx_model_params *params);
+/* The process group models load into (pipeline parallelism; vx.c). */
+#define CLI_MAX_SPLIT 64
+void cli_set_group(vx_dist *d);
 /* Reads a file into a NUL-terminated buffer (malloc); NULL + message on error. */
 char *cli_read_file(const char *path, size_t *len);
 /* Handles a sampling option at a->argv[a->i] (--temp, --top-k, --top-p,
@@ -49,7 +54,8 @@ char *cli_read_file(const char *path, size_t *len);
 bool cli_sampling_option(cli_args *a, vx_sampler_params *sp);
 /* llama.cpp's GPU offload options (-ngl N, --n-gpu-layers N): taken, with
  * a note that they do nothing here, so that the same command lines run;
- * false if argv[a->i] is not one of them. */
+ * and -ts/--tensor-split A,B,...: under mpirun, each process's share of
+ * the layers. False if argv[a->i] is none of them. */
 bool cli_gpu_option(cli_args *a);
 /* llama.cpp options that name what vx always does or has no use for
  * (--jinja, -fa/--flash-attn [on|off|auto], -cb, --metrics, --mlock,

@@ -180,7 +180,7 @@ int vx_cmd_logits(int argc, char **argv) {
         else if (!strcmp(o, "--kv-type")) {
             const char *v = cli_value(&a);
             if (v && !cli_kv_type(v, &kvt)) return 2;
-        } else {
+        } else if (!cli_gpu_option(&a)) {
             fprintf(stderr, "error: unknown option '%s'\n", o);
             return 2;
         }

@@ -156,7 +156,7 @@ int vx_cmd_run(int argc, char **argv) {
         goto done;
     }
     if (draft_path) {
-        if (!(dm = cli_load_model_ex(draft_path, &mp)) || !cli_generative(dm)) goto done;
+        if (!(dm = cli_load_local_model(draft_path, &mp)) || !cli_generative(dm)) goto done;
         if (vx_context_init(dm, &cp, &dc, err, sizeof err) != VX_OK) {
             fprintf(stderr, "error: draft model: %s\n", err);
             goto done;

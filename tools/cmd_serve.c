@@ -225,7 +225,7 @@ int vx_cmd_serve(int argc, char **argv) {
         draft_path = NULL;
         ep.spec_ngram = 0;
     }
-    if (draft_path && (!(dm = cli_load_model_ex(draft_path, &mp)) || !cli_generative(dm))) goto done;
+    if (draft_path && (!(dm = cli_load_local_model(draft_path, &mp)) || !cli_generative(dm))) goto done;
     ep.draft_model = dm;
     if (!(src = cli_chat_template_source(m, tmpl_name))) goto done;
     if (vx_chat_template_parse(src, &tmpl, err, sizeof err) != VX_OK) {

@@ -29,7 +29,7 @@ static void usage(FILE *f) {
             VX_VERSION);
 }
 
-int main(int argc, char **argv) {
+static int run_command(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -56,4 +56,25 @@ int main(int argc, char **argv) {
     fprintf(stderr, "error: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;
+}
+
+/* Under mpirun every process starts here: process 0 runs the command,
+ * with its models split over the group; the others carry out its calls
+ * (vx_dist_serve) until it is done. */
+int main(int argc, char **argv) {
+    vx_dist *d = NULL;
+    char err[VX_ERRMSG_MAX];
+    if (vx_dist_init(&argc, &argv, &d, err, sizeof err) != VX_OK) {
+        fprintf(stderr, "error: %s\n", err);
+        return 1;
+    }
+    int rc;
+    if (vx_dist_rank(d) > 0) {
+        rc = vx_dist_serve(d) == VX_OK ? 0 : 1;
+    } else {
+        cli_set_group(d);
+        rc = run_command(argc, argv);
+    }
+    vx_dist_free(d);
+    return rc;
 }
