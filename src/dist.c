@@ -239,12 +239,15 @@ vx_status vx_dist_model_load(vx_dist *d, const char *path, const vx_model_params
     return st;
 }
 
-void vx_dist_model_free(vx_dist *d, int32_t id) {
+/* The others free object id of table t (op); its id is free again. */
+static void free_obj(vx_dist *d, table *t, int32_t op, int32_t id) {
     vx_dist_lock(d);
-    send_cmd(d, (cmd){.op = OP_MODEL_FREE, .id = id}, NULL);
-    if (id >= 0 && id < d->models.cap) d->models.used[id] = 0;
+    send_cmd(d, (cmd){.op = op, .id = id}, NULL);
+    if (id >= 0 && id < t->cap) t->used[id] = 0;
     vx_dist_unlock(d);
 }
+
+void vx_dist_model_free(vx_dist *d, int32_t id) { free_obj(d, &d->models, OP_MODEL_FREE, id); }
 
 vx_status vx_dist_ctx_init(vx_dist *d, int32_t model_id, const vx_context_params *p, int32_t *id, char *err,
                            size_t err_size) {
@@ -265,12 +268,7 @@ vx_status vx_dist_ctx_init(vx_dist *d, int32_t model_id, const vx_context_params
     return st;
 }
 
-void vx_dist_ctx_free(vx_dist *d, int32_t id) {
-    vx_dist_lock(d);
-    send_cmd(d, (cmd){.op = OP_CTX_FREE, .id = id}, NULL);
-    if (id >= 0 && id < d->ctxs.cap) d->ctxs.used[id] = 0;
-    vx_dist_unlock(d);
-}
+void vx_dist_ctx_free(vx_dist *d, int32_t id) { free_obj(d, &d->ctxs, OP_CTX_FREE, id); }
 
 void vx_dist_kv_rm(vx_dist *d, int32_t ctx, vx_seq_id seq, vx_pos p0, vx_pos p1) {
     vx_dist_lock(d);

@@ -116,8 +116,6 @@ static void compare_model(vx_dist *d, const char *rel, const float *split) {
         CHECKF(mb, "%s in the group: %s", rel, err);
     vx_context *a = ma ? context(ma, 0) : NULL, *b = mb ? context(mb, 0) : NULL;
     if (!a || !b) goto done;
-    char what[64];
-    snprintf(what, sizeof what, "%s split", split ? "1:3" : "even");
     CHECK(prompts(a) == VX_OK && prompts(b) == VX_OK);
     same_out(a, b, 17, "three prompts", rel);
     /* decode steps of sequence 1, then a batch of 4 to sequence 0 */
@@ -147,7 +145,6 @@ static void compare_model(vx_dist *d, const char *rel, const float *split) {
     CHECKF(ra == 16 && rb == 16, "prefix reuse: %d and %d positions (16 expected)", ra, rb);
     CHECK(step(a, 3, 60, 16, 2) == VX_OK && step(b, 3, 60, 16, 2) == VX_OK);
     same_out(a, b, 3, "after a reused prefix", rel);
-    (void)what;
 done:
     vx_context_free(a);
     vx_context_free(b);
