@@ -17,7 +17,7 @@
  * tensors, its multipliers as the converter's keys), Qwen2MoeForCausalLM (Qwen3-MoE's experts, a
  * shared expert and its gate). Weights: F32,
  * F16, BF16; FP8 (as BF16), GPTQ and AWQ int4 (as Q4_0 / Q4_1). Tokenizers: tokenizer.json
- * (byte-level BPE), or for Llama-family and Phi-3 models tokenizer.model
+ * (byte-level BPE, or byte-fallback BPE as SentencePiece), or for Llama-family and Phi-3 models tokenizer.model
  * (SentencePiece), which the converter prefers where both exist; the chat
  * template of chat_template.jinja or chat_template.json over
  * tokenizer_config.json's.

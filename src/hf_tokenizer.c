@@ -23,7 +23,12 @@
  *
  * Normalizers are not applied (llama.cpp ignores them for BPE too: Qwen's
  * NFC only matters for text that is not NFC already).
+ *
+ * A BPE model with byte_fallback (Llama 2, Mistral: SentencePiece BPE as
+ * Hugging Face's converter writes it) becomes the SentencePiece ("llama")
+ * vocabulary instead: spm_json_convert.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +37,7 @@
 
 #include "common.h"
 #include "hf_import.h"
+#include "name_index.h"
 
 enum { TT_NORMAL = 1, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5 };
 
@@ -252,18 +258,205 @@ static bool looks_special(const char *t) {
     return n >= 8 && !strncmp(t, "<unused", 7) && t[n - 1] == '>';
 }
 
+/* ---------------------------------- SentencePiece-style BPE in tokenizer.json */
+
+/* The normalizer / pre-tokenizer of a byte-fallback BPE tokenizer.json
+ * (Llama 2's: Prepend "▁" and Replace " " -> "▁" normalizers; later
+ * conversions': a Metaspace pre-tokenizer): *prefix, whether text starts
+ * with "▁" (add_space_prefix). Anything else is refused. */
+static vx_status metaspace_of(const cJSON *root, bool *prefix, char *err, size_t err_size) {
+    static const char *const ws = "\xE2\x96\x81"; /* U+2581 */
+    bool spaces = false;
+    *prefix = false;
+    const char *what[2] = {"normalizer", "pre_tokenizer"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *top = cJSON_GetObjectItemCaseSensitive(root, what[k]);
+        if (!top || cJSON_IsNull(top)) continue;
+        const char *tt = cJSON_IsObject(top) ? str_of(top, "type") : NULL;
+        if (!tt) return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: %s has no type", what[k]);
+        const cJSON *parts = !strcmp(tt, "Sequence")
+                                 ? cJSON_GetObjectItemCaseSensitive(top, k ? "pretokenizers" : "normalizers")
+                                 : NULL;
+        const int n = parts ? cJSON_GetArraySize(parts) : 1;
+        for (int i = 0; i < n; i++) {
+            const cJSON *it = parts ? cJSON_GetArrayItem(parts, i) : top;
+            const char *t = cJSON_IsObject(it) ? str_of(it, "type") : NULL;
+            const char *rep = t ? str_of(it, k ? "replacement" : "prepend") : NULL;
+            if (t && !k && !strcmp(t, "Prepend") && rep && !strcmp(rep, ws)) {
+                *prefix = true;
+            } else if (t && !k && !strcmp(t, "Replace")) {
+                const cJSON *pat = cJSON_GetObjectItemCaseSensitive(it, "pattern");
+                const char *from = cJSON_IsObject(pat) ? str_of(pat, "String") : NULL, *to = str_of(it, "content");
+                if (!from || !to || strcmp(from, " ") != 0 || strcmp(to, ws) != 0)
+                    return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                                     "tokenizer.json: a Replace normalizer other than ' ' -> U+2581 is not supported");
+                spaces = true;
+            } else if (t && k && !strcmp(t, "Metaspace") && rep && !strcmp(rep, ws)) {
+                /* prepend_scheme "always" / "first" (vx, like llama.cpp,
+                 * prefixes the text and each piece after a special token),
+                 * "never"; older files: add_prefix_space */
+                const char *scheme = str_of(it, "prepend_scheme");
+                const cJSON *aps = cJSON_GetObjectItemCaseSensitive(it, "add_prefix_space");
+                *prefix = scheme ? strcmp(scheme, "never") != 0 : !cJSON_IsBool(aps) || cJSON_IsTrue(aps);
+                spaces = true;
+            } else {
+                return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                                 "tokenizer.json: %s '%s' is not supported with byte_fallback BPE (Prepend and "
+                                 "Replace of spaces with U+2581, or Metaspace, are)",
+                                 k ? "pre-tokenizer" : "normalizer", t ? t : "?");
+            }
+        }
+    }
+    if (!spaces)
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                         "tokenizer.json: byte_fallback BPE that keeps spaces as they are is not supported "
+                         "(SentencePiece-style vocabularies write them as U+2581)");
+    return VX_OK;
+}
+
+static const char *tok_name(const void *ctx, int64_t i) { return ((const tokbuf *)ctx)->tok[i]; }
+
+/* UTF-8 characters in s (bytes that do not continue one) */
+static size_t utf8_chars(const char *s) {
+    size_t n = 0;
+    for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+/* "<0xAB>": a byte token */
+static bool is_byte_token(const char *s) {
+    return strlen(s) == 6 && !strncmp(s, "<0x", 3) && s[5] == '>' && strchr("0123456789ABCDEF", s[3]) &&
+           strchr("0123456789ABCDEF", s[4]) && s[3] && s[4];
+}
+
+/* A byte-fallback BPE tokenizer.json (Llama 2, Mistral 7B, TinyLlama, ...:
+ * SentencePiece BPE vocabularies as Hugging Face's converter writes them)
+ * as the SentencePiece ("llama") vocabulary they came from, as llama.cpp's
+ * converter writes such models: tokens, types (the unknown token, <0xXX>
+ * bytes, special added tokens as control), and scores from the merges: a
+ * token's score is minus the rank of the first merge that makes it, so
+ * SentencePiece's highest-score-first merging applies the merges in
+ * tokenizer.json's order (HF's converter lists the merges by the piece's
+ * score, all of a piece's splits together: the same order). A token no
+ * merge makes scores below all (single characters and bytes are never
+ * merged into). */
+static vx_status spm_json_convert(const cJSON *root, const cJSON *model, const cJSON *cfg, const cJSON *mcfg,
+                                  int64_t n_vocab, vx_gguf_writer *w, tokbuf *b, float **scores, char *err,
+                                  size_t err_size) {
+    bool prefix;
+    vx_status st = metaspace_of(root, &prefix, err, err_size);
+    if (st) return st;
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(model, "merges");
+    if (!cJSON_IsObject(vocab) || !cJSON_GetArraySize(vocab))
+        return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: model.vocab is not a non-empty object");
+    const int64_t id_cap = (int64_t)1 << 24;
+    int64_t n = n_vocab > 0 ? n_vocab : 0, id = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, vocab) {
+        if (!id_of(it, id_cap, &id))
+            return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: token '%s' has no valid id", it->string);
+        if (id + 1 > n) n = id + 1;
+    }
+    cJSON_ArrayForEach(it, added) {
+        if (!id_of(cJSON_GetObjectItemCaseSensitive(it, "id"), id_cap, &id) || !str_of(it, "content"))
+            return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: an added token lacks its id or content");
+        if (id + 1 > n) n = id + 1;
+    }
+    if (n_vocab > 0 && n > n_vocab)
+        return vx_seterr(err, err_size, VX_EFORMAT,
+                         "tokenizer.json has %lld tokens, more than the model's %lld embedding rows", (long long)n,
+                         (long long)n_vocab);
+    b->n = n;
+    b->tok = calloc((size_t)n, sizeof *b->tok);
+    b->type = calloc((size_t)n, sizeof *b->type);
+    *scores = calloc((size_t)n, sizeof **scores);
+    if (!b->tok || !b->type || !*scores) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    const char *unk = str_of(model, "unk_token");
+    cJSON_ArrayForEach(it, vocab) {
+        id_of(it, id_cap, &id);
+        if (b->tok[id])
+            return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: id %lld is given to '%s' and '%s'",
+                             (long long)id, b->tok[id], it->string);
+        const int32_t type = unk && !strcmp(it->string, unk) ? 2 : is_byte_token(it->string) ? 6 : TT_NORMAL;
+        if ((st = put_token(b, id, it->string, type, false, err, err_size))) return st;
+    }
+    /* the ranks: a name index over the vocabulary's tokens */
+    vx_name_index ix = {0};
+    for (int64_t i = 0; i < n && st == VX_OK; i++)
+        if (b->tok[i] && vx_name_index_add(&ix, i, tok_name, b) < 0)
+            st = vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    for (int64_t i = 0; i < n; i++) (*scores)[i] = NAN; /* no merge yet */
+    int64_t rank = 0;
+    char buf[512];
+    if (!cJSON_IsArray(ms)) ms = NULL;
+    cJSON_ArrayForEach(it, ms) {
+        if (st) break;
+        const char *l = NULL, *r = NULL, *sp = NULL;
+        size_t ll = 0;
+        if (cJSON_IsString(it) && (sp = strchr(it->valuestring, ' ')) && !strchr(sp + 1, ' ')) {
+            l = it->valuestring, ll = (size_t)(sp - l), r = sp + 1;
+        } else if (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 2 && cJSON_IsString(cJSON_GetArrayItem(it, 0)) &&
+                   cJSON_IsString(cJSON_GetArrayItem(it, 1))) {
+            l = cJSON_GetArrayItem(it, 0)->valuestring, ll = strlen(l), r = cJSON_GetArrayItem(it, 1)->valuestring;
+        } else {
+            st = vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: merge %lld is neither \"a b\" nor [a, b]",
+                           (long long)rank);
+            break;
+        }
+        const size_t lr = strlen(r);
+        if (ll + lr >= sizeof buf) { /* longer than any token vx takes: never made */
+            rank++;
+            continue;
+        }
+        memcpy(buf, l, ll), memcpy(buf + ll, r, lr + 1);
+        const int64_t t = vx_name_index_find(&ix, buf, tok_name, b);
+        if (t < 0) {
+            st = vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: merge %lld makes '%.100s', which is not in the vocabulary",
+                           (long long)rank, buf);
+            break;
+        }
+        if (isnan((*scores)[t])) (*scores)[t] = -(float)rank;
+        rank++;
+    }
+    vx_name_index_free(&ix);
+    if (st) return st;
+    for (int64_t i = 0; i < n; i++)
+        if (isnan((*scores)[i])) /* single characters, bytes, holes: none made by a merge */
+            (*scores)[i] = b->tok[i] && b->type[i] == TT_NORMAL && utf8_chars(b->tok[i]) > 1 ? -1e9f : 0.0f;
+    cJSON_ArrayForEach(it, added) {
+        id_of(cJSON_GetObjectItemCaseSensitive(it, "id"), id_cap, &id);
+        const char *content = str_of(it, "content");
+        const bool special = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "special")) || looks_special(content);
+        if (id < n && b->tok[id] && !strcmp(b->tok[id], content) && b->type[id] == 2) continue; /* <unk> */
+        if ((st = put_token(b, id, content, special ? TT_CONTROL : TT_USER, true, err, err_size))) return st;
+        (*scores)[id] = -1000.0f;
+    }
+    if ((st = pad_holes(b, *scores, err, err_size))) return st;
+    if ((st = vx_gguf_set_str(w, "tokenizer.ggml.model", "llama")) ||
+        (st = vx_gguf_set_str(w, "tokenizer.ggml.pre", "default")) ||
+        (st = vx_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)b->tok, (uint64_t)n)) ||
+        (st = vx_gguf_set_arr(w, "tokenizer.ggml.scores", VX_GGUF_FLOAT32, *scores, (uint64_t)n)) ||
+        (st = vx_gguf_set_arr(w, "tokenizer.ggml.token_type", VX_GGUF_INT32, b->type, (uint64_t)n)))
+        return vx_seterr(err, err_size, st, "tokenizer.json: storing the vocabulary failed");
+    if (!prefix && (st = vx_gguf_set_bool(w, "tokenizer.ggml.add_space_prefix", false))) return st;
+    int add_bos, add_eos;
+    template_flags(root, &add_bos, &add_eos);
+    return special_keys(cfg, mcfg, b, add_bos, add_eos, w, err, err_size);
+}
+
 static vx_status convert(const cJSON *root, const cJSON *cfg, const cJSON *mcfg, int64_t n_vocab, vx_gguf_writer *w, tokbuf *b,
-                         char **merges, int64_t *n_merges, char *err, size_t err_size) {
+                         char **merges, int64_t *n_merges, float **scores, char *err, size_t err_size) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const char *mtype = cJSON_IsObject(model) ? str_of(model, "type") : NULL;
     if (!mtype) return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: no model.type");
     if (strcmp(mtype, "BPE") != 0)
         return vx_seterr(err, err_size, VX_EUNSUPPORTED,
                          "tokenizer.json: tokenizer model '%s' is not supported (byte-level BPE is)", mtype);
+    *n_merges = 0;
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback")))
-        return vx_seterr(err, err_size, VX_EUNSUPPORTED,
-                         "tokenizer.json: BPE with byte_fallback (SentencePiece-style, e.g. Llama 2, Mistral 7B) is "
-                         "not supported yet; convert the model to GGUF with llama.cpp's convert_hf_to_gguf.py");
+        return spm_json_convert(root, model, cfg, mcfg, n_vocab, w, b, scores, err, err_size);
     const char *pre = NULL;
     vx_status st = find_pre(root, &pre, err, err_size);
     if (st) return st;
@@ -370,8 +563,10 @@ vx_status vx_hf_tokenizer_to_gguf(const char *json, size_t len, const char *cfg_
     const int nm = cJSON_IsArray(ms) ? cJSON_GetArraySize(ms) : 0;
     char **merges = calloc((size_t)nm + 1, sizeof *merges);
     int64_t n_merges = 0;
-    vx_status st = merges ? convert(root, cfg, mcfg, n_vocab, w, &b, merges, &n_merges, err, err_size)
+    float *scores = NULL;
+    vx_status st = merges ? convert(root, cfg, mcfg, n_vocab, w, &b, merges, &n_merges, &scores, err, err_size)
                           : vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+    free(scores);
     for (int64_t i = 0; i < b.n && b.tok; i++) free(b.tok[i]);
     free(b.tok);
     free(b.type);

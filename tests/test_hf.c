@@ -33,6 +33,7 @@
 #include "common.h"
 #include "gguf.h"
 #include "hf_import.h"
+#include "name_index.h"
 #include "quant.h"
 #include "testutil.h"
 #include "vocab.h"
@@ -312,6 +313,208 @@ static void test_spm(void) {
     }
     free(m.p);
     vx_gguf_close(imp);
+    vx_gguf_close(ref);
+}
+
+/* ------------------------------------- byte-fallback BPE tokenizer.json */
+
+typedef struct hf_merge {
+    int32_t l, r;   /* token ids */
+    float score;    /* of the piece l + r */
+    int32_t ll, lr; /* lengths in characters */
+    int64_t seq;    /* order before the sort */
+} hf_merge;
+
+static size_t n_chars(const char *s) {
+    size_t n = 0;
+    for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+static int cmp_local(const void *a, const void *b) {
+    const hf_merge *x = a, *y = b;
+    return x->l != y->l ? (x->l < y->l ? -1 : 1) : x->r != y->r ? (x->r < y->r ? -1 : 1) : 0;
+}
+
+/* transformers' generate_merges: sorted by (score, len(l), len(r)),
+ * highest first, stable */
+static int cmp_global(const void *a, const void *b) {
+    const hf_merge *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    if (x->ll != y->ll) return x->ll > y->ll ? -1 : 1;
+    if (x->lr != y->lr) return x->lr > y->lr ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static const char *str_at(const void *ctx, int64_t i) { return ((char *const *)ctx)[i]; }
+
+/* ggml-vocab-llama-spm.gguf (Llama 2's vocabulary) as the tokenizer.json
+ * Hugging Face's LlamaConverter writes from Llama 2's tokenizer.model:
+ * every piece in model.vocab, byte_fallback, the merges generated from the
+ * pieces' scores as transformers' SentencePieceExtractor does (every split
+ * of a piece into two pieces, by the piece's score), <unk> <s> </s> as
+ * special added tokens. metaspace: the later layout (a Metaspace
+ * pre-tokenizer instead of the Prepend and Replace normalizers, merges as
+ * [a, b] pairs). NULL if the fixture is missing. */
+static char *llama2_tokenizer_json(const vx_gguf *ref, bool metaspace) {
+    const vx_gguf_kv *toks = vx_gguf_find(ref, "tokenizer.ggml.tokens"), *sc = vx_gguf_find(ref, "tokenizer.ggml.scores");
+    if (!toks || !sc) return NULL;
+    const int64_t n = (int64_t)toks->v.arr.n;
+    char **t = calloc((size_t)n, sizeof *t);
+    vx_name_index ix = {0};
+    for (int64_t i = 0; i < n; i++) {
+        t[i] = strndup(toks->v.arr.strs[i].s, toks->v.arr.strs[i].len);
+        vx_name_index_add(&ix, i, str_at, t);
+    }
+    size_t cap = 1 << 16, nm = 0;
+    hf_merge *m = malloc(cap * sizeof *m);
+    char buf[256];
+    for (int64_t i = 0; i < n; i++) {
+        const size_t len = strlen(t[i]), first = nm;
+        for (size_t cut = 1; cut < len && len < sizeof buf; cut++) {
+            if (((unsigned char)t[i][cut] & 0xC0) == 0x80) continue; /* inside a character */
+            memcpy(buf, t[i], cut);
+            buf[cut] = 0;
+            const int64_t l = vx_name_index_find(&ix, buf, str_at, t), r = vx_name_index_find(&ix, t[i] + cut, str_at, t);
+            if (l < 0 || r < 0) continue;
+            if (nm == cap) m = realloc(m, (cap *= 2) * sizeof *m);
+            m[nm++] = (hf_merge){(int32_t)l, (int32_t)r, (float)vx_gguf_arr_f64(sc, (uint64_t)i), (int32_t)n_chars(buf),
+                                 (int32_t)n_chars(t[i] + cut), 0};
+        }
+        qsort(m + first, nm - first, sizeof *m, cmp_local);
+    }
+    for (size_t k = 0; k < nm; k++) m[k].seq = (int64_t)k;
+    qsort(m, nm, sizeof *m, cmp_global);
+    cJSON *root = cJSON_CreateObject(), *added = cJSON_AddArrayToObject(root, "added_tokens");
+    for (int i = 0; i < 3; i++) {
+        cJSON *a = cJSON_CreateObject();
+        cJSON_AddNumberToObject(a, "id", i);
+        cJSON_AddStringToObject(a, "content", t[i]);
+        cJSON_AddBoolToObject(a, "normalized", false);
+        cJSON_AddBoolToObject(a, "special", true);
+        cJSON_AddItemToArray(added, a);
+    }
+    static const char *const ws = "\xE2\x96\x81";
+    if (metaspace) {
+        cJSON_AddNullToObject(root, "normalizer");
+        cJSON *pt = cJSON_AddObjectToObject(root, "pre_tokenizer");
+        cJSON_AddStringToObject(pt, "type", "Metaspace");
+        cJSON_AddStringToObject(pt, "replacement", ws);
+        cJSON_AddStringToObject(pt, "prepend_scheme", "first");
+        cJSON_AddBoolToObject(pt, "split", false);
+    } else {
+        cJSON *nz = cJSON_AddObjectToObject(root, "normalizer"), *ns = cJSON_AddArrayToObject(nz, "normalizers");
+        cJSON_AddStringToObject(nz, "type", "Sequence");
+        cJSON *p = cJSON_CreateObject(), *r = cJSON_CreateObject();
+        cJSON_AddStringToObject(p, "type", "Prepend");
+        cJSON_AddStringToObject(p, "prepend", ws);
+        cJSON_AddStringToObject(r, "type", "Replace");
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(r, "pattern"), "String", " ");
+        cJSON_AddStringToObject(r, "content", ws);
+        cJSON_AddItemToArray(ns, p);
+        cJSON_AddItemToArray(ns, r);
+        cJSON_AddNullToObject(root, "pre_tokenizer");
+    }
+    cJSON *model = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(model, "type", "BPE");
+    cJSON_AddStringToObject(model, "unk_token", "<unk>");
+    cJSON_AddBoolToObject(model, "fuse_unk", true);
+    cJSON_AddBoolToObject(model, "byte_fallback", true);
+    cJSON *vocab = cJSON_AddObjectToObject(model, "vocab"), *merges = cJSON_AddArrayToObject(model, "merges");
+    for (int64_t i = 0; i < n; i++) cJSON_AddNumberToObject(vocab, t[i], (double)i);
+    for (size_t k = 0; k < nm; k++) {
+        if (metaspace) {
+            const char *pair[2] = {t[m[k].l], t[m[k].r]};
+            cJSON_AddItemToArray(merges, cJSON_CreateStringArray(pair, 2));
+        } else {
+            snprintf(buf, sizeof buf, "%s %s", t[m[k].l], t[m[k].r]);
+            cJSON_AddItemToArray(merges, cJSON_CreateString(buf));
+        }
+    }
+    char *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    free(m);
+    vx_name_index_free(&ix);
+    for (int64_t i = 0; i < n; i++) free(t[i]);
+    free(t);
+    return json;
+}
+
+/* A byte-fallback BPE tokenizer.json (Llama 2's vocabulary, both layouts)
+ * must load as the SentencePiece vocabulary llama.cpp has for it (tokens,
+ * types, special ids, flags) and tokenize the 46 strings into llama.cpp's
+ * ids; what it cannot take is refused with the reason. */
+static void test_spm_json(void) {
+    char err[512] = "";
+    vx_gguf *ref = NULL;
+    CHECK(vx_gguf_open(vx_test_fixture_path("tokenizer/ggml-vocab-llama-spm.gguf"), &ref, err, sizeof err) == VX_OK);
+    if (!ref) return;
+    for (int layout = 0; layout < 2; layout++) {
+        char *json = llama2_tokenizer_json(ref, layout == 1);
+        CHECK(json != NULL);
+        if (!json) continue;
+        vx_gguf_writer *w = vx_gguf_writer_init();
+        vx_gguf *imp = NULL;
+        vx_status st = vx_hf_tokenizer_to_gguf(json, strlen(json), k_llama2_cfg, strlen(k_llama2_cfg), NULL, 0, 32000,
+                                               w, err, sizeof err);
+        CHECKF(st == VX_OK, "byte-fallback tokenizer.json: %s", err);
+        if (!st) st = vx_gguf_writer_open_reader(w, release_writer, w, &imp, err, sizeof err);
+        else vx_gguf_writer_free(w);
+        if (imp) {
+            static const char *const keys[] = {"tokenizer.ggml.model",         "tokenizer.ggml.pre",
+                                               "tokenizer.ggml.tokens",        "tokenizer.ggml.token_type",
+                                               "tokenizer.ggml.bos_token_id",  "tokenizer.ggml.eos_token_id",
+                                               "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.add_bos_token",
+                                               "tokenizer.ggml.add_eos_token"};
+            int same = 0;
+            for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+                const bool eq = same_kv(imp, ref, keys[i]);
+                CHECKF(eq, "byte-fallback tokenizer.json (layout %d): %s differs", layout, keys[i]);
+                same += eq;
+            }
+            CHECK(vx_gguf_find(imp, "tokenizer.ggml.add_space_prefix") == NULL); /* the default: true */
+            vx_vocab *v = NULL;
+            CHECK(vx_vocab_load(imp, &v, err, sizeof err) == VX_OK);
+            int n_tests = 0, pass = v ? run_inp(v, "llama-spm", &n_tests) : 0;
+            CHECK(n_tests == 46);
+            printf("  tokenizer.json, byte-fallback BPE (Llama 2's vocabulary, %s) %d/%zu keys, %d/%d .inp strings\n",
+                   layout ? "Metaspace, [a, b] merges" : "Prepend + Replace, \"a b\" merges", same,
+                   sizeof keys / sizeof keys[0], pass, n_tests);
+            vx_vocab_free(v);
+        }
+        vx_gguf_close(imp);
+        /* what is refused: a normalizer it does not know, spaces kept,
+         * a merge that makes no token */
+        static const struct {
+            const char *from, *to, *want;
+        } bad[] = {{"\"normalizer\":null", "\"normalizer\":{\"type\":\"NFKC\"}", "normalizer 'NFKC'"},
+                   {"\"pre_tokenizer\":{\"type\":\"Metaspace\"", "\"pre_tokenizer\":{\"type\":\"Digits\"", "pre-tokenizer 'Digits'"},
+                   {"{\"type\":\"Replace\",", "{\"type\":\"Lowercase\",", "normalizer 'Lowercase'"},
+                   {"\"prepend\":\"\xE2\x96\x81\"},{\"type\":\"Replace\"", "\"prepend\":\"\xE2\x96\x81\"},{\"type\":\"Strip\"", "normalizer 'Strip'"},
+                   {"\"merges\":[\"\xE2\x96\x81 t\"", "\"merges\":[\"\xE2\x96\x81 tq\"", "not in the vocabulary"},
+                   {"\"merges\":[[\"\xE2\x96\x81\",\"t\"]", "\"merges\":[[\"\xE2\x96\x81\",\"tq\"]", "not in the vocabulary"}};
+        int refused = 0, tried = 0;
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            char *at = strstr(json, bad[i].from);
+            if (!at) continue;
+            tried++;
+            const size_t lf = strlen(bad[i].from), lt = strlen(bad[i].to), lj = strlen(json);
+            char *b = malloc(lj - lf + lt + 1);
+            memcpy(b, json, (size_t)(at - json));
+            memcpy(b + (at - json), bad[i].to, lt);
+            memcpy(b + (at - json) + lt, at + lf, lj - (size_t)(at - json) - lf + 1);
+            vx_gguf_writer *w2 = vx_gguf_writer_init();
+            err[0] = 0;
+            const vx_status s2 = vx_hf_tokenizer_to_gguf(b, strlen(b), NULL, 0, NULL, 0, 0, w2, err, sizeof err);
+            refused += s2 != VX_OK && strstr(err, bad[i].want) != NULL;
+            CHECKF(s2 != VX_OK && strstr(err, bad[i].want), "layout %d, %s: %s (wanted '%s')", layout, bad[i].to, err,
+                   bad[i].want);
+            vx_gguf_writer_free(w2);
+            free(b);
+        }
+        CHECKF(tried == 3, "layout %d: %d of the refusal cases apply (want 3)", layout, tried);
+        free(json);
+    }
     vx_gguf_close(ref);
 }
 
@@ -1333,6 +1536,7 @@ int main(void) {
     /* Qwen3-0.6B's published config.json: bos 151643 (its tokenizer_config has no bos_token) */
     test_tokenizer("qwen3", "qwen2", 151936, "{\"bos_token_id\": 151643, \"eos_token_id\": 151645}");
     test_spm();
+    test_spm_json();
 
     snprintf(g_tmp, sizeof g_tmp, "/tmp/vx_test_hf_XXXXXX");
     CHECK(mkdtemp(g_tmp) != NULL);
