@@ -344,10 +344,10 @@ void vx_context_perf_reset(vx_context *ctx);
 const char *vx_perf_step_name(vx_perf_step step);
 
 /* ---- speculative decoding (speculative.c) ----
- * Greedy speculative decoding: a draft model proposes tokens one by one,
+ * Speculative decoding: a draft model proposes tokens one by one,
  * the target checks them all in one batch and keeps the longest prefix it
  * agrees with, plus its own next token. The output is the target's greedy
- * output (bit for bit with batch_invariant contexts; otherwise up to the
+ * output (or, vx_spec_step_sample, its sampled output) (bit for bit with batch_invariant contexts; otherwise up to the
  * last bits of near-tied logits), in fewer target passes. */
 typedef struct vx_spec_stats {
     int32_t n_steps;    /* verification batches run on the target */
@@ -365,6 +365,18 @@ typedef struct vx_spec_stats {
  * status: a decode failed (vx_context_errmsg of either context says why). */
 vx_status vx_spec_step(vx_context *tgt, vx_context *dft, vx_token cur, vx_pos n_past, int32_t n_draft, vx_token *out,
                        int32_t *n_out, vx_spec_stats *stats);
+/* vx_spec_step with the target's tokens drawn by smp (its temperature,
+ * truncations, penalties and seed; NULL: greedy) instead of its argmax: the
+ * draw at each verified position is kept while it equals the draft token
+ * that went in there, and each kept draw is taken into smp's history
+ * (vx_sampler_accept) before the next. smp must have taken every token up
+ * to cur, cur included. So the output is what the target alone samples,
+ * one draw per token, in the same order: for the same seed the same
+ * tokens as without a draft (bit for bit with batch_invariant contexts).
+ * A draw that finds no token (vx_sampler_sample's -1) ends the step:
+ * out[*n_out - 1] is then -1. */
+vx_status vx_spec_step_sample(vx_context *tgt, vx_context *dft, vx_sampler *smp, vx_token cur, vx_pos n_past,
+                              int32_t n_draft, vx_token *out, int32_t *n_out, vx_spec_stats *stats);
 /* The index of the largest of n logits (the first of equals): greedy. */
 vx_token vx_argmax(const float *logits, int32_t n);
 

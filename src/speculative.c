@@ -1,6 +1,7 @@
 /*
- * speculative.c - greedy speculative decoding on two contexts (vortex.h,
- * vx_spec_step): a draft model proposes tokens, the target verifies them
+ * speculative.c - speculative decoding on two contexts (vortex.h,
+ * vx_spec_step, vx_spec_step_sample): a draft model proposes tokens
+ * (greedily), the target verifies them
  * in one batch through the same batch-first forward every other caller
  * uses, and both caches are cut back to what was kept.
  *
@@ -11,7 +12,11 @@
  *           each: y0 .. yk
  *   keep:   the longest prefix d0 .. d[a-1] with d[i] = y[i], then y[a]
  *           (the target's own choice where they differ, or its next token
- *           after all k): a + 1 tokens, the target's greedy output
+ *           after all k): a + 1 tokens, the target's greedy output; with
+ *           a sampler, y[i] is the target's draw at i (taken into the
+ *           sampler's history before the draw at i + 1), so the tokens are
+ *           the draws the target alone would make, one per token emitted,
+ *           in the same order
  *   cut:    the target cache to [0, p + a + 1); the draft cache too, or,
  *           when all k were kept, its missing d[k-1] decoded into it
  */
@@ -38,8 +43,17 @@ static vx_status decode_one(vx_context *c, vx_token t, vx_pos pos, bool logits) 
     return vx_decode(c, &b);
 }
 
-vx_status vx_spec_step(vx_context *tgt, vx_context *dft, vx_token cur, vx_pos n_past, int32_t n_draft, vx_token *out,
-                       int32_t *n_out, vx_spec_stats *stats) {
+/* The target's token at verified position logits (smp: a draw, taken
+ * into smp's history; NULL: argmax). */
+static vx_token pick(vx_sampler *smp, const float *logits, int32_t nv) {
+    if (!smp) return vx_argmax(logits, nv);
+    const vx_token y = vx_sampler_sample(smp, logits);
+    if (y >= 0) vx_sampler_accept(smp, y);
+    return y;
+}
+
+vx_status vx_spec_step_sample(vx_context *tgt, vx_context *dft, vx_sampler *smp, vx_token cur, vx_pos n_past,
+                              int32_t n_draft, vx_token *out, int32_t *n_out, vx_spec_stats *stats) {
     *n_out = 0;
     const int32_t nv = vx_context_n_vocab(tgt);
     if (n_draft < 1 || n_draft > MAX_DRAFT || nv != vx_context_n_vocab(dft) || n_past < 0 ||
@@ -63,9 +77,9 @@ vx_status vx_spec_step(vx_context *tgt, vx_context *dft, vx_token cur, vx_pos n_
     if ((st = vx_decode(tgt, &b))) return st;
     int32_t a = 0;
     for (;;) {
-        const vx_token y = vx_argmax(vx_get_logits_ith(tgt, a), nv);
+        const vx_token y = pick(smp, vx_get_logits_ith(tgt, a), nv);
         out[a] = y;
-        if (a == n_draft || y != tok[a + 1]) break;
+        if (a == n_draft || y != tok[a + 1]) break; /* y < 0 (no token to draw) too */
         a++;
     }
     *n_out = a + 1;
@@ -79,4 +93,9 @@ vx_status vx_spec_step(vx_context *tgt, vx_context *dft, vx_token cur, vx_pos n_
     if (keep < n_past + n_draft + 1 && (st = vx_kv_seq_rm(tgt, 0, keep, -1))) return st;
     if (a < n_draft) return keep < n_past + n_draft ? vx_kv_seq_rm(dft, 0, keep, -1) : VX_OK;
     return decode_one(dft, tok[n_draft], n_past + n_draft, false);
+}
+
+vx_status vx_spec_step(vx_context *tgt, vx_context *dft, vx_token cur, vx_pos n_past, int32_t n_draft, vx_token *out,
+                       int32_t *n_out, vx_spec_stats *stats) {
+    return vx_spec_step_sample(tgt, dft, NULL, cur, n_past, n_draft, out, n_out, stats);
 }

@@ -1,6 +1,7 @@
 /*
  * test_spec.c - greedy speculative decoding (vx_spec_step) against plain
- * greedy decoding of the target, on the fixture llama (F32 target; drafts:
+ * greedy decoding of the target, and sampled (vx_spec_step_sample) against
+ * the target's plain seeded draws, on the fixture llama (F32 target; drafts:
  * the target itself, its Q4_0 and Q2_K quantizations), batch-invariant
  * contexts: the same token ids, bit for bit, for several draft lengths;
  * both caches exactly as long as the tokens kept after every step; a draft
@@ -75,6 +76,65 @@ done:
     vx_context_free(dc);
 }
 
+/* Seeded sampling with penalties (what vx run's defaults plus a repeat
+ * penalty do), hot enough that the draws often leave the draft's argmax. */
+static vx_sampler *sampler_of(vx_context *c, uint64_t seed) {
+    vx_sampler_params sp = vx_sampler_default_params();
+    sp.seed = seed;
+    sp.temperature = 1.2f;
+    sp.repeat_penalty = 1.3f;
+    vx_sampler *s = NULL;
+    CHECK(vx_sampler_init(&sp, vx_context_n_vocab(c), &s) == VX_OK);
+    return s;
+}
+
+/* The target's sampled continuation, one token per decode. */
+static void plain_sampled(vx_model *m, const vx_token *ids, int n, uint64_t seed, vx_token *out) {
+    vx_context *c = ctx_of(m, 128);
+    vx_sampler *smp = c ? sampler_of(c, seed) : NULL;
+    CHECK(c && smp && decode_prompt(c, ids, n));
+    for (int i = 0; i < n && smp; i++) vx_sampler_accept(smp, ids[i]);
+    for (int i = 0; smp && i < N_GEN; i++) {
+        out[i] = vx_sampler_sample(smp, vx_get_logits_ith(c, -1 + (i == 0 ? n : 1)));
+        vx_sampler_accept(smp, out[i]);
+        vx_pos p = n + i;
+        const vx_seq_id s = 0;
+        const vx_batch b = {1, &out[i], &p, &s, NULL, NULL};
+        CHECK(vx_decode(c, &b) == VX_OK);
+    }
+    vx_sampler_free(smp);
+    vx_context_free(c);
+}
+
+/* The same through vx_spec_step_sample with draft model d. */
+static void spec_sampled(vx_model *m, vx_model *d, const vx_token *ids, int n, uint64_t seed, int n_draft,
+                         vx_token *out, vx_spec_stats *st) {
+    vx_context *tc = ctx_of(m, 128), *dc = ctx_of(d, 128);
+    vx_sampler *smp = tc ? sampler_of(tc, seed) : NULL;
+    CHECK(tc && dc && smp && decode_prompt(tc, ids, n) && decode_prompt(dc, ids, n));
+    if (!tc || !dc || !smp) goto done;
+    for (int i = 0; i < n; i++) vx_sampler_accept(smp, ids[i]);
+    int got = 0;
+    out[got] = vx_sampler_sample(smp, vx_get_logits_ith(tc, n - 1));
+    vx_sampler_accept(smp, out[got++]);
+    vx_pos past = n;
+    while (got < N_GEN) {
+        vx_token step[65];
+        int32_t k = 0;
+        const vx_status s = vx_spec_step_sample(tc, dc, smp, out[got - 1], past, n_draft, step, &k, st);
+        CHECKF(s == VX_OK && k >= 1 && k <= n_draft + 1, "step: %s, %d tokens", vx_status_str(s), k);
+        if (s != VX_OK || k < 1) break;
+        past += k;
+        CHECKF(vx_kv_seq_len(tc, 0) == past && vx_kv_seq_len(dc, 0) == past, "caches %d / %d, expected %d",
+               vx_kv_seq_len(tc, 0), vx_kv_seq_len(dc, 0), past);
+        for (int i = 0; i < k && got < N_GEN; i++) out[got++] = step[i];
+    }
+done:
+    vx_sampler_free(smp);
+    vx_context_free(tc);
+    vx_context_free(dc);
+}
+
 int main(void) {
     size_t sz;
     char *pj = vx_test_read_file(vx_test_fixture_path("models/prompt.json"), &sz);
@@ -112,6 +172,31 @@ int main(void) {
             printf("draft %-30s %d a step: %2d target passes for %d tokens, %3d of %3d drafts accepted\n", names[di],
                    ks[ki], st.n_steps, N_GEN, st.n_accepted, st.n_drafted);
         }
+
+    /* sampled: the target's own draws, the same tokens as without a draft
+     * for each seed; a greedy draft rarely agrees with hot draws, so some
+     * steps keep a draft and some do not */
+    int n_seeds_differ = 0, n_kept = 0, n_missed = 0;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        vx_token want_s[N_GEN];
+        plain_sampled(m, ids, n, seed, want_s);
+        n_seeds_differ += memcmp(want_s, want, sizeof want) != 0;
+        for (int di = 0; di < 3; di++)
+            for (int ki = 0; ki < 3; ki += 2) {
+                vx_token got[N_GEN];
+                vx_spec_stats st = {0, 0, 0};
+                memset(got, 0xff, sizeof got);
+                spec_sampled(m, drafts[di], ids, n, seed, ks[ki], got, &st);
+                CHECKF(memcmp(got, want_s, sizeof want_s) == 0, "seed %llu, draft %s, %d a step: not the target's draws",
+                       (unsigned long long)seed, names[di], ks[ki]);
+                n_kept += st.n_accepted;
+                n_missed += st.n_drafted - st.n_accepted;
+            }
+    }
+    CHECKF(n_seeds_differ == 3, "%d of 3 seeds sample other tokens than greedy", n_seeds_differ);
+    CHECKF(n_kept > 0 && n_missed > 0, "sampled steps: %d drafts kept, %d not", n_kept, n_missed);
+    printf("sampled (temperature 1.2, repeat penalty 1.3), 3 seeds x 3 drafts x 2 lengths: the plain draws; %d drafts kept, %d not\n",
+           n_kept, n_missed);
 
     /* refused: draft lengths, a full context, another vocabulary size */
     vx_context *tc = ctx_of(m, 32), *dc = ctx_of(drafts[1], 32);

@@ -48,10 +48,11 @@ static void run_usage(void) {
            "  --no-display-prompt     do not echo the prompt\n"
            "  --kv-type f16|f32|q8_0 KV cache type (default f16)\n"
            "  -md, --model-draft PATH speculative decoding with this draft model (same vocabulary;\n"
-           "                          greedy: needs --temp 0 and no penalties)\n"
+           "                          the model's own draws kept while they match the draft: for a\n"
+           "                          --seed the same text as without it)\n"
            "  --draft N               tokens drafted per step (default 5)\n"
            "  --batch-invariant       a token's logits the same bits whatever batch it is in (with\n"
-           "                          a draft model: exactly the plain greedy output)\n"
+           "                          a draft model: exactly the output without it)\n"
            "  --no-mmap               read the model into memory instead of mapping it\n"
            "  --no-repack             keep weights in the file's layout (no 8-row packing)\n"
            "  --check-tensors         verify every weight is finite while loading\n");
@@ -112,11 +113,6 @@ int vx_cmd_run(int argc, char **argv) {
         }
     }
     if (a.error) return 2;
-    if (draft_path && (sp.temperature > 0 || sp.repeat_penalty != 1.0f || sp.presence_penalty != 0 ||
-                       sp.frequency_penalty != 0)) {
-        fprintf(stderr, "error: speculative decoding (--model-draft) is greedy: use --temp 0 and no penalties\n");
-        return 2;
-    }
     if ((grammar_text || grammar_path) && (json || draft_path)) {
         fprintf(stderr, "error: --grammar / --grammar-file do not go with --json, --json-schema or a draft model\n");
         return 2;
@@ -248,8 +244,10 @@ int vx_cmd_run(int argc, char **argv) {
     int32_t n_pend = 0, i_pend = 0;
     while (n_predict < 0 || n_gen < n_predict) {
         vx_token t;
+        bool taken = false; /* in smp's history already (a speculative step's draw) */
         if (dc && i_pend < n_pend) {
             t = pend[i_pend++];
+            taken = true;
         } else if (dc && n_gen > 0) {
             /* both caches hold [0, cur); pend's last token is at cur */
             const int32_t k = (int32_t)(n_draft < n_ctx - cur - 1 ? n_draft : n_ctx - cur - 1);
@@ -257,16 +255,16 @@ int vx_cmd_run(int argc, char **argv) {
                 stop = "context full";
                 break;
             }
-            if (vx_spec_step(c, dc, pend[n_pend - 1], cur, k, pend, &n_pend, &spec) != VX_OK) {
+            if (vx_spec_step_sample(c, dc, smp, pend[n_pend - 1], cur, k, pend, &n_pend, &spec) != VX_OK) {
                 fprintf(stderr, "\nerror: %s / draft: %s\n", vx_context_errmsg(c), vx_context_errmsg(dc));
                 goto done;
             }
             cur += n_pend;
             i_pend = 0;
             t = pend[i_pend++];
+            taken = true;
         } else {
-            t = dc ? vx_argmax(vx_get_logits_ith(c, last), vx_context_n_vocab(c))
-                   : vx_sampler_sample(smp, vx_get_logits_ith(c, last));
+            t = vx_sampler_sample(smp, vx_get_logits_ith(c, last));
             if (dc) pend[0] = t, n_pend = i_pend = 1;
         }
         if (gf && vx_gfilter_limited(gf)) {
@@ -279,7 +277,7 @@ int vx_cmd_run(int argc, char **argv) {
                         : "no token can be sampled (every logit is -inf or NaN: a corrupt model?)";
             break;
         }
-        vx_sampler_accept(smp, t);
+        if (!taken) vx_sampler_accept(smp, t);
         if (json) vx_jfilter_feed(&jf, t); /* the filter allowed it */
         if (gf && !vx_gfilter_feed(gf, t)) { /* the mask allowed it: only memory can be short */
             stop = "no token can be sampled (out of memory while matching the grammar)";
