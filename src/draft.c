@@ -36,6 +36,12 @@ struct vx_drafter {
     bool *active;     /* [n_seq] per job index: still drafting */
 };
 
+int32_t vx_drafter_kv_blocks(const vx_drafter *d) {
+    int32_t total = 0;
+    if (d && d->ctx) vx_kv_usage(d->ctx, &total, NULL, NULL, NULL);
+    return total;
+}
+
 vx_draft_params vx_draft_default_params(void) {
     vx_draft_params p;
     memset(&p, 0, sizeof p);
@@ -94,8 +100,18 @@ vx_status vx_drafter_init(const vx_draft_params *p, const vx_vocab *vocab, vx_dr
     if (p->model) {
         vx_context_params cp = vx_context_default_params();
         cp.n_ctx = (uint32_t)p->n_ctx;
-        /* every sequence's whole context, in whole blocks */
-        cp.kv_size = (uint32_t)((int64_t)(p->n_ctx + VX_KV_BLOCK - 1) / VX_KV_BLOCK * VX_KV_BLOCK * p->n_seq);
+        /* every sequence's whole context, in whole blocks; with a target
+         * whose cache holds fewer positions (vx serve --kv-size), as many
+         * plus each sequence's drafts, in whole blocks: the draft cache
+         * mirrors the target's sequences and runs ahead by a draft. When
+         * it still fills up, the sequences of the failed pass are forgotten
+         * and draft again from a later catch-up (run) */
+        const int64_t per = (int64_t)(p->n_ctx + VX_KV_BLOCK - 1) / VX_KV_BLOCK * VX_KV_BLOCK;
+        int64_t kv = per * p->n_seq;
+        if (p->kv_size > 0)
+            kv = VX_MIN(kv, ((int64_t)p->kv_size + VX_KV_BLOCK - 1) / VX_KV_BLOCK * VX_KV_BLOCK +
+                                (int64_t)p->n_seq * (((int64_t)p->n_max + 2 * VX_KV_BLOCK - 1) / VX_KV_BLOCK * VX_KV_BLOCK));
+        cp.kv_size = (uint32_t)kv;
         cp.n_batch = (uint32_t)p->n_batch;
         cp.n_seq_max = (uint32_t)p->n_seq;
         cp.n_threads = p->n_threads;

@@ -35,6 +35,7 @@ typedef struct vx_draft_params {
     int32_t n_max;           /* most tokens one proposal drafts */
     int32_t n_threads;
     vx_kv_type kv_type;
+    int32_t kv_size;         /* the target's KV positions over all sequences (0: n_seq x n_ctx) */
 } vx_draft_params;
 
 vx_draft_params vx_draft_default_params(void);
@@ -70,6 +71,8 @@ void vx_drafter_propose(vx_drafter *d, vx_draft_job *jobs, int32_t n);
 void vx_drafter_keep(vx_drafter *d, int32_t seq, int32_t n_keep);
 /* The sequence ended (or was preempted): forget it. */
 void vx_drafter_reset(vx_drafter *d, int32_t seq);
+/* Blocks of the draft model's KV cache (0 without a draft model). */
+int32_t vx_drafter_kv_blocks(const vx_drafter *d);
 
 /* The n-gram source alone: the tokens after the most recent earlier
  * occurrence of tokens' last key_n ones (overlapping allowed), at most

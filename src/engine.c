@@ -665,6 +665,7 @@ vx_status vx_engine_init(const vx_model *model, const vx_engine_params *params, 
         dp.n_max = e->p.draft_max;
         dp.n_threads = e->p.n_threads;
         dp.kv_type = e->p.kv_type;
+        dp.kv_size = e->p.kv_size;
         if ((st = vx_drafter_init(&dp, e->vocab, &e->drafter, err, err_size)) != VX_OK) {
             vx_engine_free(e);
             return st;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "draft.h"
+#include "kv_cache.h"
 #include "engine.h"
 #include "testutil.h"
 
@@ -325,6 +326,21 @@ static void test_stale_drafts(vx_model *dm) {
            o2[1], o2[2], o2[3]);
     vx_drafter_free(d1);
     vx_drafter_free(d2);
+    /* the draft cache's size: every sequence's whole context, or with a
+     * target cache of kv_size positions as many plus a draft per sequence */
+    dp.n_seq = 4;
+    dp.n_ctx = 1000;
+    dp.n_max = 16;
+    const int32_t want[3] = {4 * 1008 / VX_KV_BLOCK, (1504 + 4 * 32) / VX_KV_BLOCK, 4 * 1008 / VX_KV_BLOCK};
+    const int32_t kv[3] = {0, 1500, 100000};
+    for (int i = 0; i < 3; i++) {
+        dp.kv_size = kv[i];
+        CHECKF(vx_drafter_init(&dp, v, &d1, err, sizeof err) == VX_OK, "%s", err);
+        CHECKF(vx_drafter_kv_blocks(d1) == want[i], "kv_size %d: the draft cache has %d blocks, want %d", kv[i],
+               vx_drafter_kv_blocks(d1), want[i]);
+        vx_drafter_free(d1);
+        d1 = NULL;
+    }
 }
 
 int main(void) {
