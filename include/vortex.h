@@ -374,7 +374,9 @@ vx_status vx_spec_step(vx_context *tgt, vx_context *dft, vx_token cur, vx_pos n_
  * one draw per token, in the same order: for the same seed the same
  * tokens as without a draft (bit for bit with batch_invariant contexts).
  * A draw that finds no token (vx_sampler_sample's -1) ends the step:
- * out[*n_out - 1] is then -1. */
+ * out[*n_out - 1] is then -1. A sampler with a filter is refused
+ * (VX_EINVAL): the step draws several tokens and cannot advance the
+ * filter's state between them (the serving engine does). */
 vx_status vx_spec_step_sample(vx_context *tgt, vx_context *dft, vx_sampler *smp, vx_token cur, vx_pos n_past,
                               int32_t n_draft, vx_token *out, int32_t *n_out, vx_spec_stats *stats);
 /* The index of the largest of n logits (the first of equals): greedy. */
@@ -426,6 +428,8 @@ typedef bool (*vx_token_filter)(void *ctx, vx_token token);
  * filter runs over the vocabulary at every draw; when it allows nothing,
  * vx_sampler_sample returns -1. */
 void vx_sampler_set_filter(vx_sampler *s, vx_token_filter filter, void *ctx);
+/* Whether a filter is set. */
+bool vx_sampler_has_filter(const vx_sampler *s);
 /* Records a token in the penalty history (sampled or from the prompt).
  * Tokens outside [0, n_vocab) are ignored. */
 void vx_sampler_accept(vx_sampler *s, vx_token token);

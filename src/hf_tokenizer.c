@@ -262,12 +262,18 @@ static bool looks_special(const char *t) {
 
 /* The normalizer / pre-tokenizer of a byte-fallback BPE tokenizer.json
  * (Llama 2's: Prepend "▁" and Replace " " -> "▁" normalizers; later
- * conversions': a Metaspace pre-tokenizer): *prefix, whether text starts
- * with "▁" (add_space_prefix). Anything else is refused. */
-static vx_status metaspace_of(const cJSON *root, bool *prefix, char *err, size_t err_size) {
+ * conversions': a Metaspace pre-tokenizer). *prefix: whether text starts
+ * with "▁" (add_space_prefix); *scheme: Metaspace's prepend_scheme when it
+ * prefixes ("first", "always": unlike the Prepend normalizer, not text that
+ * already starts with a space, and "first" not after a special token);
+ * *split: Metaspace splits the text before every "▁" (its default).
+ * Anything else is refused. */
+static vx_status metaspace_of(const cJSON *root, bool *prefix, const char **scheme, bool *split, char *err,
+                              size_t err_size) {
     static const char *const ws = "\xE2\x96\x81"; /* U+2581 */
-    bool spaces = false;
-    *prefix = false;
+    bool spaces = false, prepend = false;
+    *prefix = *split = false;
+    *scheme = NULL;
     const char *what[2] = {"normalizer", "pre_tokenizer"};
     for (int k = 0; k < 2; k++) {
         const cJSON *top = cJSON_GetObjectItemCaseSensitive(root, what[k]);
@@ -283,7 +289,7 @@ static vx_status metaspace_of(const cJSON *root, bool *prefix, char *err, size_t
             const char *t = cJSON_IsObject(it) ? str_of(it, "type") : NULL;
             const char *rep = t ? str_of(it, k ? "replacement" : "prepend") : NULL;
             if (t && !k && !strcmp(t, "Prepend") && rep && !strcmp(rep, ws)) {
-                *prefix = true;
+                prepend = true;
             } else if (t && !k && !strcmp(t, "Replace")) {
                 const cJSON *pat = cJSON_GetObjectItemCaseSensitive(it, "pattern");
                 const char *from = cJSON_IsObject(pat) ? str_of(pat, "String") : NULL, *to = str_of(it, "content");
@@ -292,12 +298,19 @@ static vx_status metaspace_of(const cJSON *root, bool *prefix, char *err, size_t
                                      "tokenizer.json: a Replace normalizer other than ' ' -> U+2581 is not supported");
                 spaces = true;
             } else if (t && k && !strcmp(t, "Metaspace") && rep && !strcmp(rep, ws)) {
-                /* prepend_scheme "always" / "first" (vx, like llama.cpp,
-                 * prefixes the text and each piece after a special token),
-                 * "never"; older files: add_prefix_space */
-                const char *scheme = str_of(it, "prepend_scheme");
+                /* prepend_scheme "always" / "first" / "never"; older
+                 * files: add_prefix_space (as "always"); split: true
+                 * unless false */
+                const char *ps = str_of(it, "prepend_scheme");
                 const cJSON *aps = cJSON_GetObjectItemCaseSensitive(it, "add_prefix_space");
-                *prefix = scheme ? strcmp(scheme, "never") != 0 : !cJSON_IsBool(aps) || cJSON_IsTrue(aps);
+                if (ps && strcmp(ps, "first") != 0 && strcmp(ps, "always") != 0 && strcmp(ps, "never") != 0)
+                    return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                                     "tokenizer.json: Metaspace prepend_scheme '%.40s' is not supported", ps);
+                if (ps ? strcmp(ps, "never") != 0 : !cJSON_IsBool(aps) || cJSON_IsTrue(aps)) {
+                    *prefix = true;
+                    *scheme = ps && !strcmp(ps, "first") ? "first" : "always";
+                }
+                *split = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(it, "split"));
                 spaces = true;
             } else {
                 return vx_seterr(err, err_size, VX_EUNSUPPORTED,
@@ -306,6 +319,10 @@ static vx_status metaspace_of(const cJSON *root, bool *prefix, char *err, size_t
                                  k ? "pre-tokenizer" : "normalizer", t ? t : "?");
             }
         }
+    }
+    if (prepend) { /* the text already starts with "▁" when Metaspace sees it */
+        *prefix = true;
+        *scheme = NULL;
     }
     if (!spaces)
         return vx_seterr(err, err_size, VX_EUNSUPPORTED,
@@ -338,13 +355,16 @@ static bool is_byte_token(const char *s) {
  * SentencePiece's highest-score-first merging applies the merges in
  * tokenizer.json's order (HF's converter lists the merges by the piece's
  * score, all of a piece's splits together: the same order). A token no
- * merge makes scores below all (single characters and bytes are never
- * merged into). */
+ * merge makes scores -inf, which the SentencePiece tokenizer never merges
+ * into. Exact for merge lists as that converter makes them; a hand-made
+ * list that makes one token by two merges far apart in rank would give
+ * the token the better rank for both. */
 static vx_status spm_json_convert(const cJSON *root, const cJSON *model, const cJSON *cfg, const cJSON *mcfg,
                                   int64_t n_vocab, vx_gguf_writer *w, tokbuf *b, float **scores, char *err,
                                   size_t err_size) {
-    bool prefix;
-    vx_status st = metaspace_of(root, &prefix, err, err_size);
+    bool prefix, split;
+    const char *scheme;
+    vx_status st = metaspace_of(root, &prefix, &scheme, &split, err, err_size);
     if (st) return st;
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
@@ -389,7 +409,9 @@ static vx_status spm_json_convert(const cJSON *root, const cJSON *model, const c
             st = vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     for (int64_t i = 0; i < n; i++) (*scores)[i] = NAN; /* no merge yet */
     int64_t rank = 0;
-    char buf[512];
+    size_t buf_cap = 256;
+    char *buf = malloc(buf_cap);
+    if (!buf && st == VX_OK) st = vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
     if (!cJSON_IsArray(ms)) ms = NULL;
     cJSON_ArrayForEach(it, ms) {
         if (st) break;
@@ -406,9 +428,13 @@ static vx_status spm_json_convert(const cJSON *root, const cJSON *model, const c
             break;
         }
         const size_t lr = strlen(r);
-        if (ll + lr >= sizeof buf) { /* longer than any token vx takes: never made */
-            rank++;
-            continue;
+        if (ll + lr >= buf_cap) {
+            char *nb = realloc(buf, ll + lr + 1);
+            if (!nb) {
+                st = vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+                break;
+            }
+            buf = nb, buf_cap = ll + lr + 1;
         }
         memcpy(buf, l, ll), memcpy(buf + ll, r, lr + 1);
         const int64_t t = vx_name_index_find(&ix, buf, tok_name, b);
@@ -421,10 +447,11 @@ static vx_status spm_json_convert(const cJSON *root, const cJSON *model, const c
         rank++;
     }
     vx_name_index_free(&ix);
+    free(buf);
     if (st) return st;
     for (int64_t i = 0; i < n; i++)
         if (isnan((*scores)[i])) /* single characters, bytes, holes: none made by a merge */
-            (*scores)[i] = b->tok[i] && b->type[i] == TT_NORMAL && utf8_chars(b->tok[i]) > 1 ? -1e9f : 0.0f;
+            (*scores)[i] = b->tok[i] && b->type[i] == TT_NORMAL && utf8_chars(b->tok[i]) > 1 ? -INFINITY : 0.0f;
     cJSON_ArrayForEach(it, added) {
         id_of(cJSON_GetObjectItemCaseSensitive(it, "id"), id_cap, &id);
         const char *content = str_of(it, "content");
@@ -441,6 +468,11 @@ static vx_status spm_json_convert(const cJSON *root, const cJSON *model, const c
         (st = vx_gguf_set_arr(w, "tokenizer.ggml.token_type", VX_GGUF_INT32, b->type, (uint64_t)n)))
         return vx_seterr(err, err_size, st, "tokenizer.json: storing the vocabulary failed");
     if (!prefix && (st = vx_gguf_set_bool(w, "tokenizer.ggml.add_space_prefix", false))) return st;
+    /* Metaspace's own rules, which llama.cpp's "llama" tokenizer does not
+     * know (it prefixes the text and every piece after a special token
+     * even when it starts with a space, as the Prepend normalizer does) */
+    if (scheme && (st = vx_gguf_set_str(w, "vortex.tokenizer.prepend_scheme", scheme))) return st;
+    if (split && (st = vx_gguf_set_bool(w, "vortex.tokenizer.split_on_space", true))) return st;
     int add_bos, add_eos;
     template_flags(root, &add_bos, &add_eos);
     return special_keys(cfg, mcfg, b, add_bos, add_eos, w, err, err_size);
@@ -453,7 +485,8 @@ static vx_status convert(const cJSON *root, const cJSON *cfg, const cJSON *mcfg,
     if (!mtype) return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: no model.type");
     if (strcmp(mtype, "BPE") != 0)
         return vx_seterr(err, err_size, VX_EUNSUPPORTED,
-                         "tokenizer.json: tokenizer model '%s' is not supported (byte-level BPE is)", mtype);
+                         "tokenizer.json: tokenizer model '%s' is not supported (BPE is: byte-level, or with "
+                         "byte_fallback as SentencePiece-style vocabularies have it)", mtype);
     *n_merges = 0;
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback")))
         return spm_json_convert(root, model, cfg, mcfg, n_vocab, w, b, scores, err, err_size);

@@ -608,6 +608,8 @@ void vx_sampler_set_filter(vx_sampler *s, vx_token_filter filter, void *ctx) {
     s->filter_ctx = ctx;
 }
 
+bool vx_sampler_has_filter(const vx_sampler *s) { return s && s->filter; }
+
 void vx_sampler_accept(vx_sampler *s, vx_token token) {
     if (!s || token < 0 || token >= s->n_vocab) return;
     if (s->params.penalty_last_n == 0) return;

@@ -56,9 +56,11 @@ vx_status vx_spec_step_sample(vx_context *tgt, vx_context *dft, vx_sampler *smp,
                               int32_t n_draft, vx_token *out, int32_t *n_out, vx_spec_stats *stats) {
     *n_out = 0;
     const int32_t nv = vx_context_n_vocab(tgt);
+    /* the draft cache takes cur and the drafts but the last, and after a
+     * step that keeps every draft the last one too: n_draft + 1 positions */
     if (n_draft < 1 || n_draft > MAX_DRAFT || nv != vx_context_n_vocab(dft) || n_past < 0 ||
-        (int64_t)n_past + n_draft + 1 > (int64_t)vx_context_n_ctx(tgt) ||
-        (int64_t)n_past + n_draft > (int64_t)vx_context_n_ctx(dft))
+        vx_sampler_has_filter(smp) || (int64_t)n_past + n_draft + 1 > (int64_t)vx_context_n_ctx(tgt) ||
+        (int64_t)n_past + n_draft + 1 > (int64_t)vx_context_n_ctx(dft))
         return VX_EINVAL;
     vx_status st;
     /* draft */

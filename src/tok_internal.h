@@ -73,6 +73,11 @@ struct vx_vocab {
     /* SPM: no token has a "▁" right after another character, so text can
      * be tokenized in chunks cut before such a "▁" (see tok_spm.c) */
     bool spm_word_cut;
+    /* SPM from a Hugging Face Metaspace pre-tokenizer (vortex.tokenizer.*
+     * keys): the "▁" prefix only on text not already starting with a
+     * space, and only at the text's start ("first"); text split before
+     * every "▁", each piece tokenized alone */
+    bool spm_prefix_unless_space, spm_prefix_first, spm_split;
 
     /* CONTROL / USER_DEFINED / UNKNOWN tokens, longest text first: matched
      * in the text before the model tokenizer runs. */

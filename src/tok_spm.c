@@ -8,6 +8,7 @@
  * binary heap over a doubly linked list of symbols. Symbols that are not
  * tokens at the end fall back to byte tokens <0xXX>, else to <unk>.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,7 +42,9 @@ static void try_bigram(session *s, int32_t left, int32_t right) {
     uint32_t size = l->n + r->n; /* symbols are contiguous in the text */
     if (size > s->v->max_token_len) return;
     vx_token id = vx_tok_find(s->v, s->text + l->off, size);
-    if (id < 0) return;
+    /* a token no merge makes (-inf: from a tokenizer.json) is never
+     * merged into, as in Hugging Face's BPE */
+    if (id < 0 || !isfinite(s->v->tok[id].score)) return;
     vx_bigram b = {s->v->tok[id].score, left, right, size};
     if (!vx_bigram_push(&s->heap, b)) s->oom = true;
 }
@@ -123,13 +126,25 @@ static size_t next_cut(const char *t, size_t len, size_t from) {
     return len;
 }
 
+/* With v->spm_split (HF's Metaspace split): the next "▁" after from;
+ * each "▁" starts a piece, tokenized alone. */
+static size_t next_space(const char *t, size_t len, size_t from) {
+    for (size_t p = from + 1; p + 3 <= len; p++) {
+        const char *q = memchr(t + p, 0xe2, len - p - 2);
+        if (!q) break;
+        p = (size_t)(q - t);
+        if (memcmp(t + p, SPACE_ESC, 3) == 0) return p;
+    }
+    return len;
+}
+
 bool vx_spm_tokenize(const vx_vocab *v, const char *text, size_t len, vx_tokvec *out) {
     if (len == 0) return true;
     if (len > (size_t)INT32_MAX) return false; /* int32 indices, uint32 offsets */
     session s = {.v = v};
     size_t a = 0;
     while (a < len && !s.oom && !out->oom) {
-        size_t b = v->spm_word_cut ? next_cut(text, len, a) : len;
+        size_t b = v->spm_split ? next_space(text, len, a) : v->spm_word_cut ? next_cut(text, len, a) : len;
         spm_chunk(&s, text + a, b - a, out);
         a = b;
     }

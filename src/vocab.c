@@ -19,6 +19,7 @@
  * the vocabulary is -1 (none) instead of an assertion.
  */
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -502,6 +503,13 @@ static vx_status load(vx_vocab *v, const vx_gguf *g, char *err, size_t err_size)
     }
     snprintf(v->pre_name, sizeof v->pre_name, "%s", pre ? pre : "default");
     read_bool(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix);
+    const char *scheme = NULL;
+    r = vx_gguf_get_str(g, "vortex.tokenizer.prepend_scheme", &scheme);
+    if (r < 0 || (r > 0 && strcmp(scheme, "first") != 0 && strcmp(scheme, "always") != 0))
+        return vx_seterr(err, err_size, VX_EFORMAT, "vortex.tokenizer.prepend_scheme is not \"first\" or \"always\"");
+    v->spm_prefix_unless_space = r > 0;
+    v->spm_prefix_first = r > 0 && !strcmp(scheme, "first");
+    read_bool(g, "vortex.tokenizer.split_on_space", &v->spm_split);
 
     /* tokens, scores, types */
     vx_gguf_type t;
@@ -537,7 +545,7 @@ static vx_status load(vx_vocab *v, const vx_gguf *g, char *err, size_t err_size)
         double sc = kv_score ? vx_gguf_arr_f64(kv_score, i) : 0.0;
         if (sc != sc) sc = 0; /* NaN would break the merge order */
         if (sc > 3.0e38) sc = 3.0e38;
-        if (sc < -3.0e38) sc = -3.0e38;
+        if (sc < -3.0e38 && isfinite(sc)) sc = -3.0e38; /* -inf: never merged into (tok_spm.c) */
         v->tok[i].score = (float)sc;
         v->tok[i].attr = kv_type ? attr_from_type(vx_gguf_arr_i64(kv_type, i)) : VX_TATTR_NORMAL;
     }
@@ -842,9 +850,16 @@ int32_t vx_tokenize(const vx_vocab *v, const char *text, int32_t len, vx_token *
         }
         const char *s = text + fr->off;
         switch (v->kind) {
-        case VX_VOCAB_SPM:
-            ok = spm_fragment(v, s, fr->len, v->add_space_prefix && prev_special, &out);
+        case VX_VOCAB_SPM: {
+            /* llama.cpp: the text's start and each piece after a special
+             * token get the prefix; HF's Metaspace: not on a piece that
+             * starts with a space, and "first" only at the start */
+            const bool spaced = fr->len > 0 && (s[0] == ' ' || (fr->len >= 3 && !memcmp(s, "\xe2\x96\x81", 3)));
+            const bool prefix = v->add_space_prefix && prev_special && !(v->spm_prefix_unless_space && spaced) &&
+                                !(v->spm_prefix_first && fr->off != 0);
+            ok = spm_fragment(v, s, fr->len, prefix, &out);
             break;
+        }
         case VX_VOCAB_BPE: ok = vx_bpe_tokenize(v, s, fr->len, &out); break;
         case VX_VOCAB_WPM: ok = vx_wpm_tokenize(v, s, fr->len, &out); break;
         }

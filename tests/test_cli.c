@@ -102,19 +102,29 @@ static void test_info_and_run(void) {
     CHECKF(rc == 0 && strstr(out, "-ngl ignored") && strstr(out, "--jinja ignored") && strstr(out, "-fa ignored") &&
                strstr(out, "--mlock ignored") && strstr(out, " story, story,henhenhen story,"),
            "vx run -ngl 99 --jinja -fa on --top-k -1: %.300s", out);
-    /* -md with sampling: the same text for a seed as without the draft */
-    char plain[8192] = "", spec[8192] = "";
-    for (int i = 0; i < 2; i++) {
-        snprintf(cmd, sizeof cmd,
-                 "(%s run -m %s -p 'Once upon a time' -n 64 --temp 0.9 --seed 11 --repeat-penalty 1.2 -t 2 "
-                 "--batch-invariant --no-display-prompt %s%s 2>/dev/null)",
-                 vx, vx_test_fixture_path("models/stories260K/stories260K.gguf"), i ? "--draft 4 -md " : "",
-                 i ? vx_test_fixture_path("models/stories260K/stories260K.gguf") : "");
-        rc = run(cmd, i ? spec : plain, sizeof plain);
-        CHECKF(rc == 0, "vx run%s with --temp 0.9: rc %d, %.300s", i ? " -md" : "", rc, i ? spec : plain);
+    /* -md with sampling: the same text for a seed as without the draft,
+     * also up to a full context (-c 23: 9 prompt tokens, 15 generated,
+     * the last ones with no room for a draft) */
+    static const char *const lim[2] = {"-n 64", "-c 23 -n -1"};
+    for (int l = 0; l < 2; l++) {
+        char plain[8192] = "", spec[8192] = "";
+        for (int i = 0; i < 2; i++) {
+            snprintf(cmd, sizeof cmd,
+                     "(%s run -m %s -p 'Once upon a time' %s --temp 0.9 --seed 11 --repeat-penalty 1.2 -t 2 "
+                     "--batch-invariant --no-display-prompt %s%s 2>&1 >/dev/null | grep -o 'generation: *[0-9]*'; "
+                     "%s run -m %s -p 'Once upon a time' %s --temp 0.9 --seed 11 --repeat-penalty 1.2 -t 2 "
+                     "--batch-invariant --no-display-prompt %s%s 2>/dev/null)",
+                     vx, vx_test_fixture_path("models/stories260K/stories260K.gguf"), lim[l], i ? "--draft 4 -md " : "",
+                     i ? vx_test_fixture_path("models/stories260K/stories260K.gguf") : "", vx,
+                     vx_test_fixture_path("models/stories260K/stories260K.gguf"), lim[l], i ? "--draft 4 -md " : "",
+                     i ? vx_test_fixture_path("models/stories260K/stories260K.gguf") : "");
+            rc = run(cmd, i ? spec : plain, sizeof plain);
+            CHECKF(rc == 0, "vx run %s%s with --temp 0.9: rc %d, %.300s", lim[l], i ? " -md" : "", rc, i ? spec : plain);
+        }
+        CHECKF(strlen(plain) > 40 && strcmp(plain, spec) == 0,
+               "vx run %s -md --temp 0.9 --seed 11 printed '%.200s', without -md '%.200s'", lim[l], spec, plain);
+        CHECKF(l == 0 || strstr(plain, "generation:    15\n"), "vx run -c 23 -n -1: '%.100s' (want 15 tokens)", plain);
     }
-    CHECKF(strlen(plain) > 40 && strcmp(plain, spec) == 0, "vx run -md --temp 0.9 --seed 11 printed '%.200s', without -md '%.200s'",
-           spec, plain);
 }
 
 /* vx run --grammar / --grammar-file (llama-cli's options): the output is

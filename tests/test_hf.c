@@ -104,8 +104,12 @@ static bool same_kv(const vx_gguf *a, const vx_gguf *b, const char *key) {
     return vx_gguf_get_i64(a, key, &u) == 1 && vx_gguf_get_i64(b, key, &v) == 1 && u == v;
 }
 
-/* The 46 .inp strings of a fixture vocabulary against its .out ids. */
-static int run_inp(const vx_vocab *v, const char *name, int *n_tests) {
+/* The 46 .inp strings of a fixture vocabulary against its .out ids. With
+ * first (Hugging Face's Metaspace, prepend_scheme "first"): a string that
+ * starts with a space gets no "▁" prefix, so its ids are those first (a
+ * vocabulary verified against llama.cpp's, which always prefixes) gives
+ * the string without that space (" " alone is skipped: nothing is left). */
+static int run_inp_as(const vx_vocab *v, const char *name, const vx_vocab *first, int *n_tests) {
     char rel[256];
     size_t inp_size = 0, out_size = 0;
     snprintf(rel, sizeof rel, "tokenizer/ggml-vocab-%s.gguf.inp", name);
@@ -135,6 +139,8 @@ static int run_inp(const vx_vocab *v, const char *name, int *n_tests) {
             p = e;
         }
         line = nl ? nl + 1 : NULL;
+        if (first && tlen == 1 && text[0] == ' ') continue; /* " " alone: "▁", among the literal cases */
+        if (first && tlen > 0 && text[0] == ' ') ne = vx_tokenize(first, text + 1, (int32_t)tlen - 1, exp, 1024, false, false);
         const int32_t n = vx_tokenize(v, text, (int32_t)tlen, got, 1024, false, false);
         const bool ok = n == ne && memcmp(got, exp, (size_t)ne * sizeof *got) == 0;
         CHECKF(ok, "%s: test %d", name, *n_tests);
@@ -145,6 +151,8 @@ static int run_inp(const vx_vocab *v, const char *name, int *n_tests) {
     free(outf);
     return pass;
 }
+
+static int run_inp(const vx_vocab *v, const char *name, int *n_tests) { return run_inp_as(v, name, NULL, n_tests); }
 
 static void test_tokenizer(const char *hf, const char *vocab_name, int64_t n_vocab, const char *model_cfg) {
     char rel[256];
@@ -440,26 +448,91 @@ static char *llama2_tokenizer_json(const vx_gguf *ref, bool metaspace) {
     return json;
 }
 
+/* A tokenizer.json converted and loaded: its vocabulary (NULL and a
+ * failed check when either fails); *g keeps the converted keys. */
+static vx_vocab *spm_json_vocab(const char *json, vx_gguf **g, const char *what) {
+    char err[512] = "";
+    vx_gguf_writer *w = vx_gguf_writer_init();
+    vx_vocab *v = NULL;
+    *g = NULL;
+    vx_status st = vx_hf_tokenizer_to_gguf(json, strlen(json), k_llama2_cfg, strlen(k_llama2_cfg), NULL, 0, 32000, w,
+                                           err, sizeof err);
+    CHECKF(st == VX_OK, "%s: %s", what, err);
+    if (!st) st = vx_gguf_writer_open_reader(w, release_writer, w, g, err, sizeof err);
+    else vx_gguf_writer_free(w);
+    if (!st) st = vx_vocab_load(*g, &v, err, sizeof err);
+    CHECKF(st == VX_OK, "%s: %s", what, err);
+    return v;
+}
+
+/* json with its first `from` replaced by `to` (a copy) */
+static char *json_edit(const char *json, const char *from, const char *to) {
+    const char *at = strstr(json, from);
+    if (!at) return NULL;
+    const size_t lf = strlen(from), lt = strlen(to), lj = strlen(json), pre = (size_t)(at - json);
+    char *b = malloc(lj - lf + lt + 1);
+    memcpy(b, json, pre);
+    memcpy(b + pre, to, lt);
+    memcpy(b + pre + lt, at + lf, lj - pre - lf + 1);
+    return b;
+}
+
+/* Ids Hugging Face's tokenizers (the npm package tokenizers 0.23.2, the
+ * Rust library) gave for these layouts of Llama 2's tokenizer.json,
+ * special tokens parsed */
+typedef struct hf_case {
+    const char *text;
+    int n;
+    vx_token ids[6];
+} hf_case;
+
+static int check_cases(const vx_vocab *v, const hf_case *c, int n, const char *what) {
+    int pass = 0;
+    for (int i = 0; v && i < n; i++) {
+        vx_token got[64];
+        const int32_t k = vx_tokenize(v, c[i].text, -1, got, 64, false, true);
+        const bool ok = k == c[i].n && !memcmp(got, c[i].ids, (size_t)c[i].n * sizeof *got);
+        CHECKF(ok, "%s: '%s' gives %d ids (first %d), Hugging Face %d (first %d)", what, c[i].text, k, k > 0 ? got[0] : -1,
+               c[i].n, c[i].ids[0]);
+        pass += ok;
+    }
+    return pass;
+}
+
 /* A byte-fallback BPE tokenizer.json (Llama 2's vocabulary, both layouts)
  * must load as the SentencePiece vocabulary llama.cpp has for it (tokens,
- * types, special ids, flags) and tokenize the 46 strings into llama.cpp's
- * ids; what it cannot take is refused with the reason. */
+ * types, special ids, flags) and tokenize as Hugging Face does: the
+ * Prepend + Replace layout (which prefixes "▁" as llama.cpp does) into
+ * llama.cpp's ids for the 46 strings; the Metaspace layout with its own
+ * prefix rule (none on text starting with a space; "first": none after a
+ * special token), its split, and with merges removed (a token no merge
+ * makes is never made); what it cannot take is refused with the reason. */
 static void test_spm_json(void) {
     char err[512] = "";
     vx_gguf *ref = NULL;
     CHECK(vx_gguf_open(vx_test_fixture_path("tokenizer/ggml-vocab-llama-spm.gguf"), &ref, err, sizeof err) == VX_OK);
     if (!ref) return;
+    static const hf_case prep[] = {{" Hello", 2, {29871, 15043}},
+                                   {"<s>Hello", 2, {1, 15043}},
+                                   {"Hello <s> world", 5, {15043, 29871, 1, 29871, 3186}}};
+    static const hf_case first[] = {{" Hello", 1, {15043}},
+                                    {" ", 1, {29871}},
+                                    {"<s>Hello", 2, {1, 10994}},
+                                    {"<s> Hello", 2, {1, 15043}},
+                                    {"Hello<s>world", 3, {15043, 1, 11526}},
+                                    {"Hello <s> world", 4, {15043, 29871, 1, 3186}},
+                                    {"   Hello", 2, {259, 15043}}};
+    static const hf_case always[] = {{" Hello", 1, {15043}}, {"<s>Hello", 2, {1, 15043}}, {"Hello<s>world", 3, {15043, 1, 3186}}};
+    static const hf_case split[] = {{"   Hello", 3, {29871, 29871, 15043}}, {"  ", 2, {29871, 29871}}, {"<s>Hello", 2, {1, 10994}}};
+    static const hf_case unmade[] = {{"Hello world", 4, {6162, 417, 281, 1613}}, {" Hello", 2, {6162, 417}}};
+    vx_vocab *v0 = NULL; /* the Prepend + Replace layout's */
+    vx_gguf *g0 = NULL;
     for (int layout = 0; layout < 2; layout++) {
         char *json = llama2_tokenizer_json(ref, layout == 1);
         CHECK(json != NULL);
         if (!json) continue;
-        vx_gguf_writer *w = vx_gguf_writer_init();
         vx_gguf *imp = NULL;
-        vx_status st = vx_hf_tokenizer_to_gguf(json, strlen(json), k_llama2_cfg, strlen(k_llama2_cfg), NULL, 0, 32000,
-                                               w, err, sizeof err);
-        CHECKF(st == VX_OK, "byte-fallback tokenizer.json: %s", err);
-        if (!st) st = vx_gguf_writer_open_reader(w, release_writer, w, &imp, err, sizeof err);
-        else vx_gguf_writer_free(w);
+        vx_vocab *v = spm_json_vocab(json, &imp, layout ? "Metaspace layout" : "Prepend layout");
         if (imp) {
             static const char *const keys[] = {"tokenizer.ggml.model",         "tokenizer.ggml.pre",
                                                "tokenizer.ggml.tokens",        "tokenizer.ggml.token_type",
@@ -473,16 +546,55 @@ static void test_spm_json(void) {
                 same += eq;
             }
             CHECK(vx_gguf_find(imp, "tokenizer.ggml.add_space_prefix") == NULL); /* the default: true */
-            vx_vocab *v = NULL;
-            CHECK(vx_vocab_load(imp, &v, err, sizeof err) == VX_OK);
-            int n_tests = 0, pass = v ? run_inp(v, "llama-spm", &n_tests) : 0;
-            CHECK(n_tests == 46);
-            printf("  tokenizer.json, byte-fallback BPE (Llama 2's vocabulary, %s) %d/%zu keys, %d/%d .inp strings\n",
+            CHECK((vx_gguf_find(imp, "vortex.tokenizer.prepend_scheme") != NULL) == (layout == 1));
+            int n_tests = 0, pass = v && (layout == 0 || v0) ? run_inp_as(v, "llama-spm", layout ? v0 : NULL, &n_tests) : 0;
+            CHECK(n_tests == 46 - layout);
+            const int nc = layout ? (int)(sizeof first / sizeof first[0]) : (int)(sizeof prep / sizeof prep[0]);
+            const int pc = check_cases(v, layout ? first : prep, nc, layout ? "Metaspace" : "Prepend");
+            printf("  tokenizer.json, byte-fallback BPE (Llama 2's vocabulary, %s) %d/%zu keys, %d/%d .inp strings%s, "
+                   "%d/%d Hugging Face cases\n",
                    layout ? "Metaspace, [a, b] merges" : "Prepend + Replace, \"a b\" merges", same,
-                   sizeof keys / sizeof keys[0], pass, n_tests);
-            vx_vocab_free(v);
+                   sizeof keys / sizeof keys[0], pass, n_tests, layout ? " (as HF: no prefix on a leading space)" : "",
+                   pc, nc);
         }
-        vx_gguf_close(imp);
+        if (layout == 0) {
+            v0 = v, g0 = imp;
+        } else {
+            vx_vocab_free(v);
+            vx_gguf_close(imp);
+            /* Metaspace variants: "always", split, merges removed */
+            static const struct {
+                const char *from, *to;
+                const hf_case *c;
+                int n;
+            } var[] = {{"\"prepend_scheme\":\"first\"", "\"prepend_scheme\":\"always\"", always, 3},
+                       {"\"split\":false", "\"split\":true", split, 3},
+                       {"[\"\xE2\x96\x81\",\"Hello\"],", "", unmade, 2}};
+            for (size_t k = 0; k < sizeof var / sizeof var[0]; k++) {
+                char *j2 = json_edit(json, var[k].from, var[k].to);
+                /* the unmade case: the other merges that make "▁Hello",
+                 * "ello" or "▁world" gone too (all there are) */
+                static const char *const gone[] = {"[\"\xE2\x96\x81H\",\"ello\"],", "[\"\xE2\x96\x81Hel\",\"lo\"],",
+                                                   "[\"\xE2\x96\x81Hell\",\"o\"],", "[\"el\",\"lo\"],", "[\"ell\",\"o\"],",
+                                                   "[\"\xE2\x96\x81\",\"world\"],", "[\"\xE2\x96\x81w\",\"orld\"],",
+                                                   "[\"\xE2\x96\x81wor\",\"ld\"],"};
+                for (size_t q = 0; k == 2 && j2 && q < sizeof gone / sizeof gone[0]; q++) {
+                    char *j3 = json_edit(j2, gone[q], "");
+                    CHECKF(j3 != NULL, "merge %s is not in the tokenizer.json", gone[q]);
+                    if (j3) free(j2), j2 = j3;
+                }
+                CHECKF(j2 != NULL, "variant %zu does not apply", k);
+                if (!j2) continue;
+                vx_gguf *g2 = NULL;
+                vx_vocab *v2 = spm_json_vocab(j2, &g2, var[k].to);
+                const int pc = check_cases(v2, var[k].c, var[k].n, var[k].to[0] ? var[k].to : "merges removed");
+                printf("  tokenizer.json, byte-fallback BPE, Metaspace %s: %d/%d Hugging Face cases\n",
+                       k == 0 ? "\"always\"" : k == 1 ? "split" : "without the merges of \"\xE2\x96\x81Hello\"", pc, var[k].n);
+                vx_vocab_free(v2);
+                vx_gguf_close(g2);
+                free(j2);
+            }
+        }
         /* what is refused: a normalizer it does not know, spaces kept,
          * a merge that makes no token */
         static const struct {
@@ -492,17 +604,13 @@ static void test_spm_json(void) {
                    {"{\"type\":\"Replace\",", "{\"type\":\"Lowercase\",", "normalizer 'Lowercase'"},
                    {"\"prepend\":\"\xE2\x96\x81\"},{\"type\":\"Replace\"", "\"prepend\":\"\xE2\x96\x81\"},{\"type\":\"Strip\"", "normalizer 'Strip'"},
                    {"\"merges\":[\"\xE2\x96\x81 t\"", "\"merges\":[\"\xE2\x96\x81 tq\"", "not in the vocabulary"},
-                   {"\"merges\":[[\"\xE2\x96\x81\",\"t\"]", "\"merges\":[[\"\xE2\x96\x81\",\"tq\"]", "not in the vocabulary"}};
+                   {"\"merges\":[[\"\xE2\x96\x81\",\"t\"]", "\"merges\":[[\"\xE2\x96\x81\",\"tq\"]", "not in the vocabulary"},
+                   {"\"prepend_scheme\":\"first\"", "\"prepend_scheme\":\"sometimes\"", "prepend_scheme 'sometimes'"}};
         int refused = 0, tried = 0;
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-            char *at = strstr(json, bad[i].from);
-            if (!at) continue;
+            char *b = json_edit(json, bad[i].from, bad[i].to);
+            if (!b) continue;
             tried++;
-            const size_t lf = strlen(bad[i].from), lt = strlen(bad[i].to), lj = strlen(json);
-            char *b = malloc(lj - lf + lt + 1);
-            memcpy(b, json, (size_t)(at - json));
-            memcpy(b + (at - json), bad[i].to, lt);
-            memcpy(b + (at - json) + lt, at + lf, lj - (size_t)(at - json) - lf + 1);
             vx_gguf_writer *w2 = vx_gguf_writer_init();
             err[0] = 0;
             const vx_status s2 = vx_hf_tokenizer_to_gguf(b, strlen(b), NULL, 0, NULL, 0, 0, w2, err, sizeof err);
@@ -512,9 +620,11 @@ static void test_spm_json(void) {
             vx_gguf_writer_free(w2);
             free(b);
         }
-        CHECKF(tried == 3, "layout %d: %d of the refusal cases apply (want 3)", layout, tried);
+        CHECKF(tried == 3 + layout, "layout %d: %d of the refusal cases apply (want %d)", layout, tried, 3 + layout);
         free(json);
     }
+    vx_vocab_free(v0);
+    vx_gguf_close(g0);
     vx_gguf_close(ref);
 }
 

@@ -135,6 +135,11 @@ done:
     vx_context_free(dc);
 }
 
+static bool allow_all(void *ctx, vx_token t) {
+    (void)ctx;
+    return t >= 0;
+}
+
 int main(void) {
     size_t sz;
     char *pj = vx_test_read_file(vx_test_fixture_path("models/prompt.json"), &sz);
@@ -207,6 +212,22 @@ int main(void) {
     CHECK(vx_spec_step(tc, dc, ids[0], n, 65, out, &k, NULL) == VX_EINVAL);
     CHECK(vx_spec_step(tc, dc, ids[0], n, 32 - n, out, &k, NULL) == VX_EINVAL); /* n + k + 1 > 32 */
     CHECK(vx_spec_step(tc, dc, ids[0], n, 31 - n, out, &k, NULL) == VX_OK && k >= 1); /* exactly fits */
+    vx_context_free(tc);
+    vx_context_free(dc);
+    /* a draft context with room for fewer than n_draft + 1 positions (a
+     * step that keeps all drafts stores the last one), and a sampler with
+     * a filter the step cannot advance between its draws */
+    tc = ctx_of(m, 64), dc = ctx_of(drafts[1], (uint32_t)n + 4);
+    vx_sampler_params sp = vx_sampler_default_params();
+    vx_sampler *fs = NULL;
+    CHECK(vx_sampler_init(&sp, vx_context_n_vocab(tc), &fs) == VX_OK);
+    vx_sampler_set_filter(fs, allow_all, NULL);
+    CHECK(tc && dc && decode_prompt(tc, ids, n) && decode_prompt(dc, ids, n));
+    CHECK(vx_spec_step(tc, dc, ids[0], n, 4, out, &k, NULL) == VX_EINVAL); /* n + 4 + 1 > n + 4 */
+    CHECK(vx_spec_step_sample(tc, dc, fs, ids[0], n, 2, out, &k, NULL) == VX_EINVAL);
+    vx_sampler_set_filter(fs, NULL, NULL);
+    CHECK(vx_spec_step_sample(tc, dc, fs, ids[0], n, 3, out, &k, NULL) == VX_OK && k >= 1);
+    vx_sampler_free(fs);
     vx_context_free(tc);
     vx_context_free(dc);
     /* the fixtures all have 512 tokens: vx synth's tiny preset has 1024 */

@@ -252,17 +252,30 @@ int vx_cmd_run(int argc, char **argv) {
             /* both caches hold [0, cur); pend's last token is at cur */
             const int32_t k = (int32_t)(n_draft < n_ctx - cur - 1 ? n_draft : n_ctx - cur - 1);
             if (k < 1) {
-                stop = "context full";
-                break;
-            }
-            if (vx_spec_step_sample(c, dc, smp, pend[n_pend - 1], cur, k, pend, &n_pend, &spec) != VX_OK) {
+                if (cur >= n_ctx) {
+                    stop = "context full";
+                    break;
+                }
+                /* room for pend's last token but not for a draft: decode it
+                 * alone and sample as without drafts (the next token is at
+                 * n_ctx, the last one, so the draft cache needs no copy) */
+                vx_pos p = cur++;
+                vx_batch b = {1, &pend[n_pend - 1], &p, seq, NULL, NULL};
+                if (vx_decode(c, &b) != VX_OK) {
+                    fprintf(stderr, "\nerror: %s\n", vx_context_errmsg(c));
+                    goto done;
+                }
+                t = vx_sampler_sample(smp, vx_get_logits_ith(c, 0));
+                pend[0] = t, n_pend = i_pend = 1;
+            } else if (vx_spec_step_sample(c, dc, smp, pend[n_pend - 1], cur, k, pend, &n_pend, &spec) != VX_OK) {
                 fprintf(stderr, "\nerror: %s / draft: %s\n", vx_context_errmsg(c), vx_context_errmsg(dc));
                 goto done;
+            } else {
+                cur += n_pend;
+                i_pend = 0;
+                t = pend[i_pend++];
+                taken = true;
             }
-            cur += n_pend;
-            i_pend = 0;
-            t = pend[i_pend++];
-            taken = true;
         } else {
             t = vx_sampler_sample(smp, vx_get_logits_ith(c, last));
             if (dc) pend[0] = t, n_pend = i_pend = 1;
@@ -301,7 +314,8 @@ int vx_cmd_run(int argc, char **argv) {
             stop = "the grammar's text is complete";
             break;
         }
-        if (cur >= n_ctx) {
+        /* t's position: with drafts, pend's last token is at cur */
+        if ((dc ? cur - n_pend + i_pend : cur) >= n_ctx) {
             stop = "context full";
             break;
         }
