@@ -258,6 +258,32 @@ static bool looks_special(const char *t) {
     return n >= 8 && !strncmp(t, "<unused", 7) && t[n - 1] == '>';
 }
 
+/* The token count: one past the largest id of model.vocab and the added
+ * tokens, at least n_vocab (the embedding rows; 0: unknown), which it must
+ * not exceed. */
+static vx_status count_ids(const cJSON *vocab, const cJSON *added, int64_t n_vocab, int64_t *n_out, char *err,
+                           size_t err_size) {
+    const int64_t id_cap = (int64_t)1 << 24;
+    int64_t n = n_vocab > 0 ? n_vocab : 0, id = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, vocab) {
+        if (!id_of(it, id_cap, &id))
+            return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: token '%s' has no valid id", it->string);
+        if (id + 1 > n) n = id + 1;
+    }
+    cJSON_ArrayForEach(it, added) {
+        if (!id_of(cJSON_GetObjectItemCaseSensitive(it, "id"), id_cap, &id) || !str_of(it, "content"))
+            return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: an added token lacks its id or content");
+        if (id + 1 > n) n = id + 1;
+    }
+    if (n_vocab > 0 && n > n_vocab)
+        return vx_seterr(err, err_size, VX_EFORMAT,
+                         "tokenizer.json has %lld tokens, more than the model's %lld embedding rows", (long long)n,
+                         (long long)n_vocab);
+    *n_out = n;
+    return VX_OK;
+}
+
 /* ---------------------------------- SentencePiece-style BPE in tokenizer.json */
 
 /* The normalizer / pre-tokenizer of a byte-fallback BPE tokenizer.json
@@ -372,22 +398,9 @@ static vx_status spm_json_convert(const cJSON *root, const cJSON *model, const c
     if (!cJSON_IsObject(vocab) || !cJSON_GetArraySize(vocab))
         return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: model.vocab is not a non-empty object");
     const int64_t id_cap = (int64_t)1 << 24;
-    int64_t n = n_vocab > 0 ? n_vocab : 0, id = 0;
+    int64_t n = 0, id = 0;
     const cJSON *it;
-    cJSON_ArrayForEach(it, vocab) {
-        if (!id_of(it, id_cap, &id))
-            return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: token '%s' has no valid id", it->string);
-        if (id + 1 > n) n = id + 1;
-    }
-    cJSON_ArrayForEach(it, added) {
-        if (!id_of(cJSON_GetObjectItemCaseSensitive(it, "id"), id_cap, &id) || !str_of(it, "content"))
-            return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: an added token lacks its id or content");
-        if (id + 1 > n) n = id + 1;
-    }
-    if (n_vocab > 0 && n > n_vocab)
-        return vx_seterr(err, err_size, VX_EFORMAT,
-                         "tokenizer.json has %lld tokens, more than the model's %lld embedding rows", (long long)n,
-                         (long long)n_vocab);
+    if ((st = count_ids(vocab, added, n_vocab, &n, err, err_size))) return st;
     b->n = n;
     b->tok = calloc((size_t)n, sizeof *b->tok);
     b->type = calloc((size_t)n, sizeof *b->type);
@@ -497,24 +510,11 @@ static vx_status convert(const cJSON *root, const cJSON *cfg, const cJSON *mcfg,
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
     if (!cJSON_IsObject(vocab)) return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: model.vocab is not an object");
     const int64_t id_cap = (int64_t)1 << 24;
-    int64_t n = n_vocab > 0 ? n_vocab : 0, id = 0;
+    int64_t n = 0, id = 0;
     const cJSON *it;
-    cJSON_ArrayForEach(it, vocab) {
-        if (!id_of(it, id_cap, &id))
-            return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: token '%s' has no valid id", it->string);
-        if (id + 1 > n) n = id + 1;
-    }
-    cJSON_ArrayForEach(it, added) {
-        if (!id_of(cJSON_GetObjectItemCaseSensitive(it, "id"), id_cap, &id) || !str_of(it, "content"))
-            return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: an added token lacks its id or content");
-        if (id + 1 > n) n = id + 1;
-    }
+    if ((st = count_ids(vocab, added, n_vocab, &n, err, err_size))) return st;
     if (!cJSON_GetArraySize(vocab) && !cJSON_GetArraySize(added))
         return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.json: the vocabulary is empty");
-    if (n_vocab > 0 && n > n_vocab)
-        return vx_seterr(err, err_size, VX_EFORMAT,
-                         "tokenizer.json has %lld tokens, more than the model's %lld embedding rows", (long long)n,
-                         (long long)n_vocab);
     b->n = n;
     b->tok = calloc((size_t)n, sizeof *b->tok);
     b->type = calloc((size_t)n, sizeof *b->type);

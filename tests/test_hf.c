@@ -104,6 +104,15 @@ static bool same_kv(const vx_gguf *a, const vx_gguf *b, const char *key) {
     return vx_gguf_get_i64(a, key, &u) == 1 && vx_gguf_get_i64(b, key, &v) == 1 && u == v;
 }
 
+/* The keys a SentencePiece vocabulary converted from Hugging Face files
+ * must share with llama.cpp's (scores aside) */
+static const char *const k_spm_keys[] = {"tokenizer.ggml.model",           "tokenizer.ggml.pre",
+                                         "tokenizer.ggml.tokens",          "tokenizer.ggml.token_type",
+                                         "tokenizer.ggml.bos_token_id",    "tokenizer.ggml.eos_token_id",
+                                         "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.add_bos_token",
+                                         "tokenizer.ggml.add_eos_token"};
+#define N_SPM_KEYS (sizeof k_spm_keys / sizeof k_spm_keys[0])
+
 /* The 46 .inp strings of a fixture vocabulary against its .out ids. With
  * first (Hugging Face's Metaspace, prepend_scheme "first"): a string that
  * starts with a space gets no "▁" prefix, so its ids are those first (a
@@ -289,13 +298,9 @@ static void test_spm(void) {
     if (!st) st = vx_gguf_writer_open_reader(w, release_writer, w, &imp, err, sizeof err);
     else vx_gguf_writer_free(w);
     if (imp) {
-        static const char *const keys[] = {"tokenizer.ggml.model",         "tokenizer.ggml.pre",
-                                           "tokenizer.ggml.tokens",        "tokenizer.ggml.token_type",
-                                           "tokenizer.ggml.bos_token_id",  "tokenizer.ggml.eos_token_id",
-                                           "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.add_bos_token",
-                                           "tokenizer.ggml.add_eos_token"};
+        const char *const *keys = k_spm_keys;
         int same = 0;
-        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        for (size_t i = 0; i < N_SPM_KEYS; i++) {
             const bool eq = same_kv(imp, ref, keys[i]);
             CHECKF(eq, "spm: %s differs", keys[i]);
             same += eq;
@@ -308,7 +313,7 @@ static void test_spm(void) {
         CHECK(vx_vocab_load(imp, &v, err, sizeof err) == VX_OK);
         int n_tests = 0, pass = v ? run_inp(v, "llama-spm", &n_tests) : 0;
         printf("  tokenizer.model (Llama 2's vocabulary) %d/%zu keys + scores %s, %d/%d .inp strings\n", same,
-               sizeof keys / sizeof keys[0], scores ? "equal" : "DIFFER", pass, n_tests);
+               N_SPM_KEYS, scores ? "equal" : "DIFFER", pass, n_tests);
         vx_vocab_free(v);
     }
     /* bad protobufs: errors, never crashes */
@@ -534,13 +539,9 @@ static void test_spm_json(void) {
         vx_gguf *imp = NULL;
         vx_vocab *v = spm_json_vocab(json, &imp, layout ? "Metaspace layout" : "Prepend layout");
         if (imp) {
-            static const char *const keys[] = {"tokenizer.ggml.model",         "tokenizer.ggml.pre",
-                                               "tokenizer.ggml.tokens",        "tokenizer.ggml.token_type",
-                                               "tokenizer.ggml.bos_token_id",  "tokenizer.ggml.eos_token_id",
-                                               "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.add_bos_token",
-                                               "tokenizer.ggml.add_eos_token"};
+            const char *const *keys = k_spm_keys;
             int same = 0;
-            for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            for (size_t i = 0; i < N_SPM_KEYS; i++) {
                 const bool eq = same_kv(imp, ref, keys[i]);
                 CHECKF(eq, "byte-fallback tokenizer.json (layout %d): %s differs", layout, keys[i]);
                 same += eq;
@@ -554,7 +555,7 @@ static void test_spm_json(void) {
             printf("  tokenizer.json, byte-fallback BPE (Llama 2's vocabulary, %s) %d/%zu keys, %d/%d .inp strings%s, "
                    "%d/%d Hugging Face cases\n",
                    layout ? "Metaspace, [a, b] merges" : "Prepend + Replace, \"a b\" merges", same,
-                   sizeof keys / sizeof keys[0], pass, n_tests, layout ? " (as HF: no prefix on a leading space)" : "",
+                   N_SPM_KEYS, pass, n_tests, layout ? " (as HF: no prefix on a leading space)" : "",
                    pc, nc);
         }
         if (layout == 0) {

@@ -51,31 +51,6 @@ static void plain_greedy(vx_model *m, const vx_token *ids, int n, vx_token *out)
     vx_context_free(c);
 }
 
-/* The same continuation through vx_spec_step with draft model d. */
-static void spec_greedy(vx_model *m, vx_model *d, const vx_token *ids, int n, int n_draft, vx_token *out,
-                        vx_spec_stats *st) {
-    vx_context *tc = ctx_of(m, 128), *dc = ctx_of(d, 128);
-    CHECK(tc && dc && decode_prompt(tc, ids, n) && decode_prompt(dc, ids, n));
-    if (!tc || !dc) goto done;
-    int got = 0;
-    out[got++] = vx_argmax(vx_get_logits_ith(tc, n - 1), vx_context_n_vocab(tc));
-    vx_pos past = n;
-    while (got < N_GEN) {
-        vx_token step[65];
-        int32_t k = 0;
-        const vx_status s = vx_spec_step(tc, dc, out[got - 1], past, n_draft, step, &k, st);
-        CHECKF(s == VX_OK && k >= 1 && k <= n_draft + 1, "step: %s, %d tokens", vx_status_str(s), k);
-        if (s != VX_OK || k < 1) break;
-        past += k;
-        CHECKF(vx_kv_seq_len(tc, 0) == past && vx_kv_seq_len(dc, 0) == past, "caches %d / %d, expected %d",
-               vx_kv_seq_len(tc, 0), vx_kv_seq_len(dc, 0), past);
-        for (int i = 0; i < k && got < N_GEN; i++) out[got++] = step[i];
-    }
-done:
-    vx_context_free(tc);
-    vx_context_free(dc);
-}
-
 /* Seeded sampling with penalties (what vx run's defaults plus a repeat
  * penalty do), hot enough that the draws often leave the draft's argmax. */
 static vx_sampler *sampler_of(vx_context *c, uint64_t seed) {
@@ -106,22 +81,27 @@ static void plain_sampled(vx_model *m, const vx_token *ids, int n, uint64_t seed
     vx_context_free(c);
 }
 
-/* The same through vx_spec_step_sample with draft model d. */
-static void spec_sampled(vx_model *m, vx_model *d, const vx_token *ids, int n, uint64_t seed, int n_draft,
-                         vx_token *out, vx_spec_stats *st) {
+/* The target's continuation through speculative steps with draft model
+ * d: greedy (seed NULL: vx_spec_step), or sampled as sampler_of(*seed)
+ * draws (vx_spec_step_sample). */
+static void spec_run(vx_model *m, vx_model *d, const vx_token *ids, int n, const uint64_t *seed, int n_draft,
+                     vx_token *out, vx_spec_stats *st) {
     vx_context *tc = ctx_of(m, 128), *dc = ctx_of(d, 128);
-    vx_sampler *smp = tc ? sampler_of(tc, seed) : NULL;
-    CHECK(tc && dc && smp && decode_prompt(tc, ids, n) && decode_prompt(dc, ids, n));
-    if (!tc || !dc || !smp) goto done;
-    for (int i = 0; i < n; i++) vx_sampler_accept(smp, ids[i]);
+    vx_sampler *smp = tc && seed ? sampler_of(tc, *seed) : NULL;
+    CHECK(tc && dc && (smp || !seed) && decode_prompt(tc, ids, n) && decode_prompt(dc, ids, n));
+    if (!tc || !dc || (seed && !smp)) goto done;
+    for (int i = 0; smp && i < n; i++) vx_sampler_accept(smp, ids[i]);
     int got = 0;
-    out[got] = vx_sampler_sample(smp, vx_get_logits_ith(tc, n - 1));
-    vx_sampler_accept(smp, out[got++]);
+    const float *first = vx_get_logits_ith(tc, n - 1);
+    out[got] = smp ? vx_sampler_sample(smp, first) : vx_argmax(first, vx_context_n_vocab(tc));
+    if (smp) vx_sampler_accept(smp, out[got]);
+    got++;
     vx_pos past = n;
     while (got < N_GEN) {
         vx_token step[65];
         int32_t k = 0;
-        const vx_status s = vx_spec_step_sample(tc, dc, smp, out[got - 1], past, n_draft, step, &k, st);
+        const vx_status s = smp ? vx_spec_step_sample(tc, dc, smp, out[got - 1], past, n_draft, step, &k, st)
+                                : vx_spec_step(tc, dc, out[got - 1], past, n_draft, step, &k, st);
         CHECKF(s == VX_OK && k >= 1 && k <= n_draft + 1, "step: %s, %d tokens", vx_status_str(s), k);
         if (s != VX_OK || k < 1) break;
         past += k;
@@ -168,7 +148,7 @@ int main(void) {
             vx_token got[N_GEN];
             vx_spec_stats st = {0, 0, 0};
             memset(got, 0xff, sizeof got);
-            spec_greedy(m, drafts[di], ids, n, ks[ki], got, &st);
+            spec_run(m, drafts[di], ids, n, NULL, ks[ki], got, &st);
             CHECKF(memcmp(got, want, sizeof want) == 0, "draft %s, %d a step: not the target's greedy tokens",
                    names[di], ks[ki]);
             if (di == 0)
@@ -191,7 +171,7 @@ int main(void) {
                 vx_token got[N_GEN];
                 vx_spec_stats st = {0, 0, 0};
                 memset(got, 0xff, sizeof got);
-                spec_sampled(m, drafts[di], ids, n, seed, ks[ki], got, &st);
+                spec_run(m, drafts[di], ids, n, &seed, ks[ki], got, &st);
                 CHECKF(memcmp(got, want_s, sizeof want_s) == 0, "seed %llu, draft %s, %d a step: not the target's draws",
                        (unsigned long long)seed, names[di], ks[ki]);
                 n_kept += st.n_accepted;
