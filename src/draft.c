@@ -106,11 +106,9 @@ vx_status vx_drafter_init(const vx_draft_params *p, const vx_vocab *vocab, vx_dr
          * mirrors the target's sequences and runs ahead by a draft. When
          * it still fills up, the sequences of the failed pass are forgotten
          * and draft again from a later catch-up (run) */
-        const int64_t per = (int64_t)(p->n_ctx + VX_KV_BLOCK - 1) / VX_KV_BLOCK * VX_KV_BLOCK;
-        int64_t kv = per * p->n_seq;
+        int64_t kv = vx_kv_whole_blocks(p->n_ctx) * p->n_seq;
         if (p->kv_size > 0)
-            kv = VX_MIN(kv, ((int64_t)p->kv_size + VX_KV_BLOCK - 1) / VX_KV_BLOCK * VX_KV_BLOCK +
-                                (int64_t)p->n_seq * (((int64_t)p->n_max + 2 * VX_KV_BLOCK - 1) / VX_KV_BLOCK * VX_KV_BLOCK));
+            kv = VX_MIN(kv, vx_kv_whole_blocks(p->kv_size) + p->n_seq * vx_kv_whole_blocks(p->n_max + VX_KV_BLOCK));
         cp.kv_size = (uint32_t)kv;
         cp.n_batch = (uint32_t)p->n_batch;
         cp.n_seq_max = (uint32_t)p->n_seq;

@@ -618,7 +618,7 @@ vx_status vx_engine_init(const vx_model *model, const vx_engine_params *params, 
     cp.n_ctx = (uint32_t)e->p.n_ctx;
     /* by default the pool holds every slot's full context in whole blocks,
      * so preemption is a fallback; a smaller kv_size shares blocks on demand */
-    const uint32_t slot_kv = (uint32_t)((e->p.n_ctx + VX_KV_BLOCK - 1) / VX_KV_BLOCK * VX_KV_BLOCK);
+    const uint32_t slot_kv = (uint32_t)vx_kv_whole_blocks(e->p.n_ctx);
     cp.kv_size = e->p.kv_size > 0 ? (uint32_t)e->p.kv_size : slot_kv * (uint32_t)e->p.n_parallel;
     cp.n_batch = (uint32_t)e->p.n_batch;
     cp.n_seq_max = (uint32_t)e->p.n_parallel;

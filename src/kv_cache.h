@@ -20,6 +20,8 @@ typedef struct vx_kv_cache vx_kv_cache;
 
 /* Positions per block of the contexts' caches (vLLM's default). */
 #define VX_KV_BLOCK 16
+/* n positions rounded up to whole blocks */
+static inline int64_t vx_kv_whole_blocks(int64_t n) { return (n + VX_KV_BLOCK - 1) / VX_KV_BLOCK * VX_KV_BLOCK; }
 
 typedef struct vx_kv_params {
     int32_t n_layer;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -106,18 +107,17 @@ static void test_info_and_run(void) {
      * also up to a full context (-c 23: 9 prompt tokens, 15 generated,
      * the last ones with no room for a draft) */
     static const char *const lim[2] = {"-n 64", "-c 23 -n -1"};
+    char errf[64];
+    snprintf(errf, sizeof errf, "/tmp/vx_test_cli_md.%d.err", (int)getpid());
     for (int l = 0; l < 2; l++) {
         char plain[8192] = "", spec[8192] = "";
         for (int i = 0; i < 2; i++) {
+            /* the text, then the count of generated tokens from stderr */
             snprintf(cmd, sizeof cmd,
                      "(%s run -m %s -p 'Once upon a time' %s --temp 0.9 --seed 11 --repeat-penalty 1.2 -t 2 "
-                     "--batch-invariant --no-display-prompt %s%s 2>&1 >/dev/null | grep -o 'generation: *[0-9]*'; "
-                     "%s run -m %s -p 'Once upon a time' %s --temp 0.9 --seed 11 --repeat-penalty 1.2 -t 2 "
-                     "--batch-invariant --no-display-prompt %s%s 2>/dev/null)",
+                     "--batch-invariant --no-display-prompt %s%s 2>%s && grep -o 'generation: *[0-9]*' %s)",
                      vx, vx_test_fixture_path("models/stories260K/stories260K.gguf"), lim[l], i ? "--draft 4 -md " : "",
-                     i ? vx_test_fixture_path("models/stories260K/stories260K.gguf") : "", vx,
-                     vx_test_fixture_path("models/stories260K/stories260K.gguf"), lim[l], i ? "--draft 4 -md " : "",
-                     i ? vx_test_fixture_path("models/stories260K/stories260K.gguf") : "");
+                     i ? vx_test_fixture_path("models/stories260K/stories260K.gguf") : "", errf, errf);
             rc = run(cmd, i ? spec : plain, sizeof plain);
             CHECKF(rc == 0, "vx run %s%s with --temp 0.9: rc %d, %.300s", lim[l], i ? " -md" : "", rc, i ? spec : plain);
         }
@@ -125,6 +125,7 @@ static void test_info_and_run(void) {
                "vx run %s -md --temp 0.9 --seed 11 printed '%.200s', without -md '%.200s'", lim[l], spec, plain);
         CHECKF(l == 0 || strstr(plain, "generation:    15\n"), "vx run -c 23 -n -1: '%.100s' (want 15 tokens)", plain);
     }
+    remove(errf);
 }
 
 /* vx run --grammar / --grammar-file (llama-cli's options): the output is

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "kv_cache.h" /* VX_KV_BLOCK */
+#include "kv_cache.h" /* vx_kv_whole_blocks */
 
 static void embed_usage(void) {
     printf("usage: vx embed -m MODEL.gguf -p TEXT [options]\n"
@@ -175,7 +175,7 @@ int vx_cmd_embed(int argc, char **argv) {
     if (vx_model_is_encoder(m) && cp.n_batch < (uint32_t)longest)
         cp.n_batch = (uint32_t)longest < cp.n_ctx ? (uint32_t)longest : cp.n_ctx;
     cp.n_seq_max = (uint32_t)(n < 8 ? n : 8); /* short texts share a batch, as llama-embedding's */
-    cp.kv_size = cp.n_seq_max * ((cp.n_ctx + VX_KV_BLOCK - 1) / VX_KV_BLOCK * VX_KV_BLOCK); /* whole blocks each */
+    cp.kv_size = cp.n_seq_max * (uint32_t)vx_kv_whole_blocks(cp.n_ctx); /* whole blocks each */
     cp.n_threads = (int32_t)threads;
     char err[VX_ERRMSG_MAX];
     if (vx_context_init(m, &cp, &c, err, sizeof err) != VX_OK) {

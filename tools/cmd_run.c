@@ -58,6 +58,15 @@ static void run_usage(void) {
            "  --check-tensors         verify every weight is finite while loading\n");
 }
 
+/* Decodes token t at position p of sequence *seq; false (said on stderr)
+ * when that fails. */
+static bool decode_one(vx_context *c, vx_token t, vx_pos p, const vx_seq_id *seq) {
+    const vx_batch b = {1, &t, &p, seq, NULL, NULL};
+    if (vx_decode(c, &b) == VX_OK) return true;
+    fprintf(stderr, "\nerror: %s\n", vx_context_errmsg(c));
+    return false;
+}
+
 int vx_cmd_run(int argc, char **argv) {
     const char *path = getenv("VX_MODEL"), *prompt = NULL, *pfile = NULL;
     char *piece = NULL; /* cli_piece's buffer */
@@ -248,35 +257,27 @@ int vx_cmd_run(int argc, char **argv) {
         if (dc && i_pend < n_pend) {
             t = pend[i_pend++];
             taken = true;
-        } else if (dc && n_gen > 0) {
-            /* both caches hold [0, cur); pend's last token is at cur */
+        } else if (dc && n_gen > 0 && cur + 1 < n_ctx) {
+            /* both caches hold [0, cur); pend's last token is at cur, its
+             * drafts (n_draft >= 1) fit before n_ctx */
             const int32_t k = (int32_t)(n_draft < n_ctx - cur - 1 ? n_draft : n_ctx - cur - 1);
-            if (k < 1) {
-                if (cur >= n_ctx) {
-                    stop = "context full";
-                    break;
-                }
-                /* room for pend's last token but not for a draft: decode it
-                 * alone and sample as without drafts (the next token is at
-                 * n_ctx, the last one, so the draft cache needs no copy) */
-                vx_pos p = cur++;
-                vx_batch b = {1, &pend[n_pend - 1], &p, seq, NULL, NULL};
-                if (vx_decode(c, &b) != VX_OK) {
-                    fprintf(stderr, "\nerror: %s\n", vx_context_errmsg(c));
-                    goto done;
-                }
-                t = vx_sampler_sample(smp, vx_get_logits_ith(c, 0));
-                pend[0] = t, n_pend = i_pend = 1;
-            } else if (vx_spec_step_sample(c, dc, smp, pend[n_pend - 1], cur, k, pend, &n_pend, &spec) != VX_OK) {
+            if (vx_spec_step_sample(c, dc, smp, pend[n_pend - 1], cur, k, pend, &n_pend, &spec) != VX_OK) {
                 fprintf(stderr, "\nerror: %s / draft: %s\n", vx_context_errmsg(c), vx_context_errmsg(dc));
                 goto done;
-            } else {
-                cur += n_pend;
-                i_pend = 0;
-                t = pend[i_pend++];
-                taken = true;
             }
+            cur += n_pend;
+            i_pend = 0;
+            t = pend[i_pend++];
+            taken = true;
         } else {
+            if (dc && n_gen > 0) {
+                /* no room for a draft: pend's last token (at cur < n_ctx,
+                 * else the run stopped after it) decoded alone; the next
+                 * token is at n_ctx, the last, so the draft cache needs
+                 * no copy */
+                if (!decode_one(c, pend[n_pend - 1], cur++, seq)) goto done;
+                last = 0;
+            }
             t = vx_sampler_sample(smp, vx_get_logits_ith(c, last));
             if (dc) pend[0] = t, n_pend = i_pend = 1;
         }
@@ -321,12 +322,7 @@ int vx_cmd_run(int argc, char **argv) {
         }
         if (n_predict >= 0 && n_gen >= n_predict) break;
         if (dc) continue; /* the next step decodes it */
-        vx_pos p = cur++;
-        vx_batch b = {1, &t, &p, seq, NULL, NULL};
-        if (vx_decode(c, &b) != VX_OK) {
-            fprintf(stderr, "\nerror: %s\n", vx_context_errmsg(c));
-            goto done;
-        }
+        if (!decode_one(c, t, cur++, seq)) goto done;
         last = 0;
     }
     double t_gen = now_s() - t0;
