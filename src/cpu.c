@@ -232,6 +232,11 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
             k->gemv[VX_TYPE_Q2_K_R8] = vx_gemv_q2_K_r8_gfni_avx512;
             k->gemm[VX_TYPE_Q2_K_R8] = vx_gemm_q2_K_r8_gfni_avx512;
         }
+        /* prefill attention in 64-position steps on fp32 FMAs (the AMX
+         * tier below replaces it with its tiles) */
+        k->attn_tiles_begin = vx_attn_tiles_begin_avx512;
+        k->attn_tiles_step = vx_attn_tiles_step_avx512;
+        k->attn_tiles_end = vx_attn_tiles_end_avx512;
         k->name = "avx512";
     }
     if (isa >= VX_ISA_AMX) {

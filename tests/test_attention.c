@@ -10,7 +10,7 @@
  * kernels it stands for, and one-token decode the same bits as the old
  * per-chunk decode path and as the token's row in a batched prefill, over
  * long contexts, partial chunks, fragmented block tables and GQA groups
- * 1..8. The AMX tile attention (natively and emulated) against the same
+ * 1..8. The tile attentions (AMX natively and emulated, AVX-512 fp32) against the same
  * reference and bound: GQA groups 1/4/7/16, head dims 32/64/96/128,
  * partial and whole 64-position steps, prefixes, mixed batches, 1100
  * positions (lazy rescaling), and the cases it must leave to the block
@@ -752,11 +752,14 @@ int main(void) {
     run_case(ks, nk, VX_KV_F16, 1, 4, 64, &cases[2], 0);
     g_window = 0;
 
-    /* The tile attention (AMX, natively and emulated): tiles of 16+ rows
-     * over F16 caches, the other units on the block kernels. */
-    vx_kernels kt[2];
+    /* The tile attention (AMX natively and emulated, AVX-512 fp32
+     * natively): tiles of 16+ rows over F16 caches, the other units on the
+     * block kernels. */
+    vx_kernels kt[3];
     int nt = 0;
     if (best >= VX_ISA_AMX) vx_kernels_init(&kt[nt++], VX_ISA_AMX);
+    if (best >= VX_ISA_AVX512) vx_kernels_init(&kt[nt++], VX_ISA_AVX512);
+    const int n_native = nt;
     if (best >= VX_ISA_AVX2 && !vx_test_skip_emulated(best >= VX_ISA_AMX, "amx-emu"))
         vx_kernels_init_emulated_amx(&kt[nt++]);
     if (nt == 0) return vx_test_finish("test_attention");
@@ -773,12 +776,12 @@ int main(void) {
     /* every group x head dim natively (under the sanitizers, and for the
      * emulated tiles, whose scalar tile products are slow: the diagonal of
      * that grid, which still takes every group and every head dim) */
-    const bool native = best >= VX_ISA_AMX, grid = native && !vx_test_sanitized();
+    const bool grid = n_native > 0 && !vx_test_sanitized();
     for (size_t ci = 0; ci < sizeof tcases / sizeof tcases[0]; ci++)
         for (int gi = 0; gi < 4; gi++)
             for (int hi = 0; hi < 4; hi++) {
                 if (gi == hi) run_case(kt, nt, VX_KV_F16, 2, tgs[gi], thds[hi], &tcases[ci], 1);
-                else if (grid) run_case(kt, 1, VX_KV_F16, 2, tgs[gi], thds[hi], &tcases[ci], 1);
+                else if (grid) run_case(kt, n_native, VX_KV_F16, 2, tgs[gi], thds[hi], &tcases[ci], 1);
             }
     /* a long context: steps where the running maximum moves (lazy
      * rescaling) after many where it does not */

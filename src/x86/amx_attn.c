@@ -19,11 +19,8 @@
  *     per tile), built once per step for every query row.
  * O^T accumulates in fp32 in memory (one tile round trip per step).
  *
- * Rescaling is lazy: a row's maximum m moves only when a step's maximum
- * exceeds it by more than LAZY, so the numerators stay below 2^LAZY and
- * O, l are rescaled (in memory) on those steps only. The result is the
- * same softmax up to rounding. The softmax runs in base 2 (scores scaled
- * by scale log2 e; 2^x by scalef).
+ * The online softmax (lazy rescaling, base 2) and the rows' state are
+ * attn_tiles.h's, shared with the AVX-512 fp32 tiles (avx512_attn_tiles.c).
  *
  * Precision: every operand goes in as two bf16 halves, x = hi + lo with
  * lo = bf16(x - hi) (an fp16 value exactly, a float to ~16 significant
@@ -52,64 +49,35 @@
 #endif
 
 #include "amx_util.h"
+#include "attn_tiles.h"
 #include "common.h"
 #include "kernels_amx.h"
 #include "ops.h"
 
-enum { NP = 64 };           /* positions per step */
-static const float LAZY = 12.0f; /* rescale when the maximum grows by more (log2 units) */
+enum { NP = TILES_NP };
 
 /* The state, at the start of the caller's scratch (vx_attn_tiles_bytes). */
 typedef struct tstate {
-    int32_t rows, mr, g, hd; /* query rows, padded to 16, GQA group, head dim */
-    float scale;
-    float softcap;  /* Gemma 2: scores scale s become softcap tanh(scale s / softcap) (0: none) */
-    int32_t window; /* Gemma 2: a row at p sees p - window < p' <= p (0: all) */
-    float *m, *l;    /* [mr] running maximum (scores x scale x log2 e), denominator */
-    int32_t *lim;    /* [mr] last position each row sees */
+    tiles_rows r;    /* rows, m, l, O^T ([mr / 16][hd / 16] C tiles of 16 dims x 16 rows) */
     uint16_t *qt[2]; /* hi, lo: [hd / 32][mr / 16] B tiles, Q^T in pairs */
-    float *ot;       /* [mr / 16][hd / 16] C tiles: O^T (16 dims x 16 rows) */
     uint16_t *kb[2]; /* hi, lo: [NP][hd] K rows */
     uint16_t *vt[2]; /* hi, lo: [hd / 16][NP / 32] A tiles, V^T in pairs */
     float *s;        /* [NP][16] S^T of one column of 16 rows */
     uint16_t *pp[2]; /* hi, lo: [NP / 32] B tiles, P^T in pairs */
 } tstate;
 
-static tstate *state_of(void *scratch) {
-    return (tstate *)(void *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-}
-
 /* The regions after the header; vx_attn_tiles_bytes (ops.h) covers them
  * for mr = VX_ATTN_TILES_MAX_ROWS. */
 static void layout(tstate *st) {
     uint8_t *p = (uint8_t *)st + 256;
-    const size_t mr = (size_t)st->mr, hd = (size_t)st->hd;
+    const size_t mr = (size_t)st->r.mr, hd = (size_t)st->r.hd;
     for (int i = 0; i < 2; i++) st->qt[i] = (uint16_t *)(void *)p, p += mr * hd * 2;
-    st->ot = (float *)(void *)p, p += mr * hd * 4;
-    st->m = (float *)(void *)p, p += mr * 4;
-    st->l = (float *)(void *)p, p += mr * 4;
-    st->lim = (int32_t *)(void *)p, p += mr * 4;
+    p = tiles_rows_carve(&st->r, p);
     for (int i = 0; i < 2; i++) st->kb[i] = (uint16_t *)(void *)p, p += (size_t)NP * hd * 2;
     for (int i = 0; i < 2; i++) st->vt[i] = (uint16_t *)(void *)p, p += (size_t)NP * hd * 2;
     st->s = (float *)(void *)p, p += (size_t)NP * 16 * 4;
     for (int i = 0; i < 2; i++) st->pp[i] = (uint16_t *)(void *)p, p += (size_t)NP / 2 * 16 * 4;
-    VX_ASSERT((size_t)(p - (uint8_t *)st) + 64 <= vx_attn_tiles_bytes(st->hd));
-}
-
-/* 2^x for finite x (any magnitude: scalef takes the exponent whole and
- * underflows to 0), lanes outside keep zero: x = k + f, |f| <= 1/2,
- * 2^f by its Taylor series to f^5 (relative error 2.4e-6, below the 16
- * bits the numerators keep). */
-static inline __m512 exp2_512(__mmask16 keep, __m512 x) {
-    const __m512 k = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 f = _mm512_sub_ps(x, k);
-    __m512 p = _mm512_set1_ps(1.3333558146e-3f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108665e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650696e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718056e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return _mm512_maskz_scalef_ps(keep, p, k);
+    VX_ASSERT((size_t)(p - (uint8_t *)st) + 64 <= vx_attn_tiles_bytes(st->r.hd));
 }
 
 /* Two registers of 16 values (a: first element of each pair, b: second)
@@ -142,19 +110,27 @@ static inline void pair16_trunc(__m512 a, __m512 b, __m512i *h, __m512i *l) {
     *l = _mm512_permutexvar_epi16(_mm512_loadu_si512((const void *)pair_words), bf16x32(da, db));
 }
 
+/* tiles_store_fn: positions 2i, 2i + 1 as the pair row i of P^T's B
+ * tiles, hi in pp[0], lo in pp[1] */
+static inline __attribute__((always_inline)) void store_pairs(void *pp, int i, __m512 p0, __m512 p1) {
+    uint16_t *const *dst = (uint16_t *const *)pp;
+    __m512i h, rl;
+    pair16_trunc(p0, p1, &h, &rl);
+    _mm512_storeu_si512((void *)(dst[0] + 32 * i), h);
+    _mm512_storeu_si512((void *)(dst[1] + 32 * i), rl);
+}
+
+/* Online softmax of column cb (attn_tiles.h), P^T into st->pp. */
+static void softmax_col(tstate *st, int cb, float *sc, int32_t c0, int np) {
+    tiles_softmax(&st->r, cb, sc, c0, np, NP, store_pairs, (void *)st->pp);
+}
+
 void VXAMX(vx_attn_tiles_begin)(void *scratch, int64_t rows, int64_t g, int64_t hd, const float *q, int64_t ldq,
                                 int32_t p0, float scale, float softcap, int32_t window) {
-    tstate *st = state_of(scratch);
-    VX_ASSERT(rows >= 1 && rows <= VX_ATTN_TILES_MAX_ROWS && hd % 32 == 0 && hd <= 256);
-    st->rows = (int32_t)rows;
-    st->mr = (int32_t)((rows + 15) & ~15);
-    st->g = (int32_t)g;
-    st->hd = (int32_t)hd;
-    st->scale = scale;
-    st->softcap = softcap;
-    st->window = window;
+    tstate *st = tiles_state(scratch);
+    tiles_rows_shape(&st->r, rows, g, hd);
     layout(st);
-    const int nb = st->mr / 16;
+    const int nb = st->r.mr / 16;
     for (int cb = 0; cb < nb; cb++)
         for (int64_t ks = 0; ks < hd / 32; ks++) {
             __m512i v[16], u[16];
@@ -175,19 +151,14 @@ void VXAMX(vx_attn_tiles_begin)(void *scratch, int64_t rows, int64_t g, int64_t 
                 _mm512_storeu_si512((void *)(st->qt[1] + t + 32 * p), u[p]);
             }
         }
-    memset(st->ot, 0, (size_t)st->mr * hd * sizeof(float));
-    for (int r = 0; r < st->mr; r++) {
-        st->m[r] = -INFINITY;
-        st->l[r] = 0;
-        st->lim[r] = p0 + (int32_t)((r < rows ? r : rows - 1) / g);
-    }
+    tiles_rows_init(&st->r, rows, g, hd, p0, scale, softcap, window);
     tiles_config();
 }
 
 /* K rows (bf16, row-major) and V^T tiles of one step, hi and lo; rows
  * j >= np are zeros. */
 static void load_kv(tstate *st, int np, const uint16_t *const *k, const uint16_t *const *v, int64_t ld) {
-    const int hd = st->hd;
+    const int hd = st->r.hd;
     for (int j = 0; j < NP; j++) {
         const uint16_t *src = j < np ? k[j / 16] + (j % 16) * ld : NULL;
         for (int d = 0; d < hd; d += 32) {
@@ -218,105 +189,6 @@ static void load_kv(tstate *st, int np, const uint16_t *const *k, const uint16_t
         }
 }
 
-/* The visible positions among j of the step for 16 rows of limits lim
- * and window starts lo (positions > lo; INT32_MIN without a window): all
- * when full. */
-static inline __mmask16 visible(bool full, int32_t c0, int j, __m512i lim, __m512i lo) {
-    const __m512i p = _mm512_set1_epi32(c0 + j);
-    return full ? (__mmask16)0xffff : _mm512_cmple_epi32_mask(p, lim) & _mm512_cmpgt_epi32_mask(p, lo);
-}
-
-/* The maximum of the visible scores of positions [0, np) (in four
- * independent chains: one would wait on vmaxps' latency). */
-static inline __attribute__((always_inline)) __m512 col_max(const float *sc, int np, bool full, int32_t c0,
-                                                            __m512i lim, __m512i lo) {
-    __m512 mx[4];
-    for (int e = 0; e < 4; e++) mx[e] = _mm512_set1_ps(-INFINITY);
-    for (int j = 0; j < np; j++)
-        mx[j % 4] = _mm512_mask_max_ps(mx[j % 4], visible(full, c0, j, lim, lo), mx[j % 4], _mm512_loadu_ps(sc + 16 * j));
-    return _mm512_max_ps(_mm512_max_ps(mx[0], mx[1]), _mm512_max_ps(mx[2], mx[3]));
-}
-
-/* The numerators p = 2^(s scale - m) of positions [0, NP) (0 past np, for
- * invisible positions and below 2^-96: none is denormal, whose arithmetic
- * takes microcode assists, and against the maximum's 2^0 they are
- * nothing), their pairs in bf16 hi and lo into pp, and their sum (two
- * chains, for vaddps' latency). */
-static inline __attribute__((always_inline)) __m512 col_exp(const float *sc, int np, bool full, int32_t c0,
-                                                            __m512i lim, __m512i lo, __m512 scale, __m512 m,
-                                                            uint16_t *const *pp) {
-    __m512 l0 = _mm512_setzero_ps(), l1 = _mm512_setzero_ps();
-    const __m512 floor = _mm512_set1_ps(-96.0f);
-    for (int i = 0; i < NP / 2; i++) {
-        const int j = 2 * i;
-        const __m512 x0 = _mm512_fmsub_ps(_mm512_loadu_ps(sc + 16 * j), scale, m);
-        const __m512 x1 = _mm512_fmsub_ps(_mm512_loadu_ps(sc + 16 * j + 16), scale, m);
-        const __mmask16 k0 = j < np ? visible(full, c0, j, lim, lo) : 0;
-        const __mmask16 k1 = j + 1 < np ? visible(full, c0, j + 1, lim, lo) : 0;
-        const __m512 p0 = exp2_512(k0 & _mm512_cmp_ps_mask(x0, floor, _CMP_GT_OQ), x0);
-        const __m512 p1 = exp2_512(k1 & _mm512_cmp_ps_mask(x1, floor, _CMP_GT_OQ), x1);
-        l0 = _mm512_add_ps(l0, p0);
-        l1 = _mm512_add_ps(l1, p1);
-        __m512i h, rl;
-        pair16_trunc(p0, p1, &h, &rl);
-        _mm512_storeu_si512((void *)(pp[0] + 32 * i), h);
-        _mm512_storeu_si512((void *)(pp[1] + 32 * i), rl);
-    }
-    return _mm512_add_ps(l0, l1);
-}
-
-/* Gemma 2's cap on the step's scores sc ([np][16], unscaled), in place and
- * in the same units: s = (cap / scale) tanh(scale s / cap), tanh(x) as
- * sign(x) (1 - 2 / (1 + 2^(2 |x| log2 e))) (1 past |x| ~ 44: 2^x is inf;
- * near 0 the difference's rounding leaves ~6e-8 absolute, below the
- * scores' 16 bits here) */
-static void cap_scores(const tstate *st, float *sc, int np) {
-    const __m512 in = _mm512_set1_ps(st->scale / st->softcap), out = _mm512_set1_ps(st->softcap / st->scale);
-    const __m512 two_log2e = _mm512_set1_ps(2.0f * 1.44269504088896341f), one = _mm512_set1_ps(1.0f),
-                 two = _mm512_set1_ps(2.0f), sign = _mm512_set1_ps(-0.0f);
-    for (int j = 0; j < np; j++) {
-        const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(sc + 16 * j), in);
-        const __m512 ax = _mm512_andnot_ps(sign, x);
-        const __m512 e = exp2_512((__mmask16)0xffff, _mm512_mul_ps(ax, two_log2e));
-        const __m512 t = _mm512_sub_ps(one, _mm512_div_ps(two, _mm512_add_ps(one, e)));
-        _mm512_storeu_ps(sc + 16 * j, _mm512_mul_ps(_mm512_or_ps(t, _mm512_and_ps(sign, x)), out));
-    }
-}
-
-/* Online softmax of one column of 16 query rows over the step's scores
- * sc (S^T, unscaled): updates m, l (and O^T when m moves) and leaves
- * P^T in pairs in st->pp. */
-static void softmax_col(tstate *st, int cb, float *sc, int32_t c0, int np) {
-    if (st->softcap) cap_scores(st, sc, np);
-    const __m512i lim = _mm512_loadu_si512((const void *)(st->lim + 16 * cb));
-    const __m512i lo = st->window ? _mm512_sub_epi32(lim, _mm512_set1_epi32(st->window))
-                                  : _mm512_set1_epi32(INT32_MIN);
-    /* every row sees every position: the last one by the first row's
-     * limit, the first one within the last row's window */
-    const bool full = c0 + np - 1 <= st->lim[16 * cb] && (!st->window || c0 > st->lim[16 * cb + 15] - st->window);
-    /* in base 2: p = 2^(s scale log2(e) - m) */
-    const __m512 scale = _mm512_set1_ps(st->scale * 1.44269504088896341f);
-    const __m512 mx =
-        _mm512_mul_ps(full ? col_max(sc, np, true, c0, lim, lo) : col_max(sc, np, false, c0, lim, lo), scale);
-    __m512 m = _mm512_loadu_ps(st->m + 16 * cb), l = _mm512_loadu_ps(st->l + 16 * cb);
-    const __mmask16 up = _mm512_cmp_ps_mask(mx, _mm512_add_ps(m, _mm512_set1_ps(LAZY)), _CMP_GT_OQ);
-    if (up) {
-        const __m512 mn = _mm512_mask_mov_ps(m, up, mx);
-        /* rows that saw nothing yet (m = -inf) have l = O = 0: corr 0 */
-        const __mmask16 seen = _mm512_cmp_ps_mask(m, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
-        const __m512 corr = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), up, exp2_512(up & seen, _mm512_sub_ps(m, mn)));
-        l = _mm512_mul_ps(l, corr);
-        float *o = st->ot + (size_t)cb * st->hd * 16;
-        for (int d = 0; d < st->hd; d++) _mm512_storeu_ps(o + 16 * d, _mm512_mul_ps(_mm512_loadu_ps(o + 16 * d), corr));
-        m = mn;
-        _mm512_storeu_ps(st->m + 16 * cb, m);
-    }
-    uint16_t *const *pp = st->pp;
-    l = _mm512_add_ps(l, full ? col_exp(sc, np, true, c0, lim, lo, scale, m, pp)
-                              : col_exp(sc, np, false, c0, lim, lo, scale, m, pp));
-    _mm512_storeu_ps(st->l + 16 * cb, l);
-}
-
 /* O^T tiles dt, dt + 1 (C tiles 0, 1) += V^T P^T over both halves of the
  * step: P^T hi in tiles 4, 5 (halves 0, 1), lo in 6, 7; V^T through 2
  * and 3; per half three products, hi hi + hi lo + lo hi. */
@@ -336,13 +208,13 @@ static void softmax_col(tstate *st, int cb, float *sc, int32_t c0, int np) {
     } while (0)
 
 static void pv(const tstate *st, int cb) {
-    float *o = st->ot + (size_t)cb * st->hd * 16;
+    float *o = st->r.ot + (size_t)cb * st->r.hd * 16;
     uint16_t *const *pp = st->pp;
     _tile_loadd(4, pp[0], 64);
     _tile_loadd(5, pp[0] + 512, 64);
     _tile_loadd(6, pp[1], 64);
     _tile_loadd(7, pp[1] + 512, 64);
-    for (int dt = 0; dt < st->hd / 16; dt += 2) { /* hd / 16 is even */
+    for (int dt = 0; dt < st->r.hd / 16; dt += 2) { /* hd / 16 is even */
         _tile_loadd(0, o + 256 * dt, 64);
         _tile_loadd(1, o + 256 * (dt + 1), 64);
         PV_HALF(0, 4, 6);
@@ -368,25 +240,11 @@ static void pv(const tstate *st, int cb) {
         _tile_dpbf16ps(b, 6, 4);                                                                   \
     } while (0)
 
-/* Prefetches (into L2) rows [j0, j1) of the next step: k[4 + j / 16],
- * v[...] (NULL: no such chunk). */
-static void prefetch_next(const tstate *st, const uint16_t *const *k, const uint16_t *const *v, int64_t ld, int j0,
-                          int j1) {
-    for (int j = j0; j < j1; j++) {
-        const uint16_t *kr = k[4 + j / 16], *vr = v[4 + j / 16];
-        if (!kr) break;
-        for (int b = 0; b < st->hd * 2; b += 64) {
-            __builtin_prefetch((const uint8_t *)(kr + (j % 16) * ld) + b, 0, 2);
-            __builtin_prefetch((const uint8_t *)(vr + (j % 16) * ld) + b, 0, 2);
-        }
-    }
-}
-
 /* S^T of column cb into out ([NP][16] floats): C tiles 0-3 (positions
  * 0-15 .. 48-63), Q^T hi in 4, lo in 7, K through 5 and 6: hi hi + lo hi
  * + hi lo. */
 static void scores(const tstate *st, int cb, float *out) {
-    const int nb = st->mr / 16, hd = st->hd;
+    const int nb = st->r.mr / 16, hd = st->r.hd;
     const int64_t kstride = (int64_t)hd * 2;
     _tile_zero(0);
     _tile_zero(1);
@@ -407,10 +265,10 @@ static void scores(const tstate *st, int cb, float *out) {
 
 void VXAMX(vx_attn_tiles_step)(void *scratch, int32_t c0, int32_t np, const uint16_t *const *k,
                                const uint16_t *const *v, int64_t ld) {
-    tstate *st = state_of(scratch);
+    tstate *st = tiles_state(scratch);
     VX_ASSERT(np >= 1 && np <= NP);
     load_kv(st, np, k, v, ld);
-    const int nb = st->mr / 16;
+    const int nb = st->r.mr / 16;
     /* the next step's rows, a share per column of rows: the cache is
      * read once per unit, from L3 or memory, with a 1 KiB-ish stride */
     const int per = (NP + nb - 1) / nb;
@@ -422,9 +280,8 @@ void VXAMX(vx_attn_tiles_step)(void *scratch, int32_t c0, int32_t np, const uint
      * softmax overwrites it. */
     int prev = -1;
     for (int cb = 0; cb < nb; cb++) {
-        prefetch_next(st, k, v, ld, cb * per, VX_MIN(NP, (cb + 1) * per));
-        if (c0 > st->lim[16 * cb + 15]) continue; /* no row of this column sees the step */
-        if (st->window && c0 + np - 1 <= st->lim[16 * cb] - st->window) continue; /* nor any row's window */
+        tiles_prefetch_next(st->r.hd, k, v, ld, cb * per, VX_MIN(NP, (cb + 1) * per));
+        if (tiles_col_idle(&st->r, cb, c0, np)) continue;
         scores(st, cb, st->s);
         if (prev >= 0) pv(st, prev);
         softmax_col(st, cb, st->s, c0, np);
@@ -434,20 +291,7 @@ void VXAMX(vx_attn_tiles_step)(void *scratch, int32_t c0, int32_t np, const uint
 }
 
 void VXAMX(vx_attn_tiles_end)(void *scratch, float *out, int64_t ldo) {
-    tstate *st = state_of(scratch);
+    tstate *st = tiles_state(scratch);
     _tile_release();
-    const int nb = st->mr / 16, nd = st->hd / 16;
-    for (int cb = 0; cb < nb; cb++)
-        for (int dt = 0; dt < nd; dt++) {
-            const float *o = st->ot + ((size_t)cb * nd + dt) * 256;
-            __m512i w[16];
-            for (int d = 0; d < 16; d++) w[d] = _mm512_loadu_si512((const void *)(o + 16 * d));
-            transpose16(w); /* w[n]: dims 16 dt .. 16 dt + 15 of row 16 cb + n */
-            for (int n = 0; n < 16; n++) {
-                const int r = 16 * cb + n;
-                if (r >= st->rows) break;
-                float *dst = out + r / st->g * ldo + r % st->g * st->hd + 16 * dt;
-                _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_castsi512_ps(w[n]), _mm512_set1_ps(1.0f / st->l[r])));
-            }
-        }
+    tiles_write_out(&st->r, out, ldo);
 }

@@ -1,14 +1,16 @@
 /*
  * amx_util.h - what the AMX kernel files (amx_gemm.c, amx_attn.c) share:
  * the tile configuration (every tile 16 rows x 64 bytes), rounding floats
- * to bf16 in the tiles' pair layout, fp16 loads and the 16 x 16 dword
- * transpose that builds B tiles (pair p of row n -> row p, column n).
+ * to bf16 in the tiles' pair layout (fp16 loads and the 16 x 16 dword
+ * transpose that builds B tiles: zmm16.h).
  * Included after isa512.h (and amx_emu.h under VX_EMU), by .c files only.
  */
 #ifndef VX_AMX_UTIL_H
 #define VX_AMX_UTIL_H
 
 #include <stdint.h>
+
+#include "zmm16.h" /* f16x16, transpose16 */
 
 /* Tiles 0-7, all 16 rows x 64 bytes. The configuration is a constant:
  * GCC 12 drops stores into a local array that only ldtilecfg reads (its
@@ -59,38 +61,6 @@ static inline __m512i bf16x32(__m512 lo, __m512 hi) {
 static inline void bf16x32_split(__m512 lo, __m512 hi, __m512i *h, __m512i *l) {
     *h = bf16x32(lo, hi);
     *l = bf16x32(_mm512_sub_ps(lo, bf16_words_lo(*h)), _mm512_sub_ps(hi, bf16_words_hi(*h)));
-}
-
-/* 16 fp16 values to floats */
-static inline __m512 f16x16(const uint16_t *p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
-}
-
-/* v[n] (16 dwords of row n) -> v[p] (dword p of every row): a 16 x 16
- * transpose in four rounds of in-lane unpacks and lane shuffles. */
-static inline __attribute__((always_inline)) void transpose16(__m512i v[16]) {
-    __m512i t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    /* u[4q + j], 128-bit lane L: element 4L + j of rows 4q .. 4q + 3 */
-    for (int j = 0; j < 4; j++) {
-        const __m512i a0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88);
-        const __m512i a1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xdd);
-        const __m512i b0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
-        const __m512i b1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xdd);
-        v[j] = _mm512_shuffle_i32x4(a0, b0, 0x88);
-        v[8 + j] = _mm512_shuffle_i32x4(a0, b0, 0xdd);
-        v[4 + j] = _mm512_shuffle_i32x4(a1, b1, 0x88);
-        v[12 + j] = _mm512_shuffle_i32x4(a1, b1, 0xdd);
-    }
 }
 
 #endif

@@ -277,6 +277,14 @@ struct vx_kernels;
                              float scale, float cap, float *mx, float *l, float *o);
 VX_AVX512_KERNELS(avx512)
 VX_AVX512_KERNELS(avx512emu)
+
+/* prefill tile attention on fp32 FMAs (avx512_attn_tiles.c, native only):
+ * the attn_tiles_* contract of ops.h */
+void vx_attn_tiles_begin_avx512(void *st, int64_t rows, int64_t g, int64_t hd, const float *q, int64_t ldq, int32_t p0,
+                                float scale, float softcap, int32_t window);
+void vx_attn_tiles_step_avx512(void *st, int32_t c0, int32_t np, const uint16_t *const *k, const uint16_t *const *v,
+                               int64_t ld);
+void vx_attn_tiles_end_avx512(void *st, float *out, int64_t ldo);
 /* ---- end of AVX-512 tier ---------------------------------------------- */
 
 #endif
