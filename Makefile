@@ -57,10 +57,13 @@ LIB_SRC = $(wildcard src/*.c) $(wildcard src/x86/*.c)
 # AVX2 machine (-fopenmp-simd: SIMDe's loops carry `omp simd` hints; no
 # OpenMP runtime is involved). The AMX kernels likewise, with the tile
 # instructions modelled by src/x86/amx_emu.h (suffix _amxemu).
-# avx512_attn_tiles.c is native only: its emulated speed means nothing and
-# its SIMDe compile would add to CI's time (the amx-emu table tests the
-# tile attention's shared softmax, attn_tiles.h).
-EMU_SRC = $(filter-out src/x86/avx512_attn_tiles.c,$(wildcard src/x86/avx512_*.c)) $(wildcard src/x86/amx_*.c)
+# avx512_attn_tiles.c and avx512_gemm_half.c are native only: their
+# emulated speed means nothing and their SIMDe compile would add to CI's
+# time (the amx-emu table tests the tile attention's shared softmax,
+# attn_tiles.h; the half GEMM gives the AVX2 GEMM's bits, which the
+# emulated tier runs in its place).
+EMU_NATIVE_ONLY = src/x86/avx512_attn_tiles.c src/x86/avx512_gemm_half.c
+EMU_SRC = $(filter-out $(EMU_NATIVE_ONLY),$(wildcard src/x86/avx512_*.c)) $(wildcard src/x86/amx_*.c)
 # The emulated objects carry no sanitizer instrumentation (below), so the
 # sanitizer build links the plain build's copies instead of compiling its
 # own: `make check` compiles the slow SIMDe code once, not twice.

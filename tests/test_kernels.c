@@ -512,6 +512,7 @@ typedef struct {
     vx_gemv_fn gemv;
     size_t (*scratch)(int64_t n); /* the kernel table's gemm_scratch (NULL: none) */
     int exact_nt; /* F16/BF16: from 2 to this many tokens, exactly the gemv's bits over the same rows */
+    vx_gemm_fn same_bits; /* F16/BF16: past 15 tokens, with scratch, exactly this GEMM's bits (NULL: none) */
 } gcase;
 
 #define GEMM_TOK 260 /* past one 252-token tile of the F16/BF16 gemm */
@@ -570,6 +571,7 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
     float *out = xmalloc(sizeof(float) * GEMM_LDO * GEMM_TOK);
     const size_t sb = gc->scratch ? gc->scratch(n) : 0;
     uint8_t *scr = sb ? xmalloc(sb) : NULL;
+    float *out2 = xmalloc(sizeof(float) * GEMM_LDO * GEMM_TOK); /* same_bits' */
     /* the weights as floats, once (magnitude per cell below) */
     float *fw = half ? NULL : xmalloc(sizeof(float) * GEMM_ROWS * (size_t)n);
 
@@ -618,6 +620,15 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
                     size_t b = 0;
                     while (b < sb && scr[b] == 0xFF) b++;
                     CHECKF(b < sb, "%s gemm n=%lld nrows=%d ntok=%d: scratch unused", tx->name, (long long)n, nr, nt);
+                }
+                if (gc->same_bits && s && nt > 15) { /* e.g. the AVX-512 panels against the AVX2 ones */
+                    for (int i = 0; i < GEMM_LDO * GEMM_TOK; i++) out2[i] = accum ? base : NAN;
+                    gc->same_bits(n, w, rs, nr, y, as, nt, out2, GEMM_LDO, accum, s);
+                    for (int i = 0; i < GEMM_LDO * nt; i++)
+                        CHECKF(i % GEMM_LDO >= nr || out[i] == out2[i],
+                               "%s gemm%s n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs %.9g of the tier it must equal",
+                               tx->name, accum ? "+acc" : "", (long long)n, nr, nt, i / GEMM_LDO, i % GEMM_LDO,
+                               (double)out[i], (double)out2[i]);
                 }
                 for (int t = 0; t < GEMM_TOK; t++)
                     for (int row = 0; row < GEMM_LDO; row++) {
@@ -669,23 +680,24 @@ static void check_gemm(err_stats *st, const gcase *gc, int64_t n, rng *r) {
     free(one);
     free(mag);
     free(out);
+    free(out2);
 }
 
 static void test_gemm(err_stats *st) {
     static const gcase gcases[] = {
-        {VX_TYPE_Q4_0, vx_gemm_q4_0_avx2, vx_gemv_q4_0_avx2, NULL, 0},
-        {VX_TYPE_Q5_0, vx_gemm_q5_0_avx2, vx_gemv_q5_0_avx2, NULL, 0},
-        {VX_TYPE_Q8_0, vx_gemm_q8_0_avx2, vx_gemv_q8_0_avx2, NULL, 0},
-        {VX_TYPE_Q4_1, vx_gemm_q4_1_avx2, vx_gemv_q4_1_avx2, NULL, 0},
-        {VX_TYPE_Q5_1, vx_gemm_q5_1_avx2, vx_gemv_q5_1_avx2, NULL, 0},
-        {VX_TYPE_IQ4_NL, vx_gemm_iq4_nl_avx2, vx_gemv_iq4_nl_avx2, NULL, 0},
-        {VX_TYPE_Q4_K, vx_gemm_q4_K_avx2, vx_gemv_q4_K_avx2, NULL, 0},
-        {VX_TYPE_Q6_K, vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2, NULL, 0},
-        {VX_TYPE_Q5_K, vx_gemm_q5_K_avx2, vx_gemv_q5_K_avx2, NULL, 0},
-        {VX_TYPE_Q3_K, vx_gemm_q3_K_avx2, vx_gemv_q3_K_avx2, NULL, 0},
-        {VX_TYPE_Q2_K, vx_gemm_q2_K_avx2, vx_gemv_q2_K_avx2, NULL, 0},
-        {VX_TYPE_F16, vx_gemm_f16_avx2, vx_gemv_f16_avx2, vx_gemm_half_scratch_avx2, 0},
-        {VX_TYPE_BF16, vx_gemm_bf16_avx2, vx_gemv_bf16_avx2, vx_gemm_half_scratch_avx2, 0},
+        {VX_TYPE_Q4_0, vx_gemm_q4_0_avx2, vx_gemv_q4_0_avx2, NULL, 0, NULL},
+        {VX_TYPE_Q5_0, vx_gemm_q5_0_avx2, vx_gemv_q5_0_avx2, NULL, 0, NULL},
+        {VX_TYPE_Q8_0, vx_gemm_q8_0_avx2, vx_gemv_q8_0_avx2, NULL, 0, NULL},
+        {VX_TYPE_Q4_1, vx_gemm_q4_1_avx2, vx_gemv_q4_1_avx2, NULL, 0, NULL},
+        {VX_TYPE_Q5_1, vx_gemm_q5_1_avx2, vx_gemv_q5_1_avx2, NULL, 0, NULL},
+        {VX_TYPE_IQ4_NL, vx_gemm_iq4_nl_avx2, vx_gemv_iq4_nl_avx2, NULL, 0, NULL},
+        {VX_TYPE_Q4_K, vx_gemm_q4_K_avx2, vx_gemv_q4_K_avx2, NULL, 0, NULL},
+        {VX_TYPE_Q6_K, vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2, NULL, 0, NULL},
+        {VX_TYPE_Q5_K, vx_gemm_q5_K_avx2, vx_gemv_q5_K_avx2, NULL, 0, NULL},
+        {VX_TYPE_Q3_K, vx_gemm_q3_K_avx2, vx_gemv_q3_K_avx2, NULL, 0, NULL},
+        {VX_TYPE_Q2_K, vx_gemm_q2_K_avx2, vx_gemv_q2_K_avx2, NULL, 0, NULL},
+        {VX_TYPE_F16, vx_gemm_f16_avx2, vx_gemv_f16_avx2, vx_gemm_half_scratch_avx2, 0, NULL},
+        {VX_TYPE_BF16, vx_gemm_bf16_avx2, vx_gemv_bf16_avx2, vx_gemm_half_scratch_avx2, 0, NULL},
     };
     const size_t nc = sizeof gcases / sizeof gcases[0];
     /* 32-blocks: odd block counts (the lone tail block), one chunk and
@@ -899,10 +911,12 @@ static void test_tier_plain(err_stats *st) {
             const int t = types[i];
             if (kt[ti].gemv[t] == kt[0].gemv[t] && kt[ti].gemm[t] == kt[0].gemm[t]) continue;
             /* the AVX-512 tier's F16 / BF16 gemms take 2-15 tokens as the
-             * gemv does (avx512_half.c): exactly its bits there */
+             * gemv does (avx512_half.c): exactly its bits there; from 16
+             * tokens exactly the AVX2 tier's (kt[0]) panel GEMM's */
             const int half = t == VX_TYPE_F16 || t == VX_TYPE_BF16;
-            const gcase gc = {t, kt[ti].gemm[t], kt[ti].gemv[t], kt[ti].gemm_scratch,
-                              half && kt[ti].gemm[t] != kt[0].gemm[t] ? 15 : 0};
+            const int own = half && kt[ti].gemm[t] != kt[0].gemm[t];
+            const gcase gc = {t, kt[ti].gemm[t], kt[ti].gemv[t], kt[ti].gemm_scratch, own ? 15 : 0,
+                              own ? kt[0].gemm[t] : NULL};
             const int64_t *ns = t == VX_TYPE_F16 || t == VX_TYPE_BF16 ? nsF
                                 : vx_type_get_traits(t)->blck_size == VX_QK_K ? nsK
                                                                                : ns32;

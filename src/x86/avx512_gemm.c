@@ -223,9 +223,11 @@ GEMV_ENTRY(VX512(vx_gemv_iq4_nl_r8), gemv32_r8, R_IQ4_NL)
 #ifndef GEMM32_PFD
 #define GEMM32_PFD 2
 #endif
-/* (token, block) entries of the per-tile tables */
+/* (token, block) entries of a token tile's tables (tile_act; 352 KiB on
+ * the stack): tiles of 8 tokens or more up to n = 32768 (longer rows run
+ * as the gemv, token pairs) */
 #define TAB32 8192
-#define MAX_TT 64
+#define MAX_TT 128
 
 typedef struct {
     __m512i q[8]; /* quad q of 16 rows, unsigned codes */
@@ -270,47 +272,60 @@ AINLINE void load_panel(int k, const uint8_t *A, const uint8_t *B, panel16 *P) {
     }
 }
 
-/* Four tokens' activation blocks y0..y3 (the first nu of them: 4, or 2
- * for a last 1-2) against one panel block: acc[u] (16 rows) takes the
- * canonical step. dy[u], nc[u], sy[u]: the tokens' scale, -off * sum(y)
- * and (Q4_1, Q5_1: Q8_1 activations) s for the block. */
-#define U4(X) X(0) X(1) X(2) X(3)
-AINLINE void tile4(int k, int nu, const panel16 *P, const uint8_t *y0, const uint8_t *y1, const uint8_t *y2,
-                   const uint8_t *y3, const float *dy, const int32_t *nc, const float *sy, __m512 acc[4]) {
+/* Eight tokens' activation codes (y: [8][32] bytes, the tile buffer's
+ * entries of one block; the first nu tokens: 8, 4, or 2 for a short last
+ * group) against one panel block: acc[u] (16 rows) takes the canonical
+ * step. dy[u], nc[u], sy[u]: the tokens' scale, -off * sum(y) and (Q4_1,
+ * Q5_1: Q8_1 activations) s for the block. Eight independent vpdpbusd
+ * chains (vpdpbusd's latency at two per cycle wants 8-10 in flight), and
+ * every operand at a fixed offset from three pointers: no per-token
+ * address or table arithmetic between the vector instructions. */
+#define U8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+AINLINE void tile8(int k, int nu, const panel16 *P, const uint8_t *y, const float *dy, const int32_t *nc,
+                   const float *sy, __m512 acc[8]) {
 #define INIT(u) __m512i I##u = _mm512_set1_epi32(nc[u]);
-    U4(INIT)
+    U8(INIT)
 #undef INIT
 #pragma GCC unroll 8
     for (int q = 0; q < 8; q++) {
         const __m512i W = P->q[q];
 #define STEP(u) \
-    if ((u) < nu) I##u = _mm512_dpbusd_epi32(I##u, W, bcast32(y##u + ycodes32(k) + 4 * q));
-        U4(STEP)
+    if ((u) < nu) I##u = _mm512_dpbusd_epi32(I##u, W, bcast32(y + 32 * (u) + 4 * q));
+        U8(STEP)
 #undef STEP
     }
 #define FSTEP(u)    \
     if ((u) < nu) \
         acc[u] = _mm512_fmadd_ps(_mm512_mul_ps(P->d, _mm512_set1_ps(dy[u])), _mm512_cvtepi32_ps(I##u), acc[u]);
-    U4(FSTEP)
+    U8(FSTEP)
 #undef FSTEP
 #define FSTEP(u) \
     if ((u) < nu) acc[u] = _mm512_fmadd_ps(P->m, _mm512_set1_ps(sy[u]), acc[u]);
     if (has_min32(k)) { /* + m s_y */
-        U4(FSTEP)
+        U8(FSTEP)
     }
 #undef FSTEP
 }
 
+/* A token tile's activations, block-major: entry b tp + t (token t of the
+ * tile, block b; tp = the tile's tokens rounded up to 8, the pad entries
+ * copies of its last token). */
+typedef struct {
+    int tp;
+    uint8_t (*y)[32]; /* codes */
+    float *dy;        /* scales */
+    int32_t *nc;      /* -off * sum of the codes */
+    float *sy;        /* Q8_1's s */
+} tile_act;
+
 /* Groups A and B (first records; B == A: a lone group, R = 8 rows stored,
- * else 16) against tokens [t0, t0 + nt) (dyt, nct: their (token, block)
- * tables, nb per token). */
-AINLINE void rowblock(int k, int64_t nb, const uint8_t *A, const uint8_t *B, int R, const void *act,
-                      size_t act_stride, int t0, int nt, const float *dyt, const int32_t *nct, const float *syt,
+ * else 16) against the nt tokens of tile T (their outputs from out on). */
+AINLINE void rowblock(int k, int64_t nb, const uint8_t *A, const uint8_t *B, int R, const tile_act *T, int nt,
                       float *out, int64_t ldo, int accumulate) {
-    const size_t rs = rec32(k), ys = ysize32(k);
+    const size_t rs = rec32(k);
     panel16 P[CB];
-    __m512 acc[2][MAX_TT + 3]; /* [even, odd block] */
-    for (int t = 0; t < nt + 3; t++) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+    __m512 acc[2][MAX_TT]; /* [even, odd block] */
+    for (int t = 0; t < T->tp; t++) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += CB) {
         const int cb = (int)(nb - b0 < CB ? nb - b0 : CB);
         for (int j = 0; j < cb; j++) {
@@ -323,74 +338,67 @@ AINLINE void rowblock(int k, int64_t nb, const uint8_t *A, const uint8_t *B, int
                 if (B != A) prefetch_line(B + l);
             }
         }
-        for (int t = 0; t < nt; t += 4) {
-            int tu[4]; /* a short last group repeats its last token into spare accumulators */
-            const uint8_t *ya[4];
-            for (int u = 0; u < 4; u++) {
-                tu[u] = t + u < nt ? t + u : nt - 1;
-                ya[u] = (const uint8_t *)act + (size_t)(t0 + tu[u]) * act_stride;
-            }
+        for (int t = 0; t < nt; t += 8) {
+            const int nu = nt - t > 4 ? 8 : nt - t > 2 ? 4 : 2;
             /* the chunk's even blocks, then its odd ones: one chain's
              * accumulators at a time stay in registers (indexed by the
              * block's parity they went through memory) */
             for (int c = 0; c < 2; c++) {
-                __m512 a[4];
-                for (int u = 0; u < 4; u++) a[u] = acc[c][t + u];
+                __m512 a[8];
+                for (int u = 0; u < 8; u++) a[u] = acc[c][t + u];
                 for (int j = c; j < cb; j += 2) {
-                    const int64_t b = b0 + j;
-                    float dy[4], sy[4];
-                    int32_t nc[4];
-                    for (int u = 0; u < 4; u++) {
-                        dy[u] = dyt[tu[u] * nb + b];
-                        nc[u] = nct[tu[u] * nb + b];
-                        sy[u] = has_min32(k) ? syt[tu[u] * nb + b] : 0.0f;
-                    }
-                    const size_t bo = (size_t)b * ys;
-                    if (nt - t > 2) tile4(k, 4, &P[j], ya[0] + bo, ya[1] + bo, ya[2] + bo, ya[3] + bo, dy, nc, sy, a);
-                    else tile4(k, 2, &P[j], ya[0] + bo, ya[1] + bo, ya[2] + bo, ya[3] + bo, dy, nc, sy, a);
+                    const size_t e = (size_t)(b0 + j) * (size_t)T->tp + (size_t)t;
+                    if (nu == 8) tile8(k, 8, &P[j], T->y[e], T->dy + e, T->nc + e, T->sy + e, a);
+                    else if (nu == 4) tile8(k, 4, &P[j], T->y[e], T->dy + e, T->nc + e, T->sy + e, a);
+                    else tile8(k, 2, &P[j], T->y[e], T->dy + e, T->nc + e, T->sy + e, a);
                 }
-                for (int u = 0; u < 4; u++) acc[c][t + u] = a[u];
+                for (int u = 0; u < 8; u++) acc[c][t + u] = a[u];
             }
         }
     }
     for (int t = 0; t < nt; t++) {
         float o[16];
         _mm512_storeu_ps(o, _mm512_add_ps(acc[0][t], acc[1][t]));
-        float *dst = out + (int64_t)(t0 + t) * ldo;
-        store_rows(dst, o, R, accumulate);
+        store_rows(out + (int64_t)t * ldo, o, R, accumulate);
     }
 }
 
 /* nrows: a multiple of 8 (whole packed groups). */
 AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act,
                     size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
-    if (ntok == 2) { /* the gemv's far record streams for both tokens (gemv32_r8.h) */
-        gemv32_r8_tokens(k, 2, n, w, stride, nrows, act, act_stride, out, ldo, accumulate);
+    const int64_t nb = n / 32;
+    if (ntok == 2 || nb > TAB32 / 8) { /* the gemv's far record streams, two tokens at a time (gemv32_r8.h) */
+        for (int t = 0; t < ntok; t += 2)
+            gemv32_r8_tokens(k, ntok - t < 2 ? 1 : 2, n, w, stride, nrows, (const uint8_t *)act + (size_t)t * act_stride,
+                             act_stride, out + (int64_t)t * ldo, ldo, accumulate);
         return;
     }
-    const int64_t nb = n / 32;
     const size_t ys = ysize32(k);
-    int tt = (int)(TAB32 / (nb > 0 ? nb : 1));
-    tt = tt > MAX_TT ? MAX_TT : tt < 4 ? 4 : tt & ~3;
-    float dyt[TAB32 + 4 * MAX_TT];
-    int32_t nct[TAB32 + 4 * MAX_TT];
-    float syt[TAB32 + 4 * MAX_TT];
+    int tt = (int)(TAB32 / (nb > 0 ? nb : 1)) & ~7;
+    tt = tt > MAX_TT ? MAX_TT : tt;
+    _Alignas(64) uint8_t codes[TAB32][32];
+    float dyt[TAB32], syt[TAB32];
+    int32_t nct[TAB32];
+    tile_act T = {0, codes, dyt, nct, syt};
     for (int t0 = 0; t0 < ntok; t0 += tt) {
         const int nt = ntok - t0 < tt ? ntok - t0 : tt;
-        for (int t = 0; t < nt; t++) {
-            const uint8_t *ya = (const uint8_t *)act + (size_t)(t0 + t) * act_stride;
+        T.tp = (nt + 7) & ~7;
+        for (int t = 0; t < T.tp; t++) {
+            const uint8_t *ya = (const uint8_t *)act + (size_t)(t0 + (t < nt ? t : nt - 1)) * act_stride;
             for (int64_t b = 0; b < nb; b++) {
                 const uint8_t *yb = ya + (size_t)b * ys; /* Q8_0 {d, qs} or Q8_1 {d, s, qs} */
-                dyt[t * nb + b] = f16(ld16(yb));
-                nct[t * nb + b] = off32(k) ? ncorr32(k, yb) : 0;
-                if (has_min32(k)) syt[t * nb + b] = f16(ld16(yb + 2));
+                const size_t e = (size_t)b * (size_t)T.tp + (size_t)t;
+                memcpy(codes[e], yb + ycodes32(k), 32);
+                dyt[e] = f16(ld16(yb));
+                nct[e] = off32(k) ? ncorr32(k, yb) : 0;
+                syt[e] = has_min32(k) ? f16(ld16(yb + 2)) : 0.0f;
             }
         }
         for (int r0 = 0; r0 < nrows; r0 += 16) {
             const uint8_t *A = row_at(w, stride, r0);
             const int two = r0 + 16 <= nrows;
             const uint8_t *B = two ? (const uint8_t *)row_at(w, stride, r0 + 8) : A;
-            rowblock(k, nb, A, B, two ? 16 : 8, act, act_stride, t0, nt, dyt, nct, syt, out + r0, ldo, accumulate);
+            rowblock(k, nb, A, B, two ? 16 : 8, &T, nt, out + (int64_t)t0 * ldo + r0, ldo, accumulate);
         }
     }
 }

@@ -2,9 +2,10 @@
  * avx512_half.c - F16 / BF16 weights x f32 activations for 2-15 tokens
  * (batched decoding of a few sequences, a speculative draft's tokens).
  * Compiled natively and emulated (isa512.h); registered in
- * avx512_init.c. Sixteen tokens and more go to the AVX2 tier's GEMM
- * (avx2_gemm_half.c), which packs panels for its micro-kernel (on AMX
- * machines the forward pass sends them to the tiles instead).
+ * avx512_init.c. Sixteen tokens and more go to a panel GEMM: natively
+ * avx512_gemm_half.c's on zmm FMAs, emulated the AVX2 tier's
+ * (avx2_gemm_half.c), the same bits (on AMX machines the forward pass
+ * sends them to the tiles instead).
  *
  * The AVX2 tier runs these token counts as its GEMV once per token, 16
  * rows at a time (gemv_tokens: the rows stay in L1 for the next token),
@@ -82,6 +83,10 @@ AINLINE void half_gemm(int bf, int64_t n, const void *w, size_t row_stride, int 
                        size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch) {
     if (ntok >= 2 && ntok <= HALF_MAX_TOK)
         half_passes(bf, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate);
+#ifndef VX_EMU /* natively, the panels on zmm FMAs (avx512_gemm_half.c: the AVX2 GEMM's bits) */
+    else if (ntok > HALF_MAX_TOK && scratch)
+        vx_gemm_half_avx512(bf, n, w, row_stride, nrows, act, act_stride, ntok, out, ldo, accumulate, scratch);
+#endif
     else
         (bf ? vx_gemm_bf16_avx2 : vx_gemm_f16_avx2)(n, w, row_stride, nrows, act, act_stride, ntok, out, ldo,
                                                     accumulate, scratch);

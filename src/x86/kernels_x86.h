@@ -285,6 +285,11 @@ void vx_attn_tiles_begin_avx512(void *st, int64_t rows, int64_t g, int64_t hd, c
 void vx_attn_tiles_step_avx512(void *st, int32_t c0, int32_t np, const uint16_t *const *k, const uint16_t *const *v,
                                int64_t ld);
 void vx_attn_tiles_end_avx512(void *st, float *out, int64_t ldo);
+/* F16 (bf 0) / BF16 (bf 1) prefill GEMM on zmm FMAs, 16 tokens and more
+ * (avx512_gemm_half.c, native only): vx_gemm_fn's contract with bf first;
+ * scratch of vx_gemm_half_scratch_avx2 bytes, required */
+void vx_gemm_half_avx512(int bf, int64_t n, const void *w, size_t stride, int nrows, const void *act,
+                         size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 /* ---- end of AVX-512 tier ---------------------------------------------- */
 
 #endif
