@@ -232,8 +232,10 @@ typedef struct vx_context_params {
                            prompt chunk of any size, recomputed after
                            preemption or read from the prefix cache): the
                            integer kernels only. Off (default), matmuls of 64+
-                           tokens may take the AMX bf16 GEMM (faster prefill,
-                           other rounding), as llama.cpp and vLLM do by default */
+                           tokens may take the AMX bf16 GEMM, and BF16 weights
+                           of 16+ tokens vdpbf16ps where the CPU has it (faster
+                           prefill, bf16-rounded activations), as llama.cpp and
+                           vLLM do by default */
     bool profile;       /* time every step of the forward pass (vx_context_perf):
                            two clock reads per step, by thread 0 only */
 } vx_context_params;

@@ -141,6 +141,7 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
     memset(k->act, 0, sizeof k->act);
     memset(k->gemm, 0, sizeof k->gemm);
     k->gemm_scratch = NULL;
+    k->gemm_bf16_f32 = NULL;
     vx_matmul_kernels_ref(k->gemv, k->act);
     if (isa >= VX_ISA_AVX2) {
         k->name = "avx2";
@@ -231,6 +232,12 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
             k->gemm[VX_TYPE_Q3_K_R8] = vx_gemm_q3_K_r8_gfni_avx512;
             k->gemv[VX_TYPE_Q2_K_R8] = vx_gemv_q2_K_r8_gfni_avx512;
             k->gemm[VX_TYPE_Q2_K_R8] = vx_gemm_q2_K_r8_gfni_avx512;
+        }
+        /* BF16 prefill on vdpbf16ps where the CPU has it (the AMX tier
+         * below sends prefill to its tiles, at the same precision) */
+        if (detect().avx512bf16) {
+            k->gemm_bf16_f32 = k->gemm[VX_TYPE_BF16];
+            k->gemm[VX_TYPE_BF16] = vx_gemm_bf16_dp_avx512;
         }
         /* prefill attention in 64-position steps on fp32 FMAs (the AMX
          * tier below replaces it with its tiles) */

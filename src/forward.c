@@ -228,6 +228,8 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
                          (long long)np);
     }
     vx_kernels_init_best(&c->kern);
+    if ((p->batch_invariant || p->f32_matmul) && c->kern.gemm_bf16_f32) /* no bf16-rounded activations */
+        c->kern.gemm[VX_TYPE_BF16] = c->kern.gemm_bf16_f32;
     c->glu = model->arch->gelu ? c->kern.geglu : c->kern.swiglu;
     c->embed_scale = hp->embd_scale != 0 ? hp->embd_scale : model->arch->embed_scale ? sqrtf((float)hp->n_embd) : 1.0f;
     if (vx_pool_init(p->n_threads, &c->pool) != VX_OK) {

@@ -122,6 +122,10 @@ typedef struct vx_kernels {
      * the per-thread scratch bytes these GEMMs take for rows of n elements
      * (allocated once per context; gemm_scratch NULL: they take none) */
     vx_gemm_fn gemm[VX_TYPE_COUNT];
+    /* where gemm[BF16] rounds the activations to bf16 (vdpbf16ps; as the
+     * AMX tiles, "other rounding"), the GEMM on f32 activations that
+     * batch_invariant and f32_matmul contexts take instead (NULL: none) */
+    vx_gemm_fn gemm_bf16_f32;
     size_t (*gemm_scratch)(int64_t n);
     /* per activation type (Q8_0, Q8_1, Q8_K): float row -> activation row */
     vx_act_fn act[VX_TYPE_COUNT];
