@@ -17,6 +17,7 @@ typedef struct cpu_feats {
     bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, gfni, amx_tile, amx_int8,
         amx_bf16;
     bool os_avx, os_avx512, os_amx;
+    bool amd; /* AuthenticAMD */
 } cpu_feats;
 
 static uint64_t xgetbv0(void) {
@@ -29,6 +30,7 @@ static cpu_feats detect(void) {
     cpu_feats f;
     memset(&f, 0, sizeof f);
     unsigned a, b, c, d;
+    if (__get_cpuid(0, &a, &b, &c, &d)) f.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
     bool osxsave = (c >> 27) & 1;
     f.fma = (c >> 12) & 1;
@@ -233,9 +235,12 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
             k->gemv[VX_TYPE_Q2_K_R8] = vx_gemv_q2_K_r8_gfni_avx512;
             k->gemm[VX_TYPE_Q2_K_R8] = vx_gemm_q2_K_r8_gfni_avx512;
         }
-        /* BF16 prefill on vdpbf16ps where the CPU has it (the AMX tier
-         * below sends prefill to its tiles, at the same precision) */
-        if (detect().avx512bf16) {
+        /* BF16 prefill on vdpbf16ps where it runs at twice the fp32 FMA
+         * rate: AMD's Zen 4/5 (Intel's Cooper Lake and Sapphire Rapids run
+         * it at a quarter of their zmm FMA rate per instruction, where the
+         * fp32 panels stay faster; the AMX tier sends prefill to its tiles,
+         * at the same precision as vdpbf16ps) */
+        if (detect().avx512bf16 && detect().amd) {
             k->gemm_bf16_f32 = k->gemm[VX_TYPE_BF16];
             k->gemm[VX_TYPE_BF16] = vx_gemm_bf16_dp_avx512;
         }
