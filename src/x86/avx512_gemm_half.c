@@ -26,8 +26,8 @@
  * weights, as in the AVX2 GEMM: the two give the same bits (test_kernels
  * checks the GEMM against the AVX2 tier's to the bit).
  *
- * BF16 weights on AVX512-BF16 CPUs (cpu.c installs vx_gemm_bf16_dp_avx512
- * there) take the same loops on vdpbf16ps instead (dp mode): the panel
+ * BF16 weights on AMD's AVX512-BF16 CPUs (cpu.c installs
+ * vx_gemm_bf16_dp_avx512 there) take the same loops on vdpbf16ps instead (dp mode): the panel
  * holds each row's raw bf16 pairs (no widening), the activations are
  * rounded to bf16 pairs (nearest even) as the AMX tiles round them, and
  * one instruction does two elements: on Zen 5 vdpbf16ps runs 401 GFLOP/s

@@ -290,8 +290,8 @@ void vx_attn_tiles_end_avx512(void *st, float *out, int64_t ldo);
  * scratch of vx_gemm_half_scratch_avx2 bytes, required */
 void vx_gemm_half_avx512(int bf, int64_t n, const void *w, size_t stride, int nrows, const void *act,
                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
-/* BF16 weights on vdpbf16ps (AVX512-BF16 CPUs without AMX: Zen 4/5, where
- * it does twice the fp32 FMA's work per cycle), 16 tokens and more with
+/* BF16 weights on vdpbf16ps (AMD's AVX512-BF16 CPUs, Zen 4/5, where it
+ * does twice the fp32 FMA's work per cycle), 16 tokens and more with
  * scratch: activations rounded to bf16 as the AMX tiles do (error up to
  * 2^-8 of sum |w x|); fewer tokens as vx_gemm_bf16_avx512 */
 void vx_gemm_bf16_dp_avx512(int64_t n, const void *w, size_t stride, int nrows, const void *act, size_t act_stride,
