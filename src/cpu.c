@@ -223,10 +223,11 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
     kernels_fill(k, isa);
     if (isa >= VX_ISA_AVX512) {
         vx_kernels_add_avx512(k);
+        const cpu_feats f = detect();
         /* the K-quants' code bits by GFNI byte maps where the CPU has them
          * (Ice Lake on; not Cascade Lake): the same bits, fewer cycles per
          * record (Q6_K ~12%, Q2_K ~25%) */
-        if (detect().gfni) {
+        if (f.gfni) {
             k->gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_gfni_avx512;
             k->gemv[VX_TYPE_Q5_K_R8] = vx_gemv_q5_K_r8_gfni_avx512;
             k->gemv[VX_TYPE_Q3_K_R8] = vx_gemv_q3_K_r8_gfni_avx512;
@@ -240,7 +241,7 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
          * it at a quarter of their zmm FMA rate per instruction, where the
          * fp32 panels stay faster; the AMX tier sends prefill to its tiles,
          * at the same precision as vdpbf16ps) */
-        if (detect().avx512bf16 && detect().amd) {
+        if (f.avx512bf16 && f.amd) {
             k->gemm_bf16_f32 = k->gemm[VX_TYPE_BF16];
             k->gemm[VX_TYPE_BF16] = vx_gemm_bf16_dp_avx512;
         }

@@ -933,6 +933,10 @@ static void test_tier_plain(err_stats *st) {
                                                                                : ns32;
             rng r = {.s = 4243};
             for (int k = 0; ns[k]; k++) check_gemm(st, &gc, ns[k], &r);
+            if (dp) { /* the f32-activation BF16 GEMM such a tier keeps for batch_invariant: the AVX2 bits */
+                const gcase g32 = {t, kt[ti].gemm_bf16_f32, kt[ti].gemv[t], kt[ti].gemm_scratch, 15, kt[0].gemm[t], 0};
+                for (int k = 0; ns[k]; k++) check_gemm(st, &g32, ns[k], &r);
+            }
             printf("plain %s gemv/gemm checked: tier %s\n", vx_type_name(t), kt[ti].name);
         }
 }
