@@ -13,8 +13,8 @@
  * position and query head).
  *
  * Build (from the repository root, after `make`):
- *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc tests/bench_attention.c \
- *      build/libvortex.a -lm -lpthread -lpcre2-8 -lcjson -lmicrohttpd -o /tmp/bench_attention
+ *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests tests/bench_attention.c tests/testutil.c \
+ *      build/libvortex.a -lm -lpthread -lpcre2-8 -lcjson -lmicrohttpd -lutf8proc -o /tmp/bench_attention
  * Run: /tmp/bench_attention [depth=3584] [n=512] [reps=5] [n_head=32] [n_head_kv=8] [hd=64] [softcap=0]
  *      [layers=1] [threads=1]
  * With layers > 1, a last line times decodes through `layers` layers of
@@ -37,19 +37,17 @@
 #include "testutil.h"
 #include "common.h"
 
-static double now(void) {
+/* seconds on a clock: this thread's CPU time (robust to time slicing on a
+ * shared machine) or, for the multi-thread decode, wall time */
+static double secs(clockid_t c) {
     struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); /* robust to time slicing on a shared machine */
+    clock_gettime(c, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static double wall(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* the multi-layer decode: each thread runs its share of every layer */
+/* the multi-layer decode: each thread runs its share of every layer,
+ * DRAM_REPS times per timed repetition */
+enum { DRAM_REPS = 4, DRAM_MAX_THREADS = 16 };
 typedef struct dram_job {
     const vx_kernels *k;
     vx_attn_args a;
@@ -88,12 +86,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "kv cache init failed\n");
         return 1;
     }
-    for (int ly = 0; ly < layers; ly++)
-    for (int p = 0; p < total; p++) {
-        uint16_t *kr = vx_kv_k_row(kv, ly, 0, p), *vr = vx_kv_v_row(kv, ly, 0, p);
-        for (int i = 0; i < KD; i++) {
-            kr[i] = vx_fp32_to_fp16(frand());
-            vr[i] = vx_fp32_to_fp16(frand());
+    for (int ly = 0; ly < layers; ly++) {
+        for (int p = 0; p < total; p++) {
+            uint16_t *kr = vx_kv_k_row(kv, ly, 0, p), *vr = vx_kv_v_row(kv, ly, 0, p);
+            for (int i = 0; i < KD; i++) {
+                kr[i] = vx_fp32_to_fp16(frand());
+                vr[i] = vx_fp32_to_fp16(frand());
+            }
         }
     }
     float *q = malloc((size_t)n * QD * 4), *out = malloc((size_t)n * QD * 4);
@@ -114,9 +113,9 @@ int main(int argc, char **argv) {
         double best = 1e30, flops = 0;
         for (int t = 0; t < nt; t++) flops += 4.0 * hd * n_head * (a.pos[t] + 1);
         for (int r = 0; r < (mode < 2 ? reps : 20 * reps); r++) {
-            const double t0 = now();
+            const double t0 = secs(CLOCK_THREAD_CPUTIME_ID);
             vx_attention(&k, &a, 0, 1, scr);
-            const double dt = now() - t0;
+            const double dt = secs(CLOCK_THREAD_CPUTIME_ID) - t0;
             best = dt < best ? dt : best;
         }
         printf("%-8s %4d tok @ depth %5d: %9.3f ms  %6.1f GFLOP/s\n",
@@ -124,24 +123,24 @@ int main(int argc, char **argv) {
                flops / best * 1e-9);
     }
     if (layers > 1 && nth >= 1) {
+        const int T = nth < DRAM_MAX_THREADS ? nth : DRAM_MAX_THREADS;
         pthread_barrier_t bar;
-        pthread_barrier_init(&bar, NULL, (unsigned)nth);
-        dram_job jobs[16];
-        pthread_t th[16];
-        const int T = nth < 16 ? nth : 16;
+        pthread_barrier_init(&bar, NULL, (unsigned)T);
+        dram_job jobs[DRAM_MAX_THREADS];
+        pthread_t th[DRAM_MAX_THREADS];
         double best = 1e30;
         for (int r = 0; r < reps; r++) {
             for (int i = 0; i < T; i++) {
                 jobs[i] = (dram_job){&k,
                                      {kv, 0, n_head, n_head_kv, hd, scale, q + (size_t)(n - 1) * QD, out, pos + n - 1,
                                       seq, 1, false, NULL, cap, 0, vx_attn_seg_len(total), NULL, NULL, 0, 0, NULL},
-                                     layers, 4, i, T, i ? aligned_alloc(64, (nsf * 4 + 63) / 64 * 64) : scr, &bar};
+                                     layers, DRAM_REPS, i, T, i ? aligned_alloc(64, (nsf * 4 + 63) / 64 * 64) : scr, &bar};
             }
-            const double t0 = wall();
+            const double t0 = secs(CLOCK_MONOTONIC);
             for (int i = 1; i < T; i++) pthread_create(&th[i], NULL, dram_run, &jobs[i]);
             dram_run(&jobs[0]);
             for (int i = 1; i < T; i++) pthread_join(th[i], NULL);
-            const double dt = (wall() - t0) / 4;
+            const double dt = (secs(CLOCK_MONOTONIC) - t0) / DRAM_REPS;
             for (int i = 1; i < T; i++) free(jobs[i].scr);
             best = dt < best ? dt : best;
         }
