@@ -30,8 +30,7 @@
  * left to right by fold_rows. So results are bit-identical whatever the
  * tiling, the blocking and the thread split: a token's output does not
  * depend on the batch it came in, nor on which thread ran which segment
- * (a decode whose kv heads are fewer than the threads is split by
- * segments, run_unit).
+ * (a decode of fewer tiles than threads is split by segments, run_unit).
  * Tokens whose positions all precede a chunk skip it (their rows are a
  * prefix of each head's rows), so a long tile wastes nothing on the
  * diagonal.
@@ -129,36 +128,32 @@ static void fold_start(const attn_scratch *sc, int32_t rows) {
     }
 }
 
-/* Byte offset of kv head h within a cache row. */
-static size_t head_off(vx_kv_type t, int32_t h, int32_t hd) {
-    switch (t) {
-    case VX_KV_F32: return (size_t)h * hd * 4;
-    case VX_KV_F16: return (size_t)h * hd * 2;
-    default: return vx_row_size(VX_TYPE_Q8_0, (int64_t)h * hd);
-    }
-}
-
-static const uint8_t *chunk_row(const vx_attn_args *a, const int32_t *blocks, bool v, int32_t c0,
-                                size_t rb, size_t off) {
+/* The first row of kv head h at position c0 of the sequence (K or V).
+ * The cache is head-major within a block (kv_cache.h): a head's rows are
+ * vx_kv_head_bytes apart, its next head's vx_kv_head_stride further. */
+static const uint8_t *chunk_row(const vx_attn_args *a, const int32_t *blocks, bool v, int32_t c0, int32_t h) {
     const int32_t bs = vx_kv_block_size(a->kv), blk = blocks[c0 / bs];
     const void *base = v ? vx_kv_v_block(a->kv, a->layer, blk) : vx_kv_k_block(a->kv, a->layer, blk);
-    return (const uint8_t *)base + (size_t)(c0 % bs) * rb + off;
+    return (const uint8_t *)base + (size_t)h * vx_kv_head_stride(a->kv) +
+           (size_t)(c0 % bs) * vx_kv_head_bytes(a->kv);
 }
 
-/* Positions from c0 (a block start) up to at most end whose K rows and V
- * rows both lie at one stride rb apart: whole blocks that follow each
- * other in memory. */
-static int32_t contiguous_run(const vx_attn_args *a, const int32_t *blocks, int32_t c0, int32_t end,
-                              size_t rb, size_t off) {
-    const int32_t bs = vx_kv_block_size(a->kv);
-    const uintptr_t k0 = (uintptr_t)chunk_row(a, blocks, false, c0, rb, off);
-    const uintptr_t v0 = (uintptr_t)chunk_row(a, blocks, true, c0, rb, off);
-    int32_t len = bs - c0 % bs;
-    while (c0 + len < end &&
-           (uintptr_t)chunk_row(a, blocks, false, c0 + len, rb, off) == k0 + (size_t)len * rb &&
-           (uintptr_t)chunk_row(a, blocks, true, c0 + len, rb, off) == v0 + (size_t)len * rb)
-        len += bs;
-    return VX_MIN(len, end - c0);
+/* Positions from c0 (a multiple of 16) up to end (one too) whose 16-position
+ * chunks of head h lie one stride apart, the same for K and V (*cs bytes):
+ * the chunks of one block, or of blocks that follow each other in memory. */
+static int32_t chunk_run(const vx_attn_args *a, const int32_t *blocks, int32_t c0, int32_t end, int32_t h,
+                         int64_t *cs) {
+    const uint8_t *k0 = chunk_row(a, blocks, false, c0, h), *v0 = chunk_row(a, blocks, true, c0, h);
+    *cs = 0;
+    if (c0 + CHUNK >= end) return end - c0;
+    const ptrdiff_t dk = chunk_row(a, blocks, false, c0 + CHUNK, h) - k0;
+    if (dk != chunk_row(a, blocks, true, c0 + CHUNK, h) - v0) return CHUNK;
+    int32_t n = 2;
+    while (c0 + n * CHUNK < end && chunk_row(a, blocks, false, c0 + n * CHUNK, h) == k0 + n * dk &&
+           chunk_row(a, blocks, true, c0 + n * CHUNK, h) == v0 + n * dk)
+        n++;
+    *cs = dk;
+    return n * CHUNK;
 }
 
 /* Whether this call may use the tile attention, and whether a unit of nt
@@ -191,22 +186,21 @@ static int32_t window_start(const vx_attn_args *a, int32_t p, int32_t step) {
 static void attend_unit_tiles(const vx_kernels *k, const vx_attn_args *a, int32_t t0, int32_t nt, int32_t h0,
                               int32_t nh, float *scratch) {
     const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv, QD = a->n_head * hd;
-    const size_t rb = vx_kv_row_bytes(a->kv);
     const int32_t *blocks = vx_kv_blocks(a->kv, a->seq_id[t0]);
     const int32_t p_first = a->pos[t0], n_pos = p_first + nt;
     attn_scratch sc;
     void *st = scratch + scratch_layout(g, hd, NULL, &sc);
     for (int32_t h = h0; h < h0 + nh; h++) {
-        const size_t ho = head_off(VX_KV_F16, h, hd), qo = (size_t)t0 * QD + (size_t)h * g * hd;
+        const size_t qo = (size_t)t0 * QD + (size_t)h * g * hd;
         k->attn_tiles_begin(st, (int64_t)nt * g, g, hd, a->q + qo, QD, p_first, a->scale, a->softcap, a->window);
         for (int32_t c0 = window_start(a, p_first, 64); c0 < n_pos; c0 += 64) {
             /* this step's chunks and the next one's (prefetched) */
             const uint16_t *kp[8] = {NULL}, *vp[8] = {NULL};
             for (int i = 0; i < 8 && c0 + 16 * i < n_pos; i++) {
-                kp[i] = (const uint16_t *)(const void *)chunk_row(a, blocks, false, c0 + 16 * i, rb, ho);
-                vp[i] = (const uint16_t *)(const void *)chunk_row(a, blocks, true, c0 + 16 * i, rb, ho);
+                kp[i] = (const uint16_t *)(const void *)chunk_row(a, blocks, false, c0 + 16 * i, h);
+                vp[i] = (const uint16_t *)(const void *)chunk_row(a, blocks, true, c0 + 16 * i, h);
             }
-            k->attn_tiles_step(st, c0, VX_MIN(64, n_pos - c0), kp, vp, (int64_t)(rb / 2));
+            k->attn_tiles_step(st, c0, VX_MIN(64, n_pos - c0), kp, vp, (int64_t)hd);
         }
         k->attn_tiles_end(st, a->out + qo, QD);
     }
@@ -241,8 +235,7 @@ static void chunk_steps(const vx_kernels *k, const vx_attn_args *a, const attn_s
     attn_scratch sc = *cs;
     const vx_kv_type type = vx_kv_type_of(a->kv);
     const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv;
-    const size_t rb = vx_kv_row_bytes(a->kv), hbytes = head_off(type, 1, hd);
-    const size_t ho = head_off(type, h0, hd);
+    const size_t rb = vx_kv_head_bytes(a->kv), hs = vx_kv_head_stride(a->kv);
     const int32_t *blocks = vx_kv_blocks(a->kv, a->seq_id[t0]);
     const int32_t Mh = nt * g; /* rows per head */
     const int32_t p_first = a->pos[t0], n_pos = keys_end(a, t0, nt);
@@ -255,26 +248,26 @@ static void chunk_steps(const vx_kernels *k, const vx_attn_args *a, const attn_s
             const int32_t n = vis < 0 ? 0 : vis > nj ? nj : vis;
             for (int32_t h = 0; h < g; h++) sc.nv[i * g + h] = n;
         }
-        const uint8_t *kc = chunk_row(a, blocks, false, c0, rb, ho);
-        const uint8_t *vc = chunk_row(a, blocks, true, c0, rb, ho);
+        const uint8_t *kc = chunk_row(a, blocks, false, c0, h0);
+        const uint8_t *vc = chunk_row(a, blocks, true, c0, h0);
         if (c0 + CHUNK < n_pos) {
             /* the next chunk's K and V rows of these heads, while this one
              * computes: the cache is read once per unit, mostly from L3 */
             const int32_t cn = c0 + CHUNK, nn = VX_MIN(CHUNK, n_pos - cn);
-            const uint8_t *kn = chunk_row(a, blocks, false, cn, rb, ho);
-            const uint8_t *vn = chunk_row(a, blocks, true, cn, rb, ho);
-            const size_t span = (size_t)nh * hbytes;
-            for (int32_t j = 0; j < nn; j++)
+            const uint8_t *kn = chunk_row(a, blocks, false, cn, h0);
+            const uint8_t *vn = chunk_row(a, blocks, true, cn, h0);
+            const size_t span = (size_t)nn * rb;
+            for (int32_t hh = 0; hh < nh; hh++)
                 for (size_t b = 0; b < span; b += 64) {
-                    __builtin_prefetch(kn + (size_t)j * rb + b, 0, 2);
-                    __builtin_prefetch(vn + (size_t)j * rb + b, 0, 2);
+                    __builtin_prefetch(kn + (size_t)hh * hs + b, 0, 2);
+                    __builtin_prefetch(vn + (size_t)hh * hs + b, 0, 2);
                 }
         }
         /* tokens before i_vis see none of this chunk: their rows (a prefix
          * of each head's rows) would get P = 0 and corr = 1, i.e. no change */
         const int32_t i_vis = a->seq_len ? 0 : VX_MAX(0, c0 - p_first), Mv = Mh - i_vis * g;
         for (int32_t hh = 0; hh < nh; hh++) {
-            const uint8_t *kr = kc + (size_t)hh * hbytes, *vr = vc + (size_t)hh * hbytes;
+            const uint8_t *kr = kc + (size_t)hh * hs, *vr = vc + (size_t)hh * hs;
             /* S = Q K^T, P = softmax numerators, O = corr O + P V */
             const size_t r0 = (size_t)hh * Mh + (size_t)i_vis * g;
             float *s = sc.s + r0 * CHUNK, *o = sc.o + r0 * hd;
@@ -338,7 +331,7 @@ static void unit_chunks(const vx_kernels *k, const vx_attn_args *a, const attn_s
                         int32_t h0, int32_t nh, int32_t s0, int32_t s1) {
     const vx_kv_type type = vx_kv_type_of(a->kv);
     const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv;
-    const size_t rb = vx_kv_row_bytes(a->kv), ho = head_off(type, h0, hd);
+    const size_t rb = vx_kv_head_bytes(a->kv), hs = vx_kv_head_stride(a->kv);
     const int32_t *blocks = vx_kv_blocks(a->kv, a->seq_id[t0]);
     const int32_t p_first = a->pos[t0], n_pos = keys_end(a, t0, nt);
 
@@ -351,22 +344,24 @@ static void unit_chunks(const vx_kernels *k, const vx_attn_args *a, const attn_s
             c_first = s0 + CHUNK;
         }
         /* decode: every position is visible; the full chunks go through the
-         * fused kernel, a run of contiguous cache blocks per call, with the
-         * next run's first chunk to prefetch (a Q8_0 kernel may decline
-         * the shape: then the chunks below do it all) */
+         * fused kernel, a run of chunks one stride apart per call (blocks
+         * that follow each other in memory), with the next run's first
+         * chunk to prefetch (a Q8_0 kernel may decline the shape: then the
+         * chunks below do it all) */
         const int32_t n_full = s1 / CHUNK * CHUNK;
         for (int32_t c0 = c_first, len; c0 < n_full; c0 += len) {
-            len = contiguous_run(a, blocks, c0, n_full, rb, ho);
+            int64_t cstride;
+            len = chunk_run(a, blocks, c0, n_full, h0, &cstride);
             const int32_t cx = c0 + len;
-            const void *kc = chunk_row(a, blocks, false, c0, rb, ho);
-            const void *vc = chunk_row(a, blocks, true, c0, rb, ho);
-            const void *kx = cx < n_pos ? chunk_row(a, blocks, false, cx, rb, ho) : NULL;
-            const void *vx = cx < n_pos ? chunk_row(a, blocks, true, cx, rb, ho) : NULL;
+            const void *kc = chunk_row(a, blocks, false, c0, h0);
+            const void *vc = chunk_row(a, blocks, true, c0, h0);
+            const void *kx = cx < n_pos ? chunk_row(a, blocks, false, cx, h0) : NULL;
+            const void *vx = cx < n_pos ? chunk_row(a, blocks, true, cx, h0) : NULL;
             if (type == VX_KV_F16)
-                k->attn_dec_f16(nh, g, hd, cs->q, kc, vc, (int64_t)(rb / 2), len, kx, vx, a->scale, a->softcap,
-                                cs->m, cs->l, cs->o);
-            else if (!k->attn_dec_q8_0(nh, g, hd, cs->q, kc, vc, (int64_t)rb, len, kx, vx, a->scale, a->softcap,
-                                       cs->m, cs->l, cs->o))
+                k->attn_dec_f16(nh, g, hd, cs->q, kc, vc, (int64_t)(rb / 2), (int64_t)(hs / 2), cstride / 2, len, kx,
+                                vx, a->scale, a->softcap, cs->m, cs->l, cs->o);
+            else if (!k->attn_dec_q8_0(nh, g, hd, cs->q, kc, vc, (int64_t)rb, (int64_t)hs, cstride, len, kx, vx,
+                                       a->scale, a->softcap, cs->m, cs->l, cs->o))
                 break;
             c_first = cx;
         }
@@ -392,12 +387,12 @@ static void write_rows(const vx_attn_args *a, const attn_scratch *sc, int32_t t0
 /* One unit: tokens [t0, t0 + nt) (consecutive positions of one sequence)
  * against kv heads [h0, h0 + nh), positions [c_lo, c_hi) of theirs (all:
  * 0, INT32_MAX). Chunks are the outer loop, so a unit reads its heads'
- * part of every cache row in one sweep (contiguous bytes for a head
- * range). Row r of the state is head r / (nt g), token (r / g) % nt,
+ * part of every cache block in one sweep (contiguous bytes for a head
+ * range: the blocks are head-major). Row r of the state is head r / (nt g), token (r / g) % nt,
  * query head r % g of the group. Segment by segment (a->seg), each from a
  * fresh state, folded into am, al, ao and written to the output at the
- * end; with seg_out (a split decode: nt = nh = 1) each segment's state is
- * stored there instead (m, l, o of the g rows, segment after segment). */
+ * end; with seg_out (a split decode: nt = 1) each segment's state is
+ * stored there instead (m, l, o of the nh g rows, segment after segment). */
 static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, int32_t nt, int32_t h0, int32_t nh,
                         int32_t c_lo, int32_t c_hi, float *seg_out, float *scratch) {
     if (use_tiles(k, a, nt)) {
@@ -409,7 +404,7 @@ static void attend_unit(const vx_kernels *k, const vx_attn_args *a, int32_t t0, 
     const int32_t p_first = a->pos[t0], n_pos = keys_end(a, t0, nt);
     attn_scratch sc;
     scratch_layout(g, hd, scratch, &sc);
-    VX_ASSERT(M <= max_rows(g) && (!seg_out || M == g));
+    VX_ASSERT(M <= max_rows(g) && (!seg_out || nt == 1));
 
     for (int32_t hh = 0; hh < nh; hh++)
         for (int32_t i = 0; i < nt; i++)
@@ -469,24 +464,34 @@ typedef struct unit_cursor {
 static int32_t seg_first(const vx_attn_args *a, int32_t t0) { return window_start(a, a->pos[t0], CHUNK) / a->seg; }
 static int32_t seg_count(const vx_attn_args *a, int32_t t0) { return a->pos[t0] / a->seg - seg_first(a, t0) + 1; }
 
-/* Parts a unit of the cursor's tile splits into by segments: a decode
- * token on the block kernels whose kv head ranges are fewer than the
- * parts wanted, given the buffers. */
-static int32_t seg_parts(const vx_kernels *k, const vx_attn_args *a, const unit_cursor *c) {
-    if (!a->seg_buf || a->seg <= 0 || a->seq_len || c->nt != 1 || c->hu >= c->parts || c->hp != 1 || use_tiles(k, a, 1) ||
-        (c->ti + 1) * c->hu > a->seg_groups)
-        return 1;
-    const int32_t ns = seg_count(a, c->t0);
-    return ns > a->seg_max ? 1 : VX_MIN(ns, (c->parts + c->hu - 1) / c->hu);
+/* Whether the cursor's tile may be split by segments: a decode token on
+ * the block kernels when tiles are fewer than threads, given the buffers. */
+static bool seg_split_ok(const vx_kernels *k, const vx_attn_args *a, const unit_cursor *c) {
+    return a->seg_buf && a->seg > 0 && !a->seq_len && c->nt == 1 && c->parts > 1 && !use_tiles(k, a, 1) &&
+           (c->ti + 1) * a->n_head_kv <= a->seg_groups && seg_count(a, c->t0) <= a->seg_max;
 }
 
+/* The cursor's tile's units: heads per unit (hp) and head ranges (hu),
+ * and segment parts (sp). A decode token that must be split (fewer tiles
+ * than threads) is split by segments of positions first, each part with
+ * all the kv heads the state holds: the cache is head-major within a
+ * block (kv_cache.h), so a part streams whole blocks from contiguous
+ * memory (2.8 ms a token against 3.6 ms for halves of each block's heads,
+ * 16 layers x 3600 positions x 8 kv heads x 64 on two threads of a Zen 5
+ * guest); by heads too only where the segments are fewer than the parts. */
 static void cursor_tile(const vx_kernels *k, const vx_attn_args *a, unit_cursor *c) {
     const int32_t nkv = a->n_head_kv, g = a->n_head / nkv;
     c->nt = c->t0 < a->n_tok ? tile_len(a, c->t0, c->T) : 0;
     c->hp = unit_heads(nkv, c->parts, c->R, VX_MAX(1, c->nt) * g);
+    c->sp = 1;
+    if (seg_split_ok(k, a, c)) {
+        const int32_t ns = seg_count(a, c->t0), ranges = VX_MIN(nkv, (c->parts + ns - 1) / ns);
+        c->hp = VX_MAX(1, VX_MIN((nkv + ranges - 1) / ranges, c->R / g));
+        const int32_t hu = (nkv + c->hp - 1) / c->hp;
+        c->sp = VX_MIN(ns, (c->parts + hu - 1) / hu);
+    }
     c->hu = (nkv + c->hp - 1) / c->hp;
     c->h = c->j = 0;
-    c->sp = c->nt ? seg_parts(k, a, c) : 1;
 }
 
 static void cursor_next(const vx_kernels *k, const vx_attn_args *a, unit_cursor *c) {
@@ -498,31 +503,43 @@ static void cursor_next(const vx_kernels *k, const vx_attn_args *a, unit_cursor 
     cursor_tile(k, a, c);
 }
 
+/* The first segment of part j of sp of the token at t0's segments: the
+ * parts' positions balanced to the nearest segment (the last segment is
+ * partial), from its first segment to one past its last. */
+static int32_t seg_bound(const vx_attn_args *a, int32_t t0, int32_t j, int32_t sp) {
+    const int32_t s0 = seg_first(a, t0), ns = seg_count(a, t0);
+    if (j >= sp) return s0 + ns;
+    const int64_t P = (int64_t)a->pos[t0] + 1 - (int64_t)s0 * a->seg, per = (int64_t)sp * a->seg;
+    return s0 + (int32_t)VX_MIN((int64_t)ns, ((int64_t)j * P + per / 2) / per);
+}
+
 /* The cursor's unit. A part of a split decode stores its segments' states
- * in its group's buffer; the last part of the group to finish folds them
- * all in order (fold_rows, as attend_unit would have) and writes the rows. */
+ * in its group's buffer (tile ti's kv heads [h, h + nh) own slots ti
+ * n_head_kv + h ..); the last part of the group to finish folds them all
+ * in order (fold_rows, as attend_unit would have) and writes the rows. */
 static void run_unit(const vx_kernels *k, const vx_attn_args *a, const unit_cursor *c, float *scratch) {
+    const int32_t nh = VX_MIN(c->hp, a->n_head_kv - c->h);
     if (c->sp == 1) {
-        attend_unit(k, a, c->t0, c->nt, c->h, VX_MIN(c->hp, a->n_head_kv - c->h), 0, INT32_MAX, NULL, scratch);
+        attend_unit(k, a, c->t0, c->nt, c->h, nh, 0, INT32_MAX, NULL, scratch);
         return;
     }
-    const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv;
+    const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv, M = nh * g;
     const int32_t s0 = seg_first(a, c->t0), ns = seg_count(a, c->t0);
-    const int32_t lo = s0 + ns * c->j / c->sp, hi = s0 + ns * (c->j + 1) / c->sp;
-    const int32_t group = c->ti * c->hu + c->h;
-    const size_t per = (size_t)g * ((size_t)hd + 2);
+    const int32_t lo = seg_bound(a, c->t0, c->j, c->sp), hi = seg_bound(a, c->t0, c->j + 1, c->sp);
+    const int32_t group = c->ti * a->n_head_kv + c->h;
+    const size_t per = (size_t)M * ((size_t)hd + 2);
     float *buf = a->seg_buf + (size_t)group * vx_attn_seg_floats(a->seg_max, g, hd);
-    attend_unit(k, a, c->t0, 1, c->h, 1, lo * a->seg, (int32_t)VX_MIN((int64_t)hi * a->seg, INT32_MAX),
+    attend_unit(k, a, c->t0, 1, c->h, nh, lo * a->seg, (int32_t)VX_MIN((int64_t)hi * a->seg, INT32_MAX),
                 buf + (size_t)(lo - s0) * per, scratch);
     if (atomic_fetch_add_explicit(&a->seg_done[group], 1, memory_order_acq_rel) != c->sp - 1) return;
     attn_scratch sc;
     scratch_layout(g, hd, scratch, &sc);
-    fold_start(&sc, g);
+    fold_start(&sc, M);
     for (int32_t s = 0; s < ns; s++) {
         const float *st = buf + (size_t)s * per;
-        fold_rows(sc.am, sc.al, sc.ao, st, st + g, st + 2 * g, g, hd);
+        fold_rows(sc.am, sc.al, sc.ao, st, st + M, st + 2 * M, M, hd);
     }
-    write_rows(a, &sc, c->t0, 1, c->h, 1);
+    write_rows(a, &sc, c->t0, 1, c->h, nh);
     atomic_store_explicit(&a->seg_done[group], 0, memory_order_relaxed);
 }
 
@@ -537,8 +554,8 @@ void vx_attention(const vx_kernels *k, const vx_attn_args *a, int ith, int nth, 
     for (int32_t t0 = 0; t0 < a->n_tok; t0 += tile_len(a, t0, T)) n_tiles++;
     /* heads per unit: as many as the state holds, but split each tile into
      * at least nth / n_tiles units so few tiles (decode) still use every
-     * thread; a thread's heads are contiguous bytes of each cache row (and
-     * with fewer kv heads than that, segments of positions: seg_parts) */
+     * thread: by segments of positions where the buffers allow, else by
+     * ranges of heads (cursor_tile) */
     unit_cursor first = {T, max_rows(g), n_tiles >= nth ? 1 : (nth + n_tiles - 1) / n_tiles, 0, 0, 0, 0, 0, 0, 0, 0};
     cursor_tile(k, a, &first);
     if (!a->next) { /* dealt round-robin, so long and short tiles mix */

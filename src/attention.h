@@ -9,10 +9,10 @@
  * token when decoding), and all query heads of the GQA group of each kv
  * head are its rows. Each K/V chunk of a head is read once per unit and
  * serves every row. Units go round-robin to the threads; when there are
- * fewer tiles than threads (decode of few sequences), each tile's kv heads
- * are split into contiguous ranges so every thread streams its own part of
- * each cache row, and with fewer kv heads than threads a decode token's
- * positions are split too (segments, vx_attn_args).
+ * fewer tiles than threads (decode of few sequences), a decode token's
+ * positions are split into ranges of segments (vx_attn_args), so every
+ * thread streams its own cache blocks, and where the segments are too few
+ * its kv heads into contiguous ranges.
  */
 #ifndef VX_ATTENTION_H
 #define VX_ATTENTION_H
@@ -55,15 +55,16 @@ typedef struct vx_attn_args {
      * own online softmax, and the segments' states are folded left to
      * right (vx_attn_fold's arithmetic). The result depends only on seg,
      * so with one seg for a context every non-tile path gives the same
-     * bits. With seg_buf (seg_groups groups of vx_attn_seg_floats floats)
+     * bits. With seg_buf (seg_groups slots of vx_attn_seg_floats floats)
      * and seg_done (seg_groups counters, zero; each left at zero again),
-     * a decode token whose kv heads are fewer than the threads is split
-     * by segments too: each part stores its segments' states and the last
-     * part to finish folds them all. */
+     * a decode token of fewer tiles than threads is split by segments:
+     * each part stores its segments' states and the last part to finish
+     * folds them all. Tile i's kv head h takes slot i n_head_kv + h, so
+     * (n_threads - 1) n_head_kv slots serve every split. */
     int32_t seg;
     float *seg_buf;
     atomic_int *seg_done;
-    int32_t seg_groups, seg_max; /* groups; segments a group holds */
+    int32_t seg_groups, seg_max; /* slots; segments a slot holds */
     /* Not causal (encoders): a token of sequence s sees every position
      * [0, seq_len[s]) of its sequence, all of them already in the cache;
      * NULL: causal. Such calls take neither the tiles nor segments (tiles

@@ -32,7 +32,8 @@ typedef struct block_meta {
 
 struct vx_kv_cache {
     vx_kv_params p;
-    size_t row_bytes;   /* bytes of one position's kv_dim elements */
+    size_t head_bytes;  /* bytes of one position's head_dim elements */
+    size_t head_stride; /* bytes of one head's block_size positions */
     size_t block_bytes; /* bytes of one block of one layer */
     int32_t n_blocks;   /* pool size */
     int32_t max_blocks; /* per sequence */
@@ -53,18 +54,17 @@ vx_status vx_kv_init(const vx_kv_params *p, vx_kv_cache **out) {
     if (p->n_layer <= 0 || p->kv_dim <= 0 || p->n_seq_max <= 0 || p->n_ctx <= 0 ||
         p->block_size <= 0)
         return VX_EINVAL;
+    const int32_t hd = p->head_dim > 0 ? p->head_dim : p->kv_dim;
+    if (p->kv_dim % hd != 0 || (p->type == VX_KV_Q8_0 && hd % 32 != 0)) return VX_EINVAL;
     vx_kv_cache *kv = calloc(1, sizeof *kv);
     if (!kv) return VX_ENOMEM;
     kv->p = *p;
-    if (p->type == VX_KV_Q8_0 && p->kv_dim % 32 != 0) {
-        free(kv);
-        return VX_EINVAL;
-    }
-    kv->row_bytes = p->type == VX_KV_Q8_0 ? (size_t)p->kv_dim / 32 * 34
-                                          : (size_t)p->kv_dim * (p->type == VX_KV_F16 ? 2 : 4);
+    kv->p.head_dim = hd;
+    kv->head_bytes = p->type == VX_KV_Q8_0 ? (size_t)hd / 32 * 34 : (size_t)hd * (p->type == VX_KV_F16 ? 2 : 4);
+    kv->head_stride = (size_t)p->block_size * kv->head_bytes;
     kv->max_blocks = (p->n_ctx + p->block_size - 1) / p->block_size;
     kv->n_blocks = p->kv_size > 0 ? (p->kv_size + p->block_size - 1) / p->block_size : kv->max_blocks;
-    kv->block_bytes = (size_t)p->block_size * kv->row_bytes;
+    kv->block_bytes = (size_t)(p->kv_dim / hd) * kv->head_stride;
     uint64_t total;
     if (vx_mul_ovf((uint64_t)kv->block_bytes, (uint64_t)kv->n_blocks * (uint64_t)p->n_layer,
                    &total) ||
@@ -121,7 +121,8 @@ void vx_kv_free(vx_kv_cache *kv) {
 
 int32_t vx_kv_block_size(const vx_kv_cache *kv) { return kv->p.block_size; }
 vx_kv_type vx_kv_type_of(const vx_kv_cache *kv) { return kv->p.type; }
-size_t vx_kv_row_bytes(const vx_kv_cache *kv) { return kv->row_bytes; }
+size_t vx_kv_head_bytes(const vx_kv_cache *kv) { return kv->head_bytes; }
+size_t vx_kv_head_stride(const vx_kv_cache *kv) { return kv->head_stride; }
 int32_t vx_kv_n_ctx(const vx_kv_cache *kv) { return kv->p.n_ctx; }
 int32_t vx_kv_n_seq_max(const vx_kv_cache *kv) { return kv->p.n_seq_max; }
 int32_t vx_kv_free_blocks(const vx_kv_cache *kv) { return kv->n_free + kv->n_lru; }
@@ -360,16 +361,22 @@ void *vx_kv_v_block(const vx_kv_cache *kv, int32_t layer, int32_t block) {
     return kv->v + ((size_t)(layer - kv->p.layer0) * (size_t)kv->n_blocks + (size_t)block) * kv->block_bytes;
 }
 
-void *vx_kv_k_row(const vx_kv_cache *kv, int32_t layer, int32_t seq, int32_t pos) {
-    const seq_state *s = &kv->seqs[seq];
-    int32_t b = pos / kv->p.block_size, o = pos % kv->p.block_size;
-    VX_ASSERT(b < s->n_blocks);
-    return (uint8_t *)vx_kv_k_block(kv, layer, s->blocks[b]) + (size_t)o * kv->row_bytes;
+static void *head_row(const vx_kv_cache *kv, uint8_t *block, int32_t pos, int32_t h) {
+    VX_ASSERT(h >= 0 && h < kv->p.kv_dim / kv->p.head_dim);
+    return block + (size_t)h * kv->head_stride + (size_t)(pos % kv->p.block_size) * kv->head_bytes;
 }
 
-void *vx_kv_v_row(const vx_kv_cache *kv, int32_t layer, int32_t seq, int32_t pos) {
+static int32_t block_of(const vx_kv_cache *kv, int32_t seq, int32_t pos) {
     const seq_state *s = &kv->seqs[seq];
-    int32_t b = pos / kv->p.block_size, o = pos % kv->p.block_size;
+    const int32_t b = pos / kv->p.block_size;
     VX_ASSERT(b < s->n_blocks);
-    return (uint8_t *)vx_kv_v_block(kv, layer, s->blocks[b]) + (size_t)o * kv->row_bytes;
+    return s->blocks[b];
+}
+
+void *vx_kv_k_head(const vx_kv_cache *kv, int32_t layer, int32_t seq, int32_t pos, int32_t h) {
+    return head_row(kv, vx_kv_k_block(kv, layer, block_of(kv, seq, pos)), pos, h);
+}
+
+void *vx_kv_v_head(const vx_kv_cache *kv, int32_t layer, int32_t seq, int32_t pos, int32_t h) {
+    return head_row(kv, vx_kv_v_block(kv, layer, block_of(kv, seq, pos)), pos, h);
 }

@@ -5,8 +5,17 @@
  * (full blocks identified by a hash of the token prefix they end, kept on
  * an LRU list when unused) and copy-on-write for forked sequences.
  *
- * Layout: K and V pools are [n_layer][n_blocks][block_size][kv_dim] of the
- * element type (F32, F16 or Q8_0 rows), so one layer's blocks are contiguous.
+ * Layout: K and V pools are [n_layer][n_blocks][n_head_kv][block_size]
+ * [head_dim] of the element type (F32, F16 or Q8_0 rows): one layer's
+ * blocks are contiguous, and within a block each kv head's positions are
+ * (head-major): a head's 16-position chunk is one run of bytes, and the
+ * fused decode kernel's order (chunks outer, heads inner) is the memory
+ * order. Decoding 16 layers x 3600 positions x 8 kv heads x 64
+ * (Llama-3.2-1B) on two threads of a Zen 5 guest, each thread taking all
+ * heads of half the blocks (attention.c's segment split): ~3.25 ms a
+ * token head-major, ~3.5 position-major; each thread taking half the
+ * heads of every block: ~3.9 position-major, ~4.6 head-major (so a
+ * context's decode splits positions from 2 nth segments on, forward.c).
  */
 #ifndef VX_KV_CACHE_H
 #define VX_KV_CACHE_H
@@ -32,6 +41,7 @@ typedef struct vx_kv_params {
     int32_t block_size; /* positions per block */
     vx_kv_type type;
     int32_t layer0; /* the first layer held: layers [layer0, layer0 + n_layer) (pipeline parallelism) */
+    int32_t head_dim; /* elements of one kv head (kv_dim a multiple of it; 0: kv_dim, one head) */
 } vx_kv_params;
 
 vx_status vx_kv_init(const vx_kv_params *p, vx_kv_cache **out);
@@ -39,9 +49,11 @@ void vx_kv_free(vx_kv_cache *kv);
 
 int32_t vx_kv_block_size(const vx_kv_cache *kv);
 vx_kv_type vx_kv_type_of(const vx_kv_cache *kv);
-/* Bytes of one position (kv_dim elements); head h of a row starts at
- * h * head_dim elements, i.e. vx_row_size(type, h * head_dim) bytes. */
-size_t vx_kv_row_bytes(const vx_kv_cache *kv);
+/* Bytes of one head of one position (head_dim elements), i.e. from one
+ * position's row of a head to the next within a block. */
+size_t vx_kv_head_bytes(const vx_kv_cache *kv);
+/* Bytes from a head's first row in a block to the next head's. */
+size_t vx_kv_head_stride(const vx_kv_cache *kv);
 int32_t vx_kv_n_ctx(const vx_kv_cache *kv);
 int32_t vx_kv_n_seq_max(const vx_kv_cache *kv);
 int32_t vx_kv_free_blocks(const vx_kv_cache *kv);
@@ -73,11 +85,12 @@ vx_status vx_kv_fork(vx_kv_cache *kv, int32_t src, int32_t dst);
 
 /* Block ids of seq, in position order ((len + bs - 1) / bs of them). */
 const int32_t *vx_kv_blocks(const vx_kv_cache *kv, int32_t seq);
-/* Base of one block of one layer: [block_size][kv_dim] elements. */
+/* Base of one block of one layer: [n_head_kv][block_size][head_dim]. */
 void *vx_kv_k_block(const vx_kv_cache *kv, int32_t layer, int32_t block);
 void *vx_kv_v_block(const vx_kv_cache *kv, int32_t layer, int32_t block);
-/* Row of position pos of seq (which must be reserved). */
-void *vx_kv_k_row(const vx_kv_cache *kv, int32_t layer, int32_t seq, int32_t pos);
-void *vx_kv_v_row(const vx_kv_cache *kv, int32_t layer, int32_t seq, int32_t pos);
+/* Head h's row (head_dim elements) of position pos of seq (which must be
+ * reserved). */
+void *vx_kv_k_head(const vx_kv_cache *kv, int32_t layer, int32_t seq, int32_t pos, int32_t h);
+void *vx_kv_v_head(const vx_kv_cache *kv, int32_t layer, int32_t seq, int32_t pos, int32_t h);
 
 #endif

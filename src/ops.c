@@ -122,7 +122,8 @@ void vx_softcap_ref(float *x, int64_t n, float in, float out) {
 /* The composition the fused kernel stands for, chunk by chunk and head by
  * head, with the reference blocks (kx, vx are prefetch hints). */
 void vx_attn_dec_f16_ref(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
-                         const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,
+                         const uint16_t *v, int64_t ld, int64_t hs, int64_t cs, int64_t n, const uint16_t *kx,
+                         const uint16_t *vx,
                          float scale, float cap, float *mx, float *l, float *o) {
     (void)kx;
     (void)vx;
@@ -132,28 +133,28 @@ void vx_attn_dec_f16_ref(int64_t nh, int64_t g, int64_t hd, const float *q, cons
     for (int64_t c0 = 0; c0 < n; c0 += 16)
         for (int64_t h = 0; h < nh; h++) {
             const int64_t r0 = h * g;
-            vx_gemm_abt_f16b_ref(g, 16, hd, q + r0 * hd, hd, k + c0 * ld + h * hd, ld, s, 16);
+            vx_gemm_abt_f16b_ref(g, 16, hd, q + r0 * hd, hd, k + c0 / 16 * cs + h * hs, ld, s, 16);
             if (cap > 0) vx_softcap_ref(s, 16 * g, scale / cap, cap / scale);
             vx_attn_softmax16_ref(s, g, nv, scale, mx + r0, l + r0, corr);
-            vx_gemm_f16b_ref(g, hd, 16, s, 16, v + c0 * ld + h * hd, ld, o + r0 * hd, hd, corr);
+            vx_gemm_f16b_ref(g, hd, 16, s, 16, v + c0 / 16 * cs + h * hs, ld, o + r0 * hd, hd, corr);
         }
 }
 
 int vx_attn_dec_q8_0_ref(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k,
-                         const uint8_t *v, int64_t ld, int64_t n, const uint8_t *kx, const uint8_t *vx,
+                         const uint8_t *v, int64_t ld, int64_t hs, int64_t cs, int64_t n, const uint8_t *kx,
+                         const uint8_t *vx,
                          float scale, float cap, float *mx, float *l, float *o) {
     (void)kx;
     (void)vx;
     if (g < 1 || g > 8 || n % 16 != 0 || hd % 32 != 0 || hd > 256) return 0;
     float s[8 * 16], corr[8], kr[16 * 256], vr[16 * 256];
     const int32_t nv[8] = {16, 16, 16, 16, 16, 16, 16, 16};
-    const size_t hb = (size_t)hd / 32 * 34;
     for (int64_t c0 = 0; c0 < n; c0 += 16)
         for (int64_t h = 0; h < nh; h++) {
             const int64_t r0 = h * g;
             for (int j = 0; j < 16; j++) {
-                vx_q8_0_to_f32_ref(k + (c0 + j) * ld + (size_t)h * hb, kr + j * hd, hd);
-                vx_q8_0_to_f32_ref(v + (c0 + j) * ld + (size_t)h * hb, vr + j * hd, hd);
+                vx_q8_0_to_f32_ref(k + c0 / 16 * cs + h * hs + j * ld, kr + j * hd, hd);
+                vx_q8_0_to_f32_ref(v + c0 / 16 * cs + h * hs + j * ld, vr + j * hd, hd);
             }
             vx_gemm_abt_f32_ref(g, 16, hd, q + r0 * hd, hd, kr, hd, s, 16);
             if (cap > 0) vx_softcap_ref(s, 16 * g, scale / cap, cap / scale);

@@ -11,6 +11,11 @@
 #include "model.h"
 
 /* Kernels that have SIMD variants. Filled once by vx_kernels_init(). */
+/* Chunk-heads the fused decode attention prefetches ahead: over 16 layers
+ * x 3600 positions x 8 kv heads x 64 on two threads of a Zen 5 guest, 1
+ * ahead took ~3.4 ms a token, 2-4 ahead ~3.0, 7 ahead ~3.9. */
+#define VX_ATTN_DEC_AHEAD 3
+
 typedef struct vx_kernels {
     const char *name; /* "generic", "avx2", ... */
     float (*dot_f32)(const float *a, const float *b, int64_t n);
@@ -65,28 +70,32 @@ typedef struct vx_kernels {
     /* Fused decode attention of one query token over n cache positions (n
      * a multiple of 16, all visible) for nh kv heads with g <= 8 query rows
      * each: head h has rows q[h g + i] (i < g, hd floats each; o, mx, l
-     * likewise) and its K/V for position p at k + p * ld + h * hd, v + p *
-     * ld + h * hd (fp16). kx, vx: the rows of the chunk that follows (the
-     * next run of cache blocks) in the same layout, only prefetched; NULL
-     * if none. Per 16-position chunk and head, exactly
+     * likewise) and its K/V for position p = 16 c + j (j < 16) at k + c cs
+     * + h hs + j ld, v + c cs + h hs + j ld (fp16 elements; a head-major
+     * cache block: ld = hd, hs = 16 hd, cs = the block's size). kx, vx: the
+     * chunk that follows (the next run of cache blocks; head h at kx + h
+     * hs, rows ld apart), only prefetched; NULL if none. Per 16-position chunk and head, exactly
      * gemm_abt_f16b (scores), attn_softmax16 (all 16 visible) and
      * gemm_f16b (alpha = corr) of this table: the same bits of o and l
      * (and of mx, but for the sign of a maximum of zero, which changes
      * nothing else), for finite scores. cap > 0 (Gemma 2's soft cap): the
      * scores go through softcap (in = scale / cap, out = cap / scale)
      * before attn_softmax16. */
+    /* (The SIMD kernels prefetch the chunk-head VX_ATTN_DEC_AHEAD steps
+     * ahead of the one they compute, chunks outer and heads inner: over a
+     * head-major cache that is the memory order.) */
     void (*attn_dec_f16)(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
-                         const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx,
+                         const uint16_t *v, int64_t ld, int64_t hs, int64_t cs, int64_t n, const uint16_t *kx,
                          const uint16_t *vx, float scale, float cap, float *mx, float *l, float *o);
-    /* The same over a Q8_0 cache (rows of 34-byte blocks; ld and head h's
-     * offset h * hd / 32 * 34 in bytes): per chunk and head exactly
+    /* The same over a Q8_0 cache (rows of hd / 32 34-byte blocks; ld, hs,
+     * cs in bytes): per chunk and head exactly
      * q8_0_to_f32 of the K and V rows, gemm_abt_f32, (softcap,)
      * attn_softmax16 and gemm_f32 of this table. Returns 0 (and does nothing) for shapes it
      * does not take; NULL in tables without one: the caller runs those
      * steps itself. */
     int (*attn_dec_q8_0)(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k,
-                         const uint8_t *v, int64_t ld, int64_t n, const uint8_t *kx, const uint8_t *vx,
-                         float scale, float cap, float *mx, float *l, float *o);
+                         const uint8_t *v, int64_t ld, int64_t hs, int64_t cs, int64_t n, const uint8_t *kx,
+                         const uint8_t *vx, float scale, float cap, float *mx, float *l, float *o);
     /* Rows [r0, r1) of y[t][r] (+)= dot(W[r], x[t]) for t in [0, n).
      * scratch holds at least ne0 floats. accumulate adds to y. */
     void (*matmul)(const struct vx_kernels *k, const vx_weight *w, size_t mat_offset, int64_t r0,
@@ -193,10 +202,10 @@ void vx_attn_softmax16_ref(float *s, int64_t m, const int32_t *nv, float scale, 
                            float *corr);
 void vx_softcap_ref(float *x, int64_t n, float in, float out);
 void vx_attn_dec_f16_ref(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
-                         const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,
+                         const uint16_t *v, int64_t ld, int64_t hs, int64_t cs, int64_t n, const uint16_t *kx, const uint16_t *vx,
                          float scale, float cap, float *mx, float *l, float *o);
 int vx_attn_dec_q8_0_ref(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k,
-                         const uint8_t *v, int64_t ld, int64_t n, const uint8_t *kx, const uint8_t *vx,
+                         const uint8_t *v, int64_t ld, int64_t hs, int64_t cs, int64_t n, const uint8_t *kx, const uint8_t *vx,
                          float scale, float cap, float *mx, float *l, float *o);
 
 /* out = x / rms(x) * w (w may be NULL: no scale). out may alias x. */

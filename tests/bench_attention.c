@@ -20,7 +20,8 @@
  * With layers > 1, a last line times decodes through `layers` layers of
  * the cache in turn (their K/V far larger than the caches, as in a model's
  * decode at depth) on `threads` threads (wall time, one barrier a layer),
- * and prints the cache bytes read per second.
+ * and prints the cache bytes read per second. Several threads split each
+ * layer's positions by segments, as a context's decode does.
  * VX_FORCE_GENERIC / VX_ISA select the kernel table as everywhere else.
  */
 #include <math.h>
@@ -80,20 +81,21 @@ int main(int argc, char **argv) {
     const int total = depth + n, KD = n_head_kv * hd, QD = n_head * hd;
     vx_kernels k;
     vx_kernels_init_best(&k);
-    vx_kv_params kp = {layers, KD, 1, total + 16, total + 16, 16, VX_KV_F16, 0};
+    vx_kv_params kp = {layers, KD, 1, total + 16, total + 16, 16, VX_KV_F16, 0, hd};
     vx_kv_cache *kv = NULL;
     if (vx_kv_init(&kp, &kv) != VX_OK || vx_kv_reserve(kv, 0, total) != VX_OK) {
         fprintf(stderr, "kv cache init failed\n");
         return 1;
     }
     for (int ly = 0; ly < layers; ly++) {
-        for (int p = 0; p < total; p++) {
-            uint16_t *kr = vx_kv_k_row(kv, ly, 0, p), *vr = vx_kv_v_row(kv, ly, 0, p);
-            for (int i = 0; i < KD; i++) {
-                kr[i] = vx_fp32_to_fp16(frand());
-                vr[i] = vx_fp32_to_fp16(frand());
+        for (int p = 0; p < total; p++)
+            for (int h = 0; h < n_head_kv; h++) {
+                uint16_t *kr = vx_kv_k_head(kv, ly, 0, p, h), *vr = vx_kv_v_head(kv, ly, 0, p, h);
+                for (int i = 0; i < hd; i++) {
+                    kr[i] = vx_fp32_to_fp16(frand());
+                    vr[i] = vx_fp32_to_fp16(frand());
+                }
             }
-        }
     }
     float *q = malloc((size_t)n * QD * 4), *out = malloc((size_t)n * QD * 4);
     int32_t *pos = malloc((size_t)n * 4), *seq = calloc((size_t)n, 4);
@@ -129,11 +131,16 @@ int main(int argc, char **argv) {
         dram_job jobs[DRAM_MAX_THREADS];
         pthread_t th[DRAM_MAX_THREADS];
         double best = 1e30;
+        /* the segment split's buffers, sized as a context's (forward.c) */
+        const int32_t seg = vx_attn_seg_len(total), slots = (T - 1) * n_head_kv, seg_max = (total - 1) / seg + 2;
+        float *seg_buf = malloc(vx_attn_seg_floats(seg_max, n_head / n_head_kv, hd) * (size_t)VX_MAX(1, slots) * 4);
+        atomic_int *seg_done = calloc((size_t)VX_MAX(1, slots), sizeof(atomic_int));
         for (int r = 0; r < reps; r++) {
             for (int i = 0; i < T; i++) {
                 jobs[i] = (dram_job){&k,
                                      {kv, 0, n_head, n_head_kv, hd, scale, q + (size_t)(n - 1) * QD, out, pos + n - 1,
-                                      seq, 1, false, NULL, cap, 0, vx_attn_seg_len(total), NULL, NULL, 0, 0, NULL},
+                                      seq, 1, false, NULL, cap, 0, seg, T > 1 ? seg_buf : NULL, seg_done, slots,
+                                      seg_max, NULL},
                                      layers, DRAM_REPS, i, T, i ? aligned_alloc(64, (nsf * 4 + 63) / 64 * 64) : scr, &bar};
             }
             const double t0 = secs(CLOCK_MONOTONIC);
@@ -148,6 +155,8 @@ int main(int argc, char **argv) {
         printf("decode x%d layers, %d threads: %9.3f ms a token, %6.1f GB/s of K/V, %6.1f GFLOP/s\n", layers, T,
                best * 1e3, bytes / best * 1e-9, 4.0 * hd * n_head * total * layers / best * 1e-9);
         pthread_barrier_destroy(&bar);
+        free(seg_buf);
+        free(seg_done);
     }
     free(q);
     free(out);

@@ -120,19 +120,19 @@ static void run_case_seg(const vx_kernels *kset, int nk, vx_kv_type type, int n_
                          const scase *sc, int tiles, int seg) {
     const int n_head = n_head_kv * g, KD = n_head_kv * hd, QD = n_head * hd;
     const int n_ctx = VX_MAX(256, VX_MAX(sc->len[0], sc->len[1]));
-    vx_kv_params kp = {1, KD, 2, n_ctx, 2 * n_ctx, 16, type, 0};
+    vx_kv_params kp = {1, KD, 2, n_ctx, 2 * n_ctx, 16, type, 0, hd};
     vx_kv_cache *kv;
     CHECK(vx_kv_init(&kp, &kv) == VX_OK);
     float *tmp = malloc((size_t)KD * 4);
-    uint8_t *raw = malloc(vx_kv_row_bytes(kv));
     for (int s = 0; s < sc->n_seq; s++) {
         CHECK(vx_kv_reserve(kv, s, sc->len[s]) == VX_OK);
-        for (int p = 0; p < sc->len[s]; p++) {
-            for (int i = 0; i < KD; i++) tmp[i] = frand();
-            row_store(type, vx_kv_k_row(kv, 0, s, p), tmp, KD);
-            for (int i = 0; i < KD; i++) tmp[i] = frand();
-            row_store(type, vx_kv_v_row(kv, 0, s, p), tmp, KD);
-        }
+        for (int p = 0; p < sc->len[s]; p++)
+            for (int h = 0; h < n_head_kv; h++) {
+                for (int i = 0; i < hd; i++) tmp[i] = frand();
+                row_store(type, vx_kv_k_head(kv, 0, s, p, h), tmp, hd);
+                for (int i = 0; i < hd; i++) tmp[i] = frand();
+                row_store(type, vx_kv_v_head(kv, 0, s, p, h), tmp, hd);
+            }
     }
     /* batch: sequences interleaved token by token, as a server batch would be */
     int n_tok = 0, pos[600], seq[600];
@@ -156,9 +156,9 @@ static void run_case_seg(const vx_kernels *kset, int nk, vx_kv_type type, int n_
             double mx = -INFINITY, sum = 0;
             const int p_lo = g_window ? VX_MAX(0, pos[t] - g_window + 1) : 0;
             for (int p = p_lo; p <= pos[t]; p++) {
-                row_f32(type, vx_kv_k_row(kv, 0, seq[t], p), kr, KD);
+                row_f32(type, vx_kv_k_head(kv, 0, seq[t], p, kvh), kr, hd);
                 double d = 0;
-                for (int i = 0; i < hd; i++) d += (double)q[t * QD + h * hd + i] * kr[kvh * hd + i];
+                for (int i = 0; i < hd; i++) d += (double)q[t * QD + h * hd + i] * kr[i];
                 sco[p] = d * scale;
                 if (g_softcap) sco[p] = g_softcap * tanh(sco[p] / g_softcap);
                 mx = sco[p] > mx ? sco[p] : mx;
@@ -168,8 +168,8 @@ static void run_case_seg(const vx_kernels *kset, int nk, vx_kv_type type, int n_
             for (int p = p_lo; p <= pos[t]; p++) {
                 const double w = exp(sco[p] - mx);
                 sum += w;
-                row_f32(type, vx_kv_v_row(kv, 0, seq[t], p), vr, KD);
-                for (int i = 0; i < hd; i++) o[i] += w * vr[kvh * hd + i];
+                row_f32(type, vx_kv_v_head(kv, 0, seq[t], p, kvh), vr, hd);
+                for (int i = 0; i < hd; i++) o[i] += w * vr[i];
             }
             for (int i = 0; i < hd; i++) o[i] /= sum;
         }
@@ -241,7 +241,6 @@ static void run_case_seg(const vx_kernels *kset, int nk, vx_kv_type type, int n_
     free(q);
     free(out);
     free(out1);
-    free(raw);
     free(tmp);
     vx_kv_free(kv);
 }
@@ -374,21 +373,35 @@ static void test_blocks(const vx_kernels *k, const vx_kernels *r) {
     }
 }
 
+/* Where a decode kernel check's K/V rows lie (ops.h: position 16 c + j
+ * of head h at c cs + h hs + j ld): lay 0 position-major (each position's
+ * row holds every head, L wide), lay 1 head-major as the cache's blocks,
+ * with gaps between heads and between chunks. */
+typedef struct dec_layout {
+    int64_t ld, hs, cs;
+} dec_layout;
+static dec_layout dec_lay(int lay, int64_t L, int64_t hd, int64_t nh, int64_t gap) {
+    if (lay == 0) return (dec_layout){L, hd, 16 * L};
+    const int64_t hs = 16 * hd + gap;
+    return (dec_layout){hd, hs, nh * hs + 3 * gap};
+}
+
 /* The fused decode kernel against the per-chunk composition of the same
  * table's blocks (gemm_abt_f16b, attn_softmax16 with all 16 visible,
  * gemm_f16b with alpha = corr): bit for bit. */
 static void dec_compose(const vx_kernels *k, int64_t nh, int64_t g, int64_t hd, const float *q,
-                        const uint16_t *kc, const uint16_t *vc, int64_t ld, int64_t n, float scale, float cap,
+                        const uint16_t *kc, const uint16_t *vc, dec_layout y, int64_t n, float scale, float cap,
                         float *mx, float *l, float *o) {
     float s[8 * 16], corr[8];
     const int32_t nv[8] = {16, 16, 16, 16, 16, 16, 16, 16};
     for (int64_t c0 = 0; c0 < n; c0 += 16)
         for (int64_t h = 0; h < nh; h++) {
             const int64_t r0 = h * g;
-            k->gemm_abt_f16b(g, 16, hd, q + r0 * hd, hd, kc + c0 * ld + h * hd, ld, s, 16);
+            const int64_t at = c0 / 16 * y.cs + h * y.hs;
+            k->gemm_abt_f16b(g, 16, hd, q + r0 * hd, hd, kc + at, y.ld, s, 16);
             if (cap > 0) k->softcap(s, 16 * g, scale / cap, cap / scale);
             k->attn_softmax16(s, g, nv, scale, mx + r0, l + r0, corr);
-            k->gemm_f16b(g, hd, 16, s, 16, vc + c0 * ld + h * hd, ld, o + r0 * hd, hd, corr);
+            k->gemm_f16b(g, hd, 16, s, 16, vc + at, y.ld, o + r0 * hd, hd, corr);
         }
 }
 
@@ -426,27 +439,30 @@ static void test_dec_kernel(const vx_kernels *k, const vx_kernels *r) {
     for (int g = 1; g <= GM; g++)
         for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
             for (int nh = 1; nh <= NH; nh += 2)
-                for (int fc = 0; fc < 4; fc++) {
+                for (int fc = 0; fc < 8; fc++) {
                     /* fresh or continuing state; with Gemma 2's soft cap
-                     * (at 1.5: the capped scores' range is where tanh bends) */
+                     * (at 1.5: the capped scores' range is where tanh bends);
+                     * position- or head-major rows (the buffer holds either) */
                     const int fresh = fc & 1, hd = hds[hi], n = fresh ? NP : 32, rows = nh * g;
                     const float cap = fc & 2 ? 1.5f : 0;
+                    const dec_layout y = dec_lay(fc >> 2, ld, hd, NH, 8);
                     dec_start(fresh, rows, hd, q, 3, mx, l, o);
                     const float scale = 1.0f / sqrtf((float)hd);
-                    dec_compose(k, nh, g, hd, q, kc, vc, ld, n, scale, cap, mx[0], l[0], o[0]);
+                    dec_compose(k, nh, g, hd, q, kc, vc, y, n, scale, cap, mx[0], l[0], o[0]);
                     /* prefetch hints: the run's own first rows (any readable rows do) */
-                    k->attn_dec_f16(nh, g, hd, q, kc, vc, ld, n, kc, vc, scale, cap, mx[1], l[1], o[1]);
-                    r->attn_dec_f16(nh, g, hd, q, kc, vc, ld, n, NULL, NULL, scale, cap, mx[2], l[2], o[2]);
+                    k->attn_dec_f16(nh, g, hd, q, kc, vc, y.ld, y.hs, y.cs, n, kc, vc, scale, cap, mx[1], l[1], o[1]);
+                    r->attn_dec_f16(nh, g, hd, q, kc, vc, y.ld, y.hs, y.cs, n, NULL, NULL, scale, cap, mx[2], l[2],
+                                    o[2]);
                     CHECKF(memcmp(o[0], o[1], (size_t)rows * hd * 4) == 0 &&
                                memcmp(l[0], l[1], (size_t)rows * 4) == 0 &&
                                memcmp(mx[0], mx[1], (size_t)rows * 4) == 0,
-                           "%s attn_dec_f16 g %d hd %d nh %d n %d cap %g: not the blocks' bits", k->name, g, hd, nh,
-                           n, cap);
+                           "%s attn_dec_f16 g %d hd %d nh %d n %d cap %g layout %d: not the blocks' bits", k->name, g,
+                           hd, nh, n, cap, fc >> 2);
                     double worst = 0;
                     for (int i = 0; i < rows * hd; i++)
                         worst = fmax(worst, fabs(o[1][i] / l[1][i / hd] - o[2][i] / l[2][i / hd]));
-                    CHECKF(worst <= 1e-5, "%s attn_dec_f16 g %d hd %d nh %d n %d cap %g vs reference: %g",
-                           k->name, g, hd, nh, n, cap, worst);
+                    CHECKF(worst <= 1e-5, "%s attn_dec_f16 g %d hd %d nh %d n %d cap %g layout %d vs reference: %g",
+                           k->name, g, hd, nh, n, cap, fc >> 2, worst);
                 }
     for (int i = 0; i < 3; i++) free(o[i]);
     free(q);
@@ -459,17 +475,16 @@ static void test_dec_kernel(const vx_kernels *k, const vx_kernels *r) {
  * and V rows, gemm_abt_f32, attn_softmax16, gemm_f32): bit for bit; and
  * the reference composition against the generic blocks, bit for bit. */
 static void dec_compose_q8_0(const vx_kernels *k, int64_t nh, int64_t g, int64_t hd, const float *q,
-                             const uint8_t *kc, const uint8_t *vc, int64_t ld, int64_t n, float scale, float cap,
+                             const uint8_t *kc, const uint8_t *vc, dec_layout y, int64_t n, float scale, float cap,
                              float *mx, float *l, float *o) {
     float s[8 * 16], corr[8], kr[16 * 128], vr[16 * 128];
     const int32_t nv[8] = {16, 16, 16, 16, 16, 16, 16, 16};
-    const int64_t hb = hd / 32 * 34;
     for (int64_t c0 = 0; c0 < n; c0 += 16)
         for (int64_t h = 0; h < nh; h++) {
             const int64_t r0 = h * g;
             for (int j = 0; j < 16; j++) {
-                k->q8_0_to_f32(kc + (c0 + j) * ld + h * hb, kr + j * hd, hd);
-                k->q8_0_to_f32(vc + (c0 + j) * ld + h * hb, vr + j * hd, hd);
+                k->q8_0_to_f32(kc + c0 / 16 * y.cs + h * y.hs + j * y.ld, kr + j * hd, hd);
+                k->q8_0_to_f32(vc + c0 / 16 * y.cs + h * y.hs + j * y.ld, vr + j * hd, hd);
             }
             k->gemm_abt_f32(g, 16, hd, q + r0 * hd, hd, kr, hd, s, 16);
             if (cap > 0) k->softcap(s, 16 * g, scale / cap, cap / scale);
@@ -487,38 +502,43 @@ static void test_dec_kernel_q8_0(const vx_kernels *k) {
     float *q = malloc((size_t)NH * GM * HM * 4), *o[2], mx[2][NH * GM], l[2][NH * GM], row[NH * HM];
     for (int i = 0; i < 2; i++) o[i] = malloc((size_t)NH * GM * HM * 4);
     const vx_type_traits *tr = vx_type_get_traits(VX_TYPE_Q8_0);
-    for (int p = 0; p < NP; p++) {
-        for (int i = 0; i < NH * HM; i++) row[i] = 2 * frand();
-        tr->from_float(row, kc + p * ld, NH * HM);
-        for (int i = 0; i < NH * HM; i++) row[i] = frand();
-        tr->from_float(row, vc + p * ld, NH * HM);
-    }
     const int hds[] = {64, 128, 32, 96};
     for (int g = 1; g <= GM; g++)
         for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
             for (int nh = 1; nh <= NH; nh += 2)
-                for (int fc = 0; fc < 4; fc++) {
+                for (int fc = 0; fc < 8; fc++) {
                     const int fresh = fc & 1, hd = hds[hi], n = fresh ? NP : 32, rows = nh * g;
                     const float cap = fc & 2 ? 1.5f : 0;
+                    /* rows in bytes: position-major, or head-major with gaps */
+                    const dec_layout y = dec_lay(fc >> 2, ld, hd / 32 * 34, NH, 6);
+                    for (int c = 0; c < NP / 16; c++)
+                        for (int h = 0; h < NH; h++)
+                            for (int j = 0; j < 16; j++) {
+                                const int64_t at = c * y.cs + h * y.hs + j * y.ld;
+                                for (int i = 0; i < hd; i++) row[i] = 2 * frand();
+                                tr->from_float(row, kc + at, hd);
+                                for (int i = 0; i < hd; i++) row[i] = frand();
+                                tr->from_float(row, vc + at, hd);
+                            }
                     dec_start(fresh, rows, hd, q, 2, mx, l, o);
                     const float scale = 1.0f / sqrtf((float)hd);
                     if (k->attn_dec_q8_0) {
-                        dec_compose_q8_0(k, nh, g, hd, q, kc, vc, ld, n, scale, cap, mx[0], l[0], o[0]);
-                        const int took = k->attn_dec_q8_0(nh, g, hd, q, kc, vc, ld, n, kc, vc, scale, cap, mx[1],
-                                                          l[1], o[1]);
+                        dec_compose_q8_0(k, nh, g, hd, q, kc, vc, y, n, scale, cap, mx[0], l[0], o[0]);
+                        const int took = k->attn_dec_q8_0(nh, g, hd, q, kc, vc, y.ld, y.hs, y.cs, n, kc, vc, scale,
+                                                          cap, mx[1], l[1], o[1]);
                         CHECKF(took == ((hd == 64 || hd == 128) && g <= 8),
                                "%s attn_dec_q8_0 g %d hd %d: took %d", k->name, g, hd, took);
                         if (!took) continue;
                     } else {
-                        dec_compose_q8_0(k, nh, g, hd, q, kc, vc, ld, n, scale, cap, mx[0], l[0], o[0]);
-                        CHECK(vx_attn_dec_q8_0_ref(nh, g, hd, q, kc, vc, ld, n, NULL, NULL, scale, cap, mx[1], l[1],
-                                                   o[1]) == 1);
+                        dec_compose_q8_0(k, nh, g, hd, q, kc, vc, y, n, scale, cap, mx[0], l[0], o[0]);
+                        CHECK(vx_attn_dec_q8_0_ref(nh, g, hd, q, kc, vc, y.ld, y.hs, y.cs, n, NULL, NULL, scale, cap,
+                                                   mx[1], l[1], o[1]) == 1);
                     }
                     CHECKF(memcmp(o[0], o[1], (size_t)rows * hd * 4) == 0 &&
                                memcmp(l[0], l[1], (size_t)rows * 4) == 0 &&
                                memcmp(mx[0], mx[1], (size_t)rows * 4) == 0,
-                           "%s attn_dec_q8_0 g %d hd %d nh %d n %d cap %g: not the blocks' bits", k->name, g, hd, nh,
-                           n, cap);
+                           "%s attn_dec_q8_0 g %d hd %d nh %d n %d cap %g layout %d: not the blocks' bits", k->name, g,
+                           hd, nh, n, cap, fc >> 2);
                 }
     for (int i = 0; i < 2; i++) free(o[i]);
     free(q);
@@ -537,7 +557,7 @@ static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, 
     const int n_head = n_head_kv * g, KD = n_head_kv * hd, QD = n_head * hd;
     const int n_blk = (n_pos + 15) / 16;
     vx_kv_params kp = {1, KD, frag == 2 ? n_blk + 1 : 2, 4224, frag == 2 ? n_blk * 16 : 8448, 16,
-                       VX_KV_F16, 0};
+                       VX_KV_F16, 0, hd};
     vx_kv_cache *kv;
     CHECK(vx_kv_init(&kp, &kv) == VX_OK);
     for (int p = 16; frag == 1 && p < n_pos; p += 16) {
@@ -551,13 +571,14 @@ static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, 
     for (int p = 16; frag == 2 && p < n_pos; p += 16) CHECK(vx_kv_reserve(kv, 0, p) == VX_OK);
     CHECK(vx_kv_reserve(kv, 0, n_pos) == VX_OK);
     if (frag == 2 && n_blk > 1) CHECK(vx_kv_blocks(kv, 0)[0] > vx_kv_blocks(kv, 0)[1]);
-    for (int p = 0; p < n_pos; p++) {
-        uint16_t *kr = vx_kv_k_row(kv, 0, 0, p), *vr = vx_kv_v_row(kv, 0, 0, p);
-        for (int i = 0; i < KD; i++) {
-            kr[i] = vx_fp32_to_fp16(frand());
-            vr[i] = vx_fp32_to_fp16(frand());
+    for (int p = 0; p < n_pos; p++)
+        for (int h = 0; h < n_head_kv; h++) {
+            uint16_t *kr = vx_kv_k_head(kv, 0, 0, p, h), *vr = vx_kv_v_head(kv, 0, 0, p, h);
+            for (int i = 0; i < hd; i++) {
+                kr[i] = vx_fp32_to_fp16(frand());
+                vr[i] = vx_fp32_to_fp16(frand());
+            }
         }
-    }
     enum { NB = 20 }; /* batched prefill of the last NB positions */
     const int nb = n_pos < NB ? n_pos : NB;
     float *q = malloc((size_t)nb * QD * 4), *out = malloc((size_t)QD * 4);
@@ -574,7 +595,7 @@ static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, 
                       0, NULL, NULL, 0, 0, NULL};
     vx_attention(k, &a, 0, 1, scr);
     /* the old path: per chunk, the blocks on fp16 rows read in place */
-    const int64_t ld = (int64_t)(vx_kv_row_bytes(kv) / 2);
+    const int64_t ld = (int64_t)(vx_kv_head_bytes(kv) / 2);
     float m[8], l[8], corr[8], s[8 * 16], o[8 * 256];
     int32_t nv[8];
     for (int h = 0; h < n_head_kv; h++) {
@@ -585,8 +606,7 @@ static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, 
         memset(o, 0, (size_t)g * hd * 4);
         for (int c0 = 0; c0 < n_pos; c0 += 16) {
             const int nj = n_pos - c0 < 16 ? n_pos - c0 : 16;
-            const uint16_t *kr = (const uint16_t *)vx_kv_k_row(kv, 0, 0, c0) + h * hd;
-            const uint16_t *vr = (const uint16_t *)vx_kv_v_row(kv, 0, 0, c0) + h * hd;
+            const uint16_t *kr = vx_kv_k_head(kv, 0, 0, c0, h), *vr = vx_kv_v_head(kv, 0, 0, c0, h);
             for (int i = 0; i < g; i++) nv[i] = nj;
             k->gemm_abt_f16b(g, nj, hd, qd + h * g * hd, hd, kr, ld, s, 16);
             k->attn_softmax16(s, g, nv, scale, m, l, corr);
@@ -667,7 +687,7 @@ static void test_decode_bits(const vx_kernels *k) {
  * while evicting in LRU order: a released sequence's leading blocks stay
  * cached. */
 static void kv_order_case(void) {
-    vx_kv_params kp = {1, 64, 3, 64 * 16, 64 * 16, 16, VX_KV_F16, 0};
+    vx_kv_params kp = {1, 64, 3, 64 * 16, 64 * 16, 16, VX_KV_F16, 0, 64};
     vx_kv_cache *kv;
     CHECK(vx_kv_init(&kp, &kv) == VX_OK);
     enum { N = 64 * 16 };

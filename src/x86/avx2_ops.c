@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels_x86.h"
+#include "ops.h"
 
 float vx_dot_f32_avx2(const float *a, const float *b, int64_t n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
@@ -791,43 +792,41 @@ static inline __attribute__((always_inline)) void dec_chunk(const int R, const i
 
 static inline __attribute__((always_inline)) void dec_run(const int R, const int HD, int64_t nh, int64_t g,
                                                           int64_t hd, const float *q, const uint16_t *k,
-                                                          const uint16_t *v, int64_t ld, int64_t n,
-                                                          const uint16_t *kx, const uint16_t *vx, float scale,
+                                                          const uint16_t *v, int64_t ld, int64_t hs, int64_t cs,
+                                                          int64_t n, const uint16_t *kx, const uint16_t *vx, float scale,
                                                           float cap, float *mx, float *l, float *o) {
     const __m256 vs = _mm256_set1_ps(scale);
     const __m256 cv[2] = {_mm256_set1_ps(cap > 0 ? scale / cap : 0), _mm256_set1_ps(cap > 0 ? cap / scale : 0)};
-    /* prefetch the head-chunk nh - 1 steps ahead in processing order (the
-     * next chunk of the previous head): its lines share L1 sets with the
-     * same head's current chunk, which is then done with. Past the run,
-     * the next run's first chunk (kx, vx). */
-    const int64_t dist = nh > 1 ? nh - 1 : 1;
+    /* prefetch the chunk-head VX_ATTN_DEC_AHEAD steps ahead in processing
+     * order (past the run, of the next run's first chunk: kx, vx) */
+    const int64_t dist = VX_ATTN_DEC_AHEAD;
     for (int64_t c0 = 0; c0 < n; c0 += 16)
         for (int64_t h = 0; h < nh; h++) {
             const int64_t t = c0 / 16 * nh + h + dist, cn = t / nh * 16, hn = t % nh;
-            const uint16_t *kn = cn < n ? k + cn * ld + hn * hd : kx ? kx + hn * hd : NULL;
-            const uint16_t *vn = cn < n ? v + cn * ld + hn * hd : vx ? vx + hn * hd : NULL;
-            dec_chunk(R, HD, g, hd, q + h * g * hd, k + c0 * ld + h * hd, v + c0 * ld + h * hd, ld, kn,
+            const uint16_t *kn = cn < n ? k + cn / 16 * cs + hn * hs : kx ? kx + hn * hs : NULL;
+            const uint16_t *vn = cn < n ? v + cn / 16 * cs + hn * hs : vx ? vx + hn * hs : NULL;
+            dec_chunk(R, HD, g, hd, q + h * g * hd, k + c0 / 16 * cs + h * hs, v + c0 / 16 * cs + h * hs, ld, kn,
                       vn, vs, cap > 0 ? cv : NULL, mx + h * g, l + h * g, o + h * g * hd);
         }
 }
 
 #define DEC_G(HD)                                                                                  \
     switch (g) {                                                                                   \
-    case 1: dec_run(1, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;                    \
-    case 2: dec_run(2, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;                    \
-    case 3: dec_run(3, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;                    \
-    case 4: dec_run(4, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;                    \
-    case 5: dec_run(5, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;                    \
-    case 6: dec_run(6, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;                    \
-    case 7: dec_run(7, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;                    \
-    default: dec_run(8, HD, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;                   \
+    case 1: dec_run(1, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;                    \
+    case 2: dec_run(2, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;                    \
+    case 3: dec_run(3, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;                    \
+    case 4: dec_run(4, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;                    \
+    case 5: dec_run(5, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;                    \
+    case 6: dec_run(6, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;                    \
+    case 7: dec_run(7, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;                    \
+    default: dec_run(8, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;                   \
     }
 
 void vx_attn_dec_f16_avx2(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
-                          const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,
-                          float scale, float cap, float *mx, float *l, float *o) {
+                          const uint16_t *v, int64_t ld, int64_t hs, int64_t cs, int64_t n, const uint16_t *kx,
+                          const uint16_t *vx, float scale, float cap, float *mx, float *l, float *o) {
     if (hd == 64) DEC_G(64)
     if (hd == 128) DEC_G(128)
     if (hd == 256) DEC_G(256) /* Gemma */
-    dec_run(0, 0, nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o);
+    dec_run(0, 0, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o);
 }

@@ -31,8 +31,8 @@
  *    rescale) runs beside independent FMAs. Together with the above:
  *    205 -> 148 ns a chunk-head (g 4, hd 64), 428 -> 284 (g 4, hd 128),
  *    one core, cache rows in L2.
- * Prefetching as the AVX2 kernel: the head-chunk nh - 1 steps ahead, and
- * past the run the next run's first chunk.
+ * Prefetching as the AVX2 kernel: the chunk-head VX_ATTN_DEC_AHEAD steps
+ * ahead (past the run, of the next run's first chunk).
  */
 #include <math.h>
 #include <string.h>
@@ -53,7 +53,7 @@
 
 /* The cache's element types: fp16 rows, or Q8_0 rows (blocks of an fp16
  * scale d and 32 int8, widened as q8_0_to_f32 does: d * (float) q). Rows
- * are byte pointers here; a row's head h starts at h * HB(Q, HD) bytes. */
+ * are byte pointers here; HB(Q, n) is the bytes of n elements of one. */
 enum { KF16 = 0, KQ8 = 1 };
 #define HB(Q, HD) ((Q) == KF16 ? 2 * (HD) : (HD) / 32 * 34)
 
@@ -255,17 +255,19 @@ AINLINE void dec_softmax(const int G, const int R, __m512 *Z, __m512 vs, const _
     vx_attn_rows_rescale(R, mold, mnew, sm, corr, l, mx);
 }
 
-/* ld: bytes from one position's row to the next. The chunk-heads (chunk
+/* ld, hs, cs: bytes from one position's row to the next, from one head
+ * to the next, from one chunk to the next (ops.h). The chunk-heads (chunk
  * outer, head inner) are software-pipelined: chunk-head i's softmax, then
  * the scores of i + 1, then i's P.V, so the softmax's long dependency
  * chain (max, exp, sums) overlaps independent FMAs; each head's steps keep
  * their order, so the bits are those of the plain sequence. */
 AINLINE void dec_run(const int Q, const int G, const int R, const int HD, int64_t nh, const float *q,
-                     const uint8_t *k, const uint8_t *v, int64_t ld, int64_t n, const uint8_t *kx,
+                     const uint8_t *k, const uint8_t *v, int64_t ld, int64_t hs, int64_t cs, int64_t n,
+                     const uint8_t *kx,
                      const uint8_t *vx, float scale, float cap, float *mx, float *l, float *o) {
     const __m512 vs = _mm512_set1_ps(scale);
     const __m512 cv[2] = {_mm512_set1_ps(cap > 0 ? scale / cap : 0), _mm512_set1_ps(cap > 0 ? cap / scale : 0)};
-    const int64_t dist = nh > 1 ? nh - 1 : 1, hb = HB(Q, HD), total = n / 16 * nh;
+    const int64_t dist = VX_ATTN_DEC_AHEAD, total = n / 16 * nh;
     const int NC = R > 4 ? 2 : 4; /* zmm of columns per row */
     if (total <= 0) return;
     /* the rows chunk-head t prefetches (the one dist ahead; past the run,
@@ -273,8 +275,8 @@ AINLINE void dec_run(const int Q, const int G, const int R, const int HD, int64_
 #define NEXT_ROWS(t, kn, vn)                                                                       \
     do {                                                                                           \
         const int64_t t_ = (t) + dist, cn_ = t_ / nh * 16, hn_ = t_ % nh;                          \
-        kn = cn_ < n ? k + cn_ * ld + hn_ * hb : kx ? kx + hn_ * hb : NULL;                        \
-        vn = cn_ < n ? v + cn_ * ld + hn_ * hb : vx ? vx + hn_ * hb : NULL;                        \
+        kn = cn_ < n ? k + cn_ / 16 * cs + hn_ * hs : kx ? kx + hn_ * hs : NULL;                   \
+        vn = cn_ < n ? v + cn_ / 16 * cs + hn_ * hs : vx ? vx + hn_ * hs : NULL;                   \
     } while (0)
     __m512 Z[8];
     const uint8_t *kn, *vn;
@@ -288,11 +290,11 @@ AINLINE void dec_run(const int Q, const int G, const int R, const int HD, int64_
         if (i + 1 < total) {
             const int64_t c1 = h + 1 < nh ? c0 : c0 + 16, h1 = h + 1 < nh ? h + 1 : 0;
             NEXT_ROWS(i + 1, kn, vn);
-            dec_scores(Q, G, R, HD, q + h1 * R * HD, k + c1 * ld + h1 * hb, ld, kn, Z);
+            dec_scores(Q, G, R, HD, q + h1 * R * HD, k + c1 / 16 * cs + h1 * hs, ld, kn, Z);
         }
 #pragma GCC unroll 4
         for (int cc = 0; cc < HD; cc += 16 * NC)
-            pv_cols(Q, G, R, NC, HD, P, v + c0 * ld + h * hb, ld, corr, o + h * R * HD, cc, vcur);
+            pv_cols(Q, G, R, NC, HD, P, v + c0 / 16 * cs + h * hs, ld, corr, o + h * R * HD, cc, vcur);
         if (++h == nh) {
             h = 0;
             c0 += 16;
@@ -303,39 +305,40 @@ AINLINE void dec_run(const int Q, const int G, const int R, const int HD, int64_
 
 #define DEC_G(Q, HD)                                                                               \
     switch (g) {                                                                                   \
-    case 1: dec_run(Q, 4, 1, HD, nh, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;            \
-    case 2: dec_run(Q, 4, 2, HD, nh, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;            \
-    case 3: dec_run(Q, 4, 3, HD, nh, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;            \
-    case 4: dec_run(Q, 4, 4, HD, nh, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;            \
-    case 5: dec_run(Q, 8, 5, HD, nh, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;            \
-    case 6: dec_run(Q, 8, 6, HD, nh, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;            \
-    case 7: dec_run(Q, 8, 7, HD, nh, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;            \
-    default: dec_run(Q, 8, 8, HD, nh, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o); return;           \
+    case 1: dec_run(Q, 4, 1, HD, nh, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;            \
+    case 2: dec_run(Q, 4, 2, HD, nh, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;            \
+    case 3: dec_run(Q, 4, 3, HD, nh, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;            \
+    case 4: dec_run(Q, 4, 4, HD, nh, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;            \
+    case 5: dec_run(Q, 8, 5, HD, nh, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;            \
+    case 6: dec_run(Q, 8, 6, HD, nh, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;            \
+    case 7: dec_run(Q, 8, 7, HD, nh, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;            \
+    default: dec_run(Q, 8, 8, HD, nh, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;           \
     }
 
 void VX512(vx_attn_dec_f16)(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *kh,
-                            const uint16_t *vh, int64_t ldh, int64_t n, const uint16_t *kxh, const uint16_t *vxh,
-                            float scale, float cap, float *mx, float *l, float *o) {
+                            const uint16_t *vh, int64_t ldh, int64_t hsh, int64_t csh, int64_t n,
+                            const uint16_t *kxh, const uint16_t *vxh, float scale, float cap, float *mx, float *l,
+                            float *o) {
     const uint8_t *k = (const uint8_t *)kh, *v = (const uint8_t *)vh;
     const uint8_t *kx = (const uint8_t *)kxh, *vx = (const uint8_t *)vxh;
-    const int64_t ld = 2 * ldh;
+    const int64_t ld = 2 * ldh, hs = 2 * hsh, cs = 2 * csh;
     if (g >= 1 && g <= 8 && hd == 64) DEC_G(KF16, 64)
     if (g >= 1 && g <= 8 && hd == 128) DEC_G(KF16, 128)
     if (g >= 1 && g <= 8 && hd == 256) DEC_G(KF16, 256)
-    vx_attn_dec_f16_avx2(nh, g, hd, q, kh, vh, ldh, n, kxh, vxh, scale, cap, mx, l, o);
+    vx_attn_dec_f16_avx2(nh, g, hd, q, kh, vh, ldh, hsh, csh, n, kxh, vxh, scale, cap, mx, l, o);
 }
 
 static void dec_q8_0(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k, const uint8_t *v,
-                     int64_t ld, int64_t n, const uint8_t *kx, const uint8_t *vx, float scale, float cap, float *mx,
-                     float *l, float *o) {
+                     int64_t ld, int64_t hs, int64_t cs, int64_t n, const uint8_t *kx, const uint8_t *vx, float scale,
+                     float cap, float *mx, float *l, float *o) {
     if (hd == 64) DEC_G(KQ8, 64)
     DEC_G(KQ8, 128)
 }
 
 int VX512(vx_attn_dec_q8_0)(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k,
-                            const uint8_t *v, int64_t ld, int64_t n, const uint8_t *kx, const uint8_t *vx,
-                            float scale, float cap, float *mx, float *l, float *o) {
+                            const uint8_t *v, int64_t ld, int64_t hs, int64_t cs, int64_t n, const uint8_t *kx,
+                            const uint8_t *vx, float scale, float cap, float *mx, float *l, float *o) {
     if (g < 1 || g > 8 || (hd != 64 && hd != 128)) return 0;
-    dec_q8_0(nh, g, hd, q, k, v, ld, n, kx, vx, scale, cap, mx, l, o);
+    dec_q8_0(nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o);
     return 1;
 }

@@ -44,8 +44,8 @@ void vx_attn_softmax16_avx2(float *s, int64_t m, const int32_t *nv, float scale,
                             float *corr);
 void vx_softcap_avx2(float *x, int64_t n, float in, float out);
 void vx_attn_dec_f16_avx2(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
-                          const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,
-                          float scale, float cap, float *mx, float *l, float *o);
+                          const uint16_t *v, int64_t ld, int64_t hs, int64_t cs, int64_t n, const uint16_t *kx,
+                          const uint16_t *vx, float scale, float cap, float *mx, float *l, float *o);
 
 /* peak-throughput loops (machine.c): return a value so the work is kept */
 double vx_peak_fma_avx2(int64_t iters);   /* 80 FMA lanes x 2 flops per iteration */
@@ -270,10 +270,12 @@ struct vx_kernels;
     void vx_geglu_##S(float *g, const float *u, int64_t n);                                                    \
     /* fused decode attention, F16 / Q8_0 cache: GQA groups <= 8, head dim 64 / 128 / 256 (avx512_attn.c) */    \
     void vx_attn_dec_f16_##S(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,              \
-                             const uint16_t *v, int64_t ld, int64_t n, const uint16_t *kx, const uint16_t *vx,  \
+                             const uint16_t *v, int64_t ld, int64_t hs, int64_t cs, int64_t n,                  \
+                             const uint16_t *kx, const uint16_t *vx,                                            \
                              float scale, float cap, float *mx, float *l, float *o);                            \
     int vx_attn_dec_q8_0_##S(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k,               \
-                             const uint8_t *v, int64_t ld, int64_t n, const uint8_t *kx, const uint8_t *vx,     \
+                             const uint8_t *v, int64_t ld, int64_t hs, int64_t cs, int64_t n,                   \
+                             const uint8_t *kx, const uint8_t *vx,                                              \
                              float scale, float cap, float *mx, float *l, float *o);
 VX_AVX512_KERNELS(avx512)
 VX_AVX512_KERNELS(avx512emu)
