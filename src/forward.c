@@ -816,13 +816,9 @@ static void qkv_post(vx_context *c, const vx_layer *L, int il, int ith, int nth)
     for (int64_t u = u0; u < u1; u++) qkv_unit(c, L, il, u / H, u % H);
 }
 
-/* The attention block of a single token for kv heads [h0, h1) alone: their
- * q/k/v rows (xa: prep_solo'd), qkv_unit, attention. With the kv heads
- * split evenly over the threads this needs no barrier until the output
- * projection: the heads' work is independent (same bits as the split
- * steps). */
-static void attn_heads(vx_context *c, const vx_layer *L, int il, int ith, const float *xa, int32_t h0, int32_t h1,
-                       float *scr) {
+/* The q/k/v rows of a single token for kv heads [h0, h1) alone (xa:
+ * prep_solo'd) and their qkv_unit: K/V into the cache. */
+static void qkv_heads(vx_context *c, const vx_layer *L, int il, int ith, const float *xa, int32_t h0, int32_t h1) {
     const vx_hparams *hp = &c->model->hp;
     const int64_t hd = hp->head_dim, E = hp->n_embd, g = hp->n_head / hp->n_head_kv;
     const int64_t QD = (int64_t)hp->n_head * hd, KD = (int64_t)hp->n_head_kv * hd;
@@ -840,6 +836,16 @@ static void attn_heads(vx_context *c, const vx_layer *L, int il, int ith, const 
     perf_step(c, ith, VX_PERF_QKV);
     for (int64_t h = h0 * g; h < h1 * g; h++) qkv_unit(c, L, il, 0, h);
     for (int64_t h = h0; h < h1; h++) qkv_unit(c, L, il, 0, hp->n_head + h);
+}
+
+/* The attention block of a single token for kv heads [h0, h1) alone:
+ * qkv_heads, then their attention. With the kv heads split evenly over the
+ * threads this needs no barrier until the output projection: the heads'
+ * work is independent (same bits as the split steps). */
+static void attn_heads(vx_context *c, const vx_layer *L, int il, int ith, const float *xa, int32_t h0, int32_t h1,
+                       float *scr) {
+    const vx_hparams *hp = &c->model->hp;
+    qkv_heads(c, L, il, ith, xa, h0, h1);
     perf_step(c, ith, VX_PERF_ROPE);
     const vx_attn_args aa = {c->kv, il, hp->n_head, hp->n_head_kv, hp->head_dim, hp->attn_scale,
                              c->q, c->att, c->batch->pos, c->batch->seq_id, 1, false, NULL,
@@ -1198,15 +1204,15 @@ static void forward_worker(void *arg, int ith, int nth) {
     /* a single token: the row-wise steps run in every thread (solo_row) */
     const bool solo = n == 1 && nth > 1 && c->params.n_batch >= (uint32_t)nth && !c->params.f32_matmul;
     float *const xs = solo_row(c, ith);
-    /* ... and the attention block by kv heads, when they split evenly and
-     * the context is short; from 2 nth segments of positions on, the
-     * attention splits each thread's positions instead (vx_attention's
-     * segments: whole cache blocks per thread, 4.2 against 5.5-6.4 ms a
-     * token for Llama-3.2-1B at 3584 positions on two threads), for two
-     * barriers more a layer */
+    /* ... and the attention block's q/k/v by kv heads, when they split
+     * evenly; so is the attention itself when the context is short. From
+     * 2 nth segments of positions on, the attention splits the positions
+     * instead (vx_attention's segments: whole cache blocks per thread,
+     * ~4.2 against 5.5-6.4 ms a token for Llama-3.2-1B at 3584 positions
+     * on two threads), for one barrier more a layer */
     const int32_t nkv = hp->n_head_kv;
     const bool long_ctx = c->att_seg_buf && (int64_t)b->pos[0] + 1 >= 2 * (int64_t)nth * c->att_seg;
-    const bool hsolo = solo && nkv % nth == 0 && hd % 16 == 0 && !long_ctx;
+    const bool hsolo = solo && nkv % nth == 0 && hd % 16 == 0;
     const int32_t kvh0 = nkv / nth * ith, kvh1 = kvh0 + nkv / nth;
     if (ith == 0 && c->params.profile) c->perf_t = vx_time_ns();
 
@@ -1239,18 +1245,22 @@ static void forward_worker(void *arg, int ith, int nth) {
             sync_after(c, ith, VX_PERF_NORM);
         }
         float *scr = c->scratch + (size_t)ith * (size_t)c->scratch_per + (size_t)c->att_scratch_off;
-        if (hsolo) {
+        if (hsolo && !long_ctx) {
             attn_heads(c, L, il, ith, xa, kvh0, kvh1, scr);
         } else {
-            if (hp->fused_qkv) {
-                mm(c, ith, nth, &L->wqkv, 0, xa, n, E, c->qkv, QD + 2 * KD, false);
+            if (hsolo) {
+                qkv_heads(c, L, il, ith, xa, kvh0, kvh1);
             } else {
-                mm(c, ith, nth, &L->wq, 0, xa, n, E, c->q, QD, false);
-                mm(c, ith, nth, &L->wk, 0, xa, n, E, c->k, KD, false);
-                mm(c, ith, nth, &L->wv, 0, xa, n, E, c->v, KD, false);
+                if (hp->fused_qkv) {
+                    mm(c, ith, nth, &L->wqkv, 0, xa, n, E, c->qkv, QD + 2 * KD, false);
+                } else {
+                    mm(c, ith, nth, &L->wq, 0, xa, n, E, c->q, QD, false);
+                    mm(c, ith, nth, &L->wk, 0, xa, n, E, c->k, KD, false);
+                    mm(c, ith, nth, &L->wv, 0, xa, n, E, c->v, KD, false);
+                }
+                sync_after(c, ith, VX_PERF_QKV);
+                qkv_post(c, L, il, ith, nth);
             }
-            sync_after(c, ith, VX_PERF_QKV);
-            qkv_post(c, L, il, ith, nth);
             sync_after(c, ith, VX_PERF_ROPE);
             /* the units from a shared counter (the same slot in every
              * thread: all of them take this branch) */
