@@ -388,8 +388,8 @@ static void write_rows(const vx_attn_args *a, const attn_scratch *sc, int32_t t0
  * against kv heads [h0, h0 + nh), positions [c_lo, c_hi) of theirs (all:
  * 0, INT32_MAX). Chunks are the outer loop, so a unit reads its heads'
  * part of every cache block in one sweep (contiguous bytes for a head
- * range: the blocks are head-major). Row r of the state is head r / (nt g), token (r / g) % nt,
- * query head r % g of the group. Segment by segment (a->seg), each from a
+ * range: the blocks are head-major). Row r of the state is head r / (nt
+ * g), token (r / g) % nt, query head r % g of the group. Segment by segment (a->seg), each from a
  * fresh state, folded into am, al, ao and written to the output at the
  * end; with seg_out (a split decode: nt = 1) each segment's state is
  * stored there instead (m, l, o of the nh g rows, segment after segment). */
@@ -475,22 +475,22 @@ static bool seg_split_ok(const vx_kernels *k, const vx_attn_args *a, const unit_
  * and segment parts (sp). A decode token that must be split (fewer tiles
  * than threads) is split by segments of positions first, each part with
  * all the kv heads the state holds: the cache is head-major within a
- * block (kv_cache.h), so a part streams whole blocks from contiguous
- * memory (2.8 ms a token against 3.6 ms for halves of each block's heads,
- * 16 layers x 3600 positions x 8 kv heads x 64 on two threads of a Zen 5
- * guest); by heads too only where the segments are fewer than the parts. */
+ * block, so a part streams whole blocks from contiguous memory (figures
+ * in kv_cache.h); by heads too only where the segments are fewer than the
+ * parts. */
 static void cursor_tile(const vx_kernels *k, const vx_attn_args *a, unit_cursor *c) {
     const int32_t nkv = a->n_head_kv, g = a->n_head / nkv;
     c->nt = c->t0 < a->n_tok ? tile_len(a, c->t0, c->T) : 0;
-    c->hp = unit_heads(nkv, c->parts, c->R, VX_MAX(1, c->nt) * g);
-    c->sp = 1;
-    if (seg_split_ok(k, a, c)) {
-        const int32_t ns = seg_count(a, c->t0), ranges = VX_MIN(nkv, (c->parts + ns - 1) / ns);
+    const bool split = seg_split_ok(k, a, c);
+    const int32_t ns = split ? seg_count(a, c->t0) : 1;
+    if (split) {
+        const int32_t ranges = VX_MIN(nkv, (c->parts + ns - 1) / ns);
         c->hp = VX_MAX(1, VX_MIN((nkv + ranges - 1) / ranges, c->R / g));
-        const int32_t hu = (nkv + c->hp - 1) / c->hp;
-        c->sp = VX_MIN(ns, (c->parts + hu - 1) / hu);
+    } else {
+        c->hp = unit_heads(nkv, c->parts, c->R, VX_MAX(1, c->nt) * g);
     }
     c->hu = (nkv + c->hp - 1) / c->hp;
+    c->sp = split ? VX_MIN(ns, (c->parts + c->hu - 1) / c->hu) : 1;
     c->h = c->j = 0;
 }
 

@@ -123,8 +123,7 @@ void vx_softcap_ref(float *x, int64_t n, float in, float out) {
  * head, with the reference blocks (kx, vx are prefetch hints). */
 void vx_attn_dec_f16_ref(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
                          const uint16_t *v, int64_t ld, int64_t hs, int64_t cs, int64_t n, const uint16_t *kx,
-                         const uint16_t *vx,
-                         float scale, float cap, float *mx, float *l, float *o) {
+                         const uint16_t *vx, float scale, float cap, float *mx, float *l, float *o) {
     (void)kx;
     (void)vx;
     VX_ASSERT(g >= 1 && g <= 8 && n % 16 == 0);
@@ -142,8 +141,7 @@ void vx_attn_dec_f16_ref(int64_t nh, int64_t g, int64_t hd, const float *q, cons
 
 int vx_attn_dec_q8_0_ref(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k,
                          const uint8_t *v, int64_t ld, int64_t hs, int64_t cs, int64_t n, const uint8_t *kx,
-                         const uint8_t *vx,
-                         float scale, float cap, float *mx, float *l, float *o) {
+                         const uint8_t *vx, float scale, float cap, float *mx, float *l, float *o) {
     (void)kx;
     (void)vx;
     if (g < 1 || g > 8 || n % 16 != 0 || hd % 32 != 0 || hd > 256) return 0;

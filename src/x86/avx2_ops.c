@@ -810,16 +810,16 @@ static inline __attribute__((always_inline)) void dec_run(const int R, const int
         }
 }
 
-#define DEC_G(HD)                                                                                  \
-    switch (g) {                                                                                   \
-    case 1: dec_run(1, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;                    \
-    case 2: dec_run(2, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;                    \
-    case 3: dec_run(3, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;                    \
-    case 4: dec_run(4, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;                    \
-    case 5: dec_run(5, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;                    \
-    case 6: dec_run(6, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;                    \
-    case 7: dec_run(7, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;                    \
-    default: dec_run(8, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;                   \
+#define DEC_G(HD)                                                                                      \
+    switch (g) {                                                                                       \
+    case 1: dec_run(1, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;   \
+    case 2: dec_run(2, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;   \
+    case 3: dec_run(3, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;   \
+    case 4: dec_run(4, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;   \
+    case 5: dec_run(5, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;   \
+    case 6: dec_run(6, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;   \
+    case 7: dec_run(7, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;   \
+    default: dec_run(8, HD, nh, g, hd, q, k, v, ld, hs, cs, n, kx, vx, scale, cap, mx, l, o); return;  \
     }
 
 void vx_attn_dec_f16_avx2(int64_t nh, int64_t g, int64_t hd, const float *q, const uint16_t *k,
