@@ -897,7 +897,8 @@ static vx_status fp8_to_bf16(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor
  * order 0 2 4 6 1 3 5 7; no g_idx) as GGUF rows of 32-element blocks,
  * without requantizing: w = s (q - z) is Q4_0's d (q - 8) exactly when
  * every zero is 8 (symmetric), else Q4_1's d q + m with m = -s z rounded
- * to fp16. *rows_out x *cols_out. */
+ * to fp16. Act-order GPTQ (desc_act) becomes Q8_0 rows of those values.
+ * *rows_out x *cols_out. */
 static vx_status gptq_blocks(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *qw, const char *base, void **out,
                              int *type, int64_t *rows_out, int64_t *cols_out, char *err, size_t err_size) {
     char nz[320], ns[320], ng[320];
@@ -917,18 +918,26 @@ static vx_status gptq_blocks(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor
         return vx_seterr(err, err_size, VX_EFORMAT,
                          "%s tensor '%s': qweight [%lld, %lld], qzeros and scales do not fit groups of %lld", what, base,
                          (long long)qw->shape[0], (long long)qw->shape[1], (long long)group);
-    /* act-order (g_idx not k / group) would need the input dims reordered */
+    /* act-order (desc_act: g_idx not k / group): a 32-input block mixes
+     * groups, so no Q4 block holds its values; they go to Q8_0 instead */
+    int32_t *gidx = NULL;
     if (gi) {
         if (hp->awq || gi->dtype != VX_ST_I32 || (int64_t)gi->n_elem != in)
             return vx_seterr(err, err_size, VX_EFORMAT, "%s tensor '%s.g_idx' is not I32 [%lld]", what, base,
                              (long long)in);
+        bool plain = true;
         for (int64_t k = 0; k < in; k++) {
             int32_t g;
             memcpy(&g, (const uint8_t *)gi->data + 4 * k, 4);
-            if (g != k / group)
-                return vx_seterr(err, err_size, VX_EUNSUPPORTED,
-                                 "GPTQ tensor '%s' uses act-order (desc_act: g_idx[%lld] = %d): not supported", base,
-                                 (long long)k, g);
+            if (g < 0 || g >= ng_)
+                return vx_seterr(err, err_size, VX_EFORMAT, "GPTQ tensor '%s.g_idx': g_idx[%lld] = %d is not a group (0..%lld)",
+                                 base, (long long)k, g, (long long)ng_ - 1);
+            plain = plain && g == k / group;
+        }
+        if (!plain) {
+            gidx = malloc((size_t)in * sizeof *gidx);
+            if (!gidx) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+            memcpy(gidx, gi->data, (size_t)in * sizeof *gidx);
         }
     }
     /* the nibble of a word that holds output n % 8 (AWQ) */
@@ -937,6 +946,30 @@ static vx_status gptq_blocks(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor
     const uint32_t *qzd = qz->data, *qwd = qw->data;
 #define QZ(g, n) \
     ((int)(qzd[(g) * (out_f / 8) + (n) / 8] >> (4 * (hp->awq ? awq_nib[(n) % 8] : (int)((n) % 8))) & 15) + zoff)
+    if (gidx) { /* w = s (q - z) of input k's own group, each row to Q8_0 */
+        const size_t rs = vx_row_size(VX_TYPE_Q8_0, in);
+        uint8_t *o = own(c, (size_t)out_f * rs);
+        float *w = malloc((size_t)in * sizeof *w);
+        if (!o || !w) {
+            free(w), free(gidx);
+            return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+        }
+        const vx_type_traits *q8 = vx_type_get_traits(VX_TYPE_Q8_0);
+        for (int64_t n = 0; n < out_f; n++) {
+            for (int64_t k = 0; k < in; k++) {
+                const int64_t g = gidx[k];
+                const int q = (int)(qwd[(k / 8) * out_f + n] >> (4 * (k % 8)) & 15);
+                w[k] = elem_f32(sc->data, sc->dtype, (size_t)(g * out_f + n)) * (float)(q - QZ(g, n));
+            }
+            q8->from_float(w, o + (size_t)n * rs, in);
+        }
+        free(w), free(gidx);
+        *out = o;
+        *type = VX_TYPE_Q8_0;
+        *rows_out = out_f;
+        *cols_out = in;
+        return VX_OK;
+    }
     bool sym = true;
     for (int64_t g = 0; g < ng_ && sym; g++)
         for (int64_t n = 0; n < out_f && sym; n++) sym = QZ(g, n) == 8;
