@@ -3,7 +3,8 @@
 # ones; needs root or sudo). Safe to run repeatedly.
 set -euo pipefail
 pkgs=(build-essential pkg-config clang libpcre2-dev libcjson-dev libmicrohttpd-dev
-      libutf8proc-dev zlib1g-dev libsimde-dev libopenmpi-dev openmpi-bin)
+      libutf8proc-dev zlib1g-dev libsimde-dev libopenmpi-dev openmpi-bin
+      sentencepiece) # spm_train / spm_encode: test_ugm's reference tokenizer
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

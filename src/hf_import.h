@@ -42,7 +42,9 @@ vx_status vx_hf_tokenizer_to_gguf(const char *json, size_t len, const char *cfg,
 
 /* The same keys of a SentencePiece tokenizer.model (protobuf bytes model,
  * len), as the converter writes them for Llama 2, Mistral and Phi-3
- * ("llama" model: pieces, scores and types as stored), with the optional
+ * ("llama" model: pieces, scores and types as stored; a Unigram model, as
+ * T5's and XLM-RoBERTa's: "t5" with the normalizer's precompiled charsmap
+ * and remove_extra_whitespaces), with the optional
  * added_tokens.json text added and tokenizer_config.json's
  * added_tokens_decoder applied over them. */
 vx_status vx_hf_spm_to_gguf(const uint8_t *model, size_t len, const char *cfg, size_t cfg_len,

@@ -670,7 +670,9 @@ static vx_status spm_convert(const uint8_t *model, size_t len, const cJSON *cfg,
     int wt;
     uint64_t v;
     int64_t n_pieces = 0, model_type = 1; /* UNIGRAM by default */
-    bool dummy_prefix = true;
+    bool dummy_prefix = true, remove_ws = true;
+    pbuf charsmap = {NULL, NULL}; /* normalizer_spec.precompiled_charsmap */
+    int64_t spec_ids[4] = {0, 1, 2, -1}; /* trainer_spec's unk_id, bos_id, eos_id, pad_id (its defaults) */
     while (top.p < top.end) {
         if (!pb_field(&top, &f, &wt, &sub, &v))
             return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.model: not a SentencePiece model (bad protobuf at byte %td)",
@@ -687,6 +689,9 @@ static vx_status spm_convert(const uint8_t *model, size_t len, const cJSON *cfg,
                 if (spec == 2) model_type = (int64_t)x; /* model_type */
                 else dummy_prefix = x != 0;            /* add_dummy_prefix */
             }
+            if (spec == 3 && f == 2 && wt == 2) charsmap = s2;
+            if (spec == 2 && f >= 40 && f <= 43 && wt == 0) spec_ids[f - 40] = (int32_t)(uint32_t)x; /* int32: -1 none */
+            if (spec == 3 && f == 4 && wt == 0) remove_ws = x != 0; /* remove_extra_whitespaces */
         }
     }
     if (n_pieces == 0) return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.model has no pieces");
@@ -781,7 +786,22 @@ static vx_status spm_convert(const uint8_t *model, size_t len, const cJSON *cfg,
         if (st) return st;
         (*scores)[tid] = -1000.0f;
     }
-    if ((st = vx_gguf_set_str(w, "tokenizer.ggml.model", "llama")) || (st = vx_gguf_set_str(w, "tokenizer.ggml.pre", "default")) ||
+    /* Unigram: llama.cpp's "t5" model with the normalizer's rules; BPE
+     * (Llama's, Gemma's): "llama" */
+    const bool ugm = model_type == 1;
+    if (ugm && ((st = vx_gguf_set_arr(w, "tokenizer.ggml.precompiled_charsmap", VX_GGUF_UINT8, charsmap.p,
+                                      (uint64_t)(charsmap.end - charsmap.p))) ||
+                (st = vx_gguf_set_bool(w, "tokenizer.ggml.remove_extra_whitespaces", remove_ws))))
+        return vx_seterr(err, err_size, st, "tokenizer.model: storing the normalizer failed");
+    /* its special ids as the trainer set them (tokenizer_config.json's,
+     * below, win): T5 and XLM-RoBERTa differ from "t5"'s defaults */
+    static const char *const id_keys[4] = {"tokenizer.ggml.unknown_token_id", "tokenizer.ggml.bos_token_id",
+                                           "tokenizer.ggml.eos_token_id", "tokenizer.ggml.padding_token_id"};
+    for (int k = 0; ugm && k < 4; k++)
+        if (spec_ids[k] >= 0 && spec_ids[k] < n && (st = vx_gguf_set_u32(w, id_keys[k], (uint32_t)spec_ids[k])))
+            return vx_seterr(err, err_size, st, "tokenizer.model: storing the special ids failed");
+    if ((st = vx_gguf_set_str(w, "tokenizer.ggml.model", ugm ? "t5" : "llama")) ||
+        (st = vx_gguf_set_str(w, "tokenizer.ggml.pre", "default")) ||
         (st = vx_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)b->tok, (uint64_t)n)) ||
         (st = vx_gguf_set_arr(w, "tokenizer.ggml.scores", VX_GGUF_FLOAT32, *scores, (uint64_t)n)) ||
         (st = vx_gguf_set_arr(w, "tokenizer.ggml.token_type", VX_GGUF_INT32, b->type, (uint64_t)n)))

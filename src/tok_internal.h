@@ -31,7 +31,8 @@ enum {
 typedef enum vx_vocab_kind {
     VX_VOCAB_SPM = 1, /* "llama": SentencePiece BPE with scores */
     VX_VOCAB_BPE = 2, /* "gpt2": byte-level BPE with merges */
-    VX_VOCAB_WPM = 3  /* "bert": WordPiece */
+    VX_VOCAB_WPM = 3, /* "bert": WordPiece */
+    VX_VOCAB_UGM = 4  /* "t5": SentencePiece Unigram */
 } vx_vocab_kind;
 
 typedef struct vx_tok_entry {
@@ -51,6 +52,7 @@ typedef struct vx_strmap {
 
 typedef struct vx_pretok vx_pretok;
 typedef struct vx_bpe_merges vx_bpe_merges;
+typedef struct vx_ugm vx_ugm;
 
 struct vx_vocab {
     vx_vocab_kind kind;
@@ -93,6 +95,9 @@ struct vx_vocab {
     int32_t n_sp_single;
 
     vx_token byte_tok[256]; /* SPM: token for each raw byte (-1 if none) */
+
+    /* UGM only: the normalizer and the scores it needs (tok_ugm.c) */
+    vx_ugm *ugm;
 
     /* BPE only */
     vx_bpe_merges *merges;
@@ -178,6 +183,15 @@ uint32_t vx_ucd_tolower(uint32_t cp);
 
 /* WPM: tokenizes one text fragment. */
 bool vx_wpm_tokenize(const vx_vocab *v, const char *text, size_t len, vx_tokvec *out);
+
+/* UGM: the normalizer of a loaded vocabulary (its tokens, attributes and
+ * byte_tok set): charsmap[0..n) as tokenizer.ggml.precompiled_charsmap
+ * holds it (n = 0: none). */
+vx_status vx_ugm_create(const vx_vocab *v, const uint8_t *charsmap, size_t n, bool remove_ws, bool dummy_prefix,
+                        vx_ugm **out, char *err, size_t err_size);
+void vx_ugm_free(vx_ugm *u);
+/* UGM: normalizes and tokenizes one text fragment (raw text). */
+bool vx_ugm_tokenize(const vx_vocab *v, const char *text, size_t len, vx_tokvec *out);
 
 /* -------------------------------------------------------- pre-tokenizer */
 

@@ -137,6 +137,7 @@ void vx_vocab_free(vx_vocab *v) {
     free(v->sp_single);
     vx_bpe_merges_free(v->merges);
     vx_pretok_free(v->pretok);
+    vx_ugm_free(v->ugm);
     free(v);
 }
 
@@ -496,9 +497,14 @@ static vx_status load(vx_vocab *v, const vx_gguf *g, char *err, size_t err_size)
         v->bos = 101, v->unk = 100, v->sep = 102, v->pad = 0, v->mask = 103;
         v->clean_spaces = true;
         v->add_bos = true;
+    } else if (strcmp(model, "t5") == 0) { /* llama.cpp's defaults for T5 */
+        v->kind = VX_VOCAB_UGM;
+        v->eos = 1, v->unk = 2, v->pad = 0;
+        v->add_space_prefix = true;
+        v->add_eos = true;
     } else {
         return vx_seterr(err, err_size, VX_EUNSUPPORTED,
-                         "tokenizer model '%s' is not supported (llama, gpt2 and bert are)",
+                         "tokenizer model '%s' is not supported (llama, gpt2, bert and t5 are)",
                          model);
     }
     snprintf(v->pre_name, sizeof v->pre_name, "%s", pre ? pre : "default");
@@ -626,6 +632,17 @@ static vx_status load(vx_vocab *v, const vx_gguf *g, char *err, size_t err_size)
             id = vx_tok_find(v, &c, 1);
         }
         v->byte_tok[b] = id;
+    }
+    if (v->kind == VX_VOCAB_UGM) {
+        const vx_gguf_kv *kv_cm = NULL;
+        r = vx_gguf_get_arr(g, "tokenizer.ggml.precompiled_charsmap", &t, &n2, &kv_cm);
+        if (r < 0 || (r == 1 && t != VX_GGUF_UINT8 && t != VX_GGUF_INT8))
+            return vx_seterr(err, err_size, VX_EFORMAT, "tokenizer.ggml.precompiled_charsmap is not a byte array");
+        bool remove_ws = false; /* llama.cpp's default when the key is absent */
+        read_bool(g, "tokenizer.ggml.remove_extra_whitespaces", &remove_ws);
+        st = vx_ugm_create(v, r == 1 ? kv_cm->v.arr.data : NULL, r == 1 ? (size_t)n2 : 0, remove_ws,
+                           v->add_space_prefix, &v->ugm, err, err_size);
+        if (st != VX_OK) return st;
     }
     return VX_OK;
 }
@@ -862,6 +879,7 @@ int32_t vx_tokenize(const vx_vocab *v, const char *text, int32_t len, vx_token *
         }
         case VX_VOCAB_BPE: ok = vx_bpe_tokenize(v, s, fr->len, &out); break;
         case VX_VOCAB_WPM: ok = vx_wpm_tokenize(v, s, fr->len, &out); break;
+        case VX_VOCAB_UGM: ok = vx_ugm_tokenize(v, s, fr->len, &out); break;
         }
         prev_special = false;
     }

@@ -4,8 +4,9 @@
  *
  * Supported tokenizer.ggml.model values: "llama" (SentencePiece BPE with
  * scores and byte fallback), "gpt2" (byte-level BPE with merges; the
- * pre-tokenizer regexes are chosen by tokenizer.ggml.pre). Others give
- * VX_EUNSUPPORTED with the name.
+ * pre-tokenizer regexes are chosen by tokenizer.ggml.pre), "bert"
+ * (WordPiece), "t5" (SentencePiece Unigram with its precompiled
+ * normalizer). Others give VX_EUNSUPPORTED with the name.
  */
 #ifndef VX_VOCAB_H
 #define VX_VOCAB_H

@@ -459,7 +459,7 @@ static void test_loaders(void) {
         vx_vocab_free(v);
     }
     /* a tokenizer model we do not support, and a few malformed vocabs */
-    check_mem_vocab("t5", 2, VX_EUNSUPPORTED);
+    check_mem_vocab("rwkv", 2, VX_EUNSUPPORTED);
     check_mem_vocab("llama", 0, VX_EFORMAT);
     check_mem_vocab("gpt2", 2, VX_EFORMAT); /* no merges */
 }
