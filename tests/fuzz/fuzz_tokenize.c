@@ -11,7 +11,7 @@
  * fixture .inp strings, each prefixed by a flags byte.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
- *       -Iinclude -Isrc tests/fuzz/fuzz_tokenize.c src/vocab.c src/tok_*.c src/gguf.c \
+ *       -Iinclude -Isrc tests/fuzz/fuzz_tokenize.c src/vocab.c src/tok_*.c src/gguf.c src/name_index.c \
  *       src/quant*.c src/common.c -lpcre2-8 -lm -o /tmp/fuzz_tokenize
  *   VX_FUZZ_VOCAB=../shared/fixtures/tokenizer/ggml-vocab-llama-spm.gguf \
  *       /tmp/fuzz_tokenize -max_total_time=120 -max_len=4096 /tmp/corpus_tok
