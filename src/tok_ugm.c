@@ -259,7 +259,8 @@ bool vx_ugm_tokenize(const vx_vocab *v, const char *text, size_t len, vx_tokvec 
         const size_t c = vx_utf8_len((unsigned char)s[i]) < m - i ? vx_utf8_len((unsigned char)s[i]) : m - i;
         const float here = nd[i].score;
         bool single = false;
-        for (size_t l = 1; l <= m - i && l <= v->max_token_len; l++) {
+        /* pieces end where characters do: lengths stepped a character at a time */
+        for (size_t l = c; l <= m - i && l <= v->max_token_len; l += i + l < m ? vx_utf8_len((unsigned char)s[i + l]) : 1) {
             const vx_token id = vx_tok_find(v, s + i, l);
             if (id < 0) continue;
             const uint32_t a = v->tok[id].attr;
