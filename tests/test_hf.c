@@ -736,7 +736,7 @@ typedef struct hf_opts {
                * -1 / -2: the same quantization written as the BF16 values it stands for */
     int gptq; /* weight matrices as int4 in groups of 64: 1 GPTQ symmetric, 2 GPTQ asymmetric (v1 zeros),
                * 3 AWQ (GEMM layout, asymmetric), 4 GPTQ asymmetric act-order (desc_act: groups of shuffled
-               * inputs); -1 .. -4: the F32 values they stand for */
+               * inputs), 5 the same with g_idx[0] past the last group; -1 .. -4: the F32 values they stand for */
 } hf_opts;
 
 /* e4m3fn value of byte b (b < 0x7F: the finite non-negative ones) */
@@ -969,7 +969,7 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
         cJSON_AddStringToObject(qc, "quant_method", "gptq");
         cJSON_AddNumberToObject(qc, "bits", 4);
         cJSON_AddNumberToObject(qc, "group_size", 64);
-        cJSON_AddBoolToObject(qc, "desc_act", o->gptq == 4);
+        cJSON_AddBoolToObject(qc, "desc_act", o->gptq >= 4);
         cJSON_AddBoolToObject(qc, "sym", o->gptq == 1);
     }
     if (o->fp8 == 1) {
@@ -1123,7 +1123,8 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
             int32_t *gi = malloc((size_t)cols * 4);
             float *deq = malloc((size_t)(rows * cols) * 4);
             const int mode = o->gptq < 0 ? -o->gptq : o->gptq;
-            gptq_quantize(e[n].data, rows, cols, mode == 1, mode == 3, mode == 4, qw, qz, sc, gi, deq);
+            gptq_quantize(e[n].data, rows, cols, mode == 1, mode == 3, mode >= 4, qw, qz, sc, gi, deq);
+            if (mode == 5) gi[0] = (int32_t)ng;
             free(bufs[n]);
             if (o->gptq < 0) {
                 free(qw), free(qz), free(sc), free(gi);
@@ -1765,6 +1766,8 @@ int main(void) {
     test_error("models/qwen2/qwen2-F16.gguf", &bad_arch, VX_EUNSUPPORTED, "GPT2LMHeadModel is not supported");
     test_error("models/qwen2/qwen2-F16.gguf", &no_tok, VX_EUNSUPPORTED, "no tokenizer.json");
     test_error("models/qwen2/qwen2-F16.gguf", &i16, VX_EUNSUPPORTED, "is I16: only F32, F16, BF16 and FP8");
+    const hf_opts bad_gidx = {1, NULL, NULL, false, false, 0, 5};
+    test_error("models/qwen2/qwen2-F16.gguf", &bad_gidx, VX_EFORMAT, "is not a group (0..");
     test_patched();
     test_chat_template_files();
     /* a directory without config.json: says so */
