@@ -10,7 +10,9 @@
  * remove_extra_whitespaces, leading, trailing and repeated spaces go; with
  * add_dummy_prefix (tokenizer.ggml.add_space_prefix) a "▁" leads.
  *
- * Segmentation: the Viterbi best path over the normalized text, where a
+ * Segmentation: the Viterbi best path over the normalized text (the
+ * pieces that start at a character found by walking a byte trie of them),
+ * where a
  * piece scores its log-probability (normal pieces), a character no piece
  * starts with costs the unknown score (the lowest normal score - 10),
  * unused pieces are skipped and user-defined ones score length x the
@@ -26,8 +28,18 @@
 #include "common.h"
 #include "tok_internal.h"
 
+/* The pieces the Viterbi takes (normal, user-defined) as a byte trie:
+ * node 0 the root, children in a list (child, then next). */
+typedef struct tnode {
+    int32_t child, next;
+    vx_token tok; /* the piece ending here, -1 none */
+    uint8_t byte;
+} tnode;
+
 struct vx_ugm {
-    uint32_t *units; /* the trie's double array */
+    tnode *trie;
+    size_t n_nodes;
+    uint32_t *units; /* the charsmap trie's double array */
     size_t n_units;
     char *repl; /* replacement strings */
     size_t repl_len;
@@ -37,6 +49,7 @@ struct vx_ugm {
 
 void vx_ugm_free(vx_ugm *u) {
     if (!u) return;
+    free(u->trie);
     free(u->units);
     free(u->repl);
     free(u);
@@ -71,6 +84,32 @@ vx_status vx_ugm_create(const vx_vocab *v, const uint8_t *charsmap, size_t n, bo
             u->units[i] = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
         }
         memcpy(u->repl, charsmap + 4 + blob, u->repl_len);
+    }
+    /* the pieces' trie: at most one node per byte of their texts */
+    size_t total = 1;
+    for (int32_t id = 0; id < v->n_tokens; id++)
+        if (v->tok[id].attr & (VX_TATTR_NORMAL | VX_TATTR_USER_DEFINED)) total += v->tok[id].len;
+    if (total > INT32_MAX || !(u->trie = malloc(total * sizeof *u->trie))) {
+        vx_ugm_free(u);
+        return vx_seterr(err, err_size, VX_ENOMEM, "out of memory (unigram trie)");
+    }
+    u->trie[0] = (tnode){-1, -1, -1, 0};
+    u->n_nodes = 1;
+    for (int32_t id = 0; id < v->n_tokens; id++) {
+        if (!(v->tok[id].attr & (VX_TATTR_NORMAL | VX_TATTR_USER_DEFINED))) continue;
+        const unsigned char *t = (const unsigned char *)vx_tok_str(v, id);
+        int32_t cur = 0;
+        for (uint32_t k = 0; k < v->tok[id].len; k++) {
+            int32_t ch = u->trie[cur].child;
+            while (ch >= 0 && u->trie[ch].byte != t[k]) ch = u->trie[ch].next;
+            if (ch < 0) {
+                ch = (int32_t)u->n_nodes++;
+                u->trie[ch] = (tnode){-1, u->trie[cur].child, -1, t[k]};
+                u->trie[cur].child = ch;
+            }
+            cur = ch;
+        }
+        if (cur > 0 && u->trie[cur].tok < 0) u->trie[cur].tok = id;
     }
     float lo = FLT_MAX, hi = -FLT_MAX;
     for (int32_t id = 0; id < v->n_tokens; id++)
@@ -259,12 +298,16 @@ bool vx_ugm_tokenize(const vx_vocab *v, const char *text, size_t len, vx_tokvec 
         const size_t c = vx_utf8_len((unsigned char)s[i]) < m - i ? vx_utf8_len((unsigned char)s[i]) : m - i;
         const float here = nd[i].score;
         bool single = false;
-        /* pieces end where characters do: lengths stepped a character at a time */
-        for (size_t l = c; l <= m - i && l <= v->max_token_len; l += i + l < m ? vx_utf8_len((unsigned char)s[i + l]) : 1) {
-            const vx_token id = vx_tok_find(v, s + i, l);
+        /* the pieces that start here, shortest first, down the trie */
+        for (int32_t cur = 0, j = (int32_t)i; j < (int32_t)m; j++) {
+            int32_t ch = u->trie[cur].child;
+            while (ch >= 0 && u->trie[ch].byte != (unsigned char)s[j]) ch = u->trie[ch].next;
+            if (ch < 0) break;
+            cur = ch;
+            const vx_token id = u->trie[cur].tok;
             if (id < 0) continue;
+            const size_t l = (size_t)j + 1 - i;
             const uint32_t a = v->tok[id].attr;
-            if (!(a & (VX_TATTR_NORMAL | VX_TATTR_USER_DEFINED))) continue; /* unused, control, byte, unknown */
             const float sc = a & VX_TATTR_USER_DEFINED ? (float)l * u->max_score - 0.1f : v->tok[id].score;
             node *t = &nd[i + l];
             const float cand = sc + here;
