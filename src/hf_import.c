@@ -920,24 +920,18 @@ static vx_status gptq_blocks(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor
                          (long long)qw->shape[0], (long long)qw->shape[1], (long long)group);
     /* act-order (desc_act: g_idx not k / group): a 32-input block mixes
      * groups, so no Q4 block holds its values; they go to Q8_0 instead */
-    int32_t *gidx = NULL;
+    bool act = false;
     if (gi) {
         if (hp->awq || gi->dtype != VX_ST_I32 || (int64_t)gi->n_elem != in)
             return vx_seterr(err, err_size, VX_EFORMAT, "%s tensor '%s.g_idx' is not I32 [%lld]", what, base,
                              (long long)in);
-        bool plain = true;
         for (int64_t k = 0; k < in; k++) {
             int32_t g;
             memcpy(&g, (const uint8_t *)gi->data + 4 * k, 4);
             if (g < 0 || g >= ng_)
                 return vx_seterr(err, err_size, VX_EFORMAT, "GPTQ tensor '%s.g_idx': g_idx[%lld] = %d is not a group (0..%lld)",
                                  base, (long long)k, g, (long long)ng_ - 1);
-            plain = plain && g == k / group;
-        }
-        if (!plain) {
-            gidx = malloc((size_t)in * sizeof *gidx);
-            if (!gidx) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
-            memcpy(gidx, gi->data, (size_t)in * sizeof *gidx);
+            act = act || g != k / group;
         }
     }
     /* the nibble of a word that holds output n % 8 (AWQ) */
@@ -946,24 +940,28 @@ static vx_status gptq_blocks(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor
     const uint32_t *qzd = qz->data, *qwd = qw->data;
 #define QZ(g, n) \
     ((int)(qzd[(g) * (out_f / 8) + (n) / 8] >> (4 * (hp->awq ? awq_nib[(n) % 8] : (int)((n) % 8))) & 15) + zoff)
-    if (gidx) { /* w = s (q - z) of input k's own group, each row to Q8_0 */
+/* the code of input k, output n */
+#define QW(k, n)                                                                    \
+    ((int)(hp->awq ? qwd[(k) * (out_f / 8) + (n) / 8] >> (4 * awq_nib[(n) % 8]) & 15 \
+                   : qwd[((k) / 8) * out_f + (n)] >> (4 * ((k) % 8)) & 15))
+    if (act) { /* w = s (q - z) of input k's own group (g_idx[k]), each row to Q8_0 */
         const size_t rs = vx_row_size(VX_TYPE_Q8_0, in);
         uint8_t *o = own(c, (size_t)out_f * rs);
         float *w = malloc((size_t)in * sizeof *w);
         if (!o || !w) {
-            free(w), free(gidx);
+            free(w);
             return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
         }
         const vx_type_traits *q8 = vx_type_get_traits(VX_TYPE_Q8_0);
         for (int64_t n = 0; n < out_f; n++) {
             for (int64_t k = 0; k < in; k++) {
-                const int64_t g = gidx[k];
-                const int q = (int)(qwd[(k / 8) * out_f + n] >> (4 * (k % 8)) & 15);
-                w[k] = elem_f32(sc->data, sc->dtype, (size_t)(g * out_f + n)) * (float)(q - QZ(g, n));
+                int32_t g;
+                memcpy(&g, (const uint8_t *)gi->data + 4 * k, 4);
+                w[k] = elem_f32(sc->data, sc->dtype, (size_t)((int64_t)g * out_f + n)) * (float)(QW(k, n) - QZ(g, n));
             }
             q8->from_float(w, o + (size_t)n * rs, in);
         }
-        free(w), free(gidx);
+        free(w);
         *out = o;
         *type = VX_TYPE_Q8_0;
         *rows_out = out_f;
@@ -984,8 +982,7 @@ static vx_status gptq_blocks(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor
             uint8_t codes[32];
             for (int j = 0; j < 32; j++) {
                 const int64_t k = b * 32 + j;
-                codes[j] = (uint8_t)(hp->awq ? qwd[k * (out_f / 8) + n / 8] >> (4 * awq_nib[n % 8]) & 15
-                                             : qwd[(k / 8) * out_f + n] >> (4 * (k % 8)) & 15);
+                codes[j] = (uint8_t)QW(k, n);
             }
             uint8_t *blk = o + ((size_t)n * (size_t)nb + (size_t)b) * bsz;
             uint8_t *qs;
@@ -1002,6 +999,7 @@ static vx_status gptq_blocks(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor
             for (int j = 0; j < 16; j++) qs[j] = (uint8_t)(codes[j] | codes[j + 16] << 4);
         }
 #undef QZ
+#undef QW
     *out = o;
     *type = sym ? VX_TYPE_Q4_0 : VX_TYPE_Q4_1;
     *rows_out = out_f;

@@ -12,8 +12,7 @@
  *
  * Segmentation: the Viterbi best path over the normalized text (the
  * pieces that start at a character found by walking a byte trie of them),
- * where a
- * piece scores its log-probability (normal pieces), a character no piece
+ * where a piece scores its log-probability (normal pieces), a character no piece
  * starts with costs the unknown score (the lowest normal score - 10),
  * unused pieces are skipped and user-defined ones score length x the
  * highest score - 0.1 (SentencePiece's bonus, so they win); ties keep the
@@ -38,7 +37,6 @@ typedef struct tnode {
 
 struct vx_ugm {
     tnode *trie;
-    size_t n_nodes;
     uint32_t *units; /* the charsmap trie's double array */
     size_t n_units;
     char *repl; /* replacement strings */
@@ -94,7 +92,7 @@ vx_status vx_ugm_create(const vx_vocab *v, const uint8_t *charsmap, size_t n, bo
         return vx_seterr(err, err_size, VX_ENOMEM, "out of memory (unigram trie)");
     }
     u->trie[0] = (tnode){-1, -1, -1, 0};
-    u->n_nodes = 1;
+    int32_t n_nodes = 1;
     for (int32_t id = 0; id < v->n_tokens; id++) {
         if (!(v->tok[id].attr & (VX_TATTR_NORMAL | VX_TATTR_USER_DEFINED))) continue;
         const unsigned char *t = (const unsigned char *)vx_tok_str(v, id);
@@ -103,7 +101,7 @@ vx_status vx_ugm_create(const vx_vocab *v, const uint8_t *charsmap, size_t n, bo
             int32_t ch = u->trie[cur].child;
             while (ch >= 0 && u->trie[ch].byte != t[k]) ch = u->trie[ch].next;
             if (ch < 0) {
-                ch = (int32_t)u->n_nodes++;
+                ch = n_nodes++;
                 u->trie[ch] = (tnode){-1, u->trie[cur].child, -1, t[k]};
                 u->trie[cur].child = ch;
             }
@@ -295,7 +293,7 @@ bool vx_ugm_tokenize(const vx_vocab *v, const char *text, size_t len, vx_tokvec 
     for (size_t i = 0; i <= m; i++) nd[i] = (node){0.0f, -1, -1};
     nd[0].start = 0;
     for (size_t i = 0; i < m;) {
-        const size_t c = vx_utf8_len((unsigned char)s[i]) < m - i ? vx_utf8_len((unsigned char)s[i]) : m - i;
+        const size_t c = VX_MIN(vx_utf8_len((unsigned char)s[i]), m - i);
         const float here = nd[i].score;
         bool single = false;
         /* the pieces that start here, shortest first, down the trie */
