@@ -236,6 +236,22 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
             k->gemv[VX_TYPE_Q2_K_R8] = vx_gemv_q2_K_r8_gfni_avx512;
             k->gemm[VX_TYPE_Q2_K_R8] = vx_gemm_q2_K_r8_gfni_avx512;
         }
+        /* the 32-element types' GEMVs with two far 8-row groups per turn
+         * on AMD (four on Intel, where four were faster: avx512_gemm.c).
+         * Zen 4, 2 threads: bench_gemv_dram's Q8_0 at 82-93% of the
+         * same-round pure-read median with two, 43-64% with four (Q5_0
+         * 88-106% / 51-72%); decode t/s, medians of 6 alternations,
+         * Llama-1B Q8_0 20.0 -> 25.0 (faster in 6 of 6), Qwen2.5-0.5B
+         * Q8_0 47.0 -> 53.8 (5 of 6), Q4_0 and Qwen's Q4_K_M within the
+         * noise. The same bits either way. */
+        if (f.amd) {
+            k->gemv[VX_TYPE_Q4_0_R8] = vx_gemv_q4_0_r8_g2_avx512;
+            k->gemv[VX_TYPE_Q5_0_R8] = vx_gemv_q5_0_r8_g2_avx512;
+            k->gemv[VX_TYPE_Q8_0_R8] = vx_gemv_q8_0_r8_g2_avx512;
+            k->gemv[VX_TYPE_Q4_1_R8] = vx_gemv_q4_1_r8_g2_avx512;
+            k->gemv[VX_TYPE_Q5_1_R8] = vx_gemv_q5_1_r8_g2_avx512;
+            k->gemv[VX_TYPE_IQ4_NL_R8] = vx_gemv_iq4_nl_r8_g2_avx512;
+        }
         /* BF16 prefill on vdpbf16ps where it runs at twice the fp32 FMA
          * rate: AMD's Zen 4/5 (Intel's Cooper Lake and Sapphire Rapids run
          * it at a quarter of their zmm FMA rate per instruction, where the

@@ -830,6 +830,28 @@ done:
     free(out);
 }
 
+/* The AVX-512 tier's GEMVs of the 32-element packed types come with four
+ * far groups per turn (Intel) or two (AMD, cpu.c): the copy of each table
+ * below takes the other set, so both run wherever the tier does. */
+enum { N_G2 = 6 };
+static const int g2_types[N_G2] = {VX_TYPE_Q4_0_R8, VX_TYPE_Q5_0_R8,  VX_TYPE_Q8_0_R8,
+                                   VX_TYPE_Q4_1_R8, VX_TYPE_Q5_1_R8, VX_TYPE_IQ4_NL_R8};
+static vx_gemv_fn const g4_native[N_G2] = {vx_gemv_q4_0_r8_avx512, vx_gemv_q5_0_r8_avx512, vx_gemv_q8_0_r8_avx512,
+                                          vx_gemv_q4_1_r8_avx512, vx_gemv_q5_1_r8_avx512, vx_gemv_iq4_nl_r8_avx512};
+static vx_gemv_fn const g2_native[N_G2] = {vx_gemv_q4_0_r8_g2_avx512, vx_gemv_q5_0_r8_g2_avx512,
+                                          vx_gemv_q8_0_r8_g2_avx512, vx_gemv_q4_1_r8_g2_avx512,
+                                          vx_gemv_q5_1_r8_g2_avx512, vx_gemv_iq4_nl_r8_g2_avx512};
+static vx_gemv_fn const g4_emu[N_G2] = {vx_gemv_q4_0_r8_avx512emu, vx_gemv_q5_0_r8_avx512emu,
+                                       vx_gemv_q8_0_r8_avx512emu, vx_gemv_q4_1_r8_avx512emu,
+                                       vx_gemv_q5_1_r8_avx512emu, vx_gemv_iq4_nl_r8_avx512emu};
+static vx_gemv_fn const g2_emu[N_G2] = {vx_gemv_q4_0_r8_g2_avx512emu, vx_gemv_q5_0_r8_g2_avx512emu,
+                                       vx_gemv_q8_0_r8_g2_avx512emu, vx_gemv_q4_1_r8_g2_avx512emu,
+                                       vx_gemv_q5_1_r8_g2_avx512emu, vx_gemv_iq4_nl_r8_g2_avx512emu};
+
+static void swap_g2(vx_kernels *k, vx_gemv_fn const *g4, vx_gemv_fn const *g2) {
+    for (int i = 0; i < N_G2; i++) k->gemv[g2_types[i]] = k->gemv[g2_types[i]] == g4[i] ? g2[i] : g4[i];
+}
+
 /* The tiers to test: avx2, avx512 when this CPU has it, and the emulated
  * avx512 (SIMDe over AVX2, src/x86/isa512.h; not under ASan where the
  * native tier runs the same source). The AVX-512 tables take the GFNI
@@ -850,6 +872,7 @@ static int tiers(vx_kernels *kt) {
         kt[n].gemv[VX_TYPE_Q2_K_R8] = vx_gemv_q2_K_r8_avx512;
         kt[n].gemm[VX_TYPE_Q2_K_R8] = vx_gemm_q2_K_r8_avx512;
         kt[n++].gemm[VX_TYPE_Q3_K_R8] = vx_gemm_q3_K_r8_avx512;
+        swap_g2(&kt[n - 1], g4_native, g2_native);
     }
     static bool said, skip;
     if (!said) skip = vx_test_skip_emulated(native, "avx512-emu"), said = true;
@@ -863,6 +886,7 @@ static int tiers(vx_kernels *kt) {
         kt[n].gemv[VX_TYPE_Q2_K_R8] = vx_gemv_q2_K_r8_avx512emu;
         kt[n].gemm[VX_TYPE_Q2_K_R8] = vx_gemm_q2_K_r8_avx512emu;
         kt[n++].gemm[VX_TYPE_Q3_K_R8] = vx_gemm_q3_K_r8_avx512emu;
+        swap_g2(&kt[n - 1], g4_emu, g2_emu);
     }
     /* the AMX tier (its int8 tile GEMMs of the packed 32-element types), natively
      * where the CPU has it, else emulated (unless skipped as above) */

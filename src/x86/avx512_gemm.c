@@ -185,6 +185,12 @@ GEMV_ENTRY(VX512(vx_gemv_q8_0_r8), gemv32_r8, R_Q8_0)
 GEMV_ENTRY(VX512(vx_gemv_q4_1_r8), gemv32_r8, R_Q4_1)
 GEMV_ENTRY(VX512(vx_gemv_q5_1_r8), gemv32_r8, R_Q5_1)
 GEMV_ENTRY(VX512(vx_gemv_iq4_nl_r8), gemv32_r8, R_IQ4_NL)
+GEMV_ENTRY(VX512(vx_gemv_q4_0_r8_g2), gemv32_r8_two, R_Q4_0)
+GEMV_ENTRY(VX512(vx_gemv_q5_0_r8_g2), gemv32_r8_two, R_Q5_0)
+GEMV_ENTRY(VX512(vx_gemv_q8_0_r8_g2), gemv32_r8_two, R_Q8_0)
+GEMV_ENTRY(VX512(vx_gemv_q4_1_r8_g2), gemv32_r8_two, R_Q4_1)
+GEMV_ENTRY(VX512(vx_gemv_q5_1_r8_g2), gemv32_r8_two, R_Q5_1)
+GEMV_ENTRY(VX512(vx_gemv_iq4_nl_r8_g2), gemv32_r8_two, R_IQ4_NL)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -369,7 +375,7 @@ AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, c
     const int64_t nb = n / 32;
     if (ntok == 2 || nb > TAB32 / 8) { /* the gemv's far record streams, two tokens at a time (gemv32_r8.h) */
         for (int t = 0; t < ntok; t += 2)
-            gemv32_r8_tokens(k, ntok - t < 2 ? 1 : 2, n, w, stride, nrows, (const uint8_t *)act + (size_t)t * act_stride,
+            gemv32_r8_tokens(k, GEMV32_R8_STREAMS, ntok - t < 2 ? 1 : 2, n, w, stride, nrows, (const uint8_t *)act + (size_t)t * act_stride,
                              act_stride, out + (int64_t)t * ldo, ldo, accumulate);
         return;
     }

@@ -103,9 +103,10 @@ AINLINE void gemv32_r8_groups(int k, int G, int nt, int64_t nb, const uint8_t *c
 }
 
 /* nt tokens (1 .. GEMV32_R8_NT; rows of act, act_stride bytes apart)
- * against nrows rows: token u's results at out + u ldo. Per token the
- * gemv's integer sums and float steps: its bits. */
-AINLINE void gemv32_r8_tokens(int k, int nt, int64_t n, const void *w, size_t stride, int nrows, const void *act,
+ * against nrows rows, G (1 .. GEMV32_R8_STREAMS) far groups per turn:
+ * token u's results at out + u ldo. Per token the gemv's integer sums and
+ * float steps: its bits, whatever G. */
+AINLINE void gemv32_r8_tokens(int k, int G, int nt, int64_t n, const void *w, size_t stride, int nrows, const void *act,
                               size_t act_stride, float *out, int64_t ldo, int accumulate) {
     const int64_t nb = n / 32;
     const size_t ys = GEMV32_R8_YSIZE(k);
@@ -123,12 +124,18 @@ AINLINE void gemv32_r8_tokens(int k, int nt, int64_t n, const void *w, size_t st
     const uint8_t *g[GEMV32_R8_STREAMS];
     float *o[GEMV32_R8_STREAMS];
 #define GEMV32_R8_RUN(n) gemv32_r8_groups(k, n, nt, nb, g, y, dyt, ct, tab, o, ldo, accumulate)
-    GEMV_FAR_GROUPS(w, stride, nrows, out, GEMV32_R8_STREAMS, g, o, GEMV32_R8_RUN);
+    GEMV_FAR_GROUPS(w, stride, nrows, out, G, g, o, GEMV32_R8_RUN);
 #undef GEMV32_R8_RUN
 }
 
 AINLINE void gemv32_r8(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
-    gemv32_r8_tokens(k, 1, n, w, stride, nrows, vy, 0, out, 0, 0);
+    gemv32_r8_tokens(k, GEMV32_R8_STREAMS, 1, n, w, stride, nrows, vy, 0, out, 0, 0);
+}
+
+/* The same with two far groups per turn (a tier whose default is more,
+ * for the CPUs that read two faster: cpu.c). */
+AINLINE void gemv32_r8_two(int k, int64_t n, const void *w, size_t stride, int nrows, const void *vy, float *out) {
+    gemv32_r8_tokens(k, 2, 1, n, w, stride, nrows, vy, 0, out, 0, 0);
 }
 
 #endif

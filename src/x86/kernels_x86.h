@@ -229,6 +229,19 @@ struct vx_kernels;
     void vx_gemv_q5_1_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     void vx_gemv_iq4_nl_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,           \
                                float *out);                                                                    \
+    /* the same six with two far 8-row groups per turn instead of four (cpu.c) */                             \
+    void vx_gemv_q4_0_r8_g2_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,          \
+                                float *out);                                                                   \
+    void vx_gemv_q5_0_r8_g2_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,          \
+                                float *out);                                                                   \
+    void vx_gemv_q8_0_r8_g2_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,          \
+                                float *out);                                                                   \
+    void vx_gemv_q4_1_r8_g2_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,          \
+                                float *out);                                                                   \
+    void vx_gemv_q5_1_r8_g2_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,          \
+                                float *out);                                                                   \
+    void vx_gemv_iq4_nl_r8_g2_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,        \
+                                  float *out);                                                                 \
     void vx_gemv_q3_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     void vx_gemv_q3_K_r8_gfni_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,        \
                                   float *out);                                                                 \
