@@ -48,6 +48,7 @@ static const vx_quant_mix mixes[] = {
     {"Q5_K_M", VX_FTYPE_Q5_K_M, VX_TYPE_Q5_K, "Q5_K with Q6_K for half of attn_v/ffn_down"},
     {"Q6_K", VX_FTYPE_Q6_K, VX_TYPE_Q6_K, "6.6 bpw"},
     {"IQ4_NL", VX_FTYPE_IQ4_NL, VX_TYPE_IQ4_NL, "4.5 bpw, non-linear levels"},
+    {"IQ4_XS", VX_FTYPE_IQ4_XS, VX_TYPE_IQ4_XS, "4.25 bpw, non-linear levels, 6-bit sub-block scales"},
 };
 #define N_MIXES ((int)(sizeof mixes / sizeof mixes[0]))
 
@@ -153,7 +154,7 @@ static int mix_type(policy *P, const vx_quant_shape *t, category cat, int type) 
         if (F == VX_FTYPE_Q2_K) type = gqa4 ? VX_TYPE_Q4_K : VX_TYPE_Q3_K;
         else if (F == VX_FTYPE_Q3_K_M) type = i < 2 ? VX_TYPE_Q5_K : VX_TYPE_Q4_K;
         else if (F == VX_FTYPE_Q3_K_L) type = VX_TYPE_Q5_K;
-        else if (F == VX_FTYPE_IQ4_NL && gqa4) type = VX_TYPE_Q5_K;
+        else if ((F == VX_FTYPE_IQ4_NL || F == VX_FTYPE_IQ4_XS) && gqa4) type = VX_TYPE_Q5_K;
         else if ((F == VX_FTYPE_Q4_K_M || F == VX_FTYPE_Q5_K_M) && use_more_bits(i, P->n_attn_v))
             type = VX_TYPE_Q6_K;
         else if (F == VX_FTYPE_Q4_K_S && i < 4) type = VX_TYPE_Q5_K;
@@ -174,7 +175,7 @@ static int mix_type(policy *P, const vx_quant_shape *t, category cat, int type) 
                 return i < n / 16 ? VX_TYPE_Q6_K : use_more_bits(i, n) ? VX_TYPE_Q5_K : VX_TYPE_Q4_K;
             return use_more_bits(i, n) ? VX_TYPE_Q6_K : type;
         }
-        if (F == VX_FTYPE_IQ4_NL && i < n / 8) return VX_TYPE_Q5_K;
+        if ((F == VX_FTYPE_IQ4_NL || F == VX_FTYPE_IQ4_XS) && i < n / 8) return VX_TYPE_Q5_K;
         if (F == VX_FTYPE_Q5_K_M && use_more_bits(i, n)) return VX_TYPE_Q6_K;
         if (F == VX_FTYPE_Q4_K_S && !P->falcon && i < n / 8) return VX_TYPE_Q5_K;
         return type;
@@ -183,7 +184,7 @@ static int mix_type(policy *P, const vx_quant_shape *t, category cat, int type) 
         if (P->falcon) return F == VX_FTYPE_Q3_K_L ? VX_TYPE_Q4_K : type;
         if (P->n_expert == 8) {
             if (F == VX_FTYPE_Q2_K || F == VX_FTYPE_Q3_K_S || F == VX_FTYPE_Q3_K_M ||
-                F == VX_FTYPE_IQ4_NL || F == VX_FTYPE_Q4_K_S || F == VX_FTYPE_Q4_K_M)
+                F == VX_FTYPE_IQ4_NL || F == VX_FTYPE_Q4_K_S || F == VX_FTYPE_Q4_K_M || F == VX_FTYPE_IQ4_XS)
                 return VX_TYPE_Q5_K;
             return type;
         }
@@ -212,6 +213,7 @@ static int fit_row(int type, int64_t ne0, bool *fell) {
     case VX_TYPE_Q4_K: alt = VX_TYPE_Q5_0; break;
     case VX_TYPE_Q5_K: alt = VX_TYPE_Q5_1; break;
     case VX_TYPE_Q6_K: alt = VX_TYPE_Q8_0; break;
+    case VX_TYPE_IQ4_XS: alt = VX_TYPE_IQ4_NL; break;
     default: alt = VX_TYPE_F16; break;
     }
     return ne0 % vx_type_get_traits(alt)->blck_size == 0 ? alt : VX_TYPE_F16;

@@ -34,6 +34,7 @@ enum {
     VX_FTYPE_Q5_K_M = 17,
     VX_FTYPE_Q6_K = 18,
     VX_FTYPE_IQ4_NL = 25,
+    VX_FTYPE_IQ4_XS = 30,
     VX_FTYPE_BF16 = 32
 };
 

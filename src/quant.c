@@ -51,6 +51,9 @@ static const vx_type_traits traits_table[VX_TYPE_COUNT] = {
     [VX_TYPE_IQ4_NL] = {"IQ4_NL", VX_QK4_NL, sizeof(vx_block_iq4_nl), true,
                         vx_dequantize_row_iq4_nl, vx_quantize_row_iq4_nl, VX_TYPE_Q8_0,
                         vx_vec_dot_iq4_nl_q8_0},
+    [VX_TYPE_IQ4_XS] = {"IQ4_XS", VX_QK_K, sizeof(vx_block_iq4_xs), true,
+                        vx_dequantize_row_iq4_xs, vx_quantize_row_iq4_xs, VX_TYPE_Q8_0,
+                        vx_vec_dot_iq4_xs_q8_0},
     /* Plain integer and F64 tensors have a size so a file holding them can
      * be parsed, but no kernels: loaders refuse them for computation. */
     [VX_TYPE_I8] = {"I8", 1, sizeof(int8_t), false, NULL, NULL, VX_TYPE_I8, NULL},

@@ -31,6 +31,7 @@ typedef enum vx_type {
     VX_TYPE_Q6_K = 14,
     VX_TYPE_Q8_K = 15,
     VX_TYPE_IQ4_NL = 20,
+    VX_TYPE_IQ4_XS = 23,
     VX_TYPE_I8 = 24,
     VX_TYPE_I16 = 25,
     VX_TYPE_I32 = 26,
@@ -90,6 +91,15 @@ typedef struct {
     int16_t bsums[VX_QK_K / 16]; /* sum of qs in groups of 16 */
 } vx_block_q8_K;
 typedef struct { uint16_t d; uint8_t qs[VX_QK4_NL / 2]; } vx_block_iq4_nl;
+/* IQ4_XS: 256 elements, 8 sub-blocks of 32 with IQ4_NL's code book and
+ * nibble order; sub-block j's scale is d (ls_j - 32), ls_j 6 bits: its low
+ * 4 in nibble j % 2 of scales_l[j / 2], its high 2 in bits 2j of scales_h. */
+typedef struct {
+    uint16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[VX_QK_K / 64];
+    uint8_t qs[VX_QK_K / 2];
+} vx_block_iq4_xs;
 
 _Static_assert(sizeof(vx_block_q4_0) == 18, "q4_0 size");
 _Static_assert(sizeof(vx_block_q4_1) == 20, "q4_1 size");
@@ -104,6 +114,7 @@ _Static_assert(sizeof(vx_block_q5_K) == 176, "q5_K size");
 _Static_assert(sizeof(vx_block_q6_K) == 210, "q6_K size");
 _Static_assert(sizeof(vx_block_q8_K) == 292, "q8_K size");
 _Static_assert(sizeof(vx_block_iq4_nl) == 18, "iq4_nl size");
+_Static_assert(sizeof(vx_block_iq4_xs) == 136, "iq4_xs size");
 
 /* Convert n elements (a multiple of blck_size) to float. */
 typedef void (*vx_to_float_fn)(const void *src, float *dst, int64_t n);

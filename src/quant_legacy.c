@@ -1,7 +1,8 @@
 /*
  * quant_legacy.c - plain-C reference kernels for the float types (F32, F16,
- * BF16), the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1) and
- * IQ4_NL: dequantization, quantization and dot products.
+ * BF16), the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1),
+ * IQ4_NL and IQ4_XS (IQ4_NL's code book in 256-element super-blocks with
+ * 6-bit sub-block scales): dequantization, quantization and dot products.
  *
  * Dequantization reproduces the GGUF block definitions bit for bit, with
  * the float operations in the reference order (the tests pin the exact
@@ -458,46 +459,60 @@ static float iq4nl_try(const float *x, float id, double *gain) {
 #define IQ4_TRIALS 4   /* trial scales on each side of each nominal one */
 #define IQ4_STEP 2.5f  /* in code-book units at the extreme (-127 / 113) */
 
-void vx_quantize_row_iq4_nl(const float *src, void *dst, int64_t n) {
-    vx_block_iq4_nl *b = dst;
-    for (int64_t i = 0; i < n / VX_QK4_NL; i++, src += VX_QK4_NL) {
-        float amax;
-        const float max = signed_absmax(src, VX_QK4_NL, &amax);
-        float best_d = 0.0f;
-        if (amax > 0.0f && isfinite(amax)) {
-            /* The code book is asymmetric (-127..113): try mapping the extreme
-             * onto either end, each with a spread of nearby scales, keep the
-             * least-squares fit with the smallest error, then polish it by
-             * re-picking codes for the fitted scale while that helps. */
-            double best_gain = -1.0;
-            for (int side = 0; side < 2; side++) {
-                const float end = side == 0 ? (float)vx_iq4nl_values[0] : (float)vx_iq4nl_values[15];
-                for (int t = -IQ4_TRIALS; t <= IQ4_TRIALS; t++) {
-                    double gain;
-                    float d = iq4nl_try(src, (end + IQ4_STEP * (float)t) / max, &gain);
-                    if (gain > best_gain) {
-                        best_gain = gain;
-                        best_d = d;
-                    }
-                }
-            }
-            for (int it = 0; it < 2 && best_d != 0.0f; it++) {
-                double gain;
-                float d = iq4nl_try(src, 1.0f / best_d, &gain);
-                if (!(gain > best_gain)) break;
+/* The scale of one 32-element block (0 for an all-zero or non-finite one):
+ * the code book is asymmetric (-127..113), so the extreme is tried on
+ * either end, each with a spread of nearby scales; the least-squares fit
+ * with the smallest error wins, then is polished by re-picking codes for
+ * the fitted scale while that helps. */
+static float iq4nl_block_scale(const float *x) {
+    float amax;
+    const float max = signed_absmax(x, VX_QK4_NL, &amax);
+    float best_d = 0.0f;
+    if (!(amax > 0.0f && isfinite(amax))) return best_d;
+    double best_gain = -1.0;
+    for (int side = 0; side < 2; side++) {
+        const float end = side == 0 ? (float)vx_iq4nl_values[0] : (float)vx_iq4nl_values[15];
+        for (int t = -IQ4_TRIALS; t <= IQ4_TRIALS; t++) {
+            double gain;
+            float d = iq4nl_try(x, (end + IQ4_STEP * (float)t) / max, &gain);
+            if (gain > best_gain) {
                 best_gain = gain;
                 best_d = d;
             }
         }
-        b[i].d = vx_fp32_to_fp16(best_d);
+    }
+    for (int it = 0; it < 2 && best_d != 0.0f; it++) {
+        double gain;
+        float d = iq4nl_try(x, 1.0f / best_d, &gain);
+        if (!(gain > best_gain)) break;
+        best_gain = gain;
+        best_d = d;
+    }
+    return best_d;
+}
+
+/* Codes of the 32 elements of x for the scale d, two per byte (element j
+ * low nibble of qs[j], element j + 16 its high one); returns the squared
+ * error of d * book[code] against x. */
+static double iq4nl_codes(const float *x, float d, uint8_t *qs) {
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    double e = 0.0;
+    for (int j = 0; j < VX_QK4_NL / 2; j++) {
+        const int lo = iq4nl_nearest(x[j] * id), hi = iq4nl_nearest(x[j + VX_QK4_NL / 2] * id);
+        const float rl = x[j] - d * (float)vx_iq4nl_values[lo];
+        const float rh = x[j + VX_QK4_NL / 2] - d * (float)vx_iq4nl_values[hi];
+        e += (double)rl * rl + (double)rh * rh;
+        qs[j] = (uint8_t)(lo | (hi << 4));
+    }
+    return e;
+}
+
+void vx_quantize_row_iq4_nl(const float *src, void *dst, int64_t n) {
+    vx_block_iq4_nl *b = dst;
+    for (int64_t i = 0; i < n / VX_QK4_NL; i++, src += VX_QK4_NL) {
+        b[i].d = vx_fp32_to_fp16(iq4nl_block_scale(src));
         /* Pick the codes against the scale actually stored (fp16). */
-        const float d = vx_fp16_to_fp32(b[i].d);
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        for (int j = 0; j < VX_QK4_NL / 2; j++) {
-            int lo = iq4nl_nearest(src[j] * id);
-            int hi = iq4nl_nearest(src[j + VX_QK4_NL / 2] * id);
-            b[i].qs[j] = (uint8_t)(lo | (hi << 4));
-        }
+        iq4nl_codes(src, vx_fp16_to_fp32(b[i].d), b[i].qs);
     }
 }
 
@@ -512,6 +527,88 @@ void vx_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *vx, const void *vy)
             sumi += vx_iq4nl_values[x[i].qs[j] >> 4] * y[i].qs[j + VX_QK4_NL / 2];
         }
         acc += (double)(vx_fp16_to_fp32(x[i].d) * vx_fp16_to_fp32(y[i].d)) * sumi;
+    }
+    *s = (float)acc;
+}
+
+/* ---------------------------------------------------------------- IQ4_XS */
+/* Sub-block j's signed scale multiple ls - 32 (-32..31). */
+static inline int iq4xs_scale(const vx_block_iq4_xs *b, int j) {
+    const int ls = ((b->scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | (((b->scales_h >> (2 * j)) & 3) << 4);
+    return ls - 32;
+}
+
+void vx_dequantize_row_iq4_xs(const void *src, float *dst, int64_t n) {
+    const vx_block_iq4_xs *b = src;
+    for (int64_t i = 0; i < n / VX_QK_K; i++) {
+        const float d = vx_fp16_to_fp32(b[i].d);
+        for (int j = 0; j < VX_QK_K / 32; j++, dst += 32) {
+            const float dl = d * (float)iq4xs_scale(&b[i], j);
+            const uint8_t *qs = b[i].qs + 16 * j;
+            for (int k = 0; k < 16; k++) {
+                dst[k] = dl * (float)vx_iq4nl_values[qs[k] & 0x0F];
+                dst[k + 16] = dl * (float)vx_iq4nl_values[qs[k] >> 4];
+            }
+        }
+    }
+}
+
+/* Each sub-block's own best scale (IQ4_NL's search), then one super-block
+ * scale that puts the largest of them at -32 (the wider side of the 6-bit
+ * range), each multiple rounded and tried one step either way against the
+ * codes it gives, and the codes of the best. */
+void vx_quantize_row_iq4_xs(const float *src, void *dst, int64_t n) {
+    vx_block_iq4_xs *b = dst;
+    for (int64_t i = 0; i < n / VX_QK_K; i++, src += VX_QK_K) {
+        float sd[VX_QK_K / 32], amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < VX_QK_K / 32; j++) {
+            sd[j] = iq4nl_block_scale(src + 32 * j);
+            if (fabsf(sd[j]) > amax) amax = fabsf(sd[j]), max = sd[j];
+        }
+        b[i].d = vx_fp32_to_fp16(max / -32.0f);
+        const float d = vx_fp16_to_fp32(b[i].d);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].scales_h = 0;
+        memset(b[i].scales_l, 0, sizeof b[i].scales_l);
+        for (int j = 0; j < VX_QK_K / 32; j++) {
+            const float *x = src + 32 * j;
+            uint8_t *qs = b[i].qs + 16 * j, q[16];
+            const int l0 = vx_q_round_clamp(sd[j] * id, -32, 31);
+            int best = l0;
+            double best_e = iq4nl_codes(x, d * (float)l0, qs);
+            for (int l = l0 - 1; l <= l0 + 1; l += 2) {
+                if (l < -32 || l > 31) continue;
+                const double e = iq4nl_codes(x, d * (float)l, q);
+                if (e < best_e) {
+                    best_e = e;
+                    best = l;
+                    memcpy(qs, q, sizeof q);
+                }
+            }
+            const int ls = best + 32;
+            b[i].scales_l[j / 2] |= (uint8_t)((ls & 0x0F) << (4 * (j % 2)));
+            b[i].scales_h |= (uint16_t)((ls >> 4) << (2 * j));
+        }
+    }
+}
+
+/* Against Q8_0 activations (not ggml's Q8_K): the pairing of the packed
+ * IQ4_NL_R8 layout IQ4_XS weights take at load (quant_repack.c), so that
+ * both layouts quantize the activations alike. */
+void vx_vec_dot_iq4_xs_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    const vx_block_iq4_xs *x = vx;
+    const vx_block_q8_0 *y = vy;
+    double acc = 0.0;
+    for (int64_t i = 0; i < n / VX_QK_K; i++) {
+        const double d = vx_fp16_to_fp32(x[i].d);
+        for (int j = 0; j < VX_QK_K / 32; j++) {
+            const uint8_t *qs = x[i].qs + 16 * j;
+            const vx_block_q8_0 *yb = &y[8 * i + j];
+            int sj = 0;
+            for (int k = 0; k < 16; k++)
+                sj += vx_iq4nl_values[qs[k] & 0x0F] * yb->qs[k] + vx_iq4nl_values[qs[k] >> 4] * yb->qs[k + 16];
+            acc += d * (double)vx_fp16_to_fp32(yb->d) * (double)(iq4xs_scale(&x[i], j) * sj);
+        }
     }
     *s = (float)acc;
 }

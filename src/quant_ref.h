@@ -44,6 +44,7 @@ void vx_dequantize_row_q5_1(const void *src, float *dst, int64_t n);
 void vx_dequantize_row_q8_0(const void *src, float *dst, int64_t n);
 void vx_dequantize_row_q8_1(const void *src, float *dst, int64_t n);
 void vx_dequantize_row_iq4_nl(const void *src, float *dst, int64_t n);
+void vx_dequantize_row_iq4_xs(const void *src, float *dst, int64_t n);
 
 void vx_quantize_row_f32(const float *src, void *dst, int64_t n);
 void vx_quantize_row_f16(const float *src, void *dst, int64_t n);
@@ -55,6 +56,7 @@ void vx_quantize_row_q5_1(const float *src, void *dst, int64_t n);
 void vx_quantize_row_q8_0(const float *src, void *dst, int64_t n);
 void vx_quantize_row_q8_1(const float *src, void *dst, int64_t n);
 void vx_quantize_row_iq4_nl(const float *src, void *dst, int64_t n);
+void vx_quantize_row_iq4_xs(const float *src, void *dst, int64_t n);
 
 void vx_vec_dot_f32(int64_t n, float *s, const void *x, const void *y);
 void vx_vec_dot_f16(int64_t n, float *s, const void *x, const void *y);
@@ -66,6 +68,7 @@ void vx_vec_dot_q5_1_q8_1(int64_t n, float *s, const void *x, const void *y);
 void vx_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *x, const void *y);
 void vx_vec_dot_q8_1_q8_1(int64_t n, float *s, const void *x, const void *y);
 void vx_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *x, const void *y);
+void vx_vec_dot_iq4_xs_q8_0(int64_t n, float *s, const void *x, const void *y);
 
 /* ----------------------------------------------------------- quant_k.c */
 void vx_dequantize_row_q2_K(const void *src, float *dst, int64_t n);

@@ -38,6 +38,7 @@ int vx_repack_type(int type) {
     case VX_TYPE_Q4_1: return VX_TYPE_Q4_1_R8;
     case VX_TYPE_Q5_1: return VX_TYPE_Q5_1_R8;
     case VX_TYPE_IQ4_NL: return VX_TYPE_IQ4_NL_R8;
+    case VX_TYPE_IQ4_XS: return VX_TYPE_IQ4_NL_R8; /* each sub-block as an IQ4_NL block */
     default: return -1;
     }
 }
@@ -179,7 +180,34 @@ static void pack_q8_0(const uint8_t *const b[8], vx_block_q8_0_r8 *o) {
     }
 }
 
+/* IQ4_XS rows: sub-block j of super-block i becomes IQ4_NL block 8 i + j,
+ * its scale d (ls - 32) rounded to fp16 (a relative change of at most
+ * 2^-11: far below the 4-bit codes' error), the codes as they are. */
+static void repack_iq4_xs(const void *src, size_t row_stride, int64_t nrows, int64_t n, void *dst) {
+    const int64_t nb = n / 32;
+    for (int64_t g = 0; g < nrows / 8; g++)
+        for (int64_t i = 0; i < nb; i++) {
+            vx_block_iq4_nl blk[8];
+            const uint8_t *b[8];
+            for (int r = 0; r < 8; r++) {
+                const vx_block_iq4_xs *x =
+                    (const vx_block_iq4_xs *)(const void *)((const uint8_t *)src + (size_t)(8 * g + r) * row_stride) +
+                    i / 8;
+                const int j = (int)(i % 8);
+                const int ls = ((x->scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | (((x->scales_h >> (2 * j)) & 3) << 4);
+                blk[r].d = vx_fp32_to_fp16(vx_fp16_to_fp32(x->d) * (float)(ls - 32));
+                memcpy(blk[r].qs, x->qs + 16 * j, 16);
+                b[r] = (const uint8_t *)&blk[r];
+            }
+            pack_q4_0(b, (vx_block_q4_0_r8 *)(void *)((uint8_t *)dst + (size_t)(g * nb + i) * sizeof(vx_block_iq4_nl_r8)));
+        }
+}
+
 void vx_repack_rows(int type, const void *src, size_t row_stride, int64_t nrows, int64_t n, void *dst) {
+    if (type == VX_TYPE_IQ4_XS) {
+        repack_iq4_xs(src, row_stride, nrows, n, dst);
+        return;
+    }
     const int ptype = vx_repack_type(type);
     const int64_t nb = n / rec_elems(ptype);
     const size_t bs = vx_row_size((vx_type)type, rec_elems(ptype)), rs = rec_size(ptype);

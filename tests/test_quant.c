@@ -104,6 +104,7 @@ static const type_case cases[] = {
     {VX_TYPE_Q6_K, "Q6_K", 256, 210, VX_TYPE_Q8_K, 0.019, 0.04, 0.02},
     {VX_TYPE_Q8_K, "Q8_K", 256, 292, VX_TYPE_Q8_K, 0.008, 0.04, 0.008},
     {VX_TYPE_IQ4_NL, "IQ4_NL", 32, 18, VX_TYPE_Q8_0, 0.085, 0.03, 0.085},
+    {VX_TYPE_IQ4_XS, "IQ4_XS", 256, 136, VX_TYPE_Q8_0, 0.085, 0.03, 0.085},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -593,11 +594,92 @@ static void test_fixtures(void) {
     CHECK(dot_rows > 0);
 }
 
+/* ------------------------------------------------------------ IQ4_XS */
+
+/* The block layout, element by element as the format defines it: scale
+ * j is d (ls - 32), ls = the nibble j % 2 of scales_l[j / 2] (low first)
+ * | bits 2j..2j+1 of scales_h << 4; element 32 j + k takes the low nibble
+ * of qs[16 j + k] (k < 16) or the high one of qs[16 j + k - 16]. Then the
+ * load-time form: every sub-block as an IQ4_NL block of scale fp16(d (ls -
+ * 32)) packed as IQ4_NL rows are, and dot products that move by no more
+ * than that rounding. */
+static void test_iq4_xs(void) {
+    vx_block_iq4_xs b;
+    memset(&b, 0, sizeof b);
+    b.d = vx_fp32_to_fp16(0.375f);
+    static const int ls[8] = {0, 63, 32, 31, 1, 17, 45, 62};
+    for (int j = 0; j < 8; j++) {
+        b.scales_l[j / 2] |= (uint8_t)((ls[j] & 15) << (4 * (j % 2)));
+        b.scales_h |= (uint16_t)((ls[j] >> 4) << (2 * j));
+    }
+    for (int k = 0; k < 128; k++) b.qs[k] = (uint8_t)(k * 37 + 11);
+    float got[256];
+    vx_dequantize_row_iq4_xs(&b, got, 256);
+    int bad = 0;
+    for (int e = 0; e < 256; e++) {
+        const int j = e / 32, k = e % 32;
+        const uint8_t byte = b.qs[16 * j + k % 16];
+        const int code = k < 16 ? byte & 15 : byte >> 4;
+        const float want = 0.375f * (float)(ls[j] - 32) * (float)vx_iq4nl_values[code];
+        bad += got[e] != want;
+    }
+    CHECKF(bad == 0, "IQ4_XS: %d of 256 hand-built elements dequantize wrong", bad);
+
+    enum { N = 1024, R = 16 };
+    float *x = xmalloc(sizeof(float) * N * R), *y = xmalloc(sizeof(float) * N);
+    rng_state = 4242;
+    fill_gauss(x, N * R, 0.02f);
+    fill_gauss(y, N, 1.0f);
+    const size_t rs = vx_row_size(VX_TYPE_IQ4_XS, N), rn = vx_row_size(VX_TYPE_IQ4_NL, N);
+    uint8_t *xs = xmalloc(rs * R), *nl = xmalloc(rn * R);
+    for (int r = 0; r < R; r++) vx_quantize_row_iq4_xs(x + (size_t)r * N, xs + (size_t)r * rs, N);
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < N / 256; i++) {
+            const vx_block_iq4_xs *s = (const vx_block_iq4_xs *)(const void *)(xs + (size_t)r * rs) + i;
+            for (int j = 0; j < 8; j++) {
+                vx_block_iq4_nl *o = (vx_block_iq4_nl *)(void *)(nl + (size_t)r * rn) + 8 * i + j;
+                const int l = ((s->scales_l[j / 2] >> (4 * (j % 2))) & 15) | (((s->scales_h >> (2 * j)) & 3) << 4);
+                o->d = vx_fp32_to_fp16(vx_fp16_to_fp32(s->d) * (float)(l - 32));
+                memcpy(o->qs, s->qs + 16 * j, 16);
+            }
+        }
+    CHECK(vx_repack_type(VX_TYPE_IQ4_XS) == VX_TYPE_IQ4_NL_R8);
+    const size_t prs = vx_repack_row_size(VX_TYPE_IQ4_NL_R8, N);
+    CHECK(prs == rn);
+    uint8_t *p1 = xmalloc(prs * R), *p2 = xmalloc(prs * R);
+    vx_repack_rows(VX_TYPE_IQ4_XS, xs, rs, R, N, p1);
+    vx_repack_rows(VX_TYPE_IQ4_NL, nl, rn, R, N, p2);
+    CHECKF(memcmp(p1, p2, prs * R) == 0, "IQ4_XS repacked differs from its IQ4_NL form repacked");
+    vx_block_q8_0 yq[N / 32];
+    vx_quantize_row_q8_0(y, yq, N);
+    float deq[N];
+    double worst = 0.0;
+    for (int r = 0; r < R; r++) {
+        float a, c;
+        vx_vec_dot_iq4_xs_q8_0(N, &a, xs + (size_t)r * rs, yq);
+        vx_vec_dot_iq4_nl_q8_0(N, &c, nl + (size_t)r * rn, yq);
+        vx_dequantize_row_iq4_xs(xs + (size_t)r * rs, deq, N);
+        double mag = 0.0;
+        for (int i = 0; i < N; i++) mag += fabs((double)deq[i] * vx_fp16_to_fp32(yq[i / 32].d) * yq[i / 32].qs[i % 32]);
+        const double rel = fabs((double)a - c) / mag;
+        if (rel > worst) worst = rel;
+        CHECKF(rel <= 0x1p-11, "IQ4_XS row %d: dot %.9g, as IQ4_NL %.9g", r, (double)a, (double)c);
+    }
+    printf("IQ4_XS: layout, repack as IQ4_NL_R8, dots vs the IQ4_NL form (worst %.2e of the magnitude)\n", worst);
+    free(x);
+    free(y);
+    free(xs);
+    free(nl);
+    free(p1);
+    free(p2);
+}
+
 int main(void) {
     test_table();
     test_round_trip();
     test_special_rows();
     test_vec_dot();
+    test_iq4_xs();
     test_fixtures();
     return vx_test_finish("test_quant");
 }
