@@ -115,6 +115,10 @@ _Static_assert(sizeof(vx_block_q6_K) == 210, "q6_K size");
 _Static_assert(sizeof(vx_block_q8_K) == 292, "q8_K size");
 _Static_assert(sizeof(vx_block_iq4_nl) == 18, "iq4_nl size");
 _Static_assert(sizeof(vx_block_iq4_xs) == 136, "iq4_xs size");
+/* Sub-block j's signed scale multiple ls - 32 (-32..31) of an IQ4_XS block. */
+static inline int vx_iq4_xs_scale(const vx_block_iq4_xs *b, int j) {
+    return (((b->scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | (((b->scales_h >> (2 * j)) & 3) << 4)) - 32;
+}
 
 /* Convert n elements (a multiple of blck_size) to float. */
 typedef void (*vx_to_float_fn)(const void *src, float *dst, int64_t n);

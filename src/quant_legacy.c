@@ -532,18 +532,12 @@ void vx_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *vx, const void *vy)
 }
 
 /* ---------------------------------------------------------------- IQ4_XS */
-/* Sub-block j's signed scale multiple ls - 32 (-32..31). */
-static inline int iq4xs_scale(const vx_block_iq4_xs *b, int j) {
-    const int ls = ((b->scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | (((b->scales_h >> (2 * j)) & 3) << 4);
-    return ls - 32;
-}
-
 void vx_dequantize_row_iq4_xs(const void *src, float *dst, int64_t n) {
     const vx_block_iq4_xs *b = src;
     for (int64_t i = 0; i < n / VX_QK_K; i++) {
         const float d = vx_fp16_to_fp32(b[i].d);
         for (int j = 0; j < VX_QK_K / 32; j++, dst += 32) {
-            const float dl = d * (float)iq4xs_scale(&b[i], j);
+            const float dl = d * (float)vx_iq4_xs_scale(&b[i], j);
             const uint8_t *qs = b[i].qs + 16 * j;
             for (int k = 0; k < 16; k++) {
                 dst[k] = dl * (float)vx_iq4nl_values[qs[k] & 0x0F];
@@ -607,7 +601,7 @@ void vx_vec_dot_iq4_xs_q8_0(int64_t n, float *s, const void *vx, const void *vy)
             int sj = 0;
             for (int k = 0; k < 16; k++)
                 sj += vx_iq4nl_values[qs[k] & 0x0F] * yb->qs[k] + vx_iq4nl_values[qs[k] >> 4] * yb->qs[k + 16];
-            acc += d * (double)vx_fp16_to_fp32(yb->d) * (double)(iq4xs_scale(&x[i], j) * sj);
+            acc += d * (double)vx_fp16_to_fp32(yb->d) * (double)(vx_iq4_xs_scale(&x[i], j) * sj);
         }
     }
     *s = (float)acc;

@@ -194,8 +194,7 @@ static void repack_iq4_xs(const void *src, size_t row_stride, int64_t nrows, int
                     (const vx_block_iq4_xs *)(const void *)((const uint8_t *)src + (size_t)(8 * g + r) * row_stride) +
                     i / 8;
                 const int j = (int)(i % 8);
-                const int ls = ((x->scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | (((x->scales_h >> (2 * j)) & 3) << 4);
-                blk[r].d = vx_fp32_to_fp16(vx_fp16_to_fp32(x->d) * (float)(ls - 32));
+                blk[r].d = vx_fp32_to_fp16(vx_fp16_to_fp32(x->d) * (float)vx_iq4_xs_scale(x, j));
                 memcpy(blk[r].qs, x->qs + 16 * j, 16);
                 b[r] = (const uint8_t *)&blk[r];
             }
