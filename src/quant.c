@@ -54,6 +54,10 @@ static const vx_type_traits traits_table[VX_TYPE_COUNT] = {
     [VX_TYPE_IQ4_XS] = {"IQ4_XS", VX_QK_K, sizeof(vx_block_iq4_xs), true,
                         vx_dequantize_row_iq4_xs, vx_quantize_row_iq4_xs, VX_TYPE_Q8_0,
                         vx_vec_dot_iq4_xs_q8_0},
+    [VX_TYPE_TQ1_0] = {"TQ1_0", VX_QK_K, sizeof(vx_block_tq1_0), true, vx_dequantize_row_tq1_0,
+                       vx_quantize_row_tq1_0, VX_TYPE_Q8_K, vx_vec_dot_tq1_0_q8_K},
+    [VX_TYPE_TQ2_0] = {"TQ2_0", VX_QK_K, sizeof(vx_block_tq2_0), true, vx_dequantize_row_tq2_0,
+                       vx_quantize_row_tq2_0, VX_TYPE_Q8_K, vx_vec_dot_tq2_0_q8_K},
     /* Plain integer and F64 tensors have a size so a file holding them can
      * be parsed, but no kernels: loaders refuse them for computation. */
     [VX_TYPE_I8] = {"I8", 1, sizeof(int8_t), false, NULL, NULL, VX_TYPE_I8, NULL},

@@ -38,6 +38,8 @@ typedef enum vx_type {
     VX_TYPE_I64 = 27,
     VX_TYPE_F64 = 28,
     VX_TYPE_BF16 = 30,
+    VX_TYPE_TQ1_0 = 34,
+    VX_TYPE_TQ2_0 = 35,
     VX_TYPE_COUNT = 51 /* size of the traits table and kernel tables (ids are sparse) */
 } vx_type;
 
@@ -100,6 +102,23 @@ typedef struct {
     uint8_t scales_l[VX_QK_K / 64];
     uint8_t qs[VX_QK_K / 2];
 } vx_block_iq4_xs;
+/* The ternary types (BitNet b1.58-style weights: -1, 0, +1 times one fp16
+ * scale per 256 elements). TQ2_0: element 128 h + 32 l + m (h < 2, l < 4,
+ * m < 32) in bits 2l..2l+1 of qs[32 h + m], as code t (0..2) for t - 1.
+ * TQ1_0: five trits per byte in qs, the first the most significant, the
+ * byte holding ceil(v 256 / 243) of their base-3 value v: element
+ * m + 32 n (m < 32, n < 5) in qs[m], 160 + m + 16 n (m < 16) in qs[32 + m];
+ * the last 16, 240 + 4 n + j (n, j < 4), as trit n of qh[j] (four trits,
+ * the fifth 0). */
+typedef struct {
+    uint8_t qs[(VX_QK_K - 4 * VX_QK_K / 64) / 5];
+    uint8_t qh[VX_QK_K / 64];
+    uint16_t d;
+} vx_block_tq1_0;
+typedef struct {
+    uint8_t qs[VX_QK_K / 4];
+    uint16_t d;
+} vx_block_tq2_0;
 
 _Static_assert(sizeof(vx_block_q4_0) == 18, "q4_0 size");
 _Static_assert(sizeof(vx_block_q4_1) == 20, "q4_1 size");
@@ -115,6 +134,8 @@ _Static_assert(sizeof(vx_block_q6_K) == 210, "q6_K size");
 _Static_assert(sizeof(vx_block_q8_K) == 292, "q8_K size");
 _Static_assert(sizeof(vx_block_iq4_nl) == 18, "iq4_nl size");
 _Static_assert(sizeof(vx_block_iq4_xs) == 136, "iq4_xs size");
+_Static_assert(sizeof(vx_block_tq1_0) == 54, "tq1_0 size");
+_Static_assert(sizeof(vx_block_tq2_0) == 66, "tq2_0 size");
 /* Sub-block j's signed scale multiple ls - 32 (-32..31) of an IQ4_XS block. */
 static inline int vx_iq4_xs_scale(const vx_block_iq4_xs *b, int j) {
     return (((b->scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | (((b->scales_h >> (2 * j)) & 3) << 4)) - 32;

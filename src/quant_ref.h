@@ -70,6 +70,17 @@ void vx_vec_dot_q8_1_q8_1(int64_t n, float *s, const void *x, const void *y);
 void vx_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *x, const void *y);
 void vx_vec_dot_iq4_xs_q8_0(int64_t n, float *s, const void *x, const void *y);
 
+/* ------------------------------------------------------ quant_ternary.c */
+void vx_dequantize_row_tq1_0(const void *src, float *dst, int64_t n);
+void vx_dequantize_row_tq2_0(const void *src, float *dst, int64_t n);
+void vx_quantize_row_tq1_0(const float *src, void *dst, int64_t n);
+void vx_quantize_row_tq2_0(const float *src, void *dst, int64_t n);
+void vx_vec_dot_tq1_0_q8_K(int64_t n, float *s, const void *x, const void *y);
+void vx_vec_dot_tq2_0_q8_K(int64_t n, float *s, const void *x, const void *y);
+/* code t (0..2, for t - 1) of element e (< 256) of a block */
+int vx_tq1_0_code(const vx_block_tq1_0 *b, int e);
+int vx_tq2_0_code(const vx_block_tq2_0 *b, int e);
+
 /* ----------------------------------------------------------- quant_k.c */
 void vx_dequantize_row_q2_K(const void *src, float *dst, int64_t n);
 void vx_dequantize_row_q3_K(const void *src, float *dst, int64_t n);

@@ -105,6 +105,9 @@ static const type_case cases[] = {
     {VX_TYPE_Q8_K, "Q8_K", 256, 292, VX_TYPE_Q8_K, 0.008, 0.04, 0.008},
     {VX_TYPE_IQ4_NL, "IQ4_NL", 32, 18, VX_TYPE_Q8_0, 0.085, 0.03, 0.085},
     {VX_TYPE_IQ4_XS, "IQ4_XS", 256, 136, VX_TYPE_Q8_0, 0.085, 0.03, 0.085},
+    /* three levels: Gaussian data comes back with ~0.80 */
+    {VX_TYPE_TQ1_0, "TQ1_0", 256, 54, VX_TYPE_Q8_K, 0.85, 0.04, 0.85},
+    {VX_TYPE_TQ2_0, "TQ2_0", 256, 66, VX_TYPE_Q8_K, 0.85, 0.04, 0.85},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -674,12 +677,91 @@ static void test_iq4_xs(void) {
     free(p2);
 }
 
+/* ------------------------------------------------------------ TQ1_0, TQ2_0 */
+
+/* Blocks built by hand from the layouts (quant.h), and exact round trips
+ * of ternary data. */
+static void test_ternary(void) {
+    float got[256];
+    /* TQ1_0: trits (2, 0, 1, 2, 1) -> v = 178 -> byte ceil(178 256 / 243) =
+     * 188 in qs[0]: elements 0, 32, 64, 96, 128; (1, 1, 1, 1, 2) -> 122 ->
+     * 129 in qs[35]: elements 163 + 16 n; four trits (0, 2, 2, 1) and a
+     * zero fifth -> 75 -> 80 in qh[1]: elements 241, 245, 249, 253. Every
+     * other byte all trits 1 (zeros): ceil(121 256 / 243) = 128 in qs,
+     * ceil(120 256 / 243) = 127 in qh (fifth trit 0). */
+    vx_block_tq1_0 b1;
+    memset(&b1, 128, sizeof b1);
+    memset(b1.qh, 127, sizeof b1.qh);
+    b1.qs[0] = 188, b1.qs[35] = 129, b1.qh[1] = 80;
+    b1.d = vx_fp32_to_fp16(0.5f);
+    vx_dequantize_row_tq1_0(&b1, got, 256);
+    float want[256] = {0};
+    const int e1[] = {0, 32, 64, 96, 128, 163, 179, 195, 211, 227, 241, 245, 249, 253};
+    const float v1[] = {1, -1, 0, 1, 0, 0, 0, 0, 0, 1, -1, 1, 1, 0};
+    for (int k = 0; k < 14; k++) want[e1[k]] = 0.5f * v1[k];
+    int bad = 0;
+    for (int e = 0; e < 256; e++) bad += got[e] != want[e];
+    CHECKF(bad == 0, "TQ1_0: %d of 256 hand-built elements dequantize wrong", bad);
+
+    /* TQ2_0: element 128 h + 32 l + m in bits 2l of qs[32 h + m] */
+    vx_block_tq2_0 b2;
+    b2.d = vx_fp32_to_fp16(0.25f);
+    for (int h = 0; h < 2; h++)
+        for (int m = 0; m < 32; m++) {
+            uint8_t byte = 0;
+            for (int l = 0; l < 4; l++) byte |= (uint8_t)(((h * 7 + l * 3 + m) % 3) << (2 * l));
+            b2.qs[32 * h + m] = byte;
+        }
+    vx_dequantize_row_tq2_0(&b2, got, 256);
+    bad = 0;
+    for (int e = 0; e < 256; e++) {
+        const int h = e / 128, l = e % 128 / 32, m = e % 32;
+        bad += got[e] != 0.25f * (float)((h * 7 + l * 3 + m) % 3 - 1);
+    }
+    CHECKF(bad == 0, "TQ2_0: %d of 256 hand-built elements dequantize wrong", bad);
+
+    /* ternary rows (one element of each block at +-d, so d is the block's
+     * largest magnitude) come back exactly from both types, and the
+     * quantizers re-make the hand-built blocks' bytes */
+    enum { N = 4 * 256 };
+    float x[N], y1[N], y2[N];
+    rng_state = 4242;
+    for (int i = 0; i < N; i++) {
+        const float d = (float)(1 + i / 256) * 0.375f; /* exact in fp16 */
+        x[i] = d * (float)((int)(rng_next() % 3) - 1);
+        if (i % 256 == 17) x[i] = -d;
+    }
+    uint8_t q1[4 * sizeof(vx_block_tq1_0)], q2[4 * sizeof(vx_block_tq2_0)];
+    vx_quantize_row_tq1_0(x, q1, N);
+    vx_quantize_row_tq2_0(x, q2, N);
+    vx_dequantize_row_tq1_0(q1, y1, N);
+    vx_dequantize_row_tq2_0(q2, y2, N);
+    CHECK(memcmp(x, y1, sizeof x) == 0);
+    CHECK(memcmp(x, y2, sizeof x) == 0);
+    vx_block_tq1_0 r1;
+    vx_block_tq2_0 r2;
+    vx_dequantize_row_tq1_0(&b1, got, 256);
+    vx_quantize_row_tq1_0(got, &r1, 256);
+    CHECK(memcmp(&r1, &b1, sizeof b1) == 0);
+    vx_dequantize_row_tq2_0(&b2, got, 256);
+    vx_quantize_row_tq2_0(got, &r2, 256);
+    CHECK(memcmp(&r2, &b2, sizeof b2) == 0);
+    /* halves round away from zero (lroundf's rule): 0.5 d -> +d, -0.5 d -> -d */
+    float h[256] = {0};
+    h[0] = 1.0f, h[1] = 0.5f, h[2] = -0.5f, h[3] = 0.49f, h[4] = -0.49f;
+    vx_quantize_row_tq2_0(h, &r2, 256);
+    vx_dequantize_row_tq2_0(&r2, got, 256);
+    CHECK(got[1] == 1.0f && got[2] == -1.0f && got[3] == 0.0f && got[4] == 0.0f);
+    printf("TQ1_0, TQ2_0: hand-built layouts, exact ternary round trips\n");
+}
+
 int main(void) {
     test_table();
     test_round_trip();
     test_special_rows();
     test_vec_dot();
     test_iq4_xs();
+    test_ternary();
     test_fixtures();
     return vx_test_finish("test_quant");
 }
