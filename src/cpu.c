@@ -142,6 +142,7 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
     memset(k->gemv, 0, sizeof k->gemv);
     memset(k->act, 0, sizeof k->act);
     memset(k->gemm, 0, sizeof k->gemm);
+    memset(k->gemm_tab, 0, sizeof k->gemm_tab);
     k->gemm_scratch = NULL;
     k->gemm_bf16_f32 = NULL;
     vx_matmul_kernels_ref(k->gemv, k->act);
@@ -283,6 +284,8 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
             k->gemm[VX_TYPE_Q4_1_R8] = vx_gemm_q4_1_r8_amx;
             k->gemm[VX_TYPE_Q5_1_R8] = vx_gemm_q5_1_r8_amx;
             k->gemm[VX_TYPE_IQ4_NL_R8] = vx_gemm_iq4_nl_r8_amx;
+            /* those GEMMs build their own tiles (the table is the VNNI GEMM's) */
+            memset(k->gemm_tab, 0, sizeof k->gemm_tab);
         }
         k->name = "amx";
     }
@@ -316,6 +319,7 @@ void vx_kernels_init_emulated_amx(vx_kernels *k) {
     k->gemm[VX_TYPE_Q4_1_R8] = vx_gemm_q4_1_r8_amxemu;
     k->gemm[VX_TYPE_Q5_1_R8] = vx_gemm_q5_1_r8_amxemu;
     k->gemm[VX_TYPE_IQ4_NL_R8] = vx_gemm_iq4_nl_r8_amxemu;
+    memset(k->gemm_tab, 0, sizeof k->gemm_tab);
     k->name = "amx-emu";
 }
 

@@ -106,6 +106,12 @@ struct vx_context {
     void *act_buf[VX_TYPE_COUNT];
     const float *act_src[VX_TYPE_COUNT];
     size_t act_stride[VX_TYPE_COUNT];
+    /* the Q8_0 rows as the tile table of the kernels' gemm_tab (matmul.h),
+     * made with them by prep when a packed weight they feed has one
+     * (tab.act NULL: it holds none); tab_mem: its buffers, NULL without
+     * such kernels */
+    vx_act_tab tab;
+    void *tab_mem;
 
     /* bf16 activation rows for the AMX GEMM ([nb rounded up to 32][bf16_ld]),
      * converted from bf16_src; per-thread panel scratch */
@@ -191,7 +197,7 @@ void vx_context_free(vx_context *c) {
                     c->logits, c->out_row, c->out_tok, c->embd, c->emb_row, c->emb_tok, c->ones, c->seq_next, c->router, c->sel, c->sel_w, c->exp_tok,
                     c->exp_w, c->exp_n, c->moe_in, c->moe_out, c->scratch, (void *)c->mm_next,
                     c->mm_seq, c->act_bf16, c->act_bf16_lo, c->glu_bf16, c->glu_bf16_lo, c->amx_scratch,
-                    c->gemm_scratch, c->att_seg_buf, (void *)c->att_seg_done};
+                    c->gemm_scratch, c->att_seg_buf, (void *)c->att_seg_done, c->tab_mem};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     for (int t = 0; t < VX_TYPE_COUNT; t++) free(c->act_buf[t]);
     free(c);
@@ -306,6 +312,17 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
             /* Q8_K rows need a multiple of 256: round up, unused tails are never read */
             size_t rs = vx_row_size((vx_type)acts[i], (int64_t)((maxin + 255) / 256 * 256));
             c->act_buf[acts[i]] = xalloc(nb * rs, &ok);
+        }
+        bool tabs = false;
+        for (int t = 0; t < VX_TYPE_COUNT; t++) tabs |= c->kern.gemm_tab[t] != NULL;
+        if (tabs && !p->f32_matmul) {
+            const size_t ne = vx_act_tab_entries((int64_t)((maxin + 31) / 32 * 32), (int64_t)nb);
+            uint8_t *m = c->tab_mem = xalloc(ne * (32 + sizeof(float) + 3 * sizeof(int32_t)), &ok);
+            if (m) {
+                c->tab.codes = (uint8_t (*)[32])(void *)m;
+                c->tab.dy = (float *)(void *)(m + ne * 32);
+                for (int i = 0; i < 3; i++) c->tab.nc[i] = (int32_t *)(void *)(m + ne * (36 + 4 * (size_t)i));
+            }
         }
     }
     if (c->kern.gemm_amx) {
@@ -494,6 +511,18 @@ static void prep_range(vx_context *c, int64_t t0, int64_t t1, int64_t e0, int64_
         c->act_src[at] = x; /* every thread writes the same values */
         c->act_stride[at] = rs;
         done = at;
+        if (at == VX_TYPE_Q8_0) { /* and the table of its rows, where a GEMM reads one */
+            bool tab = false;
+            for (int j = 0; j < 3; j++)
+                tab |= c->tab_mem && ntok >= 2 && ws[j] && ws[j]->data && ws[j]->pdata &&
+                       vx_act_type(ws[j]->type) == VX_TYPE_Q8_0 && c->kern.gemm_tab[ws[j]->ptype] &&
+                       !amx_for(c, ws[j], ntok);
+            c->tab.act = tab ? c->act_buf[at] : NULL;
+            c->tab.stride = rs;
+            c->tab.n = n;
+            c->tab.ntok = ntok;
+            if (tab) vx_act_tab_fill(&c->tab, t0, t1, e0 / 32, e1 / 32);
+        }
     }
 }
 
@@ -607,7 +636,13 @@ static void mm_rows(vx_context *c, int ith, const vx_weight *w, size_t mat_off, 
     const vx_gemv_fn gemv = c->kern.gemv[wt];
     const uint8_t *base = (const uint8_t *)(packed ? w->pdata : w->data) + moff + (size_t)r0 * rs;
     const int64_t ne0 = w->ne[0];
-    /* gemm unpacks each weight block once for all the tokens */
+    /* gemm unpacks each weight block once for all the tokens; on the
+     * table of the activations prep made, where there is one */
+    if (n >= 2 && packed && c->kern.gemm_tab[wt] && c->tab.act == act && c->tab.stride == stride && c->tab.n == ne0 &&
+        c->tab.ntok == n) {
+        c->kern.gemm_tab[wt](base, rs, (int)(r1 - r0), &c->tab, y + r0, ldy, acc);
+        return;
+    }
     const vx_gemm_fn gemm = n >= 2 ? c->kern.gemm[wt] : NULL;
     if (gemm) {
         gemm(ne0, base, rs, (int)(r1 - r0), act, stride, (int)n, y + r0, ldy, acc,

@@ -1,6 +1,8 @@
 /* matmul.c - activation types and the reference GEMV kernels (see matmul.h). */
 #include "matmul.h"
 
+#include <string.h>
+
 #include "common.h"
 #include "ops.h"
 #include "quant.h"
@@ -12,6 +14,26 @@ int vx_act_type(int t) {
 }
 
 size_t vx_act_row_size(int t, int64_t n) { return vx_row_size((vx_type)vx_act_type(t), n); }
+
+size_t vx_act_tab_entries(int64_t n, int64_t ntok) { return (size_t)((ntok + 7) / 8 * 8) * (size_t)(n / 32); }
+
+void vx_act_tab_fill(const vx_act_tab *T, int64_t t0, int64_t t1, int64_t b0, int64_t b1) {
+    const int64_t nb = T->n / 32, tend = t1 == T->ntok ? (T->ntok + 7) / 8 * 8 : t1;
+    for (int64_t t = t0; t < tend; t++) {
+        const uint8_t *row = (const uint8_t *)T->act + (size_t)(t < T->ntok ? t : T->ntok - 1) * T->stride;
+        for (int64_t b = b0; b < b1; b++) {
+            const vx_block_q8_0 *y = (const vx_block_q8_0 *)(const void *)row + b;
+            const size_t e = vx_act_tab_entry(nb, t, b);
+            int32_t s = 0;
+            for (int j = 0; j < 32; j++) s += y->qs[j];
+            memcpy(T->codes[e], y->qs, 32);
+            T->dy[e] = vx_fp16_to_fp32(y->d);
+            T->nc[0][e] = -8 * s;
+            T->nc[1][e] = -16 * s;
+            T->nc[2][e] = -128 * s;
+        }
+    }
+}
 
 void vx_gemv_ref(int t, int64_t n, const void *w, size_t row_stride, int nrows, const void *y,
                  float *out) {

@@ -50,6 +50,37 @@ typedef void (*vx_gemm_glu_fn)(int type, int64_t K, const void *wg, const void *
                                const uint16_t *xa, const uint16_t *xl, size_t xstride, int ntok, float *pg,
                                float *pu, int64_t ldp, vx_glu_fn glu, uint16_t *dst, uint16_t *dlo, size_t ldd,
                                void *scratch);
+/* The Q8_0 activation rows of a matmul input (ntok rows of n elements,
+ * stride bytes apart at act) as the table of tiles the AVX-512 GEMMs of the
+ * packed 32-element types with Q8_0 activations (Q4_0, Q5_0, Q8_0, IQ4_NL
+ * _R8) read: built once per input (forward.c's prep, each thread its
+ * tokens) instead of once per GEMM call, that is per chunk of rows and per
+ * weight the input feeds. Entry vx_act_tab_entry(nb, t, b) of token t and
+ * block b (nb = n / 32 blocks a row): tokens in groups of 8, a group's
+ * blocks one after the other; the last group's pad entries copy token
+ * ntok - 1. */
+typedef struct vx_act_tab {
+    const void *act;      /* the rows it was made from */
+    size_t stride;        /* their stride in bytes */
+    int64_t n, ntok;      /* elements a row, rows */
+    uint8_t (*codes)[32]; /* per entry: the block's 32 codes */
+    float *dy;            /* its scale */
+    int32_t *nc[3];       /* -8, -16, -128 times the sum of its codes (the
+                           * Q4_0, Q5_0 and Q8_0 / IQ4_NL code offsets) */
+} vx_act_tab;
+static inline size_t vx_act_tab_entry(int64_t nb, int64_t t, int64_t b) {
+    return ((size_t)(t >> 3) * (size_t)nb + (size_t)b) * 8 + (size_t)(t & 7);
+}
+/* Entries of a table of ntok tokens of n elements (tokens rounded up to 8). */
+size_t vx_act_tab_entries(int64_t n, int64_t ntok);
+/* Fills the entries of tokens [t0, t1) and blocks [b0, b1) from T->act,
+ * and the pad entries of those blocks when t1 == T->ntok. */
+void vx_act_tab_fill(const vx_act_tab *T, int64_t t0, int64_t t1, int64_t b0, int64_t b1);
+/* vx_gemm_fn with the activations as a table: act = tab->act, act_stride =
+ * tab->stride, ntok = tab->ntok, n = tab->n; the same bits. */
+typedef void (*vx_gemm_tab_fn)(const void *w, size_t row_stride, int nrows, const vx_act_tab *tab, float *out,
+                               int64_t ldo, int accumulate);
+
 /* Converts n floats to an activation row (n a multiple of the block size). */
 typedef void (*vx_act_fn)(const float *x, void *y, int64_t n);
 

@@ -136,6 +136,9 @@ typedef struct vx_kernels {
      * batch_invariant and f32_matmul contexts take instead (NULL: none) */
     vx_gemm_fn gemm_bf16_f32;
     size_t (*gemm_scratch)(int64_t n);
+    /* per packed weight type: the GEMM on an activation table (vx_act_tab,
+     * matmul.h; NULL: none), where it is the same as gemm[type] */
+    vx_gemm_tab_fn gemm_tab[VX_TYPE_COUNT];
     /* per activation type (Q8_0, Q8_1, Q8_K): float row -> activation row */
     vx_act_fn act[VX_TYPE_COUNT];
 } vx_kernels;

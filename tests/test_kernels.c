@@ -797,27 +797,46 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
                    (long long)n, t, row);
     }
     const int ntoks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, tok_max};
+    /* the GEMM on an activation table too, where the tier has one (the
+     * table made as forward.c's prep makes it: in two token ranges) */
+    const vx_gemm_tab_fn tgemm = kt->gemm_tab[ptype];
+    const size_t tne = tgemm ? vx_act_tab_entries(n, GEMM_TOK) : 0;
+    uint8_t *tmem = tgemm ? xmalloc(tne * 48) : NULL;
+    vx_act_tab tab = {y, as, n, 0, (uint8_t (*)[32])(void *)tmem, (float *)(void *)(tmem + tne * 32),
+                      {(int32_t *)(void *)(tmem + tne * 36), (int32_t *)(void *)(tmem + tne * 40),
+                       (int32_t *)(void *)(tmem + tne * 44)}};
+    CHECKF(!tgemm || act_type == VX_TYPE_Q8_0, "%s: a table GEMM for %s activations", kt->name,
+           vx_type_name(act_type));
     for (int nr = 8; nr <= PK_GEMM_ROWS; nr = nr == 8 ? PK_GEMM_ROWS : PK_GEMM_ROWS + 1)
         for (size_t k = 0; k < sizeof ntoks / sizeof ntoks[0]; k++)
-            for (int accum = 0; accum < 2; accum++) {
-                const int nt = ntoks[k];
+            for (int accum = 0; accum < 4; accum++) {
+                const int nt = ntoks[k], via_tab = accum >> 1;
+                if (via_tab && !tgemm) break;
+                if (via_tab && tab.ntok != nt) {
+                    tab.ntok = nt;
+                    memset(tmem, 0xA5, tne * 48); /* stale entries must not survive */
+                    vx_act_tab_fill(&tab, nt / 2, nt, 0, n / 32);
+                    vx_act_tab_fill(&tab, 0, nt / 2, 0, n / 32);
+                }
                 const float base = 0.375f;
-                for (int i = 0; i < ldo * GEMM_TOK; i++) out[i] = accum ? base : NAN;
-                pgemm(n, pw, prs, nr, y, as, nt, out, ldo, accum, scr);
+                for (int i = 0; i < ldo * GEMM_TOK; i++) out[i] = accum & 1 ? base : NAN;
+                if (via_tab) tgemm(pw, prs, nr, &tab, out, ldo, accum & 1);
+                else pgemm(n, pw, prs, nr, y, as, nt, out, ldo, accum, scr);
                 for (int t = 0; t < GEMM_TOK; t++)
                     for (int row = 0; row < ldo; row++) {
                         const float o = out[t * ldo + row];
                         if (t >= nt || row >= nr) {
-                            CHECKF(accum ? o == base : isnan(o), "%s_R8 %s gemm wrote (%d, %d)", name, kt->name, t,
-                                   row);
+                            CHECKF(accum & 1 ? o == base : isnan(o), "%s_R8 %s gemm%s wrote (%d, %d)", name, kt->name,
+                                   via_tab ? " (table)" : "", t, row);
                             continue;
                         }
-                        const float want = accum ? base + one[t * PK_ROWS + row] : one[t * PK_ROWS + row];
-                        CHECKF(o == want, "%s_R8 %s gemm%s n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs %.9g",
-                               name, kt->name, accum ? "+acc" : "", (long long)n, nr, nt, t, row, (double)o,
+                        const float want = accum & 1 ? base + one[t * PK_ROWS + row] : one[t * PK_ROWS + row];
+                        CHECKF(o == want, "%s_R8 %s gemm%s%s n=%lld nrows=%d ntok=%d tok %d row %d: %.9g vs %.9g",
+                               name, kt->name, via_tab ? " (table)" : "", accum & 1 ? "+acc" : "", (long long)n, nr, nt, t, row, (double)o,
                                (double)want);
                     }
             }
+    free(tmem);
 done:
     free(scr);
     free(w);

@@ -313,9 +313,12 @@ AINLINE void tile8(int k, int nu, const panel16 *P, const uint8_t *y, const floa
 #undef FSTEP
 }
 
-/* A token tile's activations, block-major: entry b tp + t (token t of the
- * tile, block b; tp = the tile's tokens rounded up to 8, the pad entries
- * copies of its last token). */
+/* A token tile's activations: entry vx_act_tab_entry(nb, t, b) of token t
+ * of the tile and block b (matmul.h: tokens in groups of 8, a group's
+ * blocks one after the other; tp = the tile's tokens rounded up to 8, the
+ * pad entries copies of its last token), as a vx_act_tab holds a whole
+ * matmul input's: a tile of one is its entries from the tile's first
+ * group on. */
 typedef struct {
     int tp;
     uint8_t (*y)[32]; /* codes */
@@ -353,7 +356,7 @@ AINLINE void rowblock(int k, int64_t nb, const uint8_t *A, const uint8_t *B, int
                 __m512 a[8];
                 for (int u = 0; u < 8; u++) a[u] = acc[c][t + u];
                 for (int j = c; j < cb; j += 2) {
-                    const size_t e = (size_t)(b0 + j) * (size_t)T->tp + (size_t)t;
+                    const size_t e = vx_act_tab_entry(nb, t, b0 + j);
                     if (nu == 8) tile8(k, 8, &P[j], T->y[e], T->dy + e, T->nc + e, T->sy + e, a);
                     else if (nu == 4) tile8(k, 4, &P[j], T->y[e], T->dy + e, T->nc + e, T->sy + e, a);
                     else tile8(k, 2, &P[j], T->y[e], T->dy + e, T->nc + e, T->sy + e, a);
@@ -369,9 +372,11 @@ AINLINE void rowblock(int k, int64_t nb, const uint8_t *A, const uint8_t *B, int
     }
 }
 
-/* nrows: a multiple of 8 (whole packed groups). */
+/* nrows: a multiple of 8 (whole packed groups). tab: NULL, or the
+ * activations' table (vx_act_tab: act, act_stride, n and ntok are its;
+ * Q8_0 activations), which then stands in for the tiles built here. */
 AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act,
-                    size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate) {
+                    size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, const vx_act_tab *tab) {
     const int64_t nb = n / 32;
     if (ntok == 2 || nb > TAB32 / 8) { /* the gemv's far record streams, two tokens at a time (gemv32_r8.h) */
         for (int t = 0; t < ntok; t += 2)
@@ -389,11 +394,16 @@ AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, c
     for (int t0 = 0; t0 < ntok; t0 += tt) {
         const int nt = ntok - t0 < tt ? ntok - t0 : tt;
         T.tp = (nt + 7) & ~7;
-        for (int t = 0; t < T.tp; t++) {
+        if (tab) { /* the tile's entries from its first group on (t0 and tt are multiples of 8) */
+            const size_t e0 = vx_act_tab_entry(nb, t0, 0);
+            const int oi = k == R_Q4_0 ? 0 : k == R_Q5_0 ? 1 : 2;
+            T.y = tab->codes + e0, T.dy = tab->dy + e0, T.nc = tab->nc[oi] + e0, T.sy = syt;
+        }
+        for (int t = 0; !tab && t < T.tp; t++) {
             const uint8_t *ya = (const uint8_t *)act + (size_t)(t0 + (t < nt ? t : nt - 1)) * act_stride;
             for (int64_t b = 0; b < nb; b++) {
                 const uint8_t *yb = ya + (size_t)b * ys; /* Q8_0 {d, qs} or Q8_1 {d, s, qs} */
-                const size_t e = (size_t)b * (size_t)T.tp + (size_t)t;
+                const size_t e = vx_act_tab_entry(nb, t, b);
                 memcpy(codes[e], yb + ycodes32(k), 32);
                 dyt[e] = f16(ld16(yb));
                 nct[e] = off32(k) ? ncorr32(k, yb) : 0;
@@ -409,12 +419,35 @@ AINLINE void gemm32(int k, int64_t n, const void *w, size_t stride, int nrows, c
     }
 }
 
+AINLINE void gemm32_own(int k, int64_t n, const void *w, size_t stride, int nrows, const void *act, size_t act_stride,
+                        int ntok, float *out, int64_t ldo, int accumulate) {
+    gemm32(k, n, w, stride, nrows, act, act_stride, ntok, out, ldo, accumulate, NULL);
+}
+
 /* Under 2 tokens the gemv (the same bits). */
 #define MIN_TOK 2
 
-DEFINE_GEMM_ENTRY(VX512(vx_gemm_q4_0_r8), VX512(vx_gemv_q4_0_r8), gemm32, R_Q4_0, MIN_TOK)
-DEFINE_GEMM_ENTRY(VX512(vx_gemm_q5_0_r8), VX512(vx_gemv_q5_0_r8), gemm32, R_Q5_0, MIN_TOK)
-DEFINE_GEMM_ENTRY(VX512(vx_gemm_q8_0_r8), VX512(vx_gemv_q8_0_r8), gemm32, R_Q8_0, MIN_TOK)
-DEFINE_GEMM_ENTRY(VX512(vx_gemm_q4_1_r8), VX512(vx_gemv_q4_1_r8), gemm32, R_Q4_1, MIN_TOK)
-DEFINE_GEMM_ENTRY(VX512(vx_gemm_q5_1_r8), VX512(vx_gemv_q5_1_r8), gemm32, R_Q5_1, MIN_TOK)
-DEFINE_GEMM_ENTRY(VX512(vx_gemm_iq4_nl_r8), VX512(vx_gemv_iq4_nl_r8), gemm32, R_IQ4_NL, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q4_0_r8), VX512(vx_gemv_q4_0_r8), gemm32_own, R_Q4_0, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q5_0_r8), VX512(vx_gemv_q5_0_r8), gemm32_own, R_Q5_0, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q8_0_r8), VX512(vx_gemv_q8_0_r8), gemm32_own, R_Q8_0, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q4_1_r8), VX512(vx_gemv_q4_1_r8), gemm32_own, R_Q4_1, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_q5_1_r8), VX512(vx_gemv_q5_1_r8), gemm32_own, R_Q5_1, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_iq4_nl_r8), VX512(vx_gemv_iq4_nl_r8), gemm32_own, R_IQ4_NL, MIN_TOK)
+
+/* On an activation table (vx_act_tab: Q8_0 activations; the types with a
+ * code offset, not Q4_1 / Q5_1), the same bits. */
+#define GEMM_TAB_ENTRY(name, gemv, kind)                                                                        \
+    void name(const void *w, size_t row_stride, int nrows, const vx_act_tab *tab, float *out, int64_t ldo,      \
+              int accumulate) {                                                                                \
+        if (tab->ntok < MIN_TOK)                                                                               \
+            gemv_tokens(gemv, tab->n, w, row_stride, nrows, tab->act, tab->stride, (int)tab->ntok, out, ldo,    \
+                        accumulate);                                                                           \
+        else                                                                                                   \
+            gemm32(kind, tab->n, w, row_stride, nrows, tab->act, tab->stride, (int)tab->ntok, out, ldo,         \
+                   accumulate, tab);                                                                           \
+    }
+GEMM_TAB_ENTRY(VX512(vx_gemm_tab_q4_0_r8), VX512(vx_gemv_q4_0_r8), R_Q4_0)
+GEMM_TAB_ENTRY(VX512(vx_gemm_tab_q5_0_r8), VX512(vx_gemv_q5_0_r8), R_Q5_0)
+GEMM_TAB_ENTRY(VX512(vx_gemm_tab_q8_0_r8), VX512(vx_gemv_q8_0_r8), R_Q8_0)
+GEMM_TAB_ENTRY(VX512(vx_gemm_tab_iq4_nl_r8), VX512(vx_gemv_iq4_nl_r8), R_IQ4_NL)
+#undef GEMM_TAB_ENTRY

@@ -23,6 +23,10 @@ void VX512(vx_kernels_add)(struct vx_kernels *k) {
     k->gemm[VX_TYPE_Q4_1_R8] = VX512(vx_gemm_q4_1_r8);
     k->gemm[VX_TYPE_Q5_1_R8] = VX512(vx_gemm_q5_1_r8);
     k->gemm[VX_TYPE_IQ4_NL_R8] = VX512(vx_gemm_iq4_nl_r8);
+    k->gemm_tab[VX_TYPE_Q4_0_R8] = VX512(vx_gemm_tab_q4_0_r8);
+    k->gemm_tab[VX_TYPE_Q5_0_R8] = VX512(vx_gemm_tab_q5_0_r8);
+    k->gemm_tab[VX_TYPE_Q8_0_R8] = VX512(vx_gemm_tab_q8_0_r8);
+    k->gemm_tab[VX_TYPE_IQ4_NL_R8] = VX512(vx_gemm_tab_iq4_nl_r8);
     k->gemv[VX_TYPE_Q4_K_R8] = VX512(vx_gemv_q4_K_r8);
     k->gemv[VX_TYPE_Q6_K_R8] = VX512(vx_gemv_q6_K_r8);
     k->gemv[VX_TYPE_Q5_K_R8] = VX512(vx_gemv_q5_K_r8);

@@ -242,6 +242,15 @@ struct vx_kernels;
                                 float *out);                                                                   \
     void vx_gemv_iq4_nl_r8_g2_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,        \
                                   float *out);                                                                 \
+    /* the Q8_0-activation ones on an activation table (matmul.h's vx_act_tab) */                               \
+    void vx_gemm_tab_q4_0_r8_##S(const void *w, size_t row_stride, int nrows, const vx_act_tab *tab,           \
+                               float *out, int64_t ldo, int accumulate);                                   \
+    void vx_gemm_tab_q5_0_r8_##S(const void *w, size_t row_stride, int nrows, const vx_act_tab *tab,           \
+                               float *out, int64_t ldo, int accumulate);                                   \
+    void vx_gemm_tab_q8_0_r8_##S(const void *w, size_t row_stride, int nrows, const vx_act_tab *tab,           \
+                               float *out, int64_t ldo, int accumulate);                                   \
+    void vx_gemm_tab_iq4_nl_r8_##S(const void *w, size_t row_stride, int nrows, const vx_act_tab *tab,           \
+                               float *out, int64_t ldo, int accumulate);                                   \
     void vx_gemv_q3_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     void vx_gemv_q3_K_r8_gfni_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,        \
                                   float *out);                                                                 \
