@@ -49,6 +49,8 @@ static const vx_quant_mix mixes[] = {
     {"Q6_K", VX_FTYPE_Q6_K, VX_TYPE_Q6_K, "6.6 bpw"},
     {"IQ4_NL", VX_FTYPE_IQ4_NL, VX_TYPE_IQ4_NL, "4.5 bpw, non-linear levels"},
     {"IQ4_XS", VX_FTYPE_IQ4_XS, VX_TYPE_IQ4_XS, "4.25 bpw, non-linear levels, 6-bit sub-block scales"},
+    {"TQ1_0", VX_FTYPE_TQ1_0, VX_TYPE_TQ1_0, "1.69 bpw ternary (for ternary-trained models)"},
+    {"TQ2_0", VX_FTYPE_TQ2_0, VX_TYPE_TQ2_0, "2.06 bpw ternary (for ternary-trained models)"},
 };
 #define N_MIXES ((int)(sizeof mixes / sizeof mixes[0]))
 
@@ -192,6 +194,8 @@ static int mix_type(policy *P, const vx_quant_shape *t, category cat, int type) 
         if (F == VX_FTYPE_Q3_K_M) return VX_TYPE_Q4_K;
         if (F == VX_FTYPE_Q3_K_L) return VX_TYPE_Q5_K;
         return type;
+    case CAT_TOKEN_EMBD: /* an untied one (tied: the output's rule above) */
+        return F == VX_FTYPE_TQ1_0 || F == VX_FTYPE_TQ2_0 ? VX_TYPE_Q4_K : type;
     case CAT_ATTN_QKV:
         if (F == VX_FTYPE_Q3_K_M || F == VX_FTYPE_Q3_K_L) return VX_TYPE_Q4_K;
         if (F == VX_FTYPE_Q4_K_M) return VX_TYPE_Q5_K;
@@ -209,7 +213,7 @@ static int fit_row(int type, int64_t ne0, bool *fell) {
     *fell = true;
     int alt;
     switch (type) {
-    case VX_TYPE_Q2_K: case VX_TYPE_Q3_K: alt = VX_TYPE_Q4_0; break;
+    case VX_TYPE_Q2_K: case VX_TYPE_Q3_K: case VX_TYPE_TQ1_0: case VX_TYPE_TQ2_0: alt = VX_TYPE_Q4_0; break;
     case VX_TYPE_Q4_K: alt = VX_TYPE_Q5_0; break;
     case VX_TYPE_Q5_K: alt = VX_TYPE_Q5_1; break;
     case VX_TYPE_Q6_K: alt = VX_TYPE_Q8_0; break;

@@ -35,7 +35,9 @@ enum {
     VX_FTYPE_Q6_K = 18,
     VX_FTYPE_IQ4_NL = 25,
     VX_FTYPE_IQ4_XS = 30,
-    VX_FTYPE_BF16 = 32
+    VX_FTYPE_BF16 = 32,
+    VX_FTYPE_TQ1_0 = 36,
+    VX_FTYPE_TQ2_0 = 37
 };
 
 typedef struct vx_quant_mix {

@@ -107,34 +107,48 @@ void vx_quantize_row_tq2_0(const float *src, void *dst, int64_t n) {
     }
 }
 
-/* sum (t - 1) y = sum t y - sum y, the last from the Q8_K block sums */
-static int32_t ysum(const vx_block_q8_K *y) {
+
+/* sum over the 32 elements m of (code - 1) y[m], the codes the 2-bit
+ * fields at bit 2l of q[m] (TQ2_0) or trit n of q[m] (TQ1_0, with 16
+ * elements for the last ones): loops over whole rows of codes, which the
+ * compiler can vectorize (the block-element helpers above are the
+ * definition; test_quant checks these against them) */
+static int32_t dot2(const uint8_t *q, int l, const int8_t *y, int cnt) {
     int32_t s = 0;
-    for (int g = 0; g < QK / 16; g++) s += y->bsums[g];
+    for (int m = 0; m < cnt; m++) s += (((q[m] >> (2 * l)) & 3) - 1) * y[m];
+    return s;
+}
+static int32_t dot3(const uint8_t *q, int n, const int8_t *y, int cnt) {
+    static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    int32_t s = 0;
+    for (int m = 0; m < cnt; m++) s += ((((uint16_t)(uint8_t)(q[m] * pow3[n])) * 3 >> 8) - 1) * y[m];
     return s;
 }
 
-/* blocks of bs bytes, each ending in its fp16 scale; code(block, e) */
-static void tq_dot(int64_t n, float *s, const uint8_t *x, size_t bs, int (*code)(const void *, int),
-                   const vx_block_q8_K *y) {
+void vx_vec_dot_tq1_0_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
+    const vx_block_tq1_0 *x = vx;
+    const vx_block_q8_K *y = vy;
     double acc = 0.0;
-    for (int64_t i = 0; i < n / QK; i++, x += bs) {
+    for (int64_t i = 0; i < n / QK; i++) {
+        const int8_t *yq = y[i].qs;
         int32_t isum = 0;
-        for (int e = 0; e < QK; e++) isum += code(x, e) * y[i].qs[e];
-        uint16_t d;
-        memcpy(&d, x + bs - sizeof d, sizeof d);
-        acc += (double)y[i].d * (double)vx_fp16_to_fp32(d) * (double)(isum - ysum(&y[i]));
+        for (int k = 0; k < 5; k++) isum += dot3(x[i].qs, k, yq + 32 * k, 32);
+        for (int k = 0; k < 5; k++) isum += dot3(x[i].qs + 32, k, yq + 160 + 16 * k, 16);
+        for (int k = 0; k < 4; k++) isum += dot3(x[i].qh, k, yq + 240 + 4 * k, 4);
+        acc += (double)y[i].d * (double)vx_fp16_to_fp32(x[i].d) * (double)isum;
     }
     *s = (float)acc;
 }
 
-static int code1(const void *b, int e) { return vx_tq1_0_code(b, e); }
-static int code2(const void *b, int e) { return vx_tq2_0_code(b, e); }
-
-void vx_vec_dot_tq1_0_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
-    tq_dot(n, s, vx, sizeof(vx_block_tq1_0), code1, vy);
-}
-
 void vx_vec_dot_tq2_0_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
-    tq_dot(n, s, vx, sizeof(vx_block_tq2_0), code2, vy);
+    const vx_block_tq2_0 *x = vx;
+    const vx_block_q8_K *y = vy;
+    double acc = 0.0;
+    for (int64_t i = 0; i < n / QK; i++) {
+        int32_t isum = 0;
+        for (int h = 0; h < 2; h++)
+            for (int l = 0; l < 4; l++) isum += dot2(x[i].qs + 32 * h, l, y[i].qs + 128 * h + 32 * l, 32);
+        acc += (double)y[i].d * (double)vx_fp16_to_fp32(x[i].d) * (double)isum;
+    }
+    *s = (float)acc;
 }

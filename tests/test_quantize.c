@@ -103,7 +103,7 @@ static void test_plans_vs_fixtures(void) {
     CHECK(vx_quant_mix_find("Q4_K") == NULL && vx_quant_mix_find(NULL) == NULL);
     int n_mixes = 0;
     while (vx_quant_mix_at(n_mixes)) n_mixes++;
-    CHECK(n_mixes == 19);
+    CHECK(n_mixes == 21);
 }
 
 /* ----------------------------------------------------- synthetic plans */
@@ -203,6 +203,12 @@ static void test_synthetic_plans(void) {
                              VX_TYPE_IQ4_NL, VX_TYPE_F16,    VX_TYPE_IQ4_XS, VX_TYPE_F32};
         const bool iq4xs_fb[] = {true, false, false, true, false, true, true, false, false};
         expect_plan(g, "IQ4_XS", names, iq4xs, iq4xs_fb, 9);
+        /* TQ2_0 (llama-quantize's ternary rules): an untied token_embd
+         * wants Q4_K (-> Q5_0 at 896), the rest falls back to Q4_0, then F16 */
+        const int tq2[] = {VX_TYPE_Q5_0, VX_TYPE_F32,    VX_TYPE_Q8_0, VX_TYPE_Q4_0, VX_TYPE_F32,
+                           VX_TYPE_Q4_0, VX_TYPE_F16,    VX_TYPE_TQ2_0, VX_TYPE_F32};
+        const bool tq2_fb[] = {true, false, false, true, false, true, true, false, false};
+        expect_plan(g, "TQ2_0", names, tq2, tq2_fb, 9);
         vx_gguf_close(g);
     }
 
@@ -584,6 +590,57 @@ static void test_iq4_xs_model(void) {
     unlink(nl);
 }
 
+/* ------------------------------------------------ TQ1_0 / TQ2_0, end to end */
+
+/* The llama fixture's F32 weights made ternary both ways: the two types
+ * hold the same values (one scale per 256, codes -1/0/1 by the same
+ * rounding), so their logits (reference dot products, no packed layout)
+ * must be the same bits; finite; and each tensor the size its type says.
+ * (Random weights made ternary say nothing about accuracy: no bound
+ * against the float64 logits.) */
+static void test_ternary_model(void) {
+    char p1[512], p2[512], err[VX_ERRMSG_MAX];
+    snprintf(p1, sizeof p1, "%s/llama-TQ1_0.gguf", g_dir);
+    snprintf(p2, sizeof p2, "%s/llama-TQ2_0.gguf", g_dir);
+    char in_path[1024];
+    snprintf(in_path, sizeof in_path, "%s", vx_test_fixture_path("models/llama/llama-F32.gguf"));
+    const char *paths[2] = {p1, p2};
+    const int types[2] = {VX_TYPE_TQ1_0, VX_TYPE_TQ2_0};
+    const size_t bsize[2] = {54, 66};
+    vx_quantize_stats st;
+    for (int k = 0; k < 2; k++) {
+        vx_quantize_params p = {vx_quant_mix_find(k ? "TQ2_0" : "TQ1_0"), 2, false, false, NULL, NULL};
+        CHECKF(vx_quantize_model(in_path, paths[k], &p, &st, err, sizeof err) == VX_OK, "%s: %s", paths[k], err);
+        vx_gguf *g = NULL;
+        int n = 0;
+        if (vx_gguf_open(paths[k], &g, err, sizeof err) == VX_OK) {
+            for (int64_t i = 0; i < vx_gguf_n_tensors(g); i++) {
+                const vx_gguf_tensor *t = vx_gguf_tensor_at(g, i);
+                if (!strcmp(t->name, "token_embd.weight")) /* untied: llama-quantize's Q4_K */
+                    CHECKF(t->type == VX_TYPE_Q4_K, "ternary token_embd: %s", vx_type_name(t->type));
+                if (t->type != types[k]) continue;
+                n++;
+                CHECK(t->size == (uint64_t)(t->ne[0] * t->ne[1] / 256) * bsize[k]);
+            }
+            vx_gguf_close(g);
+        }
+        CHECKF(n == 28, "%d %s tensors, expected 28 (every matrix but token_embd)", n, vx_type_name(types[k]));
+    }
+    float *l1 = prompt_logits(p1, true), *l2 = prompt_logits(p2, true);
+    if (l1 && l2) {
+        bool finite = true;
+        for (int i = 0; i < 48 * 512; i++) finite = finite && isfinite(l1[i]);
+        CHECK(finite);
+        CHECKF(memcmp(l1, l2, sizeof(float) * 48 * 512) == 0, "TQ1_0 and TQ2_0 logits differ (rel_rmse %.3g)",
+               logits_rel_rmse(l1, l2));
+        printf("TQ1_0, TQ2_0: the llama fixture made ternary, the same logits from both\n");
+    }
+    free(l1);
+    free(l2);
+    unlink(p1);
+    unlink(p2);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/vx_test_quantize.XXXXXX");
     if (!mkdtemp(g_dir)) {
@@ -595,6 +652,7 @@ int main(void) {
     convert_and_check("Q8_0", "models/llama/llama-Q8_0.gguf", 0.01);
     convert_and_check("Q4_K_M", "models/llama/llama-Q4_K_M.gguf", 0.12);
     test_iq4_xs_model();
+    test_ternary_model();
     test_errors();
     test_destinations();
     rmdir(g_dir);
