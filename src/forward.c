@@ -317,12 +317,8 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
         for (int t = 0; t < VX_TYPE_COUNT; t++) tabs |= c->kern.gemm_tab[t] != NULL;
         if (tabs && !p->f32_matmul) {
             const size_t ne = vx_act_tab_entries((int64_t)((maxin + 31) / 32 * 32), (int64_t)nb);
-            uint8_t *m = c->tab_mem = xalloc(ne * (32 + sizeof(float) + 3 * sizeof(int32_t)), &ok);
-            if (m) {
-                c->tab.codes = (uint8_t (*)[32])(void *)m;
-                c->tab.dy = (float *)(void *)(m + ne * 32);
-                for (int i = 0; i < 3; i++) c->tab.nc[i] = (int32_t *)(void *)(m + ne * (36 + 4 * (size_t)i));
-            }
+            c->tab_mem = xalloc(vx_act_tab_bytes(ne), &ok);
+            if (c->tab_mem) vx_act_tab_bind(&c->tab, c->tab_mem, ne);
         }
     }
     if (c->kern.gemm_amx) {

@@ -17,6 +17,17 @@ size_t vx_act_row_size(int t, int64_t n) { return vx_row_size((vx_type)vx_act_ty
 
 size_t vx_act_tab_entries(int64_t n, int64_t ntok) { return (size_t)((ntok + 7) / 8 * 8) * (size_t)(n / 32); }
 
+/* per entry: 32 codes, the scale, three offset sums */
+size_t vx_act_tab_bytes(size_t entries) { return entries * (32 + sizeof(float) + 3 * sizeof(int32_t)); }
+
+void vx_act_tab_bind(vx_act_tab *T, void *mem, size_t entries) {
+    uint8_t *m = mem;
+    T->codes = (uint8_t (*)[32])(void *)m;
+    T->dy = (float *)(void *)(m + entries * 32);
+    for (int i = 0; i < 3; i++)
+        T->nc[i] = (int32_t *)(void *)(m + entries * (32 + sizeof(float) + (size_t)i * sizeof(int32_t)));
+}
+
 void vx_act_tab_fill(const vx_act_tab *T, int64_t t0, int64_t t1, int64_t b0, int64_t b1) {
     const int64_t nb = T->n / 32, tend = t1 == T->ntok ? (T->ntok + 7) / 8 * 8 : t1;
     for (int64_t t = t0; t < tend; t++) {

@@ -73,6 +73,10 @@ static inline size_t vx_act_tab_entry(int64_t nb, int64_t t, int64_t b) {
 }
 /* Entries of a table of ntok tokens of n elements (tokens rounded up to 8). */
 size_t vx_act_tab_entries(int64_t n, int64_t ntok);
+/* Bytes of the buffers of a table of that many entries, and the table's
+ * arrays pointed into mem (that many bytes, 64-byte aligned or as malloc's). */
+size_t vx_act_tab_bytes(size_t entries);
+void vx_act_tab_bind(vx_act_tab *T, void *mem, size_t entries);
 /* Fills the entries of tokens [t0, t1) and blocks [b0, b1) from T->act,
  * and the pad entries of those blocks when t1 == T->ntok. */
 void vx_act_tab_fill(const vx_act_tab *T, int64_t t0, int64_t t1, int64_t b0, int64_t b1);

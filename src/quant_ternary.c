@@ -35,9 +35,12 @@ int vx_tq1_0_code(const vx_block_tq1_0 *b, int e) {
     return trit(b->qh[(e - 240) % 4], (e - 240) / 4);
 }
 
+/* the 2-bit field l (0..3) of a TQ2_0 byte */
+static int field2(uint8_t byte, int l) { return (byte >> (2 * l)) & 3; }
+
 int vx_tq2_0_code(const vx_block_tq2_0 *b, int e) {
     const int h = e / 128, l = (e % 128) / 32, m = e % 32;
-    return (b->qs[32 * h + m] >> (2 * l)) & 3;
+    return field2(b->qs[32 * h + m], l);
 }
 
 void vx_dequantize_row_tq1_0(const void *src, float *dst, int64_t n) {
@@ -107,21 +110,19 @@ void vx_quantize_row_tq2_0(const float *src, void *dst, int64_t n) {
     }
 }
 
-
 /* sum over the 32 elements m of (code - 1) y[m], the codes the 2-bit
  * fields at bit 2l of q[m] (TQ2_0) or trit n of q[m] (TQ1_0, with 16
  * elements for the last ones): loops over whole rows of codes, which the
- * compiler can vectorize (the block-element helpers above are the
- * definition; test_quant checks these against them) */
+ * compiler can vectorize, on the same field readers as the block-element
+ * helpers above (test_quant checks the dots against the dequantized rows) */
 static int32_t dot2(const uint8_t *q, int l, const int8_t *y, int cnt) {
     int32_t s = 0;
-    for (int m = 0; m < cnt; m++) s += (((q[m] >> (2 * l)) & 3) - 1) * y[m];
+    for (int m = 0; m < cnt; m++) s += (field2(q[m], l) - 1) * y[m];
     return s;
 }
 static int32_t dot3(const uint8_t *q, int n, const int8_t *y, int cnt) {
-    static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
     int32_t s = 0;
-    for (int m = 0; m < cnt; m++) s += ((((uint16_t)(uint8_t)(q[m] * pow3[n])) * 3 >> 8) - 1) * y[m];
+    for (int m = 0; m < cnt; m++) s += (trit(q[m], n) - 1) * y[m];
     return s;
 }
 

@@ -801,10 +801,9 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
      * table made as forward.c's prep makes it: in two token ranges) */
     const vx_gemm_tab_fn tgemm = kt->gemm_tab[ptype];
     const size_t tne = tgemm ? vx_act_tab_entries(n, GEMM_TOK) : 0;
-    uint8_t *tmem = tgemm ? xmalloc(tne * 48) : NULL;
-    vx_act_tab tab = {y, as, n, 0, (uint8_t (*)[32])(void *)tmem, (float *)(void *)(tmem + tne * 32),
-                      {(int32_t *)(void *)(tmem + tne * 36), (int32_t *)(void *)(tmem + tne * 40),
-                       (int32_t *)(void *)(tmem + tne * 44)}};
+    uint8_t *tmem = tgemm ? xmalloc(vx_act_tab_bytes(tne)) : NULL;
+    vx_act_tab tab = {y, as, n, 0, NULL, NULL, {NULL, NULL, NULL}};
+    if (tmem) vx_act_tab_bind(&tab, tmem, tne);
     CHECKF(!tgemm || act_type == VX_TYPE_Q8_0, "%s: a table GEMM for %s activations", kt->name,
            vx_type_name(act_type));
     for (int nr = 8; nr <= PK_GEMM_ROWS; nr = nr == 8 ? PK_GEMM_ROWS : PK_GEMM_ROWS + 1)
@@ -814,7 +813,7 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
                 if (via_tab && !tgemm) break;
                 if (via_tab && tab.ntok != nt) {
                     tab.ntok = nt;
-                    memset(tmem, 0xA5, tne * 48); /* stale entries must not survive */
+                    memset(tmem, 0xA5, vx_act_tab_bytes(tne)); /* stale entries must not survive */
                     vx_act_tab_fill(&tab, nt / 2, nt, 0, n / 32);
                     vx_act_tab_fill(&tab, 0, nt / 2, 0, n / 32);
                 }
