@@ -80,6 +80,8 @@ void vx_vec_dot_tq2_0_q8_K(int64_t n, float *s, const void *x, const void *y);
 /* code t (0..2, for t - 1) of element e (< 256) of a block */
 int vx_tq1_0_code(const vx_block_tq1_0 *b, int e);
 int vx_tq2_0_code(const vx_block_tq2_0 *b, int e);
+/* a TQ1_0 / TQ2_0 block (type) as a Q2_K block of the same values */
+void vx_tq_block_as_q2_K(int type, const void *blk, vx_block_q2_K *o);
 
 /* ----------------------------------------------------------- quant_k.c */
 void vx_dequantize_row_q2_K(const void *src, float *dst, int64_t n);

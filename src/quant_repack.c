@@ -1,6 +1,7 @@
 /*
  * quant_repack.c - the load-time 8-row layouts Q4_K_R8, Q5_K_R8, Q6_K_R8, Q3_K_R8,
- * Q2_K_R8, Q4_0_R8, Q5_0_R8, Q8_0_R8, Q4_1_R8, Q5_1_R8 and IQ4_NL_R8 (see quant.h): repacking from the file layout, and
+ * Q2_K_R8, Q4_0_R8, Q5_0_R8, Q8_0_R8, Q4_1_R8, Q5_1_R8 and IQ4_NL_R8 (see quant.h): repacking from the file layout
+ * (IQ4_XS into IQ4_NL_R8, TQ1_0 and TQ2_0 into Q2_K_R8), and
  * the plain-C reference GEMV on them.
  *
  * The reference follows the canonical order of avx2_quant_util.h exactly:
@@ -39,6 +40,8 @@ int vx_repack_type(int type) {
     case VX_TYPE_Q5_1: return VX_TYPE_Q5_1_R8;
     case VX_TYPE_IQ4_NL: return VX_TYPE_IQ4_NL_R8;
     case VX_TYPE_IQ4_XS: return VX_TYPE_IQ4_NL_R8; /* each sub-block as an IQ4_NL block */
+    case VX_TYPE_TQ1_0: /* each block as the Q2_K block of its values */
+    case VX_TYPE_TQ2_0: return VX_TYPE_Q2_K_R8;
     default: return -1;
     }
 }
@@ -202,9 +205,33 @@ static void repack_iq4_xs(const void *src, size_t row_stride, int64_t nrows, int
         }
 }
 
+/* TQ1_0 / TQ2_0 rows: each block as the Q2_K block of the same values
+ * (vx_tq_block_as_q2_K: exact), packed as Q2_K's. The layout is 84 bytes
+ * a block where the files have 54 and 66, but it brings every tier's
+ * Q2_K_R8 GEMV and GEMM (and AMX's) to the ternary types. */
+static void repack_ternary(int type, const void *src, size_t row_stride, int64_t nrows, int64_t n, void *dst) {
+    const int64_t nb = n / QK;
+    const size_t bs = vx_row_size((vx_type)type, QK);
+    for (int64_t g = 0; g < nrows / 8; g++)
+        for (int64_t i = 0; i < nb; i++) {
+            vx_block_q2_K blk[8];
+            const uint8_t *b[8];
+            for (int r = 0; r < 8; r++) {
+                const uint8_t *row = (const uint8_t *)src + (size_t)(8 * g + r) * row_stride;
+                vx_tq_block_as_q2_K(type, row + (size_t)i * bs, &blk[r]);
+                b[r] = (const uint8_t *)&blk[r];
+            }
+            pack_q2_K(b, (vx_block_q2_K_r8 *)(void *)((uint8_t *)dst + (size_t)(g * nb + i) * sizeof(vx_block_q2_K_r8)));
+        }
+}
+
 void vx_repack_rows(int type, const void *src, size_t row_stride, int64_t nrows, int64_t n, void *dst) {
     if (type == VX_TYPE_IQ4_XS) {
         repack_iq4_xs(src, row_stride, nrows, n, dst);
+        return;
+    }
+    if (type == VX_TYPE_TQ1_0 || type == VX_TYPE_TQ2_0) {
+        repack_ternary(type, src, row_stride, nrows, n, dst);
         return;
     }
     const int ptype = vx_repack_type(type);

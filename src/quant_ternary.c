@@ -8,8 +8,10 @@
  * floats give the same bytes) and dot products with Q8_K activations
  * (integer sums per block, doubles across blocks, as quant_k.c's).
  *
- * No SIMD kernels yet: the matmul tables take the reference gemv for them
- * (matmul.c).
+ * The matmul tables take the reference gemv for the file layout
+ * (matmul.c); at load time the SIMD tiers repack both types into Q2_K_R8
+ * (quant_repack.c), through vx_tq_block_as_q2_K below, and run that
+ * layout's GEMV and GEMM kernels.
  */
 #include <math.h>
 #include <string.h>
@@ -152,4 +154,24 @@ void vx_vec_dot_tq2_0_q8_K(int64_t n, float *s, const void *vx, const void *vy) 
         acc += (double)y[i].d * (double)vx_fp16_to_fp32(x[i].d) * (double)isum;
     }
     *s = (float)acc;
+}
+
+/* A ternary block as the Q2_K block of the same values: code t (0..2) in
+ * Q2_K's 2-bit field of the element (bits 2l of qs[32 h + m] for element
+ * 128 h + 32 l + m: TQ2_0's own layout), every sub-block's scale and min
+ * 1, d and dmin the block's scale. Q2_K's value d sc t - dmin mn is then
+ * d t - d, which is (t - 1) d exactly for t = 0, 1, 2. */
+void vx_tq_block_as_q2_K(int type, const void *blk, vx_block_q2_K *o) {
+    memset(o->scales, 0x11, sizeof o->scales);
+    if (type == VX_TYPE_TQ2_0) {
+        const vx_block_tq2_0 *b = blk;
+        memcpy(o->qs, b->qs, sizeof o->qs);
+        o->d = o->dmin = b->d;
+        return;
+    }
+    const vx_block_tq1_0 *b = blk;
+    memset(o->qs, 0, sizeof o->qs);
+    for (int e = 0; e < QK; e++)
+        o->qs[32 * (e / 128) + e % 32] |= (uint8_t)(vx_tq1_0_code(b, e) << (2 * ((e % 128) / 32)));
+    o->d = o->dmin = b->d;
 }

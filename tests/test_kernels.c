@@ -531,18 +531,32 @@ static bool gemm_tol(err_stats *st, const gcase *gc, bool rounded, double got, d
 /* nrows weight rows of type t, rs bytes apart: random bytes with sane fp16
  * factors (every code and scale; row 0 all ones) in rows 0 and 1 of
  * quantized types, quantized Gaussians elsewhere. */
+/* The fp16 factors of a block of type t: the case table's, or the
+ * ternary types' one scale (they have no kernels of their own: the SIMD
+ * tiers run them as Q2_K_R8, check_packed). */
+static int block_f16(int t, size_t off[2]) {
+    const kcase *kc = find_case(t);
+    if (kc) {
+        off[0] = kc->fp16_fields[0], off[1] = kc->fp16_fields[1];
+        return kc->nf16;
+    }
+    off[0] = t == VX_TYPE_TQ1_0 ? offsetof(vx_block_tq1_0, d) : offsetof(vx_block_tq2_0, d), off[1] = 0;
+    return 1;
+}
+
 static void gemm_weights(int t, int64_t n, uint8_t *w, size_t rs, int nrows, rng *r, float *f) {
     const vx_type_traits *tx = vx_type_get_traits(t);
-    const kcase *kc = find_case(t);
+    size_t f16_off[2];
+    const int nf16 = block_f16(t, f16_off);
     for (int row = 0; row < nrows; row++) {
         uint8_t *p = w + (size_t)row * rs;
         if (row % 8 < 2 && tx->is_quantized) {
             for (size_t b = 0; b < rs; b++) p[b] = (uint8_t)rng_next(r);
             if (row == 0) memset(p, 0xFF, rs);
             for (size_t b = 0; b < vx_row_size((vx_type)t, n) / tx->type_size; b++)
-                for (int fi = 0; fi < kc->nf16; fi++) {
+                for (int fi = 0; fi < nf16; fi++) {
                     uint16_t h = rand_factor(r);
-                    memcpy(p + b * tx->type_size + kc->fp16_fields[fi], &h, 2);
+                    memcpy(p + b * tx->type_size + f16_off[fi], &h, 2);
                 }
         } else {
             fill_gauss(r, f, n, 0.02f * (float)(row % 4 + 1));
@@ -750,17 +764,35 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
     const int ldo = PK_ROWS + 3;
     uint8_t *scr = kt->gemm_scratch ? xmalloc(kt->gemm_scratch(n)) : NULL; /* the table's, as a context has */
     const vx_type_traits *tx = vx_type_get_traits(type), *ty = vx_type_get_traits(act_type);
+    /* the ternary types are packed as the Q2_K blocks of their values: the
+     * packed kernels' bits are the plain Q2_K gemv's on those blocks (w2),
+     * and their packing that of those blocks */
+    const bool tern = type == VX_TYPE_TQ1_0 || type == VX_TYPE_TQ2_0;
+    const size_t rs2 = tern ? vx_row_size(VX_TYPE_Q2_K, n) : rs;
+    uint8_t *w2 = tern ? xmalloc(rs2 * PK_ROWS) : w;
     CHECKF(pgemv && pgemm, "%s: no %s_R8 kernels", kt->name, vx_type_name(type));
     if (!pgemv || !pgemm) goto done;
     gemm_weights(type, n, w, rs, PK_ROWS, r, f);
     gemm_acts(act_type, n, y, as, GEMM_TOK, r, f);
+    if (tern)
+        for (int row = 0; row < PK_ROWS; row++)
+            for (int64_t b = 0; b < n / 256; b++)
+                vx_tq_block_as_q2_K(type, w + (size_t)row * rs + (size_t)b * tx->type_size,
+                                    (vx_block_q2_K *)(void *)(w2 + (size_t)row * rs2) + b);
     /* Q4_K_R8 adds 4 bytes of decoded scales per 144-byte block, Q3_K_R8
-     * 4 per 110, Q5_K_R8 4 per 176; the others keep the file's size */
+     * 4 per 110, Q5_K_R8 4 per 176; the others keep the (Q2_K) size */
     CHECK(ptype == VX_TYPE_Q4_K_R8   ? prs * 8 == rs * 8 / 144 * 148
           : ptype == VX_TYPE_Q3_K_R8 ? prs * 8 == rs * 8 / 110 * 114
           : ptype == VX_TYPE_Q5_K_R8 ? prs * 8 == rs * 8 / 176 * 180
-                                     : prs == rs);
+                                     : prs == rs2);
     vx_repack_rows(type, w, rs, PK_ROWS, n, pw);
+    if (tern) {
+        uint8_t *pw2 = xmalloc(prs * PK_ROWS);
+        vx_repack_rows(VX_TYPE_Q2_K, w2, rs2, PK_ROWS, n, pw2);
+        CHECKF(memcmp(pw, pw2, prs * PK_ROWS) == 0, "%s n=%lld: not packed as its Q2_K blocks",
+               vx_type_name(type), (long long)n);
+        free(pw2);
+    }
     const char *name = vx_type_name(type);
     /* rows past the gemv's tables (n > 8192) are about the row length, not
      * the token count: 20 tokens for them (the whole 260 took most of the
@@ -769,13 +801,13 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
     for (int t = 0; t < tok_max; t++) {
         const uint8_t *yt = y + (size_t)t * as;
         float *o1 = one + (size_t)t * PK_ROWS;
-        plain_gemv(n, w, rs, PK_ROWS, yt, o1);
+        plain_gemv(n, w2, rs2, PK_ROWS, yt, o1);
         if (t < 8) /* the reference vec_dot on the plain rows, to DOT_TOL */
             for (int row = 0; row < PK_ROWS; row++) {
                 float ref;
                 tx->vec_dot(n, &ref, w + (size_t)row * rs, yt);
                 const double mag = magnitude(tx, w + (size_t)row * rs, ty, yt, n, f, fy);
-                CHECKF(within_tol(st, ptype, o1[row], ref, mag), "%s_R8 %s n=%lld tok %d row %d: %.9g vs ref %.9g",
+                CHECKF(within_tol(st, tern ? type : ptype, o1[row], ref, mag), "%s_R8 %s n=%lld tok %d row %d: %.9g vs ref %.9g",
                        name, kt->name, (long long)n, t, row, (double)o1[row], (double)ref);
             }
         if (pref) {
@@ -838,6 +870,7 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
     free(tmem);
 done:
     free(scr);
+    if (w2 != w) free(w2);
     free(w);
     free(pw);
     free(y);
@@ -933,6 +966,8 @@ static void test_packed(err_stats *st) {
             check_packed(st, k, VX_TYPE_Q5_K, vx_gemv_q5_K_avx2, first ? vx_gemv_q5_K_r8_ref : NULL, ns[i], &r);
             check_packed(st, k, VX_TYPE_Q3_K, vx_gemv_q3_K_avx2, first ? vx_gemv_q3_K_r8_ref : NULL, ns[i], &r);
             check_packed(st, k, VX_TYPE_Q2_K, vx_gemv_q2_K_avx2, first ? vx_gemv_q2_K_r8_ref : NULL, ns[i], &r);
+            check_packed(st, k, VX_TYPE_TQ2_0, vx_gemv_q2_K_avx2, first ? vx_gemv_q2_K_r8_ref : NULL, ns[i], &r);
+            check_packed(st, k, VX_TYPE_TQ1_0, vx_gemv_q2_K_avx2, first ? vx_gemv_q2_K_r8_ref : NULL, ns[i], &r);
         }
         for (int i = 0; ns32[i]; i++) {
             check_packed(st, k, VX_TYPE_Q4_0, vx_gemv_q4_0_avx2, first ? vx_gemv_q4_0_r8_ref : NULL, ns32[i], &r);

@@ -752,7 +752,21 @@ static void test_ternary(void) {
     vx_quantize_row_tq2_0(h, &r2, 256);
     vx_dequantize_row_tq2_0(&r2, got, 256);
     CHECK(got[1] == 1.0f && got[2] == -1.0f && got[3] == 0.0f && got[4] == 0.0f);
-    printf("TQ1_0, TQ2_0: hand-built layouts, exact ternary round trips\n");
+    /* as the Q2_K blocks the SIMD tiers run them as (quant_repack.c): the
+     * same values, bit for bit (the hand-built blocks and the row x) */
+    for (int k = 0; k < 6; k++) {
+        const int type = k % 2 ? VX_TYPE_TQ2_0 : VX_TYPE_TQ1_0;
+        const uint8_t *blk = k < 2 ? (k ? (const uint8_t *)&b2 : (const uint8_t *)&b1)
+                             : k % 2 ? q2 + (size_t)(k / 2) * sizeof(vx_block_tq2_0)
+                                     : q1 + (size_t)(k / 2) * sizeof(vx_block_tq1_0);
+        vx_block_q2_K q;
+        float a[256];
+        vx_tq_block_as_q2_K(type, blk, &q);
+        vx_type_get_traits(type)->to_float(blk, a, 256);
+        vx_dequantize_row_q2_K(&q, got, 256);
+        CHECKF(memcmp(a, got, sizeof a) == 0, "%s block %d as Q2_K: other values", vx_type_name(type), k);
+    }
+    printf("TQ1_0, TQ2_0: hand-built layouts, exact ternary round trips, the same values as Q2_K blocks\n");
 }
 
 int main(void) {
