@@ -178,6 +178,15 @@ vx_context_params vx_context_default_params(void) {
     return p;
 }
 
+/* g = relu(g)^2 u (BitNet b1.58 2B4T's "relu2" gated FFN; llama.cpp's
+ * relu, sqr and mul, each rounded to float) */
+static void relu2_glu(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float r = g[i] > 0.0f ? g[i] : 0.0f;
+        g[i] = r * r * u[i];
+    }
+}
+
 static void *xalloc(size_t n, bool *ok) {
     void *p = NULL;
     if (n == 0) n = 64;
@@ -236,7 +245,9 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
     vx_kernels_init_best(&c->kern);
     if ((p->batch_invariant || p->f32_matmul) && c->kern.gemm_bf16_f32) /* no bf16-rounded activations */
         c->kern.gemm[VX_TYPE_BF16] = c->kern.gemm_bf16_f32;
-    c->glu = model->arch->gelu ? c->kern.geglu : c->kern.swiglu;
+    c->glu = model->hp.ffn_act == VX_FFN_GELU ? c->kern.geglu
+             : model->hp.ffn_act == VX_FFN_RELU2 ? relu2_glu
+                                                 : c->kern.swiglu;
     c->embed_scale = hp->embd_scale != 0 ? hp->embd_scale : model->arch->embed_scale ? sqrtf((float)hp->n_embd) : 1.0f;
     if (vx_pool_init(p->n_threads, &c->pool) != VX_OK) {
         vx_context_free(c);
@@ -774,6 +785,13 @@ static void mm_glu(vx_context *c, int ith, int nth, const vx_weight *wg, const v
     c->bf16_in_lo = c->glu_bf16_lo;
 }
 
+/* y times a projection's output scale (BitNet's *_s; none: unchanged) */
+static void scale_row(float *y, const vx_weight *s, int64_t n) {
+    if (!s->data) return;
+    const float v = vx_weight_scale(s);
+    for (int64_t i = 0; i < n; i++) y[i] *= v;
+}
+
 static void add_bias(float *y, const vx_weight *b, int64_t n) {
     if (!b->data) return;
     const float *bb = b->data;
@@ -815,11 +833,14 @@ static void qkv_unit(vx_context *c, const vx_layer *L, int il, int64_t t, int64_
         }
     }
     if (isq) {
+        scale_row(q, &L->wq_s, hd);
         if (L->bq.data) for (int64_t i = 0; i < hd; i++) q[i] += ((const float *)L->bq.data)[hh * hd + i];
         if (L->q_norm.data) c->kern.rmsnorm(q, q, L->q_norm.data, hd, hp->rms_eps);
         if (!M->arch->abs_pos) c->kern.rope(q, cs, hp->n_rot, M->arch->rope);
         return;
     }
+    scale_row(k, &L->wk_s, hd);
+    scale_row(v, &L->wv_s, hd);
     if (L->bk.data) for (int64_t i = 0; i < hd; i++) k[i] += ((const float *)L->bk.data)[hh * hd + i];
     if (L->bv.data) for (int64_t i = 0; i < hd; i++) v[i] += ((const float *)L->bv.data)[hh * hd + i];
     if (L->k_norm.data) c->kern.rmsnorm(k, k, L->k_norm.data, hd, hp->rms_eps);
@@ -1034,12 +1055,23 @@ static void ffn_shared(vx_context *c, const vx_layer *L, int ith, int nth) {
     sync_after(c, ith, VX_PERF_MOE);
 }
 
+/* BitNet's FFN activation of one row, g (F floats) in place: the gate
+ * times its scale, the gated activation with u, times up's scale (one
+ * rounding off llama.cpp's act(g) (u s), which scales u first), then the
+ * RMSNorm of ffn_sub_norm */
+static void sub_glu(vx_context *c, const vx_layer *L, float *g, const float *u, int64_t F) {
+    scale_row(g, &L->ffn_gate_s, F);
+    c->glu(g, u, F);
+    scale_row(g, &L->ffn_up_s, F);
+    c->kern.rmsnorm(g, g, L->ffn_sub_norm.data, F, c->model->hp.rms_eps);
+}
+
 /* Block outputs in xn into the residual stream, this thread's tokens:
  * x += RMSNorm(xn) w (Gemma 2's post norms; w without data: no norm),
  * times Granite's residual_scale */
-static void post_norm_add(vx_context *c, int ith, int nth, int64_t n, const vx_weight *w) {
+static void post_norm_add(vx_context *c, int ith, int nth, int64_t n, const vx_weight *w, float ws) {
     const int64_t E = c->model->hp.n_embd;
-    const float rs = c->model->hp.residual_scale;
+    const float rs = c->model->hp.residual_scale * ws;
     int64_t t0, t1;
     vx_split(n, ith, nth, 1, &t0, &t1);
     for (int64_t t = t0; t < t1; t++) {
@@ -1051,18 +1083,19 @@ static void post_norm_add(vx_context *c, int ith, int nth, int64_t n, const vx_w
 
 /* A block's output projection w (K inputs x of n tokens) added to the
  * residual stream x: straight into it, or (Gemma 2, post a norm; Granite,
- * scaled) into xn first, then post_norm_add */
+ * scaled; BitNet, times the projection's scale ws) into xn first, then
+ * post_norm_add */
 static void block_out(vx_context *c, int ith, int nth, const vx_weight *w, const float *x, int64_t n, int64_t K,
-                      const vx_weight *post, vx_perf_step s) {
+                      const vx_weight *post, const vx_weight *ws, vx_perf_step s) {
     const int64_t E = c->model->hp.n_embd;
-    if (!post->data && c->model->hp.residual_scale == 1.0f) {
+    if (!post->data && c->model->hp.residual_scale == 1.0f && !ws->data) {
         mm(c, ith, nth, w, 0, x, n, K, c->x, E, true);
         sync_after(c, ith, s);
         return;
     }
     mm(c, ith, nth, w, 0, x, n, K, c->xn, E, false);
     sync_after(c, ith, s);
-    post_norm_add(c, ith, nth, n, post);
+    post_norm_add(c, ith, nth, n, post, vx_weight_scale(ws));
     sync_after(c, ith, VX_PERF_NORM);
 }
 
@@ -1305,15 +1338,21 @@ static void forward_worker(void *arg, int ith, int nth) {
         }
         sync_after(c, ith, VX_PERF_ATTN);
         const float *xo = c->att; /* the output projection's input */
+        const bool sub = L->attn_sub_norm.data != NULL; /* BitNet: RMSNorm(attention) into wo */
         if (solo) {
-            prep_solo(c, ith, c->att, QD, &L->wo, NULL, NULL);
-            if (vx_act_type(L->wo.type) != VX_TYPE_F32) xo = xs; /* its slot */
+            if (sub) c->kern.rmsnorm(xs, c->att, L->attn_sub_norm.data, QD, hp->rms_eps);
+            prep_solo(c, ith, sub ? xs : c->att, QD, &L->wo, NULL, NULL);
+            if (sub || vx_act_type(L->wo.type) != VX_TYPE_F32) xo = xs; /* its slot, or the normed row */
             perf_step(c, ith, VX_PERF_NORM);
-        } else if ((vx_act_type(L->wo.type) != VX_TYPE_F32 || amx_for(c, &L->wo, n)) && !c->params.f32_matmul) {
-            prep(c, t0, t1, n, c->att, QD, QD, &L->wo, NULL, NULL);
+        } else if (sub || ((vx_act_type(L->wo.type) != VX_TYPE_F32 || amx_for(c, &L->wo, n)) && !c->params.f32_matmul)) {
+            if (sub)
+                for (int64_t t = t0; t < t1; t++)
+                    c->kern.rmsnorm(c->att + t * QD, c->att + t * QD, L->attn_sub_norm.data, QD, hp->rms_eps);
+            if ((vx_act_type(L->wo.type) != VX_TYPE_F32 || amx_for(c, &L->wo, n)) && !c->params.f32_matmul)
+                prep(c, t0, t1, n, c->att, QD, QD, &L->wo, NULL, NULL);
             sync_after(c, ith, VX_PERF_NORM);
         }
-        block_out(c, ith, nth, &L->wo, xo, n, QD, &L->attn_post_norm, VX_PERF_OUT_PROJ);
+        block_out(c, ith, nth, &L->wo, xo, n, QD, &L->attn_post_norm, &L->wo_s, VX_PERF_OUT_PROJ);
         /* solo FFN: not with an output bias (it is added to x in place) or
          * experts (ffn_moe splits its own steps) */
         const bool fsolo = solo && !L->bo.data && hp->n_expert == 0;
@@ -1340,7 +1379,8 @@ static void forward_worker(void *arg, int ith, int nth) {
             continue;
         }
         const float *xd = c->gate; /* the down projection's input */
-        if (!fsolo && !hp->fused_gate_up && glu_fused(c, &L->ffn_gate, &L->ffn_up, &L->ffn_down, n)) {
+        const bool fsub = L->ffn_sub_norm.data != NULL; /* BitNet: scales, activation, RMSNorm, then ffn_down */
+        if (!fsolo && !hp->fused_gate_up && !fsub && glu_fused(c, &L->ffn_gate, &L->ffn_up, &L->ffn_down, n)) {
             mm_glu(c, ith, nth, &L->ffn_gate, &L->ffn_up, &L->ffn_down, 0, n);
             sync_after(c, ith, VX_PERF_FFN_UP);
         } else {
@@ -1357,16 +1397,21 @@ static void forward_worker(void *arg, int ith, int nth) {
             sync_after(c, ith, VX_PERF_FFN_UP);
             if (fsolo) {
                 memcpy(xs, g, (size_t)F * sizeof(float));
-                c->glu(xs, u, F);
+                if (fsub) sub_glu(c, L, xs, u, F);
+                else c->glu(xs, u, F);
                 prep_solo(c, ith, xs, F, &L->ffn_down, NULL, NULL);
                 xd = xs;
                 perf_step(c, ith, VX_PERF_FFN_ACT);
+            } else if (fsub) {
+                for (int64_t t = t0; t < t1; t++) sub_glu(c, L, c->gate + t * F, c->up + t * F, F);
+                prep(c, t0, t1, n, c->gate, F, F, &L->ffn_down, NULL, NULL);
+                sync_after(c, ith, VX_PERF_FFN_ACT);
             } else {
                 glu_prep(c, ith, nth, n, (float *)g, u, ld, c->gate, F, &L->ffn_down);
                 sync_after(c, ith, VX_PERF_FFN_ACT);
             }
         }
-        block_out(c, ith, nth, &L->ffn_down, xd, n, F, &L->ffn_post_norm, VX_PERF_FFN_DOWN);
+        block_out(c, ith, nth, &L->ffn_down, xd, n, F, &L->ffn_post_norm, &L->ffn_down_s, VX_PERF_FFN_DOWN);
     }
 
     if (!c->do_out) return; /* the next process's turn */

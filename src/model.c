@@ -21,31 +21,33 @@
 #include "vocab.h"
 
 static const vx_arch vx_archs[] = {
-    /* name, rope, fused qkv, fused gate/up, gelu, embed scale, gemma2, encoder, abs_pos, gemma3 */
-    {"llama", VX_ROPE_NORM, false, false, false, false, false, false, false, false},
-    {"mistral", VX_ROPE_NORM, false, false, false, false, false, false, false, false},
-    {"qwen2", VX_ROPE_NEOX, false, false, false, false, false, false, false, false},
-    {"qwen3", VX_ROPE_NEOX, false, false, false, false, false, false, false, false},
+    /* name, rope, fused qkv, fused gate/up, gelu, embed scale, gemma2, encoder, abs_pos, gemma3, bitnet */
+    {"llama", VX_ROPE_NORM, false, false, false, false, false, false, false, false, false},
+    {"mistral", VX_ROPE_NORM, false, false, false, false, false, false, false, false, false},
+    {"qwen2", VX_ROPE_NEOX, false, false, false, false, false, false, false, false, false},
+    {"qwen3", VX_ROPE_NEOX, false, false, false, false, false, false, false, false, false},
     /* Qwen3's attention, Mixtral's routing (softmax, top-k, renormalized) */
-    {"qwen3moe", VX_ROPE_NEOX, false, false, false, false, false, false, false, false},
+    {"qwen3moe", VX_ROPE_NEOX, false, false, false, false, false, false, false, false, false},
     /* Qwen2's attention, experts whose weights are not renormalized, and a
      * shared expert gated by a sigmoid */
-    {"qwen2moe", VX_ROPE_NEOX, false, false, false, false, false, false, false, false},
-    {"phi3", VX_ROPE_NEOX, true, true, false, false, false, false, false, false},
+    {"qwen2moe", VX_ROPE_NEOX, false, false, false, false, false, false, false, false, false},
+    {"phi3", VX_ROPE_NEOX, true, true, false, false, false, false, false, false, false},
     /* GGUF's Gemma norms hold 1 + w already (the converter adds the 1) */
-    {"gemma", VX_ROPE_NEOX, false, false, true, true, false, false, false, false},
-    {"gemma2", VX_ROPE_NEOX, false, false, true, true, true, false, false, false},
-    {"gemma3", VX_ROPE_NEOX, false, false, true, true, true, false, false, true},
+    {"gemma", VX_ROPE_NEOX, false, false, true, true, false, false, false, false, false},
+    {"gemma2", VX_ROPE_NEOX, false, false, true, true, true, false, false, false, false},
+    {"gemma3", VX_ROPE_NEOX, false, false, true, true, true, false, false, true, false},
     /* IBM Granite 3.x (dense): Llama's blocks, with multipliers for the
      * embeddings, the block outputs, the attention scores and the logits */
-    {"granite", VX_ROPE_NORM, false, false, false, false, false, false, false, false},
+    {"granite", VX_ROPE_NORM, false, false, false, false, false, false, false, false, false},
     /* Granite MoE: the same with experts (renormalized) and, in its
      * "shared" models, an ungated shared expert */
-    {"granitemoe", VX_ROPE_NORM, false, false, false, false, false, false, false, false},
+    {"granitemoe", VX_ROPE_NORM, false, false, false, false, false, false, false, false, false},
     /* BERT (bge, MiniLM, mxbai-embed, ...): a GELU FFN with biases; nomic-bert
      * (nomic-embed-text): fused qkv, RoPE (NeoX pairs), SwiGLU */
-    {"bert", VX_ROPE_NEOX, false, false, true, false, false, true, true, false},
-    {"nomic-bert", VX_ROPE_NEOX, true, false, false, false, false, true, false, false},
+    {"bert", VX_ROPE_NEOX, false, false, true, false, false, true, true, false, false},
+    {"nomic-bert", VX_ROPE_NEOX, true, false, false, false, false, true, false, false, false},
+    /* BitNet b1.58 (vx_arch.bitnet): NeoX RoPE, as llama.cpp rotates it */
+    {"bitnet", VX_ROPE_NEOX, false, false, false, false, false, false, false, false, true},
 };
 
 static const vx_arch *arch_find(const char *name) {
@@ -319,6 +321,24 @@ static vx_status load_hparams(loader *L) {
         hp->swa_period = 2;
         hp->attn_scale = 1.0f / sqrtf((float)vx_gemma_query_scalar(false, hp->n_layer, hp->n_embd, hp->n_head, hp->head_dim));
     }
+    hp->ffn_act = m->arch->gelu ? VX_FFN_GELU : VX_FFN_SILU;
+    if (m->arch->bitnet && hp->n_expert > 0)
+        return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED, "bitnet with experts is not supported");
+    if (m->arch->bitnet) {
+        /* llama.cpp's rule: {arch}.hidden_activation when the file has it
+         * (BitNet b1.58 2B4T's converters write "relu2"), else SiLU (the
+         * older bitnet_b1_58 files) */
+        char ak[160];
+        const char *act = NULL;
+        snprintf(ak, sizeof ak, "%s.hidden_activation", L->arch);
+        if (vx_gguf_get_str(m->gguf, ak, &act) < 0)
+            return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s is not a string", ak);
+        if (act && (!strcmp(act, "relu2") || !strcmp(act, "relu_squared") || !strcmp(act, "relu_sqr")))
+            hp->ffn_act = VX_FFN_RELU2;
+        else if (act && strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)
+            return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
+                             "%s = '%s': the supported activations are silu and relu2", ak, act);
+    }
     if ((st = hp_float(L, "rope.freq_base", 10000.0, &hp->rope_base))) return st;
     if (hp->rope_base <= 0)
         return vx_seterr(L->err, L->err_size, VX_EFORMAT, "rope.freq_base must be positive");
@@ -390,7 +410,7 @@ static bool bound_to(const vx_weight *w, const void *p) { return w->data == p; }
  * shared expert in a qwen3moe one, would be a model vx does not run,
  * silently). A decoder's tensors outside the layers may be there besides
  * (the vision tower ollama keeps in a Gemma 3 file: a text model still). */
-_Static_assert(sizeof(vx_layer) == 31 * sizeof(vx_weight), "unused_tensors lists every weight of a vx_layer");
+_Static_assert(sizeof(vx_layer) == 40 * sizeof(vx_weight), "unused_tensors lists every weight of a vx_layer");
 static vx_status unused_tensors(loader *L) {
     const vx_model *m = L->m;
     const vx_weight *top[] = {&m->tok_embd, &m->type_embd, &m->pos_embd, &m->tok_norm, &m->tok_norm_b, &m->cls,
@@ -410,7 +430,9 @@ static vx_status unused_tensors(loader *L) {
                                      &l->attn_norm_b,   &l->ffn_norm_b, &l->ffn_up_b,    &l->ffn_down_b,
                                      &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps,
                                      &l->ffn_gate_inp_shexp, &l->ffn_gate_shexp, &l->ffn_up_shexp,
-                                     &l->ffn_down_shexp};
+                                     &l->ffn_down_shexp, &l->attn_sub_norm, &l->ffn_sub_norm, &l->wq_s,
+                                     &l->wk_s,          &l->wv_s,      &l->wo_s,         &l->ffn_gate_s,
+                                     &l->ffn_up_s,      &l->ffn_down_s};
             for (size_t k = 0; k < sizeof ws / sizeof ws[0] && !used; k++) used = bound_to(ws[k], t->data);
         }
         if (!used)
@@ -504,6 +526,9 @@ static vx_status load_weights(loader *L) {
     if ((st = bind(L, &m->tok_embd, "token_embd.weight", true, E, V, 0))) return st;
     if ((st = bind(L, &m->output_norm, "output_norm.weight", true, E, 1, 0))) return st;
     if ((st = need_f32(L, &m->output_norm))) return st;
+    if (m->arch->bitnet && vx_gguf_find_tensor(m->gguf, "output.weight"))
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT,
+                         "tensor 'output.weight' is not part of a bitnet model (its logits come from token_embd)");
     if ((st = bind(L, &m->output, "output.weight", false, E, V, 0))) return st;
     hp->tied_output = m->output.data == NULL;
     if (hp->tied_output) m->output = m->tok_embd;
@@ -562,6 +587,22 @@ static vx_status load_weights(loader *L) {
         if ((st = bind(L, &l->attn_post_norm, NAME("post_attention_norm.weight"), g2, E, 1, 0)) ||
             (st = bind(L, &l->ffn_post_norm, NAME("post_ffw_norm.weight"), g2, E, 1, 0)))
             return st;
+        if (m->arch->bitnet) {
+            /* the sub-norms, and the scales llama.cpp reads when a file has them */
+            vx_weight *sc[7] = {&l->wq_s, &l->wk_s, &l->wv_s, &l->wo_s, &l->ffn_gate_s, &l->ffn_up_s, &l->ffn_down_s};
+            static const char *const scn[7] = {"attn_q.scale", "attn_k.scale",   "attn_v.scale", "attn_output.scale",
+                                               "ffn_gate.scale", "ffn_up.scale", "ffn_down.scale"};
+            if ((st = bind(L, &l->attn_sub_norm, NAME("attn_sub_norm.weight"), true, QD, 1, 0)) ||
+                (st = bind(L, &l->ffn_sub_norm, NAME("ffn_sub_norm.weight"), true, F, 1, 0)) ||
+                (st = need_f32(L, &l->attn_sub_norm)) || (st = need_f32(L, &l->ffn_sub_norm)))
+                return st;
+            for (int i = 0; i < 7; i++) {
+                if ((st = bind(L, sc[i], NAME(scn[i]), false, 1, 1, 0)) || (st = need_f32(L, sc[i]))) return st;
+                if (sc[i]->data && !isfinite(vx_weight_scale(sc[i])))
+                    return vx_seterr(L->err, L->err_size, VX_EFORMAT, "tensor '%s' is %g; a scale must be finite",
+                                     sc[i]->name, (double)vx_weight_scale(sc[i]));
+            }
+        }
         const vx_weight *f32s[] = {&l->attn_norm, &l->bq, &l->bk,        &l->bv,        &l->bqkv,          &l->bo,
                                    &l->q_norm,    &l->k_norm, &l->ffn_norm, &l->attn_post_norm, &l->ffn_post_norm};
         for (size_t i = 0; i < sizeof f32s / sizeof f32s[0]; i++)

@@ -6,6 +6,8 @@
 #ifndef VX_MODEL_H
 #define VX_MODEL_H
 
+#include <string.h>
+
 #include "gguf.h"
 #include "quant.h"
 #include "vortex.h"
@@ -38,6 +40,13 @@ typedef struct vx_arch {
      * on all layers but every sliding_window_pattern-th (6), whose RoPE has
      * its own base (rope.freq_base_swa, 10000) and no scaling */
     bool gemma3;
+    /* BitNet b1.58 (llama.cpp's "bitnet"): Llama's blocks with an RMSNorm
+     * of the attention's output before wo (attn_sub_norm) and of the gated
+     * activation before ffn_down (ffn_sub_norm), optional scalar scales of
+     * the seven projections' outputs (blk.N.<name>.scale), the activation
+     * from {arch}.hidden_activation (SiLU unless "relu2"), and the logits
+     * from token_embd always */
+    bool bitnet;
 } vx_arch;
 
 /* A 2-D (or 3-D, for stacked experts) weight matrix: ne0 elements per row,
@@ -75,7 +84,18 @@ typedef struct vx_layer {
      * there is that gate (Qwen2-MoE's) */
     vx_weight ffn_gate_inp_shexp; /* [n_embd] */
     vx_weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
+    /* BitNet: the sub-norms [n_head head_dim], [n_ff] and the projections'
+     * output scales (one F32 value each; data NULL: none, 1) */
+    vx_weight attn_sub_norm, ffn_sub_norm;
+    vx_weight wq_s, wk_s, wv_s, wo_s, ffn_gate_s, ffn_up_s, ffn_down_s;
 } vx_layer;
+
+/* A projection's output scale (vx_layer's *_s): its value, or 1 without. */
+static inline float vx_weight_scale(const vx_weight *s) {
+    float v = 1.0f;
+    if (s->data) memcpy(&v, s->data, sizeof v);
+    return v;
+}
 
 typedef struct vx_hparams {
     int32_t n_vocab;
@@ -109,7 +129,12 @@ typedef struct vx_hparams {
     bool rope_dual;      /* local layers rotate by their own table (Gemma 3) */
     int32_t pooling;                   /* {arch}.pooling_type (vx_pooling), -1 without one */
     bool fused_qkv, fused_gate_up, tied_output;
+    int32_t ffn_act; /* the FFN's gated activation (vx_ffn_act) */
 } vx_hparams;
+
+/* g = act(g) u of the gated FFNs: SiLU (SwiGLU), GELU's tanh form (GeGLU:
+ * Gemma, BERT), squared ReLU (BitNet b1.58 2B4T's "relu2") */
+typedef enum vx_ffn_act { VX_FFN_SILU = 0, VX_FFN_GELU = 1, VX_FFN_RELU2 = 2 } vx_ffn_act;
 
 /* Gemma 2 and 3 scale queries by 1/sqrt of this: head_dim, or n_embd /
  * n_head for their 27B models (46 and 62 layers), llama.cpp's rule (the

@@ -28,7 +28,8 @@
  * experts used than there are, experts of another length. Granite
  * (`granite-tiny`, its four multipliers), Qwen2-MoE (`qwen2moe-tiny`:
  * experts not renormalized, a sigmoid-gated shared expert) and Granite MoE
- * (`granitemoe-tiny`: an ungated shared expert) the same way.
+ * (`granitemoe-tiny`: an ungated shared expert) the same way, and BitNet
+ * b1.58 (`bitnet-tiny`, `bitnet-relu2-tiny`: test_bitnet).
  *
  * Encoders (embedding models): `bert-tiny` (BERT: absolute positions,
  * biased q/k/v, GELU FFN, post-LayerNorms, CLS pooling) in F32 and Q8_0,
@@ -147,9 +148,10 @@ static void check_f32(const char *name, vx_model *m, const char *stock, const ch
     free(rx);
 }
 
-/* A Q8_0 model m8 against llama.cpp's Q8_0 logits (within bound) and the
- * F32 truth (within 1.25x of llama.cpp's own Q8_0 distance to it). */
-static void check_q8(const char *name, vx_model *m8, const char *ref32, const char *ref8, double bound) {
+/* A quantized model m8 (type qt: Q8_0, or TQ2_0 for BitNet) against
+ * llama.cpp's logits of that file (within bound) and the F32 truth
+ * (within 1.25x of llama.cpp's own distance to it). */
+static void check_q8(const char *name, const char *qt, vx_model *m8, const char *ref32, const char *ref8, double bound) {
     float *r32 = read_ref(ref32), *r8 = read_ref(ref8);
     const double lc8 = r32 && r8 ? rel_rmse(r8, r32) : 1; /* llama.cpp's Q8_0 against its F32 */
     for (int decode = 0; decode < 2 && m8 && r32 && r8; decode++) {
@@ -157,10 +159,10 @@ static void check_q8(const char *name, vx_model *m8, const char *ref32, const ch
         CHECK(b != NULL);
         if (b) {
             const double e8 = rel_rmse(b, r8), e8t = rel_rmse(b, r32);
-            CHECKF(e8 < bound && e8t <= 1.25 * lc8, "%s Q8_0 %s: rel_rmse %.3g vs llama.cpp Q8_0, %.3g vs F32 "
-                   "(llama.cpp's %.3g)", name, decode ? "decode" : "batch", e8, e8t, lc8);
-            printf("%-13s %-6s Q8_0 rel_rmse %.2e vs llama.cpp's Q8_0, %.2e vs F32 (llama.cpp's %.2e)\n", name,
-                   decode ? "decode" : "batch", e8, e8t, lc8);
+            CHECKF(e8 < bound && e8t <= 1.25 * lc8, "%s %s %s: rel_rmse %.3g vs llama.cpp %s, %.3g vs F32 "
+                   "(llama.cpp's %.3g)", name, qt, decode ? "decode" : "batch", e8, qt, e8t, lc8);
+            printf("%-13s %-6s %s rel_rmse %.2e vs llama.cpp's %s, %.2e vs F32 (llama.cpp's %.2e)\n", name,
+                   decode ? "decode" : "batch", qt, e8, qt, e8t, lc8);
         }
         free(b);
     }
@@ -168,25 +170,30 @@ static void check_q8(const char *name, vx_model *m8, const char *ref32, const ch
     free(r8);
 }
 
-/* A preset's F32 model (check_f32 with bound) and, if ref8 is given, its
- * Q8_0 one (check_q8 with bound8), against tests/data/<preset>-*.f32 */
-static void check_preset(const char *preset, double bound, double bound8) {
+/* A preset's F32 model (check_f32 with bound) and, if bound8 > 0, its
+ * model of type qt (check_q8 with bound8), against
+ * tests/data/<preset>-*.f32 */
+static void check_preset_type(const char *preset, double bound, double bound8, const char *qt) {
     char p32[128], p8[128], stock[128], exact[128], r8[128];
     snprintf(p32, sizeof p32, "/tmp/vx_test_arch_%s_f32.gguf", preset);
-    snprintf(p8, sizeof p8, "/tmp/vx_test_arch_%s_q8_0.gguf", preset);
+    snprintf(p8, sizeof p8, "/tmp/vx_test_arch_%s_%s.gguf", preset, qt);
     snprintf(stock, sizeof stock, "tests/data/%s-F32.llamacpp.f32", preset);
     snprintf(exact, sizeof exact, "tests/data/%s-F32.llamacpp-exact.f32", preset);
-    snprintf(r8, sizeof r8, "tests/data/%s-Q8_0.llamacpp.f32", preset);
+    snprintf(r8, sizeof r8, "tests/data/%s-%s.llamacpp.f32", preset, qt);
     vx_model *m32 = synth(preset, "F32", p32);
     check_f32(preset, m32, stock, exact, bound);
     vx_model_free(m32);
     remove(p32);
     if (bound8 > 0) {
-        vx_model *m8 = synth(preset, "Q8_0", p8);
-        check_q8(preset, m8, stock, r8, bound8);
+        vx_model *m8 = synth(preset, qt, p8);
+        check_q8(preset, qt, m8, stock, r8, bound8);
         vx_model_free(m8);
         remove(p8);
     }
+}
+
+static void check_preset(const char *preset, double bound, double bound8) {
+    check_preset_type(preset, bound, bound8, "Q8_0");
 }
 
 static void test_gemma(void) {
@@ -232,6 +239,41 @@ static void test_qwen3moe(void) {
     }
     CHECKF(batch && same == 12, "qwen3moe-tiny Q4_K_M: %d of 12 decodes give the batch's bits", same);
     free(batch);
+    vx_model_free(m);
+    remove(p);
+}
+
+/* BitNet b1.58 (llama.cpp's bitnet): RMSNorms of the attention output
+ * and of the gated activation before their projections, output scales of
+ * all seven projections, NeoX RoPE, logits from token_embd. bitnet-tiny:
+ * SiLU (llama.cpp's default), in F32 and TQ2_0, the ternary weights
+ * (repacked as Q2_K_R8 on the SIMD tiers) against llama.cpp's TQ2_0 dot
+ * products on the same file: with F32 KV caches on both sides within
+ * 1e-5; with F16 ones llama.cpp's f16 queries flip activation roundings
+ * that random weights made ternary amplify (1.8e-2: bound 5e-2).
+ * bitnet-relu2-tiny: relu2 (squared ReLU, BitNet b1.58 2B4T's), against
+ * llama.cpp with its bitnet graph's activation set to LLM_FFN_RELU_SQR
+ * (tests/data/README.md). */
+static void test_bitnet(void) {
+    check_preset_type("bitnet-tiny", 1e-3, 5e-2, "TQ2_0");
+    check_preset_type("bitnet-relu2-tiny", 1e-3, 0, NULL);
+    const char *p = "/tmp/vx_test_arch_bitnet_tq2_0.gguf";
+    vx_model *m = synth("bitnet-tiny", "TQ2_0", p);
+    float *r = read_ref("tests/data/bitnet-tiny-TQ2_0.llamacpp-exact.f32");
+    for (int decode = 0; decode < 2 && m && r; decode++) {
+        float *a = logits_of(m, decode, VX_KV_F32);
+        CHECK(a != NULL);
+        if (a) {
+            const double e = rel_rmse(a, r);
+            const int t1 = top1_agree(a, r);
+            CHECKF(e < 1e-5 && t1 == N_IDS, "bitnet-tiny TQ2_0 %s (F32 KV): rel_rmse %.3g vs llama.cpp, top-1 %d/%d",
+                   decode ? "decode" : "batch", e, t1, N_IDS);
+            printf("%-13s %-6s TQ2_0 rel_rmse %.2e vs llama.cpp's TQ2_0, F32 KV caches (top-1 %d/%d)\n", "bitnet-tiny",
+                   decode ? "decode" : "batch", e, t1, N_IDS);
+        }
+        free(a);
+    }
+    free(r);
     vx_model_free(m);
     remove(p);
 }
@@ -483,9 +525,10 @@ static void test_encoders(void) {
 static void test_decoder_files(void) {
     const char *g3 = "/tmp/vx_test_arch_g3.gguf", *q3 = "/tmp/vx_test_arch_q3moe.gguf";
     const char *q2 = "/tmp/vx_test_arch_q2moe.gguf", *gm = "/tmp/vx_test_arch_gmoe.gguf";
-    const char *dst = "/tmp/vx_test_arch_edited.gguf";
+    const char *dst = "/tmp/vx_test_arch_edited.gguf", *bn = "/tmp/vx_test_arch_bitnet.gguf";
     CHECK(vx_test_synth("gemma3-tiny", "F32", g3) && vx_test_synth("qwen3moe-tiny", "F32", q3) &&
-          vx_test_synth("qwen2moe-tiny", "F32", q2) && vx_test_synth("granitemoe-tiny", "F32", gm));
+          vx_test_synth("qwen2moe-tiny", "F32", q2) && vx_test_synth("granitemoe-tiny", "F32", gm) &&
+          vx_test_synth("bitnet-tiny", "F32", bn));
     struct {
         const char *src, *extra, *drop, *key;
         uint32_t value;
@@ -500,7 +543,12 @@ static void test_decoder_files(void) {
                {q3, "blk.1.ffn_gate_shexp.weight", NULL, NULL, 0, "'blk.1.ffn_gate_shexp.weight' is not part of"},
                /* Qwen2-MoE's shared expert has its gate; Granite MoE's has none (llama.cpp refuses one) */
                {q2, NULL, "blk.1.ffn_gate_inp_shexp.weight", NULL, 0, "missing tensor 'blk.1.ffn_gate_inp_shexp.weight'"},
-               {gm, "blk.0.ffn_gate_inp_shexp.weight", NULL, NULL, 0, "'blk.0.ffn_gate_inp_shexp.weight' is not part of"}};
+               {gm, "blk.0.ffn_gate_inp_shexp.weight", NULL, NULL, 0, "'blk.0.ffn_gate_inp_shexp.weight' is not part of"},
+               /* BitNet: its sub-norms are required, its logits come from token_embd, the activation is a name */
+               {bn, NULL, "blk.1.ffn_sub_norm.weight", NULL, 0, "missing tensor 'blk.1.ffn_sub_norm.weight'"},
+               {bn, NULL, "blk.0.attn_sub_norm.weight", NULL, 0, "missing tensor 'blk.0.attn_sub_norm.weight'"},
+               {bn, "output.weight", NULL, NULL, 0, "'output.weight' is not part of a bitnet model"},
+               {bn, NULL, NULL, "bitnet.hidden_activation", 7, "bitnet.hidden_activation is not a string"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK(edited_copy(bad[i].src, dst, bad[i].extra, false, bad[i].drop, bad[i].key, bad[i].value));
         vx_model *m = NULL;
@@ -521,6 +569,7 @@ static void test_decoder_files(void) {
     vx_model_free(m);
     remove(q2);
     remove(gm);
+    remove(bn);
     remove(dst);
     remove(g3);
     remove(q3);
@@ -532,6 +581,7 @@ int main(void) {
     test_granite();
     test_qwen2moe();
     test_granitemoe();
+    test_bitnet();
     test_decoder_files();
     test_encoders();
     return vx_test_finish("test_arch");

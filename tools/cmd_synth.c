@@ -31,6 +31,10 @@ typedef struct preset {
     bool qk_norm;               /* per-head q/k RMSNorms (Qwen3, Gemma 3) */
     int64_t n_expert, n_expert_used, n_ff_exp; /* Qwen3-MoE's experts (0: dense) */
     const double *granite; /* Granite's embedding, residual, attention and logit scales (NULL: none) */
+    /* BitNet: {arch}.hidden_activation ("" for none: SiLU) and output
+     * scales of the seven projections (blk.N.<name>.scale) */
+    const char *act;
+    bool proj_scales;
 } preset;
 
 /* Granite 3.x's multipliers (embedding 12, residual 0.22, attention 1/64, logits 8) */
@@ -38,62 +42,71 @@ static const double granite_scales[4] = {12.0, 0.22, 0.015625, 8.0};
 
 static const preset presets[] = {
     {"llama-1b", "llama", "Llama-3.2-1B shape (random weights)", 2048, 16, 32, 8, 8192, 128256,
-     131072, 500000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL},
+     131072, 500000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
     {"llama-8b", "llama", "Llama-3-8B shape (random weights)", 4096, 32, 32, 8, 14336, 128256,
-     8192, 500000.0, 1e-5, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL},
+     8192, 500000.0, 1e-5, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
     {"qwen-0.5b", "qwen2", "Qwen2.5-0.5B shape (random weights)", 896, 24, 14, 2, 4864, 151936,
-     32768, 1000000.0, 1e-6, true, true, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL},
+     32768, 1000000.0, 1e-6, true, true, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
     {"tiny", "llama", "tiny llama shape (random weights, for tests)", 256, 2, 4, 2, 512, 1024,
-     2048, 10000.0, 1e-5, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL},
+     2048, 10000.0, 1e-5, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
     {"gemma-2b", "gemma", "Gemma-2B shape (random weights)", 2048, 18, 8, 1, 16384, 256000, 8192, 10000.0, 1e-6,
-     true, false, 256, 0, 0, 0, 0, false, 0, 0, 0, NULL},
+     true, false, 256, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
     {"gemma-tiny", "gemma", "tiny Gemma shape (random weights, for tests: head_dim 128 x 4 heads over 256)", 256, 2,
-     4, 1, 512, 1024, 2048, 10000.0, 1e-6, true, false, 128, 0, 0, 0, 0, false, 0, 0, 0, NULL},
+     4, 1, 512, 1024, 2048, 10000.0, 1e-6, true, false, 128, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
     {"gemma2-2b", "gemma2", "Gemma-2-2B shape (random weights)", 2304, 26, 8, 4, 9216, 256000, 8192, 10000.0, 1e-6,
-     true, false, 256, 50.0, 30.0, 4096, 0, false, 0, 0, 0, NULL},
+     true, false, 256, 50.0, 30.0, 4096, 0, false, 0, 0, 0, NULL, NULL, false},
     /* 26 layers: llama.cpp takes Gemma 2 models of 26, 42 or 46 layers only */
     {"gemma2-tiny", "gemma2", "tiny Gemma 2 shape (random weights, for tests: 26 layers, caps 0.5 / 1, window 6)", 128,
-     26, 4, 2, 256, 1024, 2048, 10000.0, 1e-6, true, false, 64, 0.5, 1.0, 6, 0, false, 0, 0, 0, NULL},
+     26, 4, 2, 256, 1024, 2048, 10000.0, 1e-6, true, false, 64, 0.5, 1.0, 6, 0, false, 0, 0, 0, NULL, NULL, false},
     /* Gemma 3: a 512 window on 5 of every 6 layers, q/k norms; the tiny
      * one has a window of 5 tokens, and linear RoPE scaling on its global
      * layer (as the 4B and larger models) */
     {"gemma3-1b", "gemma3", "Gemma-3-1B shape (random weights)", 1152, 26, 4, 1, 6912, 262144, 32768, 1000000.0,
-     1e-6, true, false, 256, 0, 0, 512, 0, true, 0, 0, 0, NULL},
+     1e-6, true, false, 256, 0, 0, 512, 0, true, 0, 0, 0, NULL, NULL, false},
     {"gemma3-4b", "gemma3", "Gemma-3-4B shape (random weights; text model)", 2560, 34, 8, 4, 10240, 262208, 131072,
-     1000000.0, 1e-6, true, false, 256, 0, 0, 1024, 8.0, true, 0, 0, 0, NULL},
+     1000000.0, 1e-6, true, false, 256, 0, 0, 1024, 8.0, true, 0, 0, 0, NULL, NULL, false},
     {"gemma3-tiny", "gemma3", "tiny Gemma 3 shape (random weights, for tests: 8 layers, window 5, RoPE x8 global)",
-     128, 8, 4, 2, 256, 1024, 2048, 1000000.0, 1e-6, true, false, 64, 0, 0, 5, 8.0, true, 0, 0, 0, NULL},
+     128, 8, 4, 2, 256, 1024, 2048, 1000000.0, 1e-6, true, false, 64, 0, 0, 5, 8.0, true, 0, 0, 0, NULL, NULL, false},
     /* Qwen3-MoE: 128 experts of 768, 8 used; the tiny one 8 of 64, 2 used */
     {"qwen3-30b-a3b", "qwen3moe", "Qwen3-30B-A3B shape (random weights)", 2048, 48, 32, 4, 6144, 151936, 40960,
-     1000000.0, 1e-6, false, false, 128, 0, 0, 0, 0, true, 128, 8, 768, NULL},
+     1000000.0, 1e-6, false, false, 128, 0, 0, 0, 0, true, 128, 8, 768, NULL, NULL, false},
     {"qwen3moe-tiny", "qwen3moe", "tiny Qwen3-MoE shape (random weights, for tests: 8 experts, 2 used)", 128, 2, 4,
-     2, 256, 1024, 2048, 1000000.0, 1e-6, false, false, 0, 0, 0, 0, 0, true, 8, 2, 64, NULL},
+     2, 256, 1024, 2048, 1000000.0, 1e-6, false, false, 0, 0, 0, 0, 0, true, 8, 2, 64, NULL, NULL, false},
     /* Qwen2-MoE (Qwen1.5-MoE-A2.7B): 60 experts of 1408, 4 used, a shared
      * expert of 5632 (feed_forward_length); the tiny one 8 of 64, 2 used,
      * a shared one of 256 */
     {"qwen2moe-a2.7b", "qwen2moe", "Qwen1.5-MoE-A2.7B shape (random weights)", 2048, 24, 16, 16, 5632, 151936, 8192,
-     1000000.0, 1e-6, false, true, 0, 0, 0, 0, 0, false, 60, 4, 1408, NULL},
+     1000000.0, 1e-6, false, true, 0, 0, 0, 0, 0, false, 60, 4, 1408, NULL, NULL, false},
     {"qwen2moe-tiny", "qwen2moe", "tiny Qwen2-MoE shape (random weights, for tests: 8 experts, 2 used, 1 shared)", 128,
-     2, 4, 2, 256, 1024, 2048, 1000000.0, 1e-6, false, true, 0, 0, 0, 0, 0, false, 8, 2, 64, NULL},
+     2, 4, 2, 256, 1024, 2048, 1000000.0, 1e-6, false, true, 0, 0, 0, 0, 0, false, 8, 2, 64, NULL, NULL, false},
     /* IBM Granite 3.1 2B: Llama's blocks with multipliers */
     {"granite-2b", "granite", "Granite-3.1-2B shape (random weights)", 2048, 40, 32, 8, 8192, 49155, 131072,
-     5000000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, granite_scales},
+     5000000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, granite_scales, NULL, false},
     {"granite-tiny", "granite", "tiny Granite shape (random weights, for tests: Granite 3's multipliers)", 128, 2, 4,
-     2, 256, 1024, 2048, 10000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, granite_scales},
+     2, 256, 1024, 2048, 10000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, granite_scales, NULL, false},
     /* Granite MoE with a shared expert (granitemoeshared's layout): 8 experts
      * of 64, 2 used, an ungated shared one of 256 (feed_forward_length) */
     {"granitemoe-tiny", "granitemoe", "tiny Granite MoE shape (random weights, for tests: 8 experts, 1 shared)", 128,
-     2, 4, 2, 256, 1024, 2048, 10000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 8, 2, 64, granite_scales},
+     2, 4, 2, 256, 1024, 2048, 10000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 8, 2, 64, granite_scales, NULL, false},
     /* encoders (embedding models): a WordPiece vocabulary of the same
      * layout as BERT's ([PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102) */
     {"bge-small", "bert", "bge-small-en-v1.5 shape (random weights)", 384, 12, 12, 12, 1536, 30522, 512, 10000.0,
-     1e-12, false, true, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL},
+     1e-12, false, true, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
     {"bert-tiny", "bert", "tiny BERT shape (random weights, for tests)", 128, 2, 4, 4, 512, 2048, 512, 10000.0, 1e-12,
-     false, true, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL},
+     false, true, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
     {"nomic-embed", "nomic-bert", "nomic-embed-text-v1.5 shape (random weights)", 768, 12, 12, 12, 3072, 30522, 2048,
-     1000.0, 1e-12, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL},
+     1000.0, 1e-12, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
     {"nomic-tiny", "nomic-bert", "tiny nomic-bert shape (random weights, for tests)", 128, 2, 4, 4, 512, 2048, 2048,
-     1000.0, 1e-12, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL},
+     1000.0, 1e-12, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
+    /* BitNet b1.58 2B4T (bitnet_b1_58 layout as llama.cpp converts it:
+     * sub-norms, tied output; "relu2" FFN); the tiny ones for tests: SiLU
+     * (llama.cpp's default) and relu2, with projection scales */
+    {"bitnet-2b", "bitnet", "BitNet b1.58 2B4T shape (random weights)", 2560, 30, 20, 5, 6912, 128256, 4096,
+     500000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, "relu2", false},
+    {"bitnet-tiny", "bitnet", "tiny BitNet shape (random weights, for tests: SiLU, projection scales)", 256, 2, 4, 2,
+     512, 1024, 2048, 10000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, true},
+    {"bitnet-relu2-tiny", "bitnet", "tiny BitNet shape (random weights, for tests: relu2, projection scales)", 256, 2,
+     4, 2, 512, 1024, 2048, 10000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, "relu2", true},
 };
 
 /* The encoder presets (bert, nomic-bert) */
@@ -207,6 +220,13 @@ static int build_specs(const preset *p, tensor_spec *ts) {
             MAT(L("ffn_up.weight"), E, p->n_ff);
             MAT(L("ffn_down.weight"), p->n_ff, E);
         }
+        if (!strcmp(p->arch, "bitnet")) {
+            VEC(L("attn_sub_norm.weight"), QD);
+            VEC(L("ffn_sub_norm.weight"), p->n_ff);
+            static const char *const sc[7] = {"attn_q.scale", "attn_k.scale",   "attn_v.scale", "attn_output.scale",
+                                              "ffn_gate.scale", "ffn_up.scale", "ffn_down.scale"};
+            for (int k = 0; p->proj_scales && k < 7; k++) VEC(L(sc[k]), 1);
+        }
         if (!strncmp(p->arch, "gemma", 5) && strcmp(p->arch, "gemma")) { /* gemma2, gemma3 */
             VEC(L("post_attention_norm.weight"), E);
             VEC(L("post_ffw_norm.weight"), E);
@@ -283,7 +303,7 @@ int vx_cmd_synth(int argc, char **argv) {
         fprintf(stderr, "error: unknown type '%s' (see vx synth --help)\n", tname);
         return 2;
     }
-    tensor_spec *ts = calloc((size_t)(p->n_layer * 18 + 8), sizeof *ts);
+    tensor_spec *ts = calloc((size_t)(p->n_layer * 24 + 8), sizeof *ts);
     if (!ts) return 1;
     const int nt = build_specs(p, ts);
     vx_quant_shape *shapes = calloc((size_t)nt, sizeof *shapes);
@@ -342,6 +362,7 @@ int vx_cmd_synth(int argc, char **argv) {
         vx_gguf_set_u32(w, K("attention.value_length"), (uint32_t)hd);
     }
     vx_gguf_set_f32(w, K("rope.freq_base"), (float)p->rope_base);
+    if (p->act) vx_gguf_set_str(w, K("hidden_activation"), p->act);
     if (p->granite) {
         vx_gguf_set_f32(w, K("embedding_scale"), (float)p->granite[0]);
         vx_gguf_set_f32(w, K("residual_scale"), (float)p->granite[1]);
@@ -420,8 +441,9 @@ int vx_cmd_synth(int argc, char **argv) {
         }
         for (int64_t r = 0; r < npool; r++) {
             for (int64_t j = 0; j < ne0; j++)
-                row[j] = t->vector ? (strstr(t->name, "norm.weight") ? 1.0f : 0.0f) + 0.02f * rng_normal(&rng)
-                                   : 0.02f * rng_normal(&rng);
+                row[j] = strstr(t->name, ".scale") ? 1.0f + 0.25f * fabsf(rng_normal(&rng)) /* BitNet's */
+                         : t->vector ? (strstr(t->name, "norm.weight") ? 1.0f : 0.0f) + 0.02f * rng_normal(&rng)
+                                     : 0.02f * rng_normal(&rng);
             tr->from_float(row, pool + (size_t)r * rs, ne0);
         }
         for (int64_t r = 0; r < rows; r++)
