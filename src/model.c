@@ -1042,9 +1042,15 @@ int32_t vx_model_describe(const vx_model *m, char *buf, size_t size) {
             sb_printf(&b, "multipliers     embeddings x%g, block outputs x%g, scores x%g, logits /%g\n",
                       hp->embd_scale != 0 ? hp->embd_scale : 1.0, hp->residual_scale, hp->attn_scale,
                       hp->logit_scale);
-        sb_printf(&b, "attention       %s%s%s\n", hp->fused_qkv ? "fused qkv" : "separate q/k/v",
+        sb_printf(&b, "attention       %s%s%s%s\n", hp->fused_qkv ? "fused qkv" : "separate q/k/v",
                   m->layers[0].bq.data || m->layers[0].bqkv.data ? ", biases" : "",
-                  m->layers[0].q_norm.data ? ", q/k norm" : "");
+                  m->layers[0].q_norm.data ? ", q/k norm" : "",
+                  m->layers[0].attn_sub_norm.data ? ", output sub-norm" : "");
+        if (hp->n_layer > 0 && (m->layers[0].ffn_gate.data || m->layers[0].ffn_gate_exps.data || hp->fused_gate_up))
+            sb_printf(&b, "ffn             %s gated%s%s\n",
+                      hp->ffn_act == VX_FFN_GELU ? "GELU" : hp->ffn_act == VX_FFN_RELU2 ? "squared-ReLU" : "SiLU",
+                      m->layers[0].ffn_sub_norm.data ? ", sub-norm before ffn_down" : "",
+                      m->layers[0].wq_s.data ? "; projection output scales" : "");
         if (m->arch->encoder)
             sb_printf(&b, "output          none: an encoder (embeddings only, attention over the whole text), "
                           "pooling %s%s\n",
