@@ -204,6 +204,8 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
         k->gemv[VX_TYPE_Q2_K_R8] = vx_gemv_q2_K_r8_avx2;
         k->gemm[VX_TYPE_Q3_K_R8] = vx_gemm_q3_K_r8_avx2;
         k->gemm[VX_TYPE_Q2_K_R8] = vx_gemm_q2_K_r8_avx2;
+        k->gemv[VX_TYPE_TQ2_0_R8] = vx_gemv_tq2_0_r8_avx2;
+        k->gemm[VX_TYPE_TQ2_0_R8] = vx_gemm_tq2_0_r8_avx2;
         k->gemv[VX_TYPE_Q4_0_R8] = vx_gemv_q4_0_r8_avx2;
         k->gemv[VX_TYPE_Q5_0_R8] = vx_gemv_q5_0_r8_avx2;
         k->gemv[VX_TYPE_Q8_0_R8] = vx_gemv_q8_0_r8_avx2;
@@ -236,6 +238,8 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
             k->gemm[VX_TYPE_Q3_K_R8] = vx_gemm_q3_K_r8_gfni_avx512;
             k->gemv[VX_TYPE_Q2_K_R8] = vx_gemv_q2_K_r8_gfni_avx512;
             k->gemm[VX_TYPE_Q2_K_R8] = vx_gemm_q2_K_r8_gfni_avx512;
+            k->gemv[VX_TYPE_TQ2_0_R8] = vx_gemv_tq2_0_r8_gfni_avx512;
+            k->gemm[VX_TYPE_TQ2_0_R8] = vx_gemm_tq2_0_r8_gfni_avx512;
         }
         /* the 32-element types' GEMVs with two far 8-row groups per turn
          * on AMD (four on Intel, where four were faster: avx512_gemm.c).
@@ -301,6 +305,8 @@ void vx_kernels_init_emulated(vx_kernels *k) {
     k->gemm[VX_TYPE_Q3_K_R8] = vx_gemm_q3_K_r8_gfni_avx512emu;
     k->gemv[VX_TYPE_Q2_K_R8] = vx_gemv_q2_K_r8_gfni_avx512emu;
     k->gemm[VX_TYPE_Q2_K_R8] = vx_gemm_q2_K_r8_gfni_avx512emu;
+    k->gemv[VX_TYPE_TQ2_0_R8] = vx_gemv_tq2_0_r8_gfni_avx512emu;
+    k->gemm[VX_TYPE_TQ2_0_R8] = vx_gemm_tq2_0_r8_gfni_avx512emu;
     k->name = "avx512-emu";
 }
 

@@ -118,6 +118,7 @@ void vx_matmul_kernels_ref(vx_gemv_fn *gemv, vx_act_fn *act) {
     gemv[VX_TYPE_Q5_K_R8] = vx_gemv_q5_K_r8_ref;
     gemv[VX_TYPE_Q3_K_R8] = vx_gemv_q3_K_r8_ref;
     gemv[VX_TYPE_Q2_K_R8] = vx_gemv_q2_K_r8_ref;
+    gemv[VX_TYPE_TQ2_0_R8] = vx_gemv_tq2_0_r8_ref;
     gemv[VX_TYPE_Q4_0_R8] = vx_gemv_q4_0_r8_ref;
     gemv[VX_TYPE_Q5_0_R8] = vx_gemv_q5_0_r8_ref;
     gemv[VX_TYPE_Q8_0_R8] = vx_gemv_q8_0_r8_ref;

@@ -40,7 +40,7 @@ typedef enum vx_type {
     VX_TYPE_BF16 = 30,
     VX_TYPE_TQ1_0 = 34,
     VX_TYPE_TQ2_0 = 35,
-    VX_TYPE_COUNT = 51 /* size of the traits table and kernel tables (ids are sparse) */
+    VX_TYPE_COUNT = 52 /* size of the traits table and kernel tables (ids are sparse) */
 } vx_type;
 
 #define VX_QK4_0 32
@@ -190,6 +190,7 @@ size_t vx_row_size(vx_type type, int64_t n);
 #define VX_TYPE_Q4_1_R8 48
 #define VX_TYPE_Q5_1_R8 49
 #define VX_TYPE_IQ4_NL_R8 50
+#define VX_TYPE_TQ2_0_R8 51
 
 typedef struct {
     uint16_t d[8], dmin[8];
@@ -255,6 +256,16 @@ typedef struct {
     uint8_t hm[8][8][4];
     uint8_t qs[2][8][8][4];
 } vx_block_q3_K_r8;
+/* TQ1_0 and TQ2_0 rows (quant_repack.c): Q2_K_R8's code bytes (code t
+ * for the value (t - 1) d, TQ2_0's own 2-bit layout) and the scales, with
+ * no sub-block scales or mins: the kernels take Q2_K_R8's with every
+ * scale and min 1 and dmin = d, and give its bits on the Q2_K blocks of
+ * the same values (vx_tq_block_as_q2_K) in TQ2_0's 66 bytes a row and
+ * block instead of Q2_K's 84. */
+typedef struct {
+    uint16_t d[8];
+    uint8_t qs[2][8][8][4];
+} vx_block_tq2_0_r8;
 _Static_assert(sizeof(vx_block_q4_K_r8) == 1184, "q4_K_r8 size");
 _Static_assert(sizeof(vx_block_q5_K_r8) == 1440, "q5_K_r8 size");
 _Static_assert(sizeof(vx_block_q6_K_r8) == 1680, "q6_K_r8 size");
@@ -266,6 +277,7 @@ _Static_assert(sizeof(vx_block_q4_1_r8) == 8 * sizeof(vx_block_q4_1), "q4_1_r8 s
 _Static_assert(sizeof(vx_block_q5_1_r8) == 8 * sizeof(vx_block_q5_1), "q5_1_r8 size");
 _Static_assert(sizeof(vx_block_iq4_nl_r8) == 8 * sizeof(vx_block_iq4_nl), "iq4_nl_r8 size");
 _Static_assert(sizeof(vx_block_q3_K_r8) == 8 * sizeof(vx_block_q3_K) + 32, "q3_K_r8 size");
+_Static_assert(sizeof(vx_block_tq2_0_r8) == 8 * sizeof(vx_block_tq2_0), "tq2_0_r8 size");
 
 /* The packed type of a weight type (-1: none). */
 int vx_repack_type(int type);
@@ -292,6 +304,7 @@ void vx_gemv_q5_1_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows,
 void vx_gemv_iq4_nl_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q3_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q2_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_tq2_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 
 /* IQ4_NL's non-linear 4-bit code book. */
 extern const int8_t vx_iq4nl_values[16];

@@ -1,7 +1,7 @@
 /*
  * quant_repack.c - the load-time 8-row layouts Q4_K_R8, Q5_K_R8, Q6_K_R8, Q3_K_R8,
- * Q2_K_R8, Q4_0_R8, Q5_0_R8, Q8_0_R8, Q4_1_R8, Q5_1_R8 and IQ4_NL_R8 (see quant.h): repacking from the file layout
- * (IQ4_XS into IQ4_NL_R8, TQ1_0 and TQ2_0 into Q2_K_R8), and
+ * Q2_K_R8, Q4_0_R8, Q5_0_R8, Q8_0_R8, Q4_1_R8, Q5_1_R8, IQ4_NL_R8 and TQ2_0_R8 (see quant.h): repacking from the file layout
+ * (IQ4_XS into IQ4_NL_R8, TQ1_0 and TQ2_0 into TQ2_0_R8), and
  * the plain-C reference GEMV on them.
  *
  * The reference follows the canonical order of avx2_quant_util.h exactly:
@@ -40,8 +40,8 @@ int vx_repack_type(int type) {
     case VX_TYPE_Q5_1: return VX_TYPE_Q5_1_R8;
     case VX_TYPE_IQ4_NL: return VX_TYPE_IQ4_NL_R8;
     case VX_TYPE_IQ4_XS: return VX_TYPE_IQ4_NL_R8; /* each sub-block as an IQ4_NL block */
-    case VX_TYPE_TQ1_0: /* each block as the Q2_K block of its values */
-    case VX_TYPE_TQ2_0: return VX_TYPE_Q2_K_R8;
+    case VX_TYPE_TQ1_0: /* each block's codes as TQ2_0's */
+    case VX_TYPE_TQ2_0: return VX_TYPE_TQ2_0_R8;
     default: return -1;
     }
 }
@@ -49,7 +49,7 @@ int vx_repack_type(int type) {
 /* Elements per block and bytes per 8-row record of a packed type. */
 static int64_t rec_elems(int ptype) {
     return ptype == VX_TYPE_Q4_K_R8 || ptype == VX_TYPE_Q6_K_R8 || ptype == VX_TYPE_Q3_K_R8 ||
-                   ptype == VX_TYPE_Q2_K_R8 || ptype == VX_TYPE_Q5_K_R8
+                   ptype == VX_TYPE_Q2_K_R8 || ptype == VX_TYPE_Q5_K_R8 || ptype == VX_TYPE_TQ2_0_R8
                ? QK
                : 32;
 }
@@ -67,6 +67,7 @@ static size_t rec_size(int ptype) {
     case VX_TYPE_Q4_1_R8: return sizeof(vx_block_q4_1_r8);
     case VX_TYPE_Q5_1_R8: return sizeof(vx_block_q5_1_r8);
     case VX_TYPE_IQ4_NL_R8: return sizeof(vx_block_iq4_nl_r8);
+    case VX_TYPE_TQ2_0_R8: return sizeof(vx_block_tq2_0_r8);
     default: return 0;
     }
 }
@@ -205,23 +206,23 @@ static void repack_iq4_xs(const void *src, size_t row_stride, int64_t nrows, int
         }
 }
 
-/* TQ1_0 / TQ2_0 rows: each block as the Q2_K block of the same values
- * (vx_tq_block_as_q2_K: exact), packed as Q2_K's. The layout is 84 bytes
- * a block where the files have 54 and 66, but it brings every tier's
- * Q2_K_R8 GEMV and GEMM (and AMX's) to the ternary types. */
+/* TQ1_0 / TQ2_0 rows into TQ2_0_R8: each block's codes and scale as the
+ * Q2_K block of its values has them (vx_tq_block_as_q2_K: TQ2_0's bytes
+ * as they are, TQ1_0's trits as 2-bit fields), in Q2_K_R8's qs order. */
 static void repack_ternary(int type, const void *src, size_t row_stride, int64_t nrows, int64_t n, void *dst) {
     const int64_t nb = n / QK;
     const size_t bs = vx_row_size((vx_type)type, QK);
     for (int64_t g = 0; g < nrows / 8; g++)
         for (int64_t i = 0; i < nb; i++) {
-            vx_block_q2_K blk[8];
-            const uint8_t *b[8];
+            vx_block_tq2_0_r8 *o = (vx_block_tq2_0_r8 *)(void *)((uint8_t *)dst + (size_t)(g * nb + i) * sizeof *o);
             for (int r = 0; r < 8; r++) {
                 const uint8_t *row = (const uint8_t *)src + (size_t)(8 * g + r) * row_stride;
-                vx_tq_block_as_q2_K(type, row + (size_t)i * bs, &blk[r]);
-                b[r] = (const uint8_t *)&blk[r];
+                vx_block_q2_K blk;
+                vx_tq_block_as_q2_K(type, row + (size_t)i * bs, &blk);
+                o->d[r] = blk.d;
+                for (int h = 0; h < 2; h++)
+                    for (int q = 0; q < 8; q++) memcpy(o->qs[h][q][r], blk.qs + 32 * h + 4 * q, 4);
             }
-            pack_q2_K(b, (vx_block_q2_K_r8 *)(void *)((uint8_t *)dst + (size_t)(g * nb + i) * sizeof(vx_block_q2_K_r8)));
         }
 }
 
@@ -301,8 +302,8 @@ void vx_gemv_q6_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows,
     }
 }
 
-/* Q2_K_R8 / Q3_K_R8 element e of row r: its code (Q3_K: minus 4, the
- * offset), scale and (Q2_K) min. */
+/* Q2_K_R8 / Q3_K_R8 / TQ2_0_R8 element e of row r: its code (Q3_K: minus
+ * 4, the offset), scale and (Q2_K, TQ2_0) min. */
 static void q23_elem(int ptype, const void *rec, int r, int e, int *code, int *sc, int *mn) {
     const int h = e / 128, j = (e % 128) / 32, q = (e % 32) / 4, b = e % 4, s = e / 16;
     if (ptype == VX_TYPE_Q2_K_R8) {
@@ -310,6 +311,10 @@ static void q23_elem(int ptype, const void *rec, int r, int e, int *code, int *s
         *code = (x->qs[h][q][r][b] >> (2 * j)) & 3;
         *sc = x->sc[s / 2][r][s % 2] & 15;
         *mn = x->sc[s / 2][r][s % 2] >> 4;
+    } else if (ptype == VX_TYPE_TQ2_0_R8) { /* Q2_K's with scales and mins 1 */
+        const vx_block_tq2_0_r8 *x = rec;
+        *code = (x->qs[h][q][r][b] >> (2 * j)) & 3;
+        *sc = *mn = 1;
     } else {
         const vx_block_q3_K_r8 *x = rec;
         *code = ((x->qs[h][q][r][b] >> (2 * j)) & 3) + 4 * ((x->hm[q][r][b] >> (e / 32)) & 1) - 4;
@@ -360,7 +365,9 @@ static void gemv_k_r8_ref(int ptype, int64_t n, const void *w, size_t row_stride
                 const float yd = y[i].d;
                 const uint16_t *d = rec; /* every record starts with d[8], then (with mins) dmin[8] */
                 acc = fmaf(vx_fp16_to_fp32(d[r]) * yd, (float)I, acc);
-                if (ptype != VX_TYPE_Q3_K_R8) acc = fmaf(-(vx_fp16_to_fp32(d[8 + r]) * yd), (float)M, acc);
+                /* TQ2_0's dmin is d */
+                const uint16_t dmin = ptype == VX_TYPE_TQ2_0_R8 ? d[r] : d[8 + r];
+                if (ptype != VX_TYPE_Q3_K_R8) acc = fmaf(-(vx_fp16_to_fp32(dmin) * yd), (float)M, acc);
             }
             out[8 * g + r] = acc;
         }
@@ -378,6 +385,9 @@ void vx_gemv_q3_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows,
 }
 void vx_gemv_q2_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
     gemv_k_r8_ref(VX_TYPE_Q2_K_R8, n, w, row_stride, nrows, y, out);
+}
+void vx_gemv_tq2_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
+    gemv_k_r8_ref(VX_TYPE_TQ2_0_R8, n, w, row_stride, nrows, y, out);
 }
 
 /* Code (offset removed; IQ4_NL: its book value) of element e of row r in
@@ -483,10 +493,11 @@ void vx_dequant_row(int type, const void *w, size_t row_stride, int64_t r, int64
                 const int hi = (b->q[h][l / 4][2][rr][l % 4] >> (2 * k)) & 3;
                 dst[e] = d * (float)b->sc[j / 2][rr][j % 2] * (float)((lo | hi << 4) - 32);
             }
-        } else if (type == VX_TYPE_Q3_K_R8 || type == VX_TYPE_Q2_K_R8) {
+        } else if (type == VX_TYPE_Q3_K_R8 || type == VX_TYPE_Q2_K_R8 || type == VX_TYPE_TQ2_0_R8) {
             const float d = vx_fp16_to_fp32(((const uint16_t *)rec)[rr]);
-            const float dmin =
-                type == VX_TYPE_Q2_K_R8 ? vx_fp16_to_fp32(((const vx_block_q2_K_r8 *)rec)->dmin[rr]) : 0.0f;
+            const float dmin = type == VX_TYPE_Q2_K_R8   ? vx_fp16_to_fp32(((const vx_block_q2_K_r8 *)rec)->dmin[rr])
+                               : type == VX_TYPE_TQ2_0_R8 ? d
+                                                          : 0.0f;
             for (int e = 0; e < QK; e++) {
                 int code, sc, mn;
                 q23_elem(type, rec, rr, e, &code, &sc, &mn);

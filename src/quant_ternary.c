@@ -9,9 +9,10 @@
  * (integer sums per block, doubles across blocks, as quant_k.c's).
  *
  * The matmul tables take the reference gemv for the file layout
- * (matmul.c); at load time the SIMD tiers repack both types into Q2_K_R8
- * (quant_repack.c), through vx_tq_block_as_q2_K below, and run that
- * layout's GEMV and GEMM kernels.
+ * (matmul.c); at load time the SIMD tiers repack both types into
+ * TQ2_0_R8 (quant.h, quant_repack.c), the codes of vx_tq_block_as_q2_K
+ * below, and run Q2_K_R8's GEMV and GEMM kernels on it with every scale
+ * and min 1.
  */
 #include <math.h>
 #include <string.h>

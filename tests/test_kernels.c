@@ -532,8 +532,8 @@ static bool gemm_tol(err_stats *st, const gcase *gc, bool rounded, double got, d
  * factors (every code and scale; row 0 all ones) in rows 0 and 1 of
  * quantized types, quantized Gaussians elsewhere. */
 /* The fp16 factors of a block of type t: the case table's, or the
- * ternary types' one scale (they have no kernels of their own: the SIMD
- * tiers run them as Q2_K_R8, check_packed). */
+ * ternary types' one scale (they have no plain-layout kernels of their
+ * own: the SIMD tiers run them as TQ2_0_R8, check_packed). */
 static int block_f16(int t, size_t off[2]) {
     const kcase *kc = find_case(t);
     if (kc) {
@@ -764,9 +764,10 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
     const int ldo = PK_ROWS + 3;
     uint8_t *scr = kt->gemm_scratch ? xmalloc(kt->gemm_scratch(n)) : NULL; /* the table's, as a context has */
     const vx_type_traits *tx = vx_type_get_traits(type), *ty = vx_type_get_traits(act_type);
-    /* the ternary types are packed as the Q2_K blocks of their values: the
-     * packed kernels' bits are the plain Q2_K gemv's on those blocks (w2),
-     * and their packing that of those blocks */
+    /* the ternary types are packed (TQ2_0_R8) with the codes and scales of
+     * the Q2_K blocks of their values: the packed kernels' bits are the
+     * plain Q2_K gemv's on those blocks (w2), and the packed rows their
+     * values */
     const bool tern = type == VX_TYPE_TQ1_0 || type == VX_TYPE_TQ2_0;
     const size_t rs2 = tern ? vx_row_size(VX_TYPE_Q2_K, n) : rs;
     uint8_t *w2 = tern ? xmalloc(rs2 * PK_ROWS) : w;
@@ -780,18 +781,26 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
                 vx_tq_block_as_q2_K(type, w + (size_t)row * rs + (size_t)b * tx->type_size,
                                     (vx_block_q2_K *)(void *)(w2 + (size_t)row * rs2) + b);
     /* Q4_K_R8 adds 4 bytes of decoded scales per 144-byte block, Q3_K_R8
-     * 4 per 110, Q5_K_R8 4 per 176; the others keep the (Q2_K) size */
-    CHECK(ptype == VX_TYPE_Q4_K_R8   ? prs * 8 == rs * 8 / 144 * 148
-          : ptype == VX_TYPE_Q3_K_R8 ? prs * 8 == rs * 8 / 110 * 114
-          : ptype == VX_TYPE_Q5_K_R8 ? prs * 8 == rs * 8 / 176 * 180
-                                     : prs == rs2);
+     * 4 per 110, Q5_K_R8 4 per 176; TQ2_0_R8 has TQ2_0's 66; the others
+     * keep the file's size */
+    CHECK(ptype == VX_TYPE_Q4_K_R8    ? prs * 8 == rs * 8 / 144 * 148
+          : ptype == VX_TYPE_Q3_K_R8  ? prs * 8 == rs * 8 / 110 * 114
+          : ptype == VX_TYPE_Q5_K_R8  ? prs * 8 == rs * 8 / 176 * 180
+          : ptype == VX_TYPE_TQ2_0_R8 ? prs == (size_t)n / 256 * 66
+                                      : prs == rs);
     vx_repack_rows(type, w, rs, PK_ROWS, n, pw);
-    if (tern) {
-        uint8_t *pw2 = xmalloc(prs * PK_ROWS);
-        vx_repack_rows(VX_TYPE_Q2_K, w2, rs2, PK_ROWS, n, pw2);
-        CHECKF(memcmp(pw, pw2, prs * PK_ROWS) == 0, "%s n=%lld: not packed as its Q2_K blocks",
-               vx_type_name(type), (long long)n);
-        free(pw2);
+    if (tern) { /* the packed rows hold the Q2_K blocks' values */
+        float *a = xmalloc((size_t)n * sizeof(float)), *b = xmalloc((size_t)n * sizeof(float));
+        int bad = 0;
+        for (int row = 0; row < PK_ROWS; row++) {
+            vx_dequant_row(VX_TYPE_Q2_K, w2, rs2, row, n, a);
+            vx_dequant_row(ptype, pw + (size_t)(row / 8) * 8 * prs, prs, row % 8, n, b);
+            bad += memcmp(a, b, (size_t)n * sizeof(float)) != 0;
+        }
+        CHECKF(bad == 0, "%s n=%lld: %d packed rows with other values than their Q2_K blocks", vx_type_name(type),
+               (long long)n, bad);
+        free(a);
+        free(b);
     }
     const char *name = vx_type_name(type);
     /* rows past the gemv's tables (n > 8192) are about the row length, not
@@ -922,6 +931,8 @@ static int tiers(vx_kernels *kt) {
         kt[n].gemm[VX_TYPE_Q5_K_R8] = vx_gemm_q5_K_r8_avx512;
         kt[n].gemv[VX_TYPE_Q2_K_R8] = vx_gemv_q2_K_r8_avx512;
         kt[n].gemm[VX_TYPE_Q2_K_R8] = vx_gemm_q2_K_r8_avx512;
+        kt[n].gemv[VX_TYPE_TQ2_0_R8] = vx_gemv_tq2_0_r8_avx512;
+        kt[n].gemm[VX_TYPE_TQ2_0_R8] = vx_gemm_tq2_0_r8_avx512;
         kt[n++].gemm[VX_TYPE_Q3_K_R8] = vx_gemm_q3_K_r8_avx512;
         swap_g2(&kt[n - 1], g4_native, g2_native);
     }
@@ -936,6 +947,8 @@ static int tiers(vx_kernels *kt) {
         kt[n].gemm[VX_TYPE_Q5_K_R8] = vx_gemm_q5_K_r8_avx512emu;
         kt[n].gemv[VX_TYPE_Q2_K_R8] = vx_gemv_q2_K_r8_avx512emu;
         kt[n].gemm[VX_TYPE_Q2_K_R8] = vx_gemm_q2_K_r8_avx512emu;
+        kt[n].gemv[VX_TYPE_TQ2_0_R8] = vx_gemv_tq2_0_r8_avx512emu;
+        kt[n].gemm[VX_TYPE_TQ2_0_R8] = vx_gemm_tq2_0_r8_avx512emu;
         kt[n++].gemm[VX_TYPE_Q3_K_R8] = vx_gemm_q3_K_r8_avx512emu;
         swap_g2(&kt[n - 1], g4_emu, g2_emu);
     }
@@ -966,8 +979,8 @@ static void test_packed(err_stats *st) {
             check_packed(st, k, VX_TYPE_Q5_K, vx_gemv_q5_K_avx2, first ? vx_gemv_q5_K_r8_ref : NULL, ns[i], &r);
             check_packed(st, k, VX_TYPE_Q3_K, vx_gemv_q3_K_avx2, first ? vx_gemv_q3_K_r8_ref : NULL, ns[i], &r);
             check_packed(st, k, VX_TYPE_Q2_K, vx_gemv_q2_K_avx2, first ? vx_gemv_q2_K_r8_ref : NULL, ns[i], &r);
-            check_packed(st, k, VX_TYPE_TQ2_0, vx_gemv_q2_K_avx2, first ? vx_gemv_q2_K_r8_ref : NULL, ns[i], &r);
-            check_packed(st, k, VX_TYPE_TQ1_0, vx_gemv_q2_K_avx2, first ? vx_gemv_q2_K_r8_ref : NULL, ns[i], &r);
+            check_packed(st, k, VX_TYPE_TQ2_0, vx_gemv_q2_K_avx2, first ? vx_gemv_tq2_0_r8_ref : NULL, ns[i], &r);
+            check_packed(st, k, VX_TYPE_TQ1_0, vx_gemv_q2_K_avx2, first ? vx_gemv_tq2_0_r8_ref : NULL, ns[i], &r);
         }
         for (int i = 0; ns32[i]; i++) {
             check_packed(st, k, VX_TYPE_Q4_0, vx_gemv_q4_0_avx2, first ? vx_gemv_q4_0_r8_ref : NULL, ns32[i], &r);
@@ -1091,6 +1104,7 @@ static const char *stat_name(int t) {
     case VX_TYPE_Q3_K_R8: return "Q3_K_R8";
     case VX_TYPE_Q5_K_R8: return "Q5_K_R8";
     case VX_TYPE_Q2_K_R8: return "Q2_K_R8";
+    case VX_TYPE_TQ2_0_R8: return "TQ2_0_R8";
     case VX_TYPE_Q4_0_R8: return "Q4_0_R8";
     case VX_TYPE_Q5_0_R8: return "Q5_0_R8";
     case VX_TYPE_Q8_0_R8: return "Q8_0_R8";

@@ -49,11 +49,14 @@
  * subtracted times dmin (KDMIN) or, for the signed codes u - 2^KOFF, as
  * an integer. A packed kind runs its base kind's tile with a cheaper
  * panel load. */
-enum { GK_Q4_K, GK_Q6_K, GK_Q5_K, GK_Q3_K, GK_Q2_K, GK_Q4_K_R8, GK_Q6_K_R8, GK_Q3_K_R8, GK_Q2_K_R8, GK_Q5_K_R8 };
+enum { GK_Q4_K, GK_Q6_K, GK_Q5_K, GK_Q3_K, GK_Q2_K, GK_Q4_K_R8, GK_Q6_K_R8, GK_Q3_K_R8, GK_Q2_K_R8, GK_Q5_K_R8,
+       GK_TQ2_R8 };
 #define KPACKED(k) ((k) >= GK_Q4_K_R8)
 #define KBASE(k)                                                                                          \
     ((k) == GK_Q4_K_R8 ? GK_Q4_K : (k) == GK_Q6_K_R8 ? GK_Q6_K : (k) == GK_Q3_K_R8 ? GK_Q3_K              \
-                                  : (k) == GK_Q2_K_R8 ? GK_Q2_K : (k) == GK_Q5_K_R8 ? GK_Q5_K : (k))
+                                  : (k) == GK_Q2_K_R8 || (k) == GK_TQ2_R8 ? GK_Q2_K                     \
+                                  : (k) == GK_Q5_K_R8                     ? GK_Q5_K                     \
+                                                                          : (k))
 #define KQ6(k) (KBASE(k) == GK_Q6_K)
 #define KSC16(k) (KQ6(k) || KBASE(k) == GK_Q3_K || KBASE(k) == GK_Q2_K)
 #define KSPLIT(k) (KBASE(k) == GK_Q5_K || KBASE(k) == GK_Q3_K || KBASE(k) == GK_Q2_K)
@@ -72,6 +75,7 @@ AINLINE size_t ksize(int k) {
     case GK_Q5_K_R8: return sizeof(vx_block_q5_K_r8);
     case GK_Q3_K_R8: return sizeof(vx_block_q3_K_r8);
     case GK_Q2_K_R8: return sizeof(vx_block_q2_K_r8);
+    case GK_TQ2_R8: return sizeof(vx_block_tq2_0_r8);
     default: return sizeof(vx_block_q6_K_r8);
     }
 }
@@ -350,23 +354,32 @@ AINLINE __m256i q23_pair(int three, const uint8_t *sc, __m256i *mn) {
     return _mm256_and_si256(x, _mm256_set1_epi16(15));
 }
 
-static void load_q23_K_r8(int three, const uint8_t *rec, panelK *P) {
+/* The record's 2-bit code bytes: Q2_K_R8's, Q3_K_R8's or TQ2_0_R8's
+ * (tern: Q2_K's with every scale and min 1, dmin = d). */
+AINLINE const uint8_t (*q23_qs(int three, int tern, const uint8_t *rec))[8][8][4] {
+    return three  ? ((const vx_block_q3_K_r8 *)(const void *)rec)->qs
+           : tern ? ((const vx_block_tq2_0_r8 *)(const void *)rec)->qs
+                  : ((const vx_block_q2_K_r8 *)(const void *)rec)->qs;
+}
+
+static void load_q23_K_r8(int three, int tern, const uint8_t *rec, panelK *P) {
     const vx_block_q2_K_r8 *b2 = (const vx_block_q2_K_r8 *)(const void *)rec;
     const vx_block_q3_K_r8 *b3 = (const vx_block_q3_K_r8 *)(const void *)rec;
+    const uint8_t(*qs)[8][8][4] = q23_qs(three, tern, rec);
     for (int h = 0; h < 2; h++)
         for (int q = 0; q < 8; q++)
             for (int j = 0; j < 4; j++)
-                P->q[4 * h + j][q] = three ? q23_code(1, b3->qs[h][q][0], b3->hm[q][0], h, j)
-                                           : q23_code(0, b2->qs[h][q][0], NULL, h, j);
+                P->q[4 * h + j][q] = three ? q23_code(1, qs[h][q][0], b3->hm[q][0], h, j)
+                                           : q23_code(0, qs[h][q][0], NULL, h, j);
     for (int p = 0; p < 8; p++) {
-        __m256i mn = _mm256_setzero_si256();
-        const __m256i x = q23_pair(three, three ? (const uint8_t *)b3->sc[p][0] : b2->sc[p][0], &mn);
+        __m256i mn = _mm256_set1_epi16(1);
+        const __m256i x = tern ? mn : q23_pair(three, three ? (const uint8_t *)b3->sc[p][0] : b2->sc[p][0], &mn);
         P->sc[2 * p] = dup_lo(x);
         P->sc[2 * p + 1] = dup_hi(x);
         P->mp[p] = three ? x : mn;
     }
-    P->d = _mm256_cvtph_ps(load128(three ? b3->d : b2->d));
-    P->dmin = three ? _mm256_setzero_ps() : _mm256_cvtph_ps(load128(b2->dmin));
+    P->d = _mm256_cvtph_ps(load128(rec)); /* every record starts with d[8] */
+    P->dmin = three ? _mm256_setzero_ps() : tern ? P->d : _mm256_cvtph_ps(load128(b2->dmin));
 }
 
 AINLINE __m256i bq(const vx_block_q8_K *y, int e) {
@@ -538,8 +551,8 @@ AINLINE void rowblockK(int k, int G, int64_t n, const uint8_t *const rows[8], in
                         else if (k == GK_Q5_K_R8)
                             load_q45_K_r8((const vx_block_q4_K_r8 *)(const void *)rec,
                                           ((const vx_block_q5_K_r8 *)(const void *)rec)->qh, &P[gi][j]);
-                        else if (k == GK_Q3_K_R8) load_q23_K_r8(1, rec, &P[gi][j]);
-                        else if (k == GK_Q2_K_R8) load_q23_K_r8(0, rec, &P[gi][j]);
+                        else if (k == GK_Q3_K_R8) load_q23_K_r8(1, 0, rec, &P[gi][j]);
+                        else if (k == GK_Q2_K_R8 || k == GK_TQ2_R8) load_q23_K_r8(0, k == GK_TQ2_R8, rec, &P[gi][j]);
                         else load_q6_K_r8((const vx_block_q6_K_r8 *)(const void *)rec, &P[gi][j]);
                     }
                     for (size_t o = 0; o < CBK * bs; o += 64)
@@ -783,9 +796,9 @@ AINLINE void q6k_r8_groups(int G, int64_t nsb, const uint8_t *const *g, const vx
  * 16-element sub-block, madd with its scale. Q3_K's offset term goes in
  * per half like Q6_K's (the same int32 result); Q2_K's mins term is
  * summed apart for the dmin step. */
-AINLINE void q23k_r8_groups(int three, int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y,
+AINLINE void q23k_r8_groups(int three, int tern, int G, int64_t nsb, const uint8_t *const *g, const vx_block_q8_K *y,
                             float *const *out) {
-    const size_t rs = ksize(three ? GK_Q3_K_R8 : GK_Q2_K_R8), half = rs / 2;
+    const size_t rs = ksize(three ? GK_Q3_K_R8 : tern ? GK_TQ2_R8 : GK_Q2_K_R8), half = rs / 2;
     __m256 acc[GEMV_R8_STREAMS];
 #pragma GCC unroll 8
     for (int s = 0; s < G; s++) acc[s] = _mm256_setzero_ps();
@@ -801,18 +814,20 @@ AINLINE void q23k_r8_groups(int three, int G, int64_t nsb, const uint8_t *const 
                 const uint8_t *rec = g[s] + (size_t)i * rs;
                 const vx_block_q2_K_r8 *b2 = (const vx_block_q2_K_r8 *)(const void *)rec;
                 const vx_block_q3_K_r8 *b3 = (const vx_block_q3_K_r8 *)(const void *)rec;
+                const uint8_t(*qs)[8][8][4] = q23_qs(three, tern, rec);
                 prefetch_ahead(rec + half * h, PF_R8 * rs, h == 0 ? half : rs - half);
                 __m256i J = I[s], Mh = _mm256_setzero_si256();
 #pragma GCC unroll 4
                 for (int j = 0; j < 4; j++) {
                     const int p = 4 * h + j; /* step p: sub-blocks 2p, 2p + 1 */
-                    __m256i mn = _mm256_setzero_si256();
-                    const __m256i x = q23_pair(three, three ? (const uint8_t *)b3->sc[p][0] : b2->sc[p][0], &mn);
+                    __m256i mn = _mm256_set1_epi16(1); /* TQ2_0: scales and mins 1 */
+                    const __m256i x =
+                        tern ? mn : q23_pair(three, three ? (const uint8_t *)b3->sc[p][0] : b2->sc[p][0], &mn);
                     __m256i lo = _mm256_setzero_si256(), hi = lo;
 #pragma GCC unroll 8
                     for (int q = 0; q < 8; q++) {
-                        const __m256i c = three ? q23_code(1, b3->qs[h][q][0], b3->hm[q][0], h, j)
-                                                : q23_code(0, b2->qs[h][q][0], NULL, h, j);
+                        const __m256i c = three ? q23_code(1, qs[h][q][0], b3->hm[q][0], h, j)
+                                                : q23_code(0, qs[h][q][0], NULL, h, j);
                         const __m256i m = _mm256_maddubs_epi16(c, bq(yi, 32 * p + 4 * q));
                         if (q < 4) lo = _mm256_add_epi16(lo, m);
                         else hi = _mm256_add_epi16(hi, m);
@@ -834,9 +849,9 @@ AINLINE void q23k_r8_groups(int three, int G, int64_t nsb, const uint8_t *const 
             const uint8_t *rec = g[s] + (size_t)i * rs;
             acc[s] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(rec)), yd), _mm256_cvtepi32_ps(I[s]),
                                      acc[s]); /* both records start with d[8] */
-            if (!three)
+            if (!three) /* TQ2_0's dmin is d */
                 acc[s] = _mm256_fnmadd_ps(
-                    _mm256_mul_ps(_mm256_cvtph_ps(load128(((const vx_block_q2_K_r8 *)(const void *)rec)->dmin)), yd),
+                    _mm256_mul_ps(_mm256_cvtph_ps(load128(tern ? rec : (const uint8_t *)((const vx_block_q2_K_r8 *)(const void *)rec)->dmin)), yd),
                     _mm256_cvtepi32_ps(M[s]), acc[s]);
         }
     }
@@ -848,8 +863,9 @@ AINLINE void gemv_r8_groups(int k, int G, int64_t nsb, const uint8_t *const *g, 
                             const int32_t (*prt)[4], float *const *out) {
     if (k == GK_Q4_K_R8) q45k_r8_groups(0, G, nsb, g, y, prt, out);
     else if (k == GK_Q5_K_R8) q45k_r8_groups(1, G, nsb, g, y, prt, out);
-    else if (k == GK_Q3_K_R8) q23k_r8_groups(1, G, nsb, g, y, out);
-    else if (k == GK_Q2_K_R8) q23k_r8_groups(0, G, nsb, g, y, out);
+    else if (k == GK_Q3_K_R8) q23k_r8_groups(1, 0, G, nsb, g, y, out);
+    else if (k == GK_Q2_K_R8) q23k_r8_groups(0, 0, G, nsb, g, y, out);
+    else if (k == GK_TQ2_R8) q23k_r8_groups(0, 1, G, nsb, g, y, out);
     else q6k_r8_groups(G, nsb, g, y, out);
 }
 
@@ -874,6 +890,7 @@ GEMV_ENTRY(vx_gemv_q6_K_r8_avx2, gemv_r8, GK_Q6_K_R8)
 GEMV_ENTRY(vx_gemv_q5_K_r8_avx2, gemv_r8, GK_Q5_K_R8)
 GEMV_ENTRY(vx_gemv_q3_K_r8_avx2, gemv_r8, GK_Q3_K_R8)
 GEMV_ENTRY(vx_gemv_q2_K_r8_avx2, gemv_r8, GK_Q2_K_R8)
+GEMV_ENTRY(vx_gemv_tq2_0_r8_avx2, gemv_r8, GK_TQ2_R8)
 
 /* With no unpacking to pay back, the panel serves from 2 tokens. */
 #define MIN_TOK_R8 2
@@ -883,3 +900,4 @@ DEFINE_GEMM_ENTRY(vx_gemm_q6_K_r8_avx2, vx_gemv_q6_K_r8_avx2, gemmK, GK_Q6_K_R8,
 DEFINE_GEMM_ENTRY(vx_gemm_q5_K_r8_avx2, vx_gemv_q5_K_r8_avx2, gemmK, GK_Q5_K_R8, MIN_TOK_R8)
 DEFINE_GEMM_ENTRY(vx_gemm_q3_K_r8_avx2, vx_gemv_q3_K_r8_avx2, gemmK, GK_Q3_K_R8, MIN_TOK_R8)
 DEFINE_GEMM_ENTRY(vx_gemm_q2_K_r8_avx2, vx_gemv_q2_K_r8_avx2, gemmK, GK_Q2_K_R8, MIN_TOK_R8)
+DEFINE_GEMM_ENTRY(vx_gemm_tq2_0_r8_avx2, vx_gemv_tq2_0_r8_avx2, gemmK, GK_TQ2_R8, MIN_TOK_R8)

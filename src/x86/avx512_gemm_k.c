@@ -37,16 +37,22 @@
 #define QK VX_QK_K
 /* K_Q6_K_GF, K_Q5_K_GF, K_Q3_K_GF: the codes' high bits placed with GFNI;
  * K_Q2_K_GF: its 2-bit fields taken out with GFNI */
-enum { K_Q4_K, K_Q6_K, K_Q6_K_GF, K_Q5_K, K_Q5_K_GF, K_Q3_K, K_Q3_K_GF, K_Q2_K, K_Q2_K_GF };
+/* K_TQ2, K_TQ2_GF: TQ2_0_R8, Q2_K's kernels with every scale and min 1
+ * and dmin = d (is_two), from its own records (is_tern) */
+enum { K_Q4_K, K_Q6_K, K_Q6_K_GF, K_Q5_K, K_Q5_K_GF, K_Q3_K, K_Q3_K_GF, K_Q2_K, K_Q2_K_GF, K_TQ2, K_TQ2_GF };
 AINLINE int is_six(int k) { return k == K_Q6_K || k == K_Q6_K_GF; }
 AINLINE int is_five(int k) { return k == K_Q5_K || k == K_Q5_K_GF; }
 AINLINE int is_three(int k) { return k == K_Q3_K || k == K_Q3_K_GF; }
-AINLINE int is_two(int k) { return k == K_Q2_K || k == K_Q2_K_GF; }
-AINLINE int has_gf(int k) { return k == K_Q6_K_GF || k == K_Q5_K_GF || k == K_Q3_K_GF || k == K_Q2_K_GF; }
+AINLINE int is_tern(int k) { return k == K_TQ2 || k == K_TQ2_GF; }
+AINLINE int is_two(int k) { return k == K_Q2_K || k == K_Q2_K_GF || is_tern(k); }
+AINLINE int has_gf(int k) {
+    return k == K_Q6_K_GF || k == K_Q5_K_GF || k == K_Q3_K_GF || k == K_Q2_K_GF || k == K_TQ2_GF;
+}
 /* bytes of a kind's 8-row record */
 AINLINE size_t recK(int k) {
     return is_six(k) ? sizeof(vx_block_q6_K_r8) : is_five(k) ? sizeof(vx_block_q5_K_r8)
-           : is_three(k) ? sizeof(vx_block_q3_K_r8) : is_two(k) ? sizeof(vx_block_q2_K_r8)
+           : is_three(k) ? sizeof(vx_block_q3_K_r8) : is_tern(k) ? sizeof(vx_block_tq2_0_r8)
+           : is_two(k) ? sizeof(vx_block_q2_K_r8)
                          : sizeof(vx_block_q4_K_r8);
 }
 
@@ -230,17 +236,21 @@ AINLINE void q5k_r8_quarter(const vx_block_q5_K_r8 *b5, const vx_block_q8_K *con
  * sub-block scales (Q3_K: int8 -32..31; Q2_K: the low nibbles), as Q4_K:
  * 3 uops per 4 vpdpbusd. Q3_K's offset (codes are u - 4) and Q2_K's mins
  * come in at the finish. */
-AINLINE void q23k_r8_half(int three, const uint8_t *rec, const vx_block_q8_K *const *y, int nt, int h, __m512i *I,
-                          int gf) {
+AINLINE void q23k_r8_half(int three, int tern, const uint8_t *rec, const vx_block_q8_K *const *y, int nt, int h,
+                          __m512i *I, int gf) {
     const vx_block_q2_K_r8 *b2 = (const vx_block_q2_K_r8 *)(const void *)rec;
     const vx_block_q3_K_r8 *b3 = (const vx_block_q3_K_r8 *)(const void *)rec;
+    const uint8_t(*qs2)[8][8][4] = tern ? ((const vx_block_tq2_0_r8 *)(const void *)rec)->qs : b2->qs;
     const __m512i m3 = _mm512_set1_epi8(3);
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
         const int p = 4 * h + j;
-        const __m256i raw = _mm256_broadcastsi128_si256(load128(three ? (const void *)b3->sc[p] : (const void *)b2->sc[p]));
-        const __m512i sc = three ? _mm512_cvtepi8_epi16(raw)
-                                 : _mm512_and_si512(_mm512_cvtepu8_epi16(raw), _mm512_set1_epi16(15));
+        const __m256i raw =
+            tern ? _mm256_setzero_si256()
+                 : _mm256_broadcastsi128_si256(load128(three ? (const void *)b3->sc[p] : (const void *)b2->sc[p]));
+        const __m512i sc = tern    ? _mm512_set1_epi16(1)
+                           : three ? _mm512_cvtepi8_epi16(raw)
+                                   : _mm512_and_si512(_mm512_cvtepu8_epi16(raw), _mm512_set1_epi16(15));
         __m512i X[NT_MAX], Y[NT_MAX];
         for (int u = 0; u < nt; u++) X[u] = Y[u] = _mm512_setzero_si512();
 #pragma GCC unroll 4
@@ -248,7 +258,7 @@ AINLINE void q23k_r8_half(int three, const uint8_t *rec, const vx_block_q8_K *co
             /* (a & c) | b: imm 0xEC */
             const __m512i c = three ? _mm512_ternarylogic_epi32(_mm512_srli_epi16(load512(b3->qs[h][2 * pq]), 2 * j),
                                                                 bit_to(load512(b3->hm[2 * pq]), p, 2, gf), m3, 0xEC)
-                                    : field2(load512(b2->qs[h][2 * pq]), j, gf);
+                                    : field2(load512(qs2[h][2 * pq]), j, gf);
             for (int u = 0; u < nt; u++) {
                 const int8_t *ya = y[u]->qs + 32 * p + 8 * pq;
                 if (pq < 2) X[u] = _mm512_dpbusd_epi32(X[u], c, act2(ya, ya + 4));
@@ -261,7 +271,7 @@ AINLINE void q23k_r8_half(int three, const uint8_t *rec, const vx_block_q8_K *co
 
 /* The canonical float steps of a Q3_K_R8 / Q2_K_R8 record whose code sums
  * are in I (those of the AVX2 kernels). */
-AINLINE __m256 q23k_r8_finish(int three, const uint8_t *rec, const vx_block_q8_K *y, __m512i I, __m256 acc) {
+AINLINE __m256 q23k_r8_finish(int three, int tern, const uint8_t *rec, const vx_block_q8_K *y, __m512i I, __m256 acc) {
     const __m512i bs = _mm512_castsi256_si512(load256(y->bsums));
     __m256i Ir = fold8(I);
     const __m256 yd = _mm256_set1_ps(y->d);
@@ -270,9 +280,13 @@ AINLINE __m256 q23k_r8_finish(int three, const uint8_t *rec, const vx_block_q8_K
         return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(rec)), yd), _mm256_cvtepi32_ps(Ir), acc);
     }
     const vx_block_q2_K_r8 *b = (const vx_block_q2_K_r8 *)(const void *)rec;
-    const __m256i M = pair_dots(b->sc, 8, 2, bs);
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->d)), yd), _mm256_cvtepi32_ps(Ir), acc);
-    return _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->dmin)), yd), _mm256_cvtepi32_ps(M), acc);
+    /* TQ2_0: mins 1, so M is the sum of the 16 bsums in every lane */
+    const __m256i M = tern ? _mm256_set1_epi32(hsum_epi32(_mm256_madd_epi16(load256(y->bsums), _mm256_set1_epi16(1))))
+                           : pair_dots(b->sc, 8, 2, bs);
+    const __m256 d = _mm256_cvtph_ps(load128(rec)); /* every record starts with d[8]; TQ2_0's dmin is d */
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(d, yd), _mm256_cvtepi32_ps(Ir), acc);
+    return _mm256_fnmadd_ps(_mm256_mul_ps(tern ? d : _mm256_cvtph_ps(load128(b->dmin)), yd), _mm256_cvtepi32_ps(M),
+                            acc);
 }
 
 /* Sub-block scales as int32 lanes from a vector of int16 pairs
@@ -386,7 +400,7 @@ UNROLL_STREAMS
                     q6k_r8_half((const vx_block_q6_K_r8 *)(const void *)rec, yi, nt, c, I[s], has_gf(k), pf,
                                 (int)((npf + 63) / 64));
                 else if (three || two)
-                    q23k_r8_half(three, rec, yi, nt, c, I[s], has_gf(k));
+                    q23k_r8_half(three, is_tern(k), rec, yi, nt, c, I[s], has_gf(k));
                 else if (five)
                     q5k_r8_quarter((const vx_block_q5_K_r8 *)(const void *)rec, yi, nt, c, I[s], has_gf(k));
                 else
@@ -398,7 +412,7 @@ UNROLL_STREAMS
             const uint8_t *rec = g[s] + (size_t)i * rs;
             for (int u = 0; u < nt; u++)
                 /* Q5_K_R8 starts with Q4_K_R8's fields */
-                acc[s][u] = three || two ? q23k_r8_finish(three, rec, yi[u], I[s][u], acc[s][u])
+                acc[s][u] = three || two ? q23k_r8_finish(three, is_tern(k), rec, yi[u], I[s][u], acc[s][u])
                             : !six ? q4k_r8_finish((const vx_block_q4_K_r8 *)(const void *)rec, yi[u], I[s][u], acc[s][u])
                                    : q6k_r8_finish((const vx_block_q6_K_r8 *)(const void *)rec, yi[u], I[s][u], acc[s][u]);
         }
@@ -464,6 +478,8 @@ GEMV_ENTRY(VX512(vx_gemv_q3_K_r8), gemvK, K_Q3_K)
 GEMV_ENTRY(VX512(vx_gemv_q3_K_r8_gfni), gemvK, K_Q3_K_GF)
 GEMV_ENTRY(VX512(vx_gemv_q2_K_r8), gemvK, K_Q2_K)
 GEMV_ENTRY(VX512(vx_gemv_q2_K_r8_gfni), gemvK, K_Q2_K_GF)
+GEMV_ENTRY(VX512(vx_gemv_tq2_0_r8), gemvK, K_TQ2)
+GEMV_ENTRY(VX512(vx_gemv_tq2_0_r8_gfni), gemvK, K_TQ2_GF)
 
 /* ===================================================================== GEMM
  * 16 rows at a time (lane r: row r of group A, lane 8 + r: row r of group
@@ -572,19 +588,22 @@ AINLINE void load_q5_K(const vx_block_q5_K_r8 *A, const vx_block_q5_K_r8 *B, pan
     }
 }
 
-/* Q3_K (three; its high bits, bit g of hm[q], at bit 2) and Q2_K: the
- * 2-bit fields j of qs[h][q] are group 4h + j. */
-AINLINE void load_q23_K(int three, const uint8_t *ra, const uint8_t *rb, panelK *P, const uint8_t *pa,
+/* Q3_K (three; its high bits, bit g of hm[q], at bit 2), Q2_K and TQ2_0
+ * (tern: Q2_K's with every scale and min 1, dmin = d): the 2-bit fields j
+ * of qs[h][q] are group 4h + j. */
+AINLINE void load_q23_K(int three, int tern, const uint8_t *ra, const uint8_t *rb, panelK *P, const uint8_t *pa,
                         const uint8_t *pb, int gf) {
     const vx_block_q3_K_r8 *A3 = (const vx_block_q3_K_r8 *)(const void *)ra, *B3 = (const vx_block_q3_K_r8 *)(const void *)rb;
     const vx_block_q2_K_r8 *A2 = (const vx_block_q2_K_r8 *)(const void *)ra, *B2 = (const vx_block_q2_K_r8 *)(const void *)rb;
-    const size_t bs = three ? sizeof *A3 : sizeof *A2;
+    const uint8_t(*qa)[8][8][4] = tern ? ((const vx_block_tq2_0_r8 *)(const void *)ra)->qs : A2->qs;
+    const uint8_t(*qb)[8][8][4] = tern ? ((const vx_block_tq2_0_r8 *)(const void *)rb)->qs : B2->qs;
+    const size_t bs = three ? sizeof *A3 : tern ? sizeof(vx_block_tq2_0_r8) : sizeof *A2;
     const __m512i m3 = _mm512_set1_epi8(3);
     for (int q = 0; q < 8; q++) {
         const __m512i hm = three ? pair256(A3->hm[q], B3->hm[q]) : _mm512_setzero_si512();
         for (int h = 0; h < 2; h++) {
             if (pa) prefetch_part(pa, pb, bs, 2 * q + h, 16);
-            const __m512i v = three ? pair256(A3->qs[h][q], B3->qs[h][q]) : pair256(A2->qs[h][q], B2->qs[h][q]);
+            const __m512i v = three ? pair256(A3->qs[h][q], B3->qs[h][q]) : pair256(qa[h][q], qb[h][q]);
             for (int j = 0; j < 4; j++)
                 /* (a & c) | b: imm 0xEC */
                 P->q[4 * h + j][q] =
@@ -595,14 +614,16 @@ AINLINE void load_q23_K(int three, const uint8_t *ra, const uint8_t *rb, panelK 
     for (int p = 0; p < 8; p++) {
         if (three) {
             P->sc[p] = P->mp[p] = _mm512_cvtepi8_epi16(pair128(A3->sc[p], B3->sc[p]));
+        } else if (tern) {
+            P->sc[p] = P->mp[p] = _mm512_set1_epi16(1);
         } else {
             const __m512i x = _mm512_cvtepu8_epi16(pair128(A2->sc[p], B2->sc[p]));
             P->sc[p] = _mm512_and_si512(x, _mm512_set1_epi16(15));
             P->mp[p] = _mm512_srli_epi16(x, 4);
         }
     }
-    P->d = _mm512_cvtph_ps(pair128(three ? A3->d : A2->d, three ? B3->d : B2->d));
-    P->dmin = three ? _mm512_setzero_ps() : _mm512_cvtph_ps(pair128(A2->dmin, B2->dmin));
+    P->d = _mm512_cvtph_ps(pair128(ra, rb)); /* every record starts with d[8] */
+    P->dmin = three ? _mm512_setzero_ps() : tern ? P->d : _mm512_cvtph_ps(pair128(A2->dmin, B2->dmin));
 }
 
 /* Kinds of the GEMM: Q6_K's tile is its own; the rest share Q4_K's (8
@@ -783,7 +804,7 @@ AINLINE void panelK_load(int k, const uint8_t *A, const uint8_t *B, int64_t i, i
     else if (is_six(k))
         load_q6_K((const vx_block_q6_K_r8 *)(const void *)ra, (const vx_block_q6_K_r8 *)(const void *)rb, P, pa, pb);
     else
-        load_q23_K(is_three(k), ra, rb, P, pa, pb, has_gf(k));
+        load_q23_K(is_three(k), is_tern(k), ra, rb, P, pa, pb, has_gf(k));
 }
 
 /* The tokens' sums of a row block (16 rows, or R = 8 of a lone group)
@@ -841,3 +862,5 @@ DEFINE_GEMM_ENTRY(VX512(vx_gemm_q3_K_r8), VX512(vx_gemv_q3_K_r8), gemmK, K_Q3_K,
 DEFINE_GEMM_ENTRY(VX512(vx_gemm_q3_K_r8_gfni), VX512(vx_gemv_q3_K_r8_gfni), gemmK, K_Q3_K_GF, MIN_TOK)
 DEFINE_GEMM_ENTRY(VX512(vx_gemm_q2_K_r8), VX512(vx_gemv_q2_K_r8), gemmK, K_Q2_K, MIN_TOK)
 DEFINE_GEMM_ENTRY(VX512(vx_gemm_q2_K_r8_gfni), VX512(vx_gemv_q2_K_r8_gfni), gemmK, K_Q2_K_GF, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_tq2_0_r8), VX512(vx_gemv_tq2_0_r8), gemmK, K_TQ2, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_tq2_0_r8_gfni), VX512(vx_gemv_tq2_0_r8_gfni), gemmK, K_TQ2_GF, MIN_TOK)

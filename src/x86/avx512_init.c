@@ -37,6 +37,8 @@ void VX512(vx_kernels_add)(struct vx_kernels *k) {
     k->gemm[VX_TYPE_Q5_K_R8] = VX512(vx_gemm_q5_K_r8);
     k->gemm[VX_TYPE_Q3_K_R8] = VX512(vx_gemm_q3_K_r8);
     k->gemm[VX_TYPE_Q2_K_R8] = VX512(vx_gemm_q2_K_r8);
+    k->gemv[VX_TYPE_TQ2_0_R8] = VX512(vx_gemv_tq2_0_r8);
+    k->gemm[VX_TYPE_TQ2_0_R8] = VX512(vx_gemm_tq2_0_r8);
     k->gemm[VX_TYPE_F16] = VX512(vx_gemm_f16);
     k->gemm[VX_TYPE_BF16] = VX512(vx_gemm_bf16);
     k->swiglu = VX512(vx_swiglu);

@@ -146,6 +146,7 @@ void vx_gemv_q6_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows
 void vx_gemv_q5_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q3_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q2_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_tq2_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q4_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q5_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q8_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
@@ -174,6 +175,8 @@ void vx_gemm_q3_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows
                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q2_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
+void vx_gemm_tq2_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_f16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_bf16_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
@@ -257,6 +260,9 @@ struct vx_kernels;
     void vx_gemv_q2_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     void vx_gemv_q2_K_r8_gfni_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,        \
                                   float *out);                                                                 \
+    void vx_gemv_tq2_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
+    void vx_gemv_tq2_0_r8_gfni_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,       \
+                                   float *out);                                                                \
     void vx_gemm_q4_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,           \
                              size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,             \
                              void *scratch);                                                                   \
@@ -282,6 +288,12 @@ struct vx_kernels;
     void vx_gemm_q2_K_r8_gfni_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,      \
                                   size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,        \
                                   void *scratch);                                                              \
+    void vx_gemm_tq2_0_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,          \
+                              size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,            \
+                              void *scratch);                                                                  \
+    void vx_gemm_tq2_0_r8_gfni_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,     \
+                                   size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,       \
+                                   void *scratch);                                                             \
     /* F16 / BF16 x f32: 2-15 tokens here, others the AVX2 GEMM (avx512_half.c) */                             \
     void vx_gemm_f16_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,               \
                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch); \
