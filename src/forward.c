@@ -475,7 +475,7 @@ static bool amx_for(const vx_context *c, const vx_weight *w, int64_t ntok) {
     switch (w->ptype) {
     case VX_TYPE_Q2_K_R8: case VX_TYPE_Q3_K_R8: case VX_TYPE_Q4_K_R8: case VX_TYPE_Q5_K_R8: case VX_TYPE_Q6_K_R8:
     case VX_TYPE_Q4_0_R8: case VX_TYPE_Q4_1_R8: case VX_TYPE_Q5_0_R8: case VX_TYPE_Q5_1_R8: case VX_TYPE_Q8_0_R8:
-    case VX_TYPE_IQ4_NL_R8:
+    case VX_TYPE_IQ4_NL_R8: case VX_TYPE_TQ2_0_R8:
         return true;
     default: return false;
     }
@@ -1403,7 +1403,10 @@ static void forward_worker(void *arg, int ith, int nth) {
                 xd = xs;
                 perf_step(c, ith, VX_PERF_FFN_ACT);
             } else if (fsub) {
-                for (int64_t t = t0; t < t1; t++) sub_glu(c, L, c->gate + t * F, c->up + t * F, F);
+                for (int64_t t = t0; t < t1; t++) { /* into c->gate, as glu_prep (g: c->up's first half when fused) */
+                    if (g != c->gate) memcpy(c->gate + t * F, g + t * ld, (size_t)F * sizeof(float));
+                    sub_glu(c, L, c->gate + t * F, u + t * ld, F);
+                }
                 prep(c, t0, t1, n, c->gate, F, F, &L->ffn_down, NULL, NULL);
                 sync_after(c, ith, VX_PERF_FFN_ACT);
             } else {

@@ -160,7 +160,7 @@ static void gemm_case(const variant *v, int type, int packed, int K, int R, int 
 static void test_variant(const variant *v) {
     const int types[] = {VX_TYPE_F16, VX_TYPE_BF16, VX_TYPE_F32, VX_TYPE_Q8_0, VX_TYPE_Q4_0,
                          VX_TYPE_Q5_0, VX_TYPE_Q4_1, VX_TYPE_Q5_1, VX_TYPE_IQ4_NL, VX_TYPE_Q2_K,
-                         VX_TYPE_Q3_K, VX_TYPE_Q4_K, VX_TYPE_Q5_K, VX_TYPE_Q6_K};
+                         VX_TYPE_Q3_K, VX_TYPE_Q4_K, VX_TYPE_Q5_K, VX_TYPE_Q6_K, VX_TYPE_TQ2_0, VX_TYPE_TQ1_0};
     const int Ks[] = {256, 768}, Rs[] = {8, 16, 40, 64}, Ts[] = {1, 16, 17, 33, 70};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
         for (int pk = 0; pk < 2; pk++) {
@@ -190,6 +190,7 @@ static void test_variant(const variant *v) {
     glu_case(v, VX_TYPE_Q3_K, 0, 256, 24, 9, 0, 0);
     glu_case(v, VX_TYPE_Q3_K, 1, 768, 40, 20, 0, 0);
     glu_case(v, VX_TYPE_Q2_K, 1, 2816, 72, 33, 0, 0);
+    glu_case(v, VX_TYPE_TQ2_0, 1, 2816, 72, 33, 0, 0);
     glu_case(v, VX_TYPE_Q5_1, 1, 512, 40, 17, 0, 0);
     glu_case(v, VX_TYPE_IQ4_NL, 1, 256, 48, 20, 0, 0);
     /* the activation conversion: nearest even, ties included */

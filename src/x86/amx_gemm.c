@@ -299,17 +299,18 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
                     emit_quad(half, 64 * i + 32 * h + 8 * k + q, c, &qs);
                 }
             }
-        } else if (type == VX_TYPE_Q3_K_R8 || type == VX_TYPE_Q2_K_R8) {
+        } else if (type == VX_TYPE_Q3_K_R8 || type == VX_TYPE_Q2_K_R8 || type == VX_TYPE_TQ2_0_R8) {
             /* 2-bit codes: element 128h + 32j + 4q + b at bits 2j of
              * qs[h][q][r][b]; Q3_K's high bit g = 4h + j of hm[q][r][b]
              * (value: code + 4 high - 4, times d sc with the scale
              * decoded to int8), Q2_K's scales byte (scale | min << 4):
-             * code d scale - dmin min */
-            const int q3 = type == VX_TYPE_Q3_K_R8;
+             * code d scale - dmin min; TQ2_0: code d - d */
+            const int q3 = type == VX_TYPE_Q3_K_R8, tern = type == VX_TYPE_TQ2_0_R8;
             const vx_block_q3_K_r8 *a3 = (const void *)A, *b3 = (const void *)B;
             const vx_block_q2_K_r8 *a2 = (const void *)A, *b2 = (const void *)B;
-            const __m512 d = f16_rows(A, B); /* d[8] first in both */
-            const __m512 dm = q3 ? _mm512_setzero_ps() : f16_rows(a2->dmin, b2 ? b2->dmin : NULL);
+            const vx_block_tq2_0_r8 *at = (const void *)A, *bt = (const void *)B;
+            const __m512 d = f16_rows(A, B); /* d[8] first in all three */
+            const __m512 dm = q3 ? _mm512_setzero_ps() : tern ? d : f16_rows(a2->dmin, b2 ? b2->dmin : NULL);
             if (q3)
                 #pragma GCC unroll 4
                 for (int u = 0; u < 4; u++) qs.m[u] = _mm512_setzero_ps();
@@ -318,6 +319,9 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
                     const __m512 sc = _mm512_mul_ps(d, byte_rows(a3->sc[j16 / 2], b3 ? b3->sc[j16 / 2] : NULL, j16 % 2, 1));
                     #pragma GCC unroll 4
                     for (int u = 0; u < 4; u++) qs.s[u] = spread4(sc, u);
+                } else if (tern) {
+                    #pragma GCC unroll 4
+                    for (int u = 0; u < 4; u++) qs.s[u] = spread4(d, u), qs.m[u] = spread4(dm, u);
                 } else {
                     const __m512 sm = byte_rows(a2->sc[j16 / 2], b2 ? b2->sc[j16 / 2] : NULL, j16 % 2, 0);
                     const __m512 mn = _mm512_floor_ps(_mm512_mul_ps(sm, _mm512_set1_ps(1.0f / 16)));
@@ -328,8 +332,8 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
                 }
                 const int h = j16 / 8, j = (j16 % 8) / 2;
                 for (int q = 4 * (j16 % 2); q < 4 * (j16 % 2) + 4; q++) {
-                    const uint8_t *pa = q3 ? a3->qs[h][q][0] : a2->qs[h][q][0];
-                    const uint8_t *pb = !B ? NULL : q3 ? b3->qs[h][q][0] : b2->qs[h][q][0];
+                    const uint8_t *pa = q3 ? a3->qs[h][q][0] : tern ? at->qs[h][q][0] : a2->qs[h][q][0];
+                    const uint8_t *pb = !B ? NULL : q3 ? b3->qs[h][q][0] : tern ? bt->qs[h][q][0] : b2->qs[h][q][0];
                     __m512i c = _mm512_and_si512(_mm512_srli_epi16(join(pa, pb), 2 * j), _mm512_set1_epi8(3));
                     if (q3) {
                         const __m512i hb = join(a3->hm[q][0], b3 ? b3->hm[q][0] : NULL);
@@ -386,6 +390,7 @@ static void half_from_r8(int type, const uint8_t *ra, const uint8_t *rb, size_t 
 static int r8_block(int type) {
     switch (type) {
     case VX_TYPE_Q2_K_R8: case VX_TYPE_Q3_K_R8: case VX_TYPE_Q4_K_R8: case VX_TYPE_Q5_K_R8: case VX_TYPE_Q6_K_R8:
+    case VX_TYPE_TQ2_0_R8:
         return 256;
     case VX_TYPE_Q4_0_R8: case VX_TYPE_Q4_1_R8: case VX_TYPE_Q5_0_R8: case VX_TYPE_Q5_1_R8: case VX_TYPE_Q8_0_R8:
     case VX_TYPE_IQ4_NL_R8:
