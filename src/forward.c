@@ -1344,13 +1344,14 @@ static void forward_worker(void *arg, int ith, int nth) {
             prep_solo(c, ith, sub ? xs : c->att, QD, &L->wo, NULL, NULL);
             if (sub || vx_act_type(L->wo.type) != VX_TYPE_F32) xo = xs; /* its slot, or the normed row */
             perf_step(c, ith, VX_PERF_NORM);
-        } else if (sub || ((vx_act_type(L->wo.type) != VX_TYPE_F32 || amx_for(c, &L->wo, n)) && !c->params.f32_matmul)) {
+        } else {
+            const bool wprep =
+                (vx_act_type(L->wo.type) != VX_TYPE_F32 || amx_for(c, &L->wo, n)) && !c->params.f32_matmul;
             if (sub)
                 for (int64_t t = t0; t < t1; t++)
                     c->kern.rmsnorm(c->att + t * QD, c->att + t * QD, L->attn_sub_norm.data, QD, hp->rms_eps);
-            if ((vx_act_type(L->wo.type) != VX_TYPE_F32 || amx_for(c, &L->wo, n)) && !c->params.f32_matmul)
-                prep(c, t0, t1, n, c->att, QD, QD, &L->wo, NULL, NULL);
-            sync_after(c, ith, VX_PERF_NORM);
+            if (wprep) prep(c, t0, t1, n, c->att, QD, QD, &L->wo, NULL, NULL);
+            if (sub || wprep) sync_after(c, ith, VX_PERF_NORM);
         }
         block_out(c, ith, nth, &L->wo, xo, n, QD, &L->attn_post_norm, &L->wo_s, VX_PERF_OUT_PROJ);
         /* solo FFN: not with an output bias (it is added to x in place) or

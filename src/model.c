@@ -322,9 +322,9 @@ static vx_status load_hparams(loader *L) {
         hp->attn_scale = 1.0f / sqrtf((float)vx_gemma_query_scalar(false, hp->n_layer, hp->n_embd, hp->n_head, hp->head_dim));
     }
     hp->ffn_act = m->arch->gelu ? VX_FFN_GELU : VX_FFN_SILU;
-    if (m->arch->bitnet && hp->n_expert > 0)
-        return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED, "bitnet with experts is not supported");
     if (m->arch->bitnet) {
+        if (hp->n_expert > 0)
+            return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED, "bitnet with experts is not supported");
         /* llama.cpp's rule: {arch}.hidden_activation when the file has it
          * (BitNet b1.58 2B4T's converters write "relu2"), else SiLU (the
          * older bitnet_b1_58 files) */

@@ -176,6 +176,12 @@ AINLINE __m256 q4k_r8_finish(const vx_block_q4_K_r8 *b, const vx_block_q8_K *y, 
     return _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(b->dmin)), yd), _mm256_cvtepi32_ps(M), acc);
 }
 
+/* The 2-bit code bytes of a Q2_K_R8 record, or (tern) a TQ2_0_R8 one:
+ * the same [h][q][r][b] layout at another offset. */
+AINLINE const uint8_t (*qs2_of(int tern, const uint8_t *rec))[8][8][4] {
+    return tern ? ((const vx_block_tq2_0_r8 *)(const void *)rec)->qs : ((const vx_block_q2_K_r8 *)(const void *)rec)->qs;
+}
+
 /* Bit s of each byte of h at bit t, every other bit clear: a GFNI bit
  * matrix (output bit t = input bit s: matrix byte 7 - t = 1 << s), or a
  * 16-bit shift and a mask. */
@@ -240,7 +246,7 @@ AINLINE void q23k_r8_half(int three, int tern, const uint8_t *rec, const vx_bloc
                           __m512i *I, int gf) {
     const vx_block_q2_K_r8 *b2 = (const vx_block_q2_K_r8 *)(const void *)rec;
     const vx_block_q3_K_r8 *b3 = (const vx_block_q3_K_r8 *)(const void *)rec;
-    const uint8_t(*qs2)[8][8][4] = tern ? ((const vx_block_tq2_0_r8 *)(const void *)rec)->qs : b2->qs;
+    const uint8_t(*qs2)[8][8][4] = qs2_of(tern, rec);
     const __m512i m3 = _mm512_set1_epi8(3);
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
@@ -595,8 +601,7 @@ AINLINE void load_q23_K(int three, int tern, const uint8_t *ra, const uint8_t *r
                         const uint8_t *pb, int gf) {
     const vx_block_q3_K_r8 *A3 = (const vx_block_q3_K_r8 *)(const void *)ra, *B3 = (const vx_block_q3_K_r8 *)(const void *)rb;
     const vx_block_q2_K_r8 *A2 = (const vx_block_q2_K_r8 *)(const void *)ra, *B2 = (const vx_block_q2_K_r8 *)(const void *)rb;
-    const uint8_t(*qa)[8][8][4] = tern ? ((const vx_block_tq2_0_r8 *)(const void *)ra)->qs : A2->qs;
-    const uint8_t(*qb)[8][8][4] = tern ? ((const vx_block_tq2_0_r8 *)(const void *)rb)->qs : B2->qs;
+    const uint8_t(*qa)[8][8][4] = qs2_of(tern, ra), (*qb)[8][8][4] = qs2_of(tern, rb);
     const size_t bs = three ? sizeof *A3 : tern ? sizeof(vx_block_tq2_0_r8) : sizeof *A2;
     const __m512i m3 = _mm512_set1_epi8(3);
     for (int q = 0; q < 8; q++) {
