@@ -176,6 +176,7 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
         k->gemv[VX_TYPE_Q5_1] = vx_gemv_q5_1_avx2;
         k->gemv[VX_TYPE_Q8_0] = vx_gemv_q8_0_avx2;
         k->gemv[VX_TYPE_IQ4_NL] = vx_gemv_iq4_nl_avx2;
+        k->gemv[VX_TYPE_MXFP4] = vx_gemv_mxfp4_avx2;
         k->gemv[VX_TYPE_Q2_K] = vx_gemv_q2_K_avx2;
         k->gemv[VX_TYPE_Q3_K] = vx_gemv_q3_K_avx2;
         k->gemv[VX_TYPE_Q4_K] = vx_gemv_q4_K_avx2;

@@ -91,6 +91,7 @@ GEMV_REF(q5_K, VX_TYPE_Q5_K)
 GEMV_REF(q6_K, VX_TYPE_Q6_K)
 GEMV_REF(iq4_nl, VX_TYPE_IQ4_NL)
 GEMV_REF(iq4_xs, VX_TYPE_IQ4_XS)
+GEMV_REF(mxfp4, VX_TYPE_MXFP4)
 GEMV_REF(tq1_0, VX_TYPE_TQ1_0)
 GEMV_REF(tq2_0, VX_TYPE_TQ2_0)
 #undef GEMV_REF
@@ -111,6 +112,7 @@ void vx_matmul_kernels_ref(vx_gemv_fn *gemv, vx_act_fn *act) {
     gemv[VX_TYPE_Q6_K] = gemv_ref_q6_K;
     gemv[VX_TYPE_IQ4_NL] = gemv_ref_iq4_nl;
     gemv[VX_TYPE_IQ4_XS] = gemv_ref_iq4_xs;
+    gemv[VX_TYPE_MXFP4] = gemv_ref_mxfp4;
     gemv[VX_TYPE_TQ1_0] = gemv_ref_tq1_0;
     gemv[VX_TYPE_TQ2_0] = gemv_ref_tq2_0;
     gemv[VX_TYPE_Q4_K_R8] = vx_gemv_q4_K_r8_ref;

@@ -13,6 +13,7 @@
 
 const int8_t vx_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                      1,    13,   25,  38,  53,  69,  89,  113};
+const int8_t vx_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 /* Indexed by ggml type id; ids without a name are unknown. Q8_1 and Q8_K
  * exist as activation types for the dot products, but get a dequantizer and
@@ -54,6 +55,8 @@ static const vx_type_traits traits_table[VX_TYPE_COUNT] = {
     [VX_TYPE_IQ4_XS] = {"IQ4_XS", VX_QK_K, sizeof(vx_block_iq4_xs), true,
                         vx_dequantize_row_iq4_xs, vx_quantize_row_iq4_xs, VX_TYPE_Q8_0,
                         vx_vec_dot_iq4_xs_q8_0},
+    [VX_TYPE_MXFP4] = {"MXFP4", VX_QK_MXFP4, sizeof(vx_block_mxfp4), true, vx_dequantize_row_mxfp4,
+                       vx_quantize_row_mxfp4, VX_TYPE_Q8_0, vx_vec_dot_mxfp4_q8_0},
     [VX_TYPE_TQ1_0] = {"TQ1_0", VX_QK_K, sizeof(vx_block_tq1_0), true, vx_dequantize_row_tq1_0,
                        vx_quantize_row_tq1_0, VX_TYPE_Q8_K, vx_vec_dot_tq1_0_q8_K},
     [VX_TYPE_TQ2_0] = {"TQ2_0", VX_QK_K, sizeof(vx_block_tq2_0), true, vx_dequantize_row_tq2_0,

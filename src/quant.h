@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ggml type ids as stored in GGUF tensor infos. */
 typedef enum vx_type {
@@ -40,6 +41,7 @@ typedef enum vx_type {
     VX_TYPE_BF16 = 30,
     VX_TYPE_TQ1_0 = 34,
     VX_TYPE_TQ2_0 = 35,
+    VX_TYPE_MXFP4 = 39,
     VX_TYPE_COUNT = 52 /* size of the traits table and kernel tables (ids are sparse) */
 } vx_type;
 
@@ -52,6 +54,7 @@ typedef enum vx_type {
 #define VX_QK_K 256
 #define VX_K_SCALE_SIZE 12
 #define VX_QK4_NL 32
+#define VX_QK_MXFP4 32
 
 typedef struct { uint16_t d; uint8_t qs[VX_QK4_0 / 2]; } vx_block_q4_0;
 typedef struct { uint16_t d, m; uint8_t qs[VX_QK4_1 / 2]; } vx_block_q4_1;
@@ -93,6 +96,12 @@ typedef struct {
     int16_t bsums[VX_QK_K / 16]; /* sum of qs in groups of 16 */
 } vx_block_q8_K;
 typedef struct { uint16_t d; uint8_t qs[VX_QK4_NL / 2]; } vx_block_iq4_nl;
+/* MXFP4 (OCP Microscaling, gpt-oss's experts): 32 FP4 (E2M1) elements
+ * sharing one E8M0 exponent e; element j is the low nibble of qs[j], j + 16
+ * its high one (Q4_0's order). A code's value is vx_mxfp4_values[code] / 2
+ * times 2^(e - 127): the book holds doubled E2M1 values (integers) and the
+ * scale vx_e8m0_half(e) = 2^(e - 128) takes the half. */
+typedef struct { uint8_t e; uint8_t qs[VX_QK_MXFP4 / 2]; } vx_block_mxfp4;
 /* IQ4_XS: 256 elements, 8 sub-blocks of 32 with IQ4_NL's code book and
  * nibble order; sub-block j's scale is d (ls_j - 32), ls_j 6 bits: its low
  * 4 in nibble j % 2 of scales_l[j / 2], its high 2 in bits 2j of scales_h. */
@@ -133,6 +142,7 @@ _Static_assert(sizeof(vx_block_q5_K) == 176, "q5_K size");
 _Static_assert(sizeof(vx_block_q6_K) == 210, "q6_K size");
 _Static_assert(sizeof(vx_block_q8_K) == 292, "q8_K size");
 _Static_assert(sizeof(vx_block_iq4_nl) == 18, "iq4_nl size");
+_Static_assert(sizeof(vx_block_mxfp4) == 17, "mxfp4 size");
 _Static_assert(sizeof(vx_block_iq4_xs) == 136, "iq4_xs size");
 _Static_assert(sizeof(vx_block_tq1_0) == 54, "tq1_0 size");
 _Static_assert(sizeof(vx_block_tq2_0) == 66, "tq2_0 size");
@@ -308,5 +318,17 @@ void vx_gemv_tq2_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows
 
 /* IQ4_NL's non-linear 4-bit code book. */
 extern const int8_t vx_iq4nl_values[16];
+/* Twice the E2M1 values of the 16 FP4 codes: sign bit 3, then 0, 0.5, 1,
+ * 1.5, 2, 3, 4, 6 */
+extern const int8_t vx_mxfp4_values[16];
+
+/* 2^(e - 128) as a float, exact for every E8M0 byte (e = 0 and 1 are
+ * subnormal floats); e = 255 (the format's NaN) gives 2^127. */
+static inline float vx_e8m0_half(uint8_t e) {
+    const uint32_t bits = e >= 2 ? (uint32_t)(e - 1) << 23 : 0x00200000u << e;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
 
 #endif

@@ -531,6 +531,86 @@ void vx_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *vx, const void *vy)
     *s = (float)acc;
 }
 
+/* ----------------------------------------------------------------- MXFP4 */
+/* x = vx_e8m0_half(e) * vx_mxfp4_values[q]; nibble order as Q4_0. */
+
+void vx_dequantize_row_mxfp4(const void *src, float *dst, int64_t n) {
+    const vx_block_mxfp4 *b = src;
+    for (int64_t i = 0; i < n / VX_QK_MXFP4; i++, dst += VX_QK_MXFP4) {
+        const float d = vx_e8m0_half(b[i].e);
+        for (int j = 0; j < VX_QK_MXFP4 / 2; j++) {
+            dst[j] = d * (float)vx_mxfp4_values[b[i].qs[j] & 0x0F];
+            dst[j + VX_QK_MXFP4 / 2] = d * (float)vx_mxfp4_values[b[i].qs[j] >> 4];
+        }
+    }
+}
+
+/* The code of v (in units of the block's half scale) nearest on the
+ * doubled E2M1 grid 0 1 2 3 4 6 8 12, sign in bit 3 (never -0). */
+static int mxfp4_code(float v) {
+    static const float mid[7] = {0.5f, 1.5f, 2.5f, 3.5f, 5.0f, 7.0f, 10.0f};
+    const float a = fabsf(v);
+    int c = 0;
+    while (c < 7 && a > mid[c]) c++; /* NaN: 0 */
+    return c && v < 0 ? c | 8 : c;
+}
+
+/* Codes of a block for exponent e into qs; returns their squared error. */
+static double mxfp4_codes(const float *x, uint8_t e, uint8_t *qs) {
+    const float d = vx_e8m0_half(e), id = 1.0f / d;
+    double err = 0.0;
+    for (int j = 0; j < VX_QK_MXFP4 / 2; j++) {
+        const int lo = mxfp4_code(x[j] * id), hi = mxfp4_code(x[j + VX_QK_MXFP4 / 2] * id);
+        const float rl = x[j] - d * (float)vx_mxfp4_values[lo];
+        const float rh = x[j + VX_QK_MXFP4 / 2] - d * (float)vx_mxfp4_values[hi];
+        err += (double)rl * rl + (double)rh * rh;
+        qs[j] = (uint8_t)(lo | hi << 4);
+    }
+    return err;
+}
+
+/* The OCP MX rule's shared exponent, floor(log2 amax) - 2 (the largest
+ * element lands in [4, 8) of E2M1's range up to 6, so it may clip), or
+ * one more (no clipping, coarser steps), whichever fits the block better;
+ * an all-zero or non-finite block gets e = 0. */
+void vx_quantize_row_mxfp4(const float *src, void *dst, int64_t n) {
+    vx_block_mxfp4 *b = dst;
+    for (int64_t i = 0; i < n / VX_QK_MXFP4; i++, src += VX_QK_MXFP4) {
+        float amax = 0.0f;
+        for (int j = 0; j < VX_QK_MXFP4; j++) amax = fmaxf(amax, fabsf(src[j]));
+        b[i].e = 0;
+        if (!(amax > 0.0f && isfinite(amax))) {
+            memset(b[i].qs, 0, sizeof b[i].qs);
+            continue;
+        }
+        int ex;
+        frexpf(amax, &ex); /* amax = f 2^ex, f in [0.5, 1): floor(log2 amax) = ex - 1 */
+        const int e0 = VX_MIN(VX_MAX(ex - 1 - 2 + 127, 0), 254), e1 = VX_MIN(e0 + 1, 254);
+        uint8_t q1[VX_QK_MXFP4 / 2];
+        const double err0 = mxfp4_codes(src, (uint8_t)e0, b[i].qs), err1 = mxfp4_codes(src, (uint8_t)e1, q1);
+        b[i].e = (uint8_t)e0;
+        if (err1 < err0) {
+            b[i].e = (uint8_t)e1;
+            memcpy(b[i].qs, q1, sizeof q1);
+        }
+    }
+}
+
+void vx_vec_dot_mxfp4_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    const vx_block_mxfp4 *x = vx;
+    const vx_block_q8_0 *y = vy;
+    double acc = 0.0;
+    for (int64_t i = 0; i < n / VX_QK_MXFP4; i++) {
+        int sumi = 0;
+        for (int j = 0; j < VX_QK_MXFP4 / 2; j++) {
+            sumi += vx_mxfp4_values[x[i].qs[j] & 0x0F] * y[i].qs[j];
+            sumi += vx_mxfp4_values[x[i].qs[j] >> 4] * y[i].qs[j + VX_QK_MXFP4 / 2];
+        }
+        acc += (double)(vx_e8m0_half(x[i].e) * vx_fp16_to_fp32(y[i].d)) * sumi;
+    }
+    *s = (float)acc;
+}
+
 /* ---------------------------------------------------------------- IQ4_XS */
 void vx_dequantize_row_iq4_xs(const void *src, float *dst, int64_t n) {
     const vx_block_iq4_xs *b = src;

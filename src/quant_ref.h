@@ -44,6 +44,7 @@ void vx_dequantize_row_q5_1(const void *src, float *dst, int64_t n);
 void vx_dequantize_row_q8_0(const void *src, float *dst, int64_t n);
 void vx_dequantize_row_q8_1(const void *src, float *dst, int64_t n);
 void vx_dequantize_row_iq4_nl(const void *src, float *dst, int64_t n);
+void vx_dequantize_row_mxfp4(const void *src, float *dst, int64_t n);
 void vx_dequantize_row_iq4_xs(const void *src, float *dst, int64_t n);
 
 void vx_quantize_row_f32(const float *src, void *dst, int64_t n);
@@ -56,6 +57,7 @@ void vx_quantize_row_q5_1(const float *src, void *dst, int64_t n);
 void vx_quantize_row_q8_0(const float *src, void *dst, int64_t n);
 void vx_quantize_row_q8_1(const float *src, void *dst, int64_t n);
 void vx_quantize_row_iq4_nl(const float *src, void *dst, int64_t n);
+void vx_quantize_row_mxfp4(const float *src, void *dst, int64_t n);
 void vx_quantize_row_iq4_xs(const float *src, void *dst, int64_t n);
 
 void vx_vec_dot_f32(int64_t n, float *s, const void *x, const void *y);
@@ -68,6 +70,7 @@ void vx_vec_dot_q5_1_q8_1(int64_t n, float *s, const void *x, const void *y);
 void vx_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *x, const void *y);
 void vx_vec_dot_q8_1_q8_1(int64_t n, float *s, const void *x, const void *y);
 void vx_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *x, const void *y);
+void vx_vec_dot_mxfp4_q8_0(int64_t n, float *s, const void *x, const void *y);
 void vx_vec_dot_iq4_xs_q8_0(int64_t n, float *s, const void *x, const void *y);
 
 /* ------------------------------------------------------ quant_ternary.c */

@@ -114,7 +114,7 @@ void vx_quantize_row_q8_1_avx2(const float *src, void *dst, int64_t n) {
  * would otherwise bound the single-row case (4 cycles per FMA).
  */
 
-enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0, K_IQ4_NL };
+enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0, K_IQ4_NL, K_MXFP4 };
 
 /* Q4_1 and Q5_1 carry a min m: their blocks start {d, m} and pair with
  * Q8_1 blocks {d, s = d * sum(q)}; the others start {d} and pair with Q8_0. */
@@ -127,6 +127,7 @@ AINLINE size_t xsize(int k) {
     case K_Q5_0: return sizeof(vx_block_q5_0);
     case K_Q5_1: return sizeof(vx_block_q5_1);
     case K_Q8_0: return sizeof(vx_block_q8_0);
+    case K_MXFP4: return sizeof(vx_block_mxfp4);
     default: return sizeof(vx_block_iq4_nl);
     }
 }
@@ -138,8 +139,8 @@ AINLINE size_t ycodes(int k) {
 
 /* |pair sum| bounds with |y| <= 127: Q4_0 2*8*127 = 2032 (|q - 8| <= 8;
  * the terms before the offset subtraction, 2*15*127 and 2*8*127, fit as
- * well), Q4_1 2*15*127 = 3810, Q5_0 2*16*127 = 4064, Q5_1 2*31*127 = 7874:
- * twice each fits int16. Q8_0 (2*128*127) and IQ4_NL (2*127*127) do not. */
+ * well), Q4_1 2*15*127 = 3810, Q5_0 2*16*127 = 4064, Q5_1 2*31*127 = 7874,
+ * MXFP4 2*12*127 = 3048: twice each fits int16. Q8_0 (2*128*127) and IQ4_NL (2*127*127) do not. */
 AINLINE int pairs_fit_twice(int k) { return k != K_Q8_0 && k != K_IQ4_NL; }
 
 /* Activation-side offset correction per pair, shared by all rows. */
@@ -164,7 +165,8 @@ AINLINE __m256i q5_codes(const uint8_t *qs, const uint8_t *qh) {
 /* The 16 int16 pair sums of weight block b against activation codes yq.
  * Q4_0: x = d (q - 8); Q4_1: x = d q + m (q unsigned, the m part comes
  * from s); Q5_0: x = d (q - 16); Q5_1: x = d q + m; Q8_0: x = d q;
- * IQ4_NL: x = d book[q], the 16-entry book looked up with one shuffle. */
+ * IQ4_NL: x = d book[q], the 16-entry book looked up with one shuffle;
+ * MXFP4: the same with its own book, after the exponent byte. */
 AINLINE __m256i block_pairs(int k, const uint8_t *b, __m256i yq, __m256i yc, __m256i book) {
     switch (k) {
     case K_Q4_0:
@@ -179,6 +181,7 @@ AINLINE __m256i block_pairs(int k, const uint8_t *b, __m256i yq, __m256i yc, __m
         return _mm256_maddubs_epi16(
             q5_codes(b + offsetof(vx_block_q5_1, qs), b + offsetof(vx_block_q5_1, qh)), yq);
     case K_Q8_0: return dot_i8_pairs(load256(b + offsetof(vx_block_q8_0, qs)), yq);
+    case K_MXFP4: return dot_i8_pairs(_mm256_shuffle_epi8(book, nibbles32(b + offsetof(vx_block_mxfp4, qs))), yq);
     default: return dot_i8_pairs(_mm256_shuffle_epi8(book, nibbles32(b + offsetof(vx_block_iq4_nl, qs))), yq);
     }
 }
@@ -209,6 +212,22 @@ AINLINE __m128 f16_head2(int with_min, const uint8_t *b0, const uint8_t *b1) {
     if (with_min)
         return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)(load_u32(b0) | (uint64_t)load_u32(b1) << 32)));
     return _mm_cvtph_ps(_mm_cvtsi32_si128((int)(load_u16(b0) | (uint32_t)load_u16(b1) << 16)));
+}
+
+/* vx_e8m0_half of 8 exponents (one per 32-bit lane): (e - 1) << 23 as
+ * float bits, the subnormal 0x200000 << e for e < 2 */
+AINLINE __m256 e8m0_half8(__m256i e) {
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(e, one), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x200000), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
+}
+
+/* The weight scales of two blocks {s0, s1, ...}: fp16 d, or MXFP4's
+ * exponent byte */
+AINLINE __m128 wscale2(int k, const uint8_t *b0, const uint8_t *b1) {
+    if (k == K_MXFP4) return _mm256_castps256_ps128(e8m0_half8(_mm256_setr_epi32(b0[0], b1[0], 0, 0, 0, 0, 0, 0)));
+    return f16_head2(0, b0, b1);
 }
 
 /* Offset correction of activation block yb for the canonical 32-block
@@ -248,7 +267,9 @@ AINLINE void rows32c(int k, int64_t n, const void *w, size_t stride, int R, cons
     __m256 acc = _mm256_setzero_ps();
     const size_t pf = prefetch_dist(R, stride);
     const __m256i zero = _mm256_setzero_si256();
-    const __m256i book = k == K_IQ4_NL ? _mm256_broadcastsi128_si256(load128(vx_iq4nl_values)) : zero;
+    const __m256i book = k == K_IQ4_NL  ? _mm256_broadcastsi128_si256(load128(vx_iq4nl_values))
+                         : k == K_MXFP4 ? _mm256_broadcastsi128_si256(load128(vx_mxfp4_values))
+                                        : zero;
     const __m256i lo4 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
     const int64_t nb = n / 32;
     int64_t i = 0;
@@ -269,7 +290,7 @@ AINLINE void rows32c(int k, int64_t n, const void *w, size_t stride, int R, cons
             prefetch_ahead(b0, pf, 2 * xs);
             __m128i q = pair_sums(k, block_pairs(k, b0, yq0, zero, book), block_pairs(k, b1, yq1, zero, book));
             if (has_off(k)) q = _mm_sub_epi32(q, c01);
-            const __m128 s = _mm_mul_ps(f16_head2(0, b0, b1), dy);
+            const __m128 s = _mm_mul_ps(wscale2(k, b0, b1), dy);
             __m128 a = _mm_fmadd_ps(s, _mm_cvtepi32_ps(q), _mm256_castps256_ps128(acc));
             if (hm) a = _mm_fmadd_ps(f16_head2(0, b0 + 2, b1 + 2), sy, a); /* {m0, m1, 0, 0} */
             acc = _mm256_castps128_ps256(a);
@@ -287,8 +308,13 @@ AINLINE void rows32c(int k, int64_t n, const void *w, size_t stride, int R, cons
             prefetch_ahead(b0, pf, 2 * xs);
             v[r] = pairs_to_i32(block_pairs(k, b0, yq0, zero, book));
             v[4 + r] = pairs_to_i32(block_pairs(k, b1, yq1, zero, book));
-            d0 |= (uint64_t)load_u16(b0) << 16 * r;
-            d1 |= (uint64_t)load_u16(b1) << 16 * r;
+            if (k == K_MXFP4) { /* the exponent bytes: rows 0..3 block i in d0, block i + 1 above */
+                d0 |= (uint64_t)b0[0] << 8 * r;
+                d0 |= (uint64_t)b1[0] << (32 + 8 * r);
+            } else {
+                d0 |= (uint64_t)load_u16(b0) << 16 * r;
+                d1 |= (uint64_t)load_u16(b1) << 16 * r;
+            }
             if (hm) {
                 m0 |= (uint64_t)load_u16(b0 + 2) << 16 * r;
                 m1 |= (uint64_t)load_u16(b1 + 2) << 16 * r;
@@ -297,7 +323,9 @@ AINLINE void rows32c(int k, int64_t n, const void *w, size_t stride, int R, cons
         __m256i I = hsum8_epi32(v);
         if (has_off(k)) /* {c0 x4, c1 x4} */
             I = _mm256_sub_epi32(I, _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(c01), lo4));
-        const __m256 s = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set_epi64x((long long)d1, (long long)d0)),
+        const __m256 wd = k == K_MXFP4 ? e8m0_half8(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)d0)))
+                                       : _mm256_cvtph_ps(_mm_set_epi64x((long long)d1, (long long)d0));
+        const __m256 s = _mm256_mul_ps(wd,
                                        _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dy), lo4));
         acc = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(I), acc); /* rows 0..3 block i, then block i + 1 */
         if (hm)
@@ -315,10 +343,12 @@ AINLINE void rows32c(int k, int64_t n, const void *w, size_t stride, int R, cons
         for (int r = 0; r < R; r++) {
             const uint8_t *b0 = x[r] + (size_t)i * xs;
             v[r] = pairs_to_i32(block_pairs(k, b0, yq0, zero, book));
-            dw[r] = load_u16(b0);
+            dw[r] = k == K_MXFP4 ? b0[0] : load_u16(b0);
             if (hm) mw[r] = load_u16(b0 + 2);
         }
-        const __m128 s = _mm_mul_ps(f16x4(dw[0], dw[1], dw[2], dw[3]), _mm_set1_ps(dy));
+        const __m128 wd = k == K_MXFP4 ? _mm256_castps256_ps128(e8m0_half8(_mm256_setr_epi32(dw[0], dw[1], dw[2], dw[3], 0, 0, 0, 0)))
+                                       : f16x4(dw[0], dw[1], dw[2], dw[3]);
+        const __m128 s = _mm_mul_ps(wd, _mm_set1_ps(dy));
         const __m128 ms = f16x4(mw[0], mw[1], mw[2], mw[3]);
         const __m128 lo = _mm256_castps256_ps128(acc);
         __m128 e;
@@ -393,6 +423,7 @@ DEFINE_QDOT32C(K_Q8_0, vx_vec_dot_q8_0_q8_0_avx2, vx_gemv_q8_0_avx2)
 DEFINE_QDOT32C(K_Q4_1, vx_vec_dot_q4_1_q8_1_avx2, vx_gemv_q4_1_avx2)
 DEFINE_QDOT32C(K_Q5_1, vx_vec_dot_q5_1_q8_1_avx2, vx_gemv_q5_1_avx2)
 DEFINE_QDOT32C(K_IQ4_NL, vx_vec_dot_iq4_nl_q8_0_avx2, vx_gemv_iq4_nl_avx2)
+DEFINE_QDOT32C(K_MXFP4, vx_vec_dot_mxfp4_q8_0_avx2, vx_gemv_mxfp4_avx2)
 
 /* ========================================== F16 / BF16 x f32 activations */
 

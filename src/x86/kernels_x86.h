@@ -71,6 +71,7 @@ void vx_vec_dot_q5_0_q8_0_avx2(int64_t n, float *s, const void *x, const void *y
 void vx_vec_dot_q5_1_q8_1_avx2(int64_t n, float *s, const void *x, const void *y);
 void vx_vec_dot_q8_0_q8_0_avx2(int64_t n, float *s, const void *x, const void *y);
 void vx_vec_dot_iq4_nl_q8_0_avx2(int64_t n, float *s, const void *x, const void *y);
+void vx_vec_dot_mxfp4_q8_0_avx2(int64_t n, float *s, const void *x, const void *y);
 void vx_vec_dot_q2_K_q8_K_avx2(int64_t n, float *s, const void *x, const void *y);
 void vx_vec_dot_q3_K_q8_K_avx2(int64_t n, float *s, const void *x, const void *y);
 void vx_vec_dot_q4_K_q8_K_avx2(int64_t n, float *s, const void *x, const void *y);
@@ -93,6 +94,8 @@ void vx_gemv_q8_0_avx2(int64_t n, const void *w_rows, size_t row_stride, int nro
                        float *out);
 void vx_gemv_iq4_nl_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
                          float *out);
+void vx_gemv_mxfp4_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
+                        float *out);
 void vx_gemv_q2_K_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
                        float *out);
 void vx_gemv_q3_K_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
