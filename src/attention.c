@@ -159,7 +159,7 @@ static int32_t chunk_run(const vx_attn_args *a, const int32_t *blocks, int32_t c
 /* Whether this call may use the tile attention, and whether a unit of nt
  * tokens does: 16 rows and more (the tiles' height). */
 static bool tiles_ok(const vx_kernels *k, const vx_attn_args *a) {
-    return a->tiles && !a->seq_len && k->attn_tiles_step && vx_kv_type_of(a->kv) == VX_KV_F16 && a->head_dim % 32 == 0 &&
+    return a->tiles && !a->seq_len && !a->sinks && k->attn_tiles_step && vx_kv_type_of(a->kv) == VX_KV_F16 && a->head_dim % 32 == 0 &&
            a->head_dim <= 256;
 }
 
@@ -370,7 +370,8 @@ static void unit_chunks(const vx_kernels *k, const vx_attn_args *a, const attn_s
 }
 
 /* The folded rows (sc->am, al, ao) of tokens [t0, t0 + nt) and kv heads
- * [h0, h0 + nh) to the output: o / l. */
+ * [h0, h0 + nh) to the output: o / l, or with sinks o / (l + exp(sink -
+ * m)) (m, the row's maximum, in the same scaled units as the sink). */
 static void write_rows(const vx_attn_args *a, const attn_scratch *sc, int32_t t0, int32_t nt, int32_t h0, int32_t nh) {
     const int32_t hd = a->head_dim, g = a->n_head / a->n_head_kv, QD = a->n_head * hd, Mh = nt * g;
     for (int32_t hh = 0; hh < nh; hh++)
@@ -378,7 +379,8 @@ static void write_rows(const vx_attn_args *a, const attn_scratch *sc, int32_t t0
             float *out = a->out + (size_t)(t0 + i) * QD + (size_t)(h0 + hh) * g * hd;
             for (int32_t h = 0; h < g; h++) {
                 const size_t r = (size_t)hh * Mh + (size_t)i * g + (size_t)h;
-                const float inv = 1.0f / sc->al[r];
+                const float inv =
+                    1.0f / (a->sinks ? sc->al[r] + expf(a->sinks[(h0 + hh) * g + h] - sc->am[r]) : sc->al[r]);
                 for (int32_t d = 0; d < hd; d++) out[(size_t)h * hd + d] = sc->ao[r * hd + d] * inv;
             }
         }

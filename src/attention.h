@@ -70,6 +70,11 @@ typedef struct vx_attn_args {
      * NULL: causal. Such calls take neither the tiles nor segments (tiles
      * and seg are ignored). */
     const int32_t *seq_len;
+    /* gpt-oss: a learned logit per query head (n_head floats, or NULL)
+     * that joins every row's softmax as a position with no value: the
+     * result is o / (l + exp(sink - m)). The tile kernels do not take it
+     * (tiles is ignored). */
+    const float *sinks;
 } vx_attn_args;
 
 /* The segment length for a context of n_ctx positions: 256 positions, or

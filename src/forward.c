@@ -187,6 +187,17 @@ static void relu2_glu(float *g, const float *u, int64_t n) {
     }
 }
 
+/* gpt-oss's clamped SwiGLU (VX_FFN_SWIGLU_OAI): g = min(g, 7),
+ * g / (1 + exp(-1.702 g)) (clamp(u, -7, 7) + 1), ggml's float steps */
+static void swiglu_oai_glu(float *g, const float *u, int64_t n) {
+    const float alpha = 1.702f, limit = 7.0f;
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i] < limit ? g[i] : limit;
+        const float y = u[i] < -limit ? -limit : u[i] > limit ? limit : u[i];
+        g[i] = x / (1.0f + expf(alpha * -x)) * (y + 1.0f);
+    }
+}
+
 static void *xalloc(size_t n, bool *ok) {
     void *p = NULL;
     if (n == 0) n = 64;
@@ -247,6 +258,7 @@ vx_status vx_context_init(const vx_model *model, const vx_context_params *params
         c->kern.gemm[VX_TYPE_BF16] = c->kern.gemm_bf16_f32;
     c->glu = model->hp.ffn_act == VX_FFN_GELU ? c->kern.geglu
              : model->hp.ffn_act == VX_FFN_RELU2 ? relu2_glu
+             : model->hp.ffn_act == VX_FFN_SWIGLU_OAI ? swiglu_oai_glu
                                                  : c->kern.swiglu;
     c->embed_scale = hp->embd_scale != 0 ? hp->embd_scale : model->arch->embed_scale ? sqrtf((float)hp->n_embd) : 1.0f;
     if (vx_pool_init(p->n_threads, &c->pool) != VX_OK) {
@@ -798,6 +810,13 @@ static void add_bias(float *y, const vx_weight *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += bb[i];
 }
 
+/* y += expert e's row of a stacked bias b [n][n_expert] (none: unchanged) */
+static void exp_bias(float *y, const vx_weight *b, int64_t e, int64_t n) {
+    if (!b->data) return;
+    const float *bb = (const float *)b->data + e * n;
+    for (int64_t i = 0; i < n; i++) y[i] += bb[i];
+}
+
 static inline void kv_store(const vx_context *c, void *dst, const float *src, int64_t n) {
     switch (vx_kv_type_of(c->kv)) {
     case VX_KV_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
@@ -901,18 +920,21 @@ static void attn_heads(vx_context *c, const vx_layer *L, int il, int ith, const 
     perf_step(c, ith, VX_PERF_ROPE);
     const vx_attn_args aa = {c->kv, il, hp->n_head, hp->n_head_kv, hp->head_dim, hp->attn_scale,
                              c->q, c->att, c->batch->pos, c->batch->seq_id, 1, false, NULL,
-                             hp->attn_softcap, swa_of(hp, il), c->att_seg, NULL, NULL, 0, 0, NULL};
+                             hp->attn_softcap, swa_of(hp, il), c->att_seg, NULL, NULL, 0, 0, NULL,
+                             L->attn_sinks.data};
     vx_attention_heads(&c->kern, &aa, h0, h1, scr);
 }
 
-/* Mixtral-style routing: softmax over experts, top-k, renormalized. Run by
- * one thread; fills the per-expert token lists. */
-static void moe_route(vx_context *c) {
+/* Mixtral-style routing: softmax over experts, top-k, renormalized (the
+ * router's bias first: gpt-oss). Run by one thread; fills the per-expert
+ * token lists. */
+static void moe_route(vx_context *c, const vx_layer *L) {
     const vx_hparams *hp = &c->model->hp;
     const int32_t X = hp->n_expert, K = hp->n_expert_used, n = c->n_tok;
     for (int32_t e = 0; e < X; e++) c->exp_n[e] = 0;
     for (int32_t t = 0; t < n; t++) {
         float *r = c->router + (size_t)t * X;
+        add_bias(r, &L->ffn_gate_inp_b, X);
         vx_softmax(r, X);
         int32_t *sel = c->sel + (size_t)t * K;
         float *w = c->sel_w + (size_t)t * K;
@@ -945,7 +967,7 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
     int64_t t0, t1;
     mm(c, ith, nth, &L->ffn_gate_inp, 0, c->xn, n, E, c->router, hp->n_expert, false);
     sync_after(c, ith, VX_PERF_MOE);
-    if (ith == 0) moe_route(c);
+    if (ith == 0) moe_route(c, L);
     sync_after(c, ith, VX_PERF_MOE);
     for (int32_t e = 0; e < hp->n_expert; e++) {
         const int32_t ne = c->exp_n[e];
@@ -957,7 +979,8 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
             memcpy(c->moe_in + i * E, c->xn + (size_t)toks[i] * E, (size_t)E * sizeof(float));
         prep(c, t0, t1, ne, c->moe_in, E, E, &L->ffn_gate_exps, &L->ffn_up_exps, NULL);
         sync_after(c, ith, VX_PERF_MOE);
-        if (glu_fused(c, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, ne)) {
+        /* (the fused pass has no place for the experts' biases) */
+        if (!L->ffn_gate_exps_b.data && glu_fused(c, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps, ne)) {
             mm_glu(c, ith, nth, &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps,
                    (size_t)e * L->ffn_gate_exps.mat_size, ne);
         } else {
@@ -966,7 +989,11 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
             mm(c, ith, nth, &L->ffn_up_exps, (size_t)e * L->ffn_up_exps.mat_size, c->moe_in, ne, E,
                c->up, F, false);
             sync_after(c, ith, VX_PERF_MOE);
-            for (int64_t i = t0; i < t1; i++) c->glu(c->gate + i * F, c->up + i * F, F);
+            for (int64_t i = t0; i < t1; i++) {
+                exp_bias(c->gate + i * F, &L->ffn_gate_exps_b, e, F);
+                exp_bias(c->up + i * F, &L->ffn_up_exps_b, e, F);
+                c->glu(c->gate + i * F, c->up + i * F, F);
+            }
             prep(c, t0, t1, ne, c->gate, F, F, &L->ffn_down_exps, NULL, NULL);
         }
         sync_after(c, ith, VX_PERF_MOE);
@@ -975,8 +1002,10 @@ static void ffn_moe(vx_context *c, const vx_layer *L, int ith, int nth) {
         sync_after(c, ith, VX_PERF_MOE);
         /* tokens are distinct within one expert, so threads never add to
          * the same residual row concurrently */
-        for (int64_t i = t0; i < t1; i++)
+        for (int64_t i = t0; i < t1; i++) {
+            exp_bias(c->moe_out + i * E, &L->ffn_down_exps_b, e, E);
             c->kern.axpy_f32(c->x + (size_t)toks[i] * E, ws[i], c->moe_out + i * E, E);
+        }
         sync_after(c, ith, VX_PERF_MOE);
     }
 }
@@ -996,7 +1025,7 @@ static void ffn_moe_solo(vx_context *c, const vx_layer *L, int ith, int nth) {
     float *xs = solo_row(c, ith);
     mm(c, ith, nth, &L->ffn_gate_inp, 0, c->xn, 1, E, c->router, hp->n_expert, false);
     sync_after(c, ith, VX_PERF_MOE);
-    if (ith == 0) moe_route(c);
+    if (ith == 0) moe_route(c, L);
     sync_after(c, ith, VX_PERF_MOE);
     int64_t k0, k1;
     vx_split(K, ith, nth, 1, &k0, &k1);
@@ -1011,10 +1040,13 @@ static void ffn_moe_solo(vx_context *c, const vx_layer *L, int ith, int nth) {
     for (int64_t k = k0; k < k1; k++) {
         const size_t e = (size_t)c->sel[k];
         memcpy(xs, c->gate + k * F, (size_t)F * sizeof(float));
+        exp_bias(xs, &L->ffn_gate_exps_b, (int64_t)e, F);
+        exp_bias(c->up + k * F, &L->ffn_up_exps_b, (int64_t)e, F);
         c->glu(xs, c->up + k * F, F);
         prep_solo(c, ith, xs, F, &L->ffn_down_exps, NULL, NULL);
         mm_rows(c, ith, &L->ffn_down_exps, e * L->ffn_down_exps.mat_size, xs, 1, F, c->moe_out + k * E, E, false, 0,
                 E);
+        exp_bias(c->moe_out + k * E, &L->ffn_down_exps_b, (int64_t)e, E);
     }
     sync_after(c, ith, VX_PERF_MOE);
     if (ith == 0) /* ffn_moe's order: by expert index, each with its weight */
@@ -1119,13 +1151,20 @@ static void final_softcap(vx_context *c, int ith, int nth, int64_t n_out) {
 }
 
 /* n_rot / 2 (cos, sin) pairs of position p / scale, base's frequencies
- * (divided by the file's rope_freqs factors ff, when it has them) */
-static void rope_fill(float *cs, int32_t n_rot, double p, float base, const float *ff) {
+ * (divided by the file's rope_freqs factors ff, when it has them), with
+ * YaRN's mix of interpolated and extrapolated angles when yarn (model.h) */
+static void rope_fill(float *cs, int32_t n_rot, double p, float base, const float *ff, const vx_hparams *yarn) {
     for (int32_t i = 0; i < n_rot / 2; i++) {
-        double theta = p * pow((double)base, -2.0 * i / n_rot);
+        double theta = p * pow((double)base, -2.0 * i / n_rot), ms = 1.0;
         if (ff) theta /= ff[i];
-        cs[2 * i] = (float)cos(theta);
-        cs[2 * i + 1] = (float)sin(theta);
+        if (yarn) {
+            const double y = ((double)i - yarn->yarn_lo) / VX_MAX(0.001, (double)yarn->yarn_hi - yarn->yarn_lo);
+            const double mix = (1.0 - VX_MIN(1.0, VX_MAX(0.0, y))) * yarn->yarn_ext;
+            theta = theta / yarn->yarn_factor * (1.0 - mix) + theta * mix;
+            ms = yarn->yarn_mscale;
+        }
+        cs[2 * i] = (float)(cos(theta) * ms);
+        cs[2 * i + 1] = (float)(sin(theta) * ms);
     }
 }
 
@@ -1134,8 +1173,9 @@ static void rope_fill(float *cs, int32_t n_rot, double p, float base, const floa
 static void rope_table(vx_context *c, int64_t t) {
     const vx_hparams *hp = &c->model->hp;
     const double pos = (double)c->batch->pos[t];
-    rope_fill(c->rope + t * hp->n_rot, hp->n_rot, pos / hp->rope_scale, hp->rope_base, c->model->rope_freqs.data);
-    if (hp->rope_dual) rope_fill(c->rope_local + t * hp->n_rot, hp->n_rot, pos, hp->rope_base_swa, NULL);
+    rope_fill(c->rope + t * hp->n_rot, hp->n_rot, pos / hp->rope_scale, hp->rope_base, c->model->rope_freqs.data,
+              hp->yarn ? hp : NULL);
+    if (hp->rope_dual) rope_fill(c->rope_local + t * hp->n_rot, hp->n_rot, pos, hp->rope_base_swa, NULL, NULL);
 }
 
 /* ------------------------------------------------------------ encoders */
@@ -1333,7 +1373,8 @@ static void forward_worker(void *arg, int ith, int nth) {
                                      hp->attn_scale, c->q, c->att, b->pos, b->seq_id,
                                      (int32_t)n, tiles_attn(c), nth > 1 && seq < c->n_mm ? &c->mm_next[seq] : NULL,
                                      hp->attn_softcap, swa_of(hp, il), c->att_seg, c->att_seg_buf,
-                                     c->att_seg_done, c->att_seg_groups, c->att_seg_max, NULL};
+                                     c->att_seg_done, c->att_seg_groups, c->att_seg_max, NULL,
+                                     L->attn_sinks.data};
             vx_attention(&c->kern, &aa, ith, nth, scr);
         }
         sync_after(c, ith, VX_PERF_ATTN);

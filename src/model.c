@@ -21,33 +21,35 @@
 #include "vocab.h"
 
 static const vx_arch vx_archs[] = {
-    /* name, rope, fused qkv, fused gate/up, gelu, embed scale, gemma2, encoder, abs_pos, gemma3, bitnet */
-    {"llama", VX_ROPE_NORM, false, false, false, false, false, false, false, false, false},
-    {"mistral", VX_ROPE_NORM, false, false, false, false, false, false, false, false, false},
-    {"qwen2", VX_ROPE_NEOX, false, false, false, false, false, false, false, false, false},
-    {"qwen3", VX_ROPE_NEOX, false, false, false, false, false, false, false, false, false},
+    /* name, rope, fused qkv, fused gate/up, gelu, embed scale, gemma2, encoder, abs_pos, gemma3, bitnet, gpt_oss */
+    {"llama", VX_ROPE_NORM, false, false, false, false, false, false, false, false, false, false},
+    {"mistral", VX_ROPE_NORM, false, false, false, false, false, false, false, false, false, false},
+    {"qwen2", VX_ROPE_NEOX, false, false, false, false, false, false, false, false, false, false},
+    {"qwen3", VX_ROPE_NEOX, false, false, false, false, false, false, false, false, false, false},
     /* Qwen3's attention, Mixtral's routing (softmax, top-k, renormalized) */
-    {"qwen3moe", VX_ROPE_NEOX, false, false, false, false, false, false, false, false, false},
+    {"qwen3moe", VX_ROPE_NEOX, false, false, false, false, false, false, false, false, false, false},
     /* Qwen2's attention, experts whose weights are not renormalized, and a
      * shared expert gated by a sigmoid */
-    {"qwen2moe", VX_ROPE_NEOX, false, false, false, false, false, false, false, false, false},
-    {"phi3", VX_ROPE_NEOX, true, true, false, false, false, false, false, false, false},
+    {"qwen2moe", VX_ROPE_NEOX, false, false, false, false, false, false, false, false, false, false},
+    {"phi3", VX_ROPE_NEOX, true, true, false, false, false, false, false, false, false, false},
     /* GGUF's Gemma norms hold 1 + w already (the converter adds the 1) */
-    {"gemma", VX_ROPE_NEOX, false, false, true, true, false, false, false, false, false},
-    {"gemma2", VX_ROPE_NEOX, false, false, true, true, true, false, false, false, false},
-    {"gemma3", VX_ROPE_NEOX, false, false, true, true, true, false, false, true, false},
+    {"gemma", VX_ROPE_NEOX, false, false, true, true, false, false, false, false, false, false},
+    {"gemma2", VX_ROPE_NEOX, false, false, true, true, true, false, false, false, false, false},
+    {"gemma3", VX_ROPE_NEOX, false, false, true, true, true, false, false, true, false, false},
     /* IBM Granite 3.x (dense): Llama's blocks, with multipliers for the
      * embeddings, the block outputs, the attention scores and the logits */
-    {"granite", VX_ROPE_NORM, false, false, false, false, false, false, false, false, false},
+    {"granite", VX_ROPE_NORM, false, false, false, false, false, false, false, false, false, false},
     /* Granite MoE: the same with experts (renormalized) and, in its
      * "shared" models, an ungated shared expert */
-    {"granitemoe", VX_ROPE_NORM, false, false, false, false, false, false, false, false, false},
+    {"granitemoe", VX_ROPE_NORM, false, false, false, false, false, false, false, false, false, false},
     /* BERT (bge, MiniLM, mxbai-embed, ...): a GELU FFN with biases; nomic-bert
      * (nomic-embed-text): fused qkv, RoPE (NeoX pairs), SwiGLU */
-    {"bert", VX_ROPE_NEOX, false, false, true, false, false, true, true, false, false},
-    {"nomic-bert", VX_ROPE_NEOX, true, false, false, false, false, true, false, false, false},
+    {"bert", VX_ROPE_NEOX, false, false, true, false, false, true, true, false, false, false},
+    {"nomic-bert", VX_ROPE_NEOX, true, false, false, false, false, true, false, false, false, false},
     /* BitNet b1.58 (vx_arch.bitnet): NeoX RoPE, as llama.cpp rotates it */
-    {"bitnet", VX_ROPE_NEOX, false, false, false, false, false, false, false, false, true},
+    {"bitnet", VX_ROPE_NEOX, false, false, false, false, false, false, false, false, true, false},
+    /* gpt-oss (vx_arch.gpt_oss): NeoX RoPE, as llama.cpp rotates it */
+    {"gpt-oss", VX_ROPE_NEOX, false, false, false, false, false, false, false, false, false, true},
 };
 
 static const vx_arch *arch_find(const char *name) {
@@ -158,6 +160,46 @@ static vx_status need_f32(loader *L, const vx_weight *w) {
         return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
                          "tensor '%s' is %s; norm weights and biases must be F32", w->name,
                          vx_type_name(w->type));
+    return VX_OK;
+}
+
+/* YaRN's parameters (model.h), llama.cpp's keys and arithmetic: the
+ * correction dims of pairs whose wavelength turns beta_fast and beta_slow
+ * times within the original context, floored and ceiled as ggml does
+ * (Hugging Face's "truncate": false for gpt-oss keeps them fractional: a
+ * small difference llama.cpp has too). */
+static vx_status yarn_params(loader *L, float factor) {
+    vx_hparams *hp = &L->m->hp;
+    vx_status st;
+    float fast = 32, slow = 1, ext = -1, attn = 1;
+    int32_t orig = 0;
+    if ((st = hp_float(L, "rope.scaling.yarn_beta_fast", 32.0, &fast)) ||
+        (st = hp_float(L, "rope.scaling.yarn_beta_slow", 1.0, &slow)) ||
+        (st = hp_float(L, "rope.scaling.yarn_ext_factor", -1.0, &ext)) ||
+        (st = hp_float(L, "rope.scaling.attn_factor", 1.0, &attn)) ||
+        (st = hp_int(L, "rope.scaling.original_context_length", false, hp->n_ctx_train, 1, 1 << 30, &orig)))
+        return st;
+    if (!(factor > 0 && isfinite(factor)) || !(fast > 0) || !(slow > 0) || !isfinite(attn))
+        return vx_seterr(L->err, L->err_size, VX_EFORMAT,
+                         "%s.rope.scaling: YaRN needs a positive factor and betas (factor %g, beta_fast %g, "
+                         "beta_slow %g, attn_factor %g)", L->arch, (double)factor, (double)fast, (double)slow,
+                         (double)attn);
+    float yl = 0;
+    if ((st = hp_float(L, "rope.scaling.yarn_log_multiplier", 0.0, &yl))) return st;
+    if (yl != 0)
+        return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
+                         "%s.rope.scaling.yarn_log_multiplier (DeepSeek's attention factor) is not supported", L->arch);
+    hp->yarn = true;
+    hp->yarn_factor = factor;
+    hp->yarn_ext = ext < 0 ? 1.0f : ext;
+    /* llama.cpp's: 1 + 0.1 ln factor (ggml's term, with ext != 0) times
+     * rope.scaling.attn_factor */
+    hp->yarn_mscale = attn * (hp->yarn_ext != 0 && factor > 1 ? 1.0f + 0.1f * logf(factor) : 1.0f);
+    const double n = hp->n_rot, lb = 2.0 * log((double)hp->rope_base);
+    const double lo = floor(n * log(orig / (fast * 2.0 * M_PI)) / lb);
+    const double hi = ceil(n * log(orig / (slow * 2.0 * M_PI)) / lb);
+    hp->yarn_lo = (float)VX_MAX(0.0, lo);
+    hp->yarn_hi = (float)VX_MIN(n - 1, hi);
     return VX_OK;
 }
 
@@ -322,6 +364,33 @@ static vx_status load_hparams(loader *L) {
         hp->attn_scale = 1.0f / sqrtf((float)vx_gemma_query_scalar(false, hp->n_layer, hp->n_embd, hp->n_head, hp->head_dim));
     }
     hp->ffn_act = m->arch->gelu ? VX_FFN_GELU : VX_FFN_SILU;
+    if (m->arch->gpt_oss) {
+        /* llama.cpp's: the window required, every 2nd layer global unless
+         * the file says, the local layers' RoPE the global one's */
+        char pk[160];
+        const vx_gguf_kv *pkv;
+        vx_gguf_type pt;
+        uint64_t pn;
+        float base_swa = 0;
+        snprintf(pk, sizeof pk, "%s.attention.sliding_window_pattern", L->arch);
+        if (vx_gguf_get_arr(m->gguf, pk, &pt, &pn, &pkv) == 1)
+            return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
+                             "%s: a per-layer array is not supported (a period: every n-th layer global)", pk);
+        if (hp->n_expert == 0)
+            return vx_seterr(L->err, L->err_size, VX_EFORMAT, "%s.expert_count: %s needs experts", L->arch, L->arch);
+        if ((st = hp_int(L, "attention.sliding_window", true, 0, 0, 1 << 30, &hp->n_swa)) ||
+            (st = hp_int(L, "attention.sliding_window_pattern", false, 2, 1, 1 << 16, &hp->swa_period)) ||
+            (st = hp_float(L, "rope.freq_base_swa", 0.0, &base_swa)))
+            return st;
+        float base = 10000;
+        if ((st = hp_float(L, "rope.freq_base", 10000.0, &base))) return st;
+        if (base_swa != 0 && base_swa != base)
+            return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
+                             "%s.rope.freq_base_swa = %g: local layers with their own RoPE base are not supported "
+                             "for %s", L->arch, (double)base_swa, L->arch);
+        hp->ffn_act = VX_FFN_SWIGLU_OAI;
+        hp->moe_norm = true; /* a softmax of the chosen experts' logits: the renormalized softmax */
+    }
     if (m->arch->bitnet) {
         if (hp->n_expert > 0)
             return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED, "bitnet with experts is not supported");
@@ -343,6 +412,7 @@ static vx_status load_hparams(loader *L) {
     if (hp->rope_base <= 0)
         return vx_seterr(L->err, L->err_size, VX_EFORMAT, "rope.freq_base must be positive");
     hp->rope_scale = 1.0f;
+    hp->yarn = false;
     char key[160];
     const char *stype = NULL;
     snprintf(key, sizeof key, "%s.rope.scaling.type", L->arch);
@@ -357,7 +427,9 @@ static vx_status load_hparams(loader *L) {
                              "%s.rope.scaling.factor = %g: linear scaling needs a positive factor", L->arch,
                              (double)factor);
         hp->rope_scale = factor;
-    } else if (stype && strcmp(stype, "none") != 0 && strcmp(stype, "linear") != 0 &&
+    } else if (stype && strcmp(stype, "yarn") == 0 && factor != 1.0f && factor != 0.0f) {
+        if ((st = yarn_params(L, factor))) return st;
+    } else if (stype && strcmp(stype, "none") != 0 && strcmp(stype, "linear") != 0 && strcmp(stype, "yarn") != 0 &&
                factor != 1.0f) {
         return vx_seterr(L->err, L->err_size, VX_EUNSUPPORTED,
                          "rope scaling type '%s' is not supported yet", stype);
@@ -410,7 +482,7 @@ static bool bound_to(const vx_weight *w, const void *p) { return w->data == p; }
  * shared expert in a qwen3moe one, would be a model vx does not run,
  * silently). A decoder's tensors outside the layers may be there besides
  * (the vision tower ollama keeps in a Gemma 3 file: a text model still). */
-_Static_assert(sizeof(vx_layer) == 40 * sizeof(vx_weight), "unused_tensors lists every weight of a vx_layer");
+_Static_assert(sizeof(vx_layer) == 45 * sizeof(vx_weight), "unused_tensors lists every weight of a vx_layer");
 static vx_status unused_tensors(loader *L) {
     const vx_model *m = L->m;
     const vx_weight *top[] = {&m->tok_embd, &m->type_embd, &m->pos_embd, &m->tok_norm, &m->tok_norm_b, &m->cls,
@@ -432,7 +504,8 @@ static vx_status unused_tensors(loader *L) {
                                      &l->ffn_gate_inp_shexp, &l->ffn_gate_shexp, &l->ffn_up_shexp,
                                      &l->ffn_down_shexp, &l->attn_sub_norm, &l->ffn_sub_norm, &l->wq_s,
                                      &l->wk_s,          &l->wv_s,      &l->wo_s,         &l->ffn_gate_s,
-                                     &l->ffn_up_s,      &l->ffn_down_s};
+                                     &l->ffn_up_s,      &l->ffn_down_s,    &l->attn_sinks,   &l->ffn_gate_inp_b,
+                                     &l->ffn_gate_exps_b, &l->ffn_up_exps_b, &l->ffn_down_exps_b};
             for (size_t k = 0; k < sizeof ws / sizeof ws[0] && !used; k++) used = bound_to(ws[k], t->data);
         }
         if (!used)
@@ -582,10 +655,16 @@ static vx_status load_weights(loader *L) {
             return st;
         if ((st = bind(L, &l->k_norm, NAME("attn_k_norm.weight"), m->arch->gemma3, hp->head_dim, 1, 0)))
             return st;
-        if ((st = bind(L, &l->ffn_norm, NAME("ffn_norm.weight"), true, E, 1, 0))) return st;
+        /* gpt-oss: the FFN's input norm is post_attention_norm */
+        const bool oss = m->arch->gpt_oss;
+        if ((st = bind(L, &l->ffn_norm, NAME(oss ? "post_attention_norm.weight" : "ffn_norm.weight"), true, E, 1, 0)))
+            return st;
         const bool g2 = m->arch->gemma2;
-        if ((st = bind(L, &l->attn_post_norm, NAME("post_attention_norm.weight"), g2, E, 1, 0)) ||
-            (st = bind(L, &l->ffn_post_norm, NAME("post_ffw_norm.weight"), g2, E, 1, 0)))
+        if (!oss && ((st = bind(L, &l->attn_post_norm, NAME("post_attention_norm.weight"), g2, E, 1, 0)) ||
+                     (st = bind(L, &l->ffn_post_norm, NAME("post_ffw_norm.weight"), g2, E, 1, 0))))
+            return st;
+        if (oss && ((st = bind(L, &l->attn_sinks, NAME("attn_sinks.weight"), true, hp->n_head, 1, 0)) ||
+                    (st = need_f32(L, &l->attn_sinks))))
             return st;
         if (m->arch->bitnet) {
             /* the sub-norms, and the scales llama.cpp reads when a file has them */
@@ -616,6 +695,13 @@ static vx_status load_weights(loader *L) {
             if ((st = bind(L, &l->ffn_up_exps, NAME("ffn_up_exps.weight"), true, E, F, X)))
                 return st;
             if ((st = bind(L, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), true, F, E, X)))
+                return st;
+            if (oss && ((st = bind(L, &l->ffn_gate_inp_b, NAME("ffn_gate_inp.bias"), true, X, 1, 0)) ||
+                        (st = bind(L, &l->ffn_gate_exps_b, NAME("ffn_gate_exps.bias"), true, F, X, 0)) ||
+                        (st = bind(L, &l->ffn_up_exps_b, NAME("ffn_up_exps.bias"), true, F, X, 0)) ||
+                        (st = bind(L, &l->ffn_down_exps_b, NAME("ffn_down_exps.bias"), true, E, X, 0)) ||
+                        (st = need_f32(L, &l->ffn_gate_inp_b)) || (st = need_f32(L, &l->ffn_gate_exps_b)) ||
+                        (st = need_f32(L, &l->ffn_up_exps_b)) || (st = need_f32(L, &l->ffn_down_exps_b))))
                 return st;
             const int64_t FS = hp->n_ff_shexp;
             /* Granite MoE's shared expert has no gate (a file with one is refused, as llama.cpp refuses it) */
@@ -1030,7 +1116,11 @@ int32_t vx_model_describe(const vx_model *m, char *buf, size_t size) {
             sb_printf(&b, "rope            %s, base %g, n_rot %d%s%s\n",
                       m->arch->rope == VX_ROPE_NEOX ? "neox" : "norm", hp->rope_base, hp->n_rot,
                       m->rope_freqs.data ? ", rope_freqs factors" : "",
-                      hp->rope_scale != 1.0f ? ", linear scaling" : "");
+                      hp->rope_scale != 1.0f ? ", linear scaling" : hp->yarn ? ", YaRN scaling" : "");
+        if (hp->yarn)
+            sb_printf(&b, "yarn            factor %g, ramp over pairs %g..%g, ext %g, cos/sin x%.4f\n",
+                      (double)hp->yarn_factor, (double)hp->yarn_lo, (double)hp->yarn_hi, (double)hp->yarn_ext,
+                      (double)hp->yarn_mscale);
         if (hp->n_swa > 0 && hp->swa_period > 1) {
             sb_printf(&b, "sliding window  %d tokens on %d of every %d layers", hp->n_swa, hp->swa_period - 1,
                       hp->swa_period);
@@ -1042,13 +1132,18 @@ int32_t vx_model_describe(const vx_model *m, char *buf, size_t size) {
             sb_printf(&b, "multipliers     embeddings x%g, block outputs x%g, scores x%g, logits /%g\n",
                       hp->embd_scale != 0 ? hp->embd_scale : 1.0, hp->residual_scale, hp->attn_scale,
                       hp->logit_scale);
-        sb_printf(&b, "attention       %s%s%s%s\n", hp->fused_qkv ? "fused qkv" : "separate q/k/v",
+        sb_printf(&b, "attention       %s%s%s%s%s\n", hp->fused_qkv ? "fused qkv" : "separate q/k/v",
                   m->layers[0].bq.data || m->layers[0].bqkv.data ? ", biases" : "",
                   m->layers[0].q_norm.data ? ", q/k norm" : "",
-                  m->layers[0].attn_sub_norm.data ? ", output sub-norm" : "");
+                  m->layers[0].attn_sub_norm.data ? ", output sub-norm" : "",
+                  m->layers[0].attn_sinks.data ? ", a learned sink per head" : "");
         if (hp->n_layer > 0 && (m->layers[0].ffn_gate.data || m->layers[0].ffn_gate_exps.data || hp->fused_gate_up))
-            sb_printf(&b, "ffn             %s gated%s%s\n",
-                      hp->ffn_act == VX_FFN_GELU ? "GELU" : hp->ffn_act == VX_FFN_RELU2 ? "squared-ReLU" : "SiLU",
+            sb_printf(&b, "ffn             %s gated%s%s%s\n",
+                      hp->ffn_act == VX_FFN_GELU          ? "GELU"
+                      : hp->ffn_act == VX_FFN_RELU2       ? "squared-ReLU"
+                      : hp->ffn_act == VX_FFN_SWIGLU_OAI ? "clamped SiLU (gpt-oss: +-7, sigmoid(1.702 g), u + 1)"
+                                                          : "SiLU",
+                      m->layers[0].ffn_gate_exps_b.data ? ", biased router and experts" : "",
                       m->layers[0].ffn_sub_norm.data ? ", sub-norm before ffn_down" : "",
                       m->layers[0].wq_s.data ? "; projection output scales" : "");
         if (m->arch->encoder)

@@ -47,6 +47,13 @@ typedef struct vx_arch {
      * from {arch}.hidden_activation (SiLU unless "relu2"), and the logits
      * from token_embd always */
     bool bitnet;
+    /* OpenAI's gpt-oss (llama.cpp's "gpt-oss"): q/k/v/o biases, a learned
+     * sink logit per head in every softmax (attn_sinks), a sliding window
+     * on every layer but each sliding_window_pattern-th (2: the even ones),
+     * YaRN RoPE, and an MoE FFN after post_attention_norm (its ffn_norm)
+     * with biased router and experts and the clamped SwiGLU
+     * (VX_FFN_SWIGLU_OAI) */
+    bool gpt_oss;
 } vx_arch;
 
 /* A 2-D (or 3-D, for stacked experts) weight matrix: ne0 elements per row,
@@ -88,6 +95,9 @@ typedef struct vx_layer {
      * output scales (one F32 value each; data NULL: none, 1) */
     vx_weight attn_sub_norm, ffn_sub_norm;
     vx_weight wq_s, wk_s, wv_s, wo_s, ffn_gate_s, ffn_up_s, ffn_down_s;
+    /* gpt-oss: the sinks [n_head], the router's bias [n_expert] and the
+     * experts' biases [n_ff or n_embd][n_expert] (data NULL: none) */
+    vx_weight attn_sinks, ffn_gate_inp_b, ffn_gate_exps_b, ffn_up_exps_b, ffn_down_exps_b;
 } vx_layer;
 
 /* A projection's output scale (vx_layer's *_s): its value, or 1 without. */
@@ -114,6 +124,14 @@ typedef struct vx_hparams {
     float rms_eps; /* the norms' epsilon (encoders: their LayerNorms') */
     float rope_base;
     float rope_scale; /* linear scaling: positions are divided by this (1 = none) */
+    /* YaRN (rope.scaling.type yarn, llama.cpp's arithmetic): pair i's angle
+     * mixes the interpolated p theta_i / yarn_factor and the extrapolated
+     * p theta_i by ramp(i) ext, ramp 1 below pair yarn_lo falling to 0 at
+     * yarn_hi (the correction dims of beta_fast and beta_slow over the
+     * original context), and cos and sin are times yarn_mscale (0.1 ln
+     * factor + 1, times rope.scaling.attn_factor) */
+    bool yarn;
+    float yarn_factor, yarn_ext, yarn_mscale, yarn_lo, yarn_hi;
     float attn_scale; /* scores q.k times this (1/sqrt(head_dim); Gemma 2 27B: 1/sqrt(n_embd / n_head)) */
     float attn_softcap, final_softcap; /* Gemma 2: tanh caps of the scores and the logits (0: none) */
     /* Granite's multipliers: the embeddings times embd_scale (any value
@@ -133,8 +151,10 @@ typedef struct vx_hparams {
 } vx_hparams;
 
 /* g = act(g) u of the gated FFNs: SiLU (SwiGLU), GELU's tanh form (GeGLU:
- * Gemma, BERT), squared ReLU (BitNet b1.58 2B4T's "relu2") */
-typedef enum vx_ffn_act { VX_FFN_SILU = 0, VX_FFN_GELU = 1, VX_FFN_RELU2 = 2 } vx_ffn_act;
+ * Gemma, BERT), squared ReLU (BitNet b1.58 2B4T's "relu2"), */
+/* gpt-oss's clamped SwiGLU: g = min(g, 7), u = clamp(u, -7, 7), then
+ * g sigmoid(1.702 g) (u + 1) */
+typedef enum vx_ffn_act { VX_FFN_SILU = 0, VX_FFN_GELU = 1, VX_FFN_RELU2 = 2, VX_FFN_SWIGLU_OAI = 3 } vx_ffn_act;
 
 /* Gemma 2 and 3 scale queries by 1/sqrt of this: head_dim, or n_embd /
  * n_head for their 27B models (46 and 62 layers), llama.cpp's rule (the

@@ -51,6 +51,7 @@ static const vx_quant_mix mixes[] = {
     {"IQ4_XS", VX_FTYPE_IQ4_XS, VX_TYPE_IQ4_XS, "4.25 bpw, non-linear levels, 6-bit sub-block scales"},
     {"TQ1_0", VX_FTYPE_TQ1_0, VX_TYPE_TQ1_0, "1.69 bpw ternary (for ternary-trained models)"},
     {"TQ2_0", VX_FTYPE_TQ2_0, VX_TYPE_TQ2_0, "2.06 bpw ternary (for ternary-trained models)"},
+    {"MXFP4_MOE", VX_FTYPE_MXFP4_MOE, VX_TYPE_MXFP4, "MXFP4 experts (4.25 bpw), Q8_0 elsewhere (gpt-oss)"},
 };
 #define N_MIXES ((int)(sizeof mixes / sizeof mixes[0]))
 
@@ -145,6 +146,8 @@ static int64_t ffn_layer(const policy *P, const char *name, int64_t counter) {
 static int mix_type(policy *P, const vx_quant_shape *t, category cat, int type) {
     const int F = P->F;
     const bool gqa4 = P->n_gqa >= 4;
+    /* llama.cpp's MXFP4_MOE: the stacked experts MXFP4, every other matrix Q8_0 */
+    if (F == VX_FTYPE_MXFP4_MOE) return t->ne[2] > 1 ? VX_TYPE_MXFP4 : VX_TYPE_Q8_0;
     if (cat == CAT_OUTPUT || (P->tied && cat == CAT_TOKEN_EMBD)) {
         const vx_type_traits *tr = vx_type_get_traits(type);
         if (P->falcon || t->ne[0] % tr->blck_size != 0) return VX_TYPE_Q8_0;

@@ -37,7 +37,8 @@ enum {
     VX_FTYPE_IQ4_XS = 30,
     VX_FTYPE_BF16 = 32,
     VX_FTYPE_TQ1_0 = 36,
-    VX_FTYPE_TQ2_0 = 37
+    VX_FTYPE_TQ2_0 = 37,
+    VX_FTYPE_MXFP4_MOE = 38
 };
 
 typedef struct vx_quant_mix {

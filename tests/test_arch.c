@@ -284,6 +284,34 @@ static void test_bitnet(void) {
     remove(p);
 }
 
+/* gpt-oss: biased q/k/v/o, a learned sink per head in every softmax, a
+ * 5-token window on the even layers, YaRN x4 over 256 positions (a ramp
+ * over pairs 0..5), 8 experts of 64 with biases behind a biased router, 2
+ * used, the clamped SwiGLU; F32 and llama.cpp's MXFP4_MOE mix (MXFP4
+ * experts, Q8_0 elsewhere) against llama.cpp's logits of the same files */
+static void test_gpt_oss(void) {
+    check_preset_type("gpt-oss-tiny", 1e-3, 2e-2, "MXFP4_MOE");
+    const char *p = "/tmp/vx_test_arch_oss_mxfp4.gguf";
+    vx_model *m = synth("gpt-oss-tiny", "MXFP4_MOE", p);
+    float *r = read_ref("tests/data/gpt-oss-tiny-MXFP4_MOE.llamacpp-exact.f32");
+    for (int decode = 0; decode < 2 && m && r; decode++) {
+        float *a = logits_of(m, decode, VX_KV_F32);
+        CHECK(a != NULL);
+        if (a) {
+            const double e = rel_rmse(a, r);
+            const int t1 = top1_agree(a, r);
+            CHECKF(e < 1e-5 && t1 == N_IDS, "gpt-oss-tiny MXFP4_MOE %s (F32 KV): rel_rmse %.3g vs llama.cpp, top-1 %d/%d",
+                   decode ? "decode" : "batch", e, t1, N_IDS);
+            printf("%-13s %-6s MXFP4_MOE rel_rmse %.2e vs llama.cpp's MXFP4_MOE, F32 KV caches (top-1 %d/%d)\n",
+                   "gpt-oss-tiny", decode ? "decode" : "batch", e, t1, N_IDS);
+        }
+        free(a);
+    }
+    free(r);
+    vx_model_free(m);
+    remove(p);
+}
+
 /* ------------------------------------------------------------ encoders */
 
 static const char *const k_texts[] = {
@@ -588,6 +616,7 @@ int main(void) {
     test_qwen2moe();
     test_granitemoe();
     test_bitnet();
+    test_gpt_oss();
     test_decoder_files();
     test_encoders();
     return vx_test_finish("test_arch");

@@ -35,6 +35,9 @@ typedef struct preset {
      * scales of the seven projections (blk.N.<name>.scale) */
     const char *act;
     bool proj_scales;
+    /* YaRN RoPE scaling: factor (0: none) and original context (gpt-oss) */
+    double yarn;
+    int64_t yarn_orig;
 } preset;
 
 /* Granite 3.x's multipliers (embedding 12, residual 0.22, attention 1/64, logits 8) */
@@ -42,71 +45,79 @@ static const double granite_scales[4] = {12.0, 0.22, 0.015625, 8.0};
 
 static const preset presets[] = {
     {"llama-1b", "llama", "Llama-3.2-1B shape (random weights)", 2048, 16, 32, 8, 8192, 128256,
-     131072, 500000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
+     131072, 500000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false, 0, 0},
     {"llama-8b", "llama", "Llama-3-8B shape (random weights)", 4096, 32, 32, 8, 14336, 128256,
-     8192, 500000.0, 1e-5, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
+     8192, 500000.0, 1e-5, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false, 0, 0},
     {"qwen-0.5b", "qwen2", "Qwen2.5-0.5B shape (random weights)", 896, 24, 14, 2, 4864, 151936,
-     32768, 1000000.0, 1e-6, true, true, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
+     32768, 1000000.0, 1e-6, true, true, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false, 0, 0},
     {"tiny", "llama", "tiny llama shape (random weights, for tests)", 256, 2, 4, 2, 512, 1024,
-     2048, 10000.0, 1e-5, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
+     2048, 10000.0, 1e-5, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false, 0, 0},
     {"gemma-2b", "gemma", "Gemma-2B shape (random weights)", 2048, 18, 8, 1, 16384, 256000, 8192, 10000.0, 1e-6,
-     true, false, 256, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
+     true, false, 256, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false, 0, 0},
     {"gemma-tiny", "gemma", "tiny Gemma shape (random weights, for tests: head_dim 128 x 4 heads over 256)", 256, 2,
-     4, 1, 512, 1024, 2048, 10000.0, 1e-6, true, false, 128, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
+     4, 1, 512, 1024, 2048, 10000.0, 1e-6, true, false, 128, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false, 0, 0},
     {"gemma2-2b", "gemma2", "Gemma-2-2B shape (random weights)", 2304, 26, 8, 4, 9216, 256000, 8192, 10000.0, 1e-6,
-     true, false, 256, 50.0, 30.0, 4096, 0, false, 0, 0, 0, NULL, NULL, false},
+     true, false, 256, 50.0, 30.0, 4096, 0, false, 0, 0, 0, NULL, NULL, false, 0, 0},
     /* 26 layers: llama.cpp takes Gemma 2 models of 26, 42 or 46 layers only */
     {"gemma2-tiny", "gemma2", "tiny Gemma 2 shape (random weights, for tests: 26 layers, caps 0.5 / 1, window 6)", 128,
-     26, 4, 2, 256, 1024, 2048, 10000.0, 1e-6, true, false, 64, 0.5, 1.0, 6, 0, false, 0, 0, 0, NULL, NULL, false},
+     26, 4, 2, 256, 1024, 2048, 10000.0, 1e-6, true, false, 64, 0.5, 1.0, 6, 0, false, 0, 0, 0, NULL, NULL, false, 0, 0},
     /* Gemma 3: a 512 window on 5 of every 6 layers, q/k norms; the tiny
      * one has a window of 5 tokens, and linear RoPE scaling on its global
      * layer (as the 4B and larger models) */
     {"gemma3-1b", "gemma3", "Gemma-3-1B shape (random weights)", 1152, 26, 4, 1, 6912, 262144, 32768, 1000000.0,
-     1e-6, true, false, 256, 0, 0, 512, 0, true, 0, 0, 0, NULL, NULL, false},
+     1e-6, true, false, 256, 0, 0, 512, 0, true, 0, 0, 0, NULL, NULL, false, 0, 0},
     {"gemma3-4b", "gemma3", "Gemma-3-4B shape (random weights; text model)", 2560, 34, 8, 4, 10240, 262208, 131072,
-     1000000.0, 1e-6, true, false, 256, 0, 0, 1024, 8.0, true, 0, 0, 0, NULL, NULL, false},
+     1000000.0, 1e-6, true, false, 256, 0, 0, 1024, 8.0, true, 0, 0, 0, NULL, NULL, false, 0, 0},
     {"gemma3-tiny", "gemma3", "tiny Gemma 3 shape (random weights, for tests: 8 layers, window 5, RoPE x8 global)",
-     128, 8, 4, 2, 256, 1024, 2048, 1000000.0, 1e-6, true, false, 64, 0, 0, 5, 8.0, true, 0, 0, 0, NULL, NULL, false},
+     128, 8, 4, 2, 256, 1024, 2048, 1000000.0, 1e-6, true, false, 64, 0, 0, 5, 8.0, true, 0, 0, 0, NULL, NULL, false, 0, 0},
     /* Qwen3-MoE: 128 experts of 768, 8 used; the tiny one 8 of 64, 2 used */
     {"qwen3-30b-a3b", "qwen3moe", "Qwen3-30B-A3B shape (random weights)", 2048, 48, 32, 4, 6144, 151936, 40960,
-     1000000.0, 1e-6, false, false, 128, 0, 0, 0, 0, true, 128, 8, 768, NULL, NULL, false},
+     1000000.0, 1e-6, false, false, 128, 0, 0, 0, 0, true, 128, 8, 768, NULL, NULL, false, 0, 0},
     {"qwen3moe-tiny", "qwen3moe", "tiny Qwen3-MoE shape (random weights, for tests: 8 experts, 2 used)", 128, 2, 4,
-     2, 256, 1024, 2048, 1000000.0, 1e-6, false, false, 0, 0, 0, 0, 0, true, 8, 2, 64, NULL, NULL, false},
+     2, 256, 1024, 2048, 1000000.0, 1e-6, false, false, 0, 0, 0, 0, 0, true, 8, 2, 64, NULL, NULL, false, 0, 0},
     /* Qwen2-MoE (Qwen1.5-MoE-A2.7B): 60 experts of 1408, 4 used, a shared
      * expert of 5632 (feed_forward_length); the tiny one 8 of 64, 2 used,
      * a shared one of 256 */
     {"qwen2moe-a2.7b", "qwen2moe", "Qwen1.5-MoE-A2.7B shape (random weights)", 2048, 24, 16, 16, 5632, 151936, 8192,
-     1000000.0, 1e-6, false, true, 0, 0, 0, 0, 0, false, 60, 4, 1408, NULL, NULL, false},
+     1000000.0, 1e-6, false, true, 0, 0, 0, 0, 0, false, 60, 4, 1408, NULL, NULL, false, 0, 0},
     {"qwen2moe-tiny", "qwen2moe", "tiny Qwen2-MoE shape (random weights, for tests: 8 experts, 2 used, 1 shared)", 128,
-     2, 4, 2, 256, 1024, 2048, 1000000.0, 1e-6, false, true, 0, 0, 0, 0, 0, false, 8, 2, 64, NULL, NULL, false},
+     2, 4, 2, 256, 1024, 2048, 1000000.0, 1e-6, false, true, 0, 0, 0, 0, 0, false, 8, 2, 64, NULL, NULL, false, 0, 0},
     /* IBM Granite 3.1 2B: Llama's blocks with multipliers */
     {"granite-2b", "granite", "Granite-3.1-2B shape (random weights)", 2048, 40, 32, 8, 8192, 49155, 131072,
-     5000000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, granite_scales, NULL, false},
+     5000000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, granite_scales, NULL, false, 0, 0},
     {"granite-tiny", "granite", "tiny Granite shape (random weights, for tests: Granite 3's multipliers)", 128, 2, 4,
-     2, 256, 1024, 2048, 10000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, granite_scales, NULL, false},
+     2, 256, 1024, 2048, 10000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, granite_scales, NULL, false, 0, 0},
     /* Granite MoE with a shared expert (granitemoeshared's layout): 8 experts
      * of 64, 2 used, an ungated shared one of 256 (feed_forward_length) */
     {"granitemoe-tiny", "granitemoe", "tiny Granite MoE shape (random weights, for tests: 8 experts, 1 shared)", 128,
-     2, 4, 2, 256, 1024, 2048, 10000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 8, 2, 64, granite_scales, NULL, false},
+     2, 4, 2, 256, 1024, 2048, 10000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 8, 2, 64, granite_scales, NULL, false, 0, 0},
     /* encoders (embedding models): a WordPiece vocabulary of the same
      * layout as BERT's ([PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102) */
     {"bge-small", "bert", "bge-small-en-v1.5 shape (random weights)", 384, 12, 12, 12, 1536, 30522, 512, 10000.0,
-     1e-12, false, true, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
+     1e-12, false, true, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false, 0, 0},
     {"bert-tiny", "bert", "tiny BERT shape (random weights, for tests)", 128, 2, 4, 4, 512, 2048, 512, 10000.0, 1e-12,
-     false, true, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
+     false, true, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false, 0, 0},
     {"nomic-embed", "nomic-bert", "nomic-embed-text-v1.5 shape (random weights)", 768, 12, 12, 12, 3072, 30522, 2048,
-     1000.0, 1e-12, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
+     1000.0, 1e-12, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false, 0, 0},
     {"nomic-tiny", "nomic-bert", "tiny nomic-bert shape (random weights, for tests)", 128, 2, 4, 4, 512, 2048, 2048,
-     1000.0, 1e-12, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false},
+     1000.0, 1e-12, false, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, false, 0, 0},
     /* BitNet b1.58 2B4T (bitnet_b1_58 layout as llama.cpp converts it:
      * sub-norms, tied output; "relu2" FFN); the tiny ones for tests: SiLU
      * (llama.cpp's default) and relu2, with projection scales */
     {"bitnet-2b", "bitnet", "BitNet b1.58 2B4T shape (random weights)", 2560, 30, 20, 5, 6912, 128256, 4096,
-     500000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, "relu2", false},
+     500000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, "relu2", false, 0, 0},
     {"bitnet-tiny", "bitnet", "tiny BitNet shape (random weights, for tests: SiLU, projection scales)", 256, 2, 4, 2,
-     512, 1024, 2048, 10000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, true},
+     512, 1024, 2048, 10000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, NULL, true, 0, 0},
     {"bitnet-relu2-tiny", "bitnet", "tiny BitNet shape (random weights, for tests: relu2, projection scales)", 256, 2,
-     4, 2, 512, 1024, 2048, 10000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, "relu2", true},
+     4, 2, 512, 1024, 2048, 10000.0, 1e-5, true, false, 0, 0, 0, 0, 0, false, 0, 0, 0, NULL, "relu2", true, 0, 0},
+    /* gpt-oss-20b: 32 experts of 2880 (MXFP4 in OpenAI's release), 4
+     * used, a 128-token window on the even layers, YaRN x32 over 4096; the
+     * tiny one: 8 experts of 64, 2 used, window 5, YaRN x4 over 256 */
+    {"gpt-oss-20b", "gpt-oss", "gpt-oss-20b shape (random weights)", 2880, 24, 64, 8, 2880, 201088, 131072, 150000.0,
+     1e-5, false, true, 64, 0, 0, 128, 0, false, 32, 4, 2880, NULL, NULL, false, 32.0, 4096},
+    {"gpt-oss-tiny", "gpt-oss", "tiny gpt-oss shape (random weights, for tests: 8 experts, 2 used, window 5, YaRN)",
+     128, 4, 4, 2, 64, 1024, 2048, 150000.0, 1e-5, false, true, 32, 0, 0, 5, 0, false, 8, 2, 64, NULL, NULL, false,
+     4.0, 256},
 };
 
 /* The encoder presets (bert, nomic-bert) */
@@ -141,6 +152,7 @@ typedef struct tensor_spec {
 #define MAT3(nm, a, b, c) (MAT(nm, a, b), ts[n - 1].n_dims = 3, ts[n - 1].ne[2] = c)
 #define VEC(nm, a) (snprintf(ts[n].name, 64, "%s", nm), ts[n].n_dims = 1, ts[n].ne[0] = a, \
                     ts[n].ne[1] = ts[n].ne[2] = ts[n].ne[3] = 1, ts[n].vector = true, n++)
+#define VEC2(nm, a, b) (VEC(nm, a), ts[n - 1].n_dims = 2, ts[n - 1].ne[1] = b)
 #define L(s) (snprintf(nm, sizeof nm, "blk.%lld.%s", (long long)il, s), nm)
 
 /* An encoder's tensors after token_embd (llama.cpp's names): BERT's
@@ -199,16 +211,27 @@ static int build_specs(const preset *p, tensor_spec *ts) {
             VEC(L("attn_v.bias"), KD);
         }
         MAT(L("attn_output.weight"), QD, E);
+        const bool oss = !strcmp(p->arch, "gpt-oss");
+        if (oss) {
+            VEC(L("attn_output.bias"), E);
+            VEC(L("attn_sinks.weight"), p->n_head);
+        }
         if (p->qk_norm) {
             VEC(L("attn_q_norm.weight"), hd);
             VEC(L("attn_k_norm.weight"), hd);
         }
-        VEC(L("ffn_norm.weight"), E);
+        VEC(L(oss ? "post_attention_norm.weight" : "ffn_norm.weight"), E);
         if (p->n_expert) {
             MAT(L("ffn_gate_inp.weight"), E, p->n_expert);
             MAT3(L("ffn_gate_exps.weight"), E, p->n_ff_exp, p->n_expert);
             MAT3(L("ffn_up_exps.weight"), E, p->n_ff_exp, p->n_expert);
             MAT3(L("ffn_down_exps.weight"), p->n_ff_exp, E, p->n_expert);
+            if (oss) {
+                VEC(L("ffn_gate_inp.bias"), p->n_expert);
+                VEC2(L("ffn_gate_exps.bias"), p->n_ff_exp, p->n_expert);
+                VEC2(L("ffn_up_exps.bias"), p->n_ff_exp, p->n_expert);
+                VEC2(L("ffn_down_exps.bias"), E, p->n_expert);
+            }
             if (!strcmp(p->arch, "qwen2moe") || !strcmp(p->arch, "granitemoe")) { /* the shared expert */
                 if (!strcmp(p->arch, "qwen2moe")) VEC(L("ffn_gate_inp_shexp.weight"), E);
                 MAT(L("ffn_gate_shexp.weight"), E, p->n_ff);
@@ -240,6 +263,7 @@ static int build_specs(const preset *p, tensor_spec *ts) {
 #undef MAT
 #undef MAT3
 #undef VEC
+#undef VEC2
 #undef L
 
 /* Token i of the WordPiece vocabulary (BERT's layout, llama.cpp's spelling:
@@ -265,7 +289,7 @@ static void synth_usage(void) {
            "presets:\n");
     for (size_t i = 0; i < N_PRESETS; i++) printf("  %-10s %s\n", presets[i].name, presets[i].title);
     printf("types: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M\n"
-           "       Q5_K_S Q5_K_M Q6_K IQ4_NL (mixes follow llama-quantize's policy)\n");
+           "       Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS TQ1_0 TQ2_0 MXFP4_MOE (mixes follow llama-quantize's policy)\n");
 }
 
 int vx_cmd_synth(int argc, char **argv) {
@@ -346,6 +370,11 @@ int vx_cmd_synth(int argc, char **argv) {
     if (p->attn_cap > 0) vx_gguf_set_f32(w, K("attn_logit_softcapping"), (float)p->attn_cap);
     if (p->final_cap > 0) vx_gguf_set_f32(w, K("final_logit_softcapping"), (float)p->final_cap);
     if (p->swa) vx_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)p->swa);
+    if (p->yarn > 0) {
+        vx_gguf_set_str(w, K("rope.scaling.type"), "yarn");
+        vx_gguf_set_f32(w, K("rope.scaling.factor"), (float)p->yarn);
+        vx_gguf_set_u32(w, K("rope.scaling.original_context_length"), (uint32_t)p->yarn_orig);
+    }
     if (p->rope_linear > 0) {
         vx_gguf_set_str(w, K("rope.scaling.type"), "linear");
         vx_gguf_set_f32(w, K("rope.scaling.factor"), (float)p->rope_linear);
@@ -442,6 +471,7 @@ int vx_cmd_synth(int argc, char **argv) {
         for (int64_t r = 0; r < npool; r++) {
             for (int64_t j = 0; j < ne0; j++)
                 row[j] = strstr(t->name, ".scale") ? 1.0f + 0.25f * fabsf(rng_normal(&rng)) /* BitNet's */
+                         : strstr(t->name, "attn_sinks") ? 1.0f + 0.5f * rng_normal(&rng) /* gpt-oss's, ~1 */
                          : t->vector ? (strstr(t->name, "norm.weight") ? 1.0f : 0.0f) + 0.02f * rng_normal(&rng)
                                      : 0.02f * rng_normal(&rng);
             tr->from_float(row, pool + (size_t)r * rs, ne0);
