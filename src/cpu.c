@@ -190,6 +190,7 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
         k->gemm[VX_TYPE_Q4_1] = vx_gemm_q4_1_avx2;
         k->gemm[VX_TYPE_Q5_1] = vx_gemm_q5_1_avx2;
         k->gemm[VX_TYPE_IQ4_NL] = vx_gemm_iq4_nl_avx2;
+        k->gemm[VX_TYPE_MXFP4] = vx_gemm_mxfp4_avx2;
         k->gemm[VX_TYPE_Q4_K] = vx_gemm_q4_K_avx2;
         k->gemm[VX_TYPE_Q5_K] = vx_gemm_q5_K_avx2;
         k->gemm[VX_TYPE_Q3_K] = vx_gemm_q3_K_avx2;

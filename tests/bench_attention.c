@@ -111,7 +111,7 @@ int main(int argc, char **argv) {
         const int nt = mode < 2 ? n : 1;
         vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, mode < 2 ? q : q + (size_t)(n - 1) * QD,
                           out, mode < 2 ? pos : pos + n - 1, seq, nt, mode == 1, NULL, cap, 0, vx_attn_seg_len(total), NULL, NULL,
-                          0, 0, NULL};
+                          0, 0, NULL, NULL};
         double best = 1e30, flops = 0;
         for (int t = 0; t < nt; t++) flops += 4.0 * hd * n_head * (a.pos[t] + 1);
         for (int r = 0; r < (mode < 2 ? reps : 20 * reps); r++) {

@@ -113,6 +113,10 @@ static float *set_segments(vx_attn_args *a, int seg, int n_pos_max, atomic_int *
     return a->seg_buf;
 }
 static int g_window;
+/* gpt-oss's sinks: head h's logit 0.4 h - 0.5 (scaled units) joins every
+ * row's softmax with no value */
+static bool g_sinks;
+static float sink_of(int h) { return 0.4f * (float)h - 0.5f; }
 
 /* seg: segments of that many positions (vx_attn_args seg), decodes split
  * by them over the three threads where kv heads are fewer */
@@ -153,7 +157,7 @@ static void run_case_seg(const vx_kernels *kset, int nk, vx_kv_type type, int n_
     for (int t = 0; t < n_tok; t++)
         for (int h = 0; h < n_head; h++) {
             const int kvh = h / g;
-            double mx = -INFINITY, sum = 0;
+            double mx = g_sinks ? sink_of(h) : -INFINITY, sum = 0;
             const int p_lo = g_window ? VX_MAX(0, pos[t] - g_window + 1) : 0;
             for (int p = p_lo; p <= pos[t]; p++) {
                 row_f32(type, vx_kv_k_head(kv, 0, seq[t], p, kvh), kr, hd);
@@ -164,6 +168,7 @@ static void run_case_seg(const vx_kernels *kset, int nk, vx_kv_type type, int n_
                 mx = sco[p] > mx ? sco[p] : mx;
             }
             double *o = ref + (size_t)t * QD + h * hd;
+            if (g_sinks) sum = exp(sink_of(h) - mx);
             for (int i = 0; i < hd; i++) o[i] = 0;
             for (int p = p_lo; p <= pos[t]; p++) {
                 const double w = exp(sco[p] - mx);
@@ -175,8 +180,10 @@ static void run_case_seg(const vx_kernels *kset, int nk, vx_kv_type type, int n_
         }
     const size_t nsf = vx_attn_scratch_floats(n_head, n_head_kv, hd);
     float *scr = aligned_alloc(64, (nsf * 4 + 63) / 64 * 64);
+    float sinks[64];
+    for (int h = 0; h < n_head && h < 64; h++) sinks[h] = sink_of(h);
     vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, q, out, pos, seq, n_tok, tiles != 0, NULL, g_softcap, g_window,
-                      0, NULL, NULL, 0, 0, NULL};
+                      0, NULL, NULL, 0, 0, NULL, g_sinks ? sinks : NULL};
     atomic_int done[16];
     float *seg_buf = set_segments(&a, seg, n_ctx, done, 16);
     for (int ki = 0; ki < nk; ki++) {
@@ -592,7 +599,7 @@ static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, 
     for (int i = 0; i < nb; i++) pos[i] = n_pos - nb + i;
     /* decode */
     vx_attn_args a = {kv, 0, n_head, n_head_kv, hd, scale, qd, out, &pos[nb - 1], seq, 1, false, NULL, 0, 0,
-                      0, NULL, NULL, 0, 0, NULL};
+                      0, NULL, NULL, 0, 0, NULL, NULL};
     vx_attention(k, &a, 0, 1, scr);
     /* the old path: per chunk, the blocks on fp16 rows read in place */
     const int64_t ld = (int64_t)(vx_kv_head_bytes(kv) / 2);
@@ -621,7 +628,7 @@ static void decode_bits_case(const vx_kernels *k, int n_head_kv, int g, int hd, 
            "%s decode g %d hd %d n_pos %d frag %d: not the per-chunk bits", k->name, g, hd, n_pos, frag);
     /* batched: the last token's row */
     vx_attn_args b = {kv, 0, n_head, n_head_kv, hd, scale, q, outb, pos, seq, nb, false, NULL, 0, 0,
-                      0, NULL, NULL, 0, 0, NULL};
+                      0, NULL, NULL, 0, 0, NULL, NULL};
     vx_attention(k, &b, 0, 1, scr);
     CHECKF(memcmp(out, outb + (size_t)(nb - 1) * QD, (size_t)QD * 4) == 0,
            "%s decode g %d hd %d n_pos %d frag %d: batched and decode differ", k->name, g, hd, n_pos,
@@ -770,7 +777,20 @@ int main(void) {
     run_case(ks, nk, VX_KV_F16, 1, 7, 64, &cases[5], 0);
     g_softcap = 0.5f, g_window = 40;
     run_case(ks, nk, VX_KV_F16, 1, 4, 64, &cases[2], 0);
-    g_window = 0;
+    g_window = 0, g_softcap = 0;
+    /* gpt-oss: sinks in every softmax (the fused decode kernels, the
+     * per-chunk path, split decodes folded by segments), alone and with a
+     * window */
+    g_sinks = true;
+    for (int ti = 0; ti < 3; ti++) {
+        static const int cis[] = {1, 2, 5, 6, 7};
+        for (int i = 0; i < 5; i++) run_case(ks, nk, types[ti], 2, 2, 64, &cases[cis[i]], 0);
+    }
+    run_case(ks, nk, VX_KV_F16, 2, 8, 64, &cases[2], 0);
+    g_window = 16;
+    run_case(ks, nk, VX_KV_F16, 2, 4, 64, &cases[2], 0);
+    run_case(ks, nk, VX_KV_F16, 1, 7, 64, &cases[5], 0);
+    g_sinks = false, g_window = 0;
 
     /* The tile attention (AMX natively and emulated, AVX-512 fp32
      * natively): tiles of 16+ rows over F16 caches, the other units on the

@@ -727,6 +727,7 @@ static void test_gemm(err_stats *st) {
         {VX_TYPE_Q4_1, vx_gemm_q4_1_avx2, vx_gemv_q4_1_avx2, NULL, 0, NULL, 0},
         {VX_TYPE_Q5_1, vx_gemm_q5_1_avx2, vx_gemv_q5_1_avx2, NULL, 0, NULL, 0},
         {VX_TYPE_IQ4_NL, vx_gemm_iq4_nl_avx2, vx_gemv_iq4_nl_avx2, NULL, 0, NULL, 0},
+        {VX_TYPE_MXFP4, vx_gemm_mxfp4_avx2, vx_gemv_mxfp4_avx2, NULL, 0, NULL, 0},
         {VX_TYPE_Q4_K, vx_gemm_q4_K_avx2, vx_gemv_q4_K_avx2, NULL, 0, NULL, 0},
         {VX_TYPE_Q6_K, vx_gemm_q6_K_avx2, vx_gemv_q6_K_avx2, NULL, 0, NULL, 0},
         {VX_TYPE_Q5_K, vx_gemm_q5_K_avx2, vx_gemv_q5_K_avx2, NULL, 0, NULL, 0},

@@ -103,7 +103,7 @@ static void test_plans_vs_fixtures(void) {
     CHECK(vx_quant_mix_find("Q4_K") == NULL && vx_quant_mix_find(NULL) == NULL);
     int n_mixes = 0;
     while (vx_quant_mix_at(n_mixes)) n_mixes++;
-    CHECK(n_mixes == 21);
+    CHECK(n_mixes == 22);
 }
 
 /* ----------------------------------------------------- synthetic plans */

@@ -39,12 +39,13 @@
  * and Q5_1 pair with Q8_1 activations and add a min term per block. */
 enum {
     G_Q4_0, G_Q5_0, G_Q8_0, G_Q4_0_R8, G_Q5_0_R8, G_Q8_0_R8,
-    G_Q4_1, G_Q5_1, G_IQ4_NL, G_Q4_1_R8, G_Q5_1_R8, G_IQ4_NL_R8
+    G_Q4_1, G_Q5_1, G_IQ4_NL, G_Q4_1_R8, G_Q5_1_R8, G_IQ4_NL_R8,
+    G_MXFP4 /* plain only: IQ4_NL's record with its own book and E8M0 exponents */
 };
 /* each packed kind sits 3 after its plain one */
-#define GPACKED(k) (((k) >= G_Q4_0_R8 && (k) <= G_Q8_0_R8) || (k) >= G_Q4_1_R8)
+#define GPACKED(k) (((k) >= G_Q4_0_R8 && (k) <= G_Q8_0_R8) || ((k) >= G_Q4_1_R8 && (k) <= G_IQ4_NL_R8))
 #define GBASE(k) (GPACKED(k) ? (k) - 3 : (k))
-#define GSIGNED(k) (GBASE(k) == G_Q8_0 || GBASE(k) == G_IQ4_NL)
+#define GSIGNED(k) (GBASE(k) == G_Q8_0 || GBASE(k) == G_IQ4_NL || (k) == G_MXFP4)
 #define GMIN(k) (GBASE(k) == G_Q4_1 || GBASE(k) == G_Q5_1)
 /* 4-bit codes (Q4_0, Q4_1, IQ4_NL) or 5-bit ones (Q5_0, Q5_1) */
 #define GNIB5(k) (GBASE(k) == G_Q5_0 || GBASE(k) == G_Q5_1)
@@ -80,6 +81,7 @@ AINLINE size_t wsize32(int k) {
     case G_Q4_1: return sizeof(vx_block_q4_1);
     case G_Q5_1: return sizeof(vx_block_q5_1);
     case G_IQ4_NL: return sizeof(vx_block_iq4_nl);
+    case G_MXFP4: return sizeof(vx_block_mxfp4);
     default: return sizeof(vx_block_q8_0_r8);
     }
 }
@@ -91,9 +93,12 @@ AINLINE void unpack32_8(int k, const uint8_t *const rows[8], int64_t b, panel32 
     uint16_t d[8], m[8];
     for (int r = 0; r < 8; r++) {
         const uint8_t *blk = rows[r] + (size_t)b * ws;
-        d[r] = ld16(blk);
+        d[r] = k == G_MXFP4 ? blk[0] : ld16(blk); /* MXFP4: its exponent byte */
         m[r] = GMIN(k) ? ld16(blk + 2) : 0;
-        if (k == G_Q4_0 || k == G_Q4_1 || k == G_IQ4_NL) {
+        if (k == G_MXFP4) {
+            v[r] = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(load128(vx_mxfp4_values)),
+                                       nibbles32(blk + offsetof(vx_block_mxfp4, qs)));
+        } else if (k == G_Q4_0 || k == G_Q4_1 || k == G_IQ4_NL) {
             v[r] = nibbles32(blk + (k == G_Q4_0 ? offsetof(vx_block_q4_0, qs)
                                     : k == G_Q4_1 ? offsetof(vx_block_q4_1, qs) : offsetof(vx_block_iq4_nl, qs)));
             if (k == G_IQ4_NL) v[r] = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(load128(vx_iq4nl_values)), v[r]);
@@ -115,7 +120,7 @@ AINLINE void unpack32_8(int k, const uint8_t *const rows[8], int64_t b, panel32 
             P->q[q] = v[q];
         }
     }
-    P->d = _mm256_cvtph_ps(load128(d));
+    P->d = k == G_MXFP4 ? e8m0_half8(_mm256_cvtepu16_epi32(load128(d))) : _mm256_cvtph_ps(load128(d));
     P->m = _mm256_cvtph_ps(load128(m));
 }
 
@@ -393,6 +398,7 @@ DEFINE_GEMM_ENTRY(vx_gemm_q8_0_avx2, vx_gemv_q8_0_avx2, gemm32, G_Q8_0, MIN_TOK3
 DEFINE_GEMM_ENTRY(vx_gemm_q4_1_avx2, vx_gemv_q4_1_avx2, gemm32, G_Q4_1, MIN_TOK32)
 DEFINE_GEMM_ENTRY(vx_gemm_q5_1_avx2, vx_gemv_q5_1_avx2, gemm32, G_Q5_1, MIN_TOK_Q5_0)
 DEFINE_GEMM_ENTRY(vx_gemm_iq4_nl_avx2, vx_gemv_iq4_nl_avx2, gemm32, G_IQ4_NL, MIN_TOK32)
+DEFINE_GEMM_ENTRY(vx_gemm_mxfp4_avx2, vx_gemv_mxfp4_avx2, gemm32, G_MXFP4, MIN_TOK32)
 
 /* ---- packed layouts (Q4_0_R8, Q5_0_R8, Q8_0_R8) ----
  * GEMV: one record per 8 rows and block, read front to back as one stream;

@@ -214,15 +214,6 @@ AINLINE __m128 f16_head2(int with_min, const uint8_t *b0, const uint8_t *b1) {
     return _mm_cvtph_ps(_mm_cvtsi32_si128((int)(load_u16(b0) | (uint32_t)load_u16(b1) << 16)));
 }
 
-/* vx_e8m0_half of 8 exponents (one per 32-bit lane): (e - 1) << 23 as
- * float bits, the subnormal 0x200000 << e for e < 2 */
-AINLINE __m256 e8m0_half8(__m256i e) {
-    const __m256i one = _mm256_set1_epi32(1);
-    const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(e, one), 23);
-    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x200000), e);
-    return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
-}
-
 /* The weight scales of two blocks {s0, s1, ...}: fp16 d, or MXFP4's
  * exponent byte */
 AINLINE __m128 wscale2(int k, const uint8_t *b0, const uint8_t *b1) {

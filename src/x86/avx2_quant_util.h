@@ -103,6 +103,15 @@ AINLINE void gemv_tokens(vx_gemv_fn gemv, int64_t n, const void *w, size_t strid
 }
 
 
+/* vx_e8m0_half of 8 exponents (one per 32-bit lane): (e - 1) << 23 as
+ * float bits, the subnormal 0x200000 << e for e < 2 */
+AINLINE __m256 e8m0_half8(__m256i e) {
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(e, one), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x200000), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
+}
+
 /* The 32 4-bit codes of a legacy block (byte j holds element j in its low
  * nibble and element j + 16 in its high one) as 32 bytes in element order:
  * both 128-bit lanes get the 16 bytes, the upper lane shifted by 4. */

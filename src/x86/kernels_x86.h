@@ -133,6 +133,8 @@ void vx_gemm_q5_1_avx2(int64_t n, const void *w, size_t row_stride, int nrows, c
                        size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_iq4_nl_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                        size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
+void vx_gemm_mxfp4_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                       size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q4_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                        size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q6_K_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
