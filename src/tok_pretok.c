@@ -40,6 +40,15 @@
 #define RX_QWEN2                                                                          \
     RX_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*" \
                     "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* o200k (GPT-4o, gpt-oss, Llama 4): tekken's case-split words with the
+ * contractions attached, digits in threes, punctuation runs with trailing
+ * newlines or slashes */
+#define RX_GPT4O_WORD(first, rest)                                                     \
+    "[^\\r\\n\\p{L}\\p{N}]?" first rest RX_CONTRACTIONS "?"
+#define RX_GPT4O                                                                              \
+    RX_GPT4O_WORD("[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*", "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+")                 \
+    "|" RX_GPT4O_WORD("[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+", "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*")             \
+    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RX_CJK "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+"
 #define RX_PORO " ?[^(\\s|.,!?\\x{2026}\\x{3002}\\x{FF0C}\\x{3001}\\x{964}\\x{6D4}\\x{60C})]+"
 
@@ -57,6 +66,7 @@ enum {
     SET_VIKING,
     SET_TEKKEN,
     SET_CHAMELEON,
+    SET_GPT4O,
     SET_COUNT
 };
 
@@ -106,6 +116,7 @@ static const char *const k_sets[SET_COUNT][MAX_RX + 1] = {
                     "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*"
                     "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
                     NULL},
+    [SET_GPT4O] = {RX_GPT4O, NULL},
     [SET_CHAMELEON] = {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z",
                        "([\\t\\n]|    |  )", "\\p{N}", "[\\p{P}!-/:-@\\[-`{-~]", RX_GPT2, NULL},
 };
@@ -155,6 +166,8 @@ static const vx_pretok_info k_pre[] = {
     {"chameleon", SET_CHAMELEON, false, false, true, false},
     {"minerva-7b", SET_STARCODER, true, false, false, false},
     {"megrez", SET_QWEN2, true, false, false, false},
+    {"gpt-4o", SET_GPT4O, false, false, false, false},
+    {"llama4", SET_GPT4O, false, false, false, false},
 };
 
 const vx_pretok_info *vx_pretok_lookup(const char *name) {

@@ -411,7 +411,7 @@ static void test_pretok_sets(void) {
         "jina-v2-code", "roberta-bpe", "refact", "command-r", "qwen2", "deepseek-r1-qwen",
         "stablelm2", "olmo", "dbrx", "smaug-bpe", "poro-chat", "chatglm-bpe", "viking", "jais",
         "tekken", "smollm", "codeshell", "bloom", "gpt3-finnish", "exaone", "chameleon",
-        "minerva-7b", "megrez", NULL};
+        "minerva-7b", "megrez", "gpt-4o", "llama4", NULL};
     static const char text[] =
         "Hello, y'all! 123456 \xe4\xbd\xa0\xe5\xa5\xbd  \n\n\t<sentinel:3> IMGIMGABZ "
         "caf\xc3\xa9 \xff\xfe\xc3 end   ";
@@ -438,6 +438,28 @@ static void test_pretok_sets(void) {
         vx_spanvec_free(&sp);
         vx_pretok_free(p);
     }
+}
+
+/* o200k's pieces (gpt-4o: GPT-4o, gpt-oss, Llama 4), as its published
+ * regex splits: a contraction stays on its word, an upper-case run joins
+ * the lower-case one after it, digits go in threes, a slash leads the
+ * next word, and a space before digits stands alone */
+static void test_pretok_gpt4o(void) {
+    static const char text[] = "I'm HELLOworld 12345 a/b\n";
+    static const char *const want[] = {"I'm", " HELLOworld", " ", "123", "45", " a", "/b", "\n"};
+    const vx_pretok_info *info = vx_pretok_lookup("gpt-4o");
+    vx_pretok *p = NULL;
+    char err[256];
+    CHECK(info && !info->clean_spaces && vx_pretok_create(info->regex_set, &p, err, sizeof err) == VX_OK);
+    if (!p) return;
+    vx_spanvec sp = {0};
+    CHECK(vx_pretok_split(p, text, sizeof text - 1, &sp));
+    CHECKF(sp.n == sizeof want / sizeof want[0], "gpt-4o: %zu pieces", sp.n);
+    for (size_t k = 0; k < sp.n && k < sizeof want / sizeof want[0]; k++)
+        CHECKF(sp.v[k].len == strlen(want[k]) && !memcmp(text + sp.v[k].off, want[k], sp.v[k].len),
+               "gpt-4o piece %zu: '%.*s', want '%s'", k, (int)sp.v[k].len, text + sp.v[k].off, want[k]);
+    vx_spanvec_free(&sp);
+    vx_pretok_free(p);
 }
 
 static void check_mem_vocab(const char *model, int n_tok, vx_status want);
@@ -562,6 +584,7 @@ int main(void) {
     printf("fixtures:\n");
     for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) run_fixture(fixtures[i]);
     test_pretok_sets();
+    test_pretok_gpt4o();
     test_special_qwen2();
     test_bos_eos();
     test_model_rules();
