@@ -217,9 +217,11 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
         k->gemv[VX_TYPE_Q4_1_R8] = vx_gemv_q4_1_r8_avx2;
         k->gemv[VX_TYPE_Q5_1_R8] = vx_gemv_q5_1_r8_avx2;
         k->gemv[VX_TYPE_IQ4_NL_R8] = vx_gemv_iq4_nl_r8_avx2;
+        k->gemv[VX_TYPE_MXFP4_R8] = vx_gemv_mxfp4_r8_avx2;
         k->gemm[VX_TYPE_Q4_1_R8] = vx_gemm_q4_1_r8_avx2;
         k->gemm[VX_TYPE_Q5_1_R8] = vx_gemm_q5_1_r8_avx2;
         k->gemm[VX_TYPE_IQ4_NL_R8] = vx_gemm_iq4_nl_r8_avx2;
+        k->gemm[VX_TYPE_MXFP4_R8] = vx_gemm_mxfp4_r8_avx2;
         k->gemm_scratch = vx_gemm_half_scratch_avx2;
     }
 }
@@ -258,6 +260,7 @@ void vx_kernels_init(vx_kernels *k, vx_isa isa) {
             k->gemv[VX_TYPE_Q4_1_R8] = vx_gemv_q4_1_r8_g2_avx512;
             k->gemv[VX_TYPE_Q5_1_R8] = vx_gemv_q5_1_r8_g2_avx512;
             k->gemv[VX_TYPE_IQ4_NL_R8] = vx_gemv_iq4_nl_r8_g2_avx512;
+            k->gemv[VX_TYPE_MXFP4_R8] = vx_gemv_mxfp4_r8_g2_avx512;
         }
         /* BF16 prefill on vdpbf16ps where it runs at twice the fp32 FMA
          * rate: AMD's Zen 4/5 (Intel's Cooper Lake and Sapphire Rapids run

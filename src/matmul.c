@@ -127,6 +127,7 @@ void vx_matmul_kernels_ref(vx_gemv_fn *gemv, vx_act_fn *act) {
     gemv[VX_TYPE_Q4_1_R8] = vx_gemv_q4_1_r8_ref;
     gemv[VX_TYPE_Q5_1_R8] = vx_gemv_q5_1_r8_ref;
     gemv[VX_TYPE_IQ4_NL_R8] = vx_gemv_iq4_nl_r8_ref;
+    gemv[VX_TYPE_MXFP4_R8] = vx_gemv_mxfp4_r8_ref;
     const int acts[] = {VX_TYPE_Q8_0, VX_TYPE_Q8_1, VX_TYPE_Q8_K};
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
         act[acts[i]] = vx_type_get_traits(acts[i])->from_float;

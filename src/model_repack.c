@@ -42,7 +42,8 @@ static size_t packed_bytes(const vx_weight *w) {
 
 static bool packable(const vx_weight *w) {
     return w->data && vx_repack_type(w->type) >= 0 && w->ne[1] % 8 == 0 &&
-           vx_repack_row_size(vx_repack_type(w->type), w->ne[0]) > 0;
+           vx_repack_row_size(vx_repack_type(w->type), w->ne[0]) > 0 &&
+           (w->type != VX_TYPE_MXFP4 || vx_mxfp4_packable(w->data, w->ne[0] / 32 * w->ne[1] * w->ne[2]));
 }
 
 /* F16 / BF16 weights of a file mapping get a copy in the same layout:

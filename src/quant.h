@@ -42,7 +42,7 @@ typedef enum vx_type {
     VX_TYPE_TQ1_0 = 34,
     VX_TYPE_TQ2_0 = 35,
     VX_TYPE_MXFP4 = 39,
-    VX_TYPE_COUNT = 52 /* size of the traits table and kernel tables (ids are sparse) */
+    VX_TYPE_COUNT = 53 /* size of the traits table and kernel tables (ids are sparse) */
 } vx_type;
 
 #define VX_QK4_0 32
@@ -201,6 +201,7 @@ size_t vx_row_size(vx_type type, int64_t n);
 #define VX_TYPE_Q5_1_R8 49
 #define VX_TYPE_IQ4_NL_R8 50
 #define VX_TYPE_TQ2_0_R8 51
+#define VX_TYPE_MXFP4_R8 52
 
 typedef struct {
     uint16_t d[8], dmin[8];
@@ -251,6 +252,11 @@ typedef struct {
     uint8_t qs[4][8][4];
 } vx_block_q5_1_r8;
 typedef vx_block_q4_0_r8 vx_block_iq4_nl_r8;
+/* MXFP4 as IQ4_NL_R8's record with MXFP4's book (vx_mxfp4_values): each
+ * d[r] the fp16 of the block's scale 2^(e - 128), exact for e in 104..143
+ * (fp16's range, subnormals included): tensors with other exponents keep
+ * the file layout (vx_mxfp4_packable) */
+typedef vx_block_q4_0_r8 vx_block_mxfp4_r8;
 /* Q2_K and Q3_K: qs[h][q][r][b] is byte 32h + 4q + b of row r's qs (bits
  * 2j: element 128h + 32j + 4q + b); Q3_K's hm[q][r][b] byte 4q + b of its
  * hmask (bit g: the high bit of element 32g + 4q + b) and its scales
@@ -312,6 +318,10 @@ void vx_gemv_q8_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows,
 void vx_gemv_q4_1_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q5_1_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_iq4_nl_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_mxfp4_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+/* Whether every block exponent of nblocks MXFP4 blocks is one MXFP4_R8's
+ * fp16 scales hold exactly (104..143). */
+bool vx_mxfp4_packable(const void *blocks, int64_t nblocks);
 void vx_gemv_q3_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q2_K_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_tq2_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);

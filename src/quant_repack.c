@@ -39,6 +39,7 @@ int vx_repack_type(int type) {
     case VX_TYPE_Q4_1: return VX_TYPE_Q4_1_R8;
     case VX_TYPE_Q5_1: return VX_TYPE_Q5_1_R8;
     case VX_TYPE_IQ4_NL: return VX_TYPE_IQ4_NL_R8;
+    case VX_TYPE_MXFP4: return VX_TYPE_MXFP4_R8;
     case VX_TYPE_IQ4_XS: return VX_TYPE_IQ4_NL_R8; /* each sub-block as an IQ4_NL block */
     case VX_TYPE_TQ1_0: /* each block's codes as TQ2_0's */
     case VX_TYPE_TQ2_0: return VX_TYPE_TQ2_0_R8;
@@ -67,6 +68,7 @@ static size_t rec_size(int ptype) {
     case VX_TYPE_Q4_1_R8: return sizeof(vx_block_q4_1_r8);
     case VX_TYPE_Q5_1_R8: return sizeof(vx_block_q5_1_r8);
     case VX_TYPE_IQ4_NL_R8: return sizeof(vx_block_iq4_nl_r8);
+    case VX_TYPE_MXFP4_R8: return sizeof(vx_block_mxfp4_r8);
     case VX_TYPE_TQ2_0_R8: return sizeof(vx_block_tq2_0_r8);
     default: return 0;
     }
@@ -226,7 +228,37 @@ static void repack_ternary(int type, const void *src, size_t row_stride, int64_t
         }
 }
 
+bool vx_mxfp4_packable(const void *blocks, int64_t nblocks) {
+    const vx_block_mxfp4 *b = blocks;
+    for (int64_t i = 0; i < nblocks; i++)
+        if (b[i].e < 104 || b[i].e > 143) return false;
+    return true;
+}
+
+/* MXFP4 rows into MXFP4_R8: each block as an IQ4_NL block of scale
+ * fp16(2^(e - 128)) (exact: vx_mxfp4_packable), the codes as they are. */
+static void repack_mxfp4(const void *src, size_t row_stride, int64_t nrows, int64_t n, void *dst) {
+    const int64_t nb = n / 32;
+    for (int64_t g = 0; g < nrows / 8; g++)
+        for (int64_t i = 0; i < nb; i++) {
+            vx_block_iq4_nl blk[8];
+            const uint8_t *b[8];
+            for (int r = 0; r < 8; r++) {
+                const vx_block_mxfp4 *x =
+                    (const vx_block_mxfp4 *)(const void *)((const uint8_t *)src + (size_t)(8 * g + r) * row_stride) + i;
+                blk[r].d = vx_fp32_to_fp16(vx_e8m0_half(x->e));
+                memcpy(blk[r].qs, x->qs, 16);
+                b[r] = (const uint8_t *)&blk[r];
+            }
+            pack_q4_0(b, (vx_block_q4_0_r8 *)(void *)((uint8_t *)dst + (size_t)(g * nb + i) * sizeof(vx_block_mxfp4_r8)));
+        }
+}
+
 void vx_repack_rows(int type, const void *src, size_t row_stride, int64_t nrows, int64_t n, void *dst) {
+    if (type == VX_TYPE_MXFP4) {
+        repack_mxfp4(src, row_stride, nrows, n, dst);
+        return;
+    }
     if (type == VX_TYPE_IQ4_XS) {
         repack_iq4_xs(src, row_stride, nrows, n, dst);
         return;
@@ -394,7 +426,7 @@ void vx_gemv_tq2_0_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows
  * a 32-element record. */
 static int code32(int ptype, const void *rec, int r, int e) {
     if (ptype == VX_TYPE_Q8_0_R8) return ((const vx_block_q8_0_r8 *)rec)->qs[e / 4][r][e % 4];
-    const uint8_t *qs = ptype == VX_TYPE_Q4_0_R8 || ptype == VX_TYPE_IQ4_NL_R8
+    const uint8_t *qs = ptype == VX_TYPE_Q4_0_R8 || ptype == VX_TYPE_IQ4_NL_R8 || ptype == VX_TYPE_MXFP4_R8
                             ? ((const vx_block_q4_0_r8 *)rec)->qs[0][0]
                         : ptype == VX_TYPE_Q5_0_R8 ? ((const vx_block_q5_0_r8 *)rec)->qs[0][0]
                         : ptype == VX_TYPE_Q4_1_R8 ? ((const vx_block_q4_1_r8 *)rec)->qs[0][0]
@@ -405,6 +437,7 @@ static int code32(int ptype, const void *rec, int r, int e) {
     case VX_TYPE_Q4_0_R8: return nib - 8;
     case VX_TYPE_Q4_1_R8: return nib;
     case VX_TYPE_IQ4_NL_R8: return vx_iq4nl_values[nib];
+    case VX_TYPE_MXFP4_R8: return vx_mxfp4_values[nib];
     case VX_TYPE_Q5_0_R8: return (nib | ((((const vx_block_q5_0_r8 *)rec)->qh[r][e % 4] >> (e / 4)) & 1) << 4) - 16;
     default: return nib | ((((const vx_block_q5_1_r8 *)rec)->qh[r][e % 4] >> (e / 4)) & 1) << 4;
     }
@@ -463,6 +496,9 @@ void vx_gemv_q5_1_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows,
 }
 void vx_gemv_iq4_nl_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
     gemv32_r8_ref(VX_TYPE_IQ4_NL_R8, n, w, row_stride, nrows, y, out);
+}
+void vx_gemv_mxfp4_r8_ref(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out) {
+    gemv32_r8_ref(VX_TYPE_MXFP4_R8, n, w, row_stride, nrows, y, out);
 }
 
 void vx_dequant_row(int type, const void *w, size_t row_stride, int64_t r, int64_t n, float *dst) {

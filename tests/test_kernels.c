@@ -789,6 +789,14 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
     if (!pgemv || !pgemm) goto done;
     gemm_weights(type, n, w, rs, PK_ROWS, r, f);
     gemm_acts(act_type, n, y, as, GEMM_TOK, r, f);
+    if (type == VX_TYPE_MXFP4) { /* the exponents fp16 holds (sane_e8m0's subnormal ones would not pack) */
+        CHECK(!vx_mxfp4_packable(w, (int64_t)(rs / sizeof(vx_block_mxfp4))) || !tx->is_quantized);
+        for (size_t b = 0; b < rs * PK_ROWS / sizeof(vx_block_mxfp4); b++) {
+            uint8_t *e = &((vx_block_mxfp4 *)(void *)w)[b].e;
+            if (*e < 104) *e = (uint8_t)(104 + *e);
+        }
+        CHECK(vx_mxfp4_packable(w, (int64_t)(rs * PK_ROWS / sizeof(vx_block_mxfp4))));
+    }
     if (tern)
         for (int row = 0; row < PK_ROWS; row++)
             for (int64_t b = 0; b < n / 256; b++)
@@ -801,6 +809,7 @@ static void check_packed(err_stats *st, const vx_kernels *kt, int type, vx_gemv_
           : ptype == VX_TYPE_Q3_K_R8  ? prs * 8 == rs * 8 / 110 * 114
           : ptype == VX_TYPE_Q5_K_R8  ? prs * 8 == rs * 8 / 176 * 180
           : ptype == VX_TYPE_TQ2_0_R8 ? prs == (size_t)n / 256 * 66
+          : ptype == VX_TYPE_MXFP4_R8 ? prs == (size_t)n / 32 * 18 /* an fp16 scale for the exponent byte */
                                       : prs == rs);
     vx_repack_rows(type, w, rs, PK_ROWS, n, pw);
     if (tern) { /* the packed rows hold the Q2_K blocks' values */
@@ -907,20 +916,24 @@ done:
 /* The AVX-512 tier's GEMVs of the 32-element packed types come with four
  * far groups per turn (Intel) or two (AMD, cpu.c): the copy of each table
  * below takes the other set, so both run wherever the tier does. */
-enum { N_G2 = 6 };
-static const int g2_types[N_G2] = {VX_TYPE_Q4_0_R8, VX_TYPE_Q5_0_R8,  VX_TYPE_Q8_0_R8,
-                                   VX_TYPE_Q4_1_R8, VX_TYPE_Q5_1_R8, VX_TYPE_IQ4_NL_R8};
+enum { N_G2 = 7 };
+static const int g2_types[N_G2] = {VX_TYPE_Q4_0_R8, VX_TYPE_Q5_0_R8,  VX_TYPE_Q8_0_R8, VX_TYPE_Q4_1_R8,
+                                   VX_TYPE_Q5_1_R8, VX_TYPE_IQ4_NL_R8, VX_TYPE_MXFP4_R8};
 static vx_gemv_fn const g4_native[N_G2] = {vx_gemv_q4_0_r8_avx512, vx_gemv_q5_0_r8_avx512, vx_gemv_q8_0_r8_avx512,
-                                          vx_gemv_q4_1_r8_avx512, vx_gemv_q5_1_r8_avx512, vx_gemv_iq4_nl_r8_avx512};
+                                          vx_gemv_q4_1_r8_avx512, vx_gemv_q5_1_r8_avx512, vx_gemv_iq4_nl_r8_avx512,
+                                          vx_gemv_mxfp4_r8_avx512};
 static vx_gemv_fn const g2_native[N_G2] = {vx_gemv_q4_0_r8_g2_avx512, vx_gemv_q5_0_r8_g2_avx512,
                                           vx_gemv_q8_0_r8_g2_avx512, vx_gemv_q4_1_r8_g2_avx512,
-                                          vx_gemv_q5_1_r8_g2_avx512, vx_gemv_iq4_nl_r8_g2_avx512};
+                                          vx_gemv_q5_1_r8_g2_avx512, vx_gemv_iq4_nl_r8_g2_avx512,
+                                          vx_gemv_mxfp4_r8_g2_avx512};
 static vx_gemv_fn const g4_emu[N_G2] = {vx_gemv_q4_0_r8_avx512emu, vx_gemv_q5_0_r8_avx512emu,
                                        vx_gemv_q8_0_r8_avx512emu, vx_gemv_q4_1_r8_avx512emu,
-                                       vx_gemv_q5_1_r8_avx512emu, vx_gemv_iq4_nl_r8_avx512emu};
+                                       vx_gemv_q5_1_r8_avx512emu, vx_gemv_iq4_nl_r8_avx512emu,
+                                       vx_gemv_mxfp4_r8_avx512emu};
 static vx_gemv_fn const g2_emu[N_G2] = {vx_gemv_q4_0_r8_g2_avx512emu, vx_gemv_q5_0_r8_g2_avx512emu,
                                        vx_gemv_q8_0_r8_g2_avx512emu, vx_gemv_q4_1_r8_g2_avx512emu,
-                                       vx_gemv_q5_1_r8_g2_avx512emu, vx_gemv_iq4_nl_r8_g2_avx512emu};
+                                       vx_gemv_q5_1_r8_g2_avx512emu, vx_gemv_iq4_nl_r8_g2_avx512emu,
+                                       vx_gemv_mxfp4_r8_g2_avx512emu};
 
 static void swap_g2(vx_kernels *k, vx_gemv_fn const *g4, vx_gemv_fn const *g2) {
     for (int i = 0; i < N_G2; i++) k->gemv[g2_types[i]] = k->gemv[g2_types[i]] == g4[i] ? g2[i] : g4[i];
@@ -1004,6 +1017,7 @@ static void test_packed(err_stats *st) {
             check_packed(st, k, VX_TYPE_Q5_1, vx_gemv_q5_1_avx2, first ? vx_gemv_q5_1_r8_ref : NULL, ns32[i], &r);
             check_packed(st, k, VX_TYPE_IQ4_NL, vx_gemv_iq4_nl_avx2, first ? vx_gemv_iq4_nl_r8_ref : NULL, ns32[i],
                          &r);
+            check_packed(st, k, VX_TYPE_MXFP4, vx_gemv_mxfp4_avx2, first ? vx_gemv_mxfp4_r8_ref : NULL, ns32[i], &r);
         }
         printf("packed gemv/gemm checked: tier %s\n", k->name);
     }
@@ -1127,6 +1141,7 @@ static const char *stat_name(int t) {
     case VX_TYPE_Q4_1_R8: return "Q4_1_R8";
     case VX_TYPE_Q5_1_R8: return "Q5_1_R8";
     case VX_TYPE_IQ4_NL_R8: return "IQ4_NL_R8";
+    case VX_TYPE_MXFP4_R8: return "MXFP4_R8";
     default: return vx_type_name(t);
     }
 }

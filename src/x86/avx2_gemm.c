@@ -40,12 +40,13 @@
 enum {
     G_Q4_0, G_Q5_0, G_Q8_0, G_Q4_0_R8, G_Q5_0_R8, G_Q8_0_R8,
     G_Q4_1, G_Q5_1, G_IQ4_NL, G_Q4_1_R8, G_Q5_1_R8, G_IQ4_NL_R8,
-    G_MXFP4 /* plain only: IQ4_NL's record with its own book and E8M0 exponents */
+    G_MXFP4, /* IQ4_NL's block with its own book and an E8M0 exponent */
+    G_MXFP4_R8 /* IQ4_NL_R8's record with MXFP4's book */
 };
-/* each packed kind sits 3 after its plain one */
-#define GPACKED(k) (((k) >= G_Q4_0_R8 && (k) <= G_Q8_0_R8) || ((k) >= G_Q4_1_R8 && (k) <= G_IQ4_NL_R8))
-#define GBASE(k) (GPACKED(k) ? (k) - 3 : (k))
-#define GSIGNED(k) (GBASE(k) == G_Q8_0 || GBASE(k) == G_IQ4_NL || (k) == G_MXFP4)
+/* each packed kind sits 3 after its plain one (MXFP4's 1) */
+#define GPACKED(k) (((k) >= G_Q4_0_R8 && (k) <= G_Q8_0_R8) || ((k) >= G_Q4_1_R8 && (k) <= G_IQ4_NL_R8) || (k) == G_MXFP4_R8)
+#define GBASE(k) ((k) == G_MXFP4_R8 ? G_MXFP4 : GPACKED(k) ? (k) - 3 : (k))
+#define GSIGNED(k) (GBASE(k) == G_Q8_0 || GBASE(k) == G_IQ4_NL || GBASE(k) == G_MXFP4)
 #define GMIN(k) (GBASE(k) == G_Q4_1 || GBASE(k) == G_Q5_1)
 /* 4-bit codes (Q4_0, Q4_1, IQ4_NL) or 5-bit ones (Q5_0, Q5_1) */
 #define GNIB5(k) (GBASE(k) == G_Q5_0 || GBASE(k) == G_Q5_1)
@@ -77,7 +78,7 @@ AINLINE size_t wsize32(int k) {
     case G_Q5_0_R8: return sizeof(vx_block_q5_0_r8);
     case G_Q4_1_R8: return sizeof(vx_block_q4_1_r8);
     case G_Q5_1_R8: return sizeof(vx_block_q5_1_r8);
-    case G_IQ4_NL_R8: return sizeof(vx_block_iq4_nl_r8);
+    case G_IQ4_NL_R8: case G_MXFP4_R8: return sizeof(vx_block_iq4_nl_r8);
     case G_Q4_1: return sizeof(vx_block_q4_1);
     case G_Q5_1: return sizeof(vx_block_q5_1);
     case G_IQ4_NL: return sizeof(vx_block_iq4_nl);
@@ -156,8 +157,9 @@ AINLINE void r8_quads(int k, const uint8_t *rec, int c, __m256i *a, __m256i *e, 
         *a = _mm256_or_si256(*a, q5_hbits(h, c));
         *e = _mm256_or_si256(*e, q5_hbits(h, c + 4));
     }
-    if (GBASE(k) == G_IQ4_NL) {
-        const __m256i book = _mm256_broadcastsi128_si256(load128(vx_iq4nl_values));
+    if (GBASE(k) == G_IQ4_NL || GBASE(k) == G_MXFP4) {
+        const __m256i book =
+            _mm256_broadcastsi128_si256(load128(GBASE(k) == G_MXFP4 ? vx_mxfp4_values : vx_iq4nl_values));
         *x0 = _mm256_shuffle_epi8(book, *a);
         *x4 = _mm256_shuffle_epi8(book, *e);
         *a = _mm256_abs_epi8(*x0);
@@ -478,6 +480,7 @@ GEMV_ENTRY(vx_gemv_q8_0_r8_avx2, gemv32_r8, G_Q8_0_R8)
 GEMV_ENTRY(vx_gemv_q4_1_r8_avx2, gemv32_r8, G_Q4_1_R8)
 GEMV_ENTRY(vx_gemv_q5_1_r8_avx2, gemv32_r8, G_Q5_1_R8)
 GEMV_ENTRY(vx_gemv_iq4_nl_r8_avx2, gemv32_r8, G_IQ4_NL_R8)
+GEMV_ENTRY(vx_gemv_mxfp4_r8_avx2, gemv32_r8, G_MXFP4_R8)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -491,3 +494,4 @@ DEFINE_GEMM_ENTRY(vx_gemm_q8_0_r8_avx2, vx_gemv_q8_0_r8_avx2, gemm32, G_Q8_0_R8,
 DEFINE_GEMM_ENTRY(vx_gemm_q4_1_r8_avx2, vx_gemv_q4_1_r8_avx2, gemm32, G_Q4_1_R8, MIN_TOK32_R8)
 DEFINE_GEMM_ENTRY(vx_gemm_q5_1_r8_avx2, vx_gemv_q5_1_r8_avx2, gemm32, G_Q5_1_R8, MIN_TOK32_R8)
 DEFINE_GEMM_ENTRY(vx_gemm_iq4_nl_r8_avx2, vx_gemv_iq4_nl_r8_avx2, gemm32, G_IQ4_NL_R8, MIN_TOK32_R8)
+DEFINE_GEMM_ENTRY(vx_gemm_mxfp4_r8_avx2, vx_gemv_mxfp4_r8_avx2, gemm32, G_MXFP4_R8, MIN_TOK32_R8)

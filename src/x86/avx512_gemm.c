@@ -37,18 +37,18 @@
 #include "kernels_x86.h"
 #include "quant.h"
 
-enum { R_Q4_0, R_Q5_0, R_Q8_0, R_Q4_1, R_Q5_1, R_IQ4_NL };
+enum { R_Q4_0, R_Q5_0, R_Q8_0, R_Q4_1, R_Q5_1, R_IQ4_NL, R_MXFP4 /* IQ4_NL's record, MXFP4's book */ };
 
 AINLINE size_t rec32(int k) {
     switch (k) {
-    case R_Q4_0: case R_IQ4_NL: return sizeof(vx_block_q4_0_r8);
+    case R_Q4_0: case R_IQ4_NL: case R_MXFP4: return sizeof(vx_block_q4_0_r8);
     case R_Q5_0: return sizeof(vx_block_q5_0_r8);
     case R_Q4_1: return sizeof(vx_block_q4_1_r8);
     case R_Q5_1: return sizeof(vx_block_q5_1_r8);
     default: return sizeof(vx_block_q8_0_r8);
     }
 }
-AINLINE int off32(int k) { return k == R_Q4_0 ? 8 : k == R_Q5_0 ? 16 : k == R_Q8_0 || k == R_IQ4_NL ? 128 : 0; }
+AINLINE int off32(int k) { return k == R_Q4_0 ? 8 : k == R_Q5_0 ? 16 : k == R_Q8_0 || k == R_IQ4_NL || k == R_MXFP4 ? 128 : 0; }
 /* Q4_1 / Q5_1: a min per row and block, Q8_1 activations {d, s, qs} */
 AINLINE int has_min32(int k) { return k == R_Q4_1 || k == R_Q5_1; }
 AINLINE size_t ysize32(int k) { return has_min32(k) ? sizeof(vx_block_q8_1) : sizeof(vx_block_q8_0); }
@@ -119,9 +119,10 @@ AINLINE __m512i codes_r8(int k, const uint8_t *rec, int p) {
     __m512i c = p < 2 ? _mm512_and_si512(v, m4)
                 : nib_in_place(k) ? _mm512_and_si512(v, _mm512_set1_epi8((char)0xF0))
                                   : _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-    if (k == R_IQ4_NL) {
-        /* book value + 128 (1..241): its bytes as unsigned */
-        const __m512i book = _mm512_xor_si512(_mm512_broadcast_i32x4(load128(vx_iq4nl_values)), _mm512_set1_epi8((char)0x80));
+    if (k == R_IQ4_NL || k == R_MXFP4) {
+        /* book value + 128 (IQ4_NL 1..241, MXFP4 116..140): its bytes as unsigned */
+        const __m512i book = _mm512_xor_si512(
+            _mm512_broadcast_i32x4(load128(k == R_MXFP4 ? vx_mxfp4_values : vx_iq4nl_values)), _mm512_set1_epi8((char)0x80));
         return _mm512_shuffle_epi8(book, c);
     }
     if (k == R_Q5_0 || k == R_Q5_1) {
@@ -185,12 +186,14 @@ GEMV_ENTRY(VX512(vx_gemv_q8_0_r8), gemv32_r8, R_Q8_0)
 GEMV_ENTRY(VX512(vx_gemv_q4_1_r8), gemv32_r8, R_Q4_1)
 GEMV_ENTRY(VX512(vx_gemv_q5_1_r8), gemv32_r8, R_Q5_1)
 GEMV_ENTRY(VX512(vx_gemv_iq4_nl_r8), gemv32_r8, R_IQ4_NL)
+GEMV_ENTRY(VX512(vx_gemv_mxfp4_r8), gemv32_r8, R_MXFP4)
 GEMV_ENTRY(VX512(vx_gemv_q4_0_r8_g2), gemv32_r8_two, R_Q4_0)
 GEMV_ENTRY(VX512(vx_gemv_q5_0_r8_g2), gemv32_r8_two, R_Q5_0)
 GEMV_ENTRY(VX512(vx_gemv_q8_0_r8_g2), gemv32_r8_two, R_Q8_0)
 GEMV_ENTRY(VX512(vx_gemv_q4_1_r8_g2), gemv32_r8_two, R_Q4_1)
 GEMV_ENTRY(VX512(vx_gemv_q5_1_r8_g2), gemv32_r8_two, R_Q5_1)
 GEMV_ENTRY(VX512(vx_gemv_iq4_nl_r8_g2), gemv32_r8_two, R_IQ4_NL)
+GEMV_ENTRY(VX512(vx_gemv_mxfp4_r8_g2), gemv32_r8_two, R_MXFP4)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -265,8 +268,9 @@ AINLINE void load_panel(int k, const uint8_t *A, const uint8_t *B, panel16 *P) {
         P->q[c] = _mm512_and_si512(v, m4);
         P->q[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
     }
-    if (k == R_IQ4_NL) { /* book value + 128 (1..241): its bytes as unsigned */
-        const __m512i book = _mm512_xor_si512(_mm512_broadcast_i32x4(load128(vx_iq4nl_values)), _mm512_set1_epi8((char)0x80));
+    if (k == R_IQ4_NL || k == R_MXFP4) { /* book value + 128: its bytes as unsigned */
+        const __m512i book = _mm512_xor_si512(
+            _mm512_broadcast_i32x4(load128(k == R_MXFP4 ? vx_mxfp4_values : vx_iq4nl_values)), _mm512_set1_epi8((char)0x80));
 #pragma GCC unroll 8
         for (int q = 0; q < 8; q++) P->q[q] = _mm512_shuffle_epi8(book, P->q[q]);
     }
@@ -433,6 +437,7 @@ DEFINE_GEMM_ENTRY(VX512(vx_gemm_q8_0_r8), VX512(vx_gemv_q8_0_r8), gemm32_own, R_
 DEFINE_GEMM_ENTRY(VX512(vx_gemm_q4_1_r8), VX512(vx_gemv_q4_1_r8), gemm32_own, R_Q4_1, MIN_TOK)
 DEFINE_GEMM_ENTRY(VX512(vx_gemm_q5_1_r8), VX512(vx_gemv_q5_1_r8), gemm32_own, R_Q5_1, MIN_TOK)
 DEFINE_GEMM_ENTRY(VX512(vx_gemm_iq4_nl_r8), VX512(vx_gemv_iq4_nl_r8), gemm32_own, R_IQ4_NL, MIN_TOK)
+DEFINE_GEMM_ENTRY(VX512(vx_gemm_mxfp4_r8), VX512(vx_gemv_mxfp4_r8), gemm32_own, R_MXFP4, MIN_TOK)
 
 /* On an activation table (vx_act_tab: Q8_0 activations; the types with a
  * code offset, not Q4_1 / Q5_1), the same bits. */
@@ -450,4 +455,5 @@ GEMM_TAB_ENTRY(VX512(vx_gemm_tab_q4_0_r8), VX512(vx_gemv_q4_0_r8), R_Q4_0)
 GEMM_TAB_ENTRY(VX512(vx_gemm_tab_q5_0_r8), VX512(vx_gemv_q5_0_r8), R_Q5_0)
 GEMM_TAB_ENTRY(VX512(vx_gemm_tab_q8_0_r8), VX512(vx_gemv_q8_0_r8), R_Q8_0)
 GEMM_TAB_ENTRY(VX512(vx_gemm_tab_iq4_nl_r8), VX512(vx_gemv_iq4_nl_r8), R_IQ4_NL)
+GEMM_TAB_ENTRY(VX512(vx_gemm_tab_mxfp4_r8), VX512(vx_gemv_mxfp4_r8), R_MXFP4)
 #undef GEMM_TAB_ENTRY

@@ -158,6 +158,7 @@ void vx_gemv_q8_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows
 void vx_gemv_q4_1_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_q5_1_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemv_iq4_nl_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
+void vx_gemv_mxfp4_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out);
 void vx_gemm_q4_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q5_0_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
@@ -169,6 +170,8 @@ void vx_gemm_q4_1_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows
 void vx_gemm_q5_1_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_iq4_nl_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
+                          size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
+void vx_gemm_mxfp4_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
 void vx_gemm_q4_K_r8_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,
                           size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
@@ -225,6 +228,9 @@ struct vx_kernels;
     void vx_gemm_iq4_nl_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,         \
                                size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,           \
                                void *scratch);                                                                 \
+    void vx_gemm_mxfp4_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,          \
+                              size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,            \
+                              void *scratch);                                                                  \
     void vx_gemv_q4_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     void vx_gemv_q6_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     /* the same with the 6-bit codes built by GFNI affine byte maps (CPUs with GFNI; same bits) */             \
@@ -237,6 +243,8 @@ struct vx_kernels;
     void vx_gemv_q5_1_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     void vx_gemv_iq4_nl_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,           \
                                float *out);                                                                    \
+    void vx_gemv_mxfp4_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,            \
+                              float *out);                                                                     \
     /* the same six with two far 8-row groups per turn instead of four (cpu.c) */                             \
     void vx_gemv_q4_0_r8_g2_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,          \
                                 float *out);                                                                   \
@@ -250,6 +258,8 @@ struct vx_kernels;
                                 float *out);                                                                   \
     void vx_gemv_iq4_nl_r8_g2_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,        \
                                   float *out);                                                                 \
+    void vx_gemv_mxfp4_r8_g2_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,         \
+                                 float *out);                                                                  \
     /* the Q8_0-activation ones on an activation table (matmul.h's vx_act_tab) */                               \
     void vx_gemm_tab_q4_0_r8_##S(const void *w, size_t row_stride, int nrows, const vx_act_tab *tab,           \
                                float *out, int64_t ldo, int accumulate);                                   \
@@ -259,6 +269,8 @@ struct vx_kernels;
                                float *out, int64_t ldo, int accumulate);                                   \
     void vx_gemm_tab_iq4_nl_r8_##S(const void *w, size_t row_stride, int nrows, const vx_act_tab *tab,           \
                                float *out, int64_t ldo, int accumulate);                                   \
+    void vx_gemm_tab_mxfp4_r8_##S(const void *w, size_t row_stride, int nrows, const vx_act_tab *tab,          \
+                                  float *out, int64_t ldo, int accumulate);                                \
     void vx_gemv_q3_K_r8_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y, float *out); \
     void vx_gemv_q3_K_r8_gfni_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *y,        \
                                   float *out);                                                                 \
