@@ -186,22 +186,34 @@ static void pack_q8_0(const uint8_t *const b[8], vx_block_q8_0_r8 *o) {
     }
 }
 
-/* IQ4_XS rows: sub-block j of super-block i becomes IQ4_NL block 8 i + j,
- * its scale d (ls - 32) rounded to fp16 (a relative change of at most
- * 2^-11: far below the 4-bit codes' error), the codes as they are. */
-static void repack_iq4_xs(const void *src, size_t row_stride, int64_t nrows, int64_t n, void *dst) {
+/* Block i (32 elements) of an IQ4_XS or MXFP4 row as an IQ4_NL-shaped
+ * block {fp16 d, 16 code bytes}: IQ4_XS's sub-block j = i % 8 of
+ * super-block i / 8 with its scale d (ls - 32) rounded to fp16 (a relative
+ * change of at most 2^-11: far below the 4-bit codes' error); MXFP4's
+ * block with fp16(2^(e - 128)) (exact: vx_mxfp4_packable). The codes as
+ * they are (IQ4_NL_R8 and MXFP4_R8 differ in the book only). */
+static void nl_block(int type, const uint8_t *row, int64_t i, vx_block_iq4_nl *o) {
+    if (type == VX_TYPE_MXFP4) {
+        const vx_block_mxfp4 *x = (const vx_block_mxfp4 *)(const void *)row + i;
+        o->d = vx_fp32_to_fp16(vx_e8m0_half(x->e));
+        memcpy(o->qs, x->qs, 16);
+        return;
+    }
+    const vx_block_iq4_xs *x = (const vx_block_iq4_xs *)(const void *)row + i / 8;
+    const int j = (int)(i % 8);
+    o->d = vx_fp32_to_fp16(vx_fp16_to_fp32(x->d) * (float)vx_iq4_xs_scale(x, j));
+    memcpy(o->qs, x->qs + 16 * j, 16);
+}
+
+/* IQ4_XS rows into IQ4_NL_R8, MXFP4 rows into MXFP4_R8 (nl_block). */
+static void repack_nl(int type, const void *src, size_t row_stride, int64_t nrows, int64_t n, void *dst) {
     const int64_t nb = n / 32;
     for (int64_t g = 0; g < nrows / 8; g++)
         for (int64_t i = 0; i < nb; i++) {
             vx_block_iq4_nl blk[8];
             const uint8_t *b[8];
             for (int r = 0; r < 8; r++) {
-                const vx_block_iq4_xs *x =
-                    (const vx_block_iq4_xs *)(const void *)((const uint8_t *)src + (size_t)(8 * g + r) * row_stride) +
-                    i / 8;
-                const int j = (int)(i % 8);
-                blk[r].d = vx_fp32_to_fp16(vx_fp16_to_fp32(x->d) * (float)vx_iq4_xs_scale(x, j));
-                memcpy(blk[r].qs, x->qs + 16 * j, 16);
+                nl_block(type, (const uint8_t *)src + (size_t)(8 * g + r) * row_stride, i, &blk[r]);
                 b[r] = (const uint8_t *)&blk[r];
             }
             pack_q4_0(b, (vx_block_q4_0_r8 *)(void *)((uint8_t *)dst + (size_t)(g * nb + i) * sizeof(vx_block_iq4_nl_r8)));
@@ -235,32 +247,9 @@ bool vx_mxfp4_packable(const void *blocks, int64_t nblocks) {
     return true;
 }
 
-/* MXFP4 rows into MXFP4_R8: each block as an IQ4_NL block of scale
- * fp16(2^(e - 128)) (exact: vx_mxfp4_packable), the codes as they are. */
-static void repack_mxfp4(const void *src, size_t row_stride, int64_t nrows, int64_t n, void *dst) {
-    const int64_t nb = n / 32;
-    for (int64_t g = 0; g < nrows / 8; g++)
-        for (int64_t i = 0; i < nb; i++) {
-            vx_block_iq4_nl blk[8];
-            const uint8_t *b[8];
-            for (int r = 0; r < 8; r++) {
-                const vx_block_mxfp4 *x =
-                    (const vx_block_mxfp4 *)(const void *)((const uint8_t *)src + (size_t)(8 * g + r) * row_stride) + i;
-                blk[r].d = vx_fp32_to_fp16(vx_e8m0_half(x->e));
-                memcpy(blk[r].qs, x->qs, 16);
-                b[r] = (const uint8_t *)&blk[r];
-            }
-            pack_q4_0(b, (vx_block_q4_0_r8 *)(void *)((uint8_t *)dst + (size_t)(g * nb + i) * sizeof(vx_block_mxfp4_r8)));
-        }
-}
-
 void vx_repack_rows(int type, const void *src, size_t row_stride, int64_t nrows, int64_t n, void *dst) {
-    if (type == VX_TYPE_MXFP4) {
-        repack_mxfp4(src, row_stride, nrows, n, dst);
-        return;
-    }
-    if (type == VX_TYPE_IQ4_XS) {
-        repack_iq4_xs(src, row_stride, nrows, n, dst);
+    if (type == VX_TYPE_MXFP4 || type == VX_TYPE_IQ4_XS) {
+        repack_nl(type, src, row_stride, nrows, n, dst);
         return;
     }
     if (type == VX_TYPE_TQ1_0 || type == VX_TYPE_TQ2_0) {

@@ -195,6 +195,33 @@ static void check_preset_type(const char *preset, double bound, double bound8, c
     }
 }
 
+/* A quantized preset against llama.cpp's logits of the same file with
+ * F32 KV caches on both sides (tests/data/<preset>-<qt>.llamacpp-exact.f32):
+ * the same dot products, so within 1e-5, batch and decode */
+static void check_exact_type(const char *preset, const char *qt) {
+    char p[160], ref[160];
+    snprintf(p, sizeof p, "/tmp/vx_test_arch_%s_%s_exact.gguf", preset, qt);
+    snprintf(ref, sizeof ref, "tests/data/%s-%s.llamacpp-exact.f32", preset, qt);
+    vx_model *m = synth(preset, qt, p);
+    float *r = read_ref(ref);
+    for (int decode = 0; decode < 2 && m && r; decode++) {
+        float *a = logits_of(m, decode, VX_KV_F32);
+        CHECK(a != NULL);
+        if (a) {
+            const double e = rel_rmse(a, r);
+            const int t1 = top1_agree(a, r);
+            CHECKF(e < 1e-5 && t1 == N_IDS, "%s %s %s (F32 KV): rel_rmse %.3g vs llama.cpp, top-1 %d/%d", preset, qt,
+                   decode ? "decode" : "batch", e, t1, N_IDS);
+            printf("%-13s %-6s %s rel_rmse %.2e vs llama.cpp's %s, F32 KV caches (top-1 %d/%d)\n", preset,
+                   decode ? "decode" : "batch", qt, e, qt, t1, N_IDS);
+        }
+        free(a);
+    }
+    free(r);
+    vx_model_free(m);
+    remove(p);
+}
+
 static void check_preset(const char *preset, double bound, double bound8) {
     check_preset_type(preset, bound, bound8, "Q8_0");
 }
@@ -263,25 +290,7 @@ static void test_qwen3moe(void) {
 static void test_bitnet(void) {
     check_preset_type("bitnet-tiny", 1e-3, 5e-2, "TQ2_0");
     check_preset_type("bitnet-relu2-tiny", 1e-3, 0, NULL);
-    const char *p = "/tmp/vx_test_arch_bitnet_tq2_0.gguf";
-    vx_model *m = synth("bitnet-tiny", "TQ2_0", p);
-    float *r = read_ref("tests/data/bitnet-tiny-TQ2_0.llamacpp-exact.f32");
-    for (int decode = 0; decode < 2 && m && r; decode++) {
-        float *a = logits_of(m, decode, VX_KV_F32);
-        CHECK(a != NULL);
-        if (a) {
-            const double e = rel_rmse(a, r);
-            const int t1 = top1_agree(a, r);
-            CHECKF(e < 1e-5 && t1 == N_IDS, "bitnet-tiny TQ2_0 %s (F32 KV): rel_rmse %.3g vs llama.cpp, top-1 %d/%d",
-                   decode ? "decode" : "batch", e, t1, N_IDS);
-            printf("%-13s %-6s TQ2_0 rel_rmse %.2e vs llama.cpp's TQ2_0, F32 KV caches (top-1 %d/%d)\n", "bitnet-tiny",
-                   decode ? "decode" : "batch", e, t1, N_IDS);
-        }
-        free(a);
-    }
-    free(r);
-    vx_model_free(m);
-    remove(p);
+    check_exact_type("bitnet-tiny", "TQ2_0");
 }
 
 /* gpt-oss: biased q/k/v/o, a learned sink per head in every softmax, a
@@ -291,25 +300,7 @@ static void test_bitnet(void) {
  * experts, Q8_0 elsewhere) against llama.cpp's logits of the same files */
 static void test_gpt_oss(void) {
     check_preset_type("gpt-oss-tiny", 1e-3, 2e-2, "MXFP4_MOE");
-    const char *p = "/tmp/vx_test_arch_oss_mxfp4.gguf";
-    vx_model *m = synth("gpt-oss-tiny", "MXFP4_MOE", p);
-    float *r = read_ref("tests/data/gpt-oss-tiny-MXFP4_MOE.llamacpp-exact.f32");
-    for (int decode = 0; decode < 2 && m && r; decode++) {
-        float *a = logits_of(m, decode, VX_KV_F32);
-        CHECK(a != NULL);
-        if (a) {
-            const double e = rel_rmse(a, r);
-            const int t1 = top1_agree(a, r);
-            CHECKF(e < 1e-5 && t1 == N_IDS, "gpt-oss-tiny MXFP4_MOE %s (F32 KV): rel_rmse %.3g vs llama.cpp, top-1 %d/%d",
-                   decode ? "decode" : "batch", e, t1, N_IDS);
-            printf("%-13s %-6s MXFP4_MOE rel_rmse %.2e vs llama.cpp's MXFP4_MOE, F32 KV caches (top-1 %d/%d)\n",
-                   "gpt-oss-tiny", decode ? "decode" : "batch", e, t1, N_IDS);
-        }
-        free(a);
-    }
-    free(r);
-    vx_model_free(m);
-    remove(p);
+    check_exact_type("gpt-oss-tiny", "MXFP4_MOE");
 }
 
 /* ------------------------------------------------------------ encoders */
