@@ -516,18 +516,21 @@ void vx_quantize_row_iq4_nl(const float *src, void *dst, int64_t n) {
     }
 }
 
+/* The integer dot of a 32-element block of book indices (Q4_0's nibble
+ * order: element j low nibble of qs[j], j + 16 its high one) with Q8_0
+ * codes y: IQ4_NL's and MXFP4's */
+static int book_dot32(const int8_t book[16], const uint8_t qs[16], const int8_t y[32]) {
+    int sumi = 0;
+    for (int j = 0; j < 16; j++) sumi += book[qs[j] & 0x0F] * y[j] + book[qs[j] >> 4] * y[j + 16];
+    return sumi;
+}
+
 void vx_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
     const vx_block_iq4_nl *x = vx;
     const vx_block_q8_0 *y = vy;
     double acc = 0.0;
-    for (int64_t i = 0; i < n / VX_QK4_NL; i++) {
-        int sumi = 0;
-        for (int j = 0; j < VX_QK4_NL / 2; j++) {
-            sumi += vx_iq4nl_values[x[i].qs[j] & 0x0F] * y[i].qs[j];
-            sumi += vx_iq4nl_values[x[i].qs[j] >> 4] * y[i].qs[j + VX_QK4_NL / 2];
-        }
-        acc += (double)(vx_fp16_to_fp32(x[i].d) * vx_fp16_to_fp32(y[i].d)) * sumi;
-    }
+    for (int64_t i = 0; i < n / VX_QK4_NL; i++)
+        acc += (double)(vx_fp16_to_fp32(x[i].d) * vx_fp16_to_fp32(y[i].d)) * book_dot32(vx_iq4nl_values, x[i].qs, y[i].qs);
     *s = (float)acc;
 }
 
@@ -600,14 +603,8 @@ void vx_vec_dot_mxfp4_q8_0(int64_t n, float *s, const void *vx, const void *vy) 
     const vx_block_mxfp4 *x = vx;
     const vx_block_q8_0 *y = vy;
     double acc = 0.0;
-    for (int64_t i = 0; i < n / VX_QK_MXFP4; i++) {
-        int sumi = 0;
-        for (int j = 0; j < VX_QK_MXFP4 / 2; j++) {
-            sumi += vx_mxfp4_values[x[i].qs[j] & 0x0F] * y[i].qs[j];
-            sumi += vx_mxfp4_values[x[i].qs[j] >> 4] * y[i].qs[j + VX_QK_MXFP4 / 2];
-        }
-        acc += (double)(vx_e8m0_half(x[i].e) * vx_fp16_to_fp32(y[i].d)) * sumi;
-    }
+    for (int64_t i = 0; i < n / VX_QK_MXFP4; i++)
+        acc += (double)(vx_e8m0_half(x[i].e) * vx_fp16_to_fp32(y[i].d)) * book_dot32(vx_mxfp4_values, x[i].qs, y[i].qs);
     *s = (float)acc;
 }
 
