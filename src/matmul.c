@@ -94,6 +94,13 @@ GEMV_REF(iq4_xs, VX_TYPE_IQ4_XS)
 GEMV_REF(mxfp4, VX_TYPE_MXFP4)
 GEMV_REF(tq1_0, VX_TYPE_TQ1_0)
 GEMV_REF(tq2_0, VX_TYPE_TQ2_0)
+GEMV_REF(iq2_xxs, VX_TYPE_IQ2_XXS)
+GEMV_REF(iq2_xs, VX_TYPE_IQ2_XS)
+GEMV_REF(iq2_s, VX_TYPE_IQ2_S)
+GEMV_REF(iq3_xxs, VX_TYPE_IQ3_XXS)
+GEMV_REF(iq3_s, VX_TYPE_IQ3_S)
+GEMV_REF(iq1_s, VX_TYPE_IQ1_S)
+GEMV_REF(iq1_m, VX_TYPE_IQ1_M)
 #undef GEMV_REF
 
 void vx_matmul_kernels_ref(vx_gemv_fn *gemv, vx_act_fn *act) {
@@ -115,6 +122,13 @@ void vx_matmul_kernels_ref(vx_gemv_fn *gemv, vx_act_fn *act) {
     gemv[VX_TYPE_MXFP4] = gemv_ref_mxfp4;
     gemv[VX_TYPE_TQ1_0] = gemv_ref_tq1_0;
     gemv[VX_TYPE_TQ2_0] = gemv_ref_tq2_0;
+    gemv[VX_TYPE_IQ2_XXS] = gemv_ref_iq2_xxs;
+    gemv[VX_TYPE_IQ2_XS] = gemv_ref_iq2_xs;
+    gemv[VX_TYPE_IQ2_S] = gemv_ref_iq2_s;
+    gemv[VX_TYPE_IQ3_XXS] = gemv_ref_iq3_xxs;
+    gemv[VX_TYPE_IQ3_S] = gemv_ref_iq3_s;
+    gemv[VX_TYPE_IQ1_S] = gemv_ref_iq1_s;
+    gemv[VX_TYPE_IQ1_M] = gemv_ref_iq1_m;
     gemv[VX_TYPE_Q4_K_R8] = vx_gemv_q4_K_r8_ref;
     gemv[VX_TYPE_Q6_K_R8] = vx_gemv_q6_K_r8_ref;
     gemv[VX_TYPE_Q5_K_R8] = vx_gemv_q5_K_r8_ref;

@@ -27,6 +27,7 @@
 
 #include "common.h"
 #include "model.h"
+#include "quant_iq.h"
 #include "threadpool.h"
 
 static const vx_quant_mix mixes[] = {
@@ -51,6 +52,15 @@ static const vx_quant_mix mixes[] = {
     {"IQ4_XS", VX_FTYPE_IQ4_XS, VX_TYPE_IQ4_XS, "4.25 bpw, non-linear levels, 6-bit sub-block scales"},
     {"TQ1_0", VX_FTYPE_TQ1_0, VX_TYPE_TQ1_0, "1.69 bpw ternary (for ternary-trained models)"},
     {"TQ2_0", VX_FTYPE_TQ2_0, VX_TYPE_TQ2_0, "2.06 bpw ternary (for ternary-trained models)"},
+    /* the grid i-quants: vx writes them (vx synth, random codes) but has no
+     * quantizer; throughout, like llama-quantize --pure */
+    {"IQ1_S", VX_FTYPE_IQ1_S, VX_TYPE_IQ1_S, "1.56 bpw, every matrix (synth only)"},
+    {"IQ1_M", VX_FTYPE_IQ1_M, VX_TYPE_IQ1_M, "1.75 bpw, every matrix (synth only)"},
+    {"IQ2_XXS", VX_FTYPE_IQ2_XXS, VX_TYPE_IQ2_XXS, "2.06 bpw, every matrix (synth only)"},
+    {"IQ2_XS", VX_FTYPE_IQ2_XS, VX_TYPE_IQ2_XS, "2.31 bpw, every matrix (synth only)"},
+    {"IQ2_M", VX_FTYPE_IQ2_M, VX_TYPE_IQ2_S, "2.56 bpw (IQ2_S), every matrix (synth only)"},
+    {"IQ3_XXS", VX_FTYPE_IQ3_XXS, VX_TYPE_IQ3_XXS, "3.06 bpw, every matrix (synth only)"},
+    {"IQ3_S", VX_FTYPE_IQ3_S, VX_TYPE_IQ3_S, "3.44 bpw, every matrix (synth only)"},
     {"MXFP4_MOE", VX_FTYPE_MXFP4_MOE, VX_TYPE_MXFP4, "MXFP4 experts (4.25 bpw), Q8_0 elsewhere (gpt-oss)"},
 };
 #define N_MIXES ((int)(sizeof mixes / sizeof mixes[0]))
@@ -146,6 +156,7 @@ static int64_t ffn_layer(const policy *P, const char *name, int64_t counter) {
 static int mix_type(policy *P, const vx_quant_shape *t, category cat, int type) {
     const int F = P->F;
     const bool gqa4 = P->n_gqa >= 4;
+    if (vx_iq_is_grid(type)) return type; /* pure (see the mix table) */
     /* llama.cpp's MXFP4_MOE: the stacked experts MXFP4, every other matrix Q8_0 */
     if (F == VX_FTYPE_MXFP4_MOE) return t->ne[2] > 1 ? VX_TYPE_MXFP4 : VX_TYPE_Q8_0;
     if (cat == CAT_OUTPUT || (P->tied && cat == CAT_TOKEN_EMBD)) {
@@ -220,7 +231,8 @@ static int fit_row(int type, int64_t ne0, bool *fell) {
     case VX_TYPE_Q4_K: alt = VX_TYPE_Q5_0; break;
     case VX_TYPE_Q5_K: alt = VX_TYPE_Q5_1; break;
     case VX_TYPE_Q6_K: alt = VX_TYPE_Q8_0; break;
-    case VX_TYPE_IQ4_XS: alt = VX_TYPE_IQ4_NL; break;
+    case VX_TYPE_IQ4_XS: case VX_TYPE_IQ1_S: case VX_TYPE_IQ1_M: case VX_TYPE_IQ2_XXS: case VX_TYPE_IQ2_XS:
+    case VX_TYPE_IQ2_S: case VX_TYPE_IQ3_XXS: case VX_TYPE_IQ3_S: alt = VX_TYPE_IQ4_NL; break;
     default: alt = VX_TYPE_F16; break;
     }
     return ne0 % vx_type_get_traits(alt)->blck_size == 0 ? alt : VX_TYPE_F16;
@@ -435,6 +447,11 @@ vx_status vx_quantize_model(const char *in, const char *out, const vx_quantize_p
     memset(stats, 0, sizeof *stats);
     if (!in || !out || !p || !p->mix)
         return vx_seterr(err, err_size, VX_EINVAL, "input, output and mix are required");
+    if (!vx_type_get_traits(p->mix->base)->from_float)
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                         "%s: vx has no quantizer for this type (it needs an importance matrix and a grid "
+                         "search: llama-quantize --imatrix makes these files; vx loads and runs them)",
+                         p->mix->name);
     /* the input must load as a model (hyperparameters, every tensor's name,
      * shape and type): quantizing a file vx then refused to load wrote a
      * useless output and reported success. The loaded model's reader (a

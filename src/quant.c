@@ -61,6 +61,16 @@ static const vx_type_traits traits_table[VX_TYPE_COUNT] = {
                        vx_quantize_row_tq1_0, VX_TYPE_Q8_K, vx_vec_dot_tq1_0_q8_K},
     [VX_TYPE_TQ2_0] = {"TQ2_0", VX_QK_K, sizeof(vx_block_tq2_0), true, vx_dequantize_row_tq2_0,
                        vx_quantize_row_tq2_0, VX_TYPE_Q8_K, vx_vec_dot_tq2_0_q8_K},
+#define IQ(T, name, blk) [VX_TYPE_##T] = {#T, VX_QK_K, sizeof(blk), true, vx_dequantize_row_##name, NULL, \
+                                         VX_TYPE_Q8_K, vx_vec_dot_##name##_q8_K}
+    IQ(IQ2_XXS, iq2_xxs, vx_block_iq2_xxs),
+    IQ(IQ2_XS, iq2_xs, vx_block_iq2_xs),
+    IQ(IQ2_S, iq2_s, vx_block_iq2_s),
+    IQ(IQ3_XXS, iq3_xxs, vx_block_iq3_xxs),
+    IQ(IQ3_S, iq3_s, vx_block_iq3_s),
+    IQ(IQ1_S, iq1_s, vx_block_iq1_s),
+    IQ(IQ1_M, iq1_m, vx_block_iq1_m),
+#undef IQ
     /* Plain integer and F64 tensors have a size so a file holding them can
      * be parsed, but no kernels: loaders refuse them for computation. */
     [VX_TYPE_I8] = {"I8", 1, sizeof(int8_t), false, NULL, NULL, VX_TYPE_I8, NULL},

@@ -31,13 +31,20 @@ typedef enum vx_type {
     VX_TYPE_Q5_K = 13,
     VX_TYPE_Q6_K = 14,
     VX_TYPE_Q8_K = 15,
+    VX_TYPE_IQ2_XXS = 16,
+    VX_TYPE_IQ2_XS = 17,
+    VX_TYPE_IQ3_XXS = 18,
+    VX_TYPE_IQ1_S = 19,
     VX_TYPE_IQ4_NL = 20,
+    VX_TYPE_IQ3_S = 21,
+    VX_TYPE_IQ2_S = 22,
     VX_TYPE_IQ4_XS = 23,
     VX_TYPE_I8 = 24,
     VX_TYPE_I16 = 25,
     VX_TYPE_I32 = 26,
     VX_TYPE_I64 = 27,
     VX_TYPE_F64 = 28,
+    VX_TYPE_IQ1_M = 29,
     VX_TYPE_BF16 = 30,
     VX_TYPE_TQ1_0 = 34,
     VX_TYPE_TQ2_0 = 35,
@@ -128,6 +135,30 @@ typedef struct {
     uint8_t qs[VX_QK_K / 4];
     uint16_t d;
 } vx_block_tq2_0;
+/* The grid i-quants (llama.cpp's IQ1/IQ2/IQ3 types): 256 elements in 32
+ * groups of 8 (IQ3: 64 groups of 4) whose magnitudes are one entry of a
+ * fixed code book (quant_iq_grids.c), with signs and sub-block scales
+ * beside them; quant_iq.c spells out each layout. */
+typedef struct { uint16_t d; uint8_t qs[VX_QK_K / 4]; } vx_block_iq2_xxs;
+typedef struct { uint16_t d; uint8_t qs[VX_QK_K / 4]; uint8_t scales[VX_QK_K / 32]; } vx_block_iq2_xs;
+typedef struct {
+    uint16_t d;
+    uint8_t qs[VX_QK_K / 4]; /* 32 grid index low bytes, then 32 sign bytes */
+    uint8_t qh[VX_QK_K / 32];
+    uint8_t scales[VX_QK_K / 32];
+} vx_block_iq2_s;
+typedef struct { uint16_t d; uint8_t qs[3 * VX_QK_K / 8]; } vx_block_iq3_xxs;
+typedef struct {
+    uint16_t d;
+    uint8_t qs[VX_QK_K / 4];
+    uint8_t qh[VX_QK_K / 32];
+    uint8_t signs[VX_QK_K / 8];
+    uint8_t scales[VX_QK_K / 64];
+} vx_block_iq3_s;
+typedef struct { uint16_t d; uint8_t qs[VX_QK_K / 8]; uint8_t qh[VX_QK_K / 16]; } vx_block_iq1_s;
+/* IQ1_M has no scale field: its fp16 block scale is the top nibbles of the
+ * four little-endian 16-bit words of scales */
+typedef struct { uint8_t qs[VX_QK_K / 8]; uint8_t qh[VX_QK_K / 16]; uint8_t scales[VX_QK_K / 32]; } vx_block_iq1_m;
 
 _Static_assert(sizeof(vx_block_q4_0) == 18, "q4_0 size");
 _Static_assert(sizeof(vx_block_q4_1) == 20, "q4_1 size");
@@ -146,6 +177,13 @@ _Static_assert(sizeof(vx_block_mxfp4) == 17, "mxfp4 size");
 _Static_assert(sizeof(vx_block_iq4_xs) == 136, "iq4_xs size");
 _Static_assert(sizeof(vx_block_tq1_0) == 54, "tq1_0 size");
 _Static_assert(sizeof(vx_block_tq2_0) == 66, "tq2_0 size");
+_Static_assert(sizeof(vx_block_iq2_xxs) == 66, "iq2_xxs size");
+_Static_assert(sizeof(vx_block_iq2_xs) == 74, "iq2_xs size");
+_Static_assert(sizeof(vx_block_iq2_s) == 82, "iq2_s size");
+_Static_assert(sizeof(vx_block_iq3_xxs) == 98, "iq3_xxs size");
+_Static_assert(sizeof(vx_block_iq3_s) == 110, "iq3_s size");
+_Static_assert(sizeof(vx_block_iq1_s) == 50, "iq1_s size");
+_Static_assert(sizeof(vx_block_iq1_m) == 56, "iq1_m size");
 /* Sub-block j's signed scale multiple ls - 32 (-32..31) of an IQ4_XS block. */
 static inline int vx_iq4_xs_scale(const vx_block_iq4_xs *b, int j) {
     return (((b->scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | (((b->scales_h >> (2 * j)) & 3) << 4)) - 32;

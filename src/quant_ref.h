@@ -82,6 +82,19 @@ void vx_vec_dot_tq1_0_q8_K(int64_t n, float *s, const void *x, const void *y);
 void vx_vec_dot_tq2_0_q8_K(int64_t n, float *s, const void *x, const void *y);
 /* code t (0..2, for t - 1) of element e (< 256) of a block */
 int vx_tq1_0_code(const vx_block_tq1_0 *b, int e);
+/* The grid i-quants (quant_iq.c): dequantization and dot with Q8_K; no quantizers. */
+#define VX_IQ_REF_DECL(name)                                                     \
+    void vx_dequantize_row_##name(const void *src, float *dst, int64_t n);      \
+    void vx_vec_dot_##name##_q8_K(int64_t n, float *s, const void *x, const void *y);
+VX_IQ_REF_DECL(iq2_xxs)
+VX_IQ_REF_DECL(iq2_xs)
+VX_IQ_REF_DECL(iq2_s)
+VX_IQ_REF_DECL(iq3_xxs)
+VX_IQ_REF_DECL(iq3_s)
+VX_IQ_REF_DECL(iq1_s)
+VX_IQ_REF_DECL(iq1_m)
+#undef VX_IQ_REF_DECL
+
 int vx_tq2_0_code(const vx_block_tq2_0 *b, int e);
 /* a TQ1_0 / TQ2_0 block (type) as a Q2_K block of the same values */
 void vx_tq_block_as_q2_K(int type, const void *blk, vx_block_q2_K *o);

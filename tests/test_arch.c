@@ -119,13 +119,17 @@ static float *read_floats(const char *path, size_t n) {
 
 static float *read_ref(const char *path) { return read_floats(path, (size_t)N_IDS * N_VOCAB); }
 
-/* vx synth --preset preset --type type, loaded */
-static vx_model *synth(const char *preset, const char *type, const char *path) {
-    CHECKF(vx_test_synth(preset, type, path), "vx synth --preset %s --type %s failed", preset, type);
+/* vx synth --preset preset --type type [--seed seed], loaded */
+static vx_model *synth_seed(const char *preset, const char *type, unsigned seed, const char *path) {
+    CHECKF(vx_test_synth_seed(preset, type, seed, path), "vx synth --preset %s --type %s failed", preset, type);
     vx_model *m = NULL;
     char err[256] = "";
     CHECKF(vx_model_load(path, NULL, &m, err, sizeof err) == VX_OK, "%s: %s", path, err);
     return m;
+}
+
+static vx_model *synth(const char *preset, const char *type, const char *path) {
+    return synth_seed(preset, type, 0, path);
 }
 
 /* An F32 model against llama.cpp as released (F16 KV caches, bound rel)
@@ -198,11 +202,12 @@ static void check_preset_type(const char *preset, double bound, double bound8, c
 /* A quantized preset against llama.cpp's logits of the same file with
  * F32 KV caches on both sides (tests/data/<preset>-<qt>.llamacpp-exact.f32):
  * the same dot products, so within 1e-5, batch and decode */
-static void check_exact_type(const char *preset, const char *qt) {
-    char p[160], ref[160];
+static void check_exact_seed(const char *preset, const char *qt, unsigned seed) {
+    char p[160], ref[160], sd[24] = "";
+    if (seed) snprintf(sd, sizeof sd, "-seed%u", seed);
     snprintf(p, sizeof p, "/tmp/vx_test_arch_%s_%s_exact.gguf", preset, qt);
-    snprintf(ref, sizeof ref, "tests/data/%s-%s.llamacpp-exact.f32", preset, qt);
-    vx_model *m = synth(preset, qt, p);
+    snprintf(ref, sizeof ref, "tests/data/%s-%s%s.llamacpp-exact.f32", preset, qt, sd);
+    vx_model *m = synth_seed(preset, qt, seed, p);
     float *r = read_ref(ref);
     for (int decode = 0; decode < 2 && m && r; decode++) {
         float *a = logits_of(m, decode, VX_KV_F32);
@@ -221,6 +226,8 @@ static void check_exact_type(const char *preset, const char *qt) {
     vx_model_free(m);
     remove(p);
 }
+
+static void check_exact_type(const char *preset, const char *qt) { check_exact_seed(preset, qt, 0); }
 
 static void check_preset(const char *preset, double bound, double bound8) {
     check_preset_type(preset, bound, bound8, "Q8_0");
@@ -301,6 +308,21 @@ static void test_bitnet(void) {
 static void test_gpt_oss(void) {
     check_preset_type("gpt-oss-tiny", 1e-3, 2e-2, "MXFP4_MOE");
     check_exact_type("gpt-oss-tiny", "MXFP4_MOE");
+}
+
+/* The grid i-quants (IQ1_S .. IQ3_S): the tiny Llama with every matrix of
+ * one type (vx synth writes random codes), against llama.cpp's logits of
+ * the same files: each type's book, signs, scales and layout, through the
+ * kernels this machine picks. IQ1_S's file is seed 7's: with the default
+ * seed one Q8_K activation of token 10 sits on a rounding tie that the two
+ * engines' different float summation orders (1e-7) put on different
+ * sides, moving positions 10-15 by 5e-3 (both dot kernels give ggml's
+ * bits on 200k random blocks; the same file dequantized to F32 agrees to
+ * 3.6e-7). */
+static void test_iquants(void) {
+    static const char *const types[] = {"IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_M", "IQ3_XXS", "IQ3_S"};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_exact_type("tiny", types[i]);
+    check_exact_seed("tiny", "IQ1_S", 7);
 }
 
 /* ------------------------------------------------------------ encoders */
@@ -608,6 +630,7 @@ int main(void) {
     test_granitemoe();
     test_bitnet();
     test_gpt_oss();
+    test_iquants();
     test_decoder_files();
     test_encoders();
     return vx_test_finish("test_arch");

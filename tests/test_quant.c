@@ -14,6 +14,7 @@
 #include "common.h"
 #include "gguf.h"
 #include "quant.h"
+#include "quant_iq.h"
 #include "quant_ref.h"
 #include "testutil.h"
 
@@ -119,6 +120,14 @@ static const type_case *case_of(int type) {
     return NULL;
 }
 
+/* The grid i-quants: dequantization and dot product, no quantizer */
+static const struct { int type; const char *name; size_t size; } grid_cases[] = {
+    {VX_TYPE_IQ1_S, "IQ1_S", 50},     {VX_TYPE_IQ1_M, "IQ1_M", 56},   {VX_TYPE_IQ2_XXS, "IQ2_XXS", 66},
+    {VX_TYPE_IQ2_XS, "IQ2_XS", 74},   {VX_TYPE_IQ2_S, "IQ2_S", 82},   {VX_TYPE_IQ3_XXS, "IQ3_XXS", 98},
+    {VX_TYPE_IQ3_S, "IQ3_S", 110},
+};
+#define N_GRID ((int)(sizeof grid_cases / sizeof grid_cases[0]))
+
 /* Quantizes n floats with type t into a fresh, exactly sized buffer (so the
  * sanitizers see any overrun) and dequantizes them into out. */
 static void *round_trip(const vx_type_traits *tr, int type, const float *x, float *out, int64_t n) {
@@ -135,7 +144,7 @@ static void test_table(void) {
     int supported = 0;
     for (int id = 0; id < VX_TYPE_COUNT; id++)
         if (vx_type_get_traits(id) && vx_type_get_traits(id)->to_float) supported++;
-    CHECKF(supported == N_CASES, "%d types with kernels, expected %d", supported, N_CASES);
+    CHECKF(supported == N_CASES + N_GRID, "%d types with kernels, expected %d", supported, N_CASES + N_GRID);
 
     for (int i = 0; i < N_CASES; i++) {
         const type_case *c = &cases[i];
@@ -179,7 +188,7 @@ static void test_table(void) {
     CHECK(vx_type_get_traits(VX_TYPE_COUNT) == NULL);
     CHECK(vx_type_get_traits(1000) == NULL);
     CHECK(vx_type_get_traits(4) == NULL); /* removed Q4_2 */
-    CHECK(vx_type_get_traits(16) == NULL); /* IQ2_XXS: not implemented */
+    CHECK(vx_type_get_traits(31) == NULL); /* removed Q4_0_4_4 */
     CHECK(strcmp(vx_type_name(4), "?") == 0);
     CHECK(strcmp(vx_type_name(-5), "?") == 0);
     CHECK(vx_type_from_name("q4_k") == VX_TYPE_Q4_K);
@@ -805,8 +814,91 @@ static void test_mxfp4(void) {
     printf("MXFP4: E2M1 x E8M0 values, subnormal scales, grid values exact through the quantizer\n");
 }
 
+/* The grid i-quants: the traits, blocks of known codes (the books' first
+ * entries: IQ2's all 8, IQ3_XXS's all 4, IQ3_S's all 1, IQ1's all -1),
+ * signs and scales decoded by the layouts' rules, and the dot product
+ * against float64 sums of the dequantized rows on random blocks */
+static void test_grid(void) {
+    for (int i = 0; i < N_GRID; i++) {
+        const vx_type_traits *tr = vx_type_get_traits(grid_cases[i].type);
+        CHECKF(tr && !strcmp(tr->name, grid_cases[i].name) && tr->blck_size == 256 &&
+                   tr->type_size == grid_cases[i].size && tr->to_float && tr->vec_dot && !tr->from_float &&
+                   tr->vec_dot_type == VX_TYPE_Q8_K && vx_iq_is_grid(grid_cases[i].type),
+               "traits of %s", grid_cases[i].name);
+        CHECK(vx_type_from_name(grid_cases[i].name) == grid_cases[i].type);
+    }
+    CHECK(!vx_iq_is_grid(VX_TYPE_IQ4_XS) && !vx_iq_is_grid(VX_TYPE_Q2_K));
+    float y[256];
+    uint8_t blk[128];
+    /* IQ2_XXS: codes 0, signs7 1 on group 0 (elements 0 and 7 negative: an
+     * odd count gets the eighth sign), scale 15 in sub-block 1: d 31 / 8 x 8 */
+    memset(blk, 0, sizeof blk);
+    vx_iq_set_scale(VX_TYPE_IQ2_XXS, blk, 0x3C00);
+    blk[2 + 4] = 1;            /* sub-block 0's u32: signs7 of group 0 */
+    blk[2 + 8 + 7] = 15 << 4;  /* sub-block 1's u32, bits 28..31 */
+    vx_type_get_traits(VX_TYPE_IQ2_XXS)->to_float(blk, y, 256);
+    CHECKF(y[0] == -1.0f && y[7] == -1.0f && y[1] == 1.0f && y[8] == 1.0f && y[32] == 31.0f && y[255] == 1.0f,
+           "IQ2_XXS known block: %g %g %g %g %g %g", y[0], y[7], y[1], y[8], y[32], y[255]);
+    /* IQ3_S: codes 0 (all 1), sign byte 0x81 on group 0, scale nibbles 3 / 0 */
+    memset(blk, 0, sizeof blk);
+    vx_iq_set_scale(VX_TYPE_IQ3_S, blk, 0x4000); /* 2.0 */
+    blk[2 + 64 + 8] = 0x81;                      /* signs[0] */
+    blk[2 + 64 + 8 + 32] = 3;                    /* scales[0]: sub-block 0 -> 7, 1 -> 1 */
+    vx_type_get_traits(VX_TYPE_IQ3_S)->to_float(blk, y, 256);
+    CHECKF(y[0] == -14.0f && y[7] == -14.0f && y[1] == 14.0f && y[32] == 2.0f, "IQ3_S known block: %g %g %g %g", y[0],
+           y[7], y[1], y[32]);
+    /* IQ3_XXS: codes 0 (all 4), scale 0: d 4 / 4 */
+    memset(blk, 0, sizeof blk);
+    vx_iq_set_scale(VX_TYPE_IQ3_XXS, blk, 0x3C00);
+    vx_type_get_traits(VX_TYPE_IQ3_XXS)->to_float(blk, y, 256);
+    CHECKF(y[0] == 1.0f && y[255] == 1.0f, "IQ3_XXS known block: %g %g", y[0], y[255]);
+    /* IQ1_S: codes 0 (all -1), shift +1/8, then -1/8 with scale 7 in
+     * sub-block 1: d (2 s + 1) (g + shift) */
+    memset(blk, 0, sizeof blk);
+    vx_iq_set_scale(VX_TYPE_IQ1_S, blk, 0x3C00);
+    blk[2 + 32 + 2] = 0x00, blk[2 + 32 + 3] = 0xF0; /* qh[1]: bit 15 and scale 7 */
+    vx_type_get_traits(VX_TYPE_IQ1_S)->to_float(blk, y, 256);
+    CHECKF(y[0] == -0.875f && y[32] == -15.0f * 1.125f, "IQ1_S known block: %g %g", y[0], y[32]);
+    /* IQ1_M: the fp16 scale in the scale words' top nibbles (0x3C00 = 1.0) */
+    memset(blk, 0, sizeof blk);
+    vx_iq_set_scale(VX_TYPE_IQ1_M, blk, 0x3C00);
+    CHECK(vx_iq1_m_scale((const vx_block_iq1_m *)(const void *)blk) == 0x3C00);
+    blk[32 + 16] = 0x3F; /* sub-block 0: first 16 scale 7, second 16 scale 7 */
+    vx_type_get_traits(VX_TYPE_IQ1_M)->to_float(blk, y, 256);
+    CHECKF(y[0] == -15.0f * 0.875f && y[16] == -15.0f * 0.875f && y[32] == -0.875f, "IQ1_M known block: %g %g %g",
+           y[0], y[16], y[32]);
+
+    /* dot products against float64 sums over the dequantized rows */
+    enum { N = 1024 };
+    float x[N], xd[N], yd[N];
+    uint8_t w[4 * 110], q[4 * 292];
+    for (int i = 0; i < N_GRID; i++) {
+        const int t = grid_cases[i].type;
+        const vx_type_traits *tr = vx_type_get_traits(t);
+        double worst = 0;
+        for (int rep = 0; rep < 50; rep++) {
+            for (size_t b = 0; b < vx_row_size((vx_type)t, N); b++) w[b] = (uint8_t)rng_next();
+            for (int b = 0; b < N / 256; b++)
+                vx_iq_set_scale(t, w + (size_t)b * tr->type_size, vx_fp32_to_fp16(0.01f * (float)(rep + 1)));
+            fill_gauss(x, N, 1.0f);
+            vx_type_get_traits(VX_TYPE_Q8_K)->from_float(x, q, N);
+            tr->to_float(w, xd, N);
+            vx_type_get_traits(VX_TYPE_Q8_K)->to_float(q, yd, N);
+            double ref = 0, mag = 0;
+            for (int e = 0; e < N; e++) ref += (double)xd[e] * yd[e], mag += fabs((double)xd[e] * yd[e]);
+            float s;
+            tr->vec_dot(N, &s, w, q);
+            const double err = fabs(s - ref) / mag;
+            worst = err > worst ? err : worst;
+        }
+        CHECKF(worst < 1e-6, "%s dot vs float64 sum: %.3g", tr->name, worst);
+    }
+    printf("grid i-quants: traits, known blocks, dots vs float64 (1e-6 of sum |x y|)\n");
+}
+
 int main(void) {
     test_table();
+    test_grid();
     test_round_trip();
     test_special_rows();
     test_vec_dot();

@@ -103,7 +103,13 @@ static void test_plans_vs_fixtures(void) {
     CHECK(vx_quant_mix_find("Q4_K") == NULL && vx_quant_mix_find(NULL) == NULL);
     int n_mixes = 0;
     while (vx_quant_mix_at(n_mixes)) n_mixes++;
-    CHECK(n_mixes == 22);
+    CHECK(n_mixes == 29);
+    /* the grid i-quant mixes are vx synth's only: quantizing to one is refused, clearly */
+    vx_quantize_params qp = {vx_quant_mix_find("IQ2_XXS"), 1, false, false, NULL, NULL};
+    char err[256] = "";
+    CHECK(qp.mix && vx_quantize_model(vx_test_fixture_path("models/llama/llama-F16.gguf"), "/tmp/vx_test_iq.gguf",
+                                       &qp, NULL, err, sizeof err) == VX_EUNSUPPORTED);
+    CHECKF(strstr(err, "no quantizer"), "IQ2_XXS refusal: %s", err);
 }
 
 /* ----------------------------------------------------- synthetic plans */

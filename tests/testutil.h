@@ -49,6 +49,8 @@ bool vx_test_skip_emulated(bool native, const char *what);
 bool vx_test_sanitized(void);
 /* Writes a model with `$BUILD/vx synth --preset preset --type type -o path`
  * (BUILD default: build); true when it exited 0. */
+/* the same with --seed seed (0: synth's default seed) */
+bool vx_test_synth_seed(const char *preset, const char *type, unsigned seed, const char *path);
 bool vx_test_synth(const char *preset, const char *type, const char *path);
 /* Writes the fixture model rel (a path under the fixtures) to out with
  * token id's text replaced by text; false (and a message) on failure. */

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "common.h"
 #include "model_quantize.h"
+#include "quant.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: vx quantize IN.gguf OUT.gguf TYPE [--threads N] [--allow-requantize] "
@@ -20,7 +21,8 @@ static void usage(FILE *f) {
                "  --pure              every weight matrix gets the base type (no mix rules)\n"
                "types:\n");
     for (int i = 0; vx_quant_mix_at(i); i++)
-        fprintf(f, "  %-8s %s\n", vx_quant_mix_at(i)->name, vx_quant_mix_at(i)->desc);
+        if (vx_type_get_traits(vx_quant_mix_at(i)->base)->from_float) /* not the synth-only ones */
+            fprintf(f, "  %-8s %s\n", vx_quant_mix_at(i)->name, vx_quant_mix_at(i)->desc);
 }
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }

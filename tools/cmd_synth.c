@@ -15,9 +15,11 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common.h"
 #include "gguf.h"
 #include "model_quantize.h"
 #include "quant.h"
+#include "quant_iq.h"
 
 typedef struct preset {
     const char *name, *arch, *title;
@@ -132,6 +134,27 @@ static uint64_t rng_u64(uint64_t *s) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
+}
+
+/* A row of a type with no quantizer (the grid i-quants): random codes,
+ * each block's scale set so its values have an RMS of rms. */
+static void random_codes(int type, uint8_t *row, int64_t ne0, float rms, uint64_t *rng) {
+    const vx_type_traits *tr = vx_type_get_traits(type);
+    const size_t rs = vx_row_size((vx_type)type, ne0);
+    for (size_t i = 0; i < rs; i += 8) {
+        const uint64_t v = rng_u64(rng);
+        memcpy(row + i, &v, rs - i < 8 ? rs - i : 8);
+    }
+    float vals[VX_QK_K];
+    for (int64_t b = 0; b < ne0 / tr->blck_size; b++) {
+        uint8_t *blk = row + (size_t)b * tr->type_size;
+        vx_iq_set_scale(type, blk, 0x3C00); /* 1.0 */
+        tr->to_float(blk, vals, tr->blck_size);
+        double ss = 0;
+        for (int64_t j = 0; j < tr->blck_size; j++) ss += (double)vals[j] * vals[j];
+        const double r = sqrt(ss / (double)tr->blck_size);
+        vx_iq_set_scale(type, blk, vx_fp32_to_fp16(r > 0 ? (float)(rms / r) : 1.0f));
+    }
 }
 
 static float rng_normal(uint64_t *s) {
@@ -289,7 +312,8 @@ static void synth_usage(void) {
            "presets:\n");
     for (size_t i = 0; i < N_PRESETS; i++) printf("  %-10s %s\n", presets[i].name, presets[i].title);
     printf("types: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M\n"
-           "       Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS TQ1_0 TQ2_0 MXFP4_MOE (mixes follow llama-quantize's policy)\n");
+           "       Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS TQ1_0 TQ2_0 MXFP4_MOE (mixes follow llama-quantize's policy)\n"
+           "       IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_M IQ3_XXS IQ3_S (every matrix, random codes)\n");
 }
 
 int vx_cmd_synth(int argc, char **argv) {
@@ -469,6 +493,10 @@ int vx_cmd_synth(int argc, char **argv) {
             goto done;
         }
         for (int64_t r = 0; r < npool; r++) {
+            if (!tr->from_float) {
+                random_codes(type, pool + (size_t)r * rs, ne0, 0.02f, &rng);
+                continue;
+            }
             for (int64_t j = 0; j < ne0; j++)
                 row[j] = strstr(t->name, ".scale") ? 1.0f + 0.25f * fabsf(rng_normal(&rng)) /* BitNet's */
                          : strstr(t->name, "attn_sinks") ? 1.0f + 0.5f * rng_normal(&rng) /* gpt-oss's, ~1 */
