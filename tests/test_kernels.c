@@ -30,6 +30,7 @@
 #include "gguf.h"
 #include "ops.h"
 #include "quant.h"
+#include "quant_iq.h"
 #include "quant_ref.h"
 #include "testutil.h"
 #include "x86/kernels_x86.h"
@@ -108,6 +109,12 @@ static void *xmalloc(size_t n) {
  * subnormal scales (e = 0, 1) in every 7th block, else 2^-18 .. 2^1, so
  * no product overflows */
 static void sane_e8m0(int t, uint8_t *p, size_t nb, uint64_t bits) {
+    if (t == VX_TYPE_IQ1_M) { /* its fp16 scale lives in the scale nibbles: 2^-14 .. ~1, either sign */
+        for (size_t b = 0; b < nb; b++, bits = bits * 6364136223846793005ull + 1442695040888963407ull)
+            vx_iq_set_scale(t, p + b * sizeof(vx_block_iq1_m),
+                            (uint16_t)(((bits >> 63) << 15) | (1 + (bits >> 40) % 15) << 10 | ((bits >> 20) & 0x3FF)));
+        return;
+    }
     if (t != VX_TYPE_MXFP4) return;
     for (size_t b = 0; b < nb; b++, bits = bits * 6364136223846793005ull + 1442695040888963407ull)
         p[b * sizeof(vx_block_mxfp4)] = (uint8_t)(b % 7 == 0 ? b / 7 % 2 : 110 + (bits >> 33) % 20);
@@ -130,7 +137,29 @@ typedef struct {
     size_t fp16_fields[2];
 } kcase;
 
+/* the grid i-quants have no AVX2 vec_dot: their gemv on one row */
+#define IQ_DOT(name)                                                                     \
+    static void name##_dot1(int64_t n, float *s, const void *x, const void *y) {         \
+        vx_gemv_##name##_avx2(n, x, 0, 1, y, s);                                         \
+    }
+IQ_DOT(iq2_xxs)
+IQ_DOT(iq2_xs)
+IQ_DOT(iq2_s)
+IQ_DOT(iq3_xxs)
+IQ_DOT(iq3_s)
+IQ_DOT(iq1_s)
+IQ_DOT(iq1_m)
+#undef IQ_DOT
+
 static const kcase cases[] = {
+    {VX_TYPE_IQ2_XXS, iq2_xxs_dot1, vx_gemv_iq2_xxs_avx2, 1, {0, 0}},
+    {VX_TYPE_IQ2_XS, iq2_xs_dot1, vx_gemv_iq2_xs_avx2, 1, {0, 0}},
+    {VX_TYPE_IQ2_S, iq2_s_dot1, vx_gemv_iq2_s_avx2, 1, {0, 0}},
+    {VX_TYPE_IQ3_XXS, iq3_xxs_dot1, vx_gemv_iq3_xxs_avx2, 1, {0, 0}},
+    {VX_TYPE_IQ3_S, iq3_s_dot1, vx_gemv_iq3_s_avx2, 1, {0, 0}},
+    {VX_TYPE_IQ1_S, iq1_s_dot1, vx_gemv_iq1_s_avx2, 1, {0, 0}},
+    /* no fp16 field: sane_e8m0 sets its scale */
+    {VX_TYPE_IQ1_M, iq1_m_dot1, vx_gemv_iq1_m_avx2, 0, {0, 0}},
     {VX_TYPE_Q4_0, vx_vec_dot_q4_0_q8_0_avx2, vx_gemv_q4_0_avx2, 1, {offsetof(vx_block_q4_0, d), 0}},
     {VX_TYPE_Q4_1,
      vx_vec_dot_q4_1_q8_1_avx2,
@@ -415,13 +444,13 @@ static void test_dots(err_stats *st) {
 
             fill_gauss(&r, f, n, 1.0f);
             ty->from_float(f, yq, n);
-            for (int row = 0; row < nrows; row++) {
+            for (int row = 0; row < nrows && tx->from_float; row++) { /* grid i-quants: no quantizer */
                 fill_gauss(&r, f, n, 0.02f * (float)(row + 1));
                 if (row == 1) /* a row with an offset: the mins carry weight */
                     for (int64_t i = 0; i < n; i++) f[i] += 0.05f;
                 tx->from_float(f, w + (size_t)row * rs, n);
             }
-            check_rows(st, kc, w, rs, nrows, yq, n, "gauss");
+            if (tx->from_float) check_rows(st, kc, w, rs, nrows, yq, n, "gauss");
 
             /* random bytes everywhere but the fp16 factors: every code and
              * sub-block scale pattern, e.g. all-63 scales with 15/31/63
@@ -562,7 +591,7 @@ static void gemm_weights(int t, int64_t n, uint8_t *w, size_t rs, int nrows, rng
     const int nf16 = block_f16(t, f16_off);
     for (int row = 0; row < nrows; row++) {
         uint8_t *p = w + (size_t)row * rs;
-        if (row % 8 < 2 && tx->is_quantized) {
+        if ((row % 8 < 2 && tx->is_quantized) || !tx->from_float) { /* grid i-quants: random codes only */
             for (size_t b = 0; b < rs; b++) p[b] = (uint8_t)rng_next(r);
             if (row == 0) memset(p, 0xFF, rs);
             for (size_t b = 0; b < vx_row_size((vx_type)t, n) / tx->type_size; b++)
@@ -733,6 +762,13 @@ static void test_gemm(err_stats *st) {
         {VX_TYPE_Q5_K, vx_gemm_q5_K_avx2, vx_gemv_q5_K_avx2, NULL, 0, NULL, 0},
         {VX_TYPE_Q3_K, vx_gemm_q3_K_avx2, vx_gemv_q3_K_avx2, NULL, 0, NULL, 0},
         {VX_TYPE_Q2_K, vx_gemm_q2_K_avx2, vx_gemv_q2_K_avx2, NULL, 0, NULL, 0},
+        {VX_TYPE_IQ2_XXS, vx_gemm_iq2_xxs_avx2, vx_gemv_iq2_xxs_avx2, NULL, 0, NULL, 0},
+        {VX_TYPE_IQ2_XS, vx_gemm_iq2_xs_avx2, vx_gemv_iq2_xs_avx2, NULL, 0, NULL, 0},
+        {VX_TYPE_IQ2_S, vx_gemm_iq2_s_avx2, vx_gemv_iq2_s_avx2, NULL, 0, NULL, 0},
+        {VX_TYPE_IQ3_XXS, vx_gemm_iq3_xxs_avx2, vx_gemv_iq3_xxs_avx2, NULL, 0, NULL, 0},
+        {VX_TYPE_IQ3_S, vx_gemm_iq3_s_avx2, vx_gemv_iq3_s_avx2, NULL, 0, NULL, 0},
+        {VX_TYPE_IQ1_S, vx_gemm_iq1_s_avx2, vx_gemv_iq1_s_avx2, NULL, 0, NULL, 0},
+        {VX_TYPE_IQ1_M, vx_gemm_iq1_m_avx2, vx_gemv_iq1_m_avx2, NULL, 0, NULL, 0},
         {VX_TYPE_F16, vx_gemm_f16_avx2, vx_gemv_f16_avx2, vx_gemm_half_scratch_avx2, 0, NULL, 0},
         {VX_TYPE_BF16, vx_gemm_bf16_avx2, vx_gemv_bf16_avx2, vx_gemm_half_scratch_avx2, 0, NULL, 0},
     };
@@ -1119,9 +1155,11 @@ static void test_fixtures(err_stats *st) {
     for (int t = 0; t < VX_TYPE_COUNT; t++)
         if (tested[t]) printf(" %s %d", vx_type_name(t), tested[t]);
     printf("\n");
-    /* the fixtures predate MXFP4 (test_arch checks a llama.cpp-made file) */
+    /* the fixtures hold no MXFP4 or grid i-quant tensor (test_arch checks
+     * files of each against llama.cpp's logits) */
     for (int c = 0; c < NCASES; c++)
-        CHECKF(tested[cases[c].type] > 0 || cases[c].type == VX_TYPE_MXFP4, "no fixture tensor of type %s",
+        CHECKF(tested[cases[c].type] > 0 || cases[c].type == VX_TYPE_MXFP4 || vx_iq_is_grid(cases[c].type),
+               "no fixture tensor of type %s",
                vx_type_name(cases[c].type));
 }
 

@@ -110,6 +110,20 @@ void vx_gemv_f16_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrow
                       float *out);
 void vx_gemv_bf16_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
                        float *out);
+/* the grid i-quants (avx2_iq.c): Q8_K activations; the GEMM gives the gemv's bits */
+#define VX_IQ_AVX2_DECL(name)                                                                               \
+    void vx_gemv_##name##_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,  \
+                               float *out);                                                                 \
+    void vx_gemm_##name##_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,     \
+                               size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
+VX_IQ_AVX2_DECL(iq2_xxs)
+VX_IQ_AVX2_DECL(iq2_xs)
+VX_IQ_AVX2_DECL(iq2_s)
+VX_IQ_AVX2_DECL(iq3_xxs)
+VX_IQ_AVX2_DECL(iq3_s)
+VX_IQ_AVX2_DECL(iq1_s)
+VX_IQ_AVX2_DECL(iq1_m)
+#undef VX_IQ_AVX2_DECL
 /* ---- end of quantization kernels -------------------------------------- */
 
 /* ---- prefill GEMM kernels (avx2_gemm.c, avx2_gemm_k.c) -----------------

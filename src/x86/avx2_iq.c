@@ -1,0 +1,226 @@
+/*
+ * avx2_iq.c - AVX2 GEMV and GEMM of the grid i-quants (IQ1_S, IQ1_M,
+ * IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) with Q8_K activations.
+ *
+ * Each 32-element sub-block becomes one vector of signed codes w (the
+ * integer form of quant_iq.h: book bytes from four 64-bit or eight 32-bit
+ * entries, signs from a 32-bit mask, IQ1's 8 g +- 1) and a vector of its
+ * two 16-element scales; the dot with the activation codes q is
+ * maddubs(|w|, sign(q, w)) (|w| <= 62 and |q| <= 127: no pair saturates)
+ * and madd with the scales. Per row and block the exact integer sum I_b,
+ * then acc = fma(f_b dy_b, I_b, acc) in ascending block order: the
+ * canonical order (avx2_quant_util.h), so the GEMM gives the gemv's bits.
+ * The GEMM decodes each block once for up to 64 tokens.
+ */
+#include "avx2_quant_util.h"
+#include "kernels_x86.h"
+#include "quant_iq.h"
+
+/* bit i of s as byte i of a mask: 0xFF where set */
+AINLINE __m256i bit_mask(uint32_t s) {
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                                          3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)s), shuf);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+/* magnitudes m, negated where s has a bit */
+AINLINE __m256i with_signs(__m256i m, uint32_t s) {
+    const __m256i neg = bit_mask(s);
+    return _mm256_sub_epi8(_mm256_xor_si256(m, neg), neg);
+}
+
+AINLINE uint32_t rd32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* four 7-bit sign fields (bits 0, 7, 14, 21 of a) as 32 signs */
+AINLINE uint32_t signs28(uint32_t a) {
+    return vx_iq_signs7(a) | vx_iq_signs7(a >> 7) << 8 | vx_iq_signs7(a >> 14) << 16 | vx_iq_signs7(a >> 21) << 24;
+}
+
+AINLINE __m256i g64(const uint64_t *book, unsigned a, unsigned b, unsigned c, unsigned d) {
+    return _mm256_set_epi64x((long long)book[d], (long long)book[c], (long long)book[b], (long long)book[a]);
+}
+
+AINLINE __m256i g32(const uint32_t *book, const unsigned i[8]) {
+    return _mm256_set_epi32((int)book[i[7]], (int)book[i[6]], (int)book[i[5]], (int)book[i[4]], (int)book[i[3]],
+                            (int)book[i[2]], (int)book[i[1]], (int)book[i[0]]);
+}
+
+AINLINE __m256i scales2(int lo, int hi) { return _mm256_set_m128i(_mm_set1_epi16((short)hi), _mm_set1_epi16((short)lo)); }
+
+/* ---- per type: the block factor f and sub-block ib's codes and scales;
+ * b points at the block (offsets as the structs in quant.h lay them out) */
+
+AINLINE float fac_iq2_xxs(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
+AINLINE __m256i sub_iq2_xxs(const uint8_t *b, int ib, __m256i *sc) {
+    const uint8_t *q = b + 2 + 8 * ib;
+    const uint32_t aux = rd32(q + 4);
+    const int s = (int)(2 * (aux >> 28) + 1);
+    *sc = scales2(s, s);
+    return with_signs(g64(vx_iq2xxs_grid, q[0], q[1], q[2], q[3]), signs28(aux));
+}
+
+AINLINE float fac_iq2_xs(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
+AINLINE __m256i sub_iq2_xs(const uint8_t *b, int ib, __m256i *sc) {
+    const uint8_t *q = b + 2 + 8 * ib, s = b[2 + 64 + ib];
+    *sc = scales2(2 * (s & 15) + 1, 2 * (s >> 4) + 1);
+    unsigned v[4];
+    uint32_t sg = 0;
+    for (int g = 0; g < 4; g++) {
+        v[g] = ld16(q + 2 * g);
+        sg |= vx_iq_signs7(v[g] >> 9) << (8 * g);
+    }
+    return with_signs(g64(vx_iq2xs_grid, v[0] & 511, v[1] & 511, v[2] & 511, v[3] & 511), sg);
+}
+
+AINLINE float fac_iq2_s(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
+AINLINE __m256i sub_iq2_s(const uint8_t *b, int ib, __m256i *sc) {
+    const uint8_t *q = b + 2 + 4 * ib, h = b[2 + 64 + ib], s = b[2 + 64 + 8 + ib];
+    *sc = scales2(2 * (s & 15) + 1, 2 * (s >> 4) + 1);
+    return with_signs(g64(vx_iq2s_grid, q[0] | (h & 3u) << 8, q[1] | (h & 12u) << 6, q[2] | (h & 48u) << 4,
+                          q[3] | (h & 192u) << 2),
+                      rd32(b + 2 + 32 + 4 * ib));
+}
+
+AINLINE float fac_iq3_xxs(const uint8_t *b) { return f16(ld16(b)) * 0.25f; }
+AINLINE __m256i sub_iq3_xxs(const uint8_t *b, int ib, __m256i *sc) {
+    const uint8_t *q = b + 2 + 8 * ib;
+    const uint32_t aux = rd32(b + 2 + 64 + 4 * ib);
+    const int s = (int)(2 * (aux >> 28) + 1);
+    *sc = scales2(s, s);
+    const unsigned i[8] = {q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]};
+    return with_signs(g32(vx_iq3xxs_grid, i), signs28(aux));
+}
+
+AINLINE float fac_iq3_s(const uint8_t *b) { return f16(ld16(b)); }
+AINLINE __m256i sub_iq3_s(const uint8_t *b, int ib, __m256i *sc) {
+    const uint8_t *q = b + 2 + 8 * ib;
+    const unsigned h = b[2 + 64 + ib];
+    const int s = 2 * ((b[2 + 64 + 8 + 32 + ib / 2] >> (4 * (ib % 2))) & 15) + 1;
+    *sc = scales2(s, s);
+    unsigned i[8];
+    for (int k = 0; k < 8; k++) i[k] = q[k] | ((h >> k) & 1) << 8;
+    return with_signs(g32(vx_iq3s_grid, i), rd32(b + 2 + 64 + 8 + 4 * ib));
+}
+
+/* IQ1: book values g (-1, 0, +1) as 8 g, plus the shifts (+1 or -1 per
+ * group of 8: 64-bit lanes of 0x01 or 0xFF bytes) */
+AINLINE __m256i iq1_codes(__m256i g, __m256i shift) {
+    return _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), g), shift);
+}
+#define SHIFT(minus) ((minus) ? -1ll : 0x0101010101010101ll)
+
+AINLINE float fac_iq1_s(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
+AINLINE __m256i sub_iq1_s(const uint8_t *b, int ib, __m256i *sc) {
+    const uint8_t *q = b + 2 + 4 * ib;
+    const unsigned h = ld16(b + 2 + 32 + 2 * ib);
+    const int s = (int)(2 * ((h >> 12) & 7) + 1);
+    *sc = scales2(s, s);
+    const __m256i g = g64(vx_iq1s_grid, q[0] | (h & 7) << 8, q[1] | ((h >> 3) & 7) << 8, q[2] | ((h >> 6) & 7) << 8,
+                          q[3] | ((h >> 9) & 7) << 8);
+    return iq1_codes(g, _mm256_set1_epi64x(SHIFT(h & 0x8000)));
+}
+
+AINLINE float fac_iq1_m(const uint8_t *b) {
+    return f16(vx_iq1_m_scale((const vx_block_iq1_m *)(const void *)b)) * 0.125f;
+}
+AINLINE __m256i sub_iq1_m(const uint8_t *b, int ib, __m256i *sc) {
+    const uint8_t *q = b + 4 * ib, h0 = b[32 + 2 * ib], h1 = b[32 + 2 * ib + 1];
+    const unsigned s = (unsigned)ld16(b + 48 + 2 * (ib / 2)) >> (6 * (ib % 2));
+    *sc = scales2((int)(2 * (s & 7) + 1), (int)(2 * ((s >> 3) & 7) + 1));
+    const __m256i g = g64(vx_iq1s_grid, q[0] | (h0 & 7u) << 8, q[1] | (h0 & 0x70u) << 4, q[2] | (h1 & 7u) << 8,
+                          q[3] | (h1 & 0x70u) << 4);
+    return iq1_codes(g, _mm256_set_epi64x(SHIFT(h1 & 0x80), SHIFT(h1 & 8), SHIFT(h0 & 0x80), SHIFT(h0 & 8)));
+}
+
+/* one sub-block's share: madd(maddubs(|w|, sign(q, w)), scales) */
+AINLINE __m256i sub_dot(__m256i w, __m256i aw, __m256i sc, const int8_t *q) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(load256(q), w)), sc);
+}
+
+AINLINE float fma1(float a, float b, float c) {
+    return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
+
+#define GT 64 /* the GEMM's tokens per pass */
+
+#define DEFINE_IQ(name, BS)                                                                                    \
+    void vx_gemv_##name##_avx2(int64_t n, const void *w, size_t rs, int nrows, const void *y, float *out) {   \
+        const vx_block_q8_K *yb = y;                                                                          \
+        const int64_t nb = n / VX_QK_K;                                                                       \
+        for (int r = 0; r < nrows; r++) {                                                                     \
+            const uint8_t *row = (const uint8_t *)w + (size_t)r * rs;                                         \
+            float acc = 0.0f;                                                                                 \
+            for (int64_t b = 0; b < nb; b++) {                                                                \
+                const uint8_t *blk = row + (size_t)b * (BS);                                                  \
+                __m256i s = _mm256_setzero_si256();                                                           \
+                for (int ib = 0; ib < 8; ib++) {                                                              \
+                    __m256i sc;                                                                               \
+                    const __m256i c = sub_##name(blk, ib, &sc);                                               \
+                    s = _mm256_add_epi32(s, sub_dot(c, _mm256_abs_epi8(c), sc, yb[b].qs + 32 * ib));          \
+                }                                                                                             \
+                acc = fma1(fac_##name(blk) * yb[b].d, (float)hsum_epi32(s), acc);                             \
+            }                                                                                                 \
+            out[r] = acc;                                                                                     \
+        }                                                                                                     \
+    }                                                                                                         \
+    static void gemm_##name(int kind, int64_t n, const void *w, size_t rs, int nrows, const void *act,        \
+                            size_t as, int ntok, float *out, int64_t ldo, int accumulate) {                  \
+        const int64_t nb = n / VX_QK_K;                                                                       \
+        for (int t0 = 0; t0 < ntok; t0 += GT) {                                                               \
+            const int nt = ntok - t0 < GT ? ntok - t0 : GT, ng = (nt + 7) / 8;                                \
+            const vx_block_q8_K *ys[GT];                                                                      \
+            for (int j = 0; j < ng * 8; j++)                                                                  \
+                ys[j] = (const vx_block_q8_K *)(const void *)((const uint8_t *)act +                          \
+                                                              (size_t)(t0 + (j < nt ? j : nt - 1)) * as);     \
+            for (int r = 0; r < nrows; r++) {                                                                 \
+                const uint8_t *row = (const uint8_t *)w + (size_t)r * rs;                                     \
+                __m256 acc[GT / 8];                                                                           \
+                for (int g = 0; g < ng; g++) acc[g] = _mm256_setzero_ps();                                    \
+                for (int64_t b = 0; b < nb; b++) {                                                            \
+                    const uint8_t *blk = row + (size_t)b * (BS);                                              \
+                    __m256i c[8], ac[8], sc[8];                                                               \
+                    for (int ib = 0; ib < 8; ib++) {                                                          \
+                        c[ib] = sub_##name(blk, ib, &sc[ib]);                                                 \
+                        ac[ib] = _mm256_abs_epi8(c[ib]);                                                      \
+                    }                                                                                         \
+                    const __m256 f = _mm256_set1_ps(fac_##name(blk));                                         \
+                    for (int g = 0; g < ng; g++) {                                                            \
+                        __m256i I[8];                                                                         \
+                        float dy[8];                                                                          \
+                        for (int j = 0; j < 8; j++) {                                                         \
+                            const vx_block_q8_K *y = ys[8 * g + j] + b;                                       \
+                            __m256i s = sub_dot(c[0], ac[0], sc[0], y->qs);                                   \
+                            for (int ib = 1; ib < 8; ib++)                                                    \
+                                s = _mm256_add_epi32(s, sub_dot(c[ib], ac[ib], sc[ib], y->qs + 32 * ib));     \
+                            I[j] = s;                                                                         \
+                            dy[j] = y->d;                                                                     \
+                        }                                                                                     \
+                        acc[g] = _mm256_fmadd_ps(_mm256_mul_ps(f, _mm256_loadu_ps(dy)),                       \
+                                                 _mm256_cvtepi32_ps(hsum8_epi32(I)), acc[g]);                 \
+                    }                                                                                         \
+                }                                                                                             \
+                float o[GT];                                                                                  \
+                for (int g = 0; g < ng; g++) _mm256_storeu_ps(o + 8 * g, acc[g]);                             \
+                for (int t = 0; t < nt; t++) {                                                                \
+                    float *d = out + (int64_t)(t0 + t) * ldo + r;                                             \
+                    *d = accumulate ? *d + o[t] : o[t];                                                       \
+                }                                                                                             \
+            }                                                                                                 \
+        }                                                                                                     \
+    }                                                                                                         \
+    DEFINE_GEMM_ENTRY(vx_gemm_##name##_avx2, vx_gemv_##name##_avx2, gemm_##name, 0, 2)
+
+
+DEFINE_IQ(iq2_xxs, sizeof(vx_block_iq2_xxs))
+DEFINE_IQ(iq2_xs, sizeof(vx_block_iq2_xs))
+DEFINE_IQ(iq2_s, sizeof(vx_block_iq2_s))
+DEFINE_IQ(iq3_xxs, sizeof(vx_block_iq3_xxs))
+DEFINE_IQ(iq3_s, sizeof(vx_block_iq3_s))
+DEFINE_IQ(iq1_s, sizeof(vx_block_iq1_s))
+DEFINE_IQ(iq1_m, sizeof(vx_block_iq1_m))
