@@ -225,6 +225,14 @@ int main(int argc, char **argv) {
         {VX_TYPE_Q4_K, vx_gemv_q4_K_avx2, vx_vec_dot_q4_K_q8_K_avx2, 2, {0, 2}},
         {VX_TYPE_Q5_K, vx_gemv_q5_K_avx2, vx_vec_dot_q5_K_q8_K_avx2, 2, {0, 2}},
         {VX_TYPE_Q6_K, vx_gemv_q6_K_avx2, vx_vec_dot_q6_K_q8_K_avx2, 1, {offsetof(vx_block_q6_K, d), 0}},
+        /* the grid i-quants (avx2_iq.c): gemv only; IQ1_M's scale is in nibbles (left random) */
+        {VX_TYPE_IQ2_XXS, vx_gemv_iq2_xxs_avx2, NULL, 1, {0, 0}},
+        {VX_TYPE_IQ2_XS, vx_gemv_iq2_xs_avx2, NULL, 1, {0, 0}},
+        {VX_TYPE_IQ2_S, vx_gemv_iq2_s_avx2, NULL, 1, {0, 0}},
+        {VX_TYPE_IQ3_XXS, vx_gemv_iq3_xxs_avx2, NULL, 1, {0, 0}},
+        {VX_TYPE_IQ3_S, vx_gemv_iq3_s_avx2, NULL, 1, {0, 0}},
+        {VX_TYPE_IQ1_S, vx_gemv_iq1_s_avx2, NULL, 1, {0, 0}},
+        {VX_TYPE_IQ1_M, vx_gemv_iq1_m_avx2, NULL, 0, {0, 0}},
         {VX_TYPE_F16, vx_gemv_f16_avx2, NULL, 0, {0, 0}},
         {VX_TYPE_BF16, vx_gemv_bf16_avx2, NULL, 0, {0, 0}},
     };
@@ -266,7 +274,7 @@ int main(int argc, char **argv) {
         fill_random(b, w, (size_t)rows * rs, &seed);
         memcpy(small, w, (size_t)srows * rs);
         for (int i = 0; i < ncols; i++) x[i] = gauss(&seed);
-        if (b->dot) {
+        if (tr->is_quantized) {
             const vx_type_traits *ty = vx_type_get_traits(tr->vec_dot_type);
             ty->from_float(x, y, ncols);
         } else {

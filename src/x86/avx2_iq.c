@@ -16,20 +16,18 @@
 #include "kernels_x86.h"
 #include "quant_iq.h"
 
-/* bit i of s as byte i of a mask: 0xFF where set */
-AINLINE __m256i bit_mask(uint32_t s) {
-    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
-                                          3, 3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)s), shuf);
-    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-}
-
-/* magnitudes m, negated where s has a bit */
-AINLINE __m256i with_signs(__m256i m, uint32_t s) {
-    const __m256i neg = bit_mask(s);
-    return _mm256_sub_epi8(_mm256_xor_si256(m, neg), neg);
-}
+/* Sign vectors: 64-bit lanes whose byte j is 0xFF (negative) or 0x01
+ * by bit j of a sign byte (ksign8) or of a 7-bit sign field's eight signs
+ * (ksign7, vx_iq_signs7), for _mm256_sign_epi8 on the activations. */
+#define SB(v, j) ((((v) >> (j)) & 1) ? 0xFFull << (8 * (j)) : 0x01ull << (8 * (j)))
+#define SGN8(v) (SB(v, 0) | SB(v, 1) | SB(v, 2) | SB(v, 3) | SB(v, 4) | SB(v, 5) | SB(v, 6) | SB(v, 7))
+#define PAR7(i) ((((i) >> 0) ^ ((i) >> 1) ^ ((i) >> 2) ^ ((i) >> 3) ^ ((i) >> 4) ^ ((i) >> 5) ^ ((i) >> 6)) & 1)
+#define SGN7(i) SGN8((i) | PAR7(i) << 7)
+#define X4(M, b) M(b), M(b + 1), M(b + 2), M(b + 3)
+#define X16(M, b) X4(M, b), X4(M, b + 4), X4(M, b + 8), X4(M, b + 12)
+#define X64(M, b) X16(M, b), X16(M, b + 16), X16(M, b + 32), X16(M, b + 48)
+static const uint64_t ksign7[128] = {X64(SGN7, 0), X64(SGN7, 64)};
+static const uint64_t ksign8[256] = {X64(SGN8, 0), X64(SGN8, 64), X64(SGN8, 128), X64(SGN8, 192)};
 
 AINLINE uint32_t rd32(const uint8_t *p) {
     uint32_t v;
@@ -37,14 +35,21 @@ AINLINE uint32_t rd32(const uint8_t *p) {
     return v;
 }
 
-/* four 7-bit sign fields (bits 0, 7, 14, 21 of a) as 32 signs */
-AINLINE uint32_t signs28(uint32_t a) {
-    return vx_iq_signs7(a) | vx_iq_signs7(a >> 7) << 8 | vx_iq_signs7(a >> 14) << 16 | vx_iq_signs7(a >> 21) << 24;
+/* four 64-bit entries straight from memory into a vector (no trip
+ * through general registers) */
+AINLINE __m128i ld2x64(const uint64_t *a, const uint64_t *b) {
+    return _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(_mm_loadl_epi64((const __m128i *)(const void *)a)),
+                                         (const double *)(const void *)b));
+}
+AINLINE __m256i g64(const uint64_t *book, unsigned a, unsigned b, unsigned c, unsigned d) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(ld2x64(book + a, book + b)), ld2x64(book + c, book + d), 1);
 }
 
-AINLINE __m256i g64(const uint64_t *book, unsigned a, unsigned b, unsigned c, unsigned d) {
-    return _mm256_set_epi64x((long long)book[d], (long long)book[c], (long long)book[b], (long long)book[a]);
-}
+/* the signs of four 7-bit fields (bits 0, 7, 14, 21 of a) */
+AINLINE __m256i signs28(uint32_t a) { return g64(ksign7, a & 127, (a >> 7) & 127, (a >> 14) & 127, (a >> 21) & 127); }
+
+/* the signs of four sign bytes */
+AINLINE __m256i signs32(const uint8_t *p) { return g64(ksign8, p[0], p[1], p[2], p[3]); }
 
 AINLINE __m256i g32(const uint32_t *book, const unsigned i[8]) {
     return _mm256_set_epi32((int)book[i[7]], (int)book[i[6]], (int)book[i[5]], (int)book[i[4]], (int)book[i[3]],
@@ -57,55 +62,55 @@ AINLINE __m256i scales2(int lo, int hi) { return _mm256_set_m128i(_mm_set1_epi16
  * b points at the block (offsets as the structs in quant.h lay them out) */
 
 AINLINE float fac_iq2_xxs(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
-AINLINE __m256i sub_iq2_xxs(const uint8_t *b, int ib, __m256i *sc) {
+AINLINE __m256i sub_iq2_xxs(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
     const uint8_t *q = b + 2 + 8 * ib;
     const uint32_t aux = rd32(q + 4);
     const int s = (int)(2 * (aux >> 28) + 1);
     *sc = scales2(s, s);
-    return with_signs(g64(vx_iq2xxs_grid, q[0], q[1], q[2], q[3]), signs28(aux));
+    *sg = signs28(aux);
+    return g64(vx_iq2xxs_grid, q[0], q[1], q[2], q[3]);
 }
 
 AINLINE float fac_iq2_xs(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
-AINLINE __m256i sub_iq2_xs(const uint8_t *b, int ib, __m256i *sc) {
+AINLINE __m256i sub_iq2_xs(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
     const uint8_t *q = b + 2 + 8 * ib, s = b[2 + 64 + ib];
     *sc = scales2(2 * (s & 15) + 1, 2 * (s >> 4) + 1);
     unsigned v[4];
-    uint32_t sg = 0;
-    for (int g = 0; g < 4; g++) {
-        v[g] = ld16(q + 2 * g);
-        sg |= vx_iq_signs7(v[g] >> 9) << (8 * g);
-    }
-    return with_signs(g64(vx_iq2xs_grid, v[0] & 511, v[1] & 511, v[2] & 511, v[3] & 511), sg);
+    for (int g = 0; g < 4; g++) v[g] = ld16(q + 2 * g);
+    *sg = g64(ksign7, v[0] >> 9, v[1] >> 9, v[2] >> 9, v[3] >> 9);
+    return g64(vx_iq2xs_grid, v[0] & 511, v[1] & 511, v[2] & 511, v[3] & 511);
 }
 
 AINLINE float fac_iq2_s(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
-AINLINE __m256i sub_iq2_s(const uint8_t *b, int ib, __m256i *sc) {
+AINLINE __m256i sub_iq2_s(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
     const uint8_t *q = b + 2 + 4 * ib, h = b[2 + 64 + ib], s = b[2 + 64 + 8 + ib];
     *sc = scales2(2 * (s & 15) + 1, 2 * (s >> 4) + 1);
-    return with_signs(g64(vx_iq2s_grid, q[0] | (h & 3u) << 8, q[1] | (h & 12u) << 6, q[2] | (h & 48u) << 4,
-                          q[3] | (h & 192u) << 2),
-                      rd32(b + 2 + 32 + 4 * ib));
+    *sg = signs32(b + 2 + 32 + 4 * ib);
+    return g64(vx_iq2s_grid, q[0] | (h & 3u) << 8, q[1] | (h & 12u) << 6, q[2] | (h & 48u) << 4,
+               q[3] | (h & 192u) << 2);
 }
 
 AINLINE float fac_iq3_xxs(const uint8_t *b) { return f16(ld16(b)) * 0.25f; }
-AINLINE __m256i sub_iq3_xxs(const uint8_t *b, int ib, __m256i *sc) {
+AINLINE __m256i sub_iq3_xxs(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
     const uint8_t *q = b + 2 + 8 * ib;
     const uint32_t aux = rd32(b + 2 + 64 + 4 * ib);
     const int s = (int)(2 * (aux >> 28) + 1);
     *sc = scales2(s, s);
     const unsigned i[8] = {q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]};
-    return with_signs(g32(vx_iq3xxs_grid, i), signs28(aux));
+    *sg = signs28(aux);
+    return g32(vx_iq3xxs_grid, i);
 }
 
 AINLINE float fac_iq3_s(const uint8_t *b) { return f16(ld16(b)); }
-AINLINE __m256i sub_iq3_s(const uint8_t *b, int ib, __m256i *sc) {
+AINLINE __m256i sub_iq3_s(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
     const uint8_t *q = b + 2 + 8 * ib;
     const unsigned h = b[2 + 64 + ib];
     const int s = 2 * ((b[2 + 64 + 8 + 32 + ib / 2] >> (4 * (ib % 2))) & 15) + 1;
     *sc = scales2(s, s);
     unsigned i[8];
     for (int k = 0; k < 8; k++) i[k] = q[k] | ((h >> k) & 1) << 8;
-    return with_signs(g32(vx_iq3s_grid, i), rd32(b + 2 + 64 + 8 + 4 * ib));
+    *sg = signs32(b + 2 + 64 + 8 + 4 * ib);
+    return g32(vx_iq3s_grid, i);
 }
 
 /* IQ1: book values g (-1, 0, +1) as 8 g, plus the shifts (+1 or -1 per
@@ -116,31 +121,33 @@ AINLINE __m256i iq1_codes(__m256i g, __m256i shift) {
 #define SHIFT(minus) ((minus) ? -1ll : 0x0101010101010101ll)
 
 AINLINE float fac_iq1_s(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
-AINLINE __m256i sub_iq1_s(const uint8_t *b, int ib, __m256i *sc) {
+AINLINE __m256i sub_iq1_s(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
     const uint8_t *q = b + 2 + 4 * ib;
     const unsigned h = ld16(b + 2 + 32 + 2 * ib);
     const int s = (int)(2 * ((h >> 12) & 7) + 1);
     *sc = scales2(s, s);
     const __m256i g = g64(vx_iq1s_grid, q[0] | (h & 7) << 8, q[1] | ((h >> 3) & 7) << 8, q[2] | ((h >> 6) & 7) << 8,
                           q[3] | ((h >> 9) & 7) << 8);
-    return iq1_codes(g, _mm256_set1_epi64x(SHIFT(h & 0x8000)));
+    *sg = iq1_codes(g, _mm256_set1_epi64x(SHIFT(h & 0x8000)));
+    return _mm256_abs_epi8(*sg);
 }
 
 AINLINE float fac_iq1_m(const uint8_t *b) {
     return f16(vx_iq1_m_scale((const vx_block_iq1_m *)(const void *)b)) * 0.125f;
 }
-AINLINE __m256i sub_iq1_m(const uint8_t *b, int ib, __m256i *sc) {
+AINLINE __m256i sub_iq1_m(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
     const uint8_t *q = b + 4 * ib, h0 = b[32 + 2 * ib], h1 = b[32 + 2 * ib + 1];
     const unsigned s = (unsigned)ld16(b + 48 + 2 * (ib / 2)) >> (6 * (ib % 2));
     *sc = scales2((int)(2 * (s & 7) + 1), (int)(2 * ((s >> 3) & 7) + 1));
     const __m256i g = g64(vx_iq1s_grid, q[0] | (h0 & 7u) << 8, q[1] | (h0 & 0x70u) << 4, q[2] | (h1 & 7u) << 8,
                           q[3] | (h1 & 0x70u) << 4);
-    return iq1_codes(g, _mm256_set_epi64x(SHIFT(h1 & 0x80), SHIFT(h1 & 8), SHIFT(h0 & 0x80), SHIFT(h0 & 8)));
+    *sg = iq1_codes(g, _mm256_set_epi64x(SHIFT(h1 & 0x80), SHIFT(h1 & 8), SHIFT(h0 & 0x80), SHIFT(h0 & 8)));
+    return _mm256_abs_epi8(*sg);
 }
 
-/* one sub-block's share: madd(maddubs(|w|, sign(q, w)), scales) */
-AINLINE __m256i sub_dot(__m256i w, __m256i aw, __m256i sc, const int8_t *q) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(load256(q), w)), sc);
+/* one sub-block's share: madd(maddubs(magnitudes, sign(q, signs)), scales) */
+AINLINE __m256i sub_dot(__m256i sg, __m256i m, __m256i sc, const int8_t *q) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(m, _mm256_sign_epi8(load256(q), sg)), sc);
 }
 
 AINLINE float fma1(float a, float b, float c) {
@@ -160,9 +167,9 @@ AINLINE float fma1(float a, float b, float c) {
                 const uint8_t *blk = row + (size_t)b * (BS);                                                  \
                 __m256i s = _mm256_setzero_si256();                                                           \
                 for (int ib = 0; ib < 8; ib++) {                                                              \
-                    __m256i sc;                                                                               \
-                    const __m256i c = sub_##name(blk, ib, &sc);                                               \
-                    s = _mm256_add_epi32(s, sub_dot(c, _mm256_abs_epi8(c), sc, yb[b].qs + 32 * ib));          \
+                    __m256i sc, sg;                                                                           \
+                    const __m256i m = sub_##name(blk, ib, &sc, &sg);                                          \
+                    s = _mm256_add_epi32(s, sub_dot(sg, m, sc, yb[b].qs + 32 * ib));                          \
                 }                                                                                             \
                 acc = fma1(fac_##name(blk) * yb[b].d, (float)hsum_epi32(s), acc);                             \
             }                                                                                                 \
@@ -185,10 +192,7 @@ AINLINE float fma1(float a, float b, float c) {
                 for (int64_t b = 0; b < nb; b++) {                                                            \
                     const uint8_t *blk = row + (size_t)b * (BS);                                              \
                     __m256i c[8], ac[8], sc[8];                                                               \
-                    for (int ib = 0; ib < 8; ib++) {                                                          \
-                        c[ib] = sub_##name(blk, ib, &sc[ib]);                                                 \
-                        ac[ib] = _mm256_abs_epi8(c[ib]);                                                      \
-                    }                                                                                         \
+                    for (int ib = 0; ib < 8; ib++) ac[ib] = sub_##name(blk, ib, &sc[ib], &c[ib]);             \
                     const __m256 f = _mm256_set1_ps(fac_##name(blk));                                         \
                     for (int g = 0; g < ng; g++) {                                                            \
                         __m256i I[8];                                                                         \
