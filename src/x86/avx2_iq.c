@@ -51,10 +51,17 @@ AINLINE __m256i signs28(uint32_t a) { return g64(ksign7, a & 127, (a >> 7) & 127
 /* the signs of four sign bytes */
 AINLINE __m256i signs32(const uint8_t *p) { return g64(ksign8, p[0], p[1], p[2], p[3]); }
 
-AINLINE __m256i g32(const uint32_t *book, const unsigned i[8]) {
-    return _mm256_set_epi32((int)book[i[7]], (int)book[i[6]], (int)book[i[5]], (int)book[i[4]], (int)book[i[3]],
-                            (int)book[i[2]], (int)book[i[1]], (int)book[i[0]]);
+/* eight 32-bit entries, loaded straight into vector registers */
+AINLINE __m128i ld4x32(const uint32_t *book, unsigned a, unsigned b, unsigned c, unsigned d) {
+    const __m128i ab = _mm_unpacklo_epi32(_mm_cvtsi32_si128((int)book[a]), _mm_cvtsi32_si128((int)book[b]));
+    const __m128i cd = _mm_unpacklo_epi32(_mm_cvtsi32_si128((int)book[c]), _mm_cvtsi32_si128((int)book[d]));
+    return _mm_unpacklo_epi64(ab, cd);
 }
+#define G32(book, i)                                                                                         \
+    _mm256_inserti128_si256(_mm256_castsi128_si256(ld4x32(book, (i)[0], (i)[1], (i)[2], (i)[3])),           \
+                            ld4x32(book, (i)[4], (i)[5], (i)[6], (i)[7]), 1)
+AINLINE __m256i g32(const uint32_t *book, const uint16_t i[8]) { return G32(book, i); }
+AINLINE __m256i g32b(const uint32_t *book, const uint8_t i[8]) { return G32(book, i); }
 
 AINLINE __m256i scales2(int lo, int hi) { return _mm256_set_m128i(_mm_set1_epi16((short)hi), _mm_set1_epi16((short)lo)); }
 
@@ -96,9 +103,8 @@ AINLINE __m256i sub_iq3_xxs(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) 
     const uint32_t aux = rd32(b + 2 + 64 + 4 * ib);
     const int s = (int)(2 * (aux >> 28) + 1);
     *sc = scales2(s, s);
-    const unsigned i[8] = {q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]};
     *sg = signs28(aux);
-    return g32(vx_iq3xxs_grid, i);
+    return g32b(vx_iq3xxs_grid, q);
 }
 
 AINLINE float fac_iq3_s(const uint8_t *b) { return f16(ld16(b)); }
@@ -107,8 +113,12 @@ AINLINE __m256i sub_iq3_s(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
     const unsigned h = b[2 + 64 + ib];
     const int s = 2 * ((b[2 + 64 + 8 + 32 + ib / 2] >> (4 * (ib % 2))) & 15) + 1;
     *sc = scales2(s, s);
-    unsigned i[8];
-    for (int k = 0; k < 8; k++) i[k] = q[k] | ((h >> k) & 1) << 8;
+    /* the eight 9-bit indices at once: q[k] | bit k of h << 8 */
+    const __m128i bits = _mm_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m128i hi = _mm_cmpeq_epi16(_mm_and_si128(_mm_set1_epi16((short)h), bits), bits);
+    uint16_t i[8];
+    _mm_storeu_si128((__m128i *)(void *)i, _mm_or_si128(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)q)),
+                                                        _mm_and_si128(hi, _mm_set1_epi16(256))));
     *sg = signs32(b + 2 + 64 + 8 + 4 * ib);
     return g32(vx_iq3s_grid, i);
 }
@@ -141,7 +151,15 @@ AINLINE __m256i sub_iq1_m(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
     *sc = scales2((int)(2 * (s & 7) + 1), (int)(2 * ((s >> 3) & 7) + 1));
     const __m256i g = g64(vx_iq1s_grid, q[0] | (h0 & 7u) << 8, q[1] | (h0 & 0x70u) << 4, q[2] | (h1 & 7u) << 8,
                           q[3] | (h1 & 0x70u) << 4);
-    *sg = iq1_codes(g, _mm256_set_epi64x(SHIFT(h1 & 0x80), SHIFT(h1 & 8), SHIFT(h0 & 0x80), SHIFT(h0 & 8)));
+    /* the four groups' shift bits (3 and 7 of h0, then of h1) as 64-bit
+     * lanes of 0xFF (-1) or 0x01 (+1) bytes: h0 across the low half, h1
+     * across the high half */
+    const __m256i hv = _mm256_shuffle_epi8(_mm256_set1_epi16((short)(h0 | h1 << 8)),
+                                           _mm256_setr_epi64x(0, 0, 0x0101010101010101ll, 0x0101010101010101ll));
+    const __m256i bit = _mm256_setr_epi64x(0x0808080808080808ll, (long long)0x8080808080808080ull,
+                                           0x0808080808080808ll, (long long)0x8080808080808080ull);
+    const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit);
+    *sg = iq1_codes(g, _mm256_or_si256(neg, _mm256_set1_epi8(1)));
     return _mm256_abs_epi8(*sg);
 }
 
