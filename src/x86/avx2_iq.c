@@ -142,8 +142,11 @@ AINLINE __m256i sub_iq1_s(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
     return _mm256_abs_epi8(*sg);
 }
 
-AINLINE float fac_iq1_m(const uint8_t *b) {
-    return f16(vx_iq1_m_scale((const vx_block_iq1_m *)(const void *)b)) * 0.125f;
+AINLINE float fac_iq1_m(const uint8_t *b) { /* vx_iq1_m_scale, inline */
+    const uint8_t *s = b + 48;
+    return f16((uint16_t)((ld16(s) >> 12) | ((ld16(s + 2) >> 8) & 0x00F0) | ((ld16(s + 4) >> 4) & 0x0F00) |
+                          (ld16(s + 6) & 0xF000))) *
+           0.125f;
 }
 AINLINE __m256i sub_iq1_m(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
     const uint8_t *q = b + 4 * ib, h0 = b[32 + 2 * ib], h1 = b[32 + 2 * ib + 1];
@@ -184,7 +187,7 @@ AINLINE float fma1(float a, float b, float c) {
             for (int64_t b = 0; b < nb; b++) {                                                                \
                 const uint8_t *blk = row + (size_t)b * (BS);                                                  \
                 __m256i s = _mm256_setzero_si256();                                                           \
-                for (int ib = 0; ib < 8; ib++) {                                                              \
+                _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {                                      \
                     __m256i sc, sg;                                                                           \
                     const __m256i m = sub_##name(blk, ib, &sc, &sg);                                          \
                     s = _mm256_add_epi32(s, sub_dot(sg, m, sc, yb[b].qs + 32 * ib));                          \
