@@ -27,7 +27,6 @@
 #define X16(M, b) X4(M, b), X4(M, b + 4), X4(M, b + 8), X4(M, b + 12)
 #define X64(M, b) X16(M, b), X16(M, b + 16), X16(M, b + 32), X16(M, b + 48)
 static const uint64_t ksign7[128] = {X64(SGN7, 0), X64(SGN7, 64)};
-static const uint64_t ksign8[256] = {X64(SGN8, 0), X64(SGN8, 64), X64(SGN8, 128), X64(SGN8, 192)};
 
 AINLINE uint32_t rd32(const uint8_t *p) {
     uint32_t v;
@@ -48,8 +47,15 @@ AINLINE __m256i g64(const uint64_t *book, unsigned a, unsigned b, unsigned c, un
 /* the signs of four 7-bit fields (bits 0, 7, 14, 21 of a) */
 AINLINE __m256i signs28(uint32_t a) { return g64(ksign7, a & 127, (a >> 7) & 127, (a >> 14) & 127, (a >> 21) & 127); }
 
-/* the signs of four sign bytes */
-AINLINE __m256i signs32(const uint8_t *p) { return g64(ksign8, p[0], p[1], p[2], p[3]); }
+/* the signs of four sign bytes: bit i of the 32 as byte i, by a byte
+ * shuffle and a compare (no table) */
+AINLINE __m256i signs32(const uint8_t *p) {
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                                          3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)rd32(p)), shuf), bit);
+    return _mm256_or_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(1));
+}
 
 /* eight 32-bit entries, loaded straight into vector registers */
 AINLINE __m128i ld4x32(const uint32_t *book, unsigned a, unsigned b, unsigned c, unsigned d) {
@@ -65,11 +71,62 @@ AINLINE __m256i g32b(const uint32_t *book, const uint8_t i[8]) { return G32(book
 
 AINLINE __m256i scales2(int lo, int hi) { return _mm256_set_m128i(_mm_set1_epi16((short)hi), _mm_set1_epi16((short)lo)); }
 
+/* ---- per block: the book indices of the types that assemble them from
+ * several fields, computed 16 at a time into ix (u16) */
+
+AINLINE __m256i u8x16_to_u16(const uint8_t *p) { return _mm256_cvtepu8_epi16(load128(p)); }
+AINLINE void store_ix(uint16_t *ix, __m256i v) { store256(ix, v); }
+
+/* IQ2_S: ix[k] = qs[k] | bits 2 (k % 4).. of qh[k / 4] << 8: each qh byte
+ * four times, shifted by a multiply */
+AINLINE void prep_iq2_s(const uint8_t *b, uint16_t *ix) {
+    const __m128i rep = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m256i mul = _mm256_setr_epi16(256, 64, 16, 4, 256, 64, 16, 4, 256, 64, 16, 4, 256, 64, 16, 4);
+    for (int h = 0; h < 2; h++) {
+        const __m128i qh = _mm_cvtsi32_si128((int)rd32(b + 2 + 64 + 4 * h));
+        const __m256i hi = _mm256_and_si256(_mm256_mullo_epi16(_mm256_cvtepu8_epi16(_mm_shuffle_epi8(qh, rep)), mul),
+                                            _mm256_set1_epi16(0x300));
+        store_ix(ix + 16 * h, _mm256_or_si256(u8x16_to_u16(b + 2 + 16 * h), hi));
+    }
+}
+
+/* IQ1_S: ix[k] = qs[k] | bits 3 (k % 4).. of the u16 qh[k / 4] << 8 */
+AINLINE void prep_iq1_s(const uint8_t *b, uint16_t *ix) {
+    const __m256i rep = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3,
+                                         2, 3, 2, 3, 2, 3);
+    const __m256i mul = _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1);
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *qh = b + 2 + 32 + 8 * h; /* four u16 */
+        const __m256i w = _mm256_setr_m128i(_mm_cvtsi32_si128((int)rd32(qh)), _mm_cvtsi32_si128((int)rd32(qh + 4)));
+        const __m256i hi = _mm256_srli_epi16(
+            _mm256_and_si256(_mm256_mullo_epi16(_mm256_shuffle_epi8(w, rep), mul), _mm256_set1_epi16(0xE00)), 1);
+        store_ix(ix + 16 * h, _mm256_or_si256(u8x16_to_u16(b + 2 + 16 * h), hi));
+    }
+}
+
+/* IQ1_M: ix[k] = qs[k] | (qh[k / 2] >> 4 (k % 2) & 7) << 8 */
+AINLINE void prep_iq1_m(const uint8_t *b, uint16_t *ix) {
+    const __m128i rep = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m256i mul = _mm256_setr_epi16(256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16);
+    for (int h = 0; h < 2; h++) {
+        const __m128i qh = _mm_loadl_epi64((const __m128i *)(const void *)(b + 32 + 8 * h));
+        const __m256i hi = _mm256_and_si256(_mm256_mullo_epi16(_mm256_cvtepu8_epi16(_mm_shuffle_epi8(qh, rep)), mul),
+                                            _mm256_set1_epi16(0x700));
+        store_ix(ix + 16 * h, _mm256_or_si256(u8x16_to_u16(b + 16 * h), hi));
+    }
+}
+
+#define prep_iq2_xxs(b, ix) ((void)(b), (void)(ix))
+#define prep_iq2_xs(b, ix) ((void)(b), (void)(ix))
+#define prep_iq3_xxs(b, ix) ((void)(b), (void)(ix))
+#define prep_iq3_s(b, ix) ((void)(b), (void)(ix))
+
 /* ---- per type: the block factor f and sub-block ib's codes and scales;
  * b points at the block (offsets as the structs in quant.h lay them out) */
 
 AINLINE float fac_iq2_xxs(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
-AINLINE __m256i sub_iq2_xxs(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
+AINLINE __m256i sub_iq2_xxs(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sc, __m256i *sg) {
+    (void)ix;
     const uint8_t *q = b + 2 + 8 * ib;
     const uint32_t aux = rd32(q + 4);
     const int s = (int)(2 * (aux >> 28) + 1);
@@ -79,9 +136,10 @@ AINLINE __m256i sub_iq2_xxs(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) 
 }
 
 AINLINE float fac_iq2_xs(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
-AINLINE __m256i sub_iq2_xs(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
+AINLINE __m256i sub_iq2_xs(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sc, __m256i *sg) {
     const uint8_t *q = b + 2 + 8 * ib, s = b[2 + 64 + ib];
     *sc = scales2(2 * (s & 15) + 1, 2 * (s >> 4) + 1);
+    (void)ix;
     unsigned v[4];
     for (int g = 0; g < 4; g++) v[g] = ld16(q + 2 * g);
     *sg = g64(ksign7, v[0] >> 9, v[1] >> 9, v[2] >> 9, v[3] >> 9);
@@ -89,16 +147,17 @@ AINLINE __m256i sub_iq2_xs(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
 }
 
 AINLINE float fac_iq2_s(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
-AINLINE __m256i sub_iq2_s(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
-    const uint8_t *q = b + 2 + 4 * ib, h = b[2 + 64 + ib], s = b[2 + 64 + 8 + ib];
+AINLINE __m256i sub_iq2_s(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sc, __m256i *sg) {
+    const uint8_t s = b[2 + 64 + 8 + ib];
+    const uint16_t *i = ix + 4 * ib;
     *sc = scales2(2 * (s & 15) + 1, 2 * (s >> 4) + 1);
     *sg = signs32(b + 2 + 32 + 4 * ib);
-    return g64(vx_iq2s_grid, q[0] | (h & 3u) << 8, q[1] | (h & 12u) << 6, q[2] | (h & 48u) << 4,
-               q[3] | (h & 192u) << 2);
+    return g64(vx_iq2s_grid, i[0], i[1], i[2], i[3]);
 }
 
 AINLINE float fac_iq3_xxs(const uint8_t *b) { return f16(ld16(b)) * 0.25f; }
-AINLINE __m256i sub_iq3_xxs(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
+AINLINE __m256i sub_iq3_xxs(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sc, __m256i *sg) {
+    (void)ix;
     const uint8_t *q = b + 2 + 8 * ib;
     const uint32_t aux = rd32(b + 2 + 64 + 4 * ib);
     const int s = (int)(2 * (aux >> 28) + 1);
@@ -108,7 +167,8 @@ AINLINE __m256i sub_iq3_xxs(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) 
 }
 
 AINLINE float fac_iq3_s(const uint8_t *b) { return f16(ld16(b)); }
-AINLINE __m256i sub_iq3_s(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
+AINLINE __m256i sub_iq3_s(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sc, __m256i *sg) {
+    (void)ix;
     const uint8_t *q = b + 2 + 8 * ib;
     const unsigned h = b[2 + 64 + ib];
     const int s = 2 * ((b[2 + 64 + 8 + 32 + ib / 2] >> (4 * (ib % 2))) & 15) + 1;
@@ -131,13 +191,12 @@ AINLINE __m256i iq1_codes(__m256i g, __m256i shift) {
 #define SHIFT(minus) ((minus) ? -1ll : 0x0101010101010101ll)
 
 AINLINE float fac_iq1_s(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
-AINLINE __m256i sub_iq1_s(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
-    const uint8_t *q = b + 2 + 4 * ib;
+AINLINE __m256i sub_iq1_s(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sc, __m256i *sg) {
     const unsigned h = ld16(b + 2 + 32 + 2 * ib);
     const int s = (int)(2 * ((h >> 12) & 7) + 1);
+    const uint16_t *i = ix + 4 * ib;
     *sc = scales2(s, s);
-    const __m256i g = g64(vx_iq1s_grid, q[0] | (h & 7) << 8, q[1] | ((h >> 3) & 7) << 8, q[2] | ((h >> 6) & 7) << 8,
-                          q[3] | ((h >> 9) & 7) << 8);
+    const __m256i g = g64(vx_iq1s_grid, i[0], i[1], i[2], i[3]);
     *sg = iq1_codes(g, _mm256_set1_epi64x(SHIFT(h & 0x8000)));
     return _mm256_abs_epi8(*sg);
 }
@@ -148,12 +207,12 @@ AINLINE float fac_iq1_m(const uint8_t *b) { /* vx_iq1_m_scale, inline */
                           (ld16(s + 6) & 0xF000))) *
            0.125f;
 }
-AINLINE __m256i sub_iq1_m(const uint8_t *b, int ib, __m256i *sc, __m256i *sg) {
-    const uint8_t *q = b + 4 * ib, h0 = b[32 + 2 * ib], h1 = b[32 + 2 * ib + 1];
+AINLINE __m256i sub_iq1_m(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sc, __m256i *sg) {
+    const uint8_t h0 = b[32 + 2 * ib], h1 = b[32 + 2 * ib + 1];
     const unsigned s = (unsigned)ld16(b + 48 + 2 * (ib / 2)) >> (6 * (ib % 2));
+    const uint16_t *i = ix + 4 * ib;
     *sc = scales2((int)(2 * (s & 7) + 1), (int)(2 * ((s >> 3) & 7) + 1));
-    const __m256i g = g64(vx_iq1s_grid, q[0] | (h0 & 7u) << 8, q[1] | (h0 & 0x70u) << 4, q[2] | (h1 & 7u) << 8,
-                          q[3] | (h1 & 0x70u) << 4);
+    const __m256i g = g64(vx_iq1s_grid, i[0], i[1], i[2], i[3]);
     /* the four groups' shift bits (3 and 7 of h0, then of h1) as 64-bit
      * lanes of 0xFF (-1) or 0x01 (+1) bytes: h0 across the low half, h1
      * across the high half */
@@ -186,10 +245,12 @@ AINLINE float fma1(float a, float b, float c) {
             float acc = 0.0f;                                                                                 \
             for (int64_t b = 0; b < nb; b++) {                                                                \
                 const uint8_t *blk = row + (size_t)b * (BS);                                                  \
+                uint16_t ix[64];                                                                              \
+                prep_##name(blk, ix);                                                                         \
                 __m256i s = _mm256_setzero_si256();                                                           \
                 _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {                                      \
                     __m256i sc, sg;                                                                           \
-                    const __m256i m = sub_##name(blk, ib, &sc, &sg);                                          \
+                    const __m256i m = sub_##name(blk, ix, ib, &sc, &sg);                                          \
                     s = _mm256_add_epi32(s, sub_dot(sg, m, sc, yb[b].qs + 32 * ib));                          \
                 }                                                                                             \
                 acc = fma1(fac_##name(blk) * yb[b].d, (float)hsum_epi32(s), acc);                             \
@@ -213,7 +274,9 @@ AINLINE float fma1(float a, float b, float c) {
                 for (int64_t b = 0; b < nb; b++) {                                                            \
                     const uint8_t *blk = row + (size_t)b * (BS);                                              \
                     __m256i c[8], ac[8], sc[8];                                                               \
-                    for (int ib = 0; ib < 8; ib++) ac[ib] = sub_##name(blk, ib, &sc[ib], &c[ib]);             \
+                    uint16_t ix[64];                                                                          \
+                    prep_##name(blk, ix);                                                                     \
+                    for (int ib = 0; ib < 8; ib++) ac[ib] = sub_##name(blk, ix, ib, &sc[ib], &c[ib]);         \
                     const __m256 f = _mm256_set1_ps(fac_##name(blk));                                         \
                     for (int g = 0; g < ng; g++) {                                                            \
                         __m256i I[8];                                                                         \
