@@ -69,7 +69,6 @@ AINLINE __m128i ld4x32(const uint32_t *book, unsigned a, unsigned b, unsigned c,
 AINLINE __m256i g32(const uint32_t *book, const uint16_t i[8]) { return G32(book, i); }
 AINLINE __m256i g32b(const uint32_t *book, const uint8_t i[8]) { return G32(book, i); }
 
-AINLINE __m256i scales2(int lo, int hi) { return _mm256_set_m128i(_mm_set1_epi16((short)hi), _mm_set1_epi16((short)lo)); }
 
 /* ---- per block: the book indices of the types that assemble them from
  * several fields, computed 16 at a time into ix (u16) */
@@ -125,20 +124,17 @@ AINLINE void prep_iq1_m(const uint8_t *b, uint16_t *ix) {
  * b points at the block (offsets as the structs in quant.h lay them out) */
 
 AINLINE float fac_iq2_xxs(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
-AINLINE __m256i sub_iq2_xxs(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sc, __m256i *sg) {
+AINLINE __m256i sub_iq2_xxs(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sg) {
     (void)ix;
     const uint8_t *q = b + 2 + 8 * ib;
     const uint32_t aux = rd32(q + 4);
-    const int s = (int)(2 * (aux >> 28) + 1);
-    *sc = scales2(s, s);
     *sg = signs28(aux);
     return g64(vx_iq2xxs_grid, q[0], q[1], q[2], q[3]);
 }
 
 AINLINE float fac_iq2_xs(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
-AINLINE __m256i sub_iq2_xs(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sc, __m256i *sg) {
-    const uint8_t *q = b + 2 + 8 * ib, s = b[2 + 64 + ib];
-    *sc = scales2(2 * (s & 15) + 1, 2 * (s >> 4) + 1);
+AINLINE __m256i sub_iq2_xs(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sg) {
+    const uint8_t *q = b + 2 + 8 * ib;
     (void)ix;
     unsigned v[4];
     for (int g = 0; g < 4; g++) v[g] = ld16(q + 2 * g);
@@ -147,32 +143,26 @@ AINLINE __m256i sub_iq2_xs(const uint8_t *b, const uint16_t *ix, int ib, __m256i
 }
 
 AINLINE float fac_iq2_s(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
-AINLINE __m256i sub_iq2_s(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sc, __m256i *sg) {
-    const uint8_t s = b[2 + 64 + 8 + ib];
+AINLINE __m256i sub_iq2_s(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sg) {
     const uint16_t *i = ix + 4 * ib;
-    *sc = scales2(2 * (s & 15) + 1, 2 * (s >> 4) + 1);
     *sg = signs32(b + 2 + 32 + 4 * ib);
     return g64(vx_iq2s_grid, i[0], i[1], i[2], i[3]);
 }
 
 AINLINE float fac_iq3_xxs(const uint8_t *b) { return f16(ld16(b)) * 0.25f; }
-AINLINE __m256i sub_iq3_xxs(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sc, __m256i *sg) {
+AINLINE __m256i sub_iq3_xxs(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sg) {
     (void)ix;
     const uint8_t *q = b + 2 + 8 * ib;
     const uint32_t aux = rd32(b + 2 + 64 + 4 * ib);
-    const int s = (int)(2 * (aux >> 28) + 1);
-    *sc = scales2(s, s);
     *sg = signs28(aux);
     return g32b(vx_iq3xxs_grid, q);
 }
 
 AINLINE float fac_iq3_s(const uint8_t *b) { return f16(ld16(b)); }
-AINLINE __m256i sub_iq3_s(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sc, __m256i *sg) {
+AINLINE __m256i sub_iq3_s(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sg) {
     (void)ix;
     const uint8_t *q = b + 2 + 8 * ib;
     const unsigned h = b[2 + 64 + ib];
-    const int s = 2 * ((b[2 + 64 + 8 + 32 + ib / 2] >> (4 * (ib % 2))) & 15) + 1;
-    *sc = scales2(s, s);
     /* the eight 9-bit indices at once: q[k] | bit k of h << 8 */
     const __m128i bits = _mm_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128);
     const __m128i hi = _mm_cmpeq_epi16(_mm_and_si128(_mm_set1_epi16((short)h), bits), bits);
@@ -191,11 +181,9 @@ AINLINE __m256i iq1_codes(__m256i g, __m256i shift) {
 #define SHIFT(minus) ((minus) ? -1ll : 0x0101010101010101ll)
 
 AINLINE float fac_iq1_s(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
-AINLINE __m256i sub_iq1_s(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sc, __m256i *sg) {
+AINLINE __m256i sub_iq1_s(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sg) {
     const unsigned h = ld16(b + 2 + 32 + 2 * ib);
-    const int s = (int)(2 * ((h >> 12) & 7) + 1);
     const uint16_t *i = ix + 4 * ib;
-    *sc = scales2(s, s);
     const __m256i g = g64(vx_iq1s_grid, i[0], i[1], i[2], i[3]);
     *sg = iq1_codes(g, _mm256_set1_epi64x(SHIFT(h & 0x8000)));
     return _mm256_abs_epi8(*sg);
@@ -207,11 +195,9 @@ AINLINE float fac_iq1_m(const uint8_t *b) { /* vx_iq1_m_scale, inline */
                           (ld16(s + 6) & 0xF000))) *
            0.125f;
 }
-AINLINE __m256i sub_iq1_m(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sc, __m256i *sg) {
+AINLINE __m256i sub_iq1_m(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sg) {
     const uint8_t h0 = b[32 + 2 * ib], h1 = b[32 + 2 * ib + 1];
-    const unsigned s = (unsigned)ld16(b + 48 + 2 * (ib / 2)) >> (6 * (ib % 2));
     const uint16_t *i = ix + 4 * ib;
-    *sc = scales2((int)(2 * (s & 7) + 1), (int)(2 * ((s >> 3) & 7) + 1));
     const __m256i g = g64(vx_iq1s_grid, i[0], i[1], i[2], i[3]);
     /* the four groups' shift bits (3 and 7 of h0, then of h1) as 64-bit
      * lanes of 0xFF (-1) or 0x01 (+1) bytes: h0 across the low half, h1
@@ -223,6 +209,66 @@ AINLINE __m256i sub_iq1_m(const uint8_t *b, const uint16_t *ix, int ib, __m256i 
     const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit);
     *sg = iq1_codes(g, _mm256_or_si256(neg, _mm256_set1_epi8(1)));
     return _mm256_abs_epi8(*sg);
+}
+
+/* ---- per block: the 16 scales 2 s + 1 as int16, sub-block ib's first
+ * 16 elements' in word ib of the low half, its second 16's in word ib of
+ * the high half; pick() spreads sub-block ib's two over the halves */
+
+AINLINE __m256i odd16(__m256i v) { return _mm256_add_epi16(_mm256_add_epi16(v, v), _mm256_set1_epi16(1)); }
+AINLINE __m256i both_halves(__m128i v) { return _mm256_broadcastsi128_si256(v); }
+
+/* IQ2_XS, IQ2_S: eight scale bytes, low nibbles the first 16, high the second */
+AINLINE __m256i lsv_nibbles(const uint8_t *sc) {
+    const __m128i v = _mm_loadl_epi64((const __m128i *)(const void *)sc), m = _mm_set1_epi8(15);
+    return odd16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi64(_mm_and_si128(v, m), _mm_and_si128(_mm_srli_epi16(v, 4), m))));
+}
+AINLINE __m256i lsv_iq2_xs(const uint8_t *b) { return lsv_nibbles(b + 2 + 64); }
+AINLINE __m256i lsv_iq2_s(const uint8_t *b) { return lsv_nibbles(b + 2 + 64 + 8); }
+
+/* IQ2_XXS: the top nibble of byte 8 ib + 7 of qs, for both halves */
+AINLINE __m256i lsv_iq2_xxs(const uint8_t *b) {
+    const __m256i pick = _mm256_setr_epi8(7, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 7, 15, -1, -1,
+                                          -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256i u = _mm256_or_si256(_mm256_shuffle_epi8(load256(b + 2), pick),
+                                      _mm256_slli_si256(_mm256_shuffle_epi8(load256(b + 2 + 32), pick), 2));
+    /* u: low half bytes s0 s1 s4 s5, high half s2 s3 s6 s7 (before >> 4) */
+    const __m128i t = _mm_unpacklo_epi16(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+    const __m128i n = _mm_and_si128(_mm_srli_epi16(t, 4), _mm_set1_epi8(15));
+    return odd16(both_halves(_mm_cvtepu8_epi16(n)));
+}
+
+/* IQ3_XXS: the top nibble of the u32 at qs + 64 + 4 ib, for both halves */
+AINLINE __m256i lsv_iq3_xxs(const uint8_t *b) {
+    const __m256i v = _mm256_srli_epi32(load256(b + 2 + 64), 28);
+    return odd16(_mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x88));
+}
+
+/* IQ3_S: nibble ib % 2 of scales[ib / 2], for both halves */
+AINLINE __m256i lsv_iq3_s(const uint8_t *b) {
+    const __m128i v = _mm_cvtsi32_si128((int)rd32(b + 2 + 64 + 8 + 32)), m = _mm_set1_epi8(15);
+    const __m128i n = _mm_unpacklo_epi8(_mm_and_si128(v, m), _mm_and_si128(_mm_srli_epi16(v, 4), m));
+    return odd16(both_halves(_mm_cvtepu8_epi16(n)));
+}
+
+/* IQ1_S: bits 12..14 of the u16 qh[ib], for both halves */
+AINLINE __m256i lsv_iq1_s(const uint8_t *b) {
+    return odd16(both_halves(_mm_and_si128(_mm_srli_epi16(load128(b + 2 + 32), 12), _mm_set1_epi16(7))));
+}
+
+/* IQ1_M: 3-bit fields of the u16 words sc[ib / 2]: at 6 (ib % 2) the first
+ * 16, at 6 (ib % 2) + 3 the second */
+AINLINE __m256i lsv_iq1_m(const uint8_t *b) {
+    const __m128i w = _mm_shuffle_epi8(_mm_loadl_epi64((const __m128i *)(const void *)(b + 48)),
+                                       _mm_setr_epi8(0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7));
+    const __m128i m = _mm_set1_epi16(7);
+    const __m128i lo = _mm_blend_epi16(_mm_and_si128(w, m), _mm_and_si128(_mm_srli_epi16(w, 6), m), 0xAA);
+    const __m128i hi = _mm_blend_epi16(_mm_and_si128(_mm_srli_epi16(w, 3), m), _mm_and_si128(_mm_srli_epi16(w, 9), m), 0xAA);
+    return odd16(_mm256_set_m128i(hi, lo));
+}
+
+AINLINE __m256i pick(__m256i lsv, int ib) {
+    return _mm256_shuffle_epi8(lsv, _mm256_set1_epi16((short)(2 * ib | (2 * ib + 1) << 8)));
 }
 
 /* one sub-block's share: madd(maddubs(magnitudes, sign(q, signs)), scales) */
@@ -247,11 +293,12 @@ AINLINE float fma1(float a, float b, float c) {
                 const uint8_t *blk = row + (size_t)b * (BS);                                                  \
                 uint16_t ix[64];                                                                              \
                 prep_##name(blk, ix);                                                                         \
+                const __m256i lsv = lsv_##name(blk);                                                          \
                 __m256i s = _mm256_setzero_si256();                                                           \
                 _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {                                      \
-                    __m256i sc, sg;                                                                           \
-                    const __m256i m = sub_##name(blk, ix, ib, &sc, &sg);                                          \
-                    s = _mm256_add_epi32(s, sub_dot(sg, m, sc, yb[b].qs + 32 * ib));                          \
+                    __m256i sg;                                                                               \
+                    const __m256i m = sub_##name(blk, ix, ib, &sg);                                           \
+                    s = _mm256_add_epi32(s, sub_dot(sg, m, pick(lsv, ib), yb[b].qs + 32 * ib));               \
                 }                                                                                             \
                 acc = fma1(fac_##name(blk) * yb[b].d, (float)hsum_epi32(s), acc);                             \
             }                                                                                                 \
@@ -276,7 +323,11 @@ AINLINE float fma1(float a, float b, float c) {
                     __m256i c[8], ac[8], sc[8];                                                               \
                     uint16_t ix[64];                                                                          \
                     prep_##name(blk, ix);                                                                     \
-                    for (int ib = 0; ib < 8; ib++) ac[ib] = sub_##name(blk, ix, ib, &sc[ib], &c[ib]);         \
+                    const __m256i lsv = lsv_##name(blk);                                                      \
+                    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {                                  \
+                        ac[ib] = sub_##name(blk, ix, ib, &c[ib]);                                             \
+                        sc[ib] = pick(lsv, ib);                                                               \
+                    }                                                                                         \
                     const __m256 f = _mm256_set1_ps(fac_##name(blk));                                         \
                     for (int g = 0; g < ng; g++) {                                                            \
                         __m256i I[8];                                                                         \
