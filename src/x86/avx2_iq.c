@@ -178,15 +178,28 @@ AINLINE __m256i sub_iq3_s(const uint8_t *b, const uint16_t *ix, int ib, __m256i 
 AINLINE __m256i iq1_codes(__m256i g, __m256i shift) {
     return _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), g), shift);
 }
-#define SHIFT(minus) ((minus) ? -1ll : 0x0101010101010101ll)
 
 AINLINE float fac_iq1_s(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
+/* IQ1_S: the shift is one sign per sub-block, so its term d ls shift
+ * sum(q) comes from Q8_K's 16-element sums once per block (ext, fin) and
+ * the codes are the book values g themselves: maddubs(1, sign(q, g)) is
+ * sum g q, 8 sum g q + shift sum q the integer dot of 8 g + shift */
 AINLINE __m256i sub_iq1_s(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sg) {
-    const unsigned h = ld16(b + 2 + 32 + 2 * ib);
+    (void)b;
     const uint16_t *i = ix + 4 * ib;
-    const __m256i g = g64(vx_iq1s_grid, i[0], i[1], i[2], i[3]);
-    *sg = iq1_codes(g, _mm256_set1_epi64x(SHIFT(h & 0x8000)));
-    return _mm256_abs_epi8(*sg);
+    *sg = g64(vx_iq1s_grid, i[0], i[1], i[2], i[3]);
+    return _mm256_set1_epi8(1);
+}
+/* ls shift per 16 elements, in the order of Q8_K's bsums */
+AINLINE __m256i ext_iq1_s(const uint8_t *b) {
+    const __m128i h = load128(b + 2 + 32);
+    const __m128i ls = _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h, 12), _mm_set1_epi16(7)), 1),
+                                     _mm_set1_epi16(1));
+    const __m128i v = _mm_sign_epi16(ls, _mm_or_si128(h, _mm_set1_epi16(1))); /* h < 0: bit 15, shift -1 */
+    return _mm256_set_m128i(_mm_unpackhi_epi16(v, v), _mm_unpacklo_epi16(v, v));
+}
+AINLINE __m256i fin_iq1_s(__m256i s, __m256i ext, const vx_block_q8_K *y) {
+    return _mm256_add_epi32(_mm256_slli_epi32(s, 3), _mm256_madd_epi16(load256(y->bsums), ext));
 }
 
 AINLINE float fac_iq1_m(const uint8_t *b) { /* vx_iq1_m_scale, inline */
@@ -271,6 +284,17 @@ AINLINE __m256i pick(__m256i lsv, int ib) {
     return _mm256_shuffle_epi8(lsv, _mm256_set1_epi16((short)(2 * ib | (2 * ib + 1) << 8)));
 }
 
+#define NO_EXT(name)                                                                                    \
+    AINLINE __m256i ext_##name(const uint8_t *b) { (void)b; return _mm256_setzero_si256(); }            \
+    AINLINE __m256i fin_##name(__m256i s, __m256i e, const vx_block_q8_K *y) { (void)e; (void)y; return s; }
+NO_EXT(iq2_xxs)
+NO_EXT(iq2_xs)
+NO_EXT(iq2_s)
+NO_EXT(iq3_xxs)
+NO_EXT(iq3_s)
+NO_EXT(iq1_m)
+#undef NO_EXT
+
 /* one sub-block's share: madd(maddubs(magnitudes, sign(q, signs)), scales) */
 AINLINE __m256i sub_dot(__m256i sg, __m256i m, __m256i sc, const int8_t *q) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(m, _mm256_sign_epi8(load256(q), sg)), sc);
@@ -300,6 +324,7 @@ AINLINE float fma1(float a, float b, float c) {
                     const __m256i m = sub_##name(blk, ix, ib, &sg);                                           \
                     s = _mm256_add_epi32(s, sub_dot(sg, m, pick(lsv, ib), yb[b].qs + 32 * ib));               \
                 }                                                                                             \
+                s = fin_##name(s, ext_##name(blk), &yb[b]);                                                   \
                 acc = fma1(fac_##name(blk) * yb[b].d, (float)hsum_epi32(s), acc);                             \
             }                                                                                                 \
             out[r] = acc;                                                                                     \
@@ -323,7 +348,7 @@ AINLINE float fma1(float a, float b, float c) {
                     __m256i c[8], ac[8], sc[8];                                                               \
                     uint16_t ix[64];                                                                          \
                     prep_##name(blk, ix);                                                                     \
-                    const __m256i lsv = lsv_##name(blk);                                                      \
+                    const __m256i lsv = lsv_##name(blk), ext = ext_##name(blk);                               \
                     _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {                                  \
                         ac[ib] = sub_##name(blk, ix, ib, &c[ib]);                                             \
                         sc[ib] = pick(lsv, ib);                                                               \
@@ -337,7 +362,7 @@ AINLINE float fma1(float a, float b, float c) {
                             __m256i s = sub_dot(c[0], ac[0], sc[0], y->qs);                                   \
                             for (int ib = 1; ib < 8; ib++)                                                    \
                                 s = _mm256_add_epi32(s, sub_dot(c[ib], ac[ib], sc[ib], y->qs + 32 * ib));     \
-                            I[j] = s;                                                                         \
+                            I[j] = fin_##name(s, ext, y);                                                     \
                             dy[j] = y->d;                                                                     \
                         }                                                                                     \
                         acc[g] = _mm256_fmadd_ps(_mm256_mul_ps(f, _mm256_loadu_ps(dy)),                       \
