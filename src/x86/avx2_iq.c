@@ -113,6 +113,13 @@ AINLINE void prep_iq1_m(const uint8_t *b, uint16_t *ix) {
                                             _mm256_set1_epi16(0x700));
         store_ix(ix + 16 * h, _mm256_or_si256(u8x16_to_u16(b + 16 * h), hi));
     }
+    /* the shift bits (3 and 7 of each qh byte), four per sub-block, as
+     * nibbles of ix[32] (sub-blocks 0-3) and ix[33] (4-7) */
+    uint64_t q0, q1;
+    memcpy(&q0, b + 32, 8);
+    memcpy(&q1, b + 40, 8);
+    ix[32] = (uint16_t)_pext_u64(q0, 0x8888888888888888ull);
+    ix[33] = (uint16_t)_pext_u64(q1, 0x8888888888888888ull);
 }
 
 #define prep_iq2_xxs(b, ix) ((void)(b), (void)(ix))
@@ -208,20 +215,23 @@ AINLINE float fac_iq1_m(const uint8_t *b) { /* vx_iq1_m_scale, inline */
                           (ld16(s + 6) & 0xF000))) *
            0.125f;
 }
+/* IQ1_M: the codes plus 16, 8 g + shift + 16 (7..25), are unsigned, so
+ * maddubs takes them as they are, and 16 sum(q) per 16 elements, from
+ * Q8_K's sums, comes off once per block (ext, fin). kshift4: a nibble of
+ * shift bits as four 64-bit lanes of 15 (shift -1) or 17 (+1) bytes. */
+#define KL(n, g) (((n) >> (g) & 1) ? 0x0F0F0F0F0F0F0F0Full : 0x1111111111111111ull) /* 16 - 1, 16 + 1 */
+#define KS4(n) {KL(n, 0), KL(n, 1), KL(n, 2), KL(n, 3)}
+static const uint64_t kshift4[16][4] __attribute__((aligned(32))) = {
+    KS4(0), KS4(1), KS4(2),  KS4(3),  KS4(4),  KS4(5),  KS4(6),  KS4(7),
+    KS4(8), KS4(9), KS4(10), KS4(11), KS4(12), KS4(13), KS4(14), KS4(15)};
+
 AINLINE __m256i sub_iq1_m(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sg) {
-    const uint8_t h0 = b[32 + 2 * ib], h1 = b[32 + 2 * ib + 1];
+    (void)b;
     const uint16_t *i = ix + 4 * ib;
     const __m256i g = g64(vx_iq1s_grid, i[0], i[1], i[2], i[3]);
-    /* the four groups' shift bits (3 and 7 of h0, then of h1) as 64-bit
-     * lanes of 0xFF (-1) or 0x01 (+1) bytes: h0 across the low half, h1
-     * across the high half */
-    const __m256i hv = _mm256_shuffle_epi8(_mm256_set1_epi16((short)(h0 | h1 << 8)),
-                                           _mm256_setr_epi64x(0, 0, 0x0101010101010101ll, 0x0101010101010101ll));
-    const __m256i bit = _mm256_setr_epi64x(0x0808080808080808ll, (long long)0x8080808080808080ull,
-                                           0x0808080808080808ll, (long long)0x8080808080808080ull);
-    const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit);
-    *sg = iq1_codes(g, _mm256_or_si256(neg, _mm256_set1_epi8(1)));
-    return _mm256_abs_epi8(*sg);
+    *sg = _mm256_set1_epi8(1);
+    return _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), g),
+                           load256(kshift4[(ix[32 + ib / 4] >> (4 * (ib % 4))) & 15]));
 }
 
 /* ---- per block: the 16 scales 2 s + 1 as int16, sub-block ib's first
@@ -280,6 +290,16 @@ AINLINE __m256i lsv_iq1_m(const uint8_t *b) {
     return odd16(_mm256_set_m128i(hi, lo));
 }
 
+/* IQ1_M's scales in the order of Q8_K's bsums (16-element groups) */
+AINLINE __m256i ext_iq1_m(const uint8_t *b) {
+    const __m256i l = lsv_iq1_m(b);
+    const __m128i lo = _mm256_castsi256_si128(l), hi = _mm256_extracti128_si256(l, 1);
+    return _mm256_set_m128i(_mm_unpackhi_epi16(lo, hi), _mm_unpacklo_epi16(lo, hi));
+}
+AINLINE __m256i fin_iq1_m(__m256i s, __m256i ext, const vx_block_q8_K *y) {
+    return _mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(load256(y->bsums), ext), 4));
+}
+
 AINLINE __m256i pick(__m256i lsv, int ib) {
     return _mm256_shuffle_epi8(lsv, _mm256_set1_epi16((short)(2 * ib | (2 * ib + 1) << 8)));
 }
@@ -292,7 +312,6 @@ NO_EXT(iq2_xs)
 NO_EXT(iq2_s)
 NO_EXT(iq3_xxs)
 NO_EXT(iq3_s)
-NO_EXT(iq1_m)
 #undef NO_EXT
 
 /* one sub-block's share: madd(maddubs(magnitudes, sign(q, signs)), scales) */
