@@ -122,10 +122,21 @@ AINLINE void prep_iq1_m(const uint8_t *b, uint16_t *ix) {
     ix[33] = (uint16_t)_pext_u64(q1, 0x8888888888888888ull);
 }
 
+/* IQ3_S: ix[8 ib + k] = qs[8 ib + k] | bit k of qh[ib] << 8, two sub-blocks
+ * (16 indices, 16 bits of qh) a step */
+AINLINE void prep_iq3_s(const uint8_t *b, uint16_t *ix) {
+    const __m256i bits = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384,
+                                           (short)0x8000);
+    for (int j = 0; j < 4; j++) {
+        const __m256i h = _mm256_and_si256(_mm256_set1_epi16((short)ld16(b + 2 + 64 + 2 * j)), bits);
+        const __m256i hi = _mm256_and_si256(_mm256_cmpeq_epi16(h, bits), _mm256_set1_epi16(256));
+        store_ix(ix + 16 * j, _mm256_or_si256(u8x16_to_u16(b + 2 + 16 * j), hi));
+    }
+}
+
 #define prep_iq2_xxs(b, ix) ((void)(b), (void)(ix))
 #define prep_iq2_xs(b, ix) ((void)(b), (void)(ix))
 #define prep_iq3_xxs(b, ix) ((void)(b), (void)(ix))
-#define prep_iq3_s(b, ix) ((void)(b), (void)(ix))
 
 /* ---- per type: the block factor f and sub-block ib's codes and scales;
  * b points at the block (offsets as the structs in quant.h lay them out) */
@@ -167,17 +178,8 @@ AINLINE __m256i sub_iq3_xxs(const uint8_t *b, const uint16_t *ix, int ib, __m256
 
 AINLINE float fac_iq3_s(const uint8_t *b) { return f16(ld16(b)); }
 AINLINE __m256i sub_iq3_s(const uint8_t *b, const uint16_t *ix, int ib, __m256i *sg) {
-    (void)ix;
-    const uint8_t *q = b + 2 + 8 * ib;
-    const unsigned h = b[2 + 64 + ib];
-    /* the eight 9-bit indices at once: q[k] | bit k of h << 8 */
-    const __m128i bits = _mm_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128);
-    const __m128i hi = _mm_cmpeq_epi16(_mm_and_si128(_mm_set1_epi16((short)h), bits), bits);
-    uint16_t i[8];
-    _mm_storeu_si128((__m128i *)(void *)i, _mm_or_si128(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)q)),
-                                                        _mm_and_si128(hi, _mm_set1_epi16(256))));
     *sg = signs32(b + 2 + 64 + 8 + 4 * ib);
-    return g32(vx_iq3s_grid, i);
+    return g32(vx_iq3s_grid, ix + 8 * ib);
 }
 
 /* IQ1: book values g (-1, 0, +1) as 8 g, plus the shifts (+1 or -1 per
