@@ -2,15 +2,19 @@
  * avx2_iq.c - AVX2 GEMV and GEMM of the grid i-quants (IQ1_S, IQ1_M,
  * IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) with Q8_K activations.
  *
- * Each 32-element sub-block becomes one vector of signed codes w (the
- * integer form of quant_iq.h: book bytes from four 64-bit or eight 32-bit
- * entries, signs from a 32-bit mask, IQ1's 8 g +- 1) and a vector of its
- * two 16-element scales; the dot with the activation codes q is
- * maddubs(|w|, sign(q, w)) (|w| <= 62 and |q| <= 127: no pair saturates)
- * and madd with the scales. Per row and block the exact integer sum I_b,
- * then acc = fma(f_b dy_b, I_b, acc) in ascending block order: the
- * canonical order (avx2_quant_util.h), so the GEMM gives the gemv's bits.
- * The GEMM decodes each block once for up to 64 tokens.
+ * Per block: the book indices of the types that assemble them from several
+ * fields (prep_*, 16 at a time), the 16 sub-block scales in one vector
+ * (lsv_*), and for IQ1 a term from Q8_K's 16-element sums (ext_*, fin_*).
+ * Per 32-element sub-block: one vector of book magnitudes (four 64-bit or
+ * eight 32-bit entries loaded by index) and one of signs (a table of the
+ * 7-bit sign fields, or the sign bytes by a shuffle and compare), dotted
+ * as maddubs(magnitudes, sign(q, signs)) (|w| <= 62, |q| <= 127: no pair
+ * saturates) and madd with the sub-block's two scales. IQ1_S: the book
+ * values g themselves (maddubs(1, sign(q, g))), 8 sum g q + shift sum q;
+ * IQ1_M: 8 g + shift + 16 unsigned, minus 16 sum q. Per row and block the
+ * exact integer sum I_b, then acc = fma(f_b dy_b, I_b, acc) in ascending
+ * block order: the canonical order (avx2_quant_util.h), so the GEMM, which
+ * decodes each block once for up to 64 tokens, gives the gemv's bits.
  */
 #include "avx2_quant_util.h"
 #include "kernels_x86.h"
