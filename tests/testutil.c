@@ -42,17 +42,16 @@ int vx_test_finish(const char *name) {
     return vx_test_failures == 0 ? 0 : 1;
 }
 
-bool vx_test_synth_seed(const char *preset, const char *type, unsigned seed, const char *path) {
+bool vx_test_synth_opts(const char *preset, const char *type, const char *opts, const char *path) {
     const char *b = getenv("BUILD");
-    char cmd[2048], opt[32] = "";
-    if (seed) snprintf(opt, sizeof opt, " --seed %u", seed);
-    snprintf(cmd, sizeof cmd, "%s/vx synth --preset %s --type %s%s -o %s > /dev/null 2>&1", b && *b ? b : "build",
-             preset, type, opt, path);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/vx synth --preset %s --type %s %s -o %s > /dev/null 2>&1", b && *b ? b : "build",
+             preset, type, opts ? opts : "", path);
     return system(cmd) == 0;
 }
 
 bool vx_test_synth(const char *preset, const char *type, const char *path) {
-    return vx_test_synth_seed(preset, type, 0, path);
+    return vx_test_synth_opts(preset, type, "", path);
 }
 
 bool vx_test_sanitized(void) {

@@ -49,9 +49,9 @@ bool vx_test_skip_emulated(bool native, const char *what);
 bool vx_test_sanitized(void);
 /* Writes a model with `$BUILD/vx synth --preset preset --type type -o path`
  * (BUILD default: build); true when it exited 0. */
-/* the same with --seed seed (0: synth's default seed) */
-bool vx_test_synth_seed(const char *preset, const char *type, unsigned seed, const char *path);
 bool vx_test_synth(const char *preset, const char *type, const char *path);
+/* the same with more vx synth options ("--seed 7", "--std 0.5") */
+bool vx_test_synth_opts(const char *preset, const char *type, const char *opts, const char *path);
 /* Writes the fixture model rel (a path under the fixtures) to out with
  * token id's text replaced by text; false (and a message) on failure. */
 bool vx_test_rename_token(const char *rel, int64_t id, const char *text, const char *out);

@@ -306,9 +306,11 @@ static void wpm_entry(int64_t i, char *buf, int32_t *type) {
 }
 
 static void synth_usage(void) {
-    printf("usage: vx synth --preset NAME --type TYPE -o FILE.gguf [--seed N]\n"
+    printf("usage: vx synth --preset NAME --type TYPE -o FILE.gguf [--seed N] [--std X]\n"
            "\n"
-           "Writes a GGUF file with a real model's shapes and random weights.\n"
+           "Writes a GGUF file with a real model's shapes and random weights (matrices Gaussian with\n"
+           "standard deviation --std, default 0.02; larger values drive activations into ranges such as\n"
+           "gpt-oss's SwiGLU clamp).\n"
            "presets:\n");
     for (size_t i = 0; i < N_PRESETS; i++) printf("  %-10s %s\n", presets[i].name, presets[i].title);
     printf("types: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M\n"
@@ -319,6 +321,7 @@ static void synth_usage(void) {
 int vx_cmd_synth(int argc, char **argv) {
     const char *pname = NULL, *tname = NULL, *out = NULL;
     uint64_t seed = 1;
+    float wstd = 0.02f;
     cli_args a = {argc, argv, 0, false};
     for (a.i = 1; a.i < argc && !a.error; a.i++) {
         const char *o = argv[a.i];
@@ -329,6 +332,7 @@ int vx_cmd_synth(int argc, char **argv) {
         else if (!strcmp(o, "--type")) tname = cli_value(&a);
         else if (!strcmp(o, "-o") || !strcmp(o, "--output")) out = cli_value(&a);
         else if (!strcmp(o, "--seed")) cli_u64(&a, &seed);
+        else if (!strcmp(o, "--std")) cli_float(&a, 1e-6, 100.0, &wstd);
         else {
             fprintf(stderr, "error: unknown option '%s' (see vx synth --help)\n", o);
             return 2;
@@ -494,14 +498,14 @@ int vx_cmd_synth(int argc, char **argv) {
         }
         for (int64_t r = 0; r < npool; r++) {
             if (!tr->from_float) {
-                random_codes(type, pool + (size_t)r * rs, ne0, 0.02f, &rng);
+                random_codes(type, pool + (size_t)r * rs, ne0, wstd, &rng);
                 continue;
             }
             for (int64_t j = 0; j < ne0; j++)
                 row[j] = strstr(t->name, ".scale") ? 1.0f + 0.25f * fabsf(rng_normal(&rng)) /* BitNet's */
                          : strstr(t->name, "attn_sinks") ? 1.0f + 0.5f * rng_normal(&rng) /* gpt-oss's, ~1 */
                          : t->vector ? (strstr(t->name, "norm.weight") ? 1.0f : 0.0f) + 0.02f * rng_normal(&rng)
-                                     : 0.02f * rng_normal(&rng);
+                                     : wstd * rng_normal(&rng);
             tr->from_float(row, pool + (size_t)r * rs, ne0);
         }
         for (int64_t r = 0; r < rows; r++)
