@@ -48,8 +48,8 @@ int vx_cmd_info(int argc, char **argv) {
                "(*_R8), F16/BF16 ones copied as they are into huge pages (--no-repack: file layout)\n",
                npk, (double)pbytes / (1 << 20));
     else
-        printf("repacking       none (no quantized weights with a multiple of 8 rows or mapped F16/BF16 weights, or "
-               "generic kernels)\n");
+        printf("repacking       none (no weights of a type with a packed layout and a multiple of 8 rows, no mapped "
+               "F16/BF16 weights, or generic kernels; the grid i-quants IQ1_S..IQ3_S run from the file's layout)\n");
     free(buf);
     vx_model_free(m);
     return 0;
