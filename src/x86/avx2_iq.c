@@ -20,9 +20,10 @@
 #include "kernels_x86.h"
 #include "quant_iq.h"
 
-/* Sign vectors: 64-bit lanes whose byte j is 0xFF (negative) or 0x01
- * by bit j of a sign byte (ksign8) or of a 7-bit sign field's eight signs
- * (ksign7, vx_iq_signs7), for _mm256_sign_epi8 on the activations. */
+/* ksign7: the eight signs of a 7-bit sign field (vx_iq_signs7: the eighth
+ * makes the count of minus signs even) as a 64-bit lane whose byte j is
+ * 0xFF (negative) or 0x01, for _mm256_sign_epi8 on the activations;
+ * compile-time. */
 #define SB(v, j) ((((v) >> (j)) & 1) ? 0xFFull << (8 * (j)) : 0x01ull << (8 * (j)))
 #define SGN8(v) (SB(v, 0) | SB(v, 1) | SB(v, 2) | SB(v, 3) | SB(v, 4) | SB(v, 5) | SB(v, 6) | SB(v, 7))
 #define PAR7(i) ((((i) >> 0) ^ ((i) >> 1) ^ ((i) >> 2) ^ ((i) >> 3) ^ ((i) >> 4) ^ ((i) >> 5) ^ ((i) >> 6)) & 1)
@@ -39,7 +40,7 @@ AINLINE uint32_t rd32(const uint8_t *p) {
 }
 
 /* four 64-bit entries straight from memory into a vector (no trip
- * through general registers) */
+ * through general registers; AVX2 gathers were slower on Zen 4) */
 AINLINE __m128i ld2x64(const uint64_t *a, const uint64_t *b) {
     return _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(_mm_loadl_epi64((const __m128i *)(const void *)a)),
                                          (const double *)(const void *)b));
@@ -72,7 +73,6 @@ AINLINE __m128i ld4x32(const uint32_t *book, unsigned a, unsigned b, unsigned c,
                             ld4x32(book, (i)[4], (i)[5], (i)[6], (i)[7]), 1)
 AINLINE __m256i g32(const uint32_t *book, const uint16_t i[8]) { return G32(book, i); }
 AINLINE __m256i g32b(const uint32_t *book, const uint8_t i[8]) { return G32(book, i); }
-
 
 /* ---- per block: the book indices of the types that assemble them from
  * several fields, computed 16 at a time into ix (u16) */
@@ -142,7 +142,7 @@ AINLINE void prep_iq3_s(const uint8_t *b, uint16_t *ix) {
 #define prep_iq2_xs(b, ix) ((void)(b), (void)(ix))
 #define prep_iq3_xxs(b, ix) ((void)(b), (void)(ix))
 
-/* ---- per type: the block factor f and sub-block ib's codes and scales;
+/* ---- per type: the block factor f and sub-block ib's magnitudes and signs;
  * b points at the block (offsets as the structs in quant.h lay them out) */
 
 AINLINE float fac_iq2_xxs(const uint8_t *b) { return f16(ld16(b)) * 0.125f; }
