@@ -37,6 +37,7 @@
 
 #include "common.h"
 #include "model_quantize.h"
+#include "harmony.h"
 #include "reasoning.h"
 #include "server_embed.h"
 #include "server_llamacpp.h"
@@ -85,6 +86,7 @@ typedef struct choice {
     vx_sbuf reasoning;     /* non-streaming: the reasoning split off at the end */
     vx_reasoning_stream rstream; /* streaming: the split as the text comes */
     vx_tool_stream tstream; /* tools, streaming: holds back what may be a call */
+    vx_harmony_stream hstream; /* gpt-oss (job->harmony): the reply's messages, streaming */
     vx_tool_calls calls;   /* tools: the calls found at the end */
     vx_oai_logprob *lp;    /* logprobs not yet sent (streaming) or all (not) */
     int32_t n_lp, cap_lp;
@@ -120,6 +122,9 @@ typedef struct job {
     char *tool_schema;  /* and the JSON Schema the rest of its reply keeps to */
     bool think;         /* the reply's thoughts go to reasoning_content (reasoning.h) */
     bool think_open;    /* and the prompt left one open */
+    bool harmony;       /* the reply is in OpenAI's harmony format (harmony.h): that parser
+                           splits reasoning, content and calls, think says whether analysis is
+                           reasoning */
     bool prompt_lp; /* echo with logprobs: the prompt's tokens lead the logprobs */
     vx_ollama_request oll; /* ollama's /api/chat or /api/generate: its translation (owned,
                               freed with the job); oll.kind 0: OpenAI's API */
@@ -181,6 +186,7 @@ typedef struct conn_req {
 struct vx_server {
     vx_server_params p;
     char *host, *api_key, *model_name, *template_kwargs, *template_src;
+    bool harmony; /* the template writes harmony messages (gpt-oss): replies are parsed so */
     vx_ollama_model om; /* the model as ollama's /api/tags, /api/ps, /api/show describe it */
     char om_arch[64], om_quant[32];
     const vx_model *model;
@@ -269,6 +275,7 @@ static void job_free(job *j) {
         vx_sbuf_free(&j->choices[i].reasoning);
         vx_reasoning_stream_free(&j->choices[i].rstream);
         vx_tool_stream_free(&j->choices[i].tstream);
+        vx_harmony_stream_free(&j->choices[i].hstream);
         vx_tool_calls_free(&j->choices[i].calls);
         free(j->choices[i].lp);
     }
@@ -540,10 +547,22 @@ static void emit_released(job *j, choice *c, const char *reasoning, size_t rlen,
     if (rlen || n) emit_chunk_r(j, c, reasoning, rlen, p, n, NULL);
 }
 
+/* Streaming, harmony: what the parser released by its last call goes out. */
+static void emit_harmony(job *j, choice *c) {
+    const vx_harmony_stream *h = &c->hstream;
+    if (h->reasoning.len || h->content.len)
+        emit_chunk_r(j, c, h->reasoning.p, h->reasoning.len, h->content.p, h->content.len, NULL);
+}
+
 static void emit_text(job *j, choice *c, const vx_sbuf *t) {
     if (t->len == 0) return;
     if (!j->req.stream) {
         vx_sbuf_add(&c->text, t->p, t->len);
+        return;
+    }
+    if (j->harmony) {
+        if (!vx_harmony_stream_feed(&c->hstream, t->p, t->len)) j->out.oom = true;
+        else emit_harmony(j, c);
         return;
     }
     if (!j->think) {
@@ -553,6 +572,30 @@ static void emit_text(job *j, choice *c, const vx_sbuf *t) {
     vx_reasoning_stream *rs = &c->rstream;
     if (!vx_reasoning_stream_feed(rs, t->p, t->len)) j->out.oom = true;
     else emit_released(j, c, rs->reasoning.p, rs->reasoning.len, rs->answer.p, rs->answer.len);
+}
+
+/* The end of a harmony reply: what the stream still held sent, or the
+ * whole text parsed into answer (text), reasoning and calls (hstream). */
+static void harmony_finish(job *j, choice *c) {
+    vx_harmony_stream *h = &c->hstream;
+    if (j->req.stream) {
+        if (!vx_harmony_stream_finish(h)) j->out.oom = true;
+        else emit_harmony(j, c);
+        return;
+    }
+    vx_sbuf answer = {0};
+    bool ok = vx_harmony_stream_feed(h, c->text.p ? c->text.p : "", c->text.len) &&
+              vx_sbuf_add(&c->reasoning, h->reasoning.p, h->reasoning.len) &&
+              vx_sbuf_add(&answer, h->content.p, h->content.len) && vx_harmony_stream_finish(h) &&
+              vx_sbuf_add(&c->reasoning, h->reasoning.p, h->reasoning.len) &&
+              vx_sbuf_add(&answer, h->content.p, h->content.len);
+    if (!ok) {
+        vx_sbuf_free(&answer);
+        j->out.oom = true;
+        return;
+    }
+    vx_sbuf_free(&c->text);
+    c->text = answer;
 }
 
 /* Reasoning at the end of a reply: the whole text split (non-streaming),
@@ -580,9 +623,23 @@ static void think_finish(job *j, choice *c) {
  * kept for the response; the finish reason becomes "tool_calls" when
  * there are any. A reply without calls stays the text it was. */
 static const char *reply_finish(job *j, choice *c, const char *reason) {
+    const vx_oai_request *q = &j->req;
+    if (j->harmony) { /* calls of functions the request did not offer are dropped */
+        harmony_finish(j, c);
+        vx_tool_calls *hc = &c->hstream.calls;
+        if (!j->tools || hc->n == 0 || j->out.oom) return reason;
+        c->calls = *hc;
+        memset(hc, 0, sizeof *hc);
+        if (!q->stream) return "tool_calls";
+        if (j->oll.kind) {
+            ollama_reply(j, &j->out, c, NULL, 0, "", 0, c->calls.v, c->calls.n, NULL);
+            c->n_lp = 0; /* sent with the calls */
+        } else
+            vx_oai_tool_calls_chunk(&j->out, &j->meta, c->index, c->calls.v, c->calls.n, q->include_usage);
+        return "tool_calls";
+    }
     think_finish(j, c);
     if (!j->tools) return reason;
-    const vx_oai_request *q = &j->req;
     size_t len;
     const char *text = q->stream ? vx_tool_stream_held(&c->tstream, &len) : c->text.p ? c->text.p : "";
     if (!q->stream) len = c->text.len;
@@ -977,7 +1034,7 @@ static bool tools_begin(vx_server *s, job *j, vx_oai_error *err) {
     if (s->p.tool_format == VX_TOOL_FMT_NONE) {
         vx_oai_set_error(err, 400, "tools",
                          "This model's chat template has no tool-call format this server knows (hermes "
-                         "<tool_call>, Llama 3.x JSON, Mistral [TOOL_CALLS]), so 'tools' cannot be used with it: start "
+                         "<tool_call>, Llama 3.x JSON, Mistral [TOOL_CALLS], harmony), so 'tools' cannot be used with it: start "
                          "vx serve with --chat-template FILE naming a template that has one, or send tool_choice "
                          "'none'.");
         return false;
@@ -986,6 +1043,11 @@ static bool tools_begin(vx_server *s, job *j, vx_oai_error *err) {
     const vx_status st = vx_tool_force(s->p.tool_format, q->tools_json, q->tool_name, q->parallel_tool_calls,
                                        &j->tool_prefix, &j->tool_schema);
     if (st == VX_ENOMEM) vx_oai_set_error(err, 500, NULL, "Out of memory.");
+    else if (st == VX_EUNSUPPORTED) /* harmony: a forced call names its function in the header */
+        vx_oai_set_error(err, 400, "tool_choice",
+                         "This model (harmony format) names the function in the call's header, so tool_choice "
+                         "'required' can force a call only when there is one tool: name the function instead "
+                         "({\"type\": \"function\", \"function\": {\"name\": ...}}).");
     else if (st != VX_OK) /* validated tools always give one: not expected */
         vx_oai_set_error(err, 400, "tool_choice", "A call of these tools cannot be forced.");
     return st == VX_OK;
@@ -1006,7 +1068,16 @@ static bool chat_prompt(vx_server *s, job *j, vx_token **prompt, int32_t *n_prom
     size_t cont;
     if (!vx_oai_request_render(s->tmpl, s->vocab, q, s->p.template_kwargs, &text, &cont, err)) return false;
     j->think = q->reasoning == VX_OAI_REASONING_DEFAULT ? s->p.reasoning : q->reasoning == VX_OAI_REASONING_SPLIT;
-    if (q->json_object || q->json_schema || q->grammar || j->tool_prefix) j->think = false;
+    /* harmony: a reply held to a JSON shape has no header and is content,
+     * whole (harmony.h), so think may stay */
+    j->harmony = s->harmony;
+    if (!j->harmony && (q->json_object || q->json_schema || q->grammar || j->tool_prefix)) j->think = false;
+    if (j->harmony) {
+        j->think_open = false;
+        const bool ok = vx_oai_chat_tokenize(s->vocab, text, j->tool_prefix, prompt, n_prompt, err);
+        free(text);
+        return ok;
+    }
     const size_t len = strlen(text);
     if (j->think && q->continue_final) {
         const vx_prefill_thought pt = vx_reasoning_prefill(text + cont, len - cont);
@@ -1186,11 +1257,15 @@ static enum MHD_Result handle_generate(vx_server *s, struct MHD_Connection *conn
         c->lp_offset = j->echo_len;
         vx_tool_stream_init(&c->tstream, j->tools ? s->p.tool_format : VX_TOOL_FMT_NONE);
         vx_reasoning_stream_init(&c->rstream, j->think_open);
+        vx_harmony_stream_init(&c->hstream, j->think, q->parallel_tool_calls ? 0 : 1);
         if (j->tool_prefix) { /* a forced call's opening is part of the reply to parse */
             const size_t pl = strlen(j->tool_prefix);
             const char *p;
             size_t n;
             if (!q->stream) vx_sbuf_add(&c->text, j->tool_prefix, pl);
+            else if (j->harmony) {
+                if (!vx_harmony_stream_feed(&c->hstream, j->tool_prefix, pl)) j->out.oom = true;
+            }
             else if (!vx_tool_stream_feed(&c->tstream, j->tool_prefix, pl, &p, &n)) j->out.oom = true;
         }
     }
@@ -1406,7 +1481,7 @@ static void ollama_model_init(vx_server *s) {
                            .n_ctx_train = vx_model_n_ctx_train(s->model), .n_ctx = s->p.n_ctx,
                            .n_embd = vx_model_n_embd(s->model), .n_layer = vx_model_n_layer(s->model),
                            .template_src = s->template_src, .tools = s->p.tool_format != VX_TOOL_FMT_NONE,
-                           .thinking = vx_reasoning_detect(s->template_src),
+                           .thinking = vx_reasoning_detect(s->template_src) || s->harmony,
                            .embedding = vx_model_pooling(s->model) != VX_POOLING_UNSPECIFIED};
 }
 
@@ -1846,6 +1921,7 @@ vx_status vx_server_start(const vx_server_params *params, const vx_model *model,
     s->p.template_kwargs = s->template_kwargs;
     s->template_src = strdup(p.template_src ? p.template_src : "");
     s->p.template_src = s->template_src;
+    s->harmony = vx_harmony_detect(s->template_src);
     s->p.host = s->host;
     s->p.api_key = s->api_key;
     s->p.model_name = s->model_name;

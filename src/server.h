@@ -42,7 +42,8 @@ typedef struct vx_server_params {
                                    (vx_tool_format_detect); NONE: requests with
                                    tools get a 400 */
     bool reasoning;          /* split thoughts off into reasoning_content unless a
-                                request says otherwise (reasoning.h) */
+                                request says otherwise (reasoning.h; harmony.h: the
+                                analysis messages of a gpt-oss template's replies) */
     const char *template_kwargs; /* chat template variables for every request (a JSON
                                     object, vx_oai_check_kwargs), under the request's
                                     chat_template_kwargs; NULL: none */

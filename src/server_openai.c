@@ -855,6 +855,15 @@ static bool parse_messages(const cJSON *root, int32_t n_ctx, vx_oai_request *r, 
             else if (is_role) seen_role = true;
         }
         cJSON_AddItemToObject(copy, "content", str);
+        /* a past reply's reasoning where gpt-oss's template reads it (as
+         * llama-server passes it on): message.thinking */
+        const cJSON *rc = cJSON_GetObjectItemCaseSensitive(copy, "reasoning_content");
+        if (cJSON_IsString(rc) && !cJSON_GetObjectItemCaseSensitive(copy, "thinking") &&
+            !cJSON_AddStringToObject(copy, "thinking", rc->valuestring)) {
+            cJSON_Delete(copy);
+            cJSON_Delete(out);
+            goto oom;
+        }
         if (!arguments_as_objects(copy)) {
             cJSON_Delete(copy);
             cJSON_Delete(out);

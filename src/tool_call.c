@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "common.h"
+#include "harmony.h"
 #include "json_schema.h"
 
 static const char HERMES_OPEN[] = "<tool_call>", HERMES_CLOSE[] = "</tool_call>";
@@ -19,6 +20,8 @@ static const char MISTRAL_OPEN[] = "[TOOL_CALLS]";
 
 vx_tool_format vx_tool_format_detect(const char *src) {
     if (!src || !strstr(src, "tools")) return VX_TOOL_FMT_NONE;
+    /* gpt-oss: past calls as "<|start|>assistant to=" "functions." NAME */
+    if (vx_harmony_detect(src) && strstr(src, " to=") && strstr(src, "functions.")) return VX_TOOL_FMT_HARMONY;
     if (strstr(src, MISTRAL_OPEN)) return VX_TOOL_FMT_MISTRAL;
     if (strstr(src, HERMES_OPEN)) return VX_TOOL_FMT_HERMES;
     /* Llama 3.1-3.3 teach {"name": function name, "parameters": ...} and
@@ -32,6 +35,7 @@ const char *vx_tool_format_name(vx_tool_format f) {
     case VX_TOOL_FMT_HERMES: return "hermes";
     case VX_TOOL_FMT_LLAMA3: return "llama3";
     case VX_TOOL_FMT_MISTRAL: return "mistral";
+    case VX_TOOL_FMT_HARMONY: return "harmony";
     default: return "none";
     }
 }
@@ -41,6 +45,7 @@ const char *vx_tool_format_marker(vx_tool_format f) {
     case VX_TOOL_FMT_HERMES: return HERMES_OPEN;
     case VX_TOOL_FMT_LLAMA3: return PYTHON_TAG;
     case VX_TOOL_FMT_MISTRAL: return MISTRAL_OPEN;
+    case VX_TOOL_FMT_HARMONY: return " to=";
     default: return NULL;
     }
 }
@@ -268,10 +273,38 @@ static void trimmed(const char *s, size_t n, const char **out, size_t *len) {
     *len = n - a;
 }
 
+/* The harmony format: the calls, and the reply's content (its answer,
+ * without the reasoning), trimmed. */
+static vx_status parse_harmony(const char *text, size_t len, int32_t max_calls, vx_tool_calls *out) {
+    vx_harmony_stream s;
+    vx_harmony_stream_init(&s, true, max_calls);
+    vx_sbuf content = {0};
+    bool ok = vx_harmony_stream_feed(&s, text, len) && vx_sbuf_add(&content, s.content.p, s.content.len) &&
+              vx_harmony_stream_finish(&s) && vx_sbuf_add(&content, s.content.p, s.content.len);
+    const char *c = "";
+    size_t cl = 0;
+    if (ok) trimmed(content.p ? content.p : "", content.len, &c, &cl);
+    if (ok && (out->content = malloc(cl + 1))) {
+        memcpy(out->content, c, cl);
+        out->content[cl] = 0;
+        out->content_len = cl;
+        out->v = s.calls.v;
+        out->n = s.calls.n;
+        s.calls.v = NULL;
+        s.calls.n = 0;
+    } else {
+        ok = false;
+    }
+    vx_sbuf_free(&content);
+    vx_harmony_stream_free(&s);
+    return ok ? VX_OK : VX_ENOMEM;
+}
+
 vx_status vx_tool_parse(vx_tool_format f, const char *text, size_t len, char *const *names, int32_t n_names,
                         int32_t max_calls, vx_tool_calls *out) {
     memset(out, 0, sizeof *out);
     if (!text) text = "", len = 0;
+    if (f == VX_TOOL_FMT_HARMONY) return parse_harmony(text, len, max_calls, out);
     calls_acc acc = {0};
     vx_sbuf content = {0};
     bool ok = false;
@@ -341,8 +374,8 @@ static size_t partial_tail(const char *s, size_t n, const char *w) {
 bool vx_tool_stream_feed(vx_tool_stream *s, const char *text, size_t n, const char **out, size_t *out_len) {
     *out = text;
     *out_len = 0;
-    if (s->f == VX_TOOL_FMT_NONE || (s->f == VX_TOOL_FMT_LLAMA3 && s->seen)) {
-        *out_len = n; /* nothing to watch for: straight through */
+    if (s->f == VX_TOOL_FMT_NONE || s->f == VX_TOOL_FMT_HARMONY || (s->f == VX_TOOL_FMT_LLAMA3 && s->seen)) {
+        *out_len = n; /* nothing to watch for (harmony.h streams its own): straight through */
         return true;
     }
     vx_sbuf *h = &s->held;
@@ -578,6 +611,27 @@ static char *force_union(vx_tool_format f, const cJSON *tools, const cJSON *fn, 
     return text;
 }
 
+/* The arguments' schema of a forced call of fn alone: its parameters at
+ * the most exact level that compiles. */
+static char *force_params(const cJSON *fn, vx_status *st) {
+    *st = VX_OK;
+    for (int exact = 2; exact >= 0; exact--) {
+        bool oom;
+        cJSON *p = params_for(fn, exact, &oom);
+        if (!p) {
+            if (oom) break;
+            continue;
+        }
+        char *text = cJSON_PrintUnformatted(p);
+        cJSON_Delete(p);
+        if (!text) break;
+        if (compiles(text)) return text;
+        free(text);
+    }
+    *st = VX_ENOMEM; /* exact 0 always compiles */
+    return NULL;
+}
+
 vx_status vx_tool_force(vx_tool_format f, const char *tools_json, const char *name, bool parallel, char **prefix,
                         char **schema) {
     *prefix = *schema = NULL;
@@ -597,6 +651,19 @@ vx_status vx_tool_force(vx_tool_format f, const char *tools_json, const char *na
         return VX_EINVAL;
     }
     vx_status st;
+    if (f == VX_TOOL_FMT_HARMONY) { /* the name is in the header: one function only */
+        const char *fname = fn ? cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring : NULL;
+        char *text = fname ? force_params(fn, &st) : NULL;
+        if (!fname) st = VX_EUNSUPPORTED;
+        else if (st == VX_OK && !(*prefix = vx_harmony_call_prefix(fname))) st = VX_ENOMEM;
+        cJSON_Delete(tools);
+        if (st != VX_OK) {
+            free(text);
+            return st;
+        }
+        *schema = text;
+        return VX_OK;
+    }
     char *text = force_union(f, tools, fn, parallel, &st);
     cJSON_Delete(tools);
     const char *pre = f == VX_TOOL_FMT_HERMES ? "<tool_call>\n" : f == VX_TOOL_FMT_MISTRAL ? MISTRAL_OPEN : "";

@@ -12,6 +12,9 @@
  *            3.1, 3.2, 3.3)
  *   mistral  [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]
  *            (Mistral 7B v0.3, Mistral Nemo, Mistral Small)
+ *   harmony  <|channel|>commentary to=functions.NAME <|constrain|>json
+ *            <|message|>{...}, a message of OpenAI's harmony format
+ *            (gpt-oss), parsed with the rest of the reply by harmony.h
  * It turns a generated text into calls and the content around them, holds
  * back a streamed call until it is complete, and gives the prompt suffix
  * and JSON Schema (json_schema.h) that force a call when tool_choice asks
@@ -32,6 +35,7 @@ typedef enum vx_tool_format {
     VX_TOOL_FMT_HERMES,
     VX_TOOL_FMT_LLAMA3,
     VX_TOOL_FMT_MISTRAL,
+    VX_TOOL_FMT_HARMONY,
 } vx_tool_format;
 
 /* The format a chat template's source teaches (NONE when it never reads
@@ -39,7 +43,8 @@ typedef enum vx_tool_format {
 vx_tool_format vx_tool_format_detect(const char *template_source);
 const char *vx_tool_format_name(vx_tool_format f);
 /* The text that opens a call: "<tool_call>", "<|python_tag|>" (llama3,
- * optional there), "[TOOL_CALLS]". NULL for NONE. */
+ * optional there), "[TOOL_CALLS]", " to=" (harmony: the recipient). NULL
+ * for NONE. */
 const char *vx_tool_format_marker(vx_tool_format f);
 
 #define VX_TOOL_ID_MAX 32
@@ -102,8 +107,10 @@ const char *vx_tool_stream_held(const vx_tool_stream *s, size_t *len);
  * function whose $defs share a name with an earlier one's gets any
  * object). One call
  * in the hermes and llama3 formats; mistral's array takes parallel calls
- * unless parallel is false. Both malloc'd. VX_ENOMEM, VX_EINVAL (no such
- * function, bad tools_json). */
+ * unless parallel is false. harmony: the header names the function, so a
+ * call of one (named, or the only one) only: *prefix is that header and
+ * *schema its arguments' (VX_EUNSUPPORTED for any of several). Both
+ * malloc'd. VX_ENOMEM, VX_EINVAL (no such function, bad tools_json). */
 vx_status vx_tool_force(vx_tool_format f, const char *tools_json, const char *name, bool parallel, char **prefix,
                         char **schema);
 

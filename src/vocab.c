@@ -248,6 +248,27 @@ static void force_control(vx_vocab *v, vx_token id) {
     if (id >= 0 && !(v->tok[id].attr & VX_TATTR_CONTROL)) v->tok[id].attr = VX_TATTR_CONTROL;
 }
 
+/* OpenAI's harmony format (gpt-oss's o200k_harmony vocabulary): a reply
+ * is several messages, each closed by <|end|>, the last by <|return|> (the
+ * answer) or <|call|> (a tool call). With both of those, <|end|> does not
+ * end the generation, and it and the header tokens (<|start|>, <|channel|>,
+ * <|message|>, <|constrain|>) are rendered as text (USER_DEFINED, as
+ * llama.cpp makes them), so that the reply's parser (harmony.h) sees the
+ * message structure. */
+static void harmony_tokens(vx_vocab *v) {
+    const vx_token ret = vx_tok_find(v, "<|return|>", 10), call = vx_tok_find(v, "<|call|>", 8);
+    if (ret < 0 || call < 0) return;
+    static const char *const shown[] = {"<|end|>", "<|start|>", "<|channel|>", "<|message|>", "<|constrain|>"};
+    for (size_t i = 0; i < sizeof shown / sizeof *shown; i++) {
+        const vx_token id = vx_tok_find(v, shown[i], strlen(shown[i]));
+        if (id < 0) continue;
+        v->tok[id].attr = VX_TATTR_USER_DEFINED;
+        v->is_eog[id] = 0;
+        if (v->eos == id) v->eos = ret;
+        if (v->eot == id) v->eot = ret;
+    }
+}
+
 static void detect_special(vx_vocab *v) {
     static const char *const eot_names[] = {
         "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "\xe2\x96\x81<EOT>",
@@ -269,7 +290,8 @@ static void detect_special(vx_vocab *v) {
     static const char *const sep_names[] = {"<|file_sep|>", NULL};
     static const char *const eog_names[] = {"<|eot_id|>", "<|im_end|>", "<|end|>",
                                             "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-                                            "<EOT>", "\xe2\x96\x81<EOT>", NULL};
+                                            "<EOT>", "\xe2\x96\x81<EOT>",
+                                            "<|return|>", "<|call|>", NULL}; /* o200k_harmony */
     struct {
         vx_token *id;
         const char *const *names;
@@ -292,6 +314,7 @@ static void detect_special(vx_vocab *v) {
             force_control(v, id);
         }
     }
+    harmony_tokens(v);
 }
 
 /* Orders the packed (inverted length, id) keys of build_special. */

@@ -532,31 +532,39 @@ static void check_mem_vocab(const char *model, int n_tok, vx_status want) {
     vx_gguf_close(g);
 }
 
+/* A vocabulary of toks (SentencePiece-style, no token types) from memory;
+ * NULL with a failed check. g: the file, to close after the vocabulary. */
+static vx_vocab *mem_vocab(const char *const *toks, int n, img *m, vx_gguf **g) {
+    m->n = 0;
+    put(m, "GGUF", 4);
+    put_u32(m, 3);
+    put_u64(m, 0);
+    put_u64(m, 2);
+    put_str(m, "tokenizer.ggml.model");
+    put_u32(m, VX_GGUF_STRING);
+    put_str(m, "llama");
+    put_str(m, "tokenizer.ggml.tokens");
+    put_u32(m, VX_GGUF_ARRAY);
+    put_u32(m, VX_GGUF_STRING);
+    put_u64(m, (uint64_t)n);
+    for (int i = 0; i < n; i++) put_str(m, toks[i]);
+    char err[VX_ERRMSG_MAX] = "";
+    vx_vocab *v = NULL;
+    *g = NULL;
+    CHECKF(vx_gguf_open_mem(m->b, m->n, g, err, sizeof err) == VX_OK && vx_vocab_load(*g, &v, err, sizeof err) == VX_OK,
+           "%s", err);
+    return v;
+}
+
 /* Fill-in-the-middle tokens found by their spellings when the file has no
  * fim token-id keys: CodeLlama's SentencePiece "\u2581<PRE>" family (its
  * "\u2581<EOT>" ends generation), and DeepSeek-Coder's fixture vocabulary. */
 static void test_fim_spellings(void) {
     static const char *const toks[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81<PRE>", "\xe2\x96\x81<SUF>",
                                        "\xe2\x96\x81<MID>", "\xe2\x96\x81<EOT>", "a"};
-    const int n = (int)(sizeof toks / sizeof toks[0]);
-    img m = {.n = 0};
-    put(&m, "GGUF", 4);
-    put_u32(&m, 3);
-    put_u64(&m, 0);
-    put_u64(&m, 2);
-    put_str(&m, "tokenizer.ggml.model");
-    put_u32(&m, VX_GGUF_STRING);
-    put_str(&m, "llama");
-    put_str(&m, "tokenizer.ggml.tokens");
-    put_u32(&m, VX_GGUF_ARRAY);
-    put_u32(&m, VX_GGUF_STRING);
-    put_u64(&m, (uint64_t)n);
-    for (int i = 0; i < n; i++) put_str(&m, toks[i]);
-    char err[VX_ERRMSG_MAX] = "";
-    vx_gguf *g = NULL;
-    vx_vocab *v = NULL;
-    CHECKF(vx_gguf_open_mem(m.b, m.n, &g, err, sizeof err) == VX_OK && vx_vocab_load(g, &v, err, sizeof err) == VX_OK,
-           "%s", err);
+    img m;
+    vx_gguf *g;
+    vx_vocab *v = mem_vocab(toks, (int)(sizeof toks / sizeof toks[0]), &m, &g);
     vx_token pre, suf, mid;
     CHECK(v && vx_vocab_fim(v, &pre, &suf, &mid) && pre == 3 && suf == 4 && mid == 5 && vx_vocab_is_eog(v, 6));
     vx_vocab_free(v);
@@ -577,6 +585,43 @@ static void test_fim_spellings(void) {
     vx_vocab_free(v);
 }
 
+/* o200k_harmony (gpt-oss): <|return|> and <|call|> end the generation,
+ * <|end|> does not (a reply is several messages); it and the header
+ * tokens render as text without special, as llama.cpp renders them, and
+ * are matched in text. A vocabulary without <|call|> keeps <|end|> as the
+ * end of a turn (Phi-3's). */
+static void test_harmony_tokens(void) {
+    static const char *const toks[] = {"<unk>",     "<s>",         "</s>",        "<|return|>",    "<|call|>",
+                                       "<|end|>",   "<|start|>",   "<|channel|>", "<|message|>",   "<|constrain|>",
+                                       "\xe2\x96\x81" "a", "a"};
+    const int n = (int)(sizeof toks / sizeof toks[0]);
+    img m = {.n = 0};
+    vx_gguf *g;
+    vx_vocab *v = mem_vocab(toks, n, &m, &g);
+    if (v) {
+        CHECK(vx_vocab_is_eog(v, 3) && vx_vocab_is_eog(v, 4) && !vx_vocab_is_eog(v, 5));
+        for (vx_token t = 5; t <= 9; t++) {
+            char piece[32];
+            const int32_t l = vx_token_to_piece(v, t, piece, sizeof piece, false);
+            CHECKF(l == (int32_t)strlen(toks[t]) && !memcmp(piece, toks[t], (size_t)l), "token %d", (int)t);
+            CHECK(!vx_vocab_is_eog(v, t));
+        }
+        char piece[32];
+        CHECK(vx_token_to_piece(v, 3, piece, sizeof piece, false) == 0); /* <|return|>: control */
+        vx_token ids[16];
+        const char *text = "<|channel|>a<|message|>";
+        const int32_t k = vx_tokenize(v, text, (int32_t)strlen(text), ids, 16, false, false);
+        CHECKF(k >= 3 && ids[0] == 7 && ids[k - 1] == 8, "%d tokens", (int)k);
+    }
+    vx_vocab_free(v);
+    vx_gguf_close(g);
+    static const char *const phi[] = {"<unk>", "<s>", "</s>", "<|end|>", "<|return|>", "a"};
+    v = mem_vocab(phi, 6, &m, &g);
+    CHECK(v && vx_vocab_is_eog(v, 3) && vx_vocab_is_eog(v, 4));
+    vx_vocab_free(v);
+    vx_gguf_close(g);
+}
+
 int main(void) {
     static const char *const fixtures[] = {
         "llama-spm", "phi-3",   "llama-bpe", "qwen2",  "gpt-2", "deepseek-llm",
@@ -587,6 +632,7 @@ int main(void) {
     test_pretok_gpt4o();
     test_special_qwen2();
     test_bos_eos();
+    test_harmony_tokens();
     test_model_rules();
     test_invalid_utf8("qwen2", true);
     test_invalid_utf8("gpt-2", true);

@@ -14,6 +14,7 @@
 #include "chat.h"
 #include "cli.h"
 #include "engine.h"
+#include "harmony.h"
 #include "reasoning.h"
 #include "server.h"
 
@@ -237,7 +238,8 @@ int vx_cmd_serve(int argc, char **argv) {
         rc = 2;
         goto done;
     }
-    sp.reasoning = !strcmp(reasoning, "deepseek") || (!strcmp(reasoning, "auto") && vx_reasoning_detect(src));
+    sp.reasoning = !strcmp(reasoning, "deepseek") ||
+                   (!strcmp(reasoning, "auto") && (vx_reasoning_detect(src) || vx_harmony_detect(src)));
     ep.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : vx_model_n_ctx_train(m));
     ep.n_parallel = (int32_t)parallel;
     ep.n_batch = (int32_t)batch;

@@ -939,3 +939,96 @@ describe('vx serve reasoning (thinking models)', () => {
     }
   });
 });
+
+// gpt-oss's harmony format (src/harmony.h) with its own template
+// (tests/data/gpt-oss.jinja). The fixture model's vocabulary has no harmony
+// tokens, so the markers are text, which the parser reads the same way; a
+// grammar makes the random model write a harmony reply.
+describe('vx serve harmony (gpt-oss)', () => {
+  let srv;
+  const TEMPLATE = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../data/gpt-oss.jinja');
+  before(async () => { srv = await startServer(['--chat-template', TEMPLATE]); });
+  after(async () => { assert.equal(await srv.stop('SIGTERM'), 0); });
+  const user = [{ role: 'user', content: 'Hi' }];
+  const weather = {
+    type: 'function',
+    function: { name: 'get_weather', description: 'The weather at a place', parameters: { type: 'object',
+      additionalProperties: false, required: ['city'], properties: { city: { enum: ['Paris', 'Rome'] } } } },
+  };
+  const time = { type: 'function', function: { name: 'get_time', description: 'The time', parameters: { type: 'object' } } };
+  const answer = 'root ::= "<|channel|>analysis<|message|>" [a-z]{3,8} "<|end|><|start|>assistant<|channel|>final<|message|>" [a-z]{2,6}';
+
+  test('analysis goes to reasoning_content, final to content, streaming and not', async () => {
+    assert.match(srv.log(), /tool calls: harmony, reasoning: reasoning_content/);
+    const ai = client(srv.base);
+    const req = { messages: user, grammar: answer, temperature: 0, max_tokens: 100 };
+    const r = await ai.chat.completions.create(req);
+    const m = r.choices[0].message;
+    assert.match(m.reasoning_content, /^[a-z]{3,8}$/);
+    assert.match(m.content, /^[a-z]{2,6}$/);
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    let reasoning = '', content = '', n = 0;
+    for await (const ch of await ai.chat.completions.create({ ...req, stream: true })) {
+      const d = ch.choices[0]?.delta ?? {};
+      if (d.reasoning_content) { reasoning += d.reasoning_content; n++; assert.equal(content, '', 'reasoning after content'); }
+      if (d.content) content += d.content;
+    }
+    assert.equal(reasoning, m.reasoning_content);
+    assert.equal(content, m.content);
+    assert.ok(n >= 2, `${n} reasoning deltas: released as it comes`);
+    // reasoning_format none: the analysis message as written, in content
+    const raw = await ai.chat.completions.create({ ...req, reasoning_format: 'none' });
+    assert.equal(raw.choices[0].message.content, `<|channel|>analysis<|message|>${m.reasoning_content}<|end|>${m.content}`);
+    assert.equal(raw.choices[0].message.reasoning_content, undefined);
+  });
+
+  test('tool calls: a call message, a forced call, required among several refused', async () => {
+    const ai = client(srv.base);
+    const call = 'root ::= "<|channel|>analysis<|message|>need<|end|><|start|>assistant<|channel|>commentary ' +
+      'to=functions.get_weather <|constrain|>json<|message|>{\\"city\\":\\"Rome\\"}"';
+    const r = await ai.chat.completions.create({ messages: user, tools: [weather, time], grammar: call, temperature: 0, max_tokens: 400 });
+    const c = r.choices[0];
+    assert.equal(c.finish_reason, 'tool_calls');
+    assert.equal(c.message.reasoning_content, 'need');
+    assert.equal(c.message.content, null);
+    assert.equal(c.message.tool_calls.length, 1);
+    assert.equal(c.message.tool_calls[0].function.name, 'get_weather');
+    assert.equal(c.message.tool_calls[0].function.arguments, '{"city":"Rome"}');
+    assert.match(c.message.tool_calls[0].id, /^call_[A-Za-z0-9]{24}$/);
+    for (const stream of [false, true]) {
+      for (const [tools, choice] of [[[weather], 'required'], [[time, weather], { type: 'function', function: { name: 'get_weather' } }]]) {
+        const req = { messages: user, tools, tool_choice: choice, temperature: 1, seed: 3, max_tokens: 400 };
+        let calls, finish;
+        if (!stream) {
+          const f = await ai.chat.completions.create(req);
+          calls = f.choices[0].message.tool_calls;
+          finish = f.choices[0].finish_reason;
+        } else {
+          calls = [];
+          for await (const ch of await ai.chat.completions.create({ ...req, stream: true })) {
+            if (ch.choices[0]?.delta?.tool_calls) calls.push(...ch.choices[0].delta.tool_calls);
+            finish = ch.choices[0]?.finish_reason ?? finish;
+          }
+        }
+        assert.equal(finish, 'tool_calls');
+        assert.equal(calls.length, 1);
+        assert.equal(calls[0].function.name, 'get_weather');
+        assert.ok(['Paris', 'Rome'].includes(JSON.parse(calls[0].function.arguments).city));
+      }
+    }
+    await assert.rejects(ai.chat.completions.create({ messages: user, tools: [weather, time], tool_choice: 'required' }),
+      (e) => e.status === 400 && e.param === 'tool_choice');
+  });
+
+  test('a past call and its reasoning render the way gpt-oss reads them', async () => {
+    const msgs = [{ role: 'user', content: 'Weather?' },
+      { role: 'assistant', content: '', reasoning_content: 'Use the tool.', tool_calls: [{ id: 'call_1', type: 'function',
+        function: { name: 'get_weather', arguments: '{"city":"Rome"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: '20C' }];
+    const r = await post(srv.base, '/apply-template', JSON.stringify({ messages: msgs, tools: [weather] }));
+    assert.equal(r.status, 200, r.text);
+    assert.ok(r.json.prompt.endsWith('<|start|>assistant<|channel|>analysis<|message|>Use the tool.<|end|>' +
+      '<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Rome"}<|call|>' +
+      '<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>"20C"<|end|><|start|>assistant'), r.json.prompt);
+  });
+});
