@@ -57,8 +57,8 @@ char *vx_harmony_call_prefix(const char *name) {
 
 static bool blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-/* The value after the last occurrence of key in h[0..n): up to a blank,
- * a '<' or the end. NULL when key does not occur. */
+/* The value after the last occurrence of key in h[0..n): up to a blank or
+ * control byte, a '<' or the end. NULL when key does not occur. */
 static const char *value_after(const char *h, size_t n, const char *key, size_t *len) {
     const size_t kl = strlen(key);
     const char *last = NULL;
@@ -66,7 +66,7 @@ static const char *value_after(const char *h, size_t n, const char *key, size_t 
         if (!memcmp(h + i, key, kl)) last = h + i + kl;
     if (!last) return NULL;
     const char *e = last;
-    while (e < h + n && !blank(*e) && *e != '<') e++;
+    while (e < h + n && (unsigned char)*e > ' ' && *e != '<') e++;
     *len = (size_t)(e - last);
     return last;
 }
@@ -78,7 +78,11 @@ static bool read_header(vx_harmony_stream *s, const char *h, size_t n) {
     const char *ch = value_after(h, n, "<|channel|>", &cl);
     const char *to = value_after(h, n, "to=", &rl);
     if (to && rl == 9 && !memcmp(to, "assistant", 9)) to = NULL;
-    if (to && rl > 10 && !memcmp(to, "functions.", 10)) {
+    bool name_ok = to && rl > 10 && !memcmp(to, "functions.", 10);
+    for (size_t i = 10; name_ok && i < rl; i++) /* OpenAI's names: a-zA-Z0-9_- (and '.', ':' of namespaces) */
+        name_ok = (to[i] >= 'a' && to[i] <= 'z') || (to[i] >= 'A' && to[i] <= 'Z') || (to[i] >= '0' && to[i] <= '9') ||
+                  to[i] == '_' || to[i] == '-' || to[i] == '.' || to[i] == ':';
+    if (name_ok) {
         s->kind = K_CALL;
         free(s->name);
         if (!(s->name = malloc(rl - 10 + 1))) return false;

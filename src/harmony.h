@@ -25,7 +25,7 @@
  *   - channel "analysis" (no recipient): reasoning_content; without the
  *     split (reasoning_format "none") the message, markers and all
  *     ("<|channel|>analysis<|message|>...<|end|>"), goes into content;
- *   - a recipient "functions.NAME": a tool call of NAME whose arguments
+ *   - a recipient "functions.NAME" (NAME of a-zA-Z0-9_-.:): a tool call of NAME whose arguments
  *     are the body (trimmed); a body that is not JSON (a call cut short
  *     by max_tokens) is content instead of a half call;
  *   - another recipient (a built-in tool such as "browser.search" or

@@ -15,6 +15,7 @@
 
 #include "chat.h"
 #include "harmony.h"
+#include "harmony_stream_check.h"
 #include "testutil.h"
 #include "tool_call.h"
 
@@ -53,6 +54,9 @@ static const hcase CASES[] = {
     {"<|channel|>analysis<|message|>Search.<|end|><|start|>assistant<|channel|>commentary to=browser.search "
      "<|constrain|>json<|message|>{\"query\":\"x\"}",
      true, 0, "Search.", "", 0, {0}, {0}},
+    /* a recipient that is no function name (a '%', a control byte): not a call, dropped */
+    {"<|channel|>commentary to=functions.w%x<|message|>{}", true, 0, "", "", 0, {0}, {0}},
+    {"<|channel|>commentary to=functions.\x01<|message|>{}", true, 0, "", "", 0, {0}, {0}},
     /* a call cut short (max_tokens): its body is content, no half call */
     {"<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": [1,", true, 0, "", "{\"a\": [1,", 0,
      {0}, {0}},
@@ -96,26 +100,6 @@ static const hcase CASES[] = {
     {"", true, 0, "", "", 0, {0}, {0}},
 };
 
-/* The reply fed in pieces cut at cuts[0..n_cuts), then finished: the
- * reasoning and content released, joined, into r and c. False: out of
- * memory, or bytes still held after the finish. */
-static bool run(const hcase *k, const size_t *cuts, int n_cuts, vx_sbuf *r, vx_sbuf *c, vx_harmony_stream *s) {
-    const size_t len = strlen(k->text);
-    vx_harmony_stream_init(s, k->split, k->max_calls);
-    size_t at = 0;
-    for (int i = 0; i <= n_cuts; i++) {
-        const size_t to = i < n_cuts ? cuts[i] : len;
-        if (!vx_harmony_stream_feed(s, k->text + at, to - at)) return false;
-        vx_sbuf_add(r, s->reasoning.p, s->reasoning.len);
-        vx_sbuf_add(c, s->content.p, s->content.len);
-        at = to;
-    }
-    if (!vx_harmony_stream_finish(s)) return false;
-    vx_sbuf_add(r, s->reasoning.p, s->reasoning.len);
-    vx_sbuf_add(c, s->content.p, s->content.len);
-    return s->held.len == 0;
-}
-
 static bool same(const vx_sbuf *b, const char *want) {
     return b->len == strlen(want) && (b->len == 0 || !memcmp(b->p, want, b->len));
 }
@@ -125,7 +109,8 @@ static const char *check_case(const hcase *k, const size_t *cuts, int n_cuts) {
     vx_sbuf r = {0}, c = {0};
     vx_harmony_stream s;
     const char *why = "";
-    if (!run(k, cuts, n_cuts, &r, &c, &s)) why = "out of memory or bytes held";
+    if (!harmony_run(k->text, strlen(k->text), k->split, k->max_calls, cuts, n_cuts, &r, &c, &s))
+        why = "out of memory or bytes held";
     else if (!same(&r, k->reasoning)) why = "reasoning";
     else if (!same(&c, k->content)) why = "content";
     else if (s.calls.n != k->n_calls) why = "number of calls";
@@ -171,6 +156,39 @@ static void test_cases(void) {
         free(bytes);
     }
     CHECK(n_runs > 20000);
+}
+
+/* Replies put together from harmony's pieces (markers, headers, bodies,
+ * JSON, blanks) by a fixed generator: the stream cut at every place, and
+ * at two, gives what the whole reply gives. */
+static void test_mixed(void) {
+    static const char *const frag[] = {"<|channel|>", "analysis", "final", "commentary", "<|message|>", "<|end|>",
+                                       "<|start|>", "assistant", " to=functions.f", " to=python", " to=assistant",
+                                       "<|constrain|>", "json", "<|call|>", "<|return|>", "{\"a\": 1}", "[",
+                                       " ", "\n", "hi", "<|", "<|en", "<|startx"};
+    const int nf = (int)(sizeof frag / sizeof *frag);
+    uint64_t x = 88172645463325252ull;
+    int bad = 0;
+    for (int it = 0; it < 300 && !bad; it++) {
+        char text[512] = "";
+        const int n = 1 + (int)(it % 13);
+        for (int k = 0; k < n; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            strcat(text, frag[x % (uint64_t)nf]);
+        }
+        const size_t len = strlen(text);
+        for (size_t a = 0; a <= len && !bad; a += 1) {
+            for (size_t b = a; b <= len && !bad; b += 3) {
+                const size_t cuts[2] = {a, b};
+                const char *why = harmony_stream_check(text, len, (it & 1) != 0, (int32_t)(it % 3), cuts, 2);
+                if (why[0]) {
+                    bad = 1;
+                    CHECKF(0, "\"%s\" cut at %zu, %zu: %s", text, a, b, why);
+                }
+            }
+        }
+    }
+    CHECK(!bad);
 }
 
 /* What a stream releases at once: a body as soon as it cannot be a
@@ -277,6 +295,7 @@ static void test_force(void) {
 
 int main(void) {
     test_cases();
+    test_mixed();
     test_release();
     test_template();
     test_force();

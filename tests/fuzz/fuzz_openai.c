@@ -46,7 +46,9 @@
  *      identity on valid input, and survive a response JSON round trip;
  *      the payload as a generated text through vx_tool_parse in every
  *      tool-call format, whole and streamed in three pieces (released
- *      plus held bytes are the text; the held part has the calls).
+ *      plus held bytes are the text; the held part has the calls), and
+ *      through the harmony parser (gpt-oss), whose stream in three pieces
+ *      must give the whole reply's reasoning, content and calls.
  *
  * Environment: $VX_FIXTURES (default ../shared/fixtures, so run from the
  * repository root) for tokenizer/ggml-vocab-{qwen2,llama-bpe,llama-spm}.gguf
@@ -56,7 +58,7 @@
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
  *       -std=c11 -D_GNU_SOURCE -Iinclude -Isrc tests/fuzz/fuzz_openai.c \
- *       src/server_openai.c src/server_ollama.c src/server_llamacpp.c src/server_embed.c src/embed.c src/reasoning.c src/tool_call.c src/json_check.c src/json_schema.c src/sampling.c \
+ *       src/server_openai.c src/server_ollama.c src/server_llamacpp.c src/server_embed.c src/embed.c src/reasoning.c src/harmony.c src/tool_call.c src/json_check.c src/json_schema.c src/grammar*.c src/sampling.c \
  *       src/chat.c src/jinja*.c src/vocab.c \
  *       src/tok_*.c src/gguf.c src/name_index.c src/quant*.c src/common.c \
  *       -lcjson -lpcre2-8 -lm -o /tmp/fuzz_openai
@@ -96,6 +98,7 @@
 #include "server_llamacpp.h"
 #include "server_ollama.h"
 #include "server_openai.h"
+#include "../harmony_stream_check.h"
 #include "../reasoning_stream_check.h"
 #include "../tool_stream_check.h"
 #include "vocab.h"
@@ -238,6 +241,22 @@ static void check_tools(const vx_oai_request *r) {
         free(prefix);
         free(schema);
     }
+    /* harmony names the function in the call's header: one function only */
+    char *prefix = NULL, *schema = NULL;
+    const vx_status hs = vx_tool_force(VX_TOOL_FMT_HARMONY, r->tools_json, r->tool_name, r->parallel_tool_calls,
+                                       &prefix, &schema);
+    if (r->tool_name || r->n_tools == 1) {
+        vx_jschema *js = NULL;
+        char msg[256];
+        check(hs == VX_OK && prefix && strstr(prefix, "to=functions.") && schema &&
+                  vx_jschema_compile(schema, strlen(schema), &js, msg, sizeof msg) == VX_OK,
+              "harmony: a forced call of one function");
+        vx_jschema_free(js);
+    } else {
+        check(hs == VX_EUNSUPPORTED && !prefix && !schema, "harmony: any of several refused");
+    }
+    free(prefix);
+    free(schema);
     vx_tool_call call = {.name = r->tool_names[0], .arguments = "{\"a\":1}", .id = "call_x"};
     vx_oai_meta m = {.kind = VX_OAI_CHAT, .id = "chatcmpl-x", .created = 1, .model = r->model, .vocab = g_pair[0].v};
     vx_oai_choice c = {.index = 0, .text = "", .finish_reason = "tool_calls", .calls = &call, .n_calls = 1};
@@ -259,6 +278,16 @@ static void check_tool_parse(const char *s, size_t n) {
         for (int32_t i = 0; i < whole.n; i++) check(whole.v[i].name[0] && whole.v[i].id[0], "a call has a name and id");
         vx_tool_calls_free(&whole);
         const char *why = tool_stream_check(f, s, n, a, b, names, 2);
+        check(!why[0], why);
+    }
+    /* harmony (gpt-oss): the parser's stream against the whole reply */
+    vx_tool_calls whole;
+    check(vx_tool_parse(VX_TOOL_FMT_HARMONY, s, n, names, 2, 0, &whole) == VX_OK, "vx_tool_parse harmony");
+    for (int32_t i = 0; i < whole.n; i++) check(whole.v[i].name[0] && whole.v[i].id[0], "a harmony call has a name and id");
+    vx_tool_calls_free(&whole);
+    const size_t cuts[2] = {a, b};
+    for (int k = 0; k < 4; k++) {
+        const char *why = harmony_stream_check(s, n, k & 1, k >> 1, cuts, 2);
         check(!why[0], why);
     }
 }
