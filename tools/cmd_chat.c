@@ -17,6 +17,7 @@
 
 #include "chat.h"
 #include "cli.h"
+#include "harmony.h"
 
 #define MAX_MSGS 1024
 
@@ -26,6 +27,45 @@ static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) {
     (void)sig;
     interrupted = 1;
+}
+
+/* A reply on its way to the screen and into the conversation. */
+typedef struct reply_out {
+    bool dim;        /* stdout is a terminal: the analysis shows there, dim */
+    bool in_thought; /* the analysis was shown last (its style or line still open) */
+    vx_harmony_stream hs;
+    vx_sbuf reply;   /* what joins the conversation */
+} reply_out;
+
+static void reply_thought_end(reply_out *o) {
+    if (o->dim) fputs("\033[0m\n", stdout);
+    else fputc('\n', stderr);
+    o->in_thought = false;
+}
+
+/* What the harmony parser released by its last call: the analysis apart
+ * (dim, or on stderr), the answer on stdout and into the conversation. */
+static bool reply_show(reply_out *o) {
+    const vx_harmony_stream *h = &o->hs;
+    if (h->reasoning.len) {
+        if (!o->in_thought && o->dim) fputs("\033[2m", stdout);
+        o->in_thought = true;
+        fwrite(h->reasoning.p, 1, h->reasoning.len, o->dim ? stdout : stderr);
+    }
+    if (h->content.len) {
+        if (o->in_thought) reply_thought_end(o);
+        fwrite(h->content.p, 1, h->content.len, stdout);
+        if (!vx_sbuf_add(&o->reply, h->content.p, h->content.len)) return false;
+    }
+    fflush(stdout);
+    return true;
+}
+
+static bool reply_piece(reply_out *o, bool harmony, const char *p, size_t n) {
+    if (harmony) return vx_harmony_stream_feed(&o->hs, p, n) && reply_show(o);
+    fwrite(p, 1, n, stdout);
+    fflush(stdout);
+    return vx_sbuf_add(&o->reply, p, n);
 }
 
 static void chat_usage(void) {
@@ -75,7 +115,9 @@ int vx_cmd_chat(int argc, char **argv) {
     vx_context *c = NULL;
     vx_sampler *smp = NULL;
     vx_chat_template *tmpl = NULL;
-    char *src = NULL, *rendered = NULL, *reply = NULL, *line = NULL, *piece = NULL;
+    char *src = NULL, *rendered = NULL, *line = NULL, *piece = NULL;
+    reply_out ro;
+    memset(&ro, 0, sizeof ro);
     int32_t piece_cap = 0;
     size_t line_cap = 0;
     struct sigaction old_sa; /* SIGINT's handler before ours (sig_set) */
@@ -117,6 +159,12 @@ int vx_cmd_chat(int argc, char **argv) {
         msgs[n_msgs++].content = system;
     }
     const bool tty = isatty(0);
+    /* gpt-oss (harmony): the reply is several messages; its analysis shows
+     * apart from the answer (dim on a terminal, else on stderr) and only the
+     * answer joins the conversation (the template refuses harmony markers
+     * in a message's content) */
+    const bool harmony = vx_harmony_detect(src);
+    ro.dim = isatty(1);
     /* no SA_RESTART: a Ctrl-C at the prompt ends the read (EINTR) */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -200,10 +248,10 @@ int vx_cmd_chat(int argc, char **argv) {
         }
         memcpy(cached, toks, (size_t)nt * sizeof *toks);
         n_cached = nt;
-        size_t rcap = 4096, rlen = 0;
-        free(reply);
-        reply = malloc(rcap);
-        if (!reply) goto done;
+        vx_sbuf_free(&ro.reply);
+        ro.in_thought = false;
+        vx_harmony_stream_free(&ro.hs);
+        if (harmony) vx_harmony_stream_init(&ro.hs, true, 0);
         for (long g = 0; (n_predict < 0 || g < n_predict) && !interrupted; g++) {
             vx_token t = vx_sampler_sample(smp, vx_get_logits_ith(c, last));
             if (t < 0) {
@@ -213,18 +261,7 @@ int vx_cmd_chat(int argc, char **argv) {
             vx_sampler_accept(smp, t);
             if (vx_vocab_is_eog(v, t)) break;
             const int32_t pl = cli_piece(v, t, false, &piece, &piece_cap);
-            if (pl > 0) {
-                fwrite(piece, 1, (size_t)pl, stdout);
-                fflush(stdout);
-                while (rlen + (size_t)pl + 1 > rcap) {
-                    char *nr = realloc(reply, rcap * 2);
-                    if (!nr) goto done;
-                    reply = nr;
-                    rcap *= 2;
-                }
-                memcpy(reply + rlen, piece, (size_t)pl);
-                rlen += (size_t)pl;
-            }
+            if (pl > 0 && !reply_piece(&ro, harmony, piece, (size_t)pl)) goto done;
             if (n_cached >= n_ctx) {
                 fprintf(stderr, "\n[context full]\n");
                 break;
@@ -238,11 +275,12 @@ int vx_cmd_chat(int argc, char **argv) {
             cached[n_cached++] = t;
             last = 0;
         }
-        reply[rlen] = 0;
+        if (harmony && (!vx_harmony_stream_finish(&ro.hs) || !reply_show(&ro))) goto done;
+        if (ro.in_thought) reply_thought_end(&ro);
         printf("\n");
         if (interrupted) fprintf(stderr, "[interrupted]\n");
-        owned[n_msgs] = reply;
-        reply = NULL;
+        owned[n_msgs] = ro.reply.p ? vx_sbuf_take(&ro.reply) : strdup("");
+        if (!owned[n_msgs]) goto done;
         msgs[n_msgs].role = "assistant";
         msgs[n_msgs].content = owned[n_msgs];
         n_msgs++;
@@ -254,7 +292,8 @@ done:
         for (size_t i = 0; i < MAX_MSGS; i++) free(owned[i]);
     free(owned);
     free(msgs);
-    free(reply);
+    vx_sbuf_free(&ro.reply);
+    vx_harmony_stream_free(&ro.hs);
     free(line);
     free(piece);
     free(rendered);

@@ -40,7 +40,11 @@
  *       -fno-sanitize-recover=all -fno-omit-frame-pointer" /tmp/vx-fuzz/libvortex.a
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
  *       -Iinclude -Isrc tests/fuzz/fuzz_model.c /tmp/vx-fuzz/libvortex.a \
- *       -lpcre2-8 -lcjson -lmicrohttpd -lm -pthread -o /tmp/fuzz_model
+ *       -lpcre2-8 -lcjson -lmicrohttpd -lm -pthread -L/usr/lib/x86_64-linux-gnu/openmpi/lib -lmpi \
+ *       -o /tmp/fuzz_model
+ *
+ * (clang compiles the library's SIMDe-emulated AVX-512 files slowly: the
+ * whole build took ~35 minutes on this 2-CPU machine.)
  *
  * Run (fixtures from $VX_FIXTURES, default ../shared/fixtures; seeds are
  * short recipes, e.g. printf '\x00\x00\x00\x01\x00\x02\x00' > seeds/plain):
