@@ -65,7 +65,8 @@ static bool map_format(const cJSON *root, cJSON *o, vx_oai_error *err) {
     return true;
 }
 
-/* think: true (or a level: "high", "medium", "low") splits the reply's
+/* think: true (or a level: "high", "medium", "low", which also goes to the
+ * template as reasoning_effort, gpt-oss's) splits the reply's
  * thoughts off into message.thinking and asks the template to think;
  * false keeps them out of the template too (enable_thinking, as Qwen3's
  * templates read it); absent: the server's default. */
@@ -82,6 +83,7 @@ static bool map_think(const cJSON *root, cJSON *o, vx_oai_error *err) {
     if (!o) return true;
     cJSON *kw = cJSON_AddObjectToObject(o, "chat_template_kwargs");
     if (!kw || !cJSON_AddBoolToObject(kw, "enable_thinking", on) ||
+        (cJSON_IsString(t) && !cJSON_AddStringToObject(kw, "reasoning_effort", t->valuestring)) ||
         !cJSON_AddStringToObject(o, "reasoning_format", on ? "deepseek" : "none"))
         return vx_oai_oom(err);
     return true;

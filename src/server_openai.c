@@ -968,12 +968,41 @@ static bool parse_prefill(const cJSON *root, vx_oai_request *r, vx_oai_error *e)
     return true;
 }
 
-/* chat_template_kwargs, kept as written. */
+static char *kwargs_merge(const char *base, const char *over);
+
+/* chat_template_kwargs, kept as written; OpenAI's reasoning_effort
+ * ("minimal", "low", "medium", "high"; gpt-oss's template reads it) as a
+ * template variable under them (one they set wins, as in vLLM). */
 static bool parse_kwargs(const cJSON *root, const char *body, size_t len, vx_oai_request *r, vx_oai_error *e) {
-    const cJSON *kw = member(root, "chat_template_kwargs");
-    if (!kw) return true;
-    if (!check_kwargs(kw, e)) return false;
-    if ((r->template_kwargs = member_text(body, len, "chat_template_kwargs", kw))) return true;
+    const cJSON *kw = member(root, "chat_template_kwargs"), *re = member(root, "reasoning_effort");
+    if (re && cJSON_IsNull(re)) re = NULL;
+    if (re) {
+        static const char *const levels[] = {"minimal", "low", "medium", "high"};
+        bool ok = false;
+        for (size_t i = 0; cJSON_IsString(re) && i < sizeof levels / sizeof *levels; i++)
+            ok |= !strcmp(re->valuestring, levels[i]);
+        if (!cJSON_IsString(re)) return type_error(e, "reasoning_effort", "a string", re);
+        if (!ok) {
+            vx_oai_set_error(e, 400, "reasoning_effort",
+                             "Invalid value for 'reasoning_effort': '%.32s'. Supported values are: 'minimal', 'low', "
+                             "'medium', and 'high'.",
+                             re->valuestring);
+            return false;
+        }
+    }
+    if (kw && !check_kwargs(kw, e)) return false;
+    if (kw && !(r->template_kwargs = member_text(body, len, "chat_template_kwargs", kw))) goto oom;
+    if (re) {
+        vx_sbuf b = {0};
+        vx_sbuf_addf(&b, "{\"reasoning_effort\":\"%s\"}", re->valuestring);
+        char *merged = b.oom ? NULL : kwargs_merge(b.p, r->template_kwargs);
+        vx_sbuf_free(&b);
+        if (!merged) goto oom;
+        free(r->template_kwargs);
+        r->template_kwargs = merged;
+    }
+    return true;
+oom:
     vx_oai_set_error(e, 500, NULL, "Out of memory.");
     return false;
 }

@@ -111,7 +111,8 @@ static void test_chat(void) {
     done(&o, &q);
     CHECK(translate(VX_OLLAMA_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"think\":\"low\"}", &o, &q,
                     &e));
-    CHECK(q.reasoning == VX_OAI_REASONING_SPLIT);
+    CHECK(q.reasoning == VX_OAI_REASONING_SPLIT && q.template_kwargs &&
+          strstr(q.template_kwargs, "\"reasoning_effort\":\"low\"")); /* gpt-oss's levels */
     done(&o, &q);
     CHECK(translate(VX_OLLAMA_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"think\":false}", &o, &q, &e));
     CHECK(q.reasoning == VX_OAI_REASONING_NONE && q.template_kwargs && strstr(q.template_kwargs, "false"));

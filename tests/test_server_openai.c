@@ -1077,6 +1077,19 @@ static void test_reasoning_fields(const vx_vocab *v) {
     CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"chat_template_kwargs\":null,\"reasoning_format\":null}", &r, &e) &&
           !r.template_kwargs && r.reasoning == VX_OAI_REASONING_DEFAULT);
     vx_oai_request_free(&r);
+    /* reasoning_effort: a template variable under chat_template_kwargs (whose own one comes last and wins) */
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"reasoning_effort\":\"low\"}", &r, &e));
+    CHECKF(r.template_kwargs && !strcmp(r.template_kwargs, "{\"reasoning_effort\":\"low\"}"), "%s",
+           r.template_kwargs ? r.template_kwargs : "(null)");
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"reasoning_effort\":\"high\",\"chat_template_kwargs\":{\"x\":1}}", &r, &e));
+    CHECKF(r.template_kwargs && !strcmp(r.template_kwargs, "{\"reasoning_effort\":\"high\",\"x\":1}"), "%s",
+           r.template_kwargs ? r.template_kwargs : "(null)");
+    vx_oai_request_free(&r);
+    CHECK(parse(VX_OAI_CHAT, "{" MSG ",\"reasoning_effort\":null}", &r, &e) && !r.template_kwargs);
+    vx_oai_request_free(&r);
+    expect_reject_at(__LINE__, VX_OAI_CHAT, "{" MSG ",\"reasoning_effort\":\"huge\"}", "reasoning_effort");
+    expect_reject_at(__LINE__, VX_OAI_CHAT, "{" MSG ",\"reasoning_effort\":2}", "reasoning_effort");
     CHECK(vx_oai_check_kwargs("{\"enable_thinking\":true}", &e));
     CHECK(!vx_oai_check_kwargs("{\"bos_token\":\"x\"}", &e) && e.status == 400);
     CHECK(!vx_oai_check_kwargs("[1]", &e) && e.status == 400);

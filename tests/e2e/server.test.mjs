@@ -1020,6 +1020,19 @@ describe('vx serve harmony (gpt-oss)', () => {
       (e) => e.status === 400 && e.param === 'tool_choice');
   });
 
+  test('reasoning_effort (OpenAI\'s, and ollama\'s think levels) reaches the template', async () => {
+    const effort = async (extra, p = '/apply-template') => {
+      const r = await post(srv.base, p, JSON.stringify({ messages: user, ...extra }));
+      assert.equal(r.status, 200, r.text);
+      return r.json.prompt.match(/Reasoning: (\w+)/)[1];
+    };
+    assert.equal(await effort({}), 'medium');
+    assert.equal(await effort({ reasoning_effort: 'low' }), 'low');
+    assert.equal(await effort({ reasoning_effort: 'low', chat_template_kwargs: { reasoning_effort: 'high' } }), 'high');
+    await assert.rejects(client(srv.base).chat.completions.create({ messages: user, reasoning_effort: 'huge' }),
+      (e) => e.status === 400 && e.param === 'reasoning_effort');
+  });
+
   test('a past call and its reasoning render the way gpt-oss reads them', async () => {
     const msgs = [{ role: 'user', content: 'Weather?' },
       { role: 'assistant', content: '', reasoning_content: 'Use the tool.', tool_calls: [{ id: 'call_1', type: 'function',
