@@ -74,6 +74,9 @@ bool vx_harmony_stream_feed(vx_harmony_stream *s, const char *text, size_t n);
 /* The end of the reply: releases what was held; calls is complete. */
 bool vx_harmony_stream_finish(vx_harmony_stream *s);
 
+/* The header of the final channel's message (the answer). */
+#define VX_HARMONY_FINAL "<|channel|>final<|message|>"
+
 /* The prompt suffix that forces a call of one function in the harmony
  * format ("<|channel|>commentary to=functions.NAME <|constrain|>json
  * <|message|>"), malloc'd; NULL when out of memory. */

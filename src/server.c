@@ -118,7 +118,8 @@ typedef struct job {
     char *echo;
     size_t echo_len;
     bool tools;         /* the reply may hold tool calls (req.tools_json) */
-    char *tool_prefix;  /* a forced call's opening, already in the prompt */
+    char *tool_prefix;  /* a forced call's opening (harmony: or the final channel's
+                           header of a reply held to JSON), already in the prompt */
     char *tool_schema;  /* and the JSON Schema the rest of its reply keeps to */
     bool think;         /* the reply's thoughts go to reasoning_content (reasoning.h) */
     bool think_open;    /* and the prompt left one open */
@@ -1074,6 +1075,15 @@ static bool chat_prompt(vx_server *s, job *j, vx_token **prompt, int32_t *n_prom
     if (!j->harmony && (q->json_object || q->json_schema || q->grammar || j->tool_prefix)) j->think = false;
     if (j->harmony) {
         j->think_open = false;
+        /* a reply held to JSON goes in the final channel, opened in the
+         * prompt (as llama.cpp forces it): the model writes the JSON where
+         * it would write its answer, not in place of a message header */
+        if ((q->json_object || q->json_schema) && !j->tool_prefix && !q->continue_final && q->add_generation_prompt &&
+            !(j->tool_prefix = strdup(VX_HARMONY_FINAL))) {
+            free(text);
+            vx_oai_set_error(err, 500, NULL, "Out of memory.");
+            return false;
+        }
         const bool ok = vx_oai_chat_tokenize(s->vocab, text, j->tool_prefix, prompt, n_prompt, err);
         free(text);
         return ok;

@@ -1020,6 +1020,36 @@ describe('vx serve harmony (gpt-oss)', () => {
       (e) => e.status === 400 && e.param === 'tool_choice');
   });
 
+  test('a reply held to JSON is the final channel\'s: content, JSON', async () => {
+    const ai = client(srv.base);
+    // (a schema that closes soon: the random model, free inside a string, seldom ends one)
+    const schema = { type: 'object', properties: { a: { enum: [1, 2] } }, required: ['a'], additionalProperties: false };
+    for (const stream of [false, true]) {
+      for (const rf of [{ type: 'json_schema', json_schema: { name: 'x', schema } }]) {
+        const req = { messages: user, response_format: rf, temperature: 1, seed: 5, max_tokens: 300 };
+        let content = '', reasoning = '';
+        if (!stream) {
+          const r = await ai.chat.completions.create(req);
+          const m = r.choices[0].message;
+          content = m.content;
+          reasoning = m.reasoning_content ?? '';
+          // the prompt ends with the final channel's header: more tokens than the plain request's
+          const plain = await ai.chat.completions.create({ messages: user, max_tokens: 1 });
+          assert.ok(r.usage.prompt_tokens > plain.usage.prompt_tokens, `${r.usage.prompt_tokens} vs ${plain.usage.prompt_tokens}`);
+        } else {
+          for await (const ch of await ai.chat.completions.create({ ...req, stream: true })) {
+            content += ch.choices[0]?.delta?.content ?? '';
+            reasoning += ch.choices[0]?.delta?.reasoning_content ?? '';
+          }
+        }
+        assert.equal(reasoning, '');
+        const v = JSON.parse(content);
+        assert.equal(typeof v, 'object', content);
+        assert.ok([1, 2].includes(v.a), content);
+      }
+    }
+  });
+
   test('reasoning_effort (OpenAI\'s, and ollama\'s think levels) reaches the template', async () => {
     const effort = async (extra, p = '/apply-template') => {
       const r = await post(srv.base, p, JSON.stringify({ messages: user, ...extra }));
