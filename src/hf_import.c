@@ -15,7 +15,8 @@
  * experts are copied into the stacked 3-D tensors GGUF keeps),
  * GemmaForCausalLM (its norms stored as 1 + w, as the converter does), GraniteForCausalLM (Llama's
  * tensors, its multipliers as the converter's keys), Qwen2MoeForCausalLM (Qwen3-MoE's experts, a
- * shared expert and its gate). Weights: F32,
+ * shared expert and its gate), GptOssForCausalLM ("gpt-oss": its MXFP4 experts
+ * repacked into GGUF's MXFP4, gpt_oss_expert). Weights: F32,
  * F16, BF16; FP8 (as BF16), GPTQ and AWQ int4 (as Q4_0 / Q4_1). Tokenizers: tokenizer.json
  * (byte-level BPE, or byte-fallback BPE as SentencePiece), or for Llama-family and Phi-3 models tokenizer.model
  * (SentencePiece), which the converter prefers where both exist; the chat
@@ -56,6 +57,7 @@ static const struct {
     {"GemmaForCausalLM", "gemma", false, true, 1},        {"Gemma2ForCausalLM", "gemma2", false, true, 2},
     {"Gemma3ForCausalLM", "gemma3", false, true, 3},      {"Qwen3MoeForCausalLM", "qwen3moe", false, false, 0},
     {"GraniteForCausalLM", "granite", true, false, 0},    {"Qwen2MoeForCausalLM", "qwen2moe", false, false, 0},
+    {"GptOssForCausalLM", "gpt-oss", false, false, 0},
     /* Gemma 3's 4B and larger checkpoints: the text model of a multimodal
      * one (text_config; its tensors under language_model, the vision tower
      * and projector left out, as for a GGUF file and its mmproj) */
@@ -169,6 +171,7 @@ typedef struct hf_hparams {
     bool gemma2;          /* k_archs': Gemma 2's four norms per layer (Gemma 2 and 3) */
     bool gemma3;
     bool text_of_mm;      /* Gemma3ForConditionalGeneration: config.json's text_config, tensors' prefixes */
+    bool gpt_oss;         /* GptOssForCausalLM: MXFP4 experts stacked, gate and up interleaved (gpt_oss_experts) */
     bool tie;
 } hf_hparams;
 
@@ -334,6 +337,35 @@ static vx_status gemma3_pattern(const cJSON *cfg, const hf_hparams *hp, int64_t 
     return VX_OK;
 }
 
+/* GptOssConfig: a window on every other layer from the first (the
+ * loader's, as llama.cpp's, period of 2), the SwiGLU clamp at 7 (vx's,
+ * as llama.cpp's, fixed one). */
+static vx_status gpt_oss_keys(vx_gguf_writer *w, const cJSON *cfg, const hf_hparams *hp, char *err, size_t err_size) {
+    vx_status st = VX_OK;
+    int64_t swa = 128;
+    double limit;
+    if (cfg_int(cfg, "sliding_window", 1, 1 << 30, &swa, &st, err, err_size) < 0 ||
+        (st = cfg_real(cfg, "swiglu_limit", 7.0, &limit, err, err_size)))
+        return st;
+    if (limit != 7.0)
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED, "config.json: gpt-oss with swiglu_limit %g is not supported (7 is)",
+                         limit);
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types"), *e;
+    int64_t il = 0;
+    if (lt && !cJSON_IsNull(lt) && (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != hp->n_layer))
+        return vx_seterr(err, err_size, VX_EFORMAT, "config.json: layer_types must list the %lld layers",
+                         (long long)hp->n_layer);
+    cJSON_ArrayForEach(e, lt) {
+        if (!cJSON_IsString(e) || strcmp(e->valuestring, il % 2 ? "full_attention" : "sliding_attention"))
+            return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                             "config.json: gpt-oss with layer_types[%lld] '%s' is not supported (sliding and full "
+                             "attention alternate, from a sliding layer)",
+                             (long long)il, cJSON_IsString(e) ? e->valuestring : "?");
+        il++;
+    }
+    return set_u32(w, hp->arch, "attention.sliding_window", swa);
+}
+
 /* transformers' newer rope_parameters, in place of rope_theta and
  * rope_scaling: the object for layers of layer_type (Gemma 3 keys them
  * "full_attention" and "sliding_attention"), or with flat (one kind of
@@ -401,8 +433,8 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
         return vx_seterr(err, err_size, VX_EUNSUPPORTED,
                          "config.json: model class %s is not supported (LlamaForCausalLM, MistralForCausalLM, "
                          "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, "
-                         "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM and Gemma3ForConditionalGeneration "
-                         "are)",
+                         "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration, "
+                         "GraniteForCausalLM, Qwen2MoeForCausalLM and GptOssForCausalLM are)",
                          a0->valuestring);
     const cJSON *top = cfg;
     if (hp->text_of_mm && !cJSON_IsObject(cfg = cJSON_GetObjectItemCaseSensitive(top, "text_config")))
@@ -429,13 +461,15 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
         cfg_int(cfg, "num_experts_per_tok", 1, 256, &hp->n_expert_used, &st, err, err_size) < 0)
         return st;
     const bool mixtral = !strcmp(a0->valuestring, "MixtralForCausalLM"), phi3 = !strcmp(hp->arch, "phi3");
+    const bool oss = hp->gpt_oss = !strcmp(hp->arch, "gpt-oss");
     const bool qwen2moe = !strcmp(hp->arch, "qwen2moe"), qwen3moe = !strcmp(hp->arch, "qwen3moe") || qwen2moe;
     if (qwen3moe && (st = qwen_moe_keys(cfg, hp, qwen2moe, err, err_size))) return st;
-    if ((mixtral || qwen3moe) &&
+    if ((mixtral || qwen3moe || oss) &&
         (hp->n_expert < 1 || hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert))
         return vx_seterr(err, err_size, VX_EFORMAT, "config.json: a %s model needs %s >= num_experts_per_tok >= 1",
                          a0->valuestring, qwen3moe ? "num_experts" : "num_local_experts");
-    if (!mixtral && !qwen3moe) hp->n_expert = hp->n_expert_used = 0;
+    if (!mixtral && !qwen3moe && !oss) hp->n_expert = hp->n_expert_used = 0;
+    if (oss) hp->n_ff_exp = hp->n_ff; /* every layer's experts are intermediate_size long */
     /* RoPE turns pairs, and the Q/K permutation halves heads */
     if (hp->head_dim < 2 || hp->head_dim % 2)
         return vx_seterr(err, err_size, VX_EFORMAT, "config.json: the head dimension %lld is not a positive even number",
@@ -535,8 +569,9 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
      * Qwen) or 1e-5 (Phi-3, Mixtral); rope_theta 1e4 (Mixtral 1e6) */
     double eps, theta, prf;
     const cJSON *rp = rope_params(cfg, "full_attention", true);
-    if ((st = cfg_real(cfg, "rms_norm_eps", phi3 || mixtral ? 1e-5 : 1e-6, &eps, err, err_size)) ||
-        (st = cfg_real(rp ? rp : cfg, "rope_theta", mixtral || hp->gemma3 ? 1e6 : 1e4, &theta, err, err_size)) ||
+    if ((st = cfg_real(cfg, "rms_norm_eps", phi3 || mixtral || oss ? 1e-5 : 1e-6, &eps, err, err_size)) ||
+        (st = cfg_real(rp ? rp : cfg, "rope_theta", mixtral || hp->gemma3 ? 1e6 : oss ? 150000 : 1e4, &theta, err,
+                       err_size)) ||
         (st = cfg_real(cfg, "partial_rotary_factor", 1.0, &prf, err, err_size)))
         return st;
     if (!(eps >= 0) || eps > 1) return vx_seterr(err, err_size, VX_EFORMAT, "config.json: rms_norm_eps %g is invalid", eps);
@@ -555,6 +590,7 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
     }
     if ((st = set_u32(w, A, "rope.dimension_count", n_rot))) return st;
     if (hp->gemma3 && (st = gemma3_keys(w, cfg, hp, err, err_size))) return st;
+    if (oss && (st = gpt_oss_keys(w, cfg, hp, err, err_size))) return st;
     if (hp->gemma2 && !hp->gemma3) {
         /* Gemma2Config's defaults; a null cap is none. Queries are scaled by
          * 1/sqrt(query_pre_attn_scalar): vx (as llama.cpp) takes head_dim,
@@ -615,6 +651,19 @@ static vx_status config_keys(hf_ctx *c, const cJSON *cfg, const char *dir, hf_hp
             if ((st = vx_gguf_set_str(w, key, "linear")) || (st = set_f32(w, A, "rope.scaling.factor", f))) return st;
         } else if (strcmp(type, "llama3") == 0) {
             if ((st = llama3_factors(c, rs, theta, n_rot, err, err_size))) return st;
+        } else if (strcmp(type, "yarn") == 0 && oss) { /* the loader's YaRN keys (model.c yarn_params) */
+            const double f = cfg_num(rs, "factor", 0), fast = cfg_num(rs, "beta_fast", 32), slow = cfg_num(rs, "beta_slow", 1);
+            int64_t orig = 4096;
+            if (!(f > 0) || !(fast > 0) || !(slow > 0) ||
+                cfg_int(rs, "original_max_position_embeddings", 1, 1 << 30, &orig, &st, err, err_size) < 0)
+                return st ? st : vx_seterr(err, err_size, VX_EFORMAT, "config.json: rope_scaling (yarn) has invalid factors");
+            char key[160];
+            snprintf(key, sizeof key, "%s.rope.scaling.type", A);
+            if ((st = vx_gguf_set_str(w, key, "yarn")) || (st = set_f32(w, A, "rope.scaling.factor", f)) ||
+                (st = set_u32(w, A, "rope.scaling.original_context_length", orig)) ||
+                (st = set_f32(w, A, "rope.scaling.yarn_beta_fast", fast)) ||
+                (st = set_f32(w, A, "rope.scaling.yarn_beta_slow", slow)))
+                return st;
         } else if (strcmp(type, "default") != 0) {
             return vx_seterr(err, err_size, VX_EUNSUPPORTED, "config.json: rope_scaling type '%s' is not supported yet",
                              type);
@@ -685,6 +734,16 @@ static const char *map_name(const hf_hparams *hp, const char *hf, char *buf, siz
     unsigned il;
     const char *rest;
     if (!strncmp(hf, "model.layers.", 13) && parse_index(hf + 13, 1u << 20, &il, &rest) && *rest == '.') {
+        static const char *const oss[][3] = {{"post_attention_layernorm.weight", "post_attention_norm.weight", "n"},
+                                              {"self_attn.sinks", "attn_sinks.weight", "n"},
+                                              {"mlp.router.weight", "ffn_gate_inp.weight", "w"},
+                                              {"mlp.router.bias", "ffn_gate_inp.bias", "n"}};
+        for (size_t i = 0; hp->gpt_oss && i < sizeof oss / sizeof *oss; i++)
+            if (!strcmp(rest + 1, oss[i][0])) {
+                *kind = oss[i][2][0];
+                snprintf(buf, size, "blk.%u.%s", il, oss[i][1]);
+                return buf;
+            }
         if (hp->gemma2 && !strcmp(rest + 1, "post_attention_layernorm.weight")) {
             *kind = 'n';
             snprintf(buf, size, "blk.%u.post_attention_norm.weight", il);
@@ -829,6 +888,96 @@ static const vx_st_tensor *find_any(const hf_ctx *c, const char *name) {
         if (t) return t;
     }
     return NULL;
+}
+
+/* gpt-oss's experts (GptOssExperts), a layer's in one tensor each:
+ * mlp.experts.gate_up_proj_{blocks,scales,bias}, gate and up rows
+ * interleaved (gate the even ones, as the converter splits them), and
+ * mlp.experts.down_proj_{blocks,scales,bias}. The weights are MXFP4:
+ * blocks [E, rows, n/32, 16] of two codes a byte (element 2j in the low
+ * nibble of byte j), scales [E, rows, n/32] of E8M0 exponents. They become
+ * GGUF's MXFP4 ffn_{gate,up,down}_exps (per block the scale, then element
+ * j in the low nibble of byte j and j + 16 in its high one; the codes and
+ * exponents as they are) and F32 biases [rows, E]. *handled: the tensor
+ * was one of them (the scales are read with their blocks). */
+static vx_status gpt_oss_expert(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t, const char *name,
+                                bool *handled, char *err, size_t err_size) {
+    unsigned il;
+    const char *rest;
+    *handled = false;
+    if (strncmp(name, "model.layers.", 13) || !parse_index(name + 13, 1u << 20, &il, &rest) ||
+        strncmp(rest, ".mlp.experts.", 13))
+        return VX_OK;
+    const char *what = rest + 13;
+    const bool gu = !strncmp(what, "gate_up_proj", 12), dn = !strncmp(what, "down_proj", 9);
+    const char *part = gu ? what + 12 : dn ? what + 9 : NULL;
+    if (!part) return VX_OK;
+    *handled = true;
+    if (!strcmp(part, "_scales")) return VX_OK;
+    const int64_t E = hp->n_expert, F = hp->n_ff_exp, D = hp->n_embd;
+    const int64_t rows = gu ? 2 * F : D, n_in = gu ? D : F, R = gu ? F : D;
+    if (il >= hp->n_layer) return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s': no such layer", t->name);
+    static const char *const gname[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    const int g0 = gu ? 0 : 2, n_out = gu ? 2 : 1;
+    char gg[2][64];
+    vx_status st = VX_OK;
+    if (!strcmp(part, "_bias")) {
+        if (vx_type_of(t->dtype) < 0 || t->n_dims != 2 || t->shape[0] != E || t->shape[1] != rows)
+            return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' must be F32/F16/BF16 [%lld, %lld]", t->name,
+                             (long long)E, (long long)rows);
+        float *f[2] = {own(c, (size_t)(E * R) * 4), gu ? own(c, (size_t)(E * R) * 4) : NULL};
+        if (!f[0] || (gu && !f[1])) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory");
+        for (int64_t x = 0; x < E; x++)
+            for (int64_t r = 0; r < rows; r++) {
+                const float v = elem_f32(t->data, t->dtype, (size_t)(x * rows + r));
+                if (gu) f[r & 1][x * F + r / 2] = v;
+                else f[0][x * D + r] = v;
+            }
+        const int64_t ne[2] = {R, E};
+        for (int k = 0; k < n_out && !st; k++) {
+            snprintf(gg[k], sizeof gg[k], "blk.%u.%s.bias", il, gname[g0 + k]);
+            st = put_tensor(c, t->name, gg[k], VX_TYPE_F32, 2, ne, f[k], (uint64_t)(E * R) * 4, err, err_size);
+        }
+        return st;
+    }
+    if (strcmp(part, "_blocks") != 0)
+        return vx_seterr(err, err_size, VX_EUNSUPPORTED,
+                         "tensor '%s': gpt-oss experts other than MXFP4 (_blocks and _scales) are not supported",
+                         t->name);
+    const int64_t nb = n_in / 32;
+    if (n_in % 32 || t->dtype != VX_ST_U8 || t->n_dims != 4 || t->shape[0] != E || t->shape[1] != rows ||
+        t->shape[2] != nb || t->shape[3] != 16)
+        return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' must be U8 [%lld, %lld, %lld, 16]", t->name,
+                         (long long)E, (long long)rows, (long long)nb);
+    char sname[512];
+    snprintf(sname, sizeof sname, "%.*s_scales", (int)(strlen(t->name) - 7), t->name);
+    const vx_st_tensor *sc = find_any(c, sname);
+    if (!sc || sc->dtype != VX_ST_U8 || sc->n_dims != 3 || sc->shape[0] != E || sc->shape[1] != rows ||
+        sc->shape[2] != nb)
+        return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' is %s (U8 [%lld, %lld, %lld])", sname,
+                         sc ? "malformed" : "missing", (long long)E, (long long)rows, (long long)nb);
+    const size_t bytes = (size_t)(E * R * nb) * sizeof(vx_block_mxfp4);
+    vx_block_mxfp4 *o[2] = {own(c, bytes), gu ? own(c, bytes) : NULL};
+    if (!o[0] || (gu && !o[1])) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory for the experts");
+    const uint8_t *qb = t->data, *qs = sc->data;
+    for (int64_t x = 0; x < E; x++)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t b = 0; b < nb; b++) {
+                const size_t src = (size_t)((x * rows + r) * nb + b);
+                vx_block_mxfp4 *d = &o[gu ? r & 1 : 0][(x * R + (gu ? r / 2 : r)) * nb + b];
+                const uint8_t *q = qb + 16 * src;
+                d->e = qs[src];
+                for (int j = 0; j < 16; j++) { /* elements j and j + 16: bytes j / 2 and 8 + j / 2 */
+                    const int sh = 4 * (j & 1);
+                    d->qs[j] = (uint8_t)(((q[j / 2] >> sh) & 0x0F) | (((q[8 + j / 2] >> sh) & 0x0F) << 4));
+                }
+            }
+    const int64_t ne[3] = {n_in, R, E};
+    for (int k = 0; k < n_out && !st; k++) {
+        snprintf(gg[k], sizeof gg[k], "blk.%u.%s.weight", il, gname[g0 + k]);
+        st = put_tensor(c, t->name, gg[k], VX_TYPE_MXFP4, 3, ne, o[k], bytes, err, err_size);
+    }
+    return st;
 }
 
 /* The value of an FP8 byte: e4m3fn (bias 7, no infinities, S.1111.111 NaN)
@@ -1062,6 +1211,11 @@ static vx_status add_tensor(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor 
     unsigned il, x, wi;
     const char *tname = text_name(hp, t->name, tbuf, sizeof tbuf);
     if (!tname) return VX_OK; /* a multimodal model's vision part */
+    if (hp->gpt_oss) {
+        bool handled;
+        const vx_status so = gpt_oss_expert(c, hp, t, tname, &handled, err, err_size);
+        if (so || handled) return so;
+    }
     if (is_expert(tname, &il, &x, &wi)) return add_expert(c, hp, t, il, x, wi, err, err_size);
     const size_t nl = strlen(tname);
     if (nl > 8 && !strcmp(tname + nl - 8, ".qweight")) return add_gptq(c, hp, t, tname, err, err_size);
@@ -1256,7 +1410,7 @@ static vx_status import(hf_ctx *c, const char *dir, char *err, size_t err_size) 
     else if (!head && !hp.tie)
         st = vx_seterr(err, err_size, VX_EFORMAT,
                        "no lm_head.weight, and config.json does not tie it to the embedding (tie_word_embeddings)");
-    else if (n_experts != hp.n_layer * hp.n_expert * 3)
+    else if (!hp.gpt_oss && n_experts != hp.n_layer * hp.n_expert * 3)
         st = vx_seterr(err, err_size, VX_EFORMAT, "the checkpoint has %lld expert tensors, not %lld layers x %lld x 3",
                        (long long)n_experts, (long long)hp.n_layer, (long long)hp.n_expert);
     if (st) {
@@ -1267,7 +1421,7 @@ static vx_status import(hf_ctx *c, const char *dir, char *err, size_t err_size) 
     for (int i = 0; !st && i < c->n_st; i++)
         for (int64_t j = 0; !st && j < vx_st_n_tensors(c->st[i]); j++)
             st = add_tensor(c, &hp, vx_st_tensor_at(c->st[i], j), err, err_size);
-    if (!st) st = add_experts(c, &hp, err, err_size);
+    if (!st && !hp.gpt_oss) st = add_experts(c, &hp, err, err_size);
     if (!st) st = read_text(dir, "tokenizer_config.json", &tcfg, &tcfg_len, &missing, err, err_size);
     /* Llama-family, Phi-3 and Gemma models: the SentencePiece model when
      * there is one, as the converter prefers it; then tokenizer.json */

@@ -17,7 +17,9 @@
  *    untied embeddings, and the errors for what is not supported. vx
  *    synth's tiny Gemma, Gemma 2, Gemma 3 (window pattern, local RoPE base,
  *    linear scaling; also as the text model of a Gemma3ForConditionalGeneration
- *    checkpoint) and Qwen3-MoE (experts under mlp.experts) the same way,
+ *    checkpoint), Qwen3-MoE (experts under mlp.experts) and gpt-oss (MXFP4
+ *    experts as GptOssForCausalLM's blocks and scales, gate and up rows
+ *    interleaved; the other weights F32) the same way,
  *    and their configs vx cannot run refused with the reason.
  */
 #include <dirent.h>
@@ -635,7 +637,7 @@ typedef struct st_ent {
     char name[128];
     const char *dtype;
     int nd;
-    int64_t shape[2];
+    int64_t shape[4];
     const void *data;
     size_t size;
 } st_ent;
@@ -838,6 +840,94 @@ static void gptq_quantize(const uint16_t *src, int64_t rows, int64_t cols, bool 
 static const char *model_path(const char *rel) { return rel[0] == '/' ? rel : vx_test_fixture_path(rel); }
 
 /* Writes the GGUF model at rel as a Hugging Face directory dir. */
+/* gpt-oss's tensors as GptOssForCausalLM's checkpoints hold them: the
+ * experts of a layer in one tensor each, MXFP4 as blocks [E, rows, n/32,
+ * 16] (element 2j in the low nibble of byte j) and scales [E, rows, n/32],
+ * gate and up rows interleaved in gate_up_proj (gate the even ones), the
+ * biases likewise; the router, the sinks and the post-attention norm under
+ * their names. Fills e[0..r) (r returned; 0: not one of these, handled by
+ * the common code; -1: a failure) with malloc'd data in bufs. */
+static int export_oss_tensor(const vx_gguf *g, const vx_gguf_tensor *t, st_ent *e, void **bufs) {
+    unsigned il;
+    int pos = 0;
+    if (sscanf(t->name, "blk.%u.%n", &il, &pos) != 1 || !pos) return 0;
+    const char *r = t->name + pos;
+    static const char *const plain[][2] = {{"post_attention_norm.weight", "post_attention_layernorm.weight"},
+                                           {"attn_sinks.weight", "self_attn.sinks"},
+                                           {"ffn_gate_inp.weight", "mlp.router.weight"},
+                                           {"ffn_gate_inp.bias", "mlp.router.bias"},
+                                           {"attn_output.bias", "self_attn.o_proj.bias"}};
+    for (size_t i = 0; i < sizeof plain / sizeof *plain; i++)
+        if (!strcmp(r, plain[i][0])) {
+            snprintf(e->name, sizeof e->name, "model.layers.%u.%s", il, plain[i][1]);
+            e->dtype = t->type == VX_TYPE_F32 ? "F32" : t->type == VX_TYPE_F16 ? "F16" : "BF16";
+            e->nd = t->ne[1] > 1 ? 2 : 1;
+            e->shape[0] = e->nd == 2 ? t->ne[1] : t->ne[0];
+            e->shape[1] = t->ne[0];
+            e->data = t->data;
+            e->size = (size_t)t->size;
+            return 1;
+        }
+    if (!strcmp(r, "ffn_up_exps.weight") || !strcmp(r, "ffn_up_exps.bias")) return -2; /* with the gate's */
+    const bool gw = !strcmp(r, "ffn_gate_exps.weight"), dw = !strcmp(r, "ffn_down_exps.weight");
+    const bool gb = !strcmp(r, "ffn_gate_exps.bias"), db = !strcmp(r, "ffn_down_exps.bias");
+    if (!gw && !dw && !gb && !db) return 0;
+    const vx_gguf_tensor *u = NULL;
+    char un[64];
+    if (gw || gb) {
+        snprintf(un, sizeof un, "blk.%u.ffn_up_exps.%s", il, gw ? "weight" : "bias");
+        if (!(u = vx_gguf_find_tensor(g, un))) return -1;
+    }
+    const char *proj = gw || gb ? "gate_up_proj" : "down_proj";
+    if (gb || db) { /* [R, E] F32 -> [E, rows] */
+        const int64_t R = t->ne[0], E = t->ne[1], rows = gb ? 2 * R : R;
+        float *f = malloc((size_t)(E * rows) * 4);
+        if (!f || t->type != VX_TYPE_F32) return free(f), -1;
+        for (int64_t x = 0; x < E; x++)
+            for (int64_t k = 0; k < rows; k++)
+                f[x * rows + k] = gb ? ((const float *)(k & 1 ? u : t)->data)[x * R + k / 2] : ((const float *)t->data)[x * R + k];
+        snprintf(e->name, sizeof e->name, "model.layers.%u.mlp.experts.%s_bias", il, proj);
+        e->dtype = "F32";
+        e->nd = 2;
+        e->shape[0] = E;
+        e->shape[1] = rows;
+        e->data = *bufs = f;
+        e->size = (size_t)(E * rows) * 4;
+        return 1;
+    }
+    if (t->type != VX_TYPE_MXFP4 || (u && u->type != VX_TYPE_MXFP4)) return -1;
+    const int64_t n_in = t->ne[0], R = t->ne[1], E = t->ne[2], nb = n_in / 32, rows = gw ? 2 * R : R;
+    uint8_t *blocks = malloc((size_t)(E * rows * nb) * 16), *scales = malloc((size_t)(E * rows * nb));
+    if (!blocks || !scales) return free(blocks), free(scales), -1;
+    for (int64_t x = 0; x < E; x++)
+        for (int64_t k = 0; k < rows; k++)
+            for (int64_t b = 0; b < nb; b++) {
+                const vx_gguf_tensor *s = gw && (k & 1) ? u : t;
+                const vx_block_mxfp4 *q = (const vx_block_mxfp4 *)s->data + (x * R + (gw ? k / 2 : k)) * nb + b;
+                const size_t d = (size_t)((x * rows + k) * nb + b);
+                scales[d] = q->e;
+                for (int j = 0; j < 16; j++) { /* elements 2j and 2j + 1 of the block */
+                    const int lo = 2 * j, hi = 2 * j + 1;
+                    const int cl = lo < 16 ? q->qs[lo] & 0x0F : q->qs[lo - 16] >> 4;
+                    const int ch = hi < 16 ? q->qs[hi] & 0x0F : q->qs[hi - 16] >> 4;
+                    blocks[16 * d + (size_t)j] = (uint8_t)(cl | ch << 4);
+                }
+            }
+    snprintf(e[0].name, sizeof e[0].name, "model.layers.%u.mlp.experts.%s_blocks", il, proj);
+    e[0].dtype = "U8";
+    e[0].nd = 4;
+    e[0].shape[0] = E, e[0].shape[1] = rows, e[0].shape[2] = nb, e[0].shape[3] = 16;
+    e[0].data = bufs[0] = blocks;
+    e[0].size = (size_t)(E * rows * nb) * 16;
+    snprintf(e[1].name, sizeof e[1].name, "model.layers.%u.mlp.experts.%s_scales", il, proj);
+    e[1].dtype = "U8";
+    e[1].nd = 3;
+    e[1].shape[0] = E, e[1].shape[1] = rows, e[1].shape[2] = nb;
+    e[1].data = bufs[1] = scales;
+    e[1].size = (size_t)(E * rows * nb);
+    return 2;
+}
+
 static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
     char err[512];
     vx_gguf *g = NULL;
@@ -883,6 +973,7 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
                       : !strcmp(arch, "gemma3") ? "Gemma3ForCausalLM"
                       : !strcmp(arch, "qwen3moe") ? "Qwen3MoeForCausalLM"
                       : !strcmp(arch, "qwen2moe") ? "Qwen2MoeForCausalLM"
+                      : !strcmp(arch, "gpt-oss") ? "GptOssForCausalLM"
                                                : "Phi3ForCausalLM";
     cJSON_AddItemToArray(archs, cJSON_CreateString(cls));
     cJSON_AddNumberToObject(cfg, "hidden_size", (double)E);
@@ -931,6 +1022,30 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
             cJSON_AddStringToObject(rs, "rope_type", "linear");
             cJSON_AddNumberToObject(rs, "factor", factor);
         }
+    }
+    const bool oss = !strcmp(arch, "gpt-oss");
+    if (oss) { /* GptOssConfig: the experts' length, the window on every other layer, YaRN */
+        int64_t FX = F, swa = 0, orig = 0;
+        double factor = 0;
+        vx_gguf_get_i64(g, "gpt-oss.expert_feed_forward_length", &FX);
+        vx_gguf_get_i64(g, "gpt-oss.attention.sliding_window", &swa);
+        vx_gguf_get_f64(g, "gpt-oss.rope.scaling.factor", &factor);
+        vx_gguf_get_i64(g, "gpt-oss.rope.scaling.original_context_length", &orig);
+        cJSON_ReplaceItemInObject(cfg, "intermediate_size", cJSON_CreateNumber((double)FX));
+        cJSON_AddNumberToObject(cfg, "sliding_window", (double)swa);
+        cJSON *lt = cJSON_AddArrayToObject(cfg, "layer_types");
+        for (int64_t il = 0; il < L; il++)
+            cJSON_AddItemToArray(lt, cJSON_CreateString(il % 2 ? "full_attention" : "sliding_attention"));
+        cJSON_AddNumberToObject(cfg, "swiglu_limit", 7.0);
+        cJSON_AddBoolToObject(cfg, "attention_bias", true);
+        cJSON_DeleteItemFromObject(cfg, "rope_scaling");
+        cJSON *rs = cJSON_AddObjectToObject(cfg, "rope_scaling");
+        cJSON_AddStringToObject(rs, "rope_type", "yarn");
+        cJSON_AddNumberToObject(rs, "factor", factor);
+        cJSON_AddNumberToObject(rs, "original_max_position_embeddings", (double)orig);
+        cJSON_AddNumberToObject(rs, "beta_fast", 32.0);
+        cJSON_AddNumberToObject(rs, "beta_slow", 1.0);
+        cJSON_AddBoolToObject(rs, "truncate", false);
     }
     if (granite) { /* GraniteConfig's multipliers */
         static const char *const gk[4][2] = {{"embedding_scale", "embedding_multiplier"},
@@ -1039,6 +1154,14 @@ static bool export_hf(const char *rel, const char *dir, const hf_opts *o) {
     int n = 0;
     for (int64_t i = 0; i < nt; i++) {
         const vx_gguf_tensor *t = vx_gguf_tensor_at(g, i);
+        if (oss) {
+            const int r = export_oss_tensor(g, t, e + n, bufs + n);
+            if (r == -1) ok = false;
+            if (r != 0) {
+                n += r > 0 ? r : 0;
+                continue;
+            }
+        }
         char b[128];
         static const char *const exps[3][2] = {{"ffn_gate_exps", "w1"}, {"ffn_down_exps", "w2"}, {"ffn_up_exps", "w3"}};
         static const char *const qexps[3] = {"gate_proj", "down_proj", "up_proj"}; /* Qwen3-MoE's names */
@@ -1652,6 +1775,37 @@ typedef struct bad_cfg {
 
 /* The model at gm as HF directories with one config.json key patched
  * each: all refused as unsupported, with the reason */
+/* A copy of the GGUF file src whose quantized tensors but MXFP4 are F32
+ * (the values they hold): gpt-oss's checkpoints keep only the experts
+ * quantized. */
+static bool dequant_but_mxfp4(const char *src, const char *dst) {
+    char err[256];
+    vx_gguf *g = NULL;
+    vx_gguf_writer *w = vx_gguf_writer_init();
+    bool ok = w && vx_gguf_open(src, &g, err, sizeof err) == VX_OK && vx_gguf_copy_kv(w, g) == VX_OK;
+    void **bufs = ok ? calloc((size_t)vx_gguf_n_tensors(g), sizeof *bufs) : NULL;
+    for (int64_t i = 0; ok && bufs && i < vx_gguf_n_tensors(g); i++) {
+        const vx_gguf_tensor *t = vx_gguf_tensor_at(g, i);
+        const vx_type_traits *tr = vx_type_get_traits(t->type);
+        if (t->type == VX_TYPE_F32 || t->type == VX_TYPE_MXFP4 || !tr || !tr->to_float) {
+            ok = vx_gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->size, true) == VX_OK;
+            continue;
+        }
+        int64_t n = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++) n *= t->ne[d];
+        float *f = bufs[i] = malloc((size_t)n * 4);
+        ok = f != NULL;
+        if (ok) tr->to_float(t->data, f, n);
+        ok = ok && vx_gguf_add_tensor(w, t->name, VX_TYPE_F32, t->n_dims, t->ne, f, (uint64_t)n * 4, true) == VX_OK;
+    }
+    ok = ok && bufs && vx_gguf_write_file(w, dst, err, sizeof err) == VX_OK;
+    for (int64_t i = 0; bufs && i < vx_gguf_n_tensors(g); i++) free(bufs[i]);
+    free(bufs);
+    vx_gguf_writer_free(w);
+    vx_gguf_close(g);
+    return ok;
+}
+
 static void refused_configs(const char *gm, const hf_opts *o, const bad_cfg *bad, size_t n) {
     char gd[400], err[512];
     snprintf(gd, sizeof gd, "%s/bad", g_tmp);
@@ -1703,6 +1857,21 @@ int main(void) {
         snprintf(gm, sizeof gm, "%s/granite-tiny.gguf", g_tmp); /* Granite's multipliers from config.json */
         CHECK(vx_test_synth("granite-tiny", "F32", gm));
         test_model(gm, &one);
+        remove(gm);
+        /* gpt-oss: MXFP4 experts in GptOssForCausalLM's layout, sinks,
+         * biases, the router, the window on every other layer, YaRN */
+        char mx[400];
+        snprintf(mx, sizeof mx, "%s/gpt-oss-mx.gguf", g_tmp);
+        snprintf(gm, sizeof gm, "%s/gpt-oss-tiny.gguf", g_tmp);
+        CHECK(vx_test_synth("gpt-oss-tiny", "MXFP4_MOE", mx) && dequant_but_mxfp4(mx, gm));
+        test_model(gm, &one);
+        static const bad_cfg ossbad[] = {
+            {"swiglu_limit", "8.0", "swiglu_limit 8"},
+            {"layer_types", "[\"full_attention\",\"sliding_attention\",\"full_attention\",\"sliding_attention\"]",
+             "layer_types[0]"}, /* its 4 layers, the window on the odd ones */
+        };
+        refused_configs(gm, &one, ossbad, sizeof ossbad / sizeof ossbad[0]);
+        remove(mx);
         remove(gm);
         snprintf(gm, sizeof gm, "%s/qwen2moe-tiny.gguf", g_tmp); /* experts, a shared one and its gate */
         CHECK(vx_test_synth("qwen2moe-tiny", "F32", gm));
