@@ -10,7 +10,8 @@
  *                5 unused (the padding)
  *   merges       model.merges, "a b" strings (pairs [a, b] joined)
  *   pre          from the pre-tokenizer's Split regex: the regexes of
- *                Llama 3 ("llama-bpe") and Qwen2 ("qwen2") are known, a
+ *                Llama 3 ("llama-bpe"), Qwen2 ("qwen2") and o200k (GPT-4o,
+ *                gpt-oss: "gpt-4o") are known, a
  *                lone ByteLevel with its own regex is GPT-2's ("gpt-2")
  *   bos/eos      tokenizer_config's bos_token / eos_token (unk, pad too),
  *                else config.json's bos_token_id / eos_token_id; add_bos /
@@ -49,6 +50,11 @@ static const struct {
      "llama-bpe"},
     {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
      "qwen2"},
+    /* o200k (tiktoken's o200k_base / o200k_harmony: GPT-4o, gpt-oss; Llama 4's too) */
+    {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+     "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     "gpt-4o"},
 };
 
 static const char *str_of(const cJSON *o, const char *key) {
@@ -118,7 +124,7 @@ static vx_status find_pre(const cJSON *root, const char **pre, char *err, size_t
         }
     return vx_seterr(err, err_size, VX_EUNSUPPORTED,
                      "tokenizer.json: the pre-tokenizer regex \"%.120s%s\" is not one vx knows (Llama 3's, Qwen2's, "
-                     "GPT-2's)",
+                     "o200k's, GPT-2's)",
                      regex, strlen(regex) > 120 ? "..." : "");
 }
 

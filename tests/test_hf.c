@@ -484,6 +484,41 @@ static char *json_edit(const char *json, const char *from, const char *to) {
     return b;
 }
 
+/* o200k's Split regex (GPT-4o's and gpt-oss's tokenizer.json) names the
+ * "gpt-4o" pre-tokenizer: Llama 3's fixture tokenizer.json with its regex
+ * swapped for o200k's, as tiktoken's o200k_base pattern is published. */
+static void test_o200k_regex(void) {
+    static const char o200k[] =
+        "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+        "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+        "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    size_t len = 0;
+    char *json = gunzip(vx_test_fixture_path("tokenizer/hf/llama3/tokenizer.json.gz"), &len);
+    cJSON *j = json ? cJSON_ParseWithLength(json, len) : NULL;
+    free(json);
+    cJSON *pts = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "pre_tokenizer"), "pretokenizers");
+    cJSON *pat = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(pts, 0), "pattern");
+    CHECK(pat && cJSON_GetObjectItemCaseSensitive(pat, "Regex"));
+    if (!pat) {
+        cJSON_Delete(j);
+        return;
+    }
+    cJSON_ReplaceItemInObjectCaseSensitive(pat, "Regex", cJSON_CreateString(o200k));
+    char *t = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    char err[512] = "";
+    vx_gguf_writer *w = vx_gguf_writer_init();
+    vx_gguf *g = NULL;
+    vx_status st = vx_hf_tokenizer_to_gguf(t, strlen(t), NULL, 0, NULL, 0, 0, w, err, sizeof err);
+    if (!st) st = vx_gguf_writer_open_reader(w, release_writer, w, &g, err, sizeof err);
+    else vx_gguf_writer_free(w);
+    const char *pre = NULL;
+    CHECKF(st == VX_OK && vx_gguf_get_str(g, "tokenizer.ggml.pre", &pre) == 1 && !strcmp(pre, "gpt-4o"), "%s: %s", err,
+           pre ? pre : "(none)");
+    vx_gguf_close(g);
+    free(t);
+}
+
 /* Ids Hugging Face's tokenizers (the npm package tokenizers 0.23.2, the
  * Rust library) gave for these layouts of Llama 2's tokenizer.json,
  * special tokens parsed */
@@ -1824,6 +1859,7 @@ static void refused_configs(const char *gm, const hf_opts *o, const bad_cfg *bad
 }
 
 int main(void) {
+    test_o200k_regex();
     printf("tokenizer.json as GGUF keys:\n");
     test_tokenizer("llama3", "llama-bpe", 128256, NULL);
     /* Qwen3-0.6B's published config.json: bos 151643 (its tokenizer_config has no bos_token) */
