@@ -898,8 +898,10 @@ static const vx_st_tensor *find_any(const hf_ctx *c, const char *name) {
  * nibble of byte j), scales [E, rows, n/32] of E8M0 exponents. They become
  * GGUF's MXFP4 ffn_{gate,up,down}_exps (per block the scale, then element
  * j in the low nibble of byte j and j + 16 in its high one; the codes and
- * exponents as they are) and F32 biases [rows, E]. *handled: the tensor
- * was one of them (the scales are read with their blocks). */
+ * exponents as they are) and F32 biases [rows, E]. Unquantized checkpoints
+ * (BF16 conversions) hold gate_up_proj [E, n_embd, 2 n_ff] and down_proj
+ * [E, n_ff, n_embd], the transposes: they keep their type. *handled: the
+ * tensor was one of them (the scales are read with their blocks). */
 static vx_status gpt_oss_expert(hf_ctx *c, const hf_hparams *hp, const vx_st_tensor *t, const char *name,
                                 bool *handled, char *err, size_t err_size) {
     unsigned il;
@@ -940,10 +942,29 @@ static vx_status gpt_oss_expert(hf_ctx *c, const hf_hparams *hp, const vx_st_ten
         }
         return st;
     }
+    if (!part[0]) { /* unquantized: [E, n_in, rows] (transformers multiplies x by it): transposed */
+        const int type = vx_type_of(t->dtype);
+        if (type < 0 || t->n_dims != 3 || t->shape[0] != E || t->shape[1] != n_in || t->shape[2] != rows)
+            return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' must be F32/F16/BF16 [%lld, %lld, %lld]", t->name,
+                             (long long)E, (long long)n_in, (long long)rows);
+        const size_t es = vx_st_dtype_size(t->dtype), bytes = (size_t)(E * R * n_in) * es;
+        uint8_t *o[2] = {own(c, bytes), gu ? own(c, bytes) : NULL};
+        if (!o[0] || (gu && !o[1])) return vx_seterr(err, err_size, VX_ENOMEM, "out of memory for the experts");
+        const uint8_t *src = t->data;
+        for (int64_t x = 0; x < E; x++)
+            for (int64_t i = 0; i < n_in; i++)
+                for (int64_t r = 0; r < rows; r++)
+                    memcpy(o[gu ? r & 1 : 0] + (size_t)((x * R + (gu ? r / 2 : r)) * n_in + i) * es,
+                           src + (size_t)((x * n_in + i) * rows + r) * es, es);
+        const int64_t ne[3] = {n_in, R, E};
+        for (int k = 0; k < n_out && !st; k++) {
+            snprintf(gg[k], sizeof gg[k], "blk.%u.%s.weight", il, gname[g0 + k]);
+            st = put_tensor(c, t->name, gg[k], type, 3, ne, o[k], bytes, err, err_size);
+        }
+        return st;
+    }
     if (strcmp(part, "_blocks") != 0)
-        return vx_seterr(err, err_size, VX_EUNSUPPORTED,
-                         "tensor '%s': gpt-oss experts other than MXFP4 (_blocks and _scales) are not supported",
-                         t->name);
+        return vx_seterr(err, err_size, VX_EFORMAT, "tensor '%s' is not one of gpt-oss's expert tensors", t->name);
     const int64_t nb = n_in / 32;
     if (n_in % 32 || t->dtype != VX_ST_U8 || t->n_dims != 4 || t->shape[0] != E || t->shape[1] != rows ||
         t->shape[2] != nb || t->shape[3] != 16)

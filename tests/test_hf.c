@@ -19,7 +19,8 @@
  *    linear scaling; also as the text model of a Gemma3ForConditionalGeneration
  *    checkpoint), Qwen3-MoE (experts under mlp.experts) and gpt-oss (MXFP4
  *    experts as GptOssForCausalLM's blocks and scales, gate and up rows
- *    interleaved; the other weights F32) the same way,
+ *    interleaved; the other weights F32; and unquantized, the experts
+ *    transposed) the same way,
  *    and their configs vx cannot run refused with the reason.
  */
 #include <dirent.h>
@@ -930,8 +931,24 @@ static int export_oss_tensor(const vx_gguf *g, const vx_gguf_tensor *t, st_ent *
         e->size = (size_t)(E * rows) * 4;
         return 1;
     }
-    if (t->type != VX_TYPE_MXFP4 || (u && u->type != VX_TYPE_MXFP4)) return -1;
     const int64_t n_in = t->ne[0], R = t->ne[1], E = t->ne[2], nb = n_in / 32, rows = gw ? 2 * R : R;
+    if (t->type == VX_TYPE_F32 && (!u || u->type == VX_TYPE_F32)) { /* unquantized: [E, n_in, rows], transposed */
+        float *f = malloc((size_t)(E * n_in * rows) * 4);
+        if (!f) return -1;
+        for (int64_t x = 0; x < E; x++)
+            for (int64_t i = 0; i < n_in; i++)
+                for (int64_t k = 0; k < rows; k++)
+                    f[(x * n_in + i) * rows + k] =
+                        ((const float *)(gw && (k & 1) ? u : t)->data)[(x * R + (gw ? k / 2 : k)) * n_in + i];
+        snprintf(e->name, sizeof e->name, "model.layers.%u.mlp.experts.%s", il, proj);
+        e->dtype = "F32";
+        e->nd = 3;
+        e->shape[0] = E, e->shape[1] = n_in, e->shape[2] = rows;
+        e->data = *bufs = f;
+        e->size = (size_t)(E * n_in * rows) * 4;
+        return 1;
+    }
+    if (t->type != VX_TYPE_MXFP4 || (u && u->type != VX_TYPE_MXFP4)) return -1;
     uint8_t *blocks = malloc((size_t)(E * rows * nb) * 16), *scales = malloc((size_t)(E * rows * nb));
     if (!blocks || !scales) return free(blocks), free(scales), -1;
     for (int64_t x = 0; x < E; x++)
@@ -1908,6 +1925,9 @@ int main(void) {
         };
         refused_configs(gm, &one, ossbad, sizeof ossbad / sizeof ossbad[0]);
         remove(mx);
+        remove(gm);
+        CHECK(vx_test_synth("gpt-oss-tiny", "F32", gm)); /* a BF16-style checkpoint: the experts transposed */
+        test_model(gm, &one);
         remove(gm);
         snprintf(gm, sizeof gm, "%s/qwen2moe-tiny.gguf", g_tmp); /* experts, a shared one and its gate */
         CHECK(vx_test_synth("qwen2moe-tiny", "F32", gm));
