@@ -30,6 +30,9 @@
 bool vx_utf8_valid(const char *s, size_t n, size_t *bad_at);
 /* Appends s[0..n) with every invalid sequence replaced by U+FFFD. */
 void vx_utf8_sanitize(vx_sbuf *out, const char *s, size_t n);
+/* The character at s[0..n) (n >= 1): its length, or 0 with *bad the
+ * length of the maximal invalid subpart (>= 1) to replace or drop. */
+int vx_utf8_char(const unsigned char *s, size_t n, size_t *bad);
 
 /* ------------------------------------------------------------------ errors */
 

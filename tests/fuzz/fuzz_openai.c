@@ -58,7 +58,7 @@
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
  *       -std=c11 -D_GNU_SOURCE -Iinclude -Isrc tests/fuzz/fuzz_openai.c \
- *       src/server_openai.c src/server_ollama.c src/server_llamacpp.c src/server_embed.c src/embed.c src/reasoning.c src/harmony.c src/tool_call.c src/json_check.c src/json_schema.c src/grammar*.c src/sampling.c \
+ *       src/server_openai.c src/server_text.c src/server_ollama.c src/server_llamacpp.c src/server_embed.c src/embed.c src/reasoning.c src/harmony.c src/tool_call.c src/json_check.c src/json_schema.c src/grammar*.c src/sampling.c \
  *       src/chat.c src/jinja*.c src/vocab.c \
  *       src/tok_*.c src/gguf.c src/name_index.c src/quant*.c src/common.c \
  *       -lcjson -lpcre2-8 -lm -o /tmp/fuzz_openai

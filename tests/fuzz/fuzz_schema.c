@@ -10,8 +10,8 @@
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
  *       -std=c11 -D_GNU_SOURCE -Iinclude -Isrc tests/fuzz/fuzz_schema.c \
- *       src/json_schema.c src/json_check.c src/common.c src/server_openai.c src/reasoning.c \
- *       src/tool_call.c src/sampling.c src/chat.c src/jinja*.c src/vocab.c src/tok_*.c src/gguf.c \
+ *       src/json_schema.c src/json_check.c src/common.c src/server_openai.c src/server_text.c src/reasoning.c \
+ *       src/harmony.c src/tool_call.c src/grammar*.c src/sampling.c src/chat.c src/jinja*.c src/vocab.c src/tok_*.c src/gguf.c \
  *       src/name_index.c src/quant*.c -lcjson -lpcre2-8 -lm -o /tmp/fuzz_schema
  *
  * Run with the request dictionary, e.g.
