@@ -182,6 +182,12 @@ static bool sbuf_reserve(vx_sbuf *b, size_t extra) {
     return true;
 }
 
+size_t vx_partial_tail(const char *s, size_t n, const char *m, size_t ml) {
+    for (size_t k = ml - 1 < n ? ml - 1 : n; k > 0; k--)
+        if (!memcmp(s + n - k, m, k)) return k;
+    return 0;
+}
+
 bool vx_sbuf_add(vx_sbuf *b, const void *data, size_t n) {
     if (!sbuf_reserve(b, n)) return false;
     if (n) memcpy(b->p + b->len, data, n);

@@ -69,6 +69,11 @@ void vx_sbuf_free(vx_sbuf *b);
 /* Hands the bytes over (malloc'd, NUL-terminated; NULL if memory ran out). */
 char *vx_sbuf_take(vx_sbuf *b);
 
+/* The longest k < ml with s[n-k..n) == m[0..k): the start of marker m
+ * (ml bytes) at the end of s, held back by a stream until more text
+ * decides (reasoning.c, tool_call.c, harmony.c). */
+size_t vx_partial_tail(const char *s, size_t n, const char *m, size_t ml);
+
 /* n random alphanumerics (getrandom; without it a clock-seeded LCG: ids
  * need to be unique-ish, not secret) and a NUL at buf[n]. */
 void vx_random_alnum(char *buf, size_t n);

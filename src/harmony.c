@@ -162,12 +162,8 @@ static size_t first_of(const char *h, size_t n, const char *const *ms, size_t n_
 static size_t tail_prefix(const char *h, size_t n, const char *const *ms, size_t n_ms) {
     size_t keep = 0;
     for (size_t k = 0; k < n_ms; k++) {
-        const size_t ml = strlen(ms[k]);
-        for (size_t t = ml - 1 < n ? ml - 1 : n; t > keep; t--)
-            if (!memcmp(h + n - t, ms[k], t)) {
-                keep = t;
-                break;
-            }
+        const size_t t = vx_partial_tail(h, n, ms[k], strlen(ms[k]));
+        if (t > keep) keep = t;
     }
     return keep;
 }
@@ -255,3 +251,14 @@ static bool step(vx_harmony_stream *s, const char *text, size_t n, bool final) {
 bool vx_harmony_stream_feed(vx_harmony_stream *s, const char *text, size_t n) { return step(s, text, n, false); }
 
 bool vx_harmony_stream_finish(vx_harmony_stream *s) { return step(s, NULL, 0, true); }
+
+/* What the last step released, appended. */
+static bool collect(const vx_harmony_stream *s, vx_sbuf *reasoning, vx_sbuf *content) {
+    return (!reasoning || vx_sbuf_add(reasoning, s->reasoning.p, s->reasoning.len)) &&
+           vx_sbuf_add(content, s->content.p, s->content.len);
+}
+
+bool vx_harmony_stream_all(vx_harmony_stream *s, const char *text, size_t n, vx_sbuf *reasoning, vx_sbuf *content) {
+    return vx_harmony_stream_feed(s, text ? text : "", n) && collect(s, reasoning, content) &&
+           vx_harmony_stream_finish(s) && collect(s, reasoning, content);
+}

@@ -73,6 +73,10 @@ void vx_harmony_stream_free(vx_harmony_stream *s);
 bool vx_harmony_stream_feed(vx_harmony_stream *s, const char *text, size_t n);
 /* The end of the reply: releases what was held; calls is complete. */
 bool vx_harmony_stream_finish(vx_harmony_stream *s);
+/* A whole reply: fed and finished, what was released appended to
+ * reasoning (NULL: dropped) and content; calls is complete. False when
+ * memory ran out. */
+bool vx_harmony_stream_all(vx_harmony_stream *s, const char *text, size_t n, vx_sbuf *reasoning, vx_sbuf *content);
 
 /* The header of the final channel's message (the answer). */
 #define VX_HARMONY_FINAL "<|channel|>final<|message|>"

@@ -96,13 +96,6 @@ static void release_reasoning(vx_reasoning_stream *s, const char *p, size_t n, b
     s->started = true;
 }
 
-/* The longest k < ml with s[n-k..n) == m[0..k): a marker's start. */
-static size_t partial(const char *s, size_t n, const char *m, size_t ml) {
-    for (size_t k = VX_MIN(n, ml - 1); k > 0; k--)
-        if (!memcmp(s + n - k, m, k)) return k;
-    return 0;
-}
-
 static void run(vx_reasoning_stream *s, bool final) {
     for (;;) {
         char *h = s->held.p;
@@ -135,7 +128,7 @@ static void run(vx_reasoning_stream *s, bool final) {
                 return;
             }
             /* hold a marker's start and the blanks before it */
-            size_t end = n - partial(h, n, VX_THINK_CLOSE, CLOSE_LEN);
+            size_t end = n - vx_partial_tail(h, n, VX_THINK_CLOSE, CLOSE_LEN);
             while (end > 0 && blank(h[end - 1])) end--;
             release_reasoning(s, h, end, false);
             consume(s, end);

@@ -418,12 +418,7 @@ static void harmony_finish(job *j, choice *c) {
         return;
     }
     vx_sbuf answer = {0};
-    bool ok = vx_harmony_stream_feed(h, c->text.p ? c->text.p : "", c->text.len) &&
-              vx_sbuf_add(&c->reasoning, h->reasoning.p, h->reasoning.len) &&
-              vx_sbuf_add(&answer, h->content.p, h->content.len) && vx_harmony_stream_finish(h) &&
-              vx_sbuf_add(&c->reasoning, h->reasoning.p, h->reasoning.len) &&
-              vx_sbuf_add(&answer, h->content.p, h->content.len);
-    if (!ok) {
+    if (!vx_harmony_stream_all(h, c->text.p, c->text.len, &c->reasoning, &answer)) {
         vx_sbuf_free(&answer);
         j->out.oom = true;
         return;
@@ -902,32 +897,30 @@ static bool chat_prompt(vx_server *s, job *j, vx_token **prompt, int32_t *n_prom
     size_t cont;
     if (!vx_oai_request_render(s->tmpl, s->vocab, q, s->p.template_kwargs, &text, &cont, err)) return false;
     j->think = q->reasoning == VX_OAI_REASONING_DEFAULT ? s->p.reasoning : q->reasoning == VX_OAI_REASONING_SPLIT;
-    /* harmony: a reply held to a JSON shape has no header and is content,
-     * whole (harmony.h), so think may stay */
     j->harmony = s->harmony;
-    if (!j->harmony && (q->json_object || q->json_schema || q->grammar || j->tool_prefix)) j->think = false;
+    const size_t len = strlen(text);
     if (j->harmony) {
-        j->think_open = false;
-        /* a reply held to JSON goes in the final channel, opened in the
+        /* think stays for a reply held to a JSON shape: it has no header
+         * and is content, whole (harmony.h); the parser finds the messages
+         * itself. Such a reply goes in the final channel, opened in the
          * prompt (as llama.cpp forces it): the model writes the JSON where
          * it would write its answer, not in place of a message header */
+        j->think_open = false;
         if ((q->json_object || q->json_schema) && !j->tool_prefix && !q->continue_final && q->add_generation_prompt &&
             !(j->tool_prefix = strdup(VX_HARMONY_FINAL))) {
             free(text);
             vx_oai_set_error(err, 500, NULL, "Out of memory.");
             return false;
         }
-        const bool ok = vx_oai_chat_tokenize(s->vocab, text, j->tool_prefix, prompt, n_prompt, err);
-        free(text);
-        return ok;
-    }
-    const size_t len = strlen(text);
-    if (j->think && q->continue_final) {
-        const vx_prefill_thought pt = vx_reasoning_prefill(text + cont, len - cont);
-        j->think_open = pt == VX_PREFILL_OPEN;
-        if (pt == VX_PREFILL_CLOSED) j->think = false;
     } else {
-        j->think_open = j->think && vx_reasoning_open_at_end(text, len);
+        if (q->json_object || q->json_schema || q->grammar || j->tool_prefix) j->think = false;
+        if (j->think && q->continue_final) {
+            const vx_prefill_thought pt = vx_reasoning_prefill(text + cont, len - cont);
+            j->think_open = pt == VX_PREFILL_OPEN;
+            if (pt == VX_PREFILL_CLOSED) j->think = false;
+        } else {
+            j->think_open = j->think && vx_reasoning_open_at_end(text, len);
+        }
     }
     const bool ok = vx_oai_chat_tokenize(s->vocab, text, j->tool_prefix, prompt, n_prompt, err);
     free(text);

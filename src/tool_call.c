@@ -279,8 +279,7 @@ static vx_status parse_harmony(const char *text, size_t len, int32_t max_calls, 
     vx_harmony_stream s;
     vx_harmony_stream_init(&s, true, max_calls);
     vx_sbuf content = {0};
-    bool ok = vx_harmony_stream_feed(&s, text, len) && vx_sbuf_add(&content, s.content.p, s.content.len) &&
-              vx_harmony_stream_finish(&s) && vx_sbuf_add(&content, s.content.p, s.content.len);
+    bool ok = vx_harmony_stream_all(&s, text, len, NULL, &content);
     const char *c = "";
     size_t cl = 0;
     if (ok) trimmed(content.p ? content.p : "", content.len, &c, &cl);
@@ -363,14 +362,6 @@ void vx_tool_stream_free(vx_tool_stream *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* The longest tail of s[0..n) that begins w (shorter than w). */
-static size_t partial_tail(const char *s, size_t n, const char *w) {
-    size_t l = strlen(w);
-    for (size_t k = l - 1 < n ? l - 1 : n; k > 0; k--)
-        if (memcmp(s + n - k, w, k) == 0) return k;
-    return 0;
-}
-
 bool vx_tool_stream_feed(vx_tool_stream *s, const char *text, size_t n, const char **out, size_t *out_len) {
     *out = text;
     *out_len = 0;
@@ -400,7 +391,7 @@ bool vx_tool_stream_feed(vx_tool_stream *s, const char *text, size_t n, const ch
             rel = (size_t)(m - h->p);
             s->capturing = true;
         } else {
-            rel = h->len - partial_tail(h->p, h->len, w);
+            rel = h->len - vx_partial_tail(h->p, h->len, w, strlen(w));
         }
     }
     if (rel == 0) return true;
