@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "common.h"
+#include "ops.h"
 #include "quant.h"
 #include "quant_ref.h"
 #include "x86/kernels_x86.h"
@@ -75,6 +76,7 @@ typedef struct {
     vx_vec_dot_fn dot; /* NULL for F16/BF16 (f32 activations) */
     int nf16;          /* fp16 factors per block and their offsets */
     size_t f16_off[2];
+    int avx512; /* the AVX-512 tier's kernel: run only where the CPU has it */
 } bcase;
 
 /* Fills the matrix with random bytes, every block's fp16 factors then set
@@ -210,31 +212,39 @@ int main(int argc, char **argv) {
     const int reps = argc > 1 && atoi(argv[1]) > 0 ? atoi(argv[1]) : 7;
     const int ncols = argc > 2 && atoi(argv[2]) >= 32 ? atoi(argv[2]) / 32 * 32 : 4096;
     const bcase cases[] = {
-        {VX_TYPE_Q4_0, vx_gemv_q4_0_avx2, vx_vec_dot_q4_0_q8_0_avx2, 1, {0, 0}},
-        {VX_TYPE_Q4_1, vx_gemv_q4_1_avx2, vx_vec_dot_q4_1_q8_1_avx2, 2, {0, 2}},
-        {VX_TYPE_Q5_0, vx_gemv_q5_0_avx2, vx_vec_dot_q5_0_q8_0_avx2, 1, {0, 0}},
-        {VX_TYPE_Q5_1, vx_gemv_q5_1_avx2, vx_vec_dot_q5_1_q8_1_avx2, 2, {0, 2}},
-        {VX_TYPE_Q8_0, vx_gemv_q8_0_avx2, vx_vec_dot_q8_0_q8_0_avx2, 1, {0, 0}},
-        {VX_TYPE_IQ4_NL, vx_gemv_iq4_nl_avx2, vx_vec_dot_iq4_nl_q8_0_avx2, 1, {0, 0}},
+        {VX_TYPE_Q4_0, vx_gemv_q4_0_avx2, vx_vec_dot_q4_0_q8_0_avx2, 1, {0, 0}, 0},
+        {VX_TYPE_Q4_1, vx_gemv_q4_1_avx2, vx_vec_dot_q4_1_q8_1_avx2, 2, {0, 2}, 0},
+        {VX_TYPE_Q5_0, vx_gemv_q5_0_avx2, vx_vec_dot_q5_0_q8_0_avx2, 1, {0, 0}, 0},
+        {VX_TYPE_Q5_1, vx_gemv_q5_1_avx2, vx_vec_dot_q5_1_q8_1_avx2, 2, {0, 2}, 0},
+        {VX_TYPE_Q8_0, vx_gemv_q8_0_avx2, vx_vec_dot_q8_0_q8_0_avx2, 1, {0, 0}, 0},
+        {VX_TYPE_IQ4_NL, vx_gemv_iq4_nl_avx2, vx_vec_dot_iq4_nl_q8_0_avx2, 1, {0, 0}, 0},
         {VX_TYPE_Q2_K,
          vx_gemv_q2_K_avx2,
          vx_vec_dot_q2_K_q8_K_avx2,
          2,
-         {offsetof(vx_block_q2_K, d), offsetof(vx_block_q2_K, dmin)}},
-        {VX_TYPE_Q3_K, vx_gemv_q3_K_avx2, vx_vec_dot_q3_K_q8_K_avx2, 1, {offsetof(vx_block_q3_K, d), 0}},
-        {VX_TYPE_Q4_K, vx_gemv_q4_K_avx2, vx_vec_dot_q4_K_q8_K_avx2, 2, {0, 2}},
-        {VX_TYPE_Q5_K, vx_gemv_q5_K_avx2, vx_vec_dot_q5_K_q8_K_avx2, 2, {0, 2}},
-        {VX_TYPE_Q6_K, vx_gemv_q6_K_avx2, vx_vec_dot_q6_K_q8_K_avx2, 1, {offsetof(vx_block_q6_K, d), 0}},
+         {offsetof(vx_block_q2_K, d), offsetof(vx_block_q2_K, dmin)}, 0},
+        {VX_TYPE_Q3_K, vx_gemv_q3_K_avx2, vx_vec_dot_q3_K_q8_K_avx2, 1, {offsetof(vx_block_q3_K, d), 0}, 0},
+        {VX_TYPE_Q4_K, vx_gemv_q4_K_avx2, vx_vec_dot_q4_K_q8_K_avx2, 2, {0, 2}, 0},
+        {VX_TYPE_Q5_K, vx_gemv_q5_K_avx2, vx_vec_dot_q5_K_q8_K_avx2, 2, {0, 2}, 0},
+        {VX_TYPE_Q6_K, vx_gemv_q6_K_avx2, vx_vec_dot_q6_K_q8_K_avx2, 1, {offsetof(vx_block_q6_K, d), 0}, 0},
         /* the grid i-quants (avx2_iq.c): gemv only; IQ1_M's scale is in nibbles (left random) */
-        {VX_TYPE_IQ2_XXS, vx_gemv_iq2_xxs_avx2, NULL, 1, {0, 0}},
-        {VX_TYPE_IQ2_XS, vx_gemv_iq2_xs_avx2, NULL, 1, {0, 0}},
-        {VX_TYPE_IQ2_S, vx_gemv_iq2_s_avx2, NULL, 1, {0, 0}},
-        {VX_TYPE_IQ3_XXS, vx_gemv_iq3_xxs_avx2, NULL, 1, {0, 0}},
-        {VX_TYPE_IQ3_S, vx_gemv_iq3_s_avx2, NULL, 1, {0, 0}},
-        {VX_TYPE_IQ1_S, vx_gemv_iq1_s_avx2, NULL, 1, {0, 0}},
-        {VX_TYPE_IQ1_M, vx_gemv_iq1_m_avx2, NULL, 0, {0, 0}},
-        {VX_TYPE_F16, vx_gemv_f16_avx2, NULL, 0, {0, 0}},
-        {VX_TYPE_BF16, vx_gemv_bf16_avx2, NULL, 0, {0, 0}},
+        {VX_TYPE_IQ2_XXS, vx_gemv_iq2_xxs_avx2, NULL, 1, {0, 0}, 0},
+        {VX_TYPE_IQ2_XS, vx_gemv_iq2_xs_avx2, NULL, 1, {0, 0}, 0},
+        {VX_TYPE_IQ2_S, vx_gemv_iq2_s_avx2, NULL, 1, {0, 0}, 0},
+        {VX_TYPE_IQ3_XXS, vx_gemv_iq3_xxs_avx2, NULL, 1, {0, 0}, 0},
+        {VX_TYPE_IQ3_S, vx_gemv_iq3_s_avx2, NULL, 1, {0, 0}, 0},
+        {VX_TYPE_IQ1_S, vx_gemv_iq1_s_avx2, NULL, 1, {0, 0}, 0},
+        {VX_TYPE_IQ1_M, vx_gemv_iq1_m_avx2, NULL, 0, {0, 0}, 0},
+        /* their AVX-512 kernels (avx512_iq.c) */
+        {VX_TYPE_IQ2_XXS, vx_gemv_iq2_xxs_avx512, NULL, 1, {0, 0}, 1},
+        {VX_TYPE_IQ2_XS, vx_gemv_iq2_xs_avx512, NULL, 1, {0, 0}, 1},
+        {VX_TYPE_IQ2_S, vx_gemv_iq2_s_avx512, NULL, 1, {0, 0}, 1},
+        {VX_TYPE_IQ3_XXS, vx_gemv_iq3_xxs_avx512, NULL, 1, {0, 0}, 1},
+        {VX_TYPE_IQ3_S, vx_gemv_iq3_s_avx512, NULL, 1, {0, 0}, 1},
+        {VX_TYPE_IQ1_S, vx_gemv_iq1_s_avx512, NULL, 1, {0, 0}, 1},
+        {VX_TYPE_IQ1_M, vx_gemv_iq1_m_avx512, NULL, 0, {0, 0}, 1},
+        {VX_TYPE_F16, vx_gemv_f16_avx2, NULL, 0, {0, 0}, 0},
+        {VX_TYPE_BF16, vx_gemv_bf16_avx2, NULL, 0, {0, 0}, 0},
     };
     uint8_t *w = xalloc(BIG_BYTES);
     uint8_t *small = xalloc(SMALL_BYTES);
@@ -260,7 +270,7 @@ int main(int argc, char **argv) {
                _mm_cvtsi128_si32(sink) == 42 ? " " : "");
         free(cm);
     }
-    printf("%-7s %6s %10s %9s %9s %10s %12s %10s\n", "type", "B/blk", "gemv GB/s", "ns/blk", "cyc/blk",
+    printf("%-11s %6s %10s %9s %9s %10s %12s %10s\n", "type", "B/blk", "gemv GB/s", "ns/blk", "cyc/blk",
            "dot GB/s", "L2 gemv GB/s", "L2 cyc/blk");
 
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -268,7 +278,7 @@ int main(int argc, char **argv) {
         const vx_type_traits *tr = vx_type_get_traits(b->type);
         bool wanted = argc <= 3;
         for (int a = 3; a < argc; a++) wanted |= vx_type_from_name(argv[a]) == b->type;
-        if (!wanted || ncols % tr->blck_size != 0) continue;
+        if (!wanted || ncols % tr->blck_size != 0 || (b->avx512 && vx_cpu_best_isa() < VX_ISA_AVX512)) continue;
         const size_t rs = vx_row_size((vx_type)b->type, ncols);
         const int rows = (int)(BIG_BYTES / rs), srows = (int)(SMALL_BYTES / rs);
         fill_random(b, w, (size_t)rows * rs, &seed);
@@ -304,7 +314,9 @@ int main(int argc, char **argv) {
             double t = now_s() - t0;
             if (t < ts) ts = t;
         }
-        printf("%-7s %6zu %10.2f %9.2f %9.2f %10.2f %12.2f %10.2f\n", tr->name, tr->type_size,
+        char name[24];
+        snprintf(name, sizeof name, "%s%s", tr->name, b->avx512 ? "/512" : "");
+        printf("%-11s %6zu %10.2f %9.2f %9.2f %10.2f %12.2f %10.2f\n", name, tr->type_size,
                (double)rows * rs / tg * 1e-9, tg / nblk * 1e9, tg / nblk * 1e9 * ghz,
                (double)rows * rs / td * 1e-9, (double)srows * rs / ts * 1e-9, ts / nblk_s * 1e9 * ghz);
     }

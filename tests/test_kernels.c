@@ -1059,13 +1059,37 @@ static void test_packed(err_stats *st) {
     }
 }
 
-/* Plain-layout entries a tier replaces (none yet beyond AVX2's): the
- * same gemm/gemv checks as the AVX2 kernels get. */
+/* A tier's gemv against the AVX2 tier's on the same rows: both keep the
+ * canonical order (exact per-block integer sums, the same float steps), so
+ * every output must be the same float, bit for bit. */
+static void check_same_gemv(err_stats *st, int t, vx_gemv_fn a, vx_gemv_fn b, const char *tier, int64_t n, rng *r) {
+    const vx_type_traits *tx = vx_type_get_traits(t);
+    const int yt = tx->vec_dot_type, nr = 19, ntk = 5;
+    const size_t rs = vx_row_size((vx_type)t, n) + 16, as = vx_row_size((vx_type)yt, n);
+    uint8_t *w = xmalloc(rs * nr), *y = xmalloc(as * ntk);
+    float *f = xmalloc((size_t)n * sizeof(float)), oa[19], ob[19];
+    gemm_weights(t, n, w, rs, nr, r, f);
+    gemm_acts(yt, n, y, as, ntk, r, f);
+    for (int k = 0; k < ntk; k++) {
+        a(n, w, rs, nr, y + (size_t)k * as, oa);
+        b(n, w, rs, nr, y + (size_t)k * as, ob);
+        for (int i = 0; i < nr; i++)
+            CHECKF(memcmp(&oa[i], &ob[i], sizeof(float)) == 0, "%s gemv tier %s n=%lld tok %d row %d: %.9g, AVX2 %.9g",
+                   tx->name, tier, (long long)n, k, i, oa[i], ob[i]);
+    }
+    free(w);
+    free(y);
+    free(f);
+}
+
+/* Plain-layout entries a tier replaces: the same gemm/gemv checks as the
+ * AVX2 kernels get, and for the quantized ones the AVX2 gemv's bits. */
 static void test_tier_plain(err_stats *st) {
     vx_kernels kt[6];
     const int nk = tiers(kt);
-    static const int types[] = {VX_TYPE_Q4_0, VX_TYPE_Q5_0, VX_TYPE_Q8_0, VX_TYPE_Q4_K, VX_TYPE_Q6_K,
-                                VX_TYPE_F16,  VX_TYPE_BF16};
+    static const int types[] = {VX_TYPE_Q4_0,  VX_TYPE_Q5_0,   VX_TYPE_Q8_0,  VX_TYPE_Q4_K,  VX_TYPE_Q6_K,
+                                VX_TYPE_F16,   VX_TYPE_BF16,   VX_TYPE_IQ2_XXS, VX_TYPE_IQ2_XS, VX_TYPE_IQ2_S,
+                                VX_TYPE_IQ3_XXS, VX_TYPE_IQ3_S, VX_TYPE_IQ1_S, VX_TYPE_IQ1_M};
     const int64_t ns32[] = {32, 96, 896, 4096, 0};
     const int64_t nsK[] = {256, 1280, 4096, 0};
     const int64_t nsF[] = {7, 40, 896, 4099, 0};
@@ -1087,6 +1111,8 @@ static void test_tier_plain(err_stats *st) {
                                                                                : ns32;
             rng r = {.s = 4243};
             for (int k = 0; ns[k]; k++) check_gemm(st, &gc, ns[k], &r);
+            if (!half)
+                for (int k = 0; ns[k]; k++) check_same_gemv(st, t, kt[ti].gemv[t], kt[0].gemv[t], kt[ti].name, ns[k], &r);
             if (dp) { /* the f32-activation BF16 GEMM such a tier keeps for batch_invariant: the AVX2 bits */
                 const gcase g32 = {t, kt[ti].gemm_bf16_f32, kt[ti].gemv[t], kt[ti].gemm_scratch, 15, kt[0].gemm[t], 0};
                 for (int k = 0; ns[k]; k++) check_gemm(st, &g32, ns[k], &r);

@@ -341,9 +341,24 @@ struct vx_kernels;
     int vx_attn_dec_q8_0_##S(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k,               \
                              const uint8_t *v, int64_t ld, int64_t hs, int64_t cs, int64_t n,                   \
                              const uint8_t *kx, const uint8_t *vx,                                              \
-                             float scale, float cap, float *mx, float *l, float *o);
+                             float scale, float cap, float *mx, float *l, float *o);                           \
+    /* the grid i-quants on Q8_K activations (avx512_iq.c): the AVX2 tier's bits */                            \
+    VX_IQ512_DECL(iq2_xxs, S)                                                                                  \
+    VX_IQ512_DECL(iq2_xs, S)                                                                                   \
+    VX_IQ512_DECL(iq2_s, S)                                                                                    \
+    VX_IQ512_DECL(iq3_xxs, S)                                                                                  \
+    VX_IQ512_DECL(iq3_s, S)                                                                                    \
+    VX_IQ512_DECL(iq1_s, S)                                                                                    \
+    VX_IQ512_DECL(iq1_m, S)
+#define VX_IQ512_DECL(name, S)                                                                                 \
+    void vx_gemv_##name##_##S(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,      \
+                              float *out);                                                                     \
+    void vx_gemm_##name##_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,         \
+                              size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,           \
+                              void *scratch);
 VX_AVX512_KERNELS(avx512)
 VX_AVX512_KERNELS(avx512emu)
+#undef VX_IQ512_DECL
 
 /* prefill tile attention on fp32 FMAs (avx512_attn_tiles.c, native only):
  * the attn_tiles_* contract of ops.h */
