@@ -43,10 +43,12 @@ AINLINE float fma1(float a, float b, float c) {
         for (int r = 0; r < nrows; r++) {                                                                     \
             const uint8_t *row = (const uint8_t *)w + (size_t)r * rs;                                         \
             float acc = 0.0f;                                                                                 \
+            uint16_t ixb[2][64]; /* the next block's indices, a block ahead (no stall on their reload) */     \
+            prep_##name(row, ixb[0]);                                                                         \
             for (int64_t b = 0; b < nb; b++) {                                                                \
                 const uint8_t *blk = row + (size_t)b * (BS);                                                  \
-                uint16_t ix[64];                                                                              \
-                prep_##name(blk, ix);                                                                         \
+                const uint16_t *ix = ixb[b & 1];                                                              \
+                prep_##name(blk + (b + 1 < nb ? (BS) : 0), ixb[(b + 1) & 1]);                                 \
                 const __m256i lsv = lsv_##name(blk);                                                          \
                 __m256i s = _mm256_setzero_si256();                                                           \
                 _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {                                      \
