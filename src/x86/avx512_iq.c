@@ -74,8 +74,8 @@ AINLINE void lanes4(__m256i s, uint64_t k[4]) {
     k[3] = (uint64_t)_mm_extract_epi64(hi, 1);
 }
 
-/* ---- per type: the magnitudes (unsigned codes) and the sign mask of
- * sub-blocks 2p and 2p + 1 */
+/* ---- per type: the magnitudes (unsigned codes) of sub-blocks 2p and
+ * 2p + 1 */
 
 #define MAG_FROM_SUB(name)                                                                      \
     AINLINE __m512i mag_##name(const uint8_t *b, const uint16_t *ix, int p) {                   \
@@ -87,8 +87,8 @@ AINLINE void lanes4(__m256i s, uint64_t k[4]) {
 /* eight 64-bit entries, in pairs straight from memory, into one zmm */
 AINLINE __m512i g64x8(const uint64_t *book, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e, unsigned f,
                       unsigned g, unsigned h) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(ld2x64(book + c, book + d), ld2x64(book + a, book + b))),
-                              _mm256_set_m128i(ld2x64(book + g, book + h), ld2x64(book + e, book + f)), 1);
+    const __m256i lo = _mm256_set_m128i(ld2x64(book + c, book + d), ld2x64(book + a, book + b));
+    return join(lo, _mm256_set_m128i(ld2x64(book + g, book + h), ld2x64(book + e, book + f)));
 }
 AINLINE __m512i mag_iq2_xxs(const uint8_t *b, const uint16_t *ix, int p) {
     (void)ix;
