@@ -223,14 +223,8 @@ static void kernels_fill(vx_kernels *k, vx_isa isa) {
         k->gemm[VX_TYPE_IQ4_NL_R8] = vx_gemm_iq4_nl_r8_avx2;
         k->gemm[VX_TYPE_MXFP4_R8] = vx_gemm_mxfp4_r8_avx2;
         k->gemm_scratch = vx_gemm_half_scratch_avx2;
-#define IQ(T, name) k->gemv[VX_TYPE_##T] = vx_gemv_##name##_avx2, k->gemm[VX_TYPE_##T] = vx_gemm_##name##_avx2
-        IQ(IQ2_XXS, iq2_xxs);
-        IQ(IQ2_XS, iq2_xs);
-        IQ(IQ2_S, iq2_s);
-        IQ(IQ3_XXS, iq3_xxs);
-        IQ(IQ3_S, iq3_s);
-        IQ(IQ1_S, iq1_s);
-        IQ(IQ1_M, iq1_m);
+#define IQ(T, name) k->gemv[VX_TYPE_##T] = vx_gemv_##name##_avx2, k->gemm[VX_TYPE_##T] = vx_gemm_##name##_avx2;
+        VX_IQ_GRID_KERNELS(IQ)
 #undef IQ
     }
 }

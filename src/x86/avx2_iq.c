@@ -34,7 +34,12 @@ AINLINE float fma1(float a, float b, float c) {
     return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
 }
 
-#define GT 64 /* the GEMM's tokens per pass */
+/* a block decoded for the GEMM: per sub-block signs, magnitudes, scales */
+typedef struct {
+    __m256i c[8], ac[8], sc[8], ext;
+} dec2;
+#define DEC2(name) dec2_##name
+#define DOT2(name) dot2_##name
 
 #define DEFINE_IQ(name, BS)                                                                                    \
     void vx_gemv_##name##_avx2(int64_t n, const void *w, size_t rs, int nrows, const void *y, float *out) {   \
@@ -62,61 +67,26 @@ AINLINE float fma1(float a, float b, float c) {
             out[r] = acc;                                                                                     \
         }                                                                                                     \
     }                                                                                                         \
-    static void gemm_##name(int kind, int64_t n, const void *w, size_t rs, int nrows, const void *act,        \
-                            size_t as, int ntok, float *out, int64_t ldo, int accumulate) {                  \
-        const int64_t nb = n / VX_QK_K;                                                                       \
-        for (int t0 = 0; t0 < ntok; t0 += GT) {                                                               \
-            const int nt = ntok - t0 < GT ? ntok - t0 : GT, ng = (nt + 7) / 8;                                \
-            const vx_block_q8_K *ys[GT];                                                                      \
-            for (int j = 0; j < ng * 8; j++)                                                                  \
-                ys[j] = (const vx_block_q8_K *)(const void *)((const uint8_t *)act +                          \
-                                                              (size_t)(t0 + (j < nt ? j : nt - 1)) * as);     \
-            for (int r = 0; r < nrows; r++) {                                                                 \
-                const uint8_t *row = (const uint8_t *)w + (size_t)r * rs;                                     \
-                __m256 acc[GT / 8];                                                                           \
-                for (int g = 0; g < ng; g++) acc[g] = _mm256_setzero_ps();                                    \
-                for (int64_t b = 0; b < nb; b++) {                                                            \
-                    const uint8_t *blk = row + (size_t)b * (BS);                                              \
-                    __m256i c[8], ac[8], sc[8];                                                               \
-                    uint16_t ix[64];                                                                          \
-                    prep_##name(blk, ix);                                                                     \
-                    const __m256i lsv = lsv_##name(blk), ext = ext_##name(blk);                               \
-                    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {                                  \
-                        ac[ib] = sub_##name(blk, ix, ib, &c[ib]);                                             \
-                        sc[ib] = pick(lsv, ib);                                                               \
-                    }                                                                                         \
-                    const __m256 f = _mm256_set1_ps(fac_##name(blk));                                         \
-                    for (int g = 0; g < ng; g++) {                                                            \
-                        __m256i I[8];                                                                         \
-                        float dy[8];                                                                          \
-                        for (int j = 0; j < 8; j++) {                                                         \
-                            const vx_block_q8_K *y = ys[8 * g + j] + b;                                       \
-                            __m256i s = sub_dot(c[0], ac[0], sc[0], y->qs);                                   \
-                            for (int ib = 1; ib < 8; ib++)                                                    \
-                                s = _mm256_add_epi32(s, sub_dot(c[ib], ac[ib], sc[ib], y->qs + 32 * ib));     \
-                            I[j] = fin_##name(s, ext, y);                                                     \
-                            dy[j] = y->d;                                                                     \
-                        }                                                                                     \
-                        acc[g] = _mm256_fmadd_ps(_mm256_mul_ps(f, _mm256_loadu_ps(dy)),                       \
-                                                 _mm256_cvtepi32_ps(hsum8_epi32(I)), acc[g]);                 \
-                    }                                                                                         \
-                }                                                                                             \
-                float o[GT];                                                                                  \
-                for (int g = 0; g < ng; g++) _mm256_storeu_ps(o + 8 * g, acc[g]);                             \
-                for (int t = 0; t < nt; t++) {                                                                \
-                    float *d = out + (int64_t)(t0 + t) * ldo + r;                                             \
-                    *d = accumulate ? *d + o[t] : o[t];                                                       \
-                }                                                                                             \
-            }                                                                                                 \
+    AINLINE void dec2_##name(const uint8_t *blk, dec2 *d) {                                                   \
+        uint16_t ix[64];                                                                                      \
+        prep_##name(blk, ix);                                                                                 \
+        const __m256i lsv = lsv_##name(blk);                                                                  \
+        d->ext = ext_##name(blk);                                                                             \
+        _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {                                              \
+            d->ac[ib] = sub_##name(blk, ix, ib, &d->c[ib]);                                                   \
+            d->sc[ib] = pick(lsv, ib);                                                                        \
         }                                                                                                     \
     }                                                                                                         \
+    AINLINE __m256i dot2_##name(const dec2 *d, const vx_block_q8_K *y) {                                      \
+        __m256i s = sub_dot(d->c[0], d->ac[0], d->sc[0], y->qs);                                              \
+        for (int ib = 1; ib < 8; ib++)                                                                        \
+            s = _mm256_add_epi32(s, sub_dot(d->c[ib], d->ac[ib], d->sc[ib], y->qs + 32 * ib));                \
+        return fin_##name(s, d->ext, y);                                                                      \
+    }                                                                                                         \
+    IQ_GEMM(gemm_##name, name, BS, dec2, DEC2, DOT2)                                                          \
     DEFINE_GEMM_ENTRY(vx_gemm_##name##_avx2, vx_gemv_##name##_avx2, gemm_##name, 0, 2)
 
 
-DEFINE_IQ(iq2_xxs, sizeof(vx_block_iq2_xxs))
-DEFINE_IQ(iq2_xs, sizeof(vx_block_iq2_xs))
-DEFINE_IQ(iq2_s, sizeof(vx_block_iq2_s))
-DEFINE_IQ(iq3_xxs, sizeof(vx_block_iq3_xxs))
-DEFINE_IQ(iq3_s, sizeof(vx_block_iq3_s))
-DEFINE_IQ(iq1_s, sizeof(vx_block_iq1_s))
-DEFINE_IQ(iq1_m, sizeof(vx_block_iq1_m))
+#define DEF(T, name) DEFINE_IQ(name, sizeof(vx_block_##name))
+VX_IQ_GRID_KERNELS(DEF)
+#undef DEF

@@ -48,13 +48,7 @@ void VX512(vx_kernels_add)(struct vx_kernels *k) {
     k->geglu = VX512(vx_geglu);
     k->attn_dec_f16 = VX512(vx_attn_dec_f16);
     k->attn_dec_q8_0 = VX512(vx_attn_dec_q8_0);
-#define IQ(T, name) k->gemv[VX_TYPE_##T] = VX512(vx_gemv_##name), k->gemm[VX_TYPE_##T] = VX512(vx_gemm_##name)
-    IQ(IQ2_XXS, iq2_xxs);
-    IQ(IQ2_XS, iq2_xs);
-    IQ(IQ2_S, iq2_s);
-    IQ(IQ3_XXS, iq3_xxs);
-    IQ(IQ3_S, iq3_s);
-    IQ(IQ1_S, iq1_s);
-    IQ(IQ1_M, iq1_m);
+#define IQ(T, name) k->gemv[VX_TYPE_##T] = VX512(vx_gemv_##name), k->gemm[VX_TYPE_##T] = VX512(vx_gemm_##name);
+    VX_IQ_GRID_KERNELS(IQ)
 #undef IQ
 }

@@ -187,7 +187,14 @@ AINLINE float fma1(float a, float b, float c) {
     return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
 }
 
-#define GT 64 /* the GEMM's tokens per pass */
+/* a block decoded for the GEMM: per pair magnitudes, sign masks, scales */
+typedef struct {
+    __m512i m[4], sc[4];
+    uint64_t k[4];
+    __m256i ext;
+} dec5;
+#define DEC5(name) dec5_##name
+#define DOT5(name) dot5_##name
 
 #define DEFINE_IQ512(name, BS)                                                                                 \
     void VX512(vx_gemv_##name)(int64_t n, const void *w, size_t rs, int nrows, const void *y, float *out) {   \
@@ -221,64 +228,27 @@ AINLINE float fma1(float a, float b, float c) {
             out[r] = acc;                                                                                     \
         }                                                                                                     \
     }                                                                                                         \
-    static void gemm512_##name(int kind, int64_t n, const void *w, size_t rs, int nrows, const void *act,     \
-                               size_t as, int ntok, float *out, int64_t ldo, int accumulate) {               \
-        (void)kind;                                                                                           \
-        const int64_t nb = n / VX_QK_K;                                                                       \
-        for (int t0 = 0; t0 < ntok; t0 += GT) {                                                               \
-            const int nt = ntok - t0 < GT ? ntok - t0 : GT, ng = (nt + 7) / 8;                                \
-            const vx_block_q8_K *ys[GT];                                                                      \
-            for (int j = 0; j < ng * 8; j++)                                                                  \
-                ys[j] = (const vx_block_q8_K *)(const void *)((const uint8_t *)act +                          \
-                                                              (size_t)(t0 + (j < nt ? j : nt - 1)) * as);     \
-            for (int r = 0; r < nrows; r++) {                                                                 \
-                const uint8_t *row = (const uint8_t *)w + (size_t)r * rs;                                     \
-                __m256 acc[GT / 8];                                                                           \
-                for (int g = 0; g < ng; g++) acc[g] = _mm256_setzero_ps();                                    \
-                for (int64_t b = 0; b < nb; b++) {                                                            \
-                    const uint8_t *blk = row + (size_t)b * (BS);                                              \
-                    __m512i m[4], sc[4];                                                                      \
-                    uint64_t k[4];                                                                            \
-                    uint16_t ix[64];                                                                          \
-                    prep_##name(blk, ix);                                                                     \
-                    const __m256i lsv = lsv_##name(blk), ext = ext512_##name(blk, lsv);                       \
-                    sgn_##name(blk, k);                                                                       \
-                    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {                                     \
-                        m[p] = mag_##name(blk, ix, p);                                                        \
-                        sc[p] = scales_of(_mm512_castsi256_si512(lsv), p);                                    \
-                    }                                                                                         \
-                    const __m256 f = _mm256_set1_ps(fac_##name(blk));                                         \
-                    for (int g = 0; g < ng; g++) {                                                            \
-                        __m256i I[8];                                                                         \
-                        float dy[8];                                                                          \
-                        for (int j = 0; j < 8; j++) {                                                         \
-                            const vx_block_q8_K *y = ys[8 * g + j] + b;                                       \
-                            __m512i s = _mm512_setzero_si512();                                               \
-                            for (int p = 0; p < 4; p++)                                                       \
-                                s = _mm512_dpwssd_epi32(                                                      \
-                                    s, _mm512_maddubs_epi16(m[p], signed_q(y->qs + 64 * p, k[p])), sc[p]);    \
-                            I[j] = fin512_##name(fold(s), ext, y);                                            \
-                            dy[j] = y->d;                                                                     \
-                        }                                                                                     \
-                        acc[g] = _mm256_fmadd_ps(_mm256_mul_ps(f, _mm256_loadu_ps(dy)),                       \
-                                                 _mm256_cvtepi32_ps(hsum8_epi32(I)), acc[g]);                 \
-                    }                                                                                         \
-                }                                                                                             \
-                float o[GT];                                                                                  \
-                for (int g = 0; g < ng; g++) _mm256_storeu_ps(o + 8 * g, acc[g]);                             \
-                for (int t = 0; t < nt; t++) {                                                                \
-                    float *d = out + (int64_t)(t0 + t) * ldo + r;                                             \
-                    *d = accumulate ? *d + o[t] : o[t];                                                       \
-                }                                                                                             \
-            }                                                                                                 \
+    AINLINE void dec5_##name(const uint8_t *blk, dec5 *d) {                                                   \
+        uint16_t ix[64];                                                                                      \
+        prep_##name(blk, ix);                                                                                 \
+        const __m256i lsv = lsv_##name(blk);                                                                  \
+        d->ext = ext512_##name(blk, lsv);                                                                     \
+        sgn_##name(blk, d->k);                                                                                \
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {                                                 \
+            d->m[p] = mag_##name(blk, ix, p);                                                                 \
+            d->sc[p] = scales_of(_mm512_castsi256_si512(lsv), p);                                             \
         }                                                                                                     \
     }                                                                                                         \
+    AINLINE __m256i dot5_##name(const dec5 *d, const vx_block_q8_K *y) {                                      \
+        __m512i s = _mm512_setzero_si512();                                                                   \
+        for (int p = 0; p < 4; p++)                                                                           \
+            s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(d->m[p], signed_q(y->qs + 64 * p, d->k[p])),      \
+                                    d->sc[p]);                                                                \
+        return fin512_##name(fold(s), d->ext, y);                                                             \
+    }                                                                                                         \
+    IQ_GEMM(gemm512_##name, name, BS, dec5, DEC5, DOT5)                                                       \
     DEFINE_GEMM_ENTRY(VX512(vx_gemm_##name), VX512(vx_gemv_##name), gemm512_##name, 0, 2)
 
-DEFINE_IQ512(iq2_xxs, sizeof(vx_block_iq2_xxs))
-DEFINE_IQ512(iq2_xs, sizeof(vx_block_iq2_xs))
-DEFINE_IQ512(iq2_s, sizeof(vx_block_iq2_s))
-DEFINE_IQ512(iq3_xxs, sizeof(vx_block_iq3_xxs))
-DEFINE_IQ512(iq3_s, sizeof(vx_block_iq3_s))
-DEFINE_IQ512(iq1_s, sizeof(vx_block_iq1_s))
-DEFINE_IQ512(iq1_m, sizeof(vx_block_iq1_m))
+#define DEF(T, name) DEFINE_IQ512(name, sizeof(vx_block_##name))
+VX_IQ_GRID_KERNELS(DEF)
+#undef DEF

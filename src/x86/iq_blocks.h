@@ -306,4 +306,66 @@ NO_EXT(iq3_xxs)
 NO_EXT(iq3_s)
 #undef NO_EXT
 
+/* ---- the GEMMs' token passes (both tiers) */
+#define IQ_GT 64 /* tokens per pass */
+
+/* Pass t0's activation rows: ys[j] token t0 + j's, the last token standing
+ * in for the padding to a multiple of 8; returns the pass's token count. */
+AINLINE int iq_pass_rows(const void *act, size_t as, int t0, int ntok, const vx_block_q8_K **ys) {
+    const int nt = ntok - t0 < IQ_GT ? ntok - t0 : IQ_GT;
+    for (int j = 0; j < (nt + 7) / 8 * 8; j++)
+        ys[j] = (const vx_block_q8_K *)(const void *)((const uint8_t *)act + (size_t)(t0 + (j < nt ? j : nt - 1)) * as);
+    return nt;
+}
+
+/* Row r's results of a pass (acc: 8 tokens a vector) into out, written or
+ * added (accumulate). */
+AINLINE void iq_pass_store(const __m256 *acc, int nt, float *out, int64_t ldo, int t0, int r, int accumulate) {
+    float o[IQ_GT];
+    for (int g = 0; g < (nt + 7) / 8; g++) _mm256_storeu_ps(o + 8 * g, acc[g]);
+    for (int t = 0; t < nt; t++) {
+        float *d = out + (int64_t)(t0 + t) * ldo + r;
+        *d = accumulate ? *d + o[t] : o[t];
+    }
+}
+
+/* The GEMM of type name (blocks BS bytes), both tiers: per pass of up to
+ * IQ_GT tokens and per row, each block decoded once (DEC(name)(blk, &d),
+ * d of type D) and dotted with every token's Q8_K block
+ * (DOT(name)(&d, y): an __m256i whose lanes sum to the exact integer dot),
+ * then per 8 tokens the canonical float step: the gemv's bits. */
+#define IQ_GEMM(fname, name, BS, D, DEC, DOT)                                                                  \
+    static void fname(int kind, int64_t n, const void *w, size_t rs, int nrows, const void *act, size_t as,   \
+                      int ntok, float *out, int64_t ldo, int accumulate) {                                   \
+        (void)kind;                                                                                           \
+        const int64_t nb = n / VX_QK_K;                                                                       \
+        for (int t0 = 0; t0 < ntok; t0 += IQ_GT) {                                                            \
+            const vx_block_q8_K *ys[IQ_GT];                                                                   \
+            const int nt = iq_pass_rows(act, as, t0, ntok, ys), ng = (nt + 7) / 8;                            \
+            for (int r = 0; r < nrows; r++) {                                                                 \
+                const uint8_t *row = (const uint8_t *)w + (size_t)r * rs;                                     \
+                __m256 acc[IQ_GT / 8];                                                                        \
+                for (int g = 0; g < ng; g++) acc[g] = _mm256_setzero_ps();                                    \
+                for (int64_t b = 0; b < nb; b++) {                                                            \
+                    const uint8_t *blk = row + (size_t)b * (BS);                                              \
+                    D d;                                                                                      \
+                    DEC(name)(blk, &d);                                                                       \
+                    const __m256 f = _mm256_set1_ps(fac_##name(blk));                                         \
+                    for (int g = 0; g < ng; g++) {                                                            \
+                        __m256i I[8];                                                                         \
+                        float dy[8];                                                                          \
+                        for (int j = 0; j < 8; j++) {                                                         \
+                            const vx_block_q8_K *y = ys[8 * g + j] + b;                                       \
+                            I[j] = DOT(name)(&d, y);                                                          \
+                            dy[j] = y->d;                                                                     \
+                        }                                                                                     \
+                        acc[g] = _mm256_fmadd_ps(_mm256_mul_ps(f, _mm256_loadu_ps(dy)),                       \
+                                                 _mm256_cvtepi32_ps(hsum8_epi32(I)), acc[g]);                 \
+                    }                                                                                         \
+                }                                                                                             \
+                iq_pass_store(acc, nt, out, ldo, t0, r, accumulate);                                          \
+            }                                                                                                 \
+        }                                                                                                     \
+    }
+
 #endif

@@ -110,20 +110,22 @@ void vx_gemv_f16_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrow
                       float *out);
 void vx_gemv_bf16_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,
                        float *out);
-/* the grid i-quants (avx2_iq.c): Q8_K activations; the GEMM gives the gemv's bits */
-#define VX_IQ_AVX2_DECL(name)                                                                               \
-    void vx_gemv_##name##_avx2(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,  \
-                               float *out);                                                                 \
-    void vx_gemm_##name##_avx2(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,     \
-                               size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate, void *scratch);
-VX_IQ_AVX2_DECL(iq2_xxs)
-VX_IQ_AVX2_DECL(iq2_xs)
-VX_IQ_AVX2_DECL(iq2_s)
-VX_IQ_AVX2_DECL(iq3_xxs)
-VX_IQ_AVX2_DECL(iq3_s)
-VX_IQ_AVX2_DECL(iq1_s)
-VX_IQ_AVX2_DECL(iq1_m)
-#undef VX_IQ_AVX2_DECL
+/* the grid i-quants (avx2_iq.c; avx512_iq.c below): Q8_K activations; the
+ * GEMM gives the gemv's bits. One list of them for the declarations, the
+ * definitions and the tables (cpu.c, avx512_init.c). */
+#define VX_IQ_GRID_KERNELS(X) \
+    X(IQ2_XXS, iq2_xxs) X(IQ2_XS, iq2_xs) X(IQ2_S, iq2_s) X(IQ3_XXS, iq3_xxs) X(IQ3_S, iq3_s) \
+    X(IQ1_S, iq1_s) X(IQ1_M, iq1_m)
+#define VX_IQ_DECL(name, S)                                                                                   \
+    void vx_gemv_##name##_##S(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,      \
+                              float *out);                                                                     \
+    void vx_gemm_##name##_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,         \
+                              size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,           \
+                              void *scratch);
+#define VX_IQ_DECL_ALL(T, name) VX_IQ_DECL(name, avx2) VX_IQ_DECL(name, avx512) VX_IQ_DECL(name, avx512emu)
+VX_IQ_GRID_KERNELS(VX_IQ_DECL_ALL)
+#undef VX_IQ_DECL_ALL
+#undef VX_IQ_DECL
 /* ---- end of quantization kernels -------------------------------------- */
 
 /* ---- prefill GEMM kernels (avx2_gemm.c, avx2_gemm_k.c) -----------------
@@ -341,24 +343,9 @@ struct vx_kernels;
     int vx_attn_dec_q8_0_##S(int64_t nh, int64_t g, int64_t hd, const float *q, const uint8_t *k,               \
                              const uint8_t *v, int64_t ld, int64_t hs, int64_t cs, int64_t n,                   \
                              const uint8_t *kx, const uint8_t *vx,                                              \
-                             float scale, float cap, float *mx, float *l, float *o);                           \
-    /* the grid i-quants on Q8_K activations (avx512_iq.c): the AVX2 tier's bits */                            \
-    VX_IQ512_DECL(iq2_xxs, S)                                                                                  \
-    VX_IQ512_DECL(iq2_xs, S)                                                                                   \
-    VX_IQ512_DECL(iq2_s, S)                                                                                    \
-    VX_IQ512_DECL(iq3_xxs, S)                                                                                  \
-    VX_IQ512_DECL(iq3_s, S)                                                                                    \
-    VX_IQ512_DECL(iq1_s, S)                                                                                    \
-    VX_IQ512_DECL(iq1_m, S)
-#define VX_IQ512_DECL(name, S)                                                                                 \
-    void vx_gemv_##name##_##S(int64_t n, const void *w_rows, size_t row_stride, int nrows, const void *y,      \
-                              float *out);                                                                     \
-    void vx_gemm_##name##_##S(int64_t n, const void *w, size_t row_stride, int nrows, const void *act,         \
-                              size_t act_stride, int ntok, float *out, int64_t ldo, int accumulate,           \
-                              void *scratch);
+                             float scale, float cap, float *mx, float *l, float *o);
 VX_AVX512_KERNELS(avx512)
 VX_AVX512_KERNELS(avx512emu)
-#undef VX_IQ512_DECL
 
 /* prefill tile attention on fp32 FMAs (avx512_attn_tiles.c, native only):
  * the attn_tiles_* contract of ops.h */
